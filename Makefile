@@ -1,0 +1,31 @@
+# Two entry points (README Quickstart): `make demo` runs the main job on a shipped
+# example, `make test` runs the test suite. Both set everything up on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+EXAMPLE ?= examples/llama3-70b-1k.yaml
+
+.PHONY: setup deps demo test bench clean
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(PY) -m pip install -q -e '.[torch,test]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+deps:
+	bash scripts/install-deps.sh
+
+demo: deps setup
+	$(VENV)/bin/gpufabric plan $(EXAMPLE)
+
+test: deps setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+bench: setup
+	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache build dist src/*.egg-info

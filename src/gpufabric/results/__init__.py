@@ -1,0 +1,1 @@
+"""Results: records, the SQLite store, statistics, SLO verdicts and comparison."""

@@ -1,0 +1,97 @@
+"""Typed records shared by benchmarks, the results store, verdicts and reports.
+
+This is the contract between ``bench`` (which produces results), ``results`` (which
+stores, judges and compares them) and ``report`` (which renders them). Units are in
+metric names (``write_bw_gbps``, ``lat_p99_us``); GB/s is 1e9 bytes/s.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Direction(str, enum.Enum):
+    """Which way is better for a metric."""
+
+    higher = "higher"
+    lower = "lower"
+
+
+class Status(str, enum.Enum):
+    """Outcome of running one test (before any SLO is applied)."""
+
+    ok = "ok"              # the tool ran and its output parsed
+    failed = "failed"      # the tool exited non-zero or reported an error
+    timeout = "timeout"    # killed at its timeout; partial output kept
+    skipped = "skipped"    # not runnable here (tool not installed, no RDMA device, ...)
+
+
+class Outcome(str, enum.Enum):
+    """Verdict of an SLO on a metric."""
+
+    passed = "passed"
+    failed = "failed"
+    noisy = "noisy"        # too noisy or too few samples to judge
+    skipped = "skipped"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Metric:
+    """One measured quantity of a test; ``samples`` keeps the raw values when there are any."""
+
+    name: str
+    value: float
+    unit: str
+    direction: Direction = Direction.higher
+    samples: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TestResult:
+    """One run of one tool with one profile on one host."""
+
+    name: str                      # e.g. "fio.checkpoint_write", "iperf3.data", "nccl.all_reduce"
+    tool: str                      # fio, iperf3, sockperf, perftest, nccl-tests, torch
+    host: str
+    status: Status
+    metrics: tuple[Metric, ...] = ()
+    reason: str = ""               # why skipped/failed/timeout
+    argv: tuple[str, ...] = ()
+    started_at: float = 0.0        # unix seconds
+    duration_s: float = 0.0
+    raw_output: str = ""           # the tool's output as captured (stored for provenance)
+    params: dict[str, str] = field(default_factory=dict)  # profile parameters (size, streams, ...)
+
+    def metric(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Slo:
+    """An expectation on a metric: ``expected`` with a relative tolerance, or absolute bounds."""
+
+    test: str
+    metric: str
+    direction: Direction
+    expected: float | None = None
+    tolerance: float = 0.1         # pass if within this fraction on the bad side of expected
+    minimum: float | None = None
+    maximum: float | None = None
+    source: str = ""               # "plan", "thresholds:<file>", "predict"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """An SLO applied to a measured metric."""
+
+    test: str
+    metric: str
+    host: str
+    outcome: Outcome
+    measured: float | None
+    expected: float | None
+    direction: Direction
+    margin: float | None           # relative margin on the good side (+) or bad side (-)
+    reason: str = ""
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,1 @@
+"""gpufabric.sim"""

@@ -1,0 +1,34 @@
+"""Render a spec as YAML with every field's docstring as a comment (``gpufabric init``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+
+def _scalar(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip().removesuffix("...").strip()
+
+
+def annotated_yaml(model: BaseModel, indent: int = 0) -> str:
+    """YAML for ``model`` where each field is preceded by its description as a comment."""
+    lines: list[str] = []
+    pad = "  " * indent
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        if value is None and name == "security":
+            lines.append(f"{pad}# security: planes, roles and flows; the least-privilege default applies when omitted")
+            continue
+        if field.description:
+            lines.append(f"{pad}# {field.description}")
+        if isinstance(value, BaseModel):
+            lines.append(f"{pad}{name}:")
+            lines.append(annotated_yaml(value, indent + 1))
+        else:
+            dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+            if isinstance(dumped, list):
+                dumped = [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in dumped]
+            lines.append(f"{pad}{name}: {_scalar(dumped)}")
+    return "\n".join(lines)

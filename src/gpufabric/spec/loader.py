@@ -1,0 +1,214 @@
+"""Load a YAML spec into a validated :class:`Spec`, with errors located in the file.
+
+PyYAML's composer keeps the line and column of every node; we keep a map from field
+path to position so that a pydantic error (which knows only the path) becomes
+``file:line:col: field: what was expected (fix)``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from gpufabric.errors import SpecError
+from gpufabric.spec.models import Spec
+
+Path_ = tuple[str | int, ...]
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class Located:
+    """A parsed YAML document with the source position of every key and value."""
+
+    file: str
+    data: Any
+    key_positions: Mapping[Path_, tuple[int, int]]
+    value_positions: Mapping[Path_, tuple[int, int]]
+
+    def position(self, path: Path_) -> tuple[int | None, int | None]:
+        """Line and column (1-based) of ``path``'s key, else of its nearest located parent."""
+        for end in range(len(path), -1, -1):
+            prefix = tuple(path[:end])
+            if prefix in self.key_positions:
+                return self.key_positions[prefix]
+            if prefix in self.value_positions:
+                return self.value_positions[prefix]
+        return None, None
+
+    def error(self, path: Path_, message: str, fix: str = "") -> SpecError:
+        """A :class:`SpecError` located at ``path``."""
+        line, column = self.position(path)
+        return SpecError(file=self.file, line=line, column=column, field=dotted(path), message=message, fix=fix)
+
+
+def dotted(path: Path_) -> str:
+    """``('options', 'fabrics', 1)`` -> ``options.fabrics[1]``."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def parse_yaml(text: str, file: str) -> Located:
+    """Parse YAML keeping positions; duplicate keys are an error (PyYAML keeps the last silently)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(
+            file=file,
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+            field="",
+            message=f"not valid YAML: {problem}",
+            fix="check indentation and quoting",
+        ) from exc
+    keys: dict[Path_, tuple[int, int]] = {}
+    values: dict[Path_, tuple[int, int]] = {}
+
+    def walk(node: yaml.Node, path: Path_) -> None:
+        values[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for key_node, value_node in node.value:
+                key = key_node.value
+                if key in seen:
+                    raise SpecError(
+                        file=file,
+                        line=key_node.start_mark.line + 1,
+                        column=key_node.start_mark.column + 1,
+                        field=dotted((*path, key)),
+                        message="duplicate key",
+                        fix="remove one of the two",
+                    )
+                seen.add(key)
+                keys[(*path, key)] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+                walk(value_node, (*path, key))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+
+    if root is not None:
+        walk(root, ())
+    data = yaml.safe_load(text) if root is not None else None
+    return Located(file=file, data=data, key_positions=keys, value_positions=values)
+
+
+def _model_at(model: type[BaseModel], path: Path_) -> type[BaseModel] | None:
+    """The pydantic model class that owns the last key of ``path``, for did-you-mean hints."""
+    current: Any = model
+    for part in path:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return None
+        field = current.model_fields.get(str(part))
+        if field is None:
+            return None
+        current = _unwrap(field.annotation)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip Optional/list wrappers down to a model class if there is one."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType, list, tuple):
+        for arg in typing.get_args(annotation):
+            inner = _unwrap(arg)
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                return inner
+    return annotation
+
+
+def validation_error(exc: ValidationError, located: Located, model: type[BaseModel]) -> SpecError:
+    """Turn the first pydantic error into one located, actionable :class:`SpecError`."""
+    err = exc.errors(include_url=False)[0]
+    path: Path_ = tuple(err["loc"])
+    kind = err["type"]
+    message = err["msg"].removeprefix("Value error, ")
+    fix = ""
+    if kind == "extra_forbidden":
+        owner = _model_at(model, path[:-1])
+        known = sorted(owner.model_fields) if owner else []
+        close = difflib.get_close_matches(str(path[-1]), known, n=1)
+        message = f"unknown key {path[-1]!r}"
+        fix = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+    elif kind == "missing":
+        message = "required field is missing"
+        owner = _model_at(model, path[:-1]) if len(path) > 1 else model
+        field = owner.model_fields.get(str(path[-1])) if owner else None
+        fix = f"add it: {field.description}" if field and field.description else "add it"
+    elif "input" in err and kind not in ("model_type", "dict_type"):
+        message = f"{message}, got {err['input']!r}"
+    return located.error(path, message, fix)
+
+
+def validate_model(located: Located, model: type[ModelT]) -> ModelT:
+    """Validate parsed YAML against ``model``; errors are located :class:`SpecError`."""
+    if not isinstance(located.data, dict):
+        raise located.error((), f"expected a mapping of {model.__name__} fields at the top level", "see `gpufabric init`")
+    try:
+        return model.model_validate(located.data)
+    except ValidationError as exc:
+        raise validation_error(exc, located, model) from None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSpec:
+    """A validated spec together with where each field came from."""
+
+    spec: Spec
+    located: Located
+
+    @property
+    def file(self) -> str:
+        return self.located.file
+
+
+def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | None = None) -> LoadedSpec:
+    """Read and validate a spec file.
+
+    Args:
+        path: the YAML file.
+        known_ids: catalog ids allowed per field path, for example
+            ``{"cluster.gpu": {...}, "options.fabrics": {...}, "options.storage": {...}}``;
+            an id not in the set is a located error with a did-you-mean.
+
+    Raises:
+        SpecError: the file is unreadable, not YAML, or not a valid spec.
+    """
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(file=file, field="", message=f"cannot read spec: {exc.strerror}", fix="check the path") from exc
+    located = parse_yaml(text, file)
+    spec = validate_model(located, Spec)
+    if known_ids:
+        check_ids(located, known_ids)
+    return LoadedSpec(spec=spec, located=located)
+
+
+def check_ids(located: Located, known_ids: Mapping[str, Collection[str]]) -> None:
+    """Raise a located error for the first catalog id that is not known."""
+    for dotted_path, known in known_ids.items():
+        path: Path_ = tuple(dotted_path.split("."))
+        value: Any = located.data
+        for part in path:
+            value = value.get(part) if isinstance(value, dict) else None
+        items = [(path, value)] if isinstance(value, str) else [((*path, i), v) for i, v in enumerate(value or [])]
+        for item_path, item in items:
+            if item not in known:
+                close = difflib.get_close_matches(str(item), sorted(known), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(known))}"
+                raise located.error(item_path, f"unknown catalog id {item!r}", hint)

@@ -1,0 +1,108 @@
+"""Spec loading: every error class gives file:line:col, field, fix; the CLI exits 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufabric.errors import SpecError
+from gpufabric.spec import load_spec
+from tests.conftest import EXAMPLES
+
+GOOD = """\
+name: t
+cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
+workload:
+  model: {params: 7e9, layers: 32, hidden: 4096, seq_len: 4096}
+  parallelism: {tp: 8, pp: 1, dp: 2}
+  global_batch_tokens: 1048576
+  total_tokens: 20e9
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("example", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.name)
+def test_examples_load(example):
+    loaded = load_spec(example)
+    par = loaded.spec.workload.parallelism
+    assert par.tp * par.pp * par.dp == loaded.spec.num_gpus
+
+
+def test_scientific_notation_without_dot_is_a_number(tmp_path):
+    # YAML 1.1 reads 7e9 as a string; the spec must still accept it as a number.
+    spec = load_spec(write(tmp_path, GOOD)).spec
+    assert spec.workload.model.params == 7e9
+    assert spec.workload.total_tokens == 20e9
+
+
+def test_unknown_key_has_location_and_did_you_mean(tmp_path):
+    path = write(tmp_path, GOOD.replace("gpu: h100-sxm", "gpus: h100-sxm"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    err = info.value
+    assert (err.line, err.field) == (2, "cluster.gpus")
+    assert "unknown key 'gpus'" in str(err)
+    assert "did you mean 'gpu'" in str(err)
+
+
+def test_product_mismatch_names_the_numbers(tmp_path):
+    path = write(tmp_path, GOOD.replace("dp: 2", "dp: 3"))
+    with pytest.raises(SpecError, match=r"tp x pp x dp = 8 x 1 x 3 = 24 but the cluster has 16 GPUs"):
+        load_spec(path)
+
+
+def test_tp_across_nodes_needs_opt_in(tmp_path):
+    text = GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 16, pp: 1, dp: 1")
+    with pytest.raises(SpecError, match="allow_cross_node_tp"):
+        load_spec(write(tmp_path, text))
+    allowed = text.replace("dp: 1}", "dp: 1, allow_cross_node_tp: true}")
+    assert load_spec(write(tmp_path, allowed)).spec.workload.parallelism.tp == 16
+
+
+def test_ep_must_divide_dp(tmp_path):
+    path = write(tmp_path, GOOD.replace("dp: 2}", "dp: 2, ep: 4}"))
+    with pytest.raises(SpecError, match="ep = 4 must divide dp = 2"):
+        load_spec(path)
+
+
+@pytest.mark.parametrize("field,bad", [("nodes: 2", "nodes: 0"), ("hidden: 4096", "hidden: -5")])
+def test_zero_or_negative_sizes(tmp_path, field, bad):
+    path = write(tmp_path, GOOD.replace(field, bad))
+    with pytest.raises(SpecError, match="greater than 0") as info:
+        load_spec(path)
+    assert info.value.line is not None
+
+
+def test_missing_field_says_what_to_add(tmp_path):
+    path = write(tmp_path, GOOD.replace("  total_tokens: 20e9\n", ""))
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert info.value.field == "workload.total_tokens"
+    assert "Tokens to train on" in str(info.value)
+
+
+def test_unknown_catalog_id(tmp_path):
+    path = write(tmp_path, GOOD.replace("h100-sxm", "h100-sxn"))
+    with pytest.raises(SpecError) as info:
+        load_spec(path, known_ids={"cluster.gpu": {"h100-sxm", "a100-sxm"}})
+    assert (info.value.line, info.value.field) == (2, "cluster.gpu")
+    assert "did you mean 'h100-sxm'" in str(info.value)
+
+
+def test_bad_yaml_and_duplicate_keys(tmp_path):
+    with pytest.raises(SpecError, match=r"spec.yaml:\d+:\d+: <top level>: not valid YAML"):
+        load_spec(write(tmp_path, "name: [unclosed\n"))
+    with pytest.raises(SpecError, match="duplicate key") as info:
+        load_spec(write(tmp_path, GOOD + "name: again\n"))
+    assert info.value.line == 8
+
+
+def test_missing_file():
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec("/nonexistent/spec.yaml")
