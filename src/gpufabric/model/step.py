@@ -32,3 +32,40 @@ class StepBreakdown:
     checkpoint_interval_s: float    # wall time between checkpoints
     restart_s: float                # time from a failure to training again
     job_mttf_s: float               # mean time between failures of the whole job
+
+
+# ---------------------------------------------------------------------------------
+# Step-time formulas (vectorisable). Sources in docs/models.md.
+
+import numpy as _np  # noqa: E402  (kept below the contract dataclass on purpose)
+
+#: Bytes per activation/gradient element by precision (fp8 training keeps bf16 grads).
+ACT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
+GRAD_BYTES = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
+#: Fraction of tensor-parallel all-reduce time hidden behind compute (sequence
+#: parallelism + TransformerEngine comm overlap hide part of it) [U, estimate].
+TP_OVERLAP = 0.5
+#: Fraction of the last microbatch's backward that the bucketed DP gradient reduction
+#: can hide behind (PyTorch DDP / Megatron overlap_grad_reduce) [U, estimate].
+DP_OVERLAP_EFFICIENCY = 0.8
+
+
+def training_flops_per_step(params: _np.ndarray | float, tokens: _np.ndarray | float) -> _np.ndarray:
+    """Model FLOPs of one step: 6 P T (Kaplan et al. 2020; the MFU convention of the spec)."""
+    return 6.0 * _np.asarray(params, dtype=float) * _np.asarray(tokens, dtype=float)
+
+
+def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, mfu: object) -> _np.ndarray:
+    """Per-rank compute time of one step: F / (N peak MFU)."""
+    return _np.asarray(flops) / (_np.asarray(num_gpus) * _np.asarray(peak_tflops) * 1e12 * _np.asarray(mfu))
+
+
+def bubble_time_s(compute_s: object, pp: object, microbatches: object) -> _np.ndarray:
+    """1F1B pipeline bubble: compute * (pp - 1) / m (Narayanan et al. SC'21)."""
+    return _np.asarray(compute_s) * (_np.asarray(pp) - 1) / _np.asarray(microbatches)
+
+
+def exposed_dp_s(dp_time_s: object, compute_s: object, microbatches: object) -> _np.ndarray:
+    """DP reduction not hidden behind the last microbatch's backward (2/3 of its compute)."""
+    window = DP_OVERLAP_EFFICIENCY * (2.0 / 3.0) * _np.asarray(compute_s) / _np.asarray(microbatches)
+    return _np.maximum(0.0, _np.asarray(dp_time_s) - window)

@@ -1,1 +1,58 @@
-"""gpufabric.report"""
+"""Renderers of a stored run: HTML (self-contained, with charts), Markdown, JSON, JUnit XML."""
+
+from __future__ import annotations
+
+import json
+
+from gpufabric import SCHEMA_VERSION, __version__
+from gpufabric.results.codec import run_to_dict
+from gpufabric.results.records import RunRecord
+
+FORMATS = ("html", "json", "junit", "markdown")
+
+
+def json_payload(run: RunRecord) -> dict:
+    """The JSON report's body: ``{"run": {...}}`` with results, samples, verdicts, fingerprint."""
+    return {"run": run_to_dict(run)}
+
+
+def render_json(run: RunRecord) -> str:
+    """The run as JSON with ``schema_version``; ``compare`` reads it back as a baseline."""
+    payload = {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, **json_payload(run)}
+    return json.dumps(payload, indent=2) + "\n"
+
+
+def load_json_report(path: str) -> RunRecord:
+    """A run from a file written by ``gpufabric report --format json``."""
+    from gpufabric.errors import InputError
+    from gpufabric.results.codec import run_from_dict
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("run"), dict):
+        raise InputError(f"{path}: not a gpufabric JSON report (no 'run' object)")
+    return run_from_dict(data["run"], source=path)
+
+
+def render(run: RunRecord, fmt: str) -> str:
+    """``run`` rendered in one of FORMATS."""
+    if fmt == "json":
+        return render_json(run)
+    if fmt == "markdown":
+        from gpufabric.report.markdown import render_markdown
+
+        return render_markdown(run)
+    if fmt == "junit":
+        from gpufabric.report.junit import render_junit
+
+        return render_junit(run)
+    if fmt == "html":
+        from gpufabric.report.html_report import render_html
+
+        return render_html(run)
+    raise ValueError(f"unknown report format {fmt!r}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class Direction(str, enum.Enum):
@@ -51,6 +52,8 @@ class Metric:
 class TestResult:
     """One run of one tool with one profile on one host."""
 
+    __test__ = False  # not a pytest test class, despite the name
+
     name: str                      # e.g. "fio.checkpoint_write", "iperf3.data", "nccl.all_reduce"
     tool: str                      # fio, iperf3, sockperf, perftest, nccl-tests, torch
     host: str
@@ -79,6 +82,7 @@ class Slo:
     minimum: float | None = None
     maximum: float | None = None
     source: str = ""               # "plan", "thresholds:<file>", "predict"
+    min_pass: int | None = None    # k of n repeats that must pass; None: a strict majority (n // 2 + 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,3 +99,33 @@ class Verdict:
     margin: float | None           # relative margin on the good side (+) or bad side (-)
     reason: str = ""
     warnings: tuple[str, ...] = ()
+    unit: str = ""
+    passed_repeats: int = 0        # repeats that met the SLO ...
+    total_repeats: int = 0         # ... out of this many judged (skipped repeats excluded)
+    source: str = ""               # the Slo's source, for provenance in reports
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """One stored run: provenance plus (from ``Store.get_run``) its results, verdicts, artifacts.
+
+    ``Store.list_runs`` leaves ``results``/``verdicts``/``artifacts`` empty and fills the
+    counts instead, so listing history never loads raw samples.
+    """
+
+    id: int
+    kind: str                      # "bench", "ingest", ...
+    status: str                    # running | passed | failed | interrupted | error
+    started_at: float              # unix seconds
+    finished_at: float | None
+    argv: tuple[str, ...]
+    fingerprint: dict[str, Any]
+    spec_name: str = ""
+    plan: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    gpufabric_version: str = ""
+    results: tuple[TestResult, ...] = ()
+    verdicts: tuple[Verdict, ...] = ()
+    artifacts: dict[str, str] = field(default_factory=dict)
+    result_count: int = 0
+    verdict_counts: dict[str, int] = field(default_factory=dict)  # outcome value -> count

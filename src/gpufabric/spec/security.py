@@ -1,23 +1,327 @@
-"""Security policy section of the spec: planes, roles and allowed flows.
+"""Security policy section of the spec: planes, node roles and allowed flows (intent).
 
-Placeholder schema; the config/audit work replaces it with the full model.
+A policy names the networks (planes) every node may sit on, the node roles, and the
+flows that are allowed, as intent: "compute may reach storage on the storage plane on
+tcp/4420 for NVMe/TCP". Everything not listed is denied. ``gpufabric config`` renders
+firewalls and service configs from it and ``gpufabric audit`` proves them against it.
+
+When the spec has no ``security:`` section, :func:`default_policy` gives a
+least-privilege layout for a training cluster. Ports come from
+reference/security-config.md section 6.3 (port inventory, each with its source).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import re
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PlaneKind = Literal["management", "control", "compute-data", "storage"]
+RoleKind = Literal["compute", "storage", "login", "scheduler"]
+
+_NAME = r"^[a-z][a-z0-9_-]{0,30}$"
+# Linux IFNAMSIZ is 16 including the NUL; nft also accepts a trailing '*' wildcard.
+_IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
 
 
-class SecurityPolicy(BaseModel):
-    """Planes, node roles and allowed flows (intent)."""
-
+class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    planes: list[dict[str, Any]] = []
+
+class Plane(_Model):
+    """One network: its addresses, the interface every node uses for it, and its L2 isolation."""
+
+    name: str = Field(pattern=_NAME)
+    """Plane name used by roles and flows (lowercase, for example mgmt, ctl, data, stor)."""
+    kind: PlaneKind
+    """What the plane carries: management (SSH, Slurm), control (rendezvous, NCCL bootstrap), compute-data (RDMA collectives) or storage (NVMe-oF)."""
+    cidr: str
+    """IPv4 network of the plane, for example 10.10.0.0/16; hosts get consecutive addresses in it."""
+    interface: str | None = None
+    """Interface name every node uses on this plane (for example ctl0); required."""
+    vlan: int | None = Field(None, ge=1, le=4094)
+    """802.1Q VLAN id isolating the plane on Ethernet (RoCE designs)."""
+    pkey: int | None = Field(None, ge=0x0001, le=0x7FFE)
+    """InfiniBand partition key (0x0001-0x7ffe; 0x7fff is the open default partition) for IB designs."""
+    hcas: list[str] = []
+    """Exact RDMA device:port list on this plane, for example [mlx5_0:1, mlx5_1:1]; empty: one per GPU."""
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.IPv4Network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"not an IPv4 network with host bits zero: {exc}") from None
+        return str(net)
+
+    @field_validator("pkey", mode="before")
+    @classmethod
+    def _pkey_hex(cls, value: object) -> object:
+        # PKeys are conventionally written in hex; YAML reads 0x8001 as an int already,
+        # but a quoted "0x8001" arrives as a string.
+        if isinstance(value, str) and value.lower().startswith("0x"):
+            return int(value, 16)
+        return value
+
+    @property
+    def network(self) -> ipaddress.IPv4Network:
+        return ipaddress.IPv4Network(self.cidr)
+
+
+class Role(_Model):
+    """A kind of node and its hosts."""
+
+    name: str = Field(pattern=_NAME)
+    """Role name used by flows (for example compute, storage, login, scheduler)."""
+    kind: RoleKind
+    """compute (GPU node), storage (NVMe-oF target), login (bastion) or scheduler (slurmctld)."""
+    hosts: list[str] | None = None
+    """Host names of this role, in address order; give hosts or count."""
+    count: int | None = Field(None, gt=0)
+    """Number of hosts when hosts are not listed; they are named <role>-<n> from 1."""
+    planes: list[str] | None = None
+    """Planes the role's nodes are attached to; default: management plus every plane a flow uses."""
+    port_guids: list[str] = []
+    """InfiniBand port GUIDs of this role's HCAs (0x + 16 hex digits) for partitions.conf membership."""
+
+    @model_validator(mode="after")
+    def _hosts_or_count(self) -> Role:
+        if self.hosts is None and self.count is None:
+            raise ValueError(f"role {self.name!r} needs hosts (a list of names) or count")
+        if self.hosts is not None and self.count is not None and len(self.hosts) != self.count:
+            raise ValueError(f"role {self.name!r}: count {self.count} but {len(self.hosts)} hosts listed")
+        if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
+            raise ValueError(f"role {self.name!r} lists a host twice")
+        for guid in self.port_guids:
+            if not re.fullmatch(r"0x[0-9a-fA-F]{16}", guid):
+                raise ValueError(f"role {self.name!r}: port GUID {guid!r} is not 0x followed by 16 hex digits")
+        return self
+
+    @property
+    def host_names(self) -> list[str]:
+        if self.hosts is not None:
+            return list(self.hosts)
+        return [f"{self.name}-{i}" for i in range(1, (self.count or 0) + 1)]
+
+
+class Flow(_Model):
+    """One allowed flow (intent): connections from src role to dst role on a plane."""
+
+    src: str
+    """Source role name."""
+    dst: str
+    """Destination role name."""
+    plane: str
+    """Plane the flow crosses (the destination's interface on it)."""
+    proto: Literal["tcp", "udp"]
+    """Transport protocol."""
+    ports: list[int | str] = Field(min_length=1)
+    """Destination ports: numbers or inclusive ranges written "a-b" (1-65535)."""
+    purpose: str = ""
+    """Why the flow exists; it becomes the firewall rule's comment."""
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, value: list[int | str]) -> list[int | str]:
+        for item in value:
+            low, high = parse_port(item)
+            if not 1 <= low <= high <= 65535:
+                raise ValueError(f"port {item!r} is out of range 1-65535 (ranges are low-high)")
+        return value
+
+    def port_ranges(self) -> list[tuple[int, int]]:
+        """Inclusive (low, high) ranges of the flow's ports."""
+        return [parse_port(item) for item in self.ports]
+
+
+def parse_port(item: int | str) -> tuple[int, int]:
+    """``22`` -> (22, 22); ``"60001-63000"`` -> (60001, 63000)."""
+    if isinstance(item, int):
+        return item, item
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(item))
+    if not match:
+        raise ValueError(f"port {item!r} is not a number or a range low-high")
+    low = int(match.group(1))
+    return low, int(match.group(2) or low)
+
+
+class SecurityPolicy(_Model):
+    """Planes, node roles and allowed flows (intent); everything else is denied."""
+
+    planes: list[Plane] = Field(min_length=1)
     """Networks: management, control, compute-data, storage."""
-    roles: list[dict[str, Any]] = []
-    """Node roles."""
-    flows: list[dict[str, Any]] = []
-    """Allowed flows."""
+    roles: list[Role] = Field(min_length=1)
+    """Node roles and their hosts."""
+    flows: list[Flow] = []
+    """Allowed flows; anything not listed is dropped."""
+    rdma_tos: int = Field(106, ge=0, le=255)
+    """IP TOS byte of RoCE traffic: DSCP 26 << 2 | ECT(0) = 106 (reference section 3.9)."""
+    roce_priority: int = Field(3, ge=0, le=7)
+    """802.1p priority that is lossless (PFC) for RoCE; 3 by the Cumulus/NVIDIA convention (reference 3.5)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SecurityPolicy:
+        planes = {p.name: p for p in self.planes}
+        if len(planes) != len(self.planes):
+            raise ValueError("two planes share a name")
+        roles = {r.name: r for r in self.roles}
+        if len(roles) != len(self.roles):
+            raise ValueError("two roles share a name")
+        for plane in self.planes:
+            if not plane.interface:
+                raise ValueError(f"plane {plane.name!r} has no interface; set planes[].interface (for example {plane.name}0)")
+            if not re.fullmatch(_IFNAME, plane.interface):
+                raise ValueError(f"plane {plane.name!r}: interface {plane.interface!r} is not a Linux interface name")
+        seen_if: dict[str, str] = {}
+        for plane in self.planes:
+            if plane.interface in seen_if:
+                raise ValueError(f"planes {seen_if[plane.interface]!r} and {plane.name!r} share interface {plane.interface!r}")
+            seen_if[plane.interface or ""] = plane.name
+        for i, a in enumerate(self.planes):
+            for b in self.planes[i + 1 :]:
+                if a.network.overlaps(b.network):
+                    raise ValueError(f"planes {a.name!r} ({a.cidr}) and {b.name!r} ({b.cidr}) have overlapping CIDRs")
+        pkeys = [p.pkey for p in self.planes if p.pkey is not None]
+        if len(set(pkeys)) != len(pkeys):
+            raise ValueError("two planes share a PKey; give each plane its own partition")
+        hosts: set[str] = set()
+        for role in self.roles:
+            for plane_name in role.planes or []:
+                if plane_name not in planes:
+                    raise ValueError(f"role {role.name!r} names unknown plane {plane_name!r}; known: {', '.join(planes)}")
+            for host in role.host_names:
+                if host in hosts:
+                    raise ValueError(f"host {host!r} appears in two roles")
+                hosts.add(host)
+        for n, flow in enumerate(self.flows):
+            for end in (flow.src, flow.dst):
+                if end not in roles:
+                    raise ValueError(f"flows[{n}] names unknown role {end!r}; known: {', '.join(roles)}")
+            if flow.plane not in planes:
+                raise ValueError(f"flows[{n}] names unknown plane {flow.plane!r}; known: {', '.join(planes)}")
+            for end in (flow.src, flow.dst):
+                explicit = roles[end].planes
+                if explicit is not None and flow.plane not in explicit:
+                    raise ValueError(f"flows[{n}]: role {end!r} is not attached to plane {flow.plane!r}")
+        for plane in self.planes:
+            # network and broadcast addresses are unusable; the first host gets .1 + offset.
+            attached = sum(len(r.host_names) for r in self.roles if plane.name in self.role_planes(r.name))
+            if attached > plane.network.num_addresses - 2 - HOST_OFFSET:
+                raise ValueError(f"plane {plane.name!r} ({plane.cidr}) is too small for {attached} hosts")
+        return self
+
+    # ---- derived views (used by configure and audit) -------------------------------
+    def plane(self, name: str) -> Plane:
+        return next(p for p in self.planes if p.name == name)
+
+    def role(self, name: str) -> Role:
+        return next(r for r in self.roles if r.name == name)
+
+    def planes_of_kind(self, kind: str) -> list[Plane]:
+        return [p for p in self.planes if p.kind == kind]
+
+    def role_planes(self, role: str) -> list[str]:
+        """Planes a role is attached to, in plane order."""
+        explicit = self.role(role).planes
+        if explicit is not None:
+            wanted = set(explicit)
+        else:
+            wanted = {p.name for p in self.planes if p.kind == "management"}
+            wanted |= {f.plane for f in self.flows if role in (f.src, f.dst)}
+        return [p.name for p in self.planes if p.name in wanted]
+
+    def addresses(self) -> dict[tuple[str, str], str]:
+        """(host, plane) -> IPv4 address; hosts numbered in role order from .HOST_OFFSET+1."""
+        out: dict[tuple[str, str], str] = {}
+        for plane in self.planes:
+            base = int(plane.network.network_address) + HOST_OFFSET
+            index = 0
+            for role in self.roles:
+                if plane.name not in self.role_planes(role.name):
+                    continue
+                for host in role.host_names:
+                    index += 1
+                    out[(host, plane.name)] = str(ipaddress.IPv4Address(base + index))
+        return out
+
+    def hosts(self) -> list[tuple[str, str]]:
+        """(host, role) pairs in order."""
+        return [(h, r.name) for r in self.roles for h in r.host_names]
+
+
+#: Addresses .1-.HOST_OFFSET of every plane stay free for gateways and switches.
+HOST_OFFSET = 9
+
+#: Port inventory (reference/security-config.md 6.3): sshd, slurmctld, slurmd, srun
+#: (SrunPortRange as in SchedMD's network guide), torchrun static and c10d rendezvous,
+#: the Linux default ephemeral range used by NCCL bootstrap and socket transport
+#: (net.ipv4.ip_local_port_range 32768-60999), NVMe/TCP I/O and discovery, RoCEv2.
+SSH = 22
+SLURMCTLD = 6817
+SLURMD = 6818
+SRUN_RANGE = "60001-63000"
+TORCH_STATIC = 29500
+TORCH_C10D = 29400
+EPHEMERAL_RANGE = "32768-60999"
+NVME_TCP = 4420
+NVME_DISCOVERY = 8009
+ROCE_UDP = 4791
+NFS = 2049
+NCCL_RAS = 28028
+
+
+def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str = "nvmeof-tcp") -> SecurityPolicy:
+    """Least-privilege default for a training cluster (issue 6, "Deliver" 1).
+
+    SSH only on management from the bastion; Slurm on management; rendezvous and NCCL
+    bootstrap only on the control plane between compute nodes; NVMe/TCP 4420 and
+    discovery 8009 only compute -> storage on the storage plane; NCCL RAS stays on
+    loopback (not a flow: loopback is always accepted).
+    """
+    hcas = [f"mlx5_{i}:1" for i in range(gpus_per_node)]
+    planes = [
+        Plane(name="mgmt", kind="management", cidr="10.10.0.0/16", interface="mgmt0", vlan=10, pkey=0x0010),
+        Plane(name="ctl", kind="control", cidr="10.20.0.0/16", interface="ctl0", vlan=20, pkey=0x0020),
+        Plane(name="data", kind="compute-data", cidr="10.30.0.0/16", interface="data0", vlan=30, pkey=0x0030, hcas=hcas),
+        Plane(name="stor", kind="storage", cidr="10.40.0.0/16", interface="stor0", vlan=40, pkey=0x0040),
+    ]
+    # Two targets so a checkpoint survives one target failing; a placeholder to override.
+    roles = [
+        Role(name="compute", kind="compute", count=compute_nodes),
+        Role(name="storage", kind="storage", count=2),
+        Role(name="login", kind="login", count=1),
+        Role(name="scheduler", kind="scheduler", count=1),
+    ]
+    flows = [
+        Flow(src="login", dst="compute", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
+        Flow(src="login", dst="storage", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
+        Flow(src="login", dst="scheduler", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
+        Flow(src="login", dst="scheduler", plane="mgmt", proto="tcp", ports=[SLURMCTLD], purpose="slurmctld (sbatch, squeue)"),
+        Flow(src="compute", dst="scheduler", plane="mgmt", proto="tcp", ports=[SLURMCTLD], purpose="slurmd -> slurmctld"),
+        Flow(src="scheduler", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="slurmctld -> slurmd"),
+        Flow(src="login", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="srun -> slurmd"),
+        Flow(src="compute", dst="login", plane="mgmt", proto="tcp", ports=[SRUN_RANGE], purpose="slurmd -> srun (SrunPortRange)"),
+        Flow(
+            src="compute", dst="compute", plane="ctl", proto="tcp", ports=[TORCH_C10D, TORCH_STATIC],
+            purpose="torchrun c10d/static rendezvous",
+        ),
+        Flow(
+            src="compute", dst="compute", plane="ctl", proto="tcp", ports=[EPHEMERAL_RANGE],
+            purpose="NCCL/gloo bootstrap (ephemeral ports)",
+        ),
+        Flow(src="compute", dst="compute", plane="data", proto="udp", ports=[ROCE_UDP], purpose="RoCEv2 (NIC-offloaded)"),
+    ]
+    if storage == "nfs":
+        flows.append(Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NFS], purpose="NFSv4"))
+    else:
+        flows.append(
+            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_TCP], purpose="NVMe/TCP I/O")
+        )
+        flows.append(
+            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_DISCOVERY], purpose="NVMe/TCP discovery")
+        )
+        flows.append(Flow(src="compute", dst="storage", plane="stor", proto="udp", ports=[ROCE_UDP], purpose="NVMe/RDMA over RoCEv2"))
+    return SecurityPolicy(planes=planes, roles=roles, flows=flows)

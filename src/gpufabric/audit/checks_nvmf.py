@@ -1,0 +1,230 @@
+"""NVMe-oF checks (NVMF-*), reference/security-config.md "Audit checks" / NVMe-oF."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from typing import Any
+
+from gpufabric.audit.collect import Facts, HostView
+from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
+from gpufabric.configure.nqn import nqn_problem
+
+NVMET = "/etc/nvmet/config.json"
+#: Files that hold key material (nvmetcli writes config.json 0600; libnvme's config.json
+#: and TLS key import files hold secrets in plain text).
+SECRET_FILES = ("/etc/nvmet/config.json", "/etc/nvme/config.json", "/etc/nvme/tls-keys", "/etc/nvme/nvme-fabrics.conf")
+SECRET_MARKERS = re.compile(r"(--dhchap-secret|--dhchap-ctrl-secret|--kxchap-secret|--tls-key\b|DHHC-1:|NVMeTLSkey-1:)")
+
+
+def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
+    seen = False
+    for view in facts.hosts:
+        text = view.read(NVMET)
+        if text is None:
+            continue
+        seen = True
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            yield view, doc
+    if not seen and not any(v.live and v.sysfs and (v.sysfs / "kernel/config/nvmet").is_dir() for v in facts.hosts):
+        raise NotAvailable("no nvmetcli config.json (/etc/nvmet/config.json) and no nvmet configfs")
+
+
+@check("NVMF-01", "A subsystem allows any host", Severity.critical,
+       "set attr.allow_any_host to \"0\" and list the initiators in allowed_hosts")
+def nvmf01(facts: Facts) -> Iterator[Finding]:
+    for view, doc in _nvmet(facts):
+        for sub in doc.get("subsystems", []):
+            if str(sub.get("attr", {}).get("allow_any_host", "0")) == "1":
+                yield finding("NVMF-01", f"{view.name}: {sub.get('nqn')}", "attr.allow_any_host = \"1\"",
+                              location=view.where(NVMET))
+    for view in facts.hosts:
+        if view.live and view.sysfs:
+            for attr in sorted((view.sysfs / "kernel/config/nvmet/subsystems").glob("*/attr_allow_any_host")):
+                if attr.read_text().strip() == "1":
+                    yield finding("NVMF-01", f"{view.name}: {attr.parent.name}", f"{attr} = 1", location=str(attr))
+
+
+@check("NVMF-02", "A target port listens outside the storage plane", Severity.high,
+       "set ports[].addr.traddr to the target's storage-plane address")
+def nvmf02(facts: Facts) -> Iterator[Finding]:
+    storage = [p for p in (facts.policy.planes if facts.policy else []) if p.kind == "storage"]
+    if not storage:
+        raise NotAvailable("no policy with a storage plane (policy.json) to compare traddr with")
+    nets = [ipaddress.IPv4Network(p.cidr) for p in storage]
+    for view, doc in _nvmet(facts):
+        for port in doc.get("ports", []):
+            addr = port.get("addr", {})
+            traddr = addr.get("traddr", "")
+            if addr.get("adrfam", "ipv4") != "ipv4":
+                continue
+            try:
+                ip = ipaddress.IPv4Address(traddr)
+            except ValueError:
+                yield finding("NVMF-02", f"{view.name}: port {port.get('portid')}", f"traddr {traddr!r} is not an IPv4 address",
+                              location=view.where(NVMET))
+                continue
+            if ip.is_unspecified or not any(ip in n for n in nets):
+                yield finding("NVMF-02", f"{view.name}: port {port.get('portid')}",
+                              f"traddr {traddr} is outside the storage plane {', '.join(map(str, nets))}",
+                              location=view.where(NVMET))
+
+
+@check("NVMF-03", "A TCP port runs without TLS, or TLS is downgradable", Severity.high,
+       "set addr.tsas to \"tls1.3\" and addr.treq to \"required\" on every tcp port")
+def nvmf03(facts: Facts) -> Iterator[Finding]:
+    for view, doc in _nvmet(facts):
+        for port in doc.get("ports", []):
+            addr = port.get("addr", {})
+            if addr.get("trtype") != "tcp":
+                continue
+            subject = f"{view.name}: port {port.get('portid')} ({addr.get('traddr')}:{addr.get('trsvcid')})"
+            if addr.get("tsas") != "tls1.3":
+                yield finding("NVMF-03", subject, f"tsas = {addr.get('tsas')!r}: cleartext NVMe/TCP", location=view.where(NVMET))
+            elif addr.get("treq") == "not required":
+                yield finding("NVMF-03", subject, "tsas tls1.3 with treq \"not required\": non-TLS connections still allowed",
+                              location=view.where(NVMET))
+
+
+@check("NVMF-04", "Allowed hosts lack DH-HMAC-CHAP", Severity.high,
+       "give every hosts[] entry a dhchap.key (nvme gen-dhchap-key) and use nvmetcli with commit 7a94d92")
+def nvmf04(facts: Facts) -> Iterator[Finding]:
+    for view, doc in _nvmet(facts):
+        keyed = {h.get("nqn") for h in doc.get("hosts", []) if (h.get("dhchap") or {}).get("key")}
+        for sub in doc.get("subsystems", []):
+            for host in sub.get("allowed_hosts", []):
+                if host not in keyed:
+                    yield finding("NVMF-04", f"{view.name}: {host}", f"allowed on {sub.get('nqn')} without a dhchap key",
+                                  location=view.where(NVMET))
+
+
+@check("NVMF-05", "Authentication is one-way only, or uses weak parameters", Severity.medium,
+       "set dhchap.ctrl_key, an FFDHE dhgroup and a DHHC-1:01..03 key for every host")
+def nvmf05(facts: Facts) -> Iterator[Finding]:
+    for view, doc in _nvmet(facts):
+        for host in doc.get("hosts", []):
+            dh = host.get("dhchap") or {}
+            if not dh.get("key"):
+                continue  # NVMF-04's finding
+            problems = []
+            if not dh.get("ctrl_key"):
+                problems.append("no ctrl_key (no controller authentication)")
+            if not dh.get("dhgroup") or dh.get("dhgroup") == "null":
+                problems.append("no dhgroup (no forward secrecy)")
+            if str(dh.get("key", "")).startswith("DHHC-1:00:"):
+                problems.append("key hash 00 (untransformed)")
+            if problems:
+                yield finding("NVMF-05", f"{view.name}: {host.get('nqn')}", "; ".join(problems), location=view.where(NVMET))
+
+
+@check("NVMF-06", "Secret files are readable by others", Severity.high, "chmod 0600 the file (owner root)")
+def nvmf06(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in facts.hosts:
+        paths = [p for p in SECRET_FILES if view.has(p)]
+        text = view.read("/etc/opensm/opensm.conf")
+        if text is not None and re.search(r"^\s*(m_key|sm_key|sa_key)\s+0x", text, re.M):
+            paths.append("/etc/opensm/opensm.conf")
+        for path in paths:
+            seen = True
+            mode = view.mode(path)
+            if mode is not None and mode & 0o077:
+                yield finding("NVMF-06", f"{view.name}: {path}", f"mode {mode:04o} (group/other can read key material)",
+                              location=view.where(path))
+    if not seen:
+        raise NotAvailable("no secret-bearing NVMe-oF/OpenSM files found")
+
+
+@check("NVMF-07", "Secrets appear on command lines or in public files", Severity.medium,
+       "keep keys only in 0600 key files or the .nvme keyring; never pass them as options")
+def nvmf07(facts: Facts) -> Iterator[Finding]:
+    for view in facts.hosts:
+        secret = set(SECRET_FILES) | {"/etc/opensm/opensm.conf"}
+        for path in view.files:
+            if path in secret:
+                continue
+            text = view.read(path)
+            if text and (match := SECRET_MARKERS.search(text)):
+                yield finding("NVMF-07", f"{view.name}: {path}", f"contains {match.group(1)!r}", location=view.where(path))
+        if view.live and view.env:
+            for key, value in view.env.items():
+                if SECRET_MARKERS.search(value):
+                    yield finding("NVMF-07", f"{view.name}: environment", f"${key} holds key material")
+
+
+@check("NVMF-08", "An NQN is invalid or duplicated", Severity.high,
+       "give every host its own /etc/nvme/hostnqn and hostid (nvme gen-hostnqn); fix invalid NQNs")
+def nvmf08(facts: Facts) -> Iterator[Finding]:
+    owners: dict[str, list[str]] = defaultdict(list)
+    ids: dict[str, list[str]] = defaultdict(list)
+    seen = False
+    for view in facts.hosts:
+        nqn = (view.read("/etc/nvme/hostnqn") or "").strip()
+        hostid = (view.read("/etc/nvme/hostid") or "").strip()
+        if nqn:
+            seen = True
+            owners[nqn].append(view.name)
+            if (problem := nqn_problem(nqn)) is not None:
+                yield finding("NVMF-08", f"{view.name}: hostnqn", f"{nqn!r} {problem}", severity=Severity.medium,
+                              location=view.where("/etc/nvme/hostnqn"))
+        if hostid:
+            ids[hostid].append(view.name)
+    for view, doc in _safe_nvmet(facts):
+        seen = True
+        for sub in doc.get("subsystems", []):
+            if (problem := nqn_problem(str(sub.get("nqn", "")))) is not None:
+                yield finding("NVMF-08", f"{view.name}: subsystem", f"{sub.get('nqn')!r} {problem}", severity=Severity.medium,
+                              location=view.where(NVMET))
+    if not seen:
+        raise NotAvailable("no /etc/nvme/hostnqn or nvmet config")
+    for nqn, hosts in owners.items():
+        if len(hosts) > 1:
+            yield finding("NVMF-08", ", ".join(hosts), f"hostnqn {nqn} is shared by {len(hosts)} hosts (cloned image?)")
+    for hostid, hosts in ids.items():
+        if len(hosts) > 1:
+            yield finding("NVMF-08", ", ".join(hosts), f"hostid {hostid} is shared by {len(hosts)} hosts")
+
+
+def _safe_nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
+    try:
+        yield from _nvmet(facts)
+    except NotAvailable:
+        return
+
+
+@check("NVMF-10", "Kernel support for the required NVMe-oF security is missing", Severity.high,
+       "use a kernel with CONFIG_NVME_TARGET_AUTH/TCP_TLS (targets) or NVME_HOST_AUTH/NVME_TCP_TLS (hosts)")
+def nvmf10(facts: Facts) -> Iterator[Finding]:
+    import gzip
+    import os
+
+    live = [v for v in facts.hosts if v.live]
+    if not live or facts.storage not in ("nvmeof-tcp", "nvmeof-rdma"):
+        raise NotAvailable("needs --live on a host whose policy.json selects NVMe-oF storage")
+    view = live[0]
+    kind = facts.role_kind(view.role)
+    if kind not in ("compute", "storage"):
+        raise NotAvailable("this host is not a compute or storage node of the policy")
+    text = None
+    release = os.uname().release
+    for path in (f"/boot/config-{release}", "/proc/config.gz"):
+        try:
+            text = gzip.open(path, "rt").read() if path.endswith(".gz") else open(path).read()
+            break
+        except OSError:
+            continue
+    if text is None:
+        raise NotAvailable("no /boot/config-$(uname -r) or /proc/config.gz")
+    wanted = ["NVME_TARGET_AUTH", "NVME_TARGET_TCP_TLS"] if kind == "storage" else ["NVME_HOST_AUTH", "NVME_TCP_TLS"]
+    if facts.storage == "nvmeof-rdma":
+        wanted = wanted[:1]
+    for option in wanted:
+        if not re.search(rf"^CONFIG_{option}=[ym]", text, re.M):
+            yield finding("NVMF-10", view.name, f"CONFIG_{option} is not set in kernel {release}")

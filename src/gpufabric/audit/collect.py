@@ -1,0 +1,278 @@
+"""Collectors: what the checks look at, from an artefact bundle, a copy of /etc, or this host.
+
+Every source is optional. A view answers "what is in /etc/x on this host" and "what is
+its mode"; live views also carry ``nft -j list ruleset``, ``ss -tulpnH``, ``ip -j addr``,
+the environment and sysfs/configfs. Anything that cannot be read is None, and checks
+turn None into "not available".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric.audit import nft
+from gpufabric.errors import InputError, ParseError
+from gpufabric.spec.security import SecurityPolicy
+
+#: Collector commands get a short timeout: an audit must never hang on a stuck tool.
+TOOL_TIMEOUT_S = 10.0
+
+
+@dataclass(slots=True, kw_only=True)
+class HostView:
+    """One host (or the subnet manager) as the checks see it."""
+
+    name: str
+    role: str | None
+    files: dict[str, Path]  # absolute path on the host -> readable local path
+    live: bool = False
+    env: dict[str, str] | None = None
+    listeners: list[dict[str, Any]] | None = None
+    addrs: list[dict[str, Any]] | None = None
+    sysfs: Path | None = None
+    _ruleset: Any = None
+    ruleset_error: str | None = None
+
+    def has(self, path: str) -> bool:
+        return path in self.files
+
+    def read(self, path: str) -> str | None:
+        local = self.files.get(path)
+        if local is None:
+            return None
+        try:
+            return local.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def mode(self, path: str) -> int | None:
+        local = self.files.get(path)
+        try:
+            return local.stat().st_mode & 0o777 if local else None
+        except OSError:
+            return None
+
+    def glob(self, prefix: str) -> list[str]:
+        return sorted(p for p in self.files if p.startswith(prefix))
+
+    def where(self, path: str) -> str:
+        return str(self.files.get(path, path))
+
+    def ruleset(self) -> nft.Ruleset | None:
+        """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
+        if self._ruleset is None and self.ruleset_error is None:
+            self._ruleset, self.ruleset_error = _load_ruleset(self)
+        return self._ruleset
+
+
+@dataclass(slots=True, kw_only=True)
+class Facts:
+    source: str
+    hosts: list[HostView]
+    policy_doc: dict[str, Any] | None = None
+    policy: SecurityPolicy | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fabric_kind(self) -> str | None:
+        return (self.policy_doc or {}).get("design", {}).get("fabric_kind")
+
+    @property
+    def storage(self) -> str | None:
+        return (self.policy_doc or {}).get("design", {}).get("storage")
+
+    @property
+    def reproducibility(self) -> str | None:
+        return (self.policy_doc or {}).get("reproducibility")
+
+    def role_kind(self, role: str | None) -> str | None:
+        if role is None or self.policy is None:
+            return None
+        return next((r.kind for r in self.policy.roles if r.name == role), None)
+
+
+def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    if not root.is_dir():
+        return files
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            local = Path(dirpath) / name
+            rel = local.relative_to(root).as_posix()
+            files[prefix + rel] = local
+    return files
+
+
+def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
+    if not doc or "policy" not in doc:
+        return None
+    try:
+        return SecurityPolicy.model_validate(doc["policy"])
+    except ValueError as exc:
+        raise InputError(f"policy.json does not hold a valid security policy: {str(exc).splitlines()[0]}") from exc
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from exc
+
+
+def from_directory(root: Path) -> Facts:
+    """An artefact bundle (has manifest.json) or a copy of /etc (anything else)."""
+    if not root.is_dir():
+        raise InputError(f"--config {root} is not a directory")
+    if (root / "manifest.json").exists():
+        return _from_bundle(root)
+    etc = root / "etc" if (root / "etc").is_dir() else root
+    files = _tree(etc, "/etc/")
+    doc = _read_json(files["/etc/gpufabric/policy.json"]) if "/etc/gpufabric/policy.json" in files else None
+    policy = _policy(doc)
+    hostname = (files.get("/etc/hostname").read_text().strip() if "/etc/hostname" in files else "") or root.name
+    role = dict(policy.hosts()).get(hostname) if policy else None
+    return Facts(source=f"copy of /etc at {root}", hosts=[HostView(name=hostname, role=role, files=files)],
+                 policy_doc=doc, policy=policy)
+
+
+def _from_bundle(root: Path) -> Facts:
+    manifest = _read_json(root / "manifest.json")
+    doc = _read_json(root / "policy.json") if (root / "policy.json").exists() else None
+    policy = _policy(doc)
+    views = []
+    role_trees = {}
+    for host in manifest.get("hosts", []):
+        role = host.get("role")
+        if role not in role_trees:
+            role_trees[role] = _tree(root / "roles" / str(role))
+        files = dict(role_trees[role])
+        files.update(_tree(root / "hosts" / host["host"]))
+        views.append(HostView(name=host["host"], role=role, files=files))
+    fabric = _tree(root / "fabric")
+    if fabric:
+        views.append(HostView(name="subnet-manager", role=None, files=fabric))
+    # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once).
+    shared: dict[Path, HostView] = {}
+    for view in views:
+        local = view.files.get("/etc/nftables.conf") or view.files.get("/etc/gpufabric/nftables.json")
+        if local is None:
+            continue
+        first = shared.setdefault(local, view)
+        if first is not view:
+            view._ruleset, view.ruleset_error = first.ruleset(), first.ruleset_error
+    return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
+
+
+def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str] | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
+                              start_new_session=True, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode, done.stdout, done.stderr
+
+
+def nft_text_to_json(path: Path) -> tuple[Any | None, str | None]:
+    """Load a ruleset file into a throwaway network namespace with the real nft and list
+    it as JSON: nft's own parser is the only faithful reader of nft syntax."""
+    if shutil.which("nft") is None or shutil.which("unshare") is None:
+        return None, "nft or unshare not installed"
+    argv = ["unshare", "--net"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
+    script = 'nft -f "$1" && nft -j list ruleset'
+    result = _run([*argv, "sh", "-c", script, "sh", str(path)])
+    if result is None:
+        return None, "unshare/nft did not run"
+    rc, out, err = result
+    if rc != 0:
+        return None, f"nft rejected {path}: {err.strip().splitlines()[-1] if err.strip() else rc}"
+    try:
+        return json.loads(out), None
+    except json.JSONDecodeError:
+        return None, "nft -j printed no JSON"
+
+
+def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
+    if view.live:
+        result = _run(["nft", "-j", "list", "ruleset"])
+        if result is None or result[0] != 0:
+            return None, "nft -j list ruleset unavailable (nft missing or not root)"
+        try:
+            return nft.parse(json.loads(result[1]), "nft -j list ruleset"), None
+        except (json.JSONDecodeError, ParseError) as exc:
+            return None, f"nft -j output unreadable: {exc}"
+    text = view.files.get("/etc/nftables.conf")
+    if text is not None:
+        doc, error = nft_text_to_json(text)
+        if doc is not None:
+            return nft.parse(doc, str(text)), None
+        if "rejected" in (error or ""):
+            return None, error
+    js = view.files.get("/etc/gpufabric/nftables.json")
+    if js is not None:
+        try:
+            return nft.parse(json.loads(js.read_text()), str(js)), None
+        except (OSError, json.JSONDecodeError, ParseError) as exc:
+            return None, f"{js}: {exc}"
+    return None, "no /etc/nftables.conf"
+
+
+LIVE_FILES = (
+    "/etc/nvmet/config.json", "/etc/nvme/config.json", "/etc/nvme/hostnqn", "/etc/nvme/hostid",
+    "/etc/nvme/discovery.conf", "/etc/nvme/tls-keys", "/etc/nvme/nvme-fabrics.conf", "/etc/nccl.conf",
+    "/etc/gpufabric/nccl.env", "/etc/gpufabric/policy.json", "/etc/opensm/partitions.conf",
+    "/etc/opensm/opensm.conf", "/etc/nftables.conf", "/etc/sysctl.d/90-gpufabric.conf", "/etc/slurm/slurm.conf",
+    "/etc/tuned/active_profile",
+)
+
+
+def live(env: dict[str, str] | None = None) -> Facts:
+    """This host: files under /etc, nft, ss, ip, environment, sysfs/configfs."""
+    files = {p: Path(p) for p in LIVE_FILES if Path(p).exists()}
+    doc = None
+    if "/etc/gpufabric/policy.json" in files:
+        try:
+            doc = json.loads(Path("/etc/gpufabric/policy.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            doc = None
+    policy = _policy(doc)
+    hostname = os.uname().nodename
+    role = dict(policy.hosts()).get(hostname) if policy else None
+    listeners = None
+    result = _run(["ss", "-tulpnH"])
+    if result is not None and result[0] == 0:
+        listeners = parse_ss(result[1])
+    addrs = None
+    result = _run(["ip", "-j", "addr"])
+    if result is not None and result[0] == 0:
+        try:
+            addrs = json.loads(result[1])
+        except json.JSONDecodeError:
+            addrs = None
+    view = HostView(name=hostname, role=role, files=files, live=True, env=dict(os.environ if env is None else env),
+                    listeners=listeners, addrs=addrs, sysfs=Path("/sys"))
+    return Facts(source=f"live host {hostname}", hosts=[view], policy_doc=doc, policy=policy)
+
+
+def parse_ss(text: str) -> list[dict[str, Any]]:
+    """``ss -tulpnH`` lines -> [{proto, state, local_addr, port, process}]."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 5:
+            continue
+        local = parts[4]
+        addr, _, port = local.rpartition(":")
+        if not port.isdigit():
+            continue
+        addr = addr.strip("[]").split("%", 1)[0]
+        out.append({"proto": parts[0], "state": parts[1], "local_addr": addr, "port": int(port),
+                    "process": " ".join(parts[6:]) if len(parts) > 6 else ""})
+    return out

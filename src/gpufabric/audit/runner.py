@@ -1,0 +1,114 @@
+"""Run every registered check over collected facts; add the reachability proof on request."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufabric.audit import checks_fabric, checks_host, checks_job, checks_nvmf  # noqa: F401  (registration)
+from gpufabric.audit.collect import Facts, from_directory
+from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
+from gpufabric.audit.reachability import Change, Proof, breakpoints, diff, merged, prove
+from gpufabric.errors import InputError
+
+RDMA_STATEMENT = (
+    "Host firewalls do not see RDMA traffic: InfiniBand and RoCE data bypass netfilter in the NIC, so the nftables "
+    "rules and the reachability proof cover TCP/UDP services only. RDMA isolation needs PKey (IB, part_enforce both) "
+    "or VLAN/VRF plus switch-ACL (RoCE) evidence; FW-05 and IB-* check it."
+)
+
+
+@dataclass(slots=True, kw_only=True)
+class AuditReport:
+    source: str
+    findings: list[Finding] = field(default_factory=list)
+    not_available: dict[str, str] = field(default_factory=dict)
+    passed: list[str] = field(default_factory=list)
+    proof: Proof | None = None
+    changes: list[Change] | None = None
+
+    def worst(self) -> Severity | None:
+        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
+
+    def fails(self, threshold: Severity) -> bool:
+        return any(f.severity.rank >= threshold.rank for f in self.findings)
+
+
+def run_checks(facts: Facts, report: AuditReport) -> None:
+    for check_id in sorted(REGISTRY):
+        spec = REGISTRY[check_id]
+        try:
+            found = list(spec.run(facts))
+        except NotAvailable as exc:
+            report.not_available[check_id] = str(exc)
+            continue
+        if found:
+            report.findings.extend(found)
+        else:
+            report.passed.append(check_id)
+
+
+def host_rulesets(facts: Facts) -> dict:
+    rulesets = {}
+    for view in facts.hosts:
+        if view.role is None:
+            continue
+        rs = view.ruleset()
+        if rs is not None:
+            rulesets[view.name] = rs
+    return rulesets
+
+
+def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
+    report = AuditReport(source=facts.source)
+    run_checks(facts, report)
+    if reachability:
+        if facts.policy is None:
+            report.not_available["VER-01"] = "no policy.json: no intent to prove against"
+        else:
+            rulesets = host_rulesets(facts)
+            if not rulesets:
+                report.not_available["VER-01"] = "no host of the policy has a ruleset"
+            else:
+                report.proof = prove(facts.policy, rulesets)
+                report.findings.extend(proof_findings(report.proof))
+    return report
+
+
+def proof_findings(proof: Proof) -> list[Finding]:
+    out = []
+    for cell in merged(proof.violations()):
+        what = ("allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked")
+        out.append(Finding(
+            check_id="VER-01", severity=Severity.high, title="Plane-pair reachability differs from intent",
+            subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
+            evidence=f"{what} (firewall admits: {cell.allowed})",
+            remedy="change the rules (or the policy's flows) until the matrix equals the intent",
+        ))
+    if proof.missing_hosts:
+        out.append(Finding(check_id="VER-01", severity=Severity.medium, title="Hosts without a ruleset",
+                           subject=", ".join(proof.missing_hosts[:5]) + (" ..." if len(proof.missing_hosts) > 5 else ""),
+                           evidence=f"{len(proof.missing_hosts)} hosts of the policy have no ruleset to evaluate",
+                           remedy="collect their rulesets (nft -j list ruleset)"))
+    return out
+
+
+def audit_diff(old: Path, new: Path) -> AuditReport:
+    """Cells a change opens or closes (VER-02); opened cells beyond the new intent are findings."""
+    facts_old, facts_new = from_directory(old), from_directory(new)
+    for facts, path in ((facts_old, old), (facts_new, new)):
+        if facts.policy is None:
+            raise InputError(f"{path} has no policy.json; --diff compares two bundles or /etc copies with policy.json")
+    rs_old, rs_new = host_rulesets(facts_old), host_rulesets(facts_new)
+    points = breakpoints(facts_old.policy, rs_old) | breakpoints(facts_new.policy, rs_new)  # type: ignore[arg-type]
+    p_old = prove(facts_old.policy, rs_old, extra_points=sorted(points))  # type: ignore[arg-type]
+    p_new = prove(facts_new.policy, rs_new, extra_points=sorted(points))  # type: ignore[arg-type]
+    report = AuditReport(source=f"diff {old} -> {new}", proof=p_new, changes=diff(p_old, p_new))
+    intended_new = {(c.src, c.dst, c.plane, c.proto, c.port_lo): c.intended for c in p_new.cells}
+    for ch in report.changes:
+        if ch.direction == "opens" and not intended_new.get((ch.src, ch.dst, ch.plane, ch.proto, ch.port_lo), False):
+            report.findings.append(Finding(
+                check_id="VER-02", severity=Severity.high, title="Change opens cells beyond intent",
+                subject=f"{ch.src} -> {ch.dst} on {ch.plane} {ch.proto}/{ch.ports}", evidence=f"{ch.old} -> {ch.new}",
+                remedy="revert the opening or add the flow to the policy on purpose"))
+    return report

@@ -1,0 +1,257 @@
+"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun.
+
+``build()`` turns (launcher, hosts, nodes, nproc) into the exact commands to run, so
+``--dry-run`` prints them and tests check them without running anything; ``execute()``
+starts them, each in its own process group, and bounds the whole launch by a timeout.
+The distributed engines are the real ones (torchrun's static c10d rendezvous, srun,
+mpirun); gpufabric only builds their argv.
+
+Hosts are ``local`` (this machine), ``netns:NAME`` (a network namespace, as the lab
+makes) or a hostname reached with ``ssh``. The rendezvous (``MASTER_ADDR``) binds to the
+first host's control-plane address; ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` pin
+the data traffic to the data-plane interface of each host.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufabric.errors import InputError, ToolNotFound
+
+LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
+
+#: Seconds a surviving rank gets to notice a dead peer before its group is killed.
+PEER_FAILURE_GRACE_S = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Host:
+    """Where ranks run and which addresses they use."""
+
+    name: str                    # label in results (rank -> host map)
+    netns: str = ""              # run inside this network namespace (lab hosts)
+    ssh: str = ""                # run through ssh on this host
+    control_addr: str = "127.0.0.1"   # rendezvous (MASTER_ADDR) when this is the first host
+    data_ifname: str = ""        # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on this host
+
+
+def parse_hosts(text: str) -> list[Host]:
+    """``h1,h2`` (ssh), ``local`` or ``netns:NAME[@ADDR][%IFNAME]`` entries, comma-separated."""
+    hosts = []
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if item == "local":
+            hosts.append(Host(name=os.uname().nodename))
+            continue
+        kind, _, rest = item.partition(":") if item.startswith("netns:") else ("ssh", "", item)
+        rest, _, ifname = rest.partition("%")
+        target, _, addr = rest.partition("@")
+        if not target:
+            raise InputError(f"--hosts entry {item!r}: expected NAME, local or netns:NAME[@ADDR][%IFNAME]")
+        if kind == "netns":
+            hosts.append(Host(name=target, netns=target, control_addr=addr or "127.0.0.1", data_ifname=ifname))
+        else:
+            hosts.append(Host(name=target, ssh=target, control_addr=addr or target, data_ifname=ifname))
+    if not hosts:
+        raise InputError("--hosts is empty")
+    return hosts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Command:
+    argv: tuple[str, ...]
+    env: dict[str, str] = field(default_factory=dict)   # added to the parent's environment
+    host: str = ""
+
+    def shell(self) -> str:
+        """The command as one copy-pasteable shell line (for --dry-run and artifacts)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchPlan:
+    launcher: str
+    commands: tuple[Command, ...]
+    num_ranks: int
+    hosts: tuple[Host, ...]
+    script: str = ""             # generated sbatch script (slurm), kept with the run
+
+
+def _wrap(host: Host, argv: list[str], env: Mapping[str, str]) -> Command:
+    """Run argv on host: inside its netns, or through ssh with the env on the remote side."""
+    if host.netns:
+        return Command(argv=("ip", "netns", "exec", host.netns, *argv), env=dict(env), host=host.name)
+    if host.ssh:
+        remote = ["env", *(f"{k}={v}" for k, v in sorted(env.items())), *argv]
+        return Command(argv=("ssh", "-o", "BatchMode=yes", host.ssh, shlex.join(remote)), host=host.name)
+    return Command(argv=tuple(argv), env=dict(env), host=host.name)
+
+
+def _host_env(host: Host) -> dict[str, str]:
+    env = {"GPUFABRIC_HOST": host.name}
+    if host.data_ifname:
+        env["GLOO_SOCKET_IFNAME"] = host.data_ifname
+        env["NCCL_SOCKET_IFNAME"] = host.data_ifname
+    return env
+
+
+def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc: int,
+          hosts: Sequence[Host] | None = None, master_port: int = 29500, python: str = sys.executable,
+          env: Mapping[str, str] | None = None, time_limit_min: int = 30, job_name: str = "gpufabric",
+          out_dir: str = ".") -> LaunchPlan:
+    """The commands that start ``nodes x nproc`` ranks of ``python -m module args``."""
+    if launcher not in LAUNCHERS:
+        raise InputError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
+    if nodes < 1 or nproc < 1:
+        raise InputError(f"--nodes and --nproc must be >= 1, got {nodes} and {nproc}")
+    hosts = list(hosts or [Host(name=os.uname().nodename)] * nodes)
+    if len(hosts) < nodes:
+        raise InputError(f"--nodes {nodes} but only {len(hosts)} host(s) given in --hosts")
+    hosts = hosts[:nodes]
+    world = nodes * nproc
+    base_env = {**(env or {}), "MASTER_ADDR": hosts[0].control_addr, "MASTER_PORT": str(master_port)}
+    worker = [python, "-m", module, *args]
+    commands: list[Command] = []
+    script = ""
+    if launcher == "local":
+        for node, host in enumerate(hosts):
+            for local in range(nproc):
+                rank_env = {**base_env, **_host_env(host), "RANK": str(node * nproc + local),
+                            "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(nproc)}
+                commands.append(_wrap(host, worker, rank_env))
+    elif launcher == "torchrun":
+        for node, host in enumerate(hosts):
+            argv = [python, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={nproc}",
+                    f"--node-rank={node}", f"--master-addr={hosts[0].control_addr}", f"--master-port={master_port}",
+                    "--max-restarts=0", "--module", module, *args]
+            commands.append(_wrap(host, argv, {**base_env, **_host_env(host)}))
+    elif launcher == "mpirun":
+        if any(h.netns for h in hosts):
+            raise InputError("mpirun cannot enter network namespaces; use --launcher local or torchrun for lab hosts")
+        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--bind-to", "none"]
+        if any(h.ssh for h in hosts):
+            argv += ["--host", ",".join(f"{h.ssh}:{nproc}" for h in hosts)]
+        full_env = {**base_env, "GPUFABRIC_HOST": hosts[0].name if nodes == 1 else ""}
+        for key in sorted(full_env):
+            if full_env[key]:
+                argv += ["-x", key]
+        commands.append(Command(argv=(*argv, *worker), env={k: v for k, v in full_env.items() if v},
+                                host=hosts[0].name))
+    else:  # slurm
+        srun = ["srun", f"--nodes={nodes}", f"--ntasks={world}", f"--ntasks-per-node={nproc}",
+                "--kill-on-bad-exit=1", f"--job-name={job_name}", f"--time={time_limit_min}"]
+        if any(h.ssh for h in hosts):
+            srun.append(f"--nodelist={','.join(h.ssh for h in hosts)}")
+        commands.append(Command(argv=(*srun, *worker), env=base_env, host=hosts[0].name))
+        script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, master_port=master_port,
+                               env=env or {}, time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir)
+    return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
+
+
+def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, master_port: int, env: Mapping[str, str],
+                  time_limit_min: int, job_name: str, out_dir: str) -> str:
+    """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
+    lines = [
+        "#!/bin/bash",
+        f"#SBATCH --job-name={job_name}",
+        f"#SBATCH --nodes={nodes}",
+        f"#SBATCH --ntasks-per-node={nproc}",
+        f"#SBATCH --time={time_limit_min}",
+        f"#SBATCH --output={out_dir}/slurm-%j.out",
+        "set -euo pipefail",
+        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
+        "export MASTER_ADDR",
+        f"export MASTER_PORT={master_port}",
+        *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
+        "srun --kill-on-bad-exit=1 " + shlex.join(worker),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    returncodes: tuple[int | None, ...]   # None: killed by us
+    duration_s: float
+    timed_out: bool
+    logs: tuple[str, ...]                 # combined stdout+stderr per command (tail)
+
+
+def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[str, str] | None = None,
+            peer_grace_s: float = PEER_FAILURE_GRACE_S) -> Outcome:
+    """Run every command of ``plan`` concurrently; never leaves a process behind.
+
+    Ends when all commands exit, when ``timeout_s`` passes, or ``peer_grace_s`` after the
+    first command fails (its peers should have noticed by then); whatever still runs is
+    killed by process group (SIGTERM, then SIGKILL).
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    procs: list[subprocess.Popen[bytes]] = []
+    logs: list[Path] = []
+    started = time.monotonic()
+    try:
+        for i, cmd in enumerate(plan.commands):
+            log = log_dir / f"launch{i}.log"
+            logs.append(log)
+            with open(log, "wb") as fh:
+                try:
+                    procs.append(subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                                  env={**os.environ, **(env or {}), **cmd.env}, start_new_session=True))
+                except FileNotFoundError as exc:
+                    raise ToolNotFound(cmd.argv[0]) from exc
+        deadline = started + timeout_s
+        timed_out = False
+        while any(p.poll() is None for p in procs):
+            now = time.monotonic()
+            if any(p.returncode not in (None, 0) for p in procs):
+                deadline = min(deadline, now + peer_grace_s)
+            if now > deadline:
+                timed_out = not any(p.returncode not in (None, 0) for p in procs)
+                break
+            time.sleep(0.05)
+    finally:
+        killed = {i for i, p in enumerate(procs) if p.poll() is None}
+        for p in procs:
+            _kill_group(p)
+    codes = tuple(None if i in killed else p.returncode for i, p in enumerate(procs))
+    tails = tuple(_tail(log) for log in logs)
+    return Outcome(returncodes=codes, duration_s=time.monotonic() - started, timed_out=timed_out, logs=tails)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:
+    """SIGTERM the command's whole process group, SIGKILL what survives (even if the leader exited)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        end = time.monotonic() + grace_s
+        while time.monotonic() < end:
+            proc.poll()
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.02)
+        else:
+            continue
+        break
+    proc.wait()
+
+
+def _tail(path: Path, limit: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace")

@@ -1,0 +1,120 @@
+"""Pure parsers of tool output: ``parse_<tool>(text, *, source="") -> list[Parsed]``.
+
+Each parser turns the text a tool printed (or a file it wrote) into metrics with units
+in their names, and never runs anything. Malformed text raises
+:class:`~gpufabric.errors.ParseError` quoting the offending text; a run the tool itself
+reports as failed (iperf3's ``"error"`` key with exit status 0, sockperf's "No messages
+were received", nccl-tests' ``#wrong`` or out-of-bounds FAILED) parses fine and sets
+``Parsed.error``, so the caller can record a failed result with whatever was measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpufabric.errors import ParseError
+from gpufabric.results.records import Direction, Metric
+
+#: CSI escape sequences (colours, cursor movement) that sockperf and others print.
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parsed:
+    """What one tool output says about one test case (one fio job, one nccl-tests binary)."""
+
+    tool: str
+    case: str                                   # fio job name, iperf3 "tcp", nccl op, ...
+    metrics: tuple[Metric, ...]
+    error: str = ""                             # the tool reported failure (not a parse problem)
+    warnings: tuple[str, ...] = ()              # quality warnings: values not to be trusted
+    info: dict[str, str] = field(default_factory=dict)  # tool version, engine, host, ...
+
+    def metric(self, name: str) -> Metric | None:
+        return next((m for m in self.metrics if m.name == name), None)
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI_RE.sub("", text)
+
+
+def lower(name: str, value: float, unit: str, samples: tuple[float, ...] = ()) -> Metric:
+    return Metric(name=name, value=float(value), unit=unit, direction=Direction.lower, samples=samples)
+
+
+def higher(name: str, value: float, unit: str, samples: tuple[float, ...] = ()) -> Metric:
+    return Metric(name=name, value=float(value), unit=unit, direction=Direction.higher, samples=samples)
+
+
+def _reject_constant(token: str) -> float:
+    raise ValueError(f"non-finite number {token}")
+
+
+def load_json(text: str, *, source: str, tool: str) -> Any:
+    """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), and text
+    before the document (tools print warnings to stdout) is skipped up to the first brace
+    that starts a line."""
+    if ANSI_RE.search(text):
+        match = ANSI_RE.search(text)
+        raise ParseError(
+            f"not {tool} JSON output: it contains terminal colour codes (text output?)",
+            source=source,
+            excerpt=text[max(0, match.start() - 40) : match.start() + 40],
+        )
+    if text.lstrip().startswith("{"):
+        body = text.lstrip()
+    elif "\n{" in text:
+        body = text[text.index("\n{") + 1 :]
+    else:
+        raise ParseError(f"no {tool} JSON document found (empty or text output)", source=source, excerpt=text[:120])
+    try:
+        return json.loads(body, parse_constant=_reject_constant)
+    except ValueError as exc:
+        pos = getattr(exc, "pos", None)
+        if pos is None:
+            # parse_constant errors carry no position; locate the token ourselves.
+            hit = re.search(r"-?\b(NaN|nan|Infinity|inf)\b", body)
+            pos = hit.start() if hit else 0
+            what = str(exc)
+        else:
+            # More opening than closing braces: the document was cut off (killed tool, partial copy).
+            truncated = body.count("{") + body.count("[") > body.count("}") + body.count("]")
+            what = "truncated JSON" if truncated else f"invalid JSON ({exc.msg})"
+            if getattr(exc, "lineno", None):
+                what += f" at line {exc.lineno}"
+        raise ParseError(f"{what} in {tool} output", source=source, excerpt=body[max(0, pos - 60) : pos + 60]) from None
+
+
+def finite(value: Any, *, what: str, source: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ParseError(f"{what} is not a number", source=source, excerpt=repr(value)) from None
+    if not math.isfinite(number):
+        raise ParseError(f"{what} is not finite", source=source, excerpt=repr(value))
+    return number
+
+
+def parser_for(tool: str) -> Callable[..., list[Parsed]]:
+    """The parser of ``tool`` (fio, iperf3, sockperf, perftest, nccl-tests)."""
+    from gpufabric.bench.parsers import fio, iperf3, nccl_tests, perftest, sockperf
+
+    table: dict[str, Callable[..., list[Parsed]]] = {
+        "fio": fio.parse_fio,
+        "iperf3": iperf3.parse_iperf3,
+        "sockperf": sockperf.parse_sockperf,
+        "perftest": perftest.parse_perftest,
+        "nccl-tests": nccl_tests.parse_nccl_tests,
+    }
+    try:
+        return table[tool]
+    except KeyError:
+        raise ParseError(f"unknown tool {tool!r}; expected one of {', '.join(table)}") from None
+
+
+TOOLS = ("fio", "iperf3", "sockperf", "perftest", "nccl-tests")

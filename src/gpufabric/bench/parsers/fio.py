@@ -1,0 +1,128 @@
+"""fio ``--output-format=json`` / ``json+`` parser.
+
+Units (fio HOWTO "json" and stat.c add_ddir_status_json): ``bw_bytes`` is B/s, ``bw``
+KiB/s, ``*_ns`` latencies and percentile values are nanoseconds, ``runtime`` ms. We
+report GB/s (1e9 B/s), IOPS and microseconds.
+
+Known nonsense values (reference/this-machine.md item 1, fio 3.33): the ``sync`` (fsync)
+latency distribution is garbage with asynchronous engines (libaio, io_uring, ...), and
+``sqthread_poll=1`` makes clat garbage. Those metrics are dropped and the reason is kept
+as a quality warning, so nobody judges a cluster on them. A latency longer than the
+whole job is impossible and is flagged the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower
+from gpufabric.errors import ParseError
+from gpufabric.results.records import Metric
+
+#: Engines whose fsync is issued asynchronously, so sync.lat_ns is not a fsync latency.
+ASYNC_ENGINES = frozenset({"libaio", "io_uring", "io_uring_cmd", "posixaio", "solarisaio", "windowsaio", "xnvme"})
+
+#: Percentiles reported (fio's default list includes them all).
+PERCENTILES = {"50.000000": "p50", "90.000000": "p90", "99.000000": "p99", "99.900000": "p99_9", "99.990000": "p99_99"}
+
+#: Expand json+ histogram bins into per-I/O samples only up to this many I/Os, so the
+#: results store keeps raw samples for significance tests without ballooning.
+MAX_SAMPLES = 50_000
+
+
+def _options(job: dict[str, Any], doc: dict[str, Any]) -> dict[str, str]:
+    merged = dict(doc.get("global options") or {})
+    merged.update(job.get("job options") or {})
+    return {str(k): str(v) for k, v in merged.items()}
+
+
+def _samples_from_bins(bins: dict[str, Any] | None) -> tuple[float, ...]:
+    """json+ ``bins`` map a bucket value in ns to a count; expand to microsecond samples."""
+    if not bins:
+        return ()
+    pairs = sorted((int(k), int(v)) for k, v in bins.items())
+    if sum(c for _, c in pairs) > MAX_SAMPLES:
+        return ()
+    return tuple(ns / 1000.0 for ns, count in pairs for _ in range(count))
+
+
+def _lat_metrics(prefix: str, lat: dict[str, Any], *, source: str) -> list[Metric]:
+    if not lat or not lat.get("N"):
+        return []
+    metrics = [
+        lower(f"{prefix}_mean_us", finite(lat["mean"], what=f"{prefix} mean", source=source) / 1000, "us"),
+        lower(f"{prefix}_max_us", finite(lat["max"], what=f"{prefix} max", source=source) / 1000, "us"),
+    ]
+    percentiles = lat.get("percentile") or {}
+    samples = _samples_from_bins(lat.get("bins"))
+    for key, label in PERCENTILES.items():
+        if key in percentiles:
+            value = finite(percentiles[key], what=f"{prefix} {label}", source=source) / 1000
+            metrics.append(lower(f"{prefix}_{label}_us", value, "us", samples if label == "p50" else ()))
+    return metrics
+
+
+def _job(job: dict[str, Any], doc: dict[str, Any], *, source: str) -> Parsed:
+    name = str(job.get("jobname", "?"))
+    options = _options(job, doc)
+    engine = options.get("ioengine", "psync")
+    if job.get("error"):
+        return Parsed(tool="fio", case=name, metrics=(), error=f"fio job {name} reported error {job['error']}")
+    metrics: list[Metric] = []
+    warnings: list[str] = []
+    sqpoll = options.get("sqthread_poll", "0") not in ("0", "")
+    runtime_us = max(float(job.get("job_runtime") or 0), float(job.get("elapsed") or 0) * 1000) * 1000
+    for ddir in ("read", "write", "trim"):
+        stats = job.get(ddir) or {}
+        if not stats.get("total_ios"):
+            continue
+        bw_bytes = finite(stats.get("bw_bytes", stats.get("bw", 0) * 1024), what=f"{ddir} bw", source=source)
+        metrics.append(higher(f"{ddir}_bw_gbps", bw_bytes / 1e9, "GB/s"))
+        metrics.append(higher(f"{ddir}_iops", finite(stats.get("iops", 0), what=f"{ddir} iops", source=source), "IOPS"))
+        clat = _lat_metrics(f"{ddir}_clat", stats.get("clat_ns") or {}, source=source)
+        if sqpoll and clat:
+            warnings.append(f"{ddir} clat dropped: fio reports garbage completion latencies with sqthread_poll=1")
+            clat = []
+        clat, bad = _drop_impossible(clat, runtime_us)
+        if bad:
+            warnings.append(f"{ddir} clat dropped: {bad} exceeds the job's whole runtime (fio measurement bug)")
+        metrics += clat
+    sync = job.get("sync") or {}
+    if sync.get("total_ios"):
+        metrics.append(higher("fsync_count", float(sync["total_ios"]), "count"))
+        lat = _lat_metrics("fsync_lat", sync.get("lat_ns") or {}, source=source)
+        if engine in ASYNC_ENGINES and lat:
+            warnings.append(
+                f"fsync latencies dropped: fio's sync.lat_ns is unreliable with the asynchronous engine {engine};"
+                " use ioengine=psync to measure fsync latency"
+            )
+            lat = []
+        lat, bad = _drop_impossible(lat, runtime_us)
+        if bad:
+            warnings.append(f"fsync latencies dropped: {bad} exceeds the job's whole runtime (fio measurement bug)")
+        metrics += lat
+    if not metrics:
+        raise ParseError(f"fio job {name} did no I/O", source=source, excerpt=str(job)[:200])
+    info = {"version": str(doc.get("fio version", "")), "ioengine": engine}
+    info.update({k: options[k] for k in ("rw", "bs", "numjobs", "direct", "fsync", "iodepth") if k in options})
+    return Parsed(tool="fio", case=name, metrics=tuple(metrics), warnings=tuple(warnings), info=info)
+
+
+def _drop_impossible(metrics: list[Metric], runtime_us: float) -> tuple[list[Metric], str]:
+    if runtime_us <= 0:
+        return metrics, ""
+    for m in metrics:
+        if m.value > runtime_us * 1.5:  # 1.5: elapsed is whole seconds; allow rounding
+            return [], f"{m.name}={m.value:.0f} us"
+    return metrics, ""
+
+
+def parse_fio(text: str, *, source: str = "") -> list[Parsed]:
+    """Parse fio JSON or json+ output; one :class:`Parsed` per job (or per group with group_reporting)."""
+    doc = load_json(text, source=source, tool="fio")
+    if not isinstance(doc, dict) or "jobs" not in doc or "fio version" not in doc:
+        keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
+        raise ParseError("not fio JSON output: no 'fio version' and 'jobs' keys", source=source, excerpt=keys)
+    if not doc["jobs"]:
+        raise ParseError("fio output has no jobs", source=source, excerpt=text[:120])
+    return [_job(job, doc, source=source) for job in doc["jobs"]]

@@ -1,0 +1,106 @@
+"""Orchestrate one probe launch: config file -> launcher commands -> ranks -> merged records.
+
+The CLI calls ``prepare()`` (pure: builds the config and the launch plan, enough for
+``--dry-run``) and then ``execute()`` (runs it and reads the ranks' records back).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric.bench import launch
+from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
+
+MODULES = {
+    "collectives": "gpufabric.bench.probes.collectives",
+    "train": "gpufabric.bench.probes.train",
+    "checkpoint": "gpufabric.bench.probes.checkpoint",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchOptions:
+    launcher: str = "local"
+    nodes: int = 1
+    nproc: int = 2
+    hosts: tuple[launch.Host, ...] = ()
+    master_port: int = 29500
+    timeout_s: float = 600.0
+    init_timeout_s: float = 60.0
+    op_timeout_s: float = 60.0
+    backend: str = "gloo"
+    work_dir: str = ""            # where ranks write records; must be shared across real hosts
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    kind: str
+    out_dir: Path
+    config_path: Path
+    config: dict[str, Any]
+    plan: launch.LaunchPlan
+    owns_dir: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Executed:
+    prepared: Prepared
+    logs: dict[int, RankLog]
+    outcome: launch.Outcome
+    error: str                     # '' when every rank finished
+
+    def rank_map(self) -> list[dict[str, Any]]:
+        """rank -> host -> device, for the fingerprint's ``run`` section."""
+        out = []
+        for rank, log in sorted(self.logs.items()):
+            ready = log.of("ready")
+            start = log.of("start")
+            out.append({"rank": rank, "host": log.host, "device": ready[0].get("device") if ready else None,
+                        "local_rank": start[0].get("local_rank") if start else None})
+        return out
+
+
+def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
+    """Write the rank config and build the launch plan (nothing runs yet)."""
+    owns = not opts.work_dir
+    out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-")) if owns else Path(opts.work_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = {**probe_config, "out_dir": str(out_dir), "backend": opts.backend,
+              "init_timeout_s": opts.init_timeout_s, "op_timeout_s": opts.op_timeout_s}
+    config_path = out_dir / "config.json"
+    config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+    plan = launch.build(opts.launcher, module=MODULES[kind], args=[str(config_path)], nodes=opts.nodes,
+                        nproc=opts.nproc, hosts=list(opts.hosts) or None, master_port=opts.master_port,
+                        env=opts.env, job_name=f"gpufabric-{kind}", out_dir=str(out_dir),
+                        time_limit_min=max(1, int(opts.timeout_s // 60) + 1))
+    return Prepared(kind=kind, out_dir=out_dir, config_path=config_path, config=config, plan=plan, owns_dir=owns)
+
+
+def execute(prep: Prepared, opts: LaunchOptions) -> Executed:
+    """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit."""
+    # One thread per rank keeps a 2-core machine from oversubscribing itself with intra-op pools.
+    env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **opts.env}
+    outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir, env=env,
+                             peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2))
+    logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
+    error = diagnose(logs)
+    if outcome.timed_out:
+        error = f"launch timed out after {opts.timeout_s:g} s and was killed" + (f"; {error}" if error else "")
+    elif not error and any(code not in (0, None) for code in outcome.returncodes):
+        tail = next((log.strip().splitlines()[-1] for log in outcome.logs if log.strip()), "")
+        error = f"launcher exited {outcome.returncodes}: {tail[:300]}"
+    elif error and not any(log.records for log in logs.values()):
+        tail = next((log.strip().splitlines()[-1] for log in outcome.logs if log.strip()), "")
+        error += f" (launcher output: {tail[:300]})"
+    return Executed(prepared=prep, logs=logs, outcome=outcome, error=error)
+
+
+def cleanup(prep: Prepared) -> None:
+    if prep.owns_dir:
+        shutil.rmtree(prep.out_dir, ignore_errors=True)

@@ -1,0 +1,214 @@
+"""Run a probe end to end: launch, merge records, judge, store. The CLI only prints.
+
+Each function returns a plain report dict (JSON-able) and the run id in the store; the
+CLI renders it. Verdicts: #wrong must be 0, no straggler, and (train with repeats or a
+reference) bitwise-identical parameters.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import sys
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpufabric.bench.probes import run as probe_run
+from gpufabric.bench.probes.results import collective_results
+from gpufabric.bench.probes.summaries import checkpoint_results, compare_params, train_result
+from gpufabric.errors import InputError
+from gpufabric.results.records import Direction, Outcome, TestResult, Verdict
+
+#: Largest parameter vector kept with a run (as a compressed artifact) for later --against.
+MAX_PARAMS_ARTIFACT_BYTES = 16 << 20
+
+
+def store_run(*, db: str | None, kind: str, argv: Sequence[str], executed: Sequence[Any], results: Sequence[TestResult],
+              verdicts: Sequence[Verdict], status: str, meta: dict[str, Any],
+              artifacts: dict[str, str] | None = None) -> int:
+    """Record the run: fingerprint with the rank map, results, verdicts, launch artifacts."""
+    from gpufabric.bench import fingerprint
+    from gpufabric.results.store import Store
+
+    first = executed[0]
+    prep = first.prepared
+    run_info = {"launcher": prep.plan.launcher, "backend": prep.config["backend"], "ranks": first.rank_map()}
+    with Store.open(db) as store:
+        run_id = store.begin_run(kind=kind, argv=list(argv), fingerprint=fingerprint.collect(run=run_info), meta=meta)
+        for result in results:
+            store.add_result(run_id, result)
+        if verdicts:
+            store.add_verdicts(run_id, list(verdicts))
+        store.add_artifact(run_id, "launch_commands", "\n".join(c.shell() for c in prep.plan.commands) + "\n")
+        if prep.plan.script:
+            store.add_artifact(run_id, "sbatch_script", prep.plan.script)
+        for i, ex in enumerate(executed):
+            if ex.error:
+                store.add_artifact(run_id, f"launch_logs_{i}", "\n----\n".join(ex.outcome.logs))
+        for name, content in (artifacts or {}).items():
+            store.add_artifact(run_id, name, content)
+        store.finish_run(run_id, status)
+    return run_id
+
+
+def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
+    """#wrong must be 0 for every size; a straggler fails the size and names its rank and host."""
+    verdicts = []
+    for r in results:
+        wrong = r.metric("wrong_elements").value
+        label = f"{r.name} {r.params['dtype']} {r.params['size_bytes']} B"
+        verdicts.append(Verdict(test=label, metric="wrong_elements", host=r.host,
+                                outcome=Outcome.failed if wrong else Outcome.passed, measured=wrong, expected=0.0,
+                                direction=Direction.lower, margin=None,
+                                reason=f"{wrong:.0f} wrong element(s)" if wrong else "exact"))
+        verdicts += _straggler_verdicts(r, label, "rank_time_p50_us")
+    return verdicts
+
+
+def _straggler_verdicts(r: TestResult, label: str, metric: str) -> list[Verdict]:
+    hosts = json.loads(r.params["rank_hosts"])
+    times = json.loads(r.params.get(metric, r.params.get("rank_step_p50_s", "{}")))
+    return [Verdict(test=label, metric=metric, host=hosts[str(rank)], outcome=Outcome.failed,
+                    measured=times.get(str(rank)), expected=None, direction=Direction.lower, margin=None,
+                    reason=f"straggler: rank {rank} on {hosts[str(rank)]}")
+            for rank in json.loads(r.params["stragglers"])]
+
+
+def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
+                    argv: Sequence[str]) -> tuple[dict[str, Any], int]:
+    prep = probe_run.prepare("collectives", config, opts)
+    try:
+        ex = probe_run.execute(prep, opts)
+        results = collective_results(ex.logs, argv=tuple(prep.plan.commands[0].argv))
+    finally:
+        probe_run.cleanup(prep)
+    verdicts = collective_verdicts(results)
+    failed = bool(ex.error) or any(v.outcome is Outcome.failed for v in verdicts)
+    status = "error" if ex.error else ("failed" if failed else "passed")
+    run_id = store_run(db=db, kind="bench.collectives", argv=argv, executed=[ex], results=results, verdicts=verdicts,
+                       status=status, meta={"num_ranks": prep.plan.num_ranks, "launcher": opts.launcher})
+    rows = [{"op": r.params["op"], "dtype": r.params["dtype"], "size_bytes": int(r.params["size_bytes"]),
+             "num_ranks": int(r.params["num_ranks"]), **{m.name: m.value for m in r.metrics},
+             "status": r.status.value, "reason": r.reason} for r in results]
+    return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
+            "failures": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+
+
+def _params_artifact(vector: np.ndarray) -> str:
+    buf = io.BytesIO()
+    np.save(buf, vector)
+    return base64.b64encode(zlib.compress(buf.getvalue(), 6)).decode("ascii")
+
+
+def _params_from_artifact(text: str) -> np.ndarray:
+    return np.load(io.BytesIO(zlib.decompress(base64.b64decode(text))))
+
+
+def _setup(result: TestResult, ex: Any) -> dict[str, Any]:
+    keys = ("num_ranks", "mode", "seed", "hidden", "layers", "seq_len", "batch", "steps")
+    setup: dict[str, Any] = {k: result.params.get(k) for k in keys}
+    setup["rank_placement"] = json.dumps([(r["rank"], r["host"], r["device"]) for r in ex.rank_map()])
+    setup["launcher"] = ex.prepared.plan.launcher
+    return setup
+
+
+def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: int, against: str | None,
+              db: str | None, argv: Sequence[str], env: dict[str, str]) -> tuple[dict[str, Any], int]:
+    """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run."""
+    reference = _load_reference(db, against) if against else None
+    executed, results, vectors, setups = [], [], [], []
+    for i in range(repeat):
+        prep = probe_run.prepare("train", config, opts)
+        try:
+            ex = probe_run.execute(prep, opts)
+            params_file = prep.out_dir / "params.npy"
+            vectors.append(np.load(params_file) if params_file.exists() else None)
+        finally:
+            probe_run.cleanup(prep)
+        executed.append(ex)
+        result = train_result(ex.logs, prep.config, argv=tuple(prep.plan.commands[0].argv), repeat=i)
+        if result is not None:
+            results.append(result)
+            setups.append(_setup(result, ex))
+        if ex.error:
+            break
+    error = next((ex.error for ex in executed if ex.error), "")
+    verdicts: list[Verdict] = []
+    comparisons = []
+    pairs = [(f"repeat 0 vs repeat {i}", vectors[0], vectors[i], setups[0], setups[i])
+             for i in range(1, len(results)) if len(vectors) > i]
+    if reference is not None and results:
+        pairs.append((f"run {reference['run_id']} vs this run", reference["vector"], vectors[0],
+                      reference["setup"], setups[0]))
+    for label, a, b, sa, sb in pairs:
+        rep = compare_params(a, b, setup_a=sa, setup_b=sb, env=env)
+        comparisons.append({"compared": label, **{k: getattr(rep, k) for k in rep.__slots__}})
+        verdicts.append(Verdict(test="torch.train.reproducibility", metric="max_abs_diff", host="cluster",
+                                outcome=Outcome.passed if rep.identical else Outcome.failed,
+                                measured=rep.max_abs_diff, expected=0.0, direction=Direction.lower, margin=None,
+                                reason=f"{label}: " + ("bitwise identical" if rep.identical else
+                                        f"{rep.differing_elements} of {rep.num_params} parameters differ,"
+                                        f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}")))
+    for r in results:
+        verdicts += _straggler_verdicts(r, f"torch.train repeat {r.params['repeat']}", "rank_step_p50_s")
+    failed = bool(error) or not results or any(v.outcome is Outcome.failed for v in verdicts)
+    status = "error" if error else ("failed" if failed else "passed")
+    artifacts = {}
+    if vectors and vectors[0] is not None and vectors[0].nbytes <= MAX_PARAMS_ARTIFACT_BYTES:
+        artifacts["train_params_npy_zlib_b64"] = _params_artifact(vectors[0])
+        artifacts["train_setup"] = json.dumps(setups[0])
+    run_id = store_run(db=db, kind="bench.train", argv=argv, executed=executed, results=results, verdicts=verdicts,
+                       status=status, meta={"repeat": repeat, "launcher": opts.launcher}, artifacts=artifacts)
+    rows = [{"repeat": int(r.params["repeat"]), "num_ranks": int(r.params["num_ranks"]), "sha256": r.params["sha256"],
+             **{m.name: m.value for m in r.metrics},
+             "rank_step_p50_s": json.loads(r.params["rank_step_p50_s"]),
+             "rank_step_p99_s": json.loads(r.params["rank_step_p99_s"]),
+             "rank_step_cv": json.loads(r.params["rank_step_cv"]),
+             "rank_hosts": json.loads(r.params["rank_hosts"])} for r in results]
+    return {"run_id": run_id, "status": status, "error": error or None, "shape": {k: config[k] for k in (
+        "hidden", "layers", "heads", "seq_len", "vocab", "batch", "spec_layout", "mode", "seed", "steps")},
+            "results": rows, "reproducibility": comparisons,
+            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+
+
+def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        run = store.get_run(int(ref) if ref.isdigit() else ref)
+    if "train_params_npy_zlib_b64" not in run.artifacts:
+        raise InputError(f"run {run.id} has no stored training parameters (not a `bench train` run, or too large)")
+    return {"run_id": run.id, "vector": _params_from_artifact(run.artifacts["train_params_npy_zlib_b64"]),
+            "setup": json.loads(run.artifacts.get("train_setup", "{}"))}
+
+
+def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
+                   argv: Sequence[str]) -> tuple[dict[str, Any], int]:
+    Path(config["directory"]).mkdir(parents=True, exist_ok=True)
+    prep = probe_run.prepare("checkpoint", config, opts)
+    try:
+        ex = probe_run.execute(prep, opts)
+    finally:
+        probe_run.cleanup(prep)
+    results = checkpoint_results(ex.logs, directory=config["directory"], argv=tuple(prep.plan.commands[0].argv))
+    verdicts = [Verdict(test=r.name, metric="wrong_tensors", host="cluster",
+                        outcome=Outcome.failed if r.metric("wrong_tensors").value else Outcome.passed,
+                        measured=r.metric("wrong_tensors").value, expected=0.0, direction=Direction.lower, margin=None,
+                        reason=r.reason or "read back identical") for r in results]
+    failed = bool(ex.error) or any(v.outcome is Outcome.failed for v in verdicts)
+    status = "error" if ex.error else ("failed" if failed else "passed")
+    run_id = store_run(db=db, kind="bench.checkpoint", argv=argv, executed=[ex], results=results, verdicts=verdicts,
+                       status=status, meta={"launcher": opts.launcher, "directory": config["directory"]})
+    rows = [{"format": r.params["format"], "bytes": int(r.params["bytes"]), **{m.name: m.value for m in r.metrics}}
+            for r in results]
+    return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
+            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+
+
+def cli_argv() -> list[str]:
+    return ["gpufabric", *sys.argv[1:]]

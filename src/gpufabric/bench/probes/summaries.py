@@ -1,0 +1,147 @@
+"""Parent side of the training and checkpoint probes: records -> TestResults, reproducibility.
+
+Training: the cluster's time for step k is the max over ranks (a synchronous step ends
+when its slowest rank does); p50/p99/CV are over those per-step maxima. Checkpoint:
+duration = max over ranks and throughput = min over ranks (MLPerf Storage convention).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpufabric.bench.probes import stats
+from gpufabric.bench.probes.results import RankLog
+from gpufabric.results.records import Direction, Metric, Status, TestResult
+
+#: Environment settings that change the reduction order or kernels when left unpinned
+#: (reference/models.md 1.6 item 4; PyTorch "Reproducibility" notes for cuBLAS).
+PIN_SETTINGS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE",
+                "CUBLAS_WORKSPACE_CONFIG")
+
+
+def train_result(logs: Mapping[int, RankLog], config: Mapping[str, Any], *, argv: tuple[str, ...] = (),
+                 repeat: int = 0) -> TestResult | None:
+    """One TestResult for the run (steps every rank finished), or None when no step finished."""
+    world = len(logs)
+    steps: dict[int, dict[int, float]] = {}
+    losses: dict[int, float] = {}
+    for rank, log in logs.items():
+        for rec in log.of("step"):
+            if not rec["warmup"]:
+                steps.setdefault(rec["step"], {})[rank] = rec["step_s"]
+                if rank == 0:
+                    losses[rec["step"]] = rec["loss"]
+    complete = sorted(s for s, by_rank in steps.items() if len(by_rank) == world)
+    if not complete:
+        return None
+    matrix = np.array([[steps[s][r] for s in complete] for r in range(world)])  # ranks x steps
+    cluster = matrix.max(axis=0)
+    s = stats.summarize(cluster)
+    hosts = {r: log.host for r, log in logs.items()}
+    rank_p50 = {r: float(np.median(matrix[r])) for r in range(world)}
+    stragglers = stats.find_stragglers(rank_p50, hosts)
+    checksum = next((rec for rec in logs[0].of("checksum")), None)
+    tokens = config["batch"] * config["seq_len"] * world
+    reason = "; ".join(f"straggler rank {g.rank} ({g.host}): step p50 {g.value * 1e3:.1f} ms vs median"
+                       f" {g.median * 1e3:.1f} ms, z={g.z:.1f}" for g in stragglers)
+    return TestResult(
+        name="torch.train", tool="torch", host="cluster", status=Status.ok if checksum else Status.failed,
+        metrics=(
+            Metric(name="step_time_p50_s", value=s.p50_s, unit="s", direction=Direction.lower,
+                   samples=tuple(float(x) for x in cluster)),
+            Metric(name="step_time_p99_s", value=s.p99_s, unit="s", direction=Direction.lower),
+            Metric(name="step_time_cv", value=s.cv, unit="ratio", direction=Direction.lower),
+            Metric(name="tokens_per_s", value=tokens / s.p50_s, unit="tokens/s"),
+            Metric(name="final_loss", value=losses.get(complete[-1], float("nan")), unit="nats",
+                   direction=Direction.lower),
+        ),
+        reason=reason or ("" if checksum else "no parameter checksum (run did not finish)"),
+        argv=argv,
+        params={
+            "num_ranks": str(world), "mode": config["mode"], "seed": str(config["seed"]), "steps": str(len(complete)),
+            "hidden": str(config["hidden"]), "layers": str(config["layers"]), "seq_len": str(config["seq_len"]),
+            "batch": str(config["batch"]), "spec_layout": config["spec_layout"], "repeat": str(repeat),
+            "sha256": checksum["sha256"] if checksum else "", "num_params": str(checksum["num_params"] if checksum else 0),
+            "rank_step_p50_s": json.dumps({str(r): round(v, 6) for r, v in rank_p50.items()}),
+            "rank_step_p99_s": json.dumps({str(r): round(float(np.percentile(matrix[r], 99)), 6) for r in range(world)}),
+            "rank_step_cv": json.dumps({str(r): round(float(matrix[r].std() / matrix[r].mean()), 4) for r in range(world)}),
+            "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
+            "stragglers": json.dumps([g.rank for g in stragglers]),
+        },
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reproducibility:
+    identical: bool
+    max_abs_diff: float
+    max_rel_diff: float
+    differing_elements: int
+    num_params: int
+    differences: tuple[str, ...]      # what differed between the runs' setups
+    unpinned: tuple[str, ...]         # settings that were not pinned in either run
+
+
+def compare_params(a: np.ndarray | None, b: np.ndarray | None, *, setup_a: Mapping[str, Any],
+                   setup_b: Mapping[str, Any], env: Mapping[str, str]) -> Reproducibility:
+    """Bitwise comparison of two parameter vectors, with max abs/rel difference when they differ."""
+    differences = tuple(f"{k}: {setup_a.get(k)} vs {setup_b.get(k)}" for k in sorted(set(setup_a) | set(setup_b))
+                        if setup_a.get(k) != setup_b.get(k))
+    unpinned = tuple(k for k in PIN_SETTINGS if k not in env)
+    if a is None or b is None or a.shape != b.shape:
+        note = ("parameter vectors missing" if a is None or b is None
+                else f"parameter counts differ: {a.size} vs {b.size}")
+        return Reproducibility(identical=False, max_abs_diff=float("inf"), max_rel_diff=float("inf"),
+                               differing_elements=-1, num_params=0, differences=(*differences, note), unpinned=unpinned)
+    same = a.view(np.uint32) == b.view(np.uint32)  # bitwise, so -0.0 vs 0.0 and NaN payloads count
+    diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    denom = np.maximum(np.abs(a.astype(np.float64)), 1e-30)
+    return Reproducibility(identical=bool(same.all()), max_abs_diff=float(diff.max()) if diff.size else 0.0,
+                           max_rel_diff=float((diff / denom).max()) if diff.size else 0.0,
+                           differing_elements=int((~same).sum()), num_params=int(a.size),
+                           differences=differences, unpinned=unpinned)
+
+
+def checkpoint_results(logs: Mapping[int, RankLog], *, directory: str, argv: tuple[str, ...] = ()) -> list[TestResult]:
+    """One TestResult per format that every rank finished."""
+    world = len(logs)
+    by_fmt: dict[str, dict[int, dict[str, Any]]] = {}
+    for rank, log in logs.items():
+        for rec in log.of("checkpoint"):
+            by_fmt.setdefault(rec["format"], {})[rank] = rec
+    out = []
+    for fmt, recs in by_fmt.items():
+        if len(recs) < world:
+            continue
+        ranks = [recs[r] for r in range(world)]
+        total = sum(r["bytes"] for r in ranks)
+        write_s = max(r["write_s"] for r in ranks)
+        read_s = max(r["read_s"] for r in ranks)
+        write_min = min(r["bytes"] / r["write_s"] for r in ranks) / 1e9
+        read_min = min(r["bytes"] / r["read_s"] for r in ranks) / 1e9
+        wrong = sum(r["wrong_tensors"] for r in ranks)
+        out.append(TestResult(
+            name=f"torch.checkpoint.{fmt}", tool="torch", host="cluster", status=Status.failed if wrong else Status.ok,
+            metrics=(
+                Metric(name="write_duration_s", value=write_s, unit="s", direction=Direction.lower,
+                       samples=tuple(r["write_s"] for r in ranks)),
+                Metric(name="read_duration_s", value=read_s, unit="s", direction=Direction.lower,
+                       samples=tuple(r["read_s"] for r in ranks)),
+                Metric(name="write_gbps", value=write_min, unit="GB/s"),
+                Metric(name="read_gbps", value=read_min, unit="GB/s"),
+                Metric(name="write_aggregate_gbps", value=total / write_s / 1e9, unit="GB/s"),
+                Metric(name="read_aggregate_gbps", value=total / read_s / 1e9, unit="GB/s"),
+                Metric(name="wrong_tensors", value=float(wrong), unit="count", direction=Direction.lower),
+            ),
+            reason=f"{wrong} tensor(s) read back differ" if wrong else "",
+            argv=argv,
+            params={"format": fmt, "bytes": str(total), "num_ranks": str(world), "directory": directory,
+                    "rank_hosts": json.dumps({str(r): logs[r].host for r in range(world)})},
+        ))
+    return out
+

@@ -1,0 +1,274 @@
+"""The one process wrapper: every external tool gpufabric runs goes through here.
+
+Rules (STYLE.md "One process wrapper"): argv lists only (never a shell), stdin is
+/dev/null so a tool that prompts cannot hang the suite, and every child gets its own
+session (``start_new_session=True``) so that a timeout or an exit kills the child *and*
+everything it spawned (mpirun ranks, iperf3 workers, a shell's grandchildren) by
+signalling the process group. Output is drained by threads so a timeout still returns
+what the tool printed before it was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
+
+#: Grace between SIGTERM and SIGKILL of a process group: long enough for iperf3 and
+#: sockperf servers to close their sockets, short enough not to stall a suite.
+TERM_GRACE_S = 0.5
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Completed:
+    """A finished command and everything it printed."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+def _resolve(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+    if not argv:
+        raise InputError("empty command")
+    argv = [str(a) for a in argv]
+    path = (env or os.environ).get("PATH", os.defpath)
+    exe = shutil.which(argv[0], path=path)
+    if exe is None:
+        raise ToolNotFound(Path(argv[0]).name)
+    return argv
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the child's process group, then SIGKILL it if anything is left.
+
+    The group id is the child's pid (new session). The group is signalled even when the
+    leader has already exited, because grandchildren may still hold it.
+    """
+    pgid = proc.pid
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            return
+        time.sleep(0.02)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Drain:
+    """Read a pipe to EOF on a thread, keeping everything read so far."""
+
+    def __init__(self, pipe) -> None:  # noqa: ANN001 - a binary file object
+        self._chunks: list[bytes] = []
+        self._pipe = pipe
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        for chunk in iter(lambda: self._pipe.read1(65536), b""):
+            self._chunks.append(chunk)
+        self._pipe.close()
+
+    def text(self, join_timeout_s: float = 1.0) -> str:
+        # A grandchild that escaped the group could keep the pipe open; never wait forever.
+        self._thread.join(join_timeout_s)
+        return b"".join(self._chunks).decode("utf-8", errors="replace")
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    timeout_s: float,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = False,
+) -> Completed:
+    """Run ``argv`` to completion and return its output.
+
+    Args:
+        argv: the command as a list; argv[0] is looked up on PATH (of ``env`` if given).
+        timeout_s: wall-clock limit; past it the whole process group is killed.
+        cwd: working directory.
+        env: the complete environment of the child (default: this process's).
+        check: raise CommandFailed when the exit status is not 0.
+
+    Raises:
+        ToolNotFound: argv[0] is not installed.
+        CommandTimeout: the timeout expired; carries the partial stdout/stderr.
+        CommandFailed: ``check`` is set and the tool exited non-zero.
+    """
+    argv = _resolve(argv, env)
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:  # raced with an uninstall, or cwd is missing
+        if cwd is not None and not Path(cwd).is_dir():
+            raise InputError(f"working directory {cwd} does not exist") from exc
+        raise ToolNotFound(Path(argv[0]).name) from exc
+    except PermissionError as exc:
+        raise ToolNotFound(f"{argv[0]} (not executable)") from exc
+    out, err = _Drain(proc.stdout), _Drain(proc.stderr)
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise CommandTimeout(argv, timeout_s, out.text(), err.text()) from None
+    except BaseException:  # Ctrl-C while waiting: leave nothing behind
+        _kill_group(proc)
+        raise
+    # The leader exited; reap anything it left running in its group (a daemonised
+    # grandchild would otherwise outlive the suite).
+    if _group_alive(proc.pid):
+        _kill_group(proc, grace_s=0.1)
+    completed = Completed(
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        stdout=out.text(),
+        stderr=err.text(),
+        duration_s=time.monotonic() - start,
+    )
+    if check and completed.returncode != 0:
+        raise CommandFailed(argv, completed.returncode, completed.stdout, completed.stderr)
+    return completed
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """True when something accepts TCP connections on host:port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((host, port)) == 0
+
+
+def _proc_net_has(tables: tuple[str, ...], port: int, state: str | None) -> bool:
+    wanted = f":{port:04X}"
+    for table in tables:
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[1].endswith(wanted) and (state is None or fields[3] == state):
+                return True
+    return False
+
+
+def tcp_listening(port: int) -> bool:
+    """True when a local socket listens on TCP ``port``.
+
+    Read from /proc/net/tcp rather than by connecting: a probe connection would be
+    taken as a client by one-shot servers (``iperf3 -s -1``) and end their test.
+    """
+    return _proc_net_has(("/proc/net/tcp", "/proc/net/tcp6"), port, "0A")  # 0A = TCP_LISTEN
+
+
+def udp_port_bound(port: int) -> bool:
+    """True when a local UDP socket is bound to ``port`` (read from /proc/net/udp)."""
+    return _proc_net_has(("/proc/net/udp", "/proc/net/udp6"), port, None)
+
+
+@dataclass(slots=True)
+class Server:
+    """A background server started by :func:`start_server`."""
+
+    argv: tuple[str, ...]
+    proc: subprocess.Popen[bytes]
+    _out: _Drain
+    _err: _Drain
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def output(self) -> tuple[str, str]:
+        """stdout and stderr so far (complete once the server is stopped)."""
+        return b"".join(self._out._chunks).decode(errors="replace"), b"".join(self._err._chunks).decode(
+            errors="replace"
+        )
+
+
+@contextmanager
+def start_server(
+    argv: Sequence[str],
+    *,
+    ready: Callable[[], bool] | int,
+    timeout_s: float = 10.0,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Server]:
+    """Start a background server, wait until it is ready, and always kill its group on exit.
+
+    Args:
+        argv: the server command.
+        ready: a TCP port that must be listening (checked without connecting), or a
+            callable returning True when the server is ready.
+        timeout_s: how long to wait for readiness.
+
+    Raises:
+        ToolNotFound: argv[0] is not installed.
+        CommandFailed: the server exited before it became ready.
+        CommandTimeout: it did not become ready within ``timeout_s`` (it is killed).
+    """
+    argv = _resolve(argv, env)
+    check_ready: Callable[[], bool] = (lambda: tcp_listening(ready)) if isinstance(ready, int) else ready
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+    )
+    server = Server(tuple(argv), proc, _Drain(proc.stdout), _Drain(proc.stderr))
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not check_ready():
+            if proc.poll() is not None:
+                out, err = server.output()
+                raise CommandFailed(argv, proc.returncode, out, err)
+            if time.monotonic() > deadline:
+                out, err = server.output()
+                raise CommandTimeout(argv, timeout_s, out, err)
+            time.sleep(0.02)
+        yield server
+    finally:
+        _kill_group(proc)
+        proc.wait()

@@ -1,0 +1,163 @@
+"""Runners: build a tool's argv from a profile, run it through ``process``, parse, return a TestResult.
+
+Planning and running are separate so that ``--dry-run`` prints exactly what would run
+and so that suites take an *executor* (STYLE.md "An executor seam"): the real
+:class:`LocalExecutor` here, or a fake in tests. Nothing a tool does can crash a suite:
+a missing tool becomes a skipped result ("skipped: <tool> not installed"), a hung one a
+timeout result with its partial output, unparseable output a failed result quoting it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+import time
+from collections.abc import Callable, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufabric.bench import process
+from gpufabric.bench.parsers import Parsed
+from gpufabric.errors import CommandFailed, CommandTimeout, ParseError, ToolNotFound
+from gpufabric.results.records import Status, TestResult
+
+#: Keep at most this much of a tool's output with each result (the store keeps it for
+#: provenance; a sockperf full log can be megabytes and is summarised into samples).
+RAW_OUTPUT_LIMIT = 200_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerSpec:
+    """A background server a test needs (iperf3 -s, sockperf server, perftest server side)."""
+
+    argv: tuple[str, ...]
+    port: int
+    protocol: str = "tcp"           # how readiness is checked: a listening TCP port or a bound UDP port
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedTest:
+    """One tool invocation a suite will make."""
+
+    name: str                       # result name, e.g. "fio.checkpoint_write"
+    tool: str                       # parser key: fio, iperf3, sockperf, perftest, nccl-tests
+    argv: tuple[str, ...]
+    timeout_s: float
+    server: ServerSpec | None = None
+    cwd: str | None = None
+    log_file: str | None = None     # a file the tool writes that is parsed with its stdout
+    mkdirs: tuple[str, ...] = ()    # directories (inside the scratch dir) to create first
+    params: dict[str, str] = field(default_factory=dict)
+    skip_reason: str = ""           # known before running (no RDMA device, binary absent)
+    repeat: int = 1
+
+    def command_lines(self) -> list[str]:
+        lines = []
+        if self.server is not None:
+            lines.append(shlex.join(self.server.argv) + " &")
+        lines.append(shlex.join(self.argv))
+        return lines
+
+
+Executor = Callable[[PlannedTest], TestResult]
+
+
+def _parse(test: PlannedTest, stdout: str, log_text: str | None) -> list[Parsed]:
+    from gpufabric.bench.parsers.fio import parse_fio
+    from gpufabric.bench.parsers.iperf3 import parse_iperf3
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+    from gpufabric.bench.parsers.perftest import parse_perftest
+    from gpufabric.bench.parsers.sockperf import parse_sockperf
+
+    source = test.name
+    if test.tool == "fio":
+        return parse_fio(stdout, source=source)
+    if test.tool == "iperf3":
+        return parse_iperf3(stdout, source=source)
+    if test.tool == "sockperf":
+        return parse_sockperf(stdout, source=source, full_log=log_text)
+    if test.tool == "perftest":
+        return parse_perftest(log_text if log_text is not None else stdout, source=source)
+    if test.tool == "nccl-tests":
+        return parse_nccl_tests(stdout, source=source)
+    raise ParseError(f"no parser for tool {test.tool!r}", source=source)
+
+
+def skipped(test: PlannedTest, reason: str, host: str) -> TestResult:
+    return TestResult(name=test.name, tool=test.tool, host=host, status=Status.skipped, reason=reason,
+                      argv=test.argv, started_at=time.time(), params={**test.params, "repeat": str(test.repeat)})
+
+
+def to_result(test: PlannedTest, parsed: list[Parsed], *, host: str, returncode: int, stderr: str,
+              started_at: float, duration_s: float, raw: str) -> TestResult:
+    """Turn parsed output into a TestResult: failed when the tool said so or exited non-zero."""
+    first = parsed[0]
+    params = {**test.params, "repeat": str(test.repeat), **{f"tool_{k}": v for k, v in first.info.items()}}
+    if first.warnings:
+        params["quality_warnings"] = "; ".join(first.warnings)
+    reason = first.error
+    if returncode != 0 and not reason:
+        tail = (stderr.strip().splitlines() or [""])[-1]
+        reason = f"{test.argv[0]} exited {returncode}: {tail[:200]}".rstrip(": ")
+    return TestResult(name=test.name, tool=test.tool, host=host, status=Status.failed if reason else Status.ok,
+                      metrics=first.metrics, reason=reason, argv=test.argv, started_at=started_at,
+                      duration_s=duration_s, raw_output=raw[:RAW_OUTPUT_LIMIT], params=params)
+
+
+class LocalExecutor:
+    """Runs planned tests on this host, one at a time."""
+
+    def __init__(self, *, env: Mapping[str, str] | None = None, host: str | None = None) -> None:
+        self.env = dict(env) if env is not None else None
+        self.host = host or socket.gethostname()
+
+    def __call__(self, test: PlannedTest) -> TestResult:
+        if test.skip_reason:
+            return skipped(test, test.skip_reason, self.host)
+        for directory in test.mkdirs:
+            Path(directory).mkdir(parents=True, exist_ok=True)
+        started_at = time.time()
+        start = time.monotonic()
+        failed = dict(host=self.host, argv=test.argv, started_at=started_at,
+                      params={**test.params, "repeat": str(test.repeat)})
+        try:
+            server = test.server
+            context = (
+                process.start_server(server.argv, ready=_ready(server), timeout_s=10, cwd=test.cwd, env=self.env)
+                if server is not None
+                else nullcontext()
+            )
+            with context:
+                done = process.run(test.argv, timeout_s=test.timeout_s, cwd=test.cwd, env=self.env)
+        except ToolNotFound as exc:
+            return TestResult(name=test.name, tool=test.tool, status=Status.skipped,
+                              reason=f"skipped: {exc.tool} not installed", **failed)
+        except CommandTimeout as exc:
+            raw = exc.stdout + ("\n--- stderr ---\n" + exc.stderr if exc.stderr else "")
+            return TestResult(name=test.name, tool=test.tool, status=Status.timeout, reason=str(exc),
+                              duration_s=time.monotonic() - start, raw_output=raw[:RAW_OUTPUT_LIMIT], **failed)
+        except CommandFailed as exc:  # the server died before it was ready
+            return TestResult(name=test.name, tool=test.tool, status=Status.failed, reason=f"server: {exc}",
+                              duration_s=time.monotonic() - start, raw_output=(exc.stderr or exc.stdout)[:RAW_OUTPUT_LIMIT],
+                              **failed)
+        duration_s = time.monotonic() - start
+        log_text = None
+        if test.log_file and Path(test.log_file).is_file():
+            log_text = Path(test.log_file).read_text(errors="replace")
+        raw = done.stdout + ("\n--- stderr ---\n" + done.stderr if done.stderr.strip() else "")
+        try:
+            parsed = _parse(test, done.stdout, log_text)
+        except ParseError as exc:
+            reason = f"exited {done.returncode}; " if done.returncode else ""
+            return TestResult(name=test.name, tool=test.tool, status=Status.failed,
+                              reason=f"{reason}unparseable output: {exc}", duration_s=duration_s,
+                              raw_output=raw[:RAW_OUTPUT_LIMIT], **failed)
+        return to_result(test, parsed, host=self.host, returncode=done.returncode, stderr=done.stderr,
+                         started_at=started_at, duration_s=duration_s, raw=raw)
+
+
+def _ready(server: ServerSpec):  # noqa: ANN202
+    if server.protocol == "udp":
+        return lambda: process.udp_port_bound(server.port)
+    return server.port

@@ -1,0 +1,225 @@
+"""SLOs for a validation run: derived from the plan/spec, or read from a thresholds file.
+
+From the plan (or the spec with its first fabric/storage option), per node:
+
+* ``fio.checkpoint_write write_bw_gbps >=`` the bandwidth that keeps checkpoint stalls
+  within ``requirements.max_checkpoint_stall_fraction`` (sync: the whole write blocks,
+  so it must fit in ``stall x interval``; async: only the snapshot blocks, so the write
+  must merely finish before the next checkpoint, ``interval``).
+* ``fio.checkpoint_restore read_bw_gbps >=`` checkpoint / nodes / restart budget
+  (``reliability.restart_min``): a restore cannot take longer than the whole restart.
+* ``fio.dataset_read read_bw_gbps >=`` tokens per second x bytes per token / nodes, when
+  the plan gives a step time and the spec a dataset.
+* ``fio.small_file_commit fsync_lat_p99_us <=`` the storage's commit latency + 3 sigma
+  (catalog ``commit_latency_ms``/``commit_jitter_ms``): the plan's checkpoint model
+  assumes that figure.
+* Latency bounds for the step budget: the plan's step time assumes the fabric's
+  small-message latency (catalog ``rdma_write_lat_us``) with ``jitter_us`` per dependent
+  step. p50 must be within 50 % of it and p99 within mean + 3 sigma (normal tail),
+  measured with perftest ib_write_lat on RDMA fabrics and sockperf on TCP ones.
+* ``iperf3.tcp throughput_gbit_s`` on TCP fabrics: line rate x 1448/1538, the TCP
+  payload share of an MTU-1500 Ethernet frame (1500 - 52 bytes IP+TCP with timestamps,
+  over 1500 + 38 bytes of Ethernet framing, preamble and gap), 10 % tolerance.
+* ``nccl.all_reduce busbw_gbps`` expected from ``predict_collective`` for this node's
+  GPUs, with 25 % tolerance (DCGM sets its thresholds at about 0.75 x the measured
+  golden value, bench-tools.md section 6).
+
+A thresholds file (one per hardware type) sets targets directly::
+
+    hardware: h100-sxm-node          # what these thresholds are for (free text)
+    tests:
+      fio.checkpoint_write:
+        write_bw_gbps: {min: 2.0}
+      iperf3.tcp:
+        throughput_gbit_s: {target: 90, tolerance: 0.1, min_pass: 2}
+      sockperf.udp:
+        lat_p99_us: {max: 60}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpufabric.errors import InputError
+from gpufabric.results.records import Direction, Slo
+
+#: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
+#: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).
+TCP_PAYLOAD_EFFICIENCY = 1448 / 1538
+#: DCGM diag thresholds sit at ~0.75 x golden (bench-tools.md section 6, diag-skus.yaml).
+PREDICT_TOLERANCE = 0.25
+
+_LOWER_HINTS = ("_us", "_ms", "retransmits", "lost", "wrong", "dropped", "jitter", "cpu_")
+
+
+def direction_of(metric: str) -> Direction:
+    """Lower is better for latencies, times, losses and errors; higher for the rest."""
+    base = metric.split("@", 1)[0]
+    return Direction.lower if any(h in base for h in _LOWER_HINTS) else Direction.higher
+
+
+class _Bound(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    target: float | None = None
+    tolerance: float = Field(0.1, ge=0, le=1)
+    min: float | None = None
+    max: float | None = None
+    direction: Direction | None = None
+    min_pass: int | None = Field(None, gt=0)
+
+
+class _Thresholds(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    hardware: str = ""
+    tests: dict[str, dict[str, _Bound]]
+
+
+def load_thresholds(path: Path) -> list[Slo]:
+    """SLOs from a thresholds YAML file; a bad file is an InputError naming file and field."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read thresholds file: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+    try:
+        parsed = _Thresholds.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "<top level>"
+        raise InputError(f"{path}: {where}: {err['msg']} (see gpufabric bench --help for the format)") from None
+    slos = []
+    source = f"thresholds:{path.name}" + (f" ({parsed.hardware})" if parsed.hardware else "")
+    for test, metrics in parsed.tests.items():
+        for metric, bound in metrics.items():
+            if bound.target is None and bound.min is None and bound.max is None:
+                raise InputError(f"{path}: tests.{test}.{metric}: give target, min or max")
+            slos.append(Slo(test=test, metric=metric, direction=bound.direction or direction_of(metric),
+                            expected=bound.target, tolerance=bound.tolerance, minimum=bound.min,
+                            maximum=bound.max, source=source, min_pass=bound.min_pass))
+    return slos
+
+
+def load_plan(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read plan: {exc.strerror}") from None
+    except ValueError as exc:
+        raise InputError(f"{path}: not a plan JSON file ({exc})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list):
+        raise InputError(f"{path}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json")
+    return doc
+
+
+def recommended(plan: Mapping[str, Any], path: str = "plan") -> dict[str, Any]:
+    """The recommended candidate of a plan JSON document."""
+    wanted = plan.get("recommended")
+    for candidate in plan["candidates"]:
+        if candidate.get("id") == wanted:
+            return candidate
+    if plan["candidates"]:
+        return plan["candidates"][0]
+    raise InputError(f"{path}: the plan has no candidates")
+
+
+def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, step_time_s: float | None = None,
+              catalog=None, source: str = "spec") -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
+    """SLOs for one node of the design (see the module docstring for each rule)."""
+    if catalog is None:
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog()
+    fabric_id = fabric or spec.options.fabrics[0]
+    storage_id = storage or spec.options.storage[0]
+    fab = catalog.fabrics.get(fabric_id)
+    sto = catalog.storage.get(storage_id)
+    if fab is None or sto is None:
+        missing = fabric_id if fab is None else storage_id
+        raise InputError(f"{source}: unknown catalog id {missing!r}")
+    nodes = spec.cluster.nodes
+    work = spec.workload
+    ckpt_bytes = work.model.params * work.checkpoint.bytes_per_param
+    interval_s = work.checkpoint.interval_min * 60
+    stall = spec.requirements.max_checkpoint_stall_fraction
+    slos: list[Slo] = []
+    tag = f"{source} ({fabric_id}, {storage_id})"
+    if work.checkpoint.mode == "sync" and stall:
+        write_budget_s = stall * interval_s
+        why = f"sync checkpoint of {ckpt_bytes / 1e9:.0f} GB within {stall:.0%} of {interval_s / 60:g} min"
+    else:
+        write_budget_s = interval_s
+        why = f"async checkpoint of {ckpt_bytes / 1e9:.0f} GB drained before the next one ({interval_s / 60:g} min)"
+    slos.append(Slo(test="fio.checkpoint_write", metric="write_bw_gbps", direction=Direction.higher,
+                    minimum=ckpt_bytes / nodes / write_budget_s / 1e9, source=f"{tag}: {why}"))
+    restart_s = spec.reliability.restart_min * 60
+    if restart_s > 0:
+        slos.append(Slo(test="fio.checkpoint_restore", metric="read_bw_gbps", direction=Direction.higher,
+                        minimum=ckpt_bytes / nodes / restart_s / 1e9,
+                        source=f"{tag}: restore within the {spec.reliability.restart_min:g} min restart budget"))
+    if work.dataset is not None and step_time_s:
+        need = work.global_batch_tokens / step_time_s * work.dataset.bytes_per_token / nodes
+        slos.append(Slo(test="fio.dataset_read", metric="read_bw_gbps", direction=Direction.higher,
+                        minimum=need / 1e9, source=f"{tag}: data loading at the planned step time {step_time_s:.3g} s"))
+    slos.append(Slo(test="fio.small_file_commit", metric="fsync_lat_p99_us", direction=Direction.lower,
+                    maximum=(sto.commit_latency_ms + 3 * sto.commit_jitter_ms) * 1000,
+                    source=f"{tag}: catalog commit latency + 3 sigma"))
+    mean_us = fab.rdma_write_lat_us
+    p99_us = mean_us + 3 * fab.jitter_us
+    latency_test = "sockperf.udp" if fab.kind == "tcp" else "perftest.ib_write_lat"
+    slos.append(Slo(test=latency_test, metric="lat_p50_us", direction=Direction.lower, expected=mean_us,
+                    tolerance=0.5, source=f"{tag}: step model's per-step latency"))
+    slos.append(Slo(test=latency_test, metric="lat_p99_us", direction=Direction.lower, maximum=p99_us,
+                    source=f"{tag}: step model's latency + 3 sigma jitter"))
+    if fab.kind == "tcp":
+        slos.append(Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher,
+                        expected=fab.nic_line_gbps * 8 * TCP_PAYLOAD_EFFICIENCY, tolerance=0.1,
+                        source=f"{tag}: NIC line rate x TCP payload efficiency"))
+    busbw = _predicted_busbw(spec, fabric_id, catalog)
+    if busbw is not None:
+        slos.append(Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, expected=busbw,
+                        tolerance=PREDICT_TOLERANCE, source=f"{tag}: predict_collective all_reduce 128 MiB"))
+    return slos
+
+
+def _predicted_busbw(spec, fabric_id: str, catalog) -> float | None:  # noqa: ANN001
+    try:
+        from gpufabric.model.collectives import predict_collective
+    except ModuleNotFoundError:  # the planner's model is optional for bench
+        return None
+    prediction = predict_collective(op="all_reduce", size_bytes=128 * 1024 * 1024, nodes=1,
+                                    gpus_per_node=spec.cluster.gpus_per_node, gpu=spec.cluster.gpu,
+                                    fabric=fabric_id, catalog=catalog)
+    return float(prediction.busbw_gbps)
+
+
+def from_plan(plan: Mapping[str, Any], spec, *, path: str = "plan", catalog=None) -> list[Slo]:  # noqa: ANN001
+    """SLOs for the plan's recommended candidate; the spec gives the sizes the plan was made for."""
+    candidate = recommended(plan, path)
+    return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
+                     step_time_s=candidate.get("step_time_s"), catalog=catalog,
+                     source=f"plan {Path(path).name} candidate {candidate.get('id', '?')}")
+
+
+def describe(slos: Sequence[Slo]) -> list[str]:
+    """One line per SLO, for --dry-run and logs."""
+    lines = []
+    for s in slos:
+        parts = []
+        if s.expected is not None:
+            parts.append(f"~{s.expected:.4g} (tol {s.tolerance:.0%})")
+        if s.minimum is not None:
+            parts.append(f">= {s.minimum:.4g}")
+        if s.maximum is not None:
+            parts.append(f"<= {s.maximum:.4g}")
+        lines.append(f"{s.test} {s.metric} {' and '.join(parts)}  [{s.source}]")
+    return lines

@@ -1,0 +1,148 @@
+"""Suites: plan the tests of ``quick`` or ``full``, run them through an executor, store
+each result as it arrives, judge them against SLOs.
+
+Durability: every result is written to the store (its own committed transaction) the
+moment its test ends, so Ctrl-C or kill -9 keeps everything that finished. Ctrl-C ends
+the current tool (process.run kills its group), marks the run ``interrupted`` and judges
+what finished; kill -9 leaves the run ``running``, which ``gpufabric runs`` shows as
+interrupted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from gpufabric.bench import profiles as profiles_mod
+from gpufabric.bench.runners import Executor, PlannedTest
+from gpufabric.bench.runners import fio as fio_runner
+from gpufabric.bench.runners import iperf3 as iperf3_runner
+from gpufabric.bench.runners import nccl_tests as nccl_runner
+from gpufabric.bench.runners import perftest as perftest_runner
+from gpufabric.bench.runners import sockperf as sockperf_runner
+from gpufabric.results.records import Outcome, Slo, Status, TestResult, Verdict
+
+SUITES = ("quick", "full")
+
+#: Seconds a tool may run beyond its nominal duration (startup, warm-up, teardown):
+#: sockperf adds ~2.3 s of warm-up and setup to ``-t`` (this-machine.md item 3).
+GRACE_S = 15.0
+
+
+class ResultSink(Protocol):
+    """The part of ``gpufabric.results.store.Store`` a suite writes to."""
+
+    def add_result(self, run_id: int, result: TestResult) -> int: ...
+    def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None: ...
+    def finish_run(self, run_id: int, status: str) -> None: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    """One progress event: a test starts (``result`` None) or ends."""
+
+    index: int                      # 0-based position of the test
+    total: int
+    test: PlannedTest
+    result: TestResult | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SuiteOutcome:
+    run_id: int
+    results: tuple[TestResult, ...]
+    verdicts: tuple[Verdict, ...]
+    status: str                     # passed | failed | interrupted
+    wall_s: float                   # whole suite, orchestration included
+    tool_s: float                   # time inside tool processes (servers included)
+
+
+def plan_suite(suite: str, *, scratch: Path, spec: Any = None, repeats: int | None = None,
+               server_addr: str | None = None, timeout_s: float | None = None,
+               detect: bool = True) -> list[PlannedTest]:
+    """Every test the suite will run, in order (fio profiles in write-restore-read-commit order per repeat).
+
+    Args:
+        suite: 'quick' or 'full'.
+        scratch: directory every tool writes into (and runs in).
+        spec: a validated Spec to shape the storage profiles, or None for defaults.
+        repeats: runs per test (default per suite); SLOs pass on k of n.
+        server_addr: remote iperf3/sockperf/perftest server; None runs servers on loopback.
+        timeout_s: per-test timeout override (default: the profile's duration + grace).
+        detect: probe for RDMA devices with ibv_devices; False (--dry-run, which runs
+            nothing) plans perftest for a placeholder device.
+    """
+    prof = profiles_mod.build(suite, spec)
+    n = repeats or prof.repeats
+    fio_timeout = timeout_s or (60.0 if suite == "quick" else 300.0)
+    tests: list[PlannedTest] = []
+    for repeat in range(1, n + 1):
+        for fp in prof.fio:
+            tests.append(fio_runner.plan(fp, scratch=scratch, timeout_s=fio_timeout, repeat=repeat))
+    for ip in prof.iperf3:
+        for repeat in range(1, n + 1):
+            tests.append(iperf3_runner.plan(ip, scratch=scratch, timeout_s=timeout_s or ip.duration_s + GRACE_S,
+                                            server_addr=server_addr, repeat=repeat))
+    for sp in prof.sockperf:
+        for repeat in range(1, n + 1):
+            tests.append(sockperf_runner.plan(sp, scratch=scratch, timeout_s=timeout_s or sp.duration_s + GRACE_S,
+                                              server_addr=server_addr, repeat=repeat))
+    if detect:
+        devices, no_device = perftest_runner.rdma_devices() if prof.perftest else ([], "")
+    else:
+        devices, no_device = ["<rdma-device>"], ""
+    for binary in prof.perftest:
+        first = perftest_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 60.0, devices=devices,
+                                     no_device_reason=no_device, server_addr=server_addr)
+        # A test known to be skipped is listed once, not once per repeat.
+        count = 1 if first.skip_reason else n
+        tests += [first] + [perftest_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 60.0, devices=devices,
+                                                 no_device_reason=no_device, server_addr=server_addr, repeat=r)
+                            for r in range(2, count + 1)]
+    max_bytes = "128M" if suite == "quick" else "1G"
+    for binary in prof.nccl:
+        first = nccl_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 600.0, max_bytes=max_bytes)
+        count = 1 if first.skip_reason else n
+        tests += [first] + [nccl_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 600.0,
+                                             max_bytes=max_bytes, repeat=r) for r in range(2, count + 1)]
+    return tests
+
+
+def run_status(results: Sequence[TestResult], verdicts: Sequence[Verdict]) -> str:
+    """failed when an SLO failed or a tool failed or hung; skipped tests and noisy verdicts do not fail a run."""
+    if any(v.outcome == Outcome.failed for v in verdicts):
+        return "failed"
+    if any(r.status in (Status.failed, Status.timeout) for r in results):
+        return "failed"
+    return "passed"
+
+
+def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: ResultSink, run_id: int,
+              slos: Sequence[Slo] = (), progress: Callable[[Progress], None] | None = None) -> SuiteOutcome:
+    """Run ``tests`` in order, storing each result as it arrives, then judge and finish the run."""
+    from gpufabric.results.verdicts import evaluate
+
+    start = time.monotonic()
+    results: list[TestResult] = []
+    interrupted = False
+    try:
+        for index, test in enumerate(tests):
+            if progress:
+                progress(Progress(index=index, total=len(tests), test=test))
+            result = executor(test)
+            store.add_result(run_id, result)
+            results.append(result)
+            if progress:
+                progress(Progress(index=index, total=len(tests), test=test, result=result))
+    except KeyboardInterrupt:
+        interrupted = True
+    verdicts = evaluate(results, slos) if slos else []
+    if verdicts:
+        store.add_verdicts(run_id, verdicts)
+    status = "interrupted" if interrupted else run_status(results, verdicts)
+    store.finish_run(run_id, status)
+    return SuiteOutcome(run_id=run_id, results=tuple(results), verdicts=tuple(verdicts), status=status,
+                        wall_s=time.monotonic() - start, tool_s=sum(r.duration_s for r in results))

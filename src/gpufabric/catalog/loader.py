@@ -1,0 +1,211 @@
+"""Load the shipped catalog, merge user overrides, validate, locate errors.
+
+The shipped catalog is the YAML files in ``gpufabric/catalog/data``. A user file given
+with ``--catalog my.yaml`` has the same shape (sections ``gpus``, ``fabrics``,
+``switches``, ``optics``, ``storage``, ``site``, each a mapping of id to entry). An entry
+whose id exists overrides only the fields it names; a new id adds an entry (and must
+then be complete). Bare numbers in a user file are tagged ``user`` with the file as
+source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
+:class:`~gpufabric.errors.SpecError` located at file:line:column like spec errors.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
+from gpufabric.errors import CatalogError, SpecError
+from gpufabric.spec.loader import Located, parse_yaml
+
+DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml")
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """Validated catalog: one dict per section, keyed by id."""
+
+    gpus: dict[str, Gpu]
+    fabrics: dict[str, Fabric]
+    switches: dict[str, Switch]
+    optics: dict[str, Optic]
+    storage: dict[str, Storage]
+    site: Site
+    files: tuple[str, ...] = field(default=())
+
+    def gpu(self, gpu_id: str) -> Gpu:
+        return _get(self.gpus, gpu_id, "GPU")
+
+    def fabric(self, fabric_id: str) -> Fabric:
+        return _get(self.fabrics, fabric_id, "fabric")
+
+    def storage_backend(self, storage_id: str) -> Storage:
+        return _get(self.storage, storage_id, "storage backend")
+
+    def known_ids(self) -> dict[str, set[str]]:
+        """Ids per spec field, for ``load_spec(known_ids=...)``."""
+        return {"cluster.gpu": set(self.gpus), "options.fabrics": set(self.fabrics), "options.storage": set(self.storage)}
+
+
+def _get(table: dict[str, Any], key: str, what: str) -> Any:
+    try:
+        return table[key]
+    except KeyError:
+        close = difflib.get_close_matches(key, sorted(table), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(table))}"
+        raise CatalogError(f"unknown {what} id {key!r} ({hint})") from None
+
+
+def _is_figure(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _normalise(entry: dict[str, Any], source: str, as_of: str, tag: str) -> dict[str, Any]:
+    """Bare numbers -> ``{value, source, as_of, tag}`` with the entry's (or given) defaults."""
+    src = entry.get("source") or source
+    date = str(entry.get("as_of") or as_of)
+    tg = entry.get("tag") or tag
+    out = {}
+    for key, value in entry.items():
+        if _is_figure(value):
+            out[key] = {"value": value, "source": src, "as_of": date, "tag": tg}
+        elif isinstance(value, dict) and "value" in value:
+            out[key] = {"source": src, "as_of": date, "tag": tg, **value}
+        else:
+            out[key] = value
+    return out
+
+
+class _Merged:
+    """Raw merged data plus, per (section, id), the file the entry's last change came from."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, dict[str, dict[str, Any]]] = {name: {} for name in SECTIONS}
+        self.origin: dict[tuple[str, str], Located] = {}
+        self.field_origin: dict[tuple[str, str, str], Located] = {}
+
+    def add(self, located: Located, *, user: bool) -> None:
+        data = located.data
+        if data is None:
+            return
+        if not isinstance(data, dict):
+            raise located.error((), "expected a mapping of catalog sections", f"sections: {', '.join(SECTIONS)}")
+        for section, entries in data.items():
+            if section not in SECTIONS:
+                close = difflib.get_close_matches(str(section), list(SECTIONS), n=1)
+                fix = f"did you mean {close[0]!r}?" if close else f"sections: {', '.join(SECTIONS)}"
+                raise located.error((section,), f"unknown catalog section {section!r}", fix)
+            if not isinstance(entries, dict):
+                raise located.error((section,), "expected a mapping of id to entry")
+            for entry_id, entry in entries.items():
+                if not isinstance(entry, dict):
+                    raise located.error((section, entry_id), "expected a mapping of fields")
+                defaults = (located.file, "user", "user") if user else ("", "", "U")
+                norm = _normalise(entry, *defaults)
+                target = self.data[section].setdefault(str(entry_id), {})
+                if user and target:
+                    # Keep the shipped entry-level defaults; they describe the shipped figures.
+                    norm = {k: v for k, v in norm.items() if k not in ("source", "as_of", "tag")}
+                target.update(norm)
+                self.origin[(section, str(entry_id))] = located
+                for key in norm:
+                    self.field_origin[(section, str(entry_id), key)] = located
+
+    def validate(self) -> dict[str, dict[str, Entry]]:
+        out: dict[str, dict[str, Entry]] = {}
+        for section, model in SECTIONS.items():
+            out[section] = {}
+            for entry_id, raw in self.data[section].items():
+                try:
+                    out[section][entry_id] = model.model_validate(raw)
+                except ValidationError as exc:
+                    raise self._error(exc, section, entry_id, model) from None
+        self._check_references(out)
+        return out
+
+    def _error(self, exc: ValidationError, section: str, entry_id: str, model: type[Entry]) -> SpecError:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(str(p) for p in err["loc"])
+        key = loc[0] if loc else ""
+        located = self.field_origin.get((section, entry_id, key)) or self.origin[(section, entry_id)]
+        path = (section, entry_id, *loc)
+        message = err["msg"].removeprefix("Value error, ")
+        fix = ""
+        if err["type"] == "extra_forbidden":
+            close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+            message = f"unknown field {key!r}"
+            fix = f"did you mean {close[0]!r}?" if close else ""
+        elif err["type"] == "missing":
+            message = "required field is missing"
+            info = model.model_fields.get(key)
+            fix = f"add it: {info.description}" if info and info.description else "add it"
+        elif "input" in err:
+            shown = err["input"]
+            message = f"{message}, got {shown!r}"
+        return located.error(path, message, fix)
+
+    def _check_references(self, out: dict[str, dict[str, Entry]]) -> None:
+        for fabric_id, fabric in out["fabrics"].items():
+            for key, section in (("switch", "switches"), ("nic_optic", "optics"), ("switch_optic", "optics"), ("fiber", "optics")):
+                ref = getattr(fabric, key)
+                if ref not in out[section]:
+                    located = self.field_origin.get(("fabrics", fabric_id, key)) or self.origin[("fabrics", fabric_id)]
+                    close = difflib.get_close_matches(ref, sorted(out[section]), n=1)
+                    fix = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(out[section]))}"
+                    raise located.error(("fabrics", fabric_id, key), f"unknown {section} id {ref!r}", fix)
+        if "default" not in out["site"]:
+            raise SpecError(file="catalog", field="site.default", message="the catalog needs a site entry 'default'")
+
+
+@lru_cache(maxsize=1)
+def _shipped() -> tuple[Located, ...]:
+    base = resources.files("gpufabric.catalog").joinpath("data")
+    return tuple(parse_yaml(base.joinpath(name).read_text(encoding="utf-8"), f"catalog/{name}") for name in DATA_FILES)
+
+
+def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
+    """The shipped catalog merged with the user files in ``extra`` (later files win).
+
+    Raises:
+        SpecError: a file is unreadable, not YAML, or an entry is invalid (located).
+    """
+    if not extra:
+        return _load_shipped()
+    return _build([*(_shipped()), *(_read(p) for p in extra)], n_shipped=len(DATA_FILES))
+
+
+@lru_cache(maxsize=1)
+def _load_shipped() -> Catalog:
+    return _build(list(_shipped()), n_shipped=len(DATA_FILES))
+
+
+def _read(path: str | Path) -> Located:
+    file = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(file=file, field="", message=f"cannot read catalog: {exc.strerror}", fix="check the path") from exc
+    return parse_yaml(text, file)
+
+
+def _build(files: list[Located], *, n_shipped: int) -> Catalog:
+    merged = _Merged()
+    for index, located in enumerate(files):
+        merged.add(located, user=index >= n_shipped)
+    out = merged.validate()
+    return Catalog(
+        gpus=out["gpus"],  # type: ignore[arg-type]
+        fabrics=out["fabrics"],  # type: ignore[arg-type]
+        switches=out["switches"],  # type: ignore[arg-type]
+        optics=out["optics"],  # type: ignore[arg-type]
+        storage=out["storage"],  # type: ignore[arg-type]
+        site=out["site"]["default"],  # type: ignore[arg-type]
+        files=tuple(f.file for f in files),
+    )

@@ -1,0 +1,260 @@
+"""Pydantic models of the hardware and price catalog.
+
+Every numeric figure carries its provenance: ``source`` (URL or reference), ``as_of``
+(date the figure was true) and ``tag`` (models.md verification tags: V read in the
+primary source, S secondary source, U unverified estimate, D derived from cited inputs,
+"user" for a user override). In YAML a figure is either a bare number, which inherits
+the entry's ``source``/``as_of``/``tag``, or a mapping ``{value, source, as_of, tag}``.
+After loading, the value sits in the field and its provenance in ``entry.provenance``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Tag = Literal["V", "S", "U", "D", "user"]
+
+
+class Provenance(BaseModel):
+    """Where one figure comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1)
+    """URL or reference the figure was read from, or how it was derived."""
+    as_of: str = Field(min_length=1)
+    """When the figure was true (YYYY-MM or YYYY)."""
+    tag: Tag
+    """Verification tag (models.md): V, S, U, D or user."""
+
+
+class Entry(BaseModel):
+    """Base of every catalog entry: figures plus their provenance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = ""
+    """Human-readable name."""
+    source: str = ""
+    """Default source of this entry's bare-number figures."""
+    as_of: str = ""
+    """Default as-of date of this entry's bare-number figures."""
+    tag: Tag = "U"
+    """Default verification tag of this entry's bare-number figures."""
+    provenance: dict[str, Provenance] = Field(default_factory=dict)
+    """Per-figure provenance (filled by the loader; do not write it by hand)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _split_figures(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        prov = dict(out.get("provenance") or {})
+        for key, value in data.items():
+            if key in ("provenance",):
+                continue
+            if isinstance(value, dict) and "value" in value:
+                prov[key] = {
+                    "source": value.get("source", data.get("source", "")),
+                    "as_of": str(value.get("as_of", data.get("as_of", ""))),
+                    "tag": value.get("tag", data.get("tag", "U")),
+                }
+                out[key] = value["value"]
+        out["provenance"] = prov
+        return out
+
+    @model_validator(mode="after")
+    def _every_figure_has_provenance(self) -> Entry:
+        for key in type(self).model_fields:
+            value = getattr(self, key)
+            if key in ("provenance",) or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if key in self.provenance:
+                continue
+            if not (self.source and self.as_of):
+                raise ValueError(f"figure {key!r} has no source/as_of: give the entry a source and as_of, or write {{value, source, as_of, tag}}")
+            self.provenance[key] = Provenance(source=self.source, as_of=str(self.as_of), tag=self.tag)
+        return self
+
+    def cite(self, key: str) -> str:
+        """``source (as_of) [tag]`` of one figure."""
+        p = self.provenance[key]
+        return f"{p.source} ({p.as_of}) [{p.tag}]"
+
+
+class Gpu(Entry):
+    """A GPU model and the server (node) built around it."""
+
+    peak_bf16_tflops: float = Field(gt=0)
+    """Dense BF16/FP16 tensor peak, TFLOP/s."""
+    peak_fp8_tflops: float = Field(gt=0)
+    """Dense FP8 tensor peak, TFLOP/s (equal to bf16 where FP8 is not supported)."""
+    peak_fp32_tflops: float = Field(gt=0)
+    """FP32 (TF32 tensor) peak, TFLOP/s."""
+    hbm_gb: float = Field(gt=0)
+    """Device memory, GB."""
+    hbm_gbps: float = Field(gt=0)
+    """Device memory bandwidth, GB/s."""
+    nvlink_gbps: float = Field(gt=0)
+    """Scale-up (NVLink or PCIe) line rate per GPU per direction, GB/s."""
+    nvlink_busbw_gbps: float = Field(gt=0)
+    """Achievable NCCL ring busbw inside a node (Simple protocol), GB/s."""
+    nvls: bool = False
+    """NVLink SHARP (in-switch reduction, NCCL NVLS) available."""
+    nvls_busbw_gbps: float = Field(0, ge=0)
+    """Achievable NVLS all-reduce busbw (nccl-tests factor 2(n-1)/n), GB/s; 0 without NVLS."""
+    nvls_latency_us: float = Field(0, ge=0)
+    """NVLS all-reduce latency term, us."""
+    intra_link: Literal["nvlink", "pci"] = "nvlink"
+    """Which NCCL hardware-latency class applies inside a node."""
+    host_copy_gbps: float = Field(gt=0)
+    """Device-to-host copy bandwidth per GPU (async checkpoint snapshot), GB/s."""
+    compute_jitter_cv: float = Field(ge=0)
+    """Per-rank, per-step compute time coefficient of variation (clocks, OS noise)."""
+    tdp_w: float = Field(gt=0)
+    """GPU board power, W."""
+    node_power_kw: float = Field(gt=0)
+    """Power of one server with gpus_per_node GPUs (max system power), kW."""
+    node_usd: float = Field(gt=0)
+    """Price of one server with its GPUs, without the scale-out NICs, USD."""
+    gpus_per_node: int = Field(8, gt=0)
+    """GPUs in the server that node_usd and node_power_kw describe."""
+    cloud_usd_per_gpu_hour: float = Field(gt=0)
+    """Reference cloud on-demand price, USD per GPU-hour (for comparison)."""
+
+
+class Fabric(Entry):
+    """A scale-out fabric: NIC, switch family, protocol behaviour."""
+
+    kind: Literal["ib", "roce", "tcp"]
+    """Transport family; also the id prefix."""
+    nic_line_gbps: float = Field(gt=0)
+    """NIC line rate, GB/s (400 Gb/s = 50 GB/s)."""
+    nic_efficiency: float = Field(gt=0, le=1)
+    """Fraction of line rate NCCL achieves per NIC (busbw per NIC / line rate)."""
+    net_latency_scale: float = Field(gt=0)
+    """Multiplier on NCCL's NET per-step latencies (tuning.cc constants were measured on IB)."""
+    host_latency_us: float = Field(ge=0)
+    """End-host latency per side (NIC + PCIe + stack), us."""
+    rdma_write_lat_us: float = Field(ge=0)
+    """Small-message one-way latency (perftest ib_write_lat half RTT; sockperf for TCP), one switch, us."""
+    rdma_read_lat_us: float = Field(ge=0)
+    """Small-message read round trip (perftest ib_read_lat; 2x one-way for TCP), one switch, us."""
+    jitter_us: float = Field(ge=0)
+    """Std-dev of per-dependent-step latency of a collective, us."""
+    hiccup_prob: float = Field(ge=0, le=1)
+    """Probability per rank per step of a rare long delay (retransmit timeout, PFC pause storm)."""
+    hiccup_ms: float = Field(ge=0)
+    """Length of that delay, ms."""
+    in_network_reduction: bool = False
+    """Switches reduce in the network (SHARP)."""
+    switch: str
+    """Switch id (catalog switches) used for every tier."""
+    nic_optic: str
+    """Optic/cable id on the NIC side of node-leaf links."""
+    switch_optic: str
+    """Optic id on switch ports."""
+    fiber: str
+    """Cable id (fiber or copper) per link."""
+    nic_usd: float = Field(ge=0)
+    """Price of one NIC, USD."""
+    nic_power_w: float = Field(ge=0)
+    """Power of one NIC, W."""
+
+
+class Switch(Entry):
+    """A switch model."""
+
+    radix: int = Field(gt=1)
+    """Ports at the fabric's NIC speed."""
+    latency_ns: float = Field(ge=0)
+    """Port-to-port latency, ns."""
+    price_usd: float = Field(ge=0)
+    """Price, USD."""
+    power_w: float = Field(ge=0)
+    """Typical power, W."""
+
+
+class Optic(Entry):
+    """A transceiver or a cable."""
+
+    ports_per_module: int = Field(1, gt=0)
+    """Links one module (or cable) carries (twin-port 800G OSFP: 2)."""
+    price_usd: float = Field(ge=0)
+    """Price per module or cable, USD."""
+    power_w: float = Field(0, ge=0)
+    """Power per module, W."""
+
+
+class Storage(Entry):
+    """A checkpoint/dataset storage backend."""
+
+    kind: Literal["local", "block", "file", "parallel"]
+    """local: NVMe in each node; block: NVMe-oF/iSCSI volumes; file: NFS; parallel: PFS."""
+    client_write_gbps: float = Field(gt=0)
+    """Write bandwidth one node achieves, GB/s."""
+    client_read_gbps: float = Field(gt=0)
+    """Read bandwidth one node achieves, GB/s."""
+    unit_write_gbps: float = Field(ge=0)
+    """Write bandwidth of one storage building block (0 for local NVMe), GB/s."""
+    unit_read_gbps: float = Field(ge=0)
+    """Read bandwidth of one building block, GB/s."""
+    unit_capacity_tb: float = Field(gt=0)
+    """Usable capacity of one building block (local: per node), TB."""
+    unit_usd: float = Field(ge=0)
+    """Price of one building block, USD."""
+    unit_power_w: float = Field(ge=0)
+    """Power of one building block, W."""
+    commit_latency_ms: float = Field(ge=0)
+    """Latency to commit one shard (create + write tail + fsync + rename), ms."""
+    commit_jitter_ms: float = Field(ge=0)
+    """Std-dev of that commit latency, ms."""
+    commit_concurrency: float = Field(gt=0)
+    """Commits in flight across the cluster (per node for local/block; metadata servers for file)."""
+    commit_scope: Literal["node", "cluster"] = "cluster"
+    """node: commit_concurrency is per node (independent volumes); cluster: shared metadata."""
+    async_drain: bool = False
+    """Checkpoints land locally and drain in the background to durable storage."""
+    drain_gbps_per_node: float = Field(0, ge=0)
+    """Background drain bandwidth per node to durable storage, GB/s."""
+
+
+class Site(Entry):
+    """Site-wide cost and operations assumptions."""
+
+    usd_per_kwh: float = Field(gt=0)
+    """Electricity price, USD per kWh."""
+    pue: float = Field(ge=1)
+    """Power usage effectiveness of the data centre."""
+    amortization_years: float = Field(gt=0)
+    """Years over which capex is amortised into $/GPU-hour."""
+    checkpoints_kept: int = Field(gt=0)
+    """Checkpoints kept on storage (sizes the storage system)."""
+    launch_us: float = Field(ge=0)
+    """Collective launch overhead with CUDA graphs, us."""
+
+
+class CatalogModel(BaseModel):
+    """The whole catalog file (also the shape of a --catalog override file)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: dict[str, Gpu] = Field(default_factory=dict)
+    fabrics: dict[str, Fabric] = Field(default_factory=dict)
+    switches: dict[str, Switch] = Field(default_factory=dict)
+    optics: dict[str, Optic] = Field(default_factory=dict)
+    storage: dict[str, Storage] = Field(default_factory=dict)
+    site: dict[str, Site] = Field(default_factory=dict)
+
+
+SECTIONS: dict[str, type[Entry]] = {
+    "gpus": Gpu,
+    "fabrics": Fabric,
+    "switches": Switch,
+    "optics": Optic,
+    "storage": Storage,
+    "site": Site,
+}

@@ -1,0 +1,127 @@
+"""``gpufabric audit``: findings with IDs, evidence and remedy; proof of segmentation."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+
+import typer
+
+from gpufabric.errors import InputError
+
+
+class AuditFormat(str, enum.Enum):
+    text = "text"
+    json = "json"
+    sarif = "sarif"
+
+
+class FailOn(str, enum.Enum):
+    critical = "critical"
+    high = "high"
+    medium = "medium"
+    low = "low"
+    info = "info"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("audit")(audit)
+
+
+def audit(
+    config: Path | None = typer.Option(None, "--config", help="An artefact bundle (gpufabric config --out) or a copy of /etc."),
+    live: bool = typer.Option(False, "--live", help="Audit this host: nft, ss, ip, files, environment, sysfs/configfs."),
+    reachability: bool = typer.Option(False, "--reachability", help="Prove the allow matrix of every role/plane/port cell against the intent."),
+    diff: tuple[Path, Path] | None = typer.Option(None, "--diff", help="OLD NEW: cells a change opens or closes."),
+    fail_on: FailOn = typer.Option(FailOn.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
+    fmt: AuditFormat = typer.Option(AuditFormat.text, "--format", help="Output format."),
+) -> int:
+    """Audit NVMe-oF, InfiniBand, RoCE, NCCL, PyTorch, host and firewall security; exit 1 on findings."""
+    from gpufabric.audit import collect
+    from gpufabric.audit.findings import Severity
+    from gpufabric.audit.runner import audit as run_audit
+    from gpufabric.audit.runner import audit_diff
+
+    chosen = sum(x for x in (config is not None, live, diff is not None))
+    if chosen == 0:
+        raise InputError("nothing to audit: give --config DIR, --live or --diff OLD NEW")
+    if chosen > 1:
+        raise InputError("give only one of --config, --live and --diff")
+    if diff is not None:
+        report = audit_diff(*diff)
+    else:
+        facts = collect.from_directory(config) if config is not None else collect.live()
+        report = run_audit(facts, reachability=reachability)
+    threshold = Severity(fail_on.value)
+    code = 1 if report.fails(threshold) else 0
+    _emit(report, fmt, threshold, code)
+    return code
+
+
+def _emit(report, fmt: AuditFormat, threshold, code: int) -> None:
+    from gpufabric.audit.reachability import merged
+    from gpufabric.audit.runner import RDMA_STATEMENT
+    from gpufabric.cli.output import print_json
+
+    if fmt is AuditFormat.sarif:
+        import json
+        import sys
+
+        from gpufabric.audit.sarif import to_sarif
+
+        sys.stdout.write(json.dumps(to_sarif(report), indent=2) + "\n")
+        return
+    if fmt is AuditFormat.json:
+        payload = {
+            "source": report.source, "rdma_note": RDMA_STATEMENT, "fail_on": threshold.value, "exit_code": code,
+            "findings": report.findings, "not_available": report.not_available, "passed": report.passed,
+        }
+        if report.proof is not None:
+            p = report.proof
+            payload["reachability"] = {
+                "hosts": p.hosts_evaluated, "rulesets": p.rulesets_evaluated, "evaluations": p.evaluations,
+                "cells": p.cells_evaluated, "seconds": round(p.seconds, 4), "unsupported": p.unsupported,
+                "missing_hosts": p.missing_hosts,
+                "matrix": [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
+                            "allowed": c.allowed, "intended": c.intended, "verdict": c.verdict}
+                           for c in merged(p.allowed())],
+            }
+        if report.changes is not None:
+            payload["changes"] = [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
+                                   "old": c.old, "new": c.new, "direction": c.direction} for c in report.changes]
+        print_json(payload)
+        return
+    echo = typer.echo
+    echo(f"gpufabric audit: {report.source}")
+    echo(f"note: {RDMA_STATEMENT}")
+    if report.proof is not None:
+        p = report.proof
+        echo("")
+        echo(f"allow matrix ({p.cells_evaluated} cells over {p.hosts_evaluated} hosts, {p.rulesets_evaluated} distinct"
+             f" rulesets, every port 1-65535; {p.seconds:.2f} s):")
+        echo(f"  {'plane':<8} {'source':<12} {'destination':<12} {'proto/ports':<20} {'firewall':<8} {'intent':<7} verdict")
+        for c in merged(p.allowed()):
+            echo(f"  {c.plane:<8} {c.src:<12} {c.dst:<12} {c.proto + '/' + c.ports:<20} {c.allowed:<8}"
+                 f" {'yes' if c.intended else 'no':<7} {c.verdict}")
+        echo("  every other cell: denied, as intended" if not p.violations() else "  every other cell: denied")
+        if p.unsupported:
+            echo(f"  warning: expressions treated as 'may match': {', '.join(p.unsupported)}")
+    if report.changes is not None:
+        echo("")
+        echo(f"changes ({len(report.changes)}):" if report.changes else "changes: none (no cell opens or closes)")
+        for c in report.changes:
+            echo(f"  {c.direction:<6} {c.plane:<8} {c.src} -> {c.dst} {c.proto}/{c.ports}: {c.old} -> {c.new}")
+    echo("")
+    echo(f"findings ({len(report.findings)}):" if report.findings else "findings: none")
+    order = sorted(report.findings, key=lambda f: (-f.severity.rank, f.check_id, f.subject))
+    for f in order:
+        echo(f"  {f.severity.value.upper():<8} {f.check_id:<8} {f.subject}: {f.title}")
+        echo(f"           evidence: {f.evidence}")
+        echo(f"           remedy: {f.remedy}")
+    if report.not_available:
+        echo(f"not available ({len(report.not_available)}):")
+        for check_id, reason in sorted(report.not_available.items()):
+            echo(f"  {check_id:<8} {reason}")
+    if report.passed:
+        echo(f"passed ({len(report.passed)}): {', '.join(report.passed)}")
+    echo(f"result: {'FAIL' if code else 'PASS'} (--fail-on {threshold.value})")

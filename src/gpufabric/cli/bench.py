@@ -1,0 +1,212 @@
+"""``gpufabric bench --suite quick|full``: run the validation suite and judge it (contract E).
+
+``bench`` is a group: without a subcommand it runs a suite; the probes helper adds
+``bench collectives|checkpoint|train`` through ``gpufabric.cli.bench_probes``.
+Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
+failed or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console, to_jsonable
+from gpufabric.errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    # A fresh group per app: main() builds a new app on every call (tests call it often).
+    bench_app = typer.Typer(
+        name="bench",
+        help="Validate a cluster with real tools (fio, iperf3, sockperf, perftest, nccl-tests) against SLOs from the plan.",
+        no_args_is_help=False,
+        rich_markup_mode="rich",
+    )
+    bench_app.callback(invoke_without_command=True)(bench)
+    app.add_typer(bench_app, name="bench")
+    try:
+        from gpufabric.cli import bench_probes
+    except ModuleNotFoundError as exc:
+        if exc.name != "gpufabric.cli.bench_probes":
+            raise
+    else:
+        bench_probes.register(bench_app)
+
+
+def bench(
+    ctx: typer.Context,
+    suite: str = typer.Option(None, "--suite", help="quick (about a minute here) or full."),
+    plan: Path = typer.Option(None, "--plan", help="Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design; needs --spec for sizes."),
+    spec: Path = typer.Option(None, "--spec", help="Spec YAML: shapes the storage profiles and derives SLOs."),
+    thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."),
+    target_dir: Path = typer.Option(None, "--target-dir", help="Directory on the storage to test (default: a temp dir). Must be empty unless --force."),
+    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print every command and SLO; run nothing."),
+    force: bool = typer.Option(False, "--force", help="Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards)."),
+    fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
+    repeats: int = typer.Option(None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."),
+    server: str = typer.Option(None, "--server", help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here."),
+    timeout: float = typer.Option(None, "--timeout", min=0.1, help="Per-test timeout in seconds (default: the test's duration plus a grace)."),
+) -> None:
+    """Run the validation suite: real tools, each result stored as it arrives, verdicts against SLOs."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if suite is None:
+        raise InputError("give --suite quick|full, or a subcommand (see gpufabric bench --help)")
+    from gpufabric.bench import scratch as scratch_mod
+    from gpufabric.bench.suite import SUITES, plan_suite
+
+    if suite not in SUITES:
+        raise InputError(f"--suite {suite!r}: choose quick or full")
+    loaded_spec, plan_doc, slos = _slos(plan, spec, thresholds)
+    if target_dir is not None:
+        scratch_mod.check_target(target_dir, force=force)
+    argv = _argv(ctx)
+    if dry_run:
+        tests = plan_suite(suite, scratch=scratch_mod.plan_path(target_dir), spec=loaded_spec, repeats=repeats,
+                           server_addr=server, timeout_s=timeout, detect=False)
+        _print_dry_run(tests, slos, fmt)
+        return
+    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt)
+    if code:
+        raise typer.Exit(code)
+
+
+def _argv(ctx: typer.Context) -> list[str]:
+    out = ["bench"]
+    for key, value in ctx.params.items():
+        if value in (None, False):
+            continue
+        flag = "--" + key.replace("_", "-").replace("fmt", "format")
+        out += [flag] if value is True else [flag, str(getattr(value, "value", value))]
+    return out
+
+
+def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tuple[Any, dict | None, list]:
+    from gpufabric.bench import slo
+
+    loaded = None
+    if spec is not None:
+        from gpufabric.spec import load_spec
+
+        loaded = load_spec(spec).spec
+    plan_doc = None
+    slos: list = []
+    if plan is not None:
+        plan_doc = slo.load_plan(plan)
+        if loaded is None and isinstance(plan_doc.get("spec"), dict):
+            from gpufabric.spec import Spec
+
+            loaded = Spec.model_validate(plan_doc["spec"])
+        if loaded is None:
+            raise InputError(f"--plan {plan}: the plan JSON does not carry the model sizes; pass --spec SPEC as well")
+        slos += slo.from_plan(plan_doc, loaded, path=str(plan))
+    elif loaded is not None:
+        slos += slo.from_spec(loaded, source=f"spec {spec.name}")
+    if thresholds is not None:
+        slos += slo.load_thresholds(thresholds)
+    return loaded, plan_doc, slos
+
+
+def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
+    from gpufabric.bench.slo import describe
+
+    if fmt == Format.json:
+        print_json({"dry_run": True, "tests": [
+            {"name": t.name, "repeat": t.repeat, "argv": list(t.argv), "timeout_s": t.timeout_s,
+             "server_argv": list(t.server.argv) if t.server else None, "skip_reason": t.skip_reason}
+            for t in tests], "slos": to_jsonable(slos)})
+        return
+    out = stdout_console()
+    for t in tests:
+        out.print(f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s)" + (f"  [{t.skip_reason}]" if t.skip_reason else ""),
+                  markup=False)
+        for line in t.command_lines():
+            out.print(line, markup=False)
+    out.print(f"# {len(tests)} tests; SLOs:" if slos else f"# {len(tests)} tests; no SLOs (give --plan/--spec or --thresholds)",
+              markup=False)
+    for line in describe(slos):
+        out.print(f"#   {line}", markup=False)
+
+
+def _fingerprint() -> dict[str, Any]:
+    try:
+        from gpufabric.bench.fingerprint import collect
+    except ModuleNotFoundError:
+        return {}
+    return collect()
+
+
+def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
+         force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
+         fmt: Format) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpufabric.bench import scratch as scratch_mod
+    from gpufabric.bench.runners import LocalExecutor
+    from gpufabric.bench.suite import plan_suite, run_suite
+    from gpufabric.results.store import Store
+
+    scratch = scratch_mod.prepare(target_dir, force=force)
+    try:
+        tests = plan_suite(suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout)
+        with Store.open(db) as store:
+            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=_fingerprint(),
+                                     spec_name=spec.name if spec is not None else "", plan=plan_doc,
+                                     meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
+                                           "slos": len(slos)})
+            store.add_artifact(run_id, "commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                           console=stderr_console(), transient=False)
+            task = bar.add_task(f"bench {suite}", total=len(tests))
+
+            def progress(event) -> None:  # noqa: ANN001 - suite.Progress
+                if event.result is None:
+                    bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
+                else:
+                    bar.advance(task)
+
+            with bar:
+                outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos,
+                                    progress=progress)
+    finally:
+        scratch.cleanup()
+    _report(outcome, fmt)
+    return {"passed": 0, "failed": 1, "interrupted": 130}.get(outcome.status, 1)
+
+
+def _headline(result) -> str:  # noqa: ANN001 - TestResult
+    if not result.metrics:
+        return ""
+    m = result.metrics[0]
+    return f"{m.name}={m.value:.4g} {m.unit}"
+
+
+def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
+    if fmt == Format.json:
+        print_json({
+            "run_id": outcome.run_id, "status": outcome.status, "wall_s": outcome.wall_s, "tool_s": outcome.tool_s,
+            "results": [{"name": r.name, "repeat": r.params.get("repeat"), "status": r.status.value, "reason": r.reason,
+                         "duration_s": r.duration_s, "warnings": r.params.get("quality_warnings", ""),
+                         "metrics": {m.name: m.value for m in r.metrics}} for r in outcome.results],
+            "verdicts": to_jsonable(list(outcome.verdicts)),
+        })
+        return
+    out = stdout_console()
+    # Plain aligned lines, not a table: they survive 80-column pipes and grep.
+    width = max((len(r.name) for r in outcome.results), default=10)
+    out.print(f"run {outcome.run_id}: {outcome.status}", markup=False)
+    for r in outcome.results:
+        note = r.reason or r.params.get("quality_warnings", "")
+        out.print(f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
+                  f"{_headline(r)}" + (f"  ({note})" if note else ""), markup=False)
+    if outcome.verdicts:
+        out.print("verdicts:", markup=False)
+        for v in outcome.verdicts:
+            text = "; ".join([v.reason, *v.warnings]).strip("; ")
+            out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}" + (f" on {v.host}" if v.host else "")
+                      + (f": {text}" if text else ""), markup=False)
+    out.print(f"wall {outcome.wall_s:.1f} s, in tools {outcome.tool_s:.1f} s; stored as run {outcome.run_id}", markup=False)

@@ -1,0 +1,303 @@
+"""``gpufabric bench collectives|train|checkpoint``: torch.distributed probes (contract E).
+
+cli/bench.py calls ``register(bench_app)``. Each command builds a probe config, launches
+the ranks with the chosen launcher, stores every finished size/step as TestResult records
+in the results store, and exits 0 (all good), 1 (wrong elements, a failed rank, a
+straggler, non-reproducible) or 2 (bad input).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.errors import InputError
+from gpufabric.units import parse_duration_s, parse_size
+
+
+def parse_sizes(text: str) -> list[int]:
+    """``1K:1G`` (powers of two, factor 2, both ends included), ``1K,64K,1M`` or one size."""
+    if ":" in text:
+        lo_text, _, hi_text = text.partition(":")
+        lo, hi = parse_size(lo_text), parse_size(hi_text)
+        if lo <= 0 or hi < lo:
+            raise InputError(f"--sizes {text!r}: need 0 < start <= end")
+        sizes = []
+        size = lo
+        while size <= hi:
+            sizes.append(size)
+            size *= 2
+        return sizes
+    sizes = [parse_size(t) for t in text.split(",") if t.strip()]
+    if not sizes or min(sizes) <= 0:
+        raise InputError(f"--sizes {text!r}: give positive sizes such as 1K:1G or 1M,16M")
+    return sizes
+
+
+def _csv(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in allowed]
+    if bad or not items:
+        raise InputError(f"{flag}: unknown {', '.join(bad) or '(empty)'}; choose from {', '.join(allowed)}")
+    return items
+
+
+def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: str, plane: str,
+                   master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
+                   work_dir: str) -> Any:
+    from gpufabric.bench import launch
+    from gpufabric.bench.probes.run import LaunchOptions
+
+    if launcher not in launch.LAUNCHERS:
+        raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}")
+    if not 1 <= master_port <= 65535:
+        raise InputError(f"--master-port {master_port}: not a port")
+    host_list: list[launch.Host] = []
+    if lab:
+        from gpufabric.lab.net import lab_hosts
+
+        host_list = lab_hosts(lab, plane=plane)
+        nodes = nodes if nodes > 1 else len(host_list)
+    elif hosts:
+        host_list = launch.parse_hosts(hosts)
+    if backend == "auto":
+        # NCCL needs a GPU; nvidia-smi on PATH is the cheap test that avoids importing torch here.
+        backend = "nccl" if shutil.which("nvidia-smi") else "gloo"
+    if backend not in ("gloo", "nccl"):
+        raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
+    return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
+                         master_port=master_port, timeout_s=parse_duration_s(timeout),
+                         init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
+                         backend=backend, work_dir=work_dir)
+
+
+def print_dry_run(prep: Any, fmt: Format) -> None:
+    if fmt is Format.json:
+        print_json({"dry_run": True, "launcher": prep.plan.launcher,
+                    "commands": [c.shell() for c in prep.plan.commands], "sbatch_script": prep.plan.script,
+                    "config": prep.config})
+        return
+    for cmd in prep.plan.commands:
+        sys.stdout.write(cmd.shell() + "\n")
+    if prep.plan.script:
+        sys.stdout.write("# sbatch script (kept with the run):\n" + prep.plan.script)
+
+
+#: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
+O = {
+    "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun."),
+    "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
+    "nproc": typer.Option(2, "--nproc", min=1, help="Ranks per node."),
+    "hosts": typer.Option("", "--hosts", help="Comma-separated: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."),
+    "lab": typer.Option("", "--lab", help="Run on the hosts of this gpufabric lab (see `gpufabric lab`)."),
+    "plane": typer.Option("data", "--plane", help="Lab plane carrying the ranks' data traffic."),
+    "backend": typer.Option("auto", "--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl."),
+    "master_port": typer.Option(29500, "--master-port", help="Rendezvous port on the first host."),
+    "timeout": typer.Option("600s", "--timeout", help="Limit for the whole launch."),
+    "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init."),
+    "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write."),
+    "work_dir": typer.Option("", "--work-dir", help="Directory for rank records (shared across hosts)."),
+    "db": typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
+    "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
+    "fmt": typer.Option(Format.text, "--format", help="Output format."),
+}
+
+
+def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
+    from gpufabric.bench.probes import run as probe_run
+
+    prep = probe_run.prepare(kind, config, opts)
+    try:
+        print_dry_run(prep, fmt)
+    finally:
+        probe_run.cleanup(prep)
+    return 0
+
+
+def _failures(report: dict[str, Any], console: Any) -> None:
+    for line in report["failures"]:
+        console.print(f"FAIL {line}", markup=False)
+    if report["error"]:
+        console.print(f"error: {report['error']}", markup=False)
+        console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)
+
+
+def register(bench_app: typer.Typer) -> None:
+    @bench_app.command("collectives")
+    def collectives(
+        ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv", "--ops",
+                                help="Comma-separated collectives."),
+        sizes: str = typer.Option("1K:16M", "--sizes", help="Sizes (nccl-tests 'size' column): 1K:1G doubles, or a list."),
+        dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
+        iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
+        warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
+        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
+        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
+        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
+        die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
+        die_after: str = typer.Option("0", "--inject-die-after", hidden=True),
+    ) -> int:
+        """torch.distributed collective sweeps: busbw per nccl-tests, p50/p99/CV, #wrong, stragglers."""
+        from gpufabric.bench.probes import service
+        from gpufabric.bench.probes.collectives import DTYPES
+        from gpufabric.bench.probes.stats import OPS
+
+        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
+                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir)
+        config = {"ops": _csv(ops, OPS, "--ops"), "sizes": parse_sizes(sizes),
+                  "dtypes": _csv(dtypes, DTYPES, "--dtypes"), "iters": iters, "warmup": warmup,
+                  "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
+                  "die_rank": die_rank if die_rank >= 0 else None, "die_after": parse_size(die_after)}
+        if dry_run:
+            return _dry_run("collectives", config, opts, fmt)
+        report, code = service.run_collectives(config, opts, db=db, argv=service.cli_argv())
+        if fmt is Format.json:
+            print_json(report)
+            return code
+        from gpufabric.units import format_size
+
+        console = stdout_console()
+        console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",
+                      markup=False)
+        console.print(f"{'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'p99 us':>11}{'CV':>6}"
+                      f"{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}", markup=False)
+        for row in report["results"]:
+            console.print(f"{row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}"
+                          f"{row['time_p50_us']:>11.1f}{row['time_p99_us']:>11.1f}{row['time_cv']:>6.2f}"
+                          f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong_elements']:>8.0f}",
+                          markup=False)
+        _failures(report, console)
+        return code
+
+    @bench_app.command("train")
+    def train(
+        spec: Path | None = typer.Option(None, "--spec", help="Spec whose model shape is scaled down."),
+        scale: int = typer.Option(64, "--scale", min=1, help="Divide hidden size and sequence length by this."),
+        blocks: int = typer.Option(2, "--blocks", min=1, help="Transformer blocks."),
+        steps: int = typer.Option(10, "--steps", min=1, help="Timed training steps (K)."),
+        warmup: int = typer.Option(2, "--warmup", min=0, help="Untimed steps first."),
+        seed: int = typer.Option(0, "--seed", help="Seed for weights and data."),
+        mode: str = typer.Option("ddp", "--mode", help="ddp or fsdp (FSDP2 fully_shard)."),
+        repeat: int = typer.Option(1, "--repeat", min=1, max=10, help="Runs; 2+ gives the bitwise verdict."),
+        against: str | None = typer.Option(None, "--against", help="Compare parameters with a stored train run."),
+        deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
+                                           help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG."),
+        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
+        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
+        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
+        delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
+    ) -> int:
+        """A small deterministic transformer under DDP/FSDP: step-time p50/p99/CV per rank, bitwise reproducibility."""
+        import os
+
+        from gpufabric.bench.probes import service
+        from gpufabric.bench.probes.shapes import train_shape
+
+        if mode not in ("ddp", "fsdp"):
+            raise InputError(f"--mode {mode!r}: use ddp or fsdp")
+        loaded = None
+        if spec is not None:
+            from gpufabric.spec.loader import load_spec
+
+            loaded = load_spec(spec).spec
+        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
+                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir)
+        config = {**train_shape(loaded, scale=scale, blocks=blocks).as_config(), "steps": steps, "warmup": warmup,
+                  "seed": seed, "mode": mode, "deterministic": deterministic,
+                  "delay_rank": delay_rank if delay_rank >= 0 else None, "delay_rank_ms": delay_ms}
+        if dry_run:
+            return _dry_run("train", config, opts, fmt)
+        report, code = service.run_train(config, opts, repeat=repeat, against=against, db=db,
+                                         argv=service.cli_argv(), env=dict(os.environ))
+        if fmt is Format.json:
+            print_json(report)
+            return code
+        console = stdout_console()
+        shape = report["shape"]
+        console.print(f"train: hidden {shape['hidden']}, {shape['layers']} blocks, seq {shape['seq_len']},"
+                      f" batch {shape['batch']}/rank, {shape['mode']}, spec layout {shape['spec_layout']};"
+                      f" run {report['run_id']}, {report['status']}", markup=False)
+        for row in report["results"]:
+            console.print(f"repeat {row['repeat']}: {row['num_ranks']} ranks, step p50 {row['step_time_p50_s'] * 1e3:.2f} ms,"
+                          f" p99 {row['step_time_p99_s'] * 1e3:.2f} ms, CV {row['step_time_cv']:.3f},"
+                          f" loss {row['final_loss']:.4f}, sha256 {row['sha256'][:16]}", markup=False)
+            for rank, p50 in row["rank_step_p50_s"].items():
+                console.print(f"  rank {rank} ({row['rank_hosts'][rank]}): p50 {p50 * 1e3:.2f} ms,"
+                              f" p99 {row['rank_step_p99_s'][rank] * 1e3:.2f} ms, CV {row['rank_step_cv'][rank]:.3f}",
+                              markup=False)
+        for comp in report["reproducibility"]:
+            if comp["identical"]:
+                console.print(f"{comp['compared']}: bitwise identical ({comp['num_params']} parameters)", markup=False)
+            else:
+                console.print(f"{comp['compared']}: NOT identical: {comp['differing_elements']} parameters differ,"
+                              f" max abs {comp['max_abs_diff']:.3g}, max rel {comp['max_rel_diff']:.3g}", markup=False)
+                for d in comp["differences"]:
+                    console.print(f"  setup differs: {d}", markup=False)
+                if comp["unpinned"]:
+                    console.print(f"  not pinned: {', '.join(comp['unpinned'])}", markup=False)
+        _failures(report, console)
+        return code
+
+    @bench_app.command("checkpoint")
+    def checkpoint(
+        directory: Path = typer.Option(..., "--dir", help="Directory on the storage under test (shared for dcp)."),
+        spec: Path | None = typer.Option(None, "--spec", help="Spec whose checkpoint (params x bytes/param) is scaled."),
+        scale: int = typer.Option(10000, "--scale", min=1, help="Divide the spec's checkpoint size by this."),
+        size: str = typer.Option("", "--size", help="Total checkpoint size instead of the spec's (e.g. 256M)."),
+        formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
+        keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
+        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
+        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
+        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+    ) -> int:
+        """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
+        from gpufabric.bench.probes import service
+        from gpufabric.bench.probes.shapes import checkpoint_shape
+
+        loaded = None
+        if spec is not None:
+            from gpufabric.spec.loader import load_spec
+
+            loaded = load_spec(spec).spec
+        shape = checkpoint_shape(loaded, scale=scale)
+        if size:
+            shape = type(shape)(**{**shape.as_config(), "total_bytes": parse_size(size)})
+        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
+                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
+                              op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
+                              work_dir=work_dir)
+        config = {**shape.as_config(), "directory": str(directory.resolve()), "keep": keep,
+                  "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
+        if dry_run:
+            return _dry_run("checkpoint", config, opts, fmt)
+        report, code = service.run_checkpoint(config, opts, db=db, argv=service.cli_argv())
+        if fmt is Format.json:
+            print_json(report)
+            return code
+        from gpufabric.units import format_size
+
+        console = stdout_console()
+        console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
+        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'write GB/s':>12}{'read s':>9}{'read GB/s':>11}"
+                      f"{'wrong':>7}", markup=False)
+        for row in report["results"]:
+            console.print(f"{row['format']:<12}{format_size(row['bytes']):>10}{row['write_duration_s']:>9.3f}"
+                          f"{row['write_gbps']:>12.3f}{row['read_duration_s']:>9.3f}{row['read_gbps']:>11.3f}"
+                          f"{row['wrong_tensors']:>7.0f}", markup=False)
+        _failures(report, console)
+        return code

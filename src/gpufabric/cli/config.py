@@ -1,0 +1,66 @@
+"""``gpufabric config``: render the configuration bundle of a design, per node role."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.output import Format
+from gpufabric.errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("config")(config)
+
+
+def config(
+    spec_path: Path = typer.Argument(..., metavar="SPEC", help="The spec YAML file."),
+    plan: Path | None = typer.Option(None, "--plan", help="A `gpufabric plan --format json` file; its recommended design is configured."),
+    out: Path | None = typer.Option(None, "--out", help="Directory to write the bundle into (required unless --dry-run)."),
+    seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
+    key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Render and list the files without writing them."),
+    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+) -> int:
+    """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
+    from gpufabric.cli.output import print_json
+    from gpufabric.configure import KeySource, design_from_plan, design_from_spec, render_bundle, write_bundle
+    from gpufabric.configure.bundle import MANIFEST
+    from gpufabric.spec import load_spec
+
+    if out is None and not dry_run:
+        raise InputError("--out DIR is required (or pass --dry-run)")
+    keys = KeySource.from_options(seed=seed, key_file=key_file)
+    spec = load_spec(spec_path).spec
+    design = design_from_plan(plan) if plan is not None else design_from_spec(spec)
+    if out is not None and out.exists():
+        if not out.is_dir():
+            raise InputError(f"--out {out} is not a directory")
+        if any(out.iterdir()) and not (out / MANIFEST).exists():
+            raise InputError(f"--out {out} is not empty and holds no gpufabric bundle; choose an empty directory")
+    bundle = render_bundle(spec, design, keys)
+    artefacts = sorted(bundle.artefacts, key=lambda a: a.path)
+    if not dry_run and out is not None:
+        write_bundle(bundle, out)
+    files = [{"path": a.path, "mode": f"{a.mode:04o}", "secret": a.secret} for a in artefacts]
+    if fmt is Format.json:
+        print_json({
+            "spec": spec.name, "dry_run": dry_run, "out": str(out) if out else None,
+            "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind,
+                       "source": design.source},
+            "policy_source": bundle.policy_source, "notes": bundle.notes, "files": files,
+        })
+        return 0
+    verb = "would write" if dry_run else "wrote"
+    secret = sum(a.secret for a in artefacts)
+    typer.echo(f"design: fabric {design.fabric} ({design.fabric_kind}), storage {design.storage}; from {design.source}")
+    typer.echo(f"policy: {bundle.policy_source}")
+    for note in bundle.notes:
+        typer.echo(f"note: {note}")
+    typer.echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
+    for a in artefacts:
+        typer.echo(f"  {a.mode:04o} {a.path}{'  (secret)' if a.secret else ''}")
+    if not dry_run:
+        typer.echo(f"next: read {out}/README.md for what goes where, then `gpufabric audit --config {out}`")
+    return 0

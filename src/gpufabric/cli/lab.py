@@ -1,0 +1,116 @@
+"""``gpufabric lab up|down|status|noise``: a multi-host lab of network namespaces (root)."""
+
+from __future__ import annotations
+
+import os
+
+import typer
+
+from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.errors import InputError
+
+
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        raise InputError("the lab creates network namespaces and needs root; run it with sudo")
+
+
+def _rates(items: list[str]) -> dict[str, str]:
+    rates = {}
+    for item in items:
+        plane, sep, rate = item.partition("=")
+        if not sep or not rate:
+            raise InputError(f"--rate {item!r}: use PLANE=RATE, for example data=1gbit")
+        rates[plane] = rate
+    return rates
+
+
+def register(app: typer.Typer) -> None:
+    lab_app = typer.Typer(help="Rehearse a design on one machine: hosts as network namespaces with"
+                               " management, data and storage planes.", no_args_is_help=True)
+    app.add_typer(lab_app, name="lab")
+
+    @lab_app.command("up")
+    def up(
+        name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
+        hosts: int = typer.Option(2, "--hosts", help="Number of hosts (2-16)."),
+        rate: list[str] = typer.Option([], "--rate", help="tbf cap per plane, PLANE=RATE (e.g. data=1gbit); repeatable."),
+        noise: str = typer.Option("", "--noise", help="Start an iperf3 noisy neighbour on this plane."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print the layout and exit."),
+        fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    ) -> int:
+        """Create the lab (replacing an earlier one of the same name)."""
+        from gpufabric.lab import net
+
+        rates = _rates(rate)
+        if dry_run:
+            layout = {"switch_netns": net.ns_switch(name), "bridges": list(net.BRIDGES.values()),
+                      "hosts": [{"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24"
+                                                                    for p in net.PLANES}} for i in range(1, hosts + 1)],
+                      "rates": rates, "noise": noise or None}
+            if fmt is Format.json:
+                print_json({"dry_run": True, **layout})
+            else:
+                stdout_console().print_json(data=layout)
+            return 0
+        _need_root()
+        state = net.up(name, hosts=hosts, rates=rates, noise=noise)
+        doc = net.status(state.name)
+        if fmt is Format.json:
+            print_json(doc)
+        else:
+            _print_status(doc)
+        return 0
+
+    @lab_app.command("down")
+    def down(name: str = typer.Argument("lab", help="Lab name."),
+             fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+        """Remove the lab's namespaces and stop its noise (safe to repeat)."""
+        from gpufabric.lab import net
+
+        _need_root()
+        removed = net.down(name)
+        if fmt is Format.json:
+            print_json({"name": name, "removed": removed})
+        else:
+            stdout_console().print(f"lab {name}: removed {len(removed)} namespace(s)", markup=False)
+        return 0
+
+    @lab_app.command("status")
+    def status(name: str = typer.Argument("lab", help="Lab name."),
+               fmt: Format = typer.Option(Format.json, "--format", help="Output format.")) -> int:
+        """Hosts, addresses, qdiscs and noise of a lab (exit 1 when it is not up)."""
+        from gpufabric.lab import net
+
+        _need_root()
+        doc = net.status(name)
+        if fmt is Format.json:
+            print_json(doc)
+        else:
+            _print_status(doc)
+        return 0 if doc["up"] else 1
+
+    @lab_app.command("noise")
+    def noise(name: str = typer.Argument("lab", help="Lab name."),
+              plane: str = typer.Option(..., "--plane", help="mgmt, data, storage, or none to stop it.")) -> int:
+        """Move the noisy neighbour to another plane, or stop it."""
+        from gpufabric.lab import net
+
+        _need_root()
+        if plane == "none":
+            net.stop_noise(name)
+        else:
+            net.start_noise(name, plane)
+        return 0
+
+
+def _print_status(doc: dict) -> None:
+    console = stdout_console()
+    if not doc.get("hosts"):
+        console.print(f"lab {doc['name']}: down", markup=False)
+        return
+    console.print(f"lab {doc['name']}: {'up' if doc['up'] else 'DEGRADED'}, rates {doc['rates'] or 'none'},"
+                  f" noise {doc['noise']['plane'] or 'off'}", markup=False)
+    for host in doc["hosts"]:
+        planes = "  ".join(f"{p}={v['ifname']} {v['addr']}" for p, v in host["planes"].items())
+        console.print(f"  {host['netns']}: {planes}", markup=False)

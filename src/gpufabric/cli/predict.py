@@ -1,0 +1,55 @@
+"""``gpufabric predict collective``: what busbw and latency nccl-tests should report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.output import Format
+
+
+def register(app: typer.Typer) -> None:
+    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True)
+    predict_app.command("collective")(collective)
+    app.add_typer(predict_app, name="predict")
+
+
+def collective(
+    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv."),
+    size: str = typer.Option("1G", "--bytes", help="Message size (nccl-tests S): 64K, 1G, 8GiB, 100MB or a byte count."),
+    nodes: int = typer.Option(1, "--nodes", help="Nodes."),
+    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs (ranks) per node."),
+    gpu: str = typer.Option("h100-sxm", "--gpu", help="GPU catalog id."),
+    fabric: str = typer.Option("ib-ndr", "--fabric", help="Scale-out fabric catalog id."),
+    algorithm: str = typer.Option(None, "--algorithm", help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls."),
+    deterministic: bool = typer.Option(False, "--deterministic", help="Only algorithms with a fixed reduction order (bitwise runs)."),
+    catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable)."),
+    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+) -> int:
+    """Predict time, algbw and busbw of one collective (nccl-tests definitions, GB/s = 1e9 B/s)."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.cli.output import print_json
+    from gpufabric.model.collectives import predict_collective
+    from gpufabric.units import format_size, parse_size
+
+    size_bytes = parse_size(size)
+    catalog = load_catalog(catalog_files)
+    pred = predict_collective(op=op, size_bytes=size_bytes, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu,
+                              fabric=fabric, catalog=catalog, algorithm=algorithm, deterministic=deterministic)
+    if fmt == Format.json:
+        print_json({
+            "op": pred.op, "bytes": pred.size_bytes, "ranks": pred.num_ranks, "algorithm": pred.algorithm,
+            "protocol": pred.protocol, "time_us": pred.time_us, "algbw_gbps": pred.algbw_gbps,
+            "busbw_gbps": pred.busbw_gbps, "gpu": gpu, "fabric": fabric, "switch_hops": pred.switch_hops,
+        })
+        return 0
+    typer.echo(
+        f"{pred.op} {format_size(pred.size_bytes)} on {nodes} x {gpus_per_node} {gpu} over {fabric}"
+        f" ({pred.num_ranks} ranks, {pred.switch_hops} switch hops)\n"
+        f"  algorithm {pred.algorithm}/{pred.protocol}\n"
+        f"  time      {pred.time_us:,.1f} us\n"
+        f"  algbw     {pred.algbw_gbps:,.2f} GB/s\n"
+        f"  busbw     {pred.busbw_gbps:,.2f} GB/s"
+    )
+    return 0

@@ -1,0 +1,243 @@
+"""``gpufabric simulate``: step-time distributions under jitter, stragglers, checkpoint
+stalls and failures, for a plan candidate (SPEC) or a synthetic job (flags)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from gpufabric.cli.output import Format, print_json
+from gpufabric.errors import InputError
+
+_DIST_HELP = (
+    "const:1ms | normal:SIGMA | normal:MEAN:SIGMA | lognormal:MEDIAN:SIGMA | exp:MEAN | exp:SHIFT:MEAN | "
+    "hiccup:PROB:DELAY | empirical:FILE[:UNIT]; bare numbers are ms."
+)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate)
+
+
+def simulate(
+    spec: Optional[Path] = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
+    candidate: Optional[str] = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
+    ranks: Optional[int] = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
+    ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
+    ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps simulated per run [synthetic: 10000; spec: 10000]."),
+    train_steps: int = typer.Option(0, "--train-steps", help="Steps of the whole training run (default: --steps)."),
+    runs: int = typer.Option(1, "--runs", help="Independent runs R (run-to-run spread)."),
+    seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
+    compute_ms: float = typer.Option(100.0, "--compute-ms", help="Mean per-rank compute time per step, ms."),
+    jitter: Optional[str] = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
+    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV [0.01, an assumption]."),
+    hiccup: Optional[str] = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
+    straggler: Optional[str] = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
+    leaf_jitter: Optional[str] = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
+    fixed_ms: float = typer.Option(0.0, "--fixed-ms", help="Deterministic critical-path time per step (bubble, bandwidth term), ms."),
+    comm_latency: Optional[str] = typer.Option(None, "--comm-latency", help="Latency of one transfer in one dependent collective step: " + _DIST_HELP),
+    ring_steps: int = typer.Option(0, "--ring-steps", help="Dependent collective steps per step (2(p-1) for a flat ring all-reduce)."),
+    ring_width: int = typer.Option(0, "--ring-width", help="Transfers each dependent step waits for (default: nodes)."),
+    slow_links: Optional[str] = typer.Option(None, "--slow-links", help="FRACTIONxFACTOR: persistently slow links among them."),
+    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="STEPS:WRITE[:sync|async[:SNAPSHOT[:SLOWDOWN]]], e.g. 500:8s:sync or 500:8s:async:1s:0.1."),
+    node_mttf_h: float = typer.Option(0.0, "--node-mttf-h", help="Mean time to failure per node, hours (0: no failures)."),
+    restart_min: float = typer.Option(10.0, "--restart-min", help="Minutes from a failure to training again."),
+    tokens_per_step: float = typer.Option(0.0, "--tokens-per-step", help="Tokens per step, to report tokens/s."),
+    brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
+    no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
+    format: Format = typer.Option(Format.text, "--format", help="Output format."),
+) -> int:
+    """Simulate synchronous training steps: the step ends when the slowest rank ends.
+
+    Synthetic: gpufabric simulate --ranks 16384 --steps 100000 --compute-ms 100 --jitter normal:2ms --seed 1
+    """
+    from dataclasses import replace
+
+    from gpufabric.sim import simulate as run_sim
+
+    if spec is not None:
+        if ranks is not None:
+            raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
+        cfg, meta = _spec_config(spec, candidate, steps=10_000 if steps is None else steps, train_steps=train_steps, runs=runs,
+                                 seed=seed, compute_cv=compute_cv, straggler=straggler)
+    else:
+        if ranks is None:
+            raise InputError("give a SPEC, or --ranks N for a synthetic job (see gpufabric simulate --help)")
+        if candidate is not None:
+            raise InputError("--candidate needs a SPEC")
+        cfg = _synthetic_config(
+            ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=10_000 if steps is None else steps,
+            train_steps=train_steps, runs=runs, seed=seed, compute_ms=compute_ms, jitter=jitter, hiccup=hiccup,
+            straggler=straggler, leaf_jitter=leaf_jitter, fixed_ms=fixed_ms, comm_latency=comm_latency,
+            ring_steps=ring_steps, ring_width=ring_width, slow_links=slow_links, checkpoint_every=checkpoint_every,
+            node_mttf_h=node_mttf_h, restart_min=restart_min, tokens_per_step=tokens_per_step,
+        )
+        meta = {"mode": "synthetic"}
+    if no_attribution:
+        cfg = replace(cfg, attribution=False)
+    result = run_sim(cfg, brute_force=brute_force)
+    payload = _payload(result, meta)
+    if format == Format.json:
+        print_json(payload)
+    else:
+        typer.echo(render_text(payload))
+    return 0
+
+
+def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_steps, runs, seed, compute_ms, jitter,
+                      hiccup, straggler, leaf_jitter, fixed_ms, comm_latency, ring_steps, ring_width, slow_links,
+                      checkpoint_every, node_mttf_h, restart_min, tokens_per_step):
+    from gpufabric.sim import (
+        CommLatency,
+        Constant,
+        Failures,
+        Normal,
+        SimConfig,
+        parse_checkpoint,
+        parse_distribution,
+        parse_hiccup,
+        parse_stragglers,
+    )
+
+    for name, value in (("--compute-ms", compute_ms), ("--fixed-ms", fixed_ms), ("--node-mttf-h", node_mttf_h),
+                        ("--restart-min", restart_min), ("--tokens-per-step", tokens_per_step)):
+        if not (math.isfinite(value) and value >= 0):
+            raise InputError(f"{name} must be a finite number >= 0, got {value}")
+    if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
+        raise InputError("--ring-steps, --ring-width and --ranks-per-leaf must be >= 0")
+    base_s = compute_ms * 1e-3
+    compute = Constant(value_s=base_s)
+    if jitter:
+        j = parse_distribution(jitter)
+        # A normal jitter is centred on the compute time and the total is truncated at 0;
+        # any other jitter is a non-negative delay added to it.
+        compute = Normal(mu_s=base_s + j.mu_s, sigma_s=j.sigma_s) if isinstance(j, Normal) else j.affine(loc_s=base_s)
+    comm = None
+    if comm_latency or ring_steps:
+        if not (comm_latency and ring_steps):
+            raise InputError("--comm-latency and --ring-steps go together")
+        comm = CommLatency(
+            alpha=parse_distribution(comm_latency),
+            dependent_steps=ring_steps,
+            width=ring_width or max(1, ranks // ranks_per_node),
+            slow_links=parse_stragglers(slow_links) if slow_links else None,
+        )
+    elif slow_links:
+        raise InputError("--slow-links needs --comm-latency and --ring-steps")
+    if ranks < 1 or steps < 1:
+        raise InputError("--ranks and --steps must be >= 1")
+    return SimConfig(
+        num_ranks=ranks,
+        ranks_per_node=ranks_per_node,
+        ranks_per_leaf=ranks_per_leaf,
+        compute=compute,
+        leaf_jitter=parse_distribution(leaf_jitter) if leaf_jitter else None,
+        hiccup=parse_hiccup(hiccup) if hiccup else None,
+        stragglers=parse_stragglers(straggler) if straggler else None,
+        fixed_s=fixed_ms * 1e-3,
+        comm=comm,
+        checkpoint=parse_checkpoint(checkpoint_every) if checkpoint_every else None,
+        failures=Failures(node_mttf_s=node_mttf_h * 3600, restart_s=restart_min * 60) if node_mttf_h > 0 else None,
+        steps=steps,
+        train_steps=train_steps,
+        runs=runs,
+        seed=seed,
+        tokens_per_step=tokens_per_step,
+    )
+
+
+def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler):
+    from gpufabric.sim import DEFAULT_COMPUTE_CV, config_from_breakdown, parse_stragglers
+
+    try:
+        from gpufabric.catalog import load_catalog
+        from gpufabric.plan import evaluate_candidates
+    except ImportError:
+        raise InputError("spec mode needs the planner (gpufabric.plan), which is not installed in this build") from None
+    from gpufabric.spec import load_spec
+
+    loaded = load_spec(path)
+    spec = getattr(loaded, "spec", loaded)
+    cands = list(evaluate_candidates(spec, load_catalog()))
+    if not cands:
+        raise InputError(f"{path}: the planner found no candidate design")
+    ids = [str(getattr(c, "id", i)) for i, c in enumerate(cands)]
+    if candidate is None:
+        chosen = _recommended(cands)
+    elif candidate in ids:
+        chosen = cands[ids.index(candidate)]
+    else:
+        raise InputError(f"unknown candidate {candidate!r}: choose one of {', '.join(ids)}")
+    total = math.ceil(spec.workload.total_tokens / spec.workload.global_batch_tokens)
+    cfg = config_from_breakdown(
+        chosen.breakdown, steps=steps, train_steps=train_steps or total, runs=runs, seed=seed,
+        compute_cv=DEFAULT_COMPUTE_CV if compute_cv is None else compute_cv,
+        stragglers=parse_stragglers(straggler) if straggler else None,
+        tokens_per_step=spec.workload.global_batch_tokens,
+    )
+    return cfg, {"mode": "spec", "spec": str(path), "name": spec.name, "candidate": str(getattr(chosen, "id", ""))}
+
+
+def _recommended(cands: list[Any]) -> Any:
+    # The planner marks its choice; without a mark, the fastest design that meets the
+    # requirements (or the fastest of all).
+    for c in cands:
+        if getattr(c, "recommended", False):
+            return c
+    ok = [c for c in cands if getattr(c, "meets_requirements", True)] or cands
+    return min(ok, key=lambda c: c.breakdown.step_time_s)
+
+
+def _payload(r, meta: dict[str, Any]) -> dict[str, Any]:
+    from gpufabric.cli.output import to_jsonable
+
+    body = to_jsonable(r)
+    body.pop("step_times_s", None)
+    return {**meta, **body}
+
+
+def _bar_chart(edges: list[float], counts: list[int], width: int = 50) -> list[str]:
+    top = max(counts) or 1
+    lines = []
+    for lo, hi, n in zip(edges[:-1], edges[1:], counts):
+        bar = "#" * max(1 if n else 0, round(width * n / top))
+        lines.append(f"  {lo:10.3f} - {hi:10.3f} ms | {bar} {n}")
+    return lines
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{100 * x:6.2f}%"
+
+
+def render_text(p: dict[str, Any]) -> str:
+    st, ttt, lost = p["step_time_ms"], p["time_to_train_s"], p["lost"]
+    head = f"simulate: {p['ranks']} ranks, {p['steps']} steps x {p['runs']} run(s), seed {p['seed']} ({p['method']})"
+    if p.get("mode") == "spec":
+        head += f"\n  spec {p['spec']} ({p['name']}), candidate {p['candidate']}"
+    lines = [
+        head,
+        "",
+        "step time (ms)   mean {mean:.3f}   p50 {p50:.3f}   p90 {p90:.3f}   p99 {p99:.3f}   p99.9 {p999:.3f}   CV {cv:.4f}".format(**st),
+        f"  mean-value model {p['mean_value_step_ms']:.3f} ms; ideal (no latency) {p['ideal_step_ms']:.3f} ms",
+        "",
+        *_bar_chart(p["histogram_ms"]["edges"], p["histogram_ms"]["counts"]),
+        "",
+        f"time to train    {ttt['mean'] / 3600:.4g} h over {p['train_steps']} steps"
+        f"   run-to-run CV {ttt['cv']:.4f} (min {ttt['min'] / 3600:.4g} h, max {ttt['max'] / 3600:.4g} h)",
+        f"throughput       {p['throughput_steps_per_s']:.4g} steps/s"
+        + (f", {p['throughput_tokens_per_s']:.4g} tokens/s" if p.get("throughput_tokens_per_s") else ""),
+        f"goodput          {_pct(p['goodput'])}   efficiency vs ideal {_pct(p['efficiency'])}",
+        f"failures/run     {p['failures_per_run']:.3g}   slow nodes/run {', '.join(map(str, p['slow_nodes_per_run'][:8]))}",
+        "",
+        "wall time lost to",
+        f"  compute imbalance (stragglers)  {_pct(lost['compute_imbalance'])}",
+        f"  communication latency           {_pct(lost['communication_latency'])}",
+        f"  jitter (max over ranks)         {_pct(lost['jitter'])}",
+        f"  checkpoints                     {_pct(lost['checkpoints'])}",
+        f"  failures                        {_pct(lost['failures'])}",
+    ]
+    return "\n".join(lines)

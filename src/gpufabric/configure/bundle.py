@@ -1,0 +1,193 @@
+"""Render every artefact of a design into a bundle, and write it safely.
+
+One renderer per artefact (nftables, nvme, fabric, launch); this module decides which
+artefacts a role needs for the chosen design, tracks secrets, and writes files with
+their modes. Rendering is deterministic except for secrets, which come from
+:class:`KeySource`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from gpufabric import SCHEMA_VERSION, __version__
+from gpufabric.configure import fabric, launch, nftables, nvme
+from gpufabric.configure.design import Design, effective_policy
+from gpufabric.configure.keys import KeySource
+from gpufabric.errors import InputError
+from gpufabric.spec.models import Spec
+from gpufabric.spec.security import SecurityPolicy
+
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artefact:
+    path: str
+    content: str
+    mode: int = 0o644
+    secret: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class Bundle:
+    design: Design
+    policy: SecurityPolicy
+    policy_source: str
+    artefacts: list[Artefact] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, path: str, content: str, *, mode: int = 0o644, secret: bool = False) -> None:
+        self.artefacts.append(Artefact(path=path, content=content, mode=0o600 if secret else mode, secret=secret))
+
+
+def template_env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("gpufabric.configure", "templates"),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
+def policy_document(policy: SecurityPolicy, design: Design, spec: Spec) -> dict[str, Any]:
+    """The effective policy plus what audit needs: addresses, design, reproducibility."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "spec": spec.name,
+        "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind},
+        "reproducibility": spec.requirements.reproducibility,
+        "policy": policy.model_dump(mode="json"),
+        "hosts": [{"host": h, "role": r} for h, r in policy.hosts()],
+        "addresses": [{"host": h, "plane": p, "address": a} for (h, p), a in policy.addresses().items()],
+    }
+
+
+def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
+    """All artefacts for ``design``; raises InputError when the policy cannot serve it."""
+    policy = effective_policy(spec, design)
+    source = "the spec's security section" if spec.security is not None else "the least-privilege default (no security section)"
+    bundle = Bundle(design=design, policy=policy, policy_source=source)
+    env = template_env()
+    common = {"version": __version__, "spec_name": spec.name}
+    roles_by_kind: dict[str, list[str]] = {}
+    for role in policy.roles:
+        roles_by_kind.setdefault(role.kind, []).append(role.name)
+    if not roles_by_kind.get("compute"):
+        raise InputError("the security policy has no role of kind compute; add one")
+    for kind in ("control",):
+        if not policy.planes_of_kind(kind):
+            raise InputError(f"the security policy has no {kind} plane; NCCL bootstrap and rendezvous need one")
+
+    doc = json.dumps(policy_document(policy, design, spec), indent=2) + "\n"
+    bundle.add("policy.json", doc)
+    for role in policy.roles:
+        base = f"roles/{role.name}"
+        ruleset = nftables.role_ruleset(policy, role.name)
+        bundle.add(f"{base}/etc/nftables.conf", nftables.render_text(ruleset, env=env, **common), mode=0o755)
+        bundle.add(f"{base}/etc/gpufabric/nftables.json", json.dumps(nftables.render_json(ruleset), indent=2) + "\n")
+        bundle.add(f"{base}/etc/gpufabric/policy.json", doc)
+        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, role=role.name, **common))
+        bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, **common))
+        if role.kind == "compute":
+            bundle.add(f"{base}/etc/gpufabric/nccl.env", launch.nccl_env(env, spec=spec, policy=policy, design=design, role=role.name))
+            bundle.add(f"{base}/usr/local/bin/gpufabric-torchrun", launch.torchrun(env, policy=policy, role=role.name, **common), mode=0o755)
+        if role.kind == "login":
+            bundle.add(f"{base}/etc/gpufabric/train.sbatch", launch.sbatch(env, spec=spec, policy=policy), mode=0o755)
+        rdma_host = role.kind == "compute" or (role.kind == "storage" and design.storage_transport == "rdma")
+        if design.fabric_kind == "roce" and rdma_host:
+            bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", fabric.roce_qos(env, policy=policy, role=role.name, **common), mode=0o755)
+        if design.storage_transport == "tcp" and role.kind in ("compute", "storage"):
+            bundle.add(f"{base}/etc/tlshd.conf", env.get_template("tlshd.conf.j2").render())
+    if design.fabric_kind == "ib":
+        parts, notes = fabric.partitions(policy)
+        bundle.notes.extend(notes)
+        bundle.add("fabric/etc/opensm/partitions.conf", env.get_template("partitions.conf.j2").render(partitions=parts, **common))
+        bundle.add("fabric/etc/opensm/opensm.conf", fabric.opensm_conf(env, keys=keys, **common), secret=True)
+    if design.storage_transport:
+        _storage(bundle, spec, policy, design, keys)
+    elif design.storage != "local-nvme":
+        bundle.notes.append(f"storage {design.storage} is not NVMe-oF: no target or host NVMe files were rendered")
+    interfaces = ", ".join(p.interface or "" for p in policy.planes)
+    files = sorted(bundle.artefacts, key=lambda a: a.path)
+    readme = env.get_template("README.md.j2").render(
+        design=design, policy=policy, policy_source=source, interfaces=interfaces, files=files, notes=bundle.notes,
+        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, **common,
+    )
+    bundle.add("README.md", readme)
+    manifest = {
+        "schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, "kind": "gpufabric-config-bundle",
+        "spec": spec.name, "design": policy_document(policy, design, spec)["design"],
+        "hosts": [{"host": h, "role": r} for h, r in policy.hosts()],
+        "files": [{"path": a.path, "mode": f"{a.mode:04o}", "secret": a.secret} for a in sorted(bundle.artefacts, key=lambda a: a.path)],
+    }
+    bundle.add(MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    _check_secrets(bundle, keys)
+    return bundle
+
+
+def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, keys: KeySource) -> None:
+    transport = design.storage_transport or "tcp"
+    targets = [h for r in policy.roles if r.kind == "storage" for h in r.host_names]
+    initiators = [h for r in policy.roles if r.kind == "compute" for h in r.host_names]
+    if not targets:
+        raise InputError(f"storage {design.storage} needs a role of kind storage in the security policy")
+    plane = nvme.storage_plane(policy)
+    role_of = dict(policy.hosts())
+    for host in targets + initiators:
+        if plane not in policy.role_planes(role_of[host]):
+            raise InputError(f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry")
+    nvmet = {t: nvme.nvmet_config(policy=policy, spec_name=spec.name, target=t, initiators=initiators,
+                                  transport=transport, keys=keys) for t in targets}
+    psks: dict[tuple[str, str], str] = {}
+    if transport == "tcp":
+        psks = {(h, t): keys.tls_psk(f"tls/{spec.name}/{h}/{t}") for t in targets for h in initiators}
+    for target in targets:
+        bundle.add(f"hosts/{target}/etc/nvmet/config.json", json.dumps(nvmet[target], indent=2) + "\n", secret=True)
+        if psks:
+            lines = "".join(
+                f"NVMe0R01 {nvme.host_identity(spec.name, h).hostnqn} {nvmet[target]['subsystems'][0]['nqn']} {psks[(h, target)]}\n"
+                for h in initiators
+            )
+            bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
+    for host in initiators:
+        files = nvme.host_files(policy=policy, spec_name=spec.name, host=host, targets=targets, transport=transport,
+                                nvmet=nvmet, tls_psks=psks)
+        base = f"hosts/{host}/etc/nvme"
+        bundle.add(f"{base}/hostnqn", files.hostnqn)
+        bundle.add(f"{base}/hostid", files.hostid)
+        bundle.add(f"{base}/discovery.conf", files.discovery_conf)
+        bundle.add(f"{base}/config.json", files.config_json, secret=True)
+        if files.tls_keys:
+            bundle.add(f"{base}/tls-keys", files.tls_keys, secret=True)
+
+
+def _check_secrets(bundle: Bundle, keys: KeySource) -> None:
+    """Every issued secret must live only in secret files (a bug here is ours, not the user's)."""
+    public = [a for a in bundle.artefacts if not a.secret]
+    for value in keys.issued:
+        for artefact in public:
+            if value in artefact.content:
+                raise AssertionError(f"secret material leaked into {artefact.path}")
+
+
+def write_bundle(bundle: Bundle, out: Path) -> list[Path]:
+    """Write all artefacts under ``out``; secret files are created 0600 (never wider, not even briefly)."""
+    written = []
+    for artefact in bundle.artefacts:
+        path = out / artefact.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            path.unlink()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, artefact.mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(artefact.content)
+        os.chmod(path, artefact.mode)  # umask may have narrowed the create mode
+        written.append(path)
+    return written

@@ -1,0 +1,74 @@
+"""Which design to configure: fabric and storage from a saved plan or from the spec."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufabric.errors import InputError
+from gpufabric.spec.models import Spec
+from gpufabric.spec.security import SecurityPolicy, default_policy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Design:
+    """The chosen design: catalog ids and the fabric kind (the id prefix, contract A)."""
+
+    fabric: str
+    storage: str
+    source: str
+
+    @property
+    def fabric_kind(self) -> str:
+        return self.fabric.split("-", 1)[0]
+
+    @property
+    def storage_transport(self) -> str | None:
+        """NVMe-oF transport of the storage design: tcp, rdma, or None when not NVMe-oF."""
+        if self.storage == "nvmeof-tcp":
+            return "tcp"
+        if self.storage == "nvmeof-rdma":
+            return "rdma"
+        return None
+
+
+def design_from_plan(path: Path) -> Design:
+    """Read the recommended candidate's fabric/storage from a ``gpufabric plan --format json`` file."""
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read plan {path}: {exc.strerror}") from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
+        raise InputError(f"{path}: not a plan (no candidates[]); write one with `gpufabric plan SPEC --format json`")
+    recommended = data.get("recommended")
+    for candidate in data["candidates"]:
+        if isinstance(candidate, dict) and candidate.get("id") == recommended:
+            fabric, storage = candidate.get("fabric"), candidate.get("storage")
+            if not isinstance(fabric, str) or not isinstance(storage, str):
+                raise InputError(f"{path}: candidate {recommended!r} lacks fabric/storage ids")
+            _check_kind(fabric, f"{path}: candidate {recommended!r}")
+            return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {recommended})")
+    raise InputError(f"{path}: recommended candidate {recommended!r} is not among candidates[]")
+
+
+def design_from_spec(spec: Spec) -> Design:
+    """Without a plan: the first fabric and storage in spec.options."""
+    fabric, storage = spec.options.fabrics[0], spec.options.storage[0]
+    _check_kind(fabric, "spec options.fabrics[0]")
+    return Design(fabric=fabric, storage=storage, source="spec options (first fabric and storage)")
+
+
+def _check_kind(fabric: str, where: str) -> None:
+    if fabric.split("-", 1)[0] not in ("ib", "roce", "tcp"):
+        raise InputError(f"{where}: fabric {fabric!r} is not ib-*, roce-* or tcp-*")
+
+
+def effective_policy(spec: Spec, design: Design) -> SecurityPolicy:
+    """The spec's policy, or the least-privilege default sized to the cluster."""
+    if spec.security is not None:
+        return spec.security
+    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage)

@@ -1,0 +1,82 @@
+"""Secret material for a bundle: DH-HMAC-CHAP keys, TLS PSKs and IB management keys.
+
+Secrets come from :mod:`secrets` (the OS CSPRNG). For tests and reproducible bundles a
+seed or key file turns the source into a deterministic stream (SHAKE-256 of the seed
+and a per-secret label), so the same inputs give the same keys; without one, every
+run gives fresh keys and everything else in the bundle stays byte-identical.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import secrets
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpufabric.errors import InputError
+
+#: DH-HMAC-CHAP secret lengths per hash id (nvme-cli Documentation/nvme-gen-dhchap-key.txt:
+#: 32, 48 or 64 bytes for 01 SHA-256, 02 SHA-384, 03 SHA-512).
+DHCHAP_LENGTH = {1: 32, 2: 48, 3: 64}
+
+
+@dataclass(slots=True)
+class KeySource:
+    """Where secret bytes come from; remembers every secret it handed out."""
+
+    seed: bytes | None = None
+    issued: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_options(cls, *, seed: str | None = None, key_file: Path | None = None) -> KeySource:
+        if seed is not None and key_file is not None:
+            raise InputError("give --seed or --key-file, not both")
+        if key_file is not None:
+            try:
+                data = key_file.read_bytes()
+            except OSError as exc:
+                raise InputError(f"cannot read key file {key_file}: {exc.strerror}") from exc
+            if len(data) < 16:
+                raise InputError(f"key file {key_file} holds {len(data)} bytes; it needs at least 16")
+            return cls(seed=data)
+        if seed is not None:
+            return cls(seed=seed.encode())
+        return cls()
+
+    def bytes(self, label: str, n: int) -> bytes:
+        """``n`` secret bytes; deterministic in (seed, label) when seeded."""
+        if self.seed is None:
+            return secrets.token_bytes(n)
+        return hashlib.shake_256(self.seed + b"\0" + label.encode()).digest(n)
+
+    def _remember(self, value: str) -> str:
+        self.issued.append(value)
+        return value
+
+    def dhchap(self, label: str, hmac_id: int = 3) -> str:
+        """A ``DHHC-1:<hh>:<base64(key || crc32le)>:`` secret as ``nvme gen-dhchap-key`` prints it."""
+        return self._remember(encode_dhchap(self.bytes(label, DHCHAP_LENGTH[hmac_id]), hmac_id))
+
+    def tls_psk(self, label: str) -> str:
+        """A TLS PSK in NVMe interchange format ``NVMeTLSkey-1:01:<base64(32 bytes || crc32le)>:``."""
+        return self._remember(encode_tls_psk(self.bytes(label, 32)))
+
+    def ib_key(self, label: str) -> str:
+        """A 64-bit InfiniBand management key (m_key, sm_key, sa_key) as 0x + 16 hex digits, never 0 or 1."""
+        value = int.from_bytes(self.bytes(label, 8), "big") | (1 << 63)
+        return self._remember(f"0x{value:016x}")
+
+
+def encode_dhchap(key: bytes, hmac_id: int) -> str:
+    """nvme-cli's DH-HMAC-CHAP secret representation: base64 of the key followed by its
+    CRC-32 (little endian), framed as ``DHHC-1:<hh>:...:``."""
+    crc = zlib.crc32(key).to_bytes(4, "little")
+    return f"DHHC-1:{hmac_id:02d}:{base64.b64encode(key + crc).decode()}:"
+
+
+def encode_tls_psk(key: bytes) -> str:
+    """NVMe TLS PSK interchange format with SHA-256 (01): same framing as DH-HMAC-CHAP."""
+    crc = zlib.crc32(key).to_bytes(4, "little")
+    return f"NVMeTLSkey-1:01:{base64.b64encode(key + crc).decode()}:"

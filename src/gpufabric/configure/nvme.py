@@ -1,0 +1,140 @@
+"""NVMe-oF artefacts: nvmetcli JSON for each target, host identity and connection files.
+
+Formats (reference/security-config.md 2.1-2.9): nvmetcli's /etc/nvmet/config.json with
+the configfs attribute groups split at the first ``_`` (``addr_tsas`` -> ``addr.tsas``),
+DH-HMAC-CHAP host keys under ``hosts[].dhchap``; nvme-cli 2.x ``/etc/nvme/discovery.conf``
+(one discover command per line) and libnvme ``/etc/nvme/config.json``; default ports
+4420 (I/O) and 8009 (NVMe/TCP discovery). Access control is ``allowed_hosts`` only
+(``allow_any_host`` "0"); TCP ports demand TLS 1.3 (``tsas`` tls1.3, ``treq`` required).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gpufabric.configure.keys import KeySource
+from gpufabric.configure.nqn import DISCOVERY_NQN, stable_uuid, uuid_nqn
+from gpufabric.spec.security import NVME_DISCOVERY, NVME_TCP, SecurityPolicy
+
+#: nvmetcli hash/dhgroup names as the kernel's dhchap_hash/dhchap_dhgroup files take
+#: them; SHA-512 with ffdhe4096 gives controller authentication with forward secrecy.
+DHCHAP_HASH = "hmac(sha512)"
+DHCHAP_DHGROUP = "ffdhe4096"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NvmeIdentity:
+    host: str
+    hostnqn: str
+    hostid: str
+
+
+def host_identity(spec_name: str, host: str) -> NvmeIdentity:
+    return NvmeIdentity(host=host, hostnqn=uuid_nqn(spec_name, "host", host), hostid=stable_uuid(spec_name, "hostid", host))
+
+
+def subsystem_nqn(spec_name: str, target: str) -> str:
+    return uuid_nqn(spec_name, "subsystem", target)
+
+
+def storage_plane(policy: SecurityPolicy) -> str:
+    planes = policy.planes_of_kind("storage")
+    return planes[0].name if planes else policy.planes[0].name
+
+
+def nvmet_config(
+    *, policy: SecurityPolicy, spec_name: str, target: str, initiators: list[str], transport: str, keys: KeySource
+) -> dict[str, Any]:
+    """nvmetcli JSON for one target: one subsystem, allowed_hosts = the compute hosts."""
+    plane = storage_plane(policy)
+    traddr = policy.addresses()[(target, plane)]
+    nqn = subsystem_nqn(spec_name, target)
+    hosts = []
+    for host in initiators:
+        ident = host_identity(spec_name, host)
+        hosts.append({
+            "nqn": ident.hostnqn,
+            "dhchap": {
+                "key": keys.dhchap(f"dhchap-host/{spec_name}/{host}"),
+                "ctrl_key": keys.dhchap(f"dhchap-ctrl/{spec_name}/{target}/{host}"),
+                "hash": DHCHAP_HASH,
+                "dhgroup": DHCHAP_DHGROUP,
+            },
+        })
+
+    def port(portid: int, trsvcid: int) -> dict[str, Any]:
+        addr = {"adrfam": "ipv4", "traddr": traddr, "trsvcid": str(trsvcid), "trtype": transport}
+        if transport == "tcp":
+            addr.update({"treq": "required", "tsas": "tls1.3"})
+        else:
+            addr.update({"treq": "not specified"})
+        return {"portid": portid, "addr": addr, "ana_groups": [{"grpid": 1, "ana": {"state": "optimized"}}],
+                "param": {"inline_data_size": "16384"}, "referrals": [], "subsystems": [nqn]}
+
+    ports = [port(1, NVME_TCP)]
+    if transport == "tcp":
+        ports.append(port(2, NVME_DISCOVERY))
+    return {
+        "hosts": hosts,
+        "ports": ports,
+        "subsystems": [{
+            "nqn": nqn,
+            "allowed_hosts": [h["nqn"] for h in hosts],
+            "attr": {"allow_any_host": "0", "cntlid_max": "65519", "cntlid_min": "1", "model": "gpufabric-checkpoint",
+                     "pi_enable": "0", "serial": stable_uuid(spec_name, "serial", target).replace("-", "")[:20],
+                     "version": "1.3"},
+            "namespaces": [{"nsid": 1, "enable": 1, "ana_grpid": 1,
+                            "device": {"path": "/dev/disk/by-id/CHANGEME-checkpoint-volume",
+                                       "uuid": stable_uuid(spec_name, "ns", target),
+                                       "nguid": stable_uuid(spec_name, "nguid", target)}}],
+        }],
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostNvmeFiles:
+    hostnqn: str
+    hostid: str
+    discovery_conf: str
+    config_json: str
+    tls_keys: str
+
+
+def host_files(
+    *, policy: SecurityPolicy, spec_name: str, host: str, targets: list[str], transport: str,
+    nvmet: dict[str, dict[str, Any]], tls_psks: dict[tuple[str, str], str],
+) -> HostNvmeFiles:
+    """hostnqn/hostid, discovery.conf (no secrets), libnvme config.json (with DH-HMAC-CHAP keys, 0600)."""
+    ident = host_identity(spec_name, host)
+    plane = storage_plane(policy)
+    iface = policy.plane(plane).interface
+    own = policy.addresses()[(host, plane)]
+    lines = [f"# nvme-cli 2.x discovery controllers for {host} (install as /etc/nvme/discovery.conf)"]
+    subsystems = []
+    for target in targets:
+        traddr = policy.addresses()[(target, plane)]
+        if transport == "tcp":
+            lines.append(f"--transport=tcp --traddr={traddr} --trsvcid={NVME_DISCOVERY} --host-iface={iface} "
+                         f"--host-traddr={own} --hostnqn={ident.hostnqn} --hostid={ident.hostid} --tls")
+        else:
+            lines.append(f"--transport=rdma --traddr={traddr} --trsvcid={NVME_TCP} --host-traddr={own} "
+                         f"--hostnqn={ident.hostnqn} --hostid={ident.hostid}")
+        target_cfg = nvmet[target]
+        entry = next(h for h in target_cfg["hosts"] if h["nqn"] == ident.hostnqn)
+        port = {"transport": transport, "traddr": traddr, "trsvcid": str(NVME_TCP), "host_traddr": own,
+                "dhchap_key": entry["dhchap"]["key"], "dhchap_ctrl_key": entry["dhchap"]["ctrl_key"]}
+        if transport == "tcp":
+            port.update({"host_iface": iface, "tls": True, "keyring": ".nvme"})
+        subsystems.append({"nqn": target_cfg["subsystems"][0]["nqn"], "ports": [port]})
+    config = {"hosts": [{"hostnqn": ident.hostnqn, "hostid": ident.hostid, "hostsymname": host,
+                         "dhchap_key": subsystems[0]["ports"][0]["dhchap_key"] if subsystems else "",
+                         "subsystems": subsystems}]}
+    tls = "".join(
+        f"NVMe0R01 {ident.hostnqn} {nvmet[t]['subsystems'][0]['nqn']} {tls_psks[(host, t)]}\n"
+        for t in targets if (host, t) in tls_psks
+    )
+    return HostNvmeFiles(hostnqn=ident.hostnqn + "\n", hostid=ident.hostid + "\n",
+                         discovery_conf="\n".join(lines) + "\n", config_json=json.dumps(config, indent=2) + "\n",
+                         tls_keys=tls)

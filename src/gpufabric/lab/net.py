@@ -1,0 +1,276 @@
+"""A multi-host lab on one machine: network namespaces joined by one bridge per plane.
+
+Layout for lab NAME with N hosts (root needed)::
+
+    netns gfl-NAME-sw   bridges br-mgmt, br-data, br-stor (one per plane)
+    netns gfl-NAME-hI   mgmt0 10.210.0.I/24, data0 10.210.1.I/24, stor0 10.210.2.I/24
+                        each a veth whose peer hI-<plane> is a port of that plane's bridge
+
+A tbf qdisc on a plane caps every host's egress on that plane (tbf shapes egress only,
+reference/this-machine.md item 2, so capping each sender caps both directions). The noisy
+neighbour is an iperf3 --bidir stream between the first and last host on one plane; it
+competes with the probes' traffic only where they share a capped plane.
+
+State (host count, planes, rates, noise PIDs) is kept in STATE_DIR/NAME.json so that
+``down`` finds everything, and ``down`` also works without it (idempotent).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufabric.bench.launch import Host
+from gpufabric.bench.process import run
+from gpufabric.errors import CommandFailed, InputError
+
+PREFIX = "gfl-"
+PLANES = {"mgmt": 0, "data": 1, "storage": 2}
+IFNAMES = {"mgmt": "mgmt0", "data": "data0", "storage": "stor0"}
+BRIDGES = {"mgmt": "br-mgmt", "data": "br-data", "storage": "br-stor"}
+STATE_DIR = Path(os.environ.get("GPUFABRIC_LAB_STATE", "/run/gpufabric-lab"))
+#: iperf3 ports for the noisy neighbour (this project's allotment is 5300-5399).
+NOISE_PORT = 5300
+_NAME = re.compile(r"[a-z0-9]{1,6}")
+_CMD_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabState:
+    name: str
+    hosts: int
+    rates: dict[str, str] = field(default_factory=dict)     # plane -> tbf rate
+    noise_plane: str = ""
+    noise_pids: tuple[int, ...] = ()
+    created_at: float = 0.0
+
+
+def ns_host(name: str, i: int) -> str:
+    return f"{PREFIX}{name}-h{i}"
+
+
+def ns_switch(name: str) -> str:
+    return f"{PREFIX}{name}-sw"
+
+
+def addr(plane: str, i: int) -> str:
+    return f"10.210.{PLANES[plane]}.{i}"
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise InputError(f"lab name {name!r}: use 1-6 lowercase letters or digits")
+
+
+def _check_plane(plane: str) -> None:
+    if plane not in PLANES:
+        raise InputError(f"unknown plane {plane!r}; use one of {', '.join(PLANES)}")
+
+
+def _ip(*args: str) -> None:
+    run(["ip", *args], timeout_s=_CMD_TIMEOUT_S, check=True)
+
+
+def _state_path(name: str) -> Path:
+    return STATE_DIR / f"{name}.json"
+
+
+def load_state(name: str) -> LabState | None:
+    try:
+        data = json.loads(_state_path(name).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    data["noise_pids"] = tuple(data.get("noise_pids", ()))
+    return LabState(**data)
+
+
+def _save_state(state: LabState) -> None:
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    _state_path(state.name).write_text(json.dumps(asdict(state), indent=1), encoding="utf-8")
+
+
+def existing_namespaces(name: str | None = None) -> list[str]:
+    out = run(["ip", "netns", "list"], timeout_s=_CMD_TIMEOUT_S, check=True).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    prefix = f"{PREFIX}{name}-" if name else PREFIX
+    return sorted(n for n in names if n.startswith(prefix))
+
+
+def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> LabState:
+    """Create the lab (first removing any earlier lab of the same name)."""
+    _check_name(name)
+    if not 2 <= hosts <= 16:
+        raise InputError(f"--hosts {hosts}: a lab has 2 to 16 hosts")
+    rates = dict(rates or {})
+    for plane in rates:
+        _check_plane(plane)
+    if noise:
+        _check_plane(noise)
+    down(name)
+    sw = ns_switch(name)
+    try:
+        _ip("netns", "add", sw)
+        _ip("-n", sw, "link", "set", "lo", "up")
+        for plane, bridge in BRIDGES.items():
+            _ip("-n", sw, "link", "add", bridge, "type", "bridge")
+            _ip("-n", sw, "link", "set", bridge, "up")
+        for i in range(1, hosts + 1):
+            ns = ns_host(name, i)
+            _ip("netns", "add", ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+            for plane, ifname in IFNAMES.items():
+                port = f"h{i}-{plane[:4]}"
+                _ip("-n", sw, "link", "add", port, "type", "veth", "peer", "name", ifname, "netns", ns)
+                _ip("-n", sw, "link", "set", port, "master", BRIDGES[plane])
+                _ip("-n", sw, "link", "set", port, "up")
+                _ip("-n", ns, "addr", "add", f"{addr(plane, i)}/24", "dev", ifname)
+                _ip("-n", ns, "link", "set", ifname, "up")
+                if plane in rates:
+                    # burst 32kbit / latency 50ms as measured working here (this-machine.md item 2).
+                    run(["tc", "-n", ns, "qdisc", "add", "dev", ifname, "root", "tbf", "rate", rates[plane],
+                         "burst", "32kbit", "latency", "50ms"], timeout_s=_CMD_TIMEOUT_S, check=True)
+        state = LabState(name=name, hosts=hosts, rates=rates, created_at=time.time())
+        _save_state(state)
+        if noise:
+            state = start_noise(name, noise)
+    except BaseException:
+        down(name)
+        raise
+    return state
+
+
+def start_noise(name: str, plane: str) -> LabState:
+    """Start (or move) the noisy neighbour: iperf3 --bidir from host 1 to the last host on ``plane``."""
+    _check_plane(plane)
+    state = _require(name)
+    stop_noise(name)
+    state = _require(name)
+    last = state.hosts
+    log = STATE_DIR / f"{name}-noise.log"
+    pids = []
+    with open(log, "ab") as fh:
+        server = subprocess.Popen(["ip", "netns", "exec", ns_host(name, last), "iperf3", "-s", "-B", addr(plane, last),
+                                   "-p", str(NOISE_PORT)], stdin=subprocess.DEVNULL, stdout=fh,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+        pids.append(server.pid)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not _listening(ns_host(name, last), NOISE_PORT):
+            time.sleep(0.05)
+        client = subprocess.Popen(["ip", "netns", "exec", ns_host(name, 1), "iperf3", "-c", addr(plane, last),
+                                   "-p", str(NOISE_PORT), "-t", "86400", "--bidir"], stdin=subprocess.DEVNULL,
+                                  stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        pids.append(client.pid)
+    state = LabState(**{**asdict(state), "noise_plane": plane, "noise_pids": tuple(pids)})
+    _save_state(state)
+    return state
+
+
+def _listening(ns: str, port: int) -> bool:
+    out = run(["ip", "netns", "exec", ns, "cat", "/proc/net/tcp"], timeout_s=_CMD_TIMEOUT_S).stdout
+    return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"
+               for line in out.splitlines()[1:] if len(line.split()) > 3)
+
+
+def stop_noise(name: str) -> None:
+    state = load_state(name)
+    if state is None:
+        return
+    for pid in state.noise_pids:
+        _kill_group(pid)
+    _save_state(LabState(**{**asdict(state), "noise_plane": "", "noise_pids": ()}))
+
+
+def _kill_group(pid: int) -> None:
+    """Kill a noise process group we started (each has its own session; pgid == pid)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        for _ in range(40):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+def down(name: str) -> list[str]:
+    """Remove the lab's namespaces and processes; returns the namespaces removed. Idempotent."""
+    _check_name(name)
+    stop_noise(name)
+    removed = []
+    for ns in existing_namespaces(name):
+        # Anything still running inside our namespaces was started by us (a probe rank or noise).
+        pids = run(["ip", "netns", "pids", ns], timeout_s=_CMD_TIMEOUT_S).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        try:
+            _ip("netns", "del", ns)
+        except CommandFailed:
+            continue
+        removed.append(ns)
+    for path in (_state_path(name), STATE_DIR / f"{name}-noise.log"):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+    return removed
+
+
+def _require(name: str) -> LabState:
+    state = load_state(name)
+    if state is None or not existing_namespaces(name):
+        raise InputError(f"lab {name!r} is not up; run `gpufabric lab up {name}` first")
+    return state
+
+
+def status(name: str) -> dict[str, Any]:
+    """JSON-able description of the lab: hosts, addresses, qdiscs, noise."""
+    _check_name(name)
+    state = load_state(name)
+    namespaces = existing_namespaces(name)
+    if state is None:
+        return {"name": name, "up": False, "namespaces": namespaces}
+    hosts = []
+    for i in range(1, state.hosts + 1):
+        ns = ns_host(name, i)
+        planes = {}
+        for plane, ifname in IFNAMES.items():
+            qdisc = run(["tc", "-n", ns, "qdisc", "show", "dev", ifname], timeout_s=_CMD_TIMEOUT_S).stdout.strip()
+            planes[plane] = {"ifname": ifname, "addr": addr(plane, i), "qdisc": qdisc.split("\n")[0]}
+        hosts.append({"name": f"h{i}", "netns": ns, "up": ns in namespaces, "planes": planes})
+    alive = [pid for pid in state.noise_pids if _alive(pid)]
+    return {"name": name, "up": all(h["up"] for h in hosts), "switch_netns": ns_switch(name),
+            "hosts": hosts, "rates": state.rates,
+            "noise": {"plane": state.noise_plane or None, "pids": list(state.noise_pids), "alive": alive}}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def lab_hosts(name: str, *, plane: str = "data") -> list[Host]:
+    """Launcher hosts for the lab: rendezvous on the management plane, data on ``plane``."""
+    _check_plane(plane)
+    state = _require(name)
+    return [Host(name=f"h{i}", netns=ns_host(name, i), control_addr=addr("mgmt", i), data_ifname=IFNAMES[plane])
+            for i in range(1, state.hosts + 1)]

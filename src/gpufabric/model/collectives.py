@@ -1,0 +1,323 @@
+"""Alpha-beta model of NCCL collectives, vectorisable with numpy.
+
+Time of one algorithm/protocol pair follows NCCL's own tuner (``src/graph/tuning.cc``,
+older release, models.md 2.3 [V])::
+
+    t_us = launch + baseLat[algo][proto] + latency_steps * hwLat[link][algo][proto]
+           + bus_bytes / (busbw_hw * protocol_factor)
+
+and the predicted time is the minimum over the enabled pairs, as NCCL picks. Small
+messages land in the LL/LL128 regime (low latency, a fraction of the bandwidth), large
+ones in Simple (full bandwidth, higher per-step latency): the two regimes come out of
+the same formula. Algorithms:
+
+- ``ring``: flat ring over all p = N*g ranks; 2(p-1) steps for all-reduce of which
+  2(N-1) cross the network (tuning.cc). Thakur-Rabenseifner-Gropp 2005 cost
+  ``2(p-1)a + 2(p-1)/p n b``.
+- ``tree``: NCCL double binary tree (Sanders-Speck-Traff 2009; NCCL 2.4 blog);
+  latency ``2((g-1) intraLat + log2(N) interLat)``; algbw = busbw/2 (tuning.cc ratio .5).
+- ``hierarchical``: NVLink reduce-scatter, per-rail inter-node ring all-reduce of n/g,
+  NVLink all-gather (models.md 2.1): ``2(g-1)a1 + 2(g-1)/g n b1 + 2(N-1)a2 + 2(N-1)/N (n/g) b2``.
+- ``collnet``: in-network reduction (InfiniBand SHARP): every byte crosses the host
+  link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
+- ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
+
+Bitwise reproducibility excludes nvls and collnet: NVLS "is known to be less
+deterministic" (nccl #1497), and in-network reduction order is not under NCCL control.
+
+Bus bandwidth follows nccl-tests ``doc/PERFORMANCE.md`` (models.md 2.2 [V]).
+Units: sizes in bytes, bandwidths in GB/s (1e9 B/s), times in microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gpufabric.errors import InputError
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
+ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p")
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+# NCCL tuning.cc (commit 01afd20, models.md 2.3) [V]: {LL, LL128, Simple}, microseconds.
+BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4), "collnet": (4.4, 4.4, 0.0)}
+HW_LAT_US = {
+    "nvlink": {"tree": (0.52, 1.2, 28.0), "ring": (0.47, 1.9, 3.4), "collnet": (0.5, 1.2, 4.0)},
+    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7), "collnet": (1.0, 1.9, 5.5)},
+    "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6), "collnet": (5.0, 5.0, 10.7)},
+}
+#: tuning.cc: a multi-node ring Simple all-reduce above nRanks/16*64 KiB pays 1.9x latency.
+RING_PLATEAU = 1.9
+#: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
+LL_MULTINODE_INTRA = 1.8
+
+
+def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
+    """nccl-tests bus-bandwidth factor: busbw = algbw * factor (models.md 2.2 [V]).
+
+    AllReduce 2(n-1)/n; with in-network reduction (n-1)/(n+1); ReduceScatter, AllGather,
+    AlltoAll (n-1)/n; Broadcast, Reduce and SendRecv 1.
+    """
+    n = np.asarray(num_ranks, dtype=float)
+    if op == "all_reduce":
+        return (n - 1) / (n + 1) if in_network else 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    if op in ("broadcast", "reduce", "send_recv"):
+        return np.ones_like(n)
+    raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Links:
+    """Link-class parameters of one or many designs (scalars or broadcastable arrays)."""
+
+    nvl_busbw_gbps: Any         # achievable intra-node ring busbw per GPU
+    intra_is_pci: Any           # bool: PCIe (no NVLink) inside the node
+    nvls_busbw_gbps: Any        # NVLS busbw; 0 where absent
+    nvls_latency_us: Any
+    nic_gbps: Any               # achievable bandwidth per NIC
+    nics_per_node: Any
+    net_latency_scale: Any      # multiplier on tuning.cc NET latencies (1 for IB)
+    extra_hop_us: Any           # added per inter-node step for switch hops beyond the first
+    in_network_reduction: Any   # bool: SHARP-capable fabric
+    launch_us: Any = 1.0
+    oversubscription: Any = 1.0
+    ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
+
+    def scaled(self, *, latency: float = 1.0) -> Links:
+        """Same links with every latency term multiplied (sensitivity analysis)."""
+        return Links(
+            nvl_busbw_gbps=self.nvl_busbw_gbps, intra_is_pci=self.intra_is_pci,
+            nvls_busbw_gbps=self.nvls_busbw_gbps, nvls_latency_us=self.nvls_latency_us,
+            nic_gbps=self.nic_gbps, nics_per_node=self.nics_per_node,
+            net_latency_scale=np.asarray(self.net_latency_scale) * latency,
+            extra_hop_us=np.asarray(self.extra_hop_us) * latency,
+            in_network_reduction=self.in_network_reduction, launch_us=self.launch_us,
+            oversubscription=self.oversubscription, ranks_per_leaf=self.ranks_per_leaf,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectiveTimes:
+    """Vectorised result: best time and the algorithm/protocol that achieves it."""
+
+    time_us: np.ndarray
+    algorithm: np.ndarray       # index into ALGORITHMS
+    protocol: np.ndarray        # index into PROTOCOLS
+    latency_steps: np.ndarray   # dependent inter-node latency steps of the chosen algorithm
+
+
+def _hw(kind: str, algo: str, proto: int, is_pci: Any) -> Any:
+    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto])
+
+
+def collective_times(
+    op: str,
+    size_bytes: Any,
+    nodes: Any,
+    gpus_per_node: Any,
+    links: Links,
+    *,
+    deterministic: bool = False,
+    algorithms: tuple[str, ...] | None = None,
+) -> CollectiveTimes:
+    """Best predicted time of ``op`` for every design in the broadcast of the inputs.
+
+    Args:
+        op: one of OPS.
+        size_bytes: nccl-tests size S (the whole array for all-gather/reduce-scatter,
+            the bytes each rank sends in total for all-to-all).
+        nodes, gpus_per_node: N and g; p = N * g ranks.
+        links: link parameters.
+        deterministic: exclude algorithms whose reduction order is not reproducible.
+        algorithms: restrict to these algorithms (like NCCL_ALGO).
+    """
+    if op not in OPS:
+        raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
+    S = np.asarray(size_bytes, dtype=float)
+    N = np.asarray(nodes, dtype=float)
+    g = np.asarray(gpus_per_node, dtype=float)
+    p = N * g
+    multi = N > 1
+    L = links
+    nvl = np.asarray(L.nvl_busbw_gbps, dtype=float) * 1e3  # bytes per microsecond
+    net_node = np.asarray(L.nic_gbps, dtype=float) * np.asarray(L.nics_per_node, dtype=float) * 1e3
+    # In a multi-node ring only (g-1)/g of a GPU's ring edges are NVLink (one leaves per channel).
+    nvl_ring = np.where(multi & (g > 1), nvl * g / np.maximum(g - 1, 1), nvl)
+    b_ring = np.where(multi, np.minimum(nvl_ring, net_node), nvl)
+    scale = np.asarray(L.net_latency_scale, dtype=float)
+    hop = np.asarray(L.extra_hop_us, dtype=float)
+    launch = np.asarray(L.launch_us, dtype=float)
+    factor = busbw_factor(op, p) if op != "send_recv" else np.ones_like(p)
+    log2n = np.floor(np.log2(np.maximum(N, 1)))
+
+    cands: list[tuple[int, int, Any, Any]] = []  # (algo index, proto index, time, dependent steps)
+
+    def add(algo: str, proto: int, time: Any, steps: Any, valid: Any = True) -> None:
+        if algorithms is not None and algo not in algorithms:
+            return
+        if deterministic and algo in ("nvls", "collnet"):
+            return
+        t = np.where(valid, launch + time, np.inf)
+        cands.append((ALGORITHMS.index(algo), proto, t, steps))
+
+    for pi in range(3):
+        intra = _hw("nvlink", "ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+        inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
+        base = BASE_LAT_US["ring"][pi]
+        if pi == 0:
+            pf = np.where(multi | (op == "all_reduce"), 0.25, 1 / 3)
+        elif pi == 1:
+            pf = np.where(g < 2, 0.7, 0.92)
+        else:
+            pf = 1.0
+        if op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+            if op == "all_reduce":
+                nsteps, ninter = 2 * (p - 1), 2 * (N - 1)
+            else:
+                nsteps, ninter = p - 1, N - 1
+            lat = base + (nsteps - ninter) * intra + ninter * inter
+            if op == "all_reduce" and pi == 2:
+                lat = np.where(multi & (S >= p / 16 * 65536), lat * RING_PLATEAU, lat)
+            add("ring", pi, lat + S * factor / (b_ring * pf), ninter)
+        if op == "all_reduce":
+            # Double binary tree.
+            t_intra = _hw("nvlink", "tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+            t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
+            tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
+            lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
+            add("tree", pi, lat_t + 2 * S / (b_ring * tpf), 2 * log2n, p > 1)
+            # Hierarchical: NVLink RS, per-rail ring AR of S/g, NVLink AG (not pipelined).
+            lat_h = base + 2 * (g - 1) * intra + 2 * (N - 1) * inter
+            bw_h = 2 * (g - 1) / g * S / (nvl * pf) + 2 * (N - 1) / N * S / (net_node * pf)
+            add("hierarchical", pi, lat_h + bw_h, 2 * (N - 1), multi & (g > 1))
+            # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
+            if pi != 1:
+                c_intra = _hw("nvlink", "collnet", pi, L.intra_is_pci)
+                c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
+                cpf = (0.9 / 6, 0.0, 0.9)[pi]
+                intra_bw = np.maximum(nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3))
+                bw_c = np.maximum(S / net_node, 2 * (g - 1) / g * S / intra_bw) / cpf
+                lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c_intra + c_inter
+                add("collnet", pi, lat_c + bw_c, 2 + 0 * N, multi & np.asarray(L.in_network_reduction, dtype=bool))
+            if pi == 2:
+                nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
+                t_nvls = np.asarray(L.nvls_latency_us, dtype=float) + S * factor / np.maximum(nvls_bw, 1e-9)
+                add("nvls", pi, t_nvls - launch, 0 * N, (~multi) & (nvls_bw > 0) & (g > 1))
+        if op == "all_to_all" and pi != 0:
+            # Pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest link class.
+            lat_a = base + (g - 1) * intra + (p - g) * inter
+            per_gpu_net = net_node / g
+            f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
+            penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
+            bw_a = np.maximum(S * (g - 1) / p / (nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
+            add("pairwise", pi, lat_a + bw_a, p - g)
+        if op == "send_recv":
+            lat_s = base + np.where(multi, inter, intra)
+            b_p2p = np.where(multi, net_node / g, nvl)
+            add("p2p", pi, lat_s + S / (b_p2p * pf), np.where(multi, 1, 0))
+
+    if not cands:
+        raise InputError(f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else ""))
+    times = np.stack([np.broadcast_to(c[2], np.broadcast(S, N, g, nvl, net_node).shape) for c in cands])
+    best = np.argmin(times, axis=0)
+    algo_idx = np.array([c[0] for c in cands])[best]
+    proto_idx = np.array([c[1] for c in cands])[best]
+    shape = times.shape[1:]
+    steps = np.stack([np.broadcast_to(np.asarray(c[3], dtype=float), shape) for c in cands])
+    chosen = np.take_along_axis(times, best[None, ...], axis=0)[0]
+    dep = np.take_along_axis(steps, best[None, ...], axis=0)[0]
+    return CollectiveTimes(time_us=chosen, algorithm=algo_idx, protocol=proto_idx, latency_steps=dep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CollectivePrediction:
+    """What nccl-tests should report for one collective (GB/s = 1e9 B/s)."""
+
+    op: str
+    size_bytes: int
+    num_ranks: int
+    algorithm: str
+    protocol: str
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    switch_hops: int
+
+
+def links_for(gpu: Any, fabric: Any, site: Any, switch: Any, *, nics_per_node: Any, hops: Any = 1,
+              oversubscription: Any = 1.0, ranks_per_leaf: Any = 1e18) -> Links:
+    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops)."""
+    return Links(
+        nvl_busbw_gbps=gpu.nvlink_busbw_gbps,
+        intra_is_pci=gpu.intra_link == "pci",
+        nvls_busbw_gbps=gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
+        nvls_latency_us=gpu.nvls_latency_us,
+        nic_gbps=fabric.nic_line_gbps * fabric.nic_efficiency,
+        nics_per_node=nics_per_node,
+        net_latency_scale=fabric.net_latency_scale,
+        extra_hop_us=(np.asarray(hops, dtype=float) - 1) * switch.latency_ns / 1e3,
+        in_network_reduction=fabric.in_network_reduction,
+        launch_us=site.launch_us,
+        oversubscription=oversubscription,
+        ranks_per_leaf=ranks_per_leaf,
+    )
+
+
+def predict_collective(
+    *,
+    op: str,
+    size_bytes: int,
+    nodes: int,
+    gpus_per_node: int,
+    gpu: str,
+    fabric: str,
+    catalog: Any,
+    algorithm: str | None = None,
+    deterministic: bool = False,
+    oversubscription: float = 1.0,
+) -> CollectivePrediction:
+    """Predict nccl-tests time, algbw and busbw of one collective (contract A).
+
+    The scale-out fabric is sized as a non-blocking rail-optimized fat tree for
+    ``nodes`` (models.md 2.7); its worst same-rail path sets the switch hops.
+
+    Args:
+        algorithm: force one algorithm (like NCCL_ALGO), e.g. "ring".
+        deterministic: only algorithms with a fixed reduction order (bitwise runs).
+
+    Raises:
+        InputError: unknown op or algorithm, or non-positive sizes/counts.
+        CatalogError: unknown gpu or fabric id.
+    """
+    from gpufabric.model.topology import size_fabric, switch_hops
+
+    if nodes < 1 or gpus_per_node < 1:
+        raise InputError(f"nodes and gpus-per-node must be >= 1, got {nodes} and {gpus_per_node}")
+    if size_bytes < 1:
+        raise InputError(f"size must be at least 1 byte, got {size_bytes}")
+    if algorithm is not None and algorithm not in ALGORITHMS:
+        raise InputError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    g = catalog.gpu(gpu)
+    f = catalog.fabric(fabric)
+    sw = catalog.switches[f.switch]
+    size = size_fabric(nodes=nodes, nics_per_node=gpus_per_node, radix=sw.radix, oversubscription=oversubscription)
+    hops = int(switch_hops(nodes, size)) if nodes > 1 else 0
+    links = links_for(g, f, catalog.site, sw, nics_per_node=gpus_per_node, hops=max(hops, 1),
+                      oversubscription=oversubscription, ranks_per_leaf=float(size.nodes_per_leaf) * gpus_per_node)
+    res = collective_times(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic,
+                           algorithms=(algorithm,) if algorithm else None)
+    t_us = float(res.time_us)
+    if not np.isfinite(t_us):
+        raise InputError(f"algorithm {algorithm!r} does not apply to {op} on {nodes} node(s) of {gpu} over {fabric}")
+    ranks = nodes * gpus_per_node
+    algbw = size_bytes / (t_us * 1e3)
+    return CollectivePrediction(
+        op=op, size_bytes=int(size_bytes), num_ranks=ranks, algorithm=ALGORITHMS[int(res.algorithm)],
+        protocol=PROTOCOLS[int(res.protocol)], time_us=t_us, algbw_gbps=algbw,
+        busbw_gbps=float(algbw * busbw_factor(op, ranks)), switch_hops=hops,
+    )

@@ -1,0 +1,42 @@
+"""Capex, power, $/GPU-hour and $ per run (models.md 2.8, prices in the catalog).
+
+- Network capex = N_sw P_sw + N_xcvr P_xcvr + N_cable P_cable + N_nic P_nic.
+- Capex = servers + network + storage building blocks.
+- Power (kW) = servers + switches + NICs + optics + storage; energy cost per hour =
+  kW * PUE * $/kWh.
+- $/GPU-hour (owned) = (capex / (years * 8760 h) + energy per hour) / N_GPU.
+- Run cost = $/GPU-hour * N_GPU * wall hours.
+- Waiting cost: the share of the run cost spent while GPUs wait on the network
+  (exposed communication and tail) or on storage (checkpoint blocks, lost work).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+HOURS_PER_YEAR = 8760.0
+
+
+def network_capex_usd(*, switches: Any, switch_usd: Any, nic_xcvrs: Any, nic_xcvr_usd: Any, switch_xcvrs: Any,
+                      switch_xcvr_usd: Any, cables: Any, cable_usd: Any, nics: Any, nic_usd: Any) -> Any:
+    """Compute-fabric capex (models.md 2.8)."""
+    return (np.asarray(switches) * switch_usd + np.asarray(nic_xcvrs) * nic_xcvr_usd
+            + np.asarray(switch_xcvrs) * switch_xcvr_usd + np.asarray(cables) * cable_usd + np.asarray(nics) * nic_usd)
+
+
+def energy_usd_per_hour(power_kw: Any, pue: Any, usd_per_kwh: Any) -> Any:
+    """Electricity cost per hour of operation."""
+    return np.asarray(power_kw) * pue * usd_per_kwh
+
+
+def usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years: Any, pue: Any, usd_per_kwh: Any) -> Any:
+    """Owned-cluster cost of one GPU-hour: amortised capex plus energy."""
+    per_hour = np.asarray(capex_usd) / (np.asarray(years) * HOURS_PER_YEAR) + energy_usd_per_hour(power_kw, pue, usd_per_kwh)
+    return per_hour / np.asarray(num_gpus)
+
+
+def run_cost_usd(*, usd_per_gpu_hour: Any, num_gpus: Any, wall_hours: Any) -> Any:
+    """Cost of the whole training run."""
+    return np.asarray(usd_per_gpu_hour) * np.asarray(num_gpus) * np.asarray(wall_hours)

@@ -1,0 +1,74 @@
+"""Checkpoint and dataset storage (models.md 2.6), vectorisable with numpy.
+
+- Checkpoint size ``S = P * b`` with b = 14 B/param for bf16 weights + fp32 master +
+  Adam m, v. MLPerf Storage v2.0 sizes (105 GB / 912 GB / 5.29 TB / 18 TB) match
+  14 B/param of the DLIO model shapes when read as GiB/TiB (docs/accuracy.md).
+- Write time ``t = S / min(B_backend, N B_client) + rounds * t_commit + sigma m(shards)``:
+  a bandwidth term plus the per-shard commit latency (create + fsync + rename), run in
+  rounds of ``concurrency`` commits, plus the slowest shard's commit jitter.
+- Sync checkpoints block for the whole write; async block only for the device-to-host
+  snapshot (bytes per GPU / copy bandwidth), but become durable only after the write
+  (or, for local NVMe, after the background drain). If the write outlasts the
+  interval, the next checkpoint waits: the excess also blocks.
+- Restore time = S / read bandwidth + one commit round.
+- Dataset read bandwidth needed = tokens/s * bytes/token (x2 for random reads [U]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpufabric.model.tail import expected_max_offset
+
+#: Read amplification of random-access data loading versus sequential [U, estimate].
+RANDOM_READ_AMPLIFICATION = 2.0
+
+
+def checkpoint_bytes(params: Any, bytes_per_param: Any = 14.0) -> Any:
+    """Checkpoint size in bytes: P * b (models.md 2.6)."""
+    return np.asarray(params, dtype=float) * np.asarray(bytes_per_param, dtype=float)
+
+
+def llama_params(*, layers: int, hidden: int, ffn: int, vocab: int, heads: int, kv_heads: int) -> float:
+    """Parameter count of a Llama-style decoder (GQA attention, SwiGLU MLP, untied embeddings)."""
+    head_dim = hidden / heads
+    attn = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim
+    mlp = 3 * hidden * ffn
+    norms = 2 * hidden
+    return float(layers * (attn + mlp + norms) + 2 * vocab * hidden + hidden)
+
+
+def units_needed(capacity_tb: Any, unit_capacity_tb: Any) -> Any:
+    """Building blocks to hold ``capacity_tb`` (at least one)."""
+    return np.maximum(1.0, np.ceil(np.asarray(capacity_tb, dtype=float) / np.asarray(unit_capacity_tb, dtype=float)))
+
+
+def commit_time_s(*, shards: Any, nodes: Any, commit_ms: Any, jitter_ms: Any, concurrency: Any, per_node: Any) -> Any:
+    """Commit latency of ``shards`` shard files: rounds * latency + slowest-shard jitter."""
+    slots = np.asarray(concurrency, dtype=float) * np.where(per_node, np.asarray(nodes, dtype=float), 1.0)
+    rounds = np.ceil(np.asarray(shards, dtype=float) / slots)
+    return (rounds * np.asarray(commit_ms) + np.asarray(jitter_ms) * expected_max_offset(shards)) / 1e3
+
+
+def write_time_s(*, size_bytes: Any, bandwidth_gbps: Any, commit_s: Any) -> Any:
+    """Bandwidth term plus commit latency."""
+    return np.asarray(size_bytes) / (np.asarray(bandwidth_gbps) * 1e9) + np.asarray(commit_s)
+
+
+def snapshot_time_s(*, size_bytes: Any, num_gpus: Any, host_copy_gbps: Any) -> Any:
+    """Async checkpoint block: each GPU copies its shard to host memory in parallel."""
+    return np.asarray(size_bytes) / np.asarray(num_gpus) / (np.asarray(host_copy_gbps) * 1e9)
+
+
+def block_time_s(*, mode_sync: Any, write_s: Any, snapshot_s: Any, durable_s: Any, interval_s: Any) -> Any:
+    """Time one checkpoint blocks training: sync = write; async = snapshot + backlog."""
+    backlog = np.maximum(0.0, np.asarray(durable_s) - np.asarray(interval_s))
+    return np.where(mode_sync, write_s, np.asarray(snapshot_s) + backlog)
+
+
+def dataset_read_gbps(*, tokens_per_s: Any, bytes_per_token: Any, random: Any) -> Any:
+    """Storage read bandwidth the data loader needs, GB/s."""
+    amp = np.where(random, RANDOM_READ_AMPLIFICATION, 1.0)
+    return np.asarray(tokens_per_s) * np.asarray(bytes_per_token) * amp / 1e9

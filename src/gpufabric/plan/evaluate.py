@@ -1,0 +1,197 @@
+"""Evaluate every candidate design in one vectorised pass (formulas: docs/models.md).
+
+``evaluate_table`` maps input columns (plan/table.py) to output columns; ``records``
+turns them into :class:`Candidate` records with their :class:`StepBreakdown`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufabric.model import cost, reliability, storage
+from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
+from gpufabric.model.step import TP_OVERLAP, StepBreakdown, bubble_time_s, compute_time_s, exposed_dp_s, training_flops_per_step
+from gpufabric.model.tail import step_tail
+from gpufabric.model.topology import size_fabric, switch_hops
+from gpufabric.plan.table import Table
+
+
+def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray) -> Links:
+    return Links(
+        nvl_busbw_gbps=t["nvl_busbw"], intra_is_pci=t["intra_pci"], nvls_busbw_gbps=t["nvls_busbw"],
+        nvls_latency_us=t["nvls_lat"], nic_gbps=t["nic_gbps"], nics_per_node=nics, net_latency_scale=t["net_scale"],
+        extra_hop_us=(hops - 1) * t["switch_ns"] / 1e3, in_network_reduction=t["sharp"], launch_us=t["launch_us"],
+        oversubscription=t["oversub"], ranks_per_leaf=ranks_per_leaf,
+    )
+
+
+def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray):
+    """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP."""
+    free = collective_times(op, size, nodes, gpn, links)
+    fixed = collective_times(op, size, nodes, gpn, links, deterministic=True) if det.any() else free
+    time = np.where(det, fixed.time_us, free.time_us) * 1e-6
+    steps = np.where(det, fixed.latency_steps, free.latency_steps)
+    algo = np.where(det, fixed.algorithm, free.algorithm)
+    return np.where(active, time, 0.0), np.where(active, steps, 0.0), algo
+
+
+def evaluate_table(t: Table) -> dict[str, np.ndarray]:
+    """All model outputs for every row of ``t``."""
+    N, g = t["nodes"], t["gpn"]
+    G = N * g
+    tp, pp, dp, ep, m = t["tp"], t["pp"], t["dp"], t["ep"], t["microbatches"]
+    det = t["deterministic"]
+
+    # Compute and bubble.
+    compute = compute_time_s(training_flops_per_step(t["params"], t["batch_tokens"]), G, t["peak_tflops"], t["mfu"])
+    bubble = bubble_time_s(compute, pp, m)
+
+    # Fabric sizing.
+    size = size_fabric(nodes=N, nics_per_node=g, radix=t["radix"], oversubscription=t["oversub"],
+                       rail_optimized=t["rail"], switch_ports_per_module=t["sw_xcvr_ports"])
+
+    # Communication per parallelism dimension.
+    tokens_mb = t["batch_tokens"] / (dp * m)
+    act = tokens_mb * t["hidden"] * t["act_bytes"]
+    layers_stage = t["layers"] / pp
+    # DP group: Megatron rank order tp, dp, pp => g // tp DP ranks share a node.
+    g_dp = np.maximum(1, np.minimum(dp, np.floor(g / tp)))
+    n_dp = np.ceil(dp / g_dp)
+    hops_dp = switch_hops(n_dp, size)
+    ranks_leaf = size.nodes_per_leaf * g
+    links_dp = _links(t, hops_dp, g_dp, ranks_leaf)
+    grad = t["params"] / (tp * pp) * t["grad_bytes"]
+    t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)
+    dp_exp = exposed_dp_s(t_dp, compute, m)
+
+    tp_nodes = np.maximum(1, np.ceil(tp / g))
+    links_tp = _links(t, np.ones_like(N), np.minimum(tp, g), ranks_leaf)
+    t_tp1, _, _ = _coll("all_reduce", act, tp_nodes, np.minimum(tp, g), links_tp, det, tp > 1)
+    tp_exp = t_tp1 * 4 * layers_stage * m * (1 - TP_OVERLAP)
+
+    hops_pp = switch_hops(np.minimum(N, 2 * np.ceil(N / pp)), size)
+    links_pp = _links(t, hops_pp, np.ones_like(N), ranks_leaf)
+    t_pp1, _, _ = _coll("send_recv", act / tp, np.full_like(N, 2.0), np.ones_like(N), links_pp, det, pp > 1)
+    pp_exp = 2 * (pp - 1) * t_pp1
+
+    g_ep = np.maximum(1, np.minimum(ep, g_dp))
+    n_ep = np.ceil(ep / g_ep)
+    links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf)
+    t_ep1, steps_ep, _ = _coll("all_to_all", act, n_ep, g_ep, links_ep, det, ep > 1)
+    ep_exp = t_ep1 * 4 * layers_stage * m
+
+    comm = tp_exp + dp_exp + pp_exp + ep_exp
+    step_det = compute + bubble + comm
+
+    # Storage: checkpoints and data loading.
+    ckpt = storage.checkpoint_bytes(t["params"], t["ckpt_bpp"])
+    local = t["st_local"]
+    units = storage.units_needed(t["kept"] * ckpt / 1e12 + t["dataset_tb"], t["st_unit_tb"])
+    write_bw = np.where(local, N * t["st_client_w"], np.minimum(N * t["st_client_w"], units * t["st_unit_w"]))
+    read_bw = np.where(local, N * t["st_client_r"], np.minimum(N * t["st_client_r"], units * t["st_unit_r"]))
+    commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t["st_commit_ms"], jitter_ms=t["st_commit_jitter_ms"],
+                                   concurrency=t["st_concurrency"], per_node=t["st_per_node"])
+    write_s = storage.write_time_s(size_bytes=ckpt, bandwidth_gbps=write_bw, commit_s=commit)
+    drain_bw = np.minimum(N * np.maximum(t["st_drain_gbps"], 1e-9), units * t["st_unit_w"])
+    drain_s = np.where(t["st_drain"], ckpt / (drain_bw * 1e9), 0.0)
+    snap = storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t["host_copy"])
+    interval = t["interval_s"]
+    block = storage.block_time_s(mode_sync=t["sync"], write_s=write_s, snapshot_s=snap, durable_s=write_s + drain_s,
+                                 interval_s=interval)
+    lag = np.where(t["sync"], drain_s, write_s + drain_s)
+    restore_bw = np.where(local, np.minimum(N * np.maximum(t["st_drain_gbps"], 1e-9), units * t["st_unit_r"]), read_bw)
+    restore_s = ckpt / (restore_bw * 1e9) + commit
+    need_gbps = storage.dataset_read_gbps(tokens_per_s=t["batch_tokens"] / step_det, bytes_per_token=t["bytes_per_token"],
+                                          random=t["random_read"])
+    # A data loader slower than the step stretches it.
+    load_s = np.where(t["bytes_per_token"] > 0, need_gbps * step_det / read_bw, 0.0)
+    step_det = np.maximum(step_det, load_s)
+
+    # Tail: jitter on dependent inter-node steps, compute barrier, hiccups.
+    cross = np.clip(1 - size.nodes_per_leaf / n_dp, 0, 1)
+    congestion = 1 + (t["oversub"] - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
+    dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * 4 * layers_stage * m
+    tail = step_tail(base_s=step_det, compute_s=compute, compute_cv=t["compute_cv"], num_ranks=G,
+                     dependent_steps=dep_steps, group_size=N, jitter_s=t["jitter_us"] * 1e-6 * congestion,
+                     hiccup_prob=np.minimum(1.0, t["hiccup_q"] * congestion), hiccup_s=t["hiccup_ms"] * 1e-3)
+
+    # Reliability.
+    mttf = reliability.job_mttf_s(t["mttf_h"], G)
+    restart = t["restart_s"] + restore_s
+    good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
+    young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
+    steps_total = t["total_tokens"] / t["batch_tokens"]
+    train_s = steps_total * tail.mean_s / np.maximum(good, 1e-9)
+
+    # Cost.
+    nics = G
+    net_usd = cost.network_capex_usd(switches=size.switches, switch_usd=t["switch_usd"], nic_xcvrs=size.nic_transceivers,
+                                     nic_xcvr_usd=t["nic_xcvr_usd"], switch_xcvrs=size.switch_transceivers,
+                                     switch_xcvr_usd=t["sw_xcvr_usd"], cables=size.cables, cable_usd=t["cable_usd"],
+                                     nics=nics, nic_usd=t["nic_usd"])
+    storage_usd = units * t["st_unit_usd"]
+    server_usd = N * t["node_usd"]
+    capex = server_usd + net_usd + storage_usd
+    power_kw = (N * t["node_kw"] + (size.switches * t["switch_w"] + nics * t["nic_w"] + size.nic_transceivers * t["nic_xcvr_w"]
+                + size.switch_transceivers * t["sw_xcvr_w"] + units * t["st_unit_w_power"]) / 1e3)
+    per_gpu_h = cost.usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t["years"], pue=t["pue"],
+                                      usd_per_kwh=t["usd_per_kwh"])
+    run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
+    net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
+    storage_frac = block / interval + (lag + restore_s) / mttf
+
+    return {
+        "step_time_s": tail.mean_s, "step_time_det_s": step_det, "step_time_p99_s": tail.p99_s, "step_time_cv": tail.cv,
+        "compute_s": compute, "bubble_s": bubble, "comm_exposed_s": comm, "tp_exposed_s": tp_exp, "dp_exposed_s": dp_exp,
+        "pp_exposed_s": pp_exp, "ep_exposed_s": ep_exp, "dp_allreduce_s": t_dp, "dp_algorithm": algo_dp,
+        "dependent_steps": dep_steps, "latency_per_step_s": (HW_LAT_US["net"]["ring"][2] * t["net_scale"] + (hops_dp - 1) * t["switch_ns"] / 1e3) * 1e-6,
+        "jitter_per_step_s": t["jitter_us"] * 1e-6 * congestion, "nodes_per_leaf": size.nodes_per_leaf,
+        "checkpoint_bytes": ckpt, "checkpoint_write_s": write_s, "checkpoint_block_s": block, "checkpoint_durable_s": write_s + drain_s,
+        "checkpoint_stall_fraction": block / interval, "restore_s": restore_s, "restart_s": restart, "job_mttf_s": mttf,
+        "young_interval_s": young, "goodput": good, "time_to_train_days": train_s / 86400,
+        "dataset_read_gbps_needed": need_gbps, "storage_read_gbps": read_bw, "storage_units": units,
+        "tiers": size.tiers, "switches": size.switches, "transceivers": size.nic_transceivers + size.switch_transceivers,
+        "cables": size.cables, "server_capex_usd": server_usd, "network_capex_usd": net_usd, "storage_capex_usd": storage_usd,
+        "capex_usd": capex, "power_kw": power_kw, "usd_per_gpu_hour": per_gpu_h, "run_cost_usd": run_usd,
+        "network_wait_usd": run_usd * net_frac, "storage_wait_usd": run_usd * storage_frac,
+    }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One evaluated design (JSON keys of ``gpufabric plan``; docs/spec.md lists them)."""
+
+    id: str
+    fabric: str
+    topology: str
+    oversubscription: float
+    storage: str
+    tiers: int
+    step_time_s: float
+    step_time_p99_s: float
+    step_time_cv: float
+    comm_exposed_s: float
+    checkpoint_write_s: float
+    checkpoint_stall_fraction: float
+    goodput: float
+    time_to_train_days: float
+    capex_usd: float
+    network_capex_usd: float
+    storage_capex_usd: float
+    usd_per_gpu_hour: float
+    run_cost_usd: float
+    network_wait_usd: float
+    storage_wait_usd: float
+    dp_algorithm: str
+    switches: int
+    transceivers: int
+    cables: int
+    power_kw: float
+    dataset_read_gbps_needed: float
+    storage_read_gbps: float
+    young_interval_min: float
+    meets_requirements: bool
+    violations: tuple[str, ...]
+    breakdown: StepBreakdown = field(repr=False)

@@ -1,0 +1,148 @@
+"""Pareto frontier, one recommendation, its rationale and sensitivity.
+
+- Frontier: candidates not dominated on (capex, time to train, step-time CV), all
+  minimised; taken over the candidates that meet every requirement, or over all of them
+  when none does.
+- Recommendation: the frontier candidate with the lowest cost of the whole run (it
+  prices time: a faster design finishes sooner and costs fewer GPU-hours); ties go to
+  the shorter run, then the lower capex.
+- Binding constraint: the requirement most often violated by the designs that would
+  have been cheaper than the recommendation.
+- Sensitivity: the plan again with network latency and jitter doubled, and with storage
+  commit latency and jitter doubled.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufabric.plan.evaluate import Candidate
+
+OBJECTIVES = ("capex_usd", "time_to_train_days", "step_time_cv")
+
+
+def pareto_front(cands: Sequence[Candidate], objectives: Sequence[str] = OBJECTIVES) -> list[str]:
+    """Ids of the non-dominated candidates (minimising every objective)."""
+    if not cands:
+        return []
+    x = np.array([[getattr(c, k) for k in objectives] for c in cands], dtype=float)
+    le = (x[:, None, :] <= x[None, :, :]).all(axis=2)
+    lt = (x[:, None, :] < x[None, :, :]).any(axis=2)
+    dominated = (le & lt).any(axis=0)
+    return [c.id for c, d in zip(cands, dominated) if not d]
+
+
+def rank(cands: Sequence[Candidate]) -> list[Candidate]:
+    """Candidates meeting requirements first, then by run cost, time, capex."""
+    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations), c.run_cost_usd,
+                                        c.time_to_train_days, c.capex_usd, c.id))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recommendation:
+    pareto: list[str]
+    recommended: str
+    runner_up: str | None
+    binding: str | None
+    rationale: str
+
+
+def _req_name(violation: str) -> str:
+    return violation.split(" ", 1)[0]
+
+
+def _money(x: float) -> str:
+    if abs(x) >= 1e6:
+        return f"${x / 1e6:,.2f}M"
+    return f"${x / 1e3:,.1f}k" if abs(x) >= 1e3 else f"${x:,.0f}"
+
+
+def recommend(cands: Sequence[Candidate]) -> Recommendation:
+    """Pick one design and explain the choice in plain language."""
+    feasible = [c for c in cands if c.meets_requirements]
+    pool = feasible or list(cands)
+    front = pareto_front(pool)
+    on_front = [c for c in pool if c.id in set(front)]
+    best = rank(on_front)[0]
+    if not feasible:
+        best = min(on_front, key=lambda c: (len(c.violations), c.run_cost_usd, c.time_to_train_days))
+    others = [c for c in rank(pool) if c.id != best.id]
+    # The runner-up answers "why not the other fabric?" first, then "why not the other storage?".
+    runner = next((c for c in others if c.fabric != best.fabric),
+                  next((c for c in others if c.storage != best.storage), others[0] if others else None))
+    cheaper = [c for c in cands if c.run_cost_usd < best.run_cost_usd and not c.meets_requirements]
+    counts = Counter(_req_name(v) for c in cheaper for v in c.violations)
+    binding = counts.most_common(1)[0][0] if counts else None
+
+    lines = []
+    if feasible:
+        lines.append(
+            f"Recommended {best.id}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
+            f"lowest cost for the whole run ({_money(best.run_cost_usd)}; capex {_money(best.capex_usd)}, "
+            f"{best.time_to_train_days:.1f} days, step {best.step_time_s:.3g} s with CV {best.step_time_cv:.2%}, "
+            f"goodput {best.goodput:.1%})."
+        )
+    else:
+        lines.append(
+            f"No design meets every requirement. Closest: {best.id} with {len(best.violations)} violation(s): "
+            + "; ".join(best.violations) + "."
+        )
+        worst = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
+        lines.append(f"Every candidate fails on {worst}" if all(any(_req_name(v) == worst for v in c.violations) for c in cands)
+                     else f"Most candidates fail on {worst}.")
+        if worst == "time_to_train_days":
+            bd = best.breakdown
+            lines[-1] += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s "
+                          "step; the network cannot fix that - raise MFU or microbatches, add nodes, or relax the deadline.")
+        else:
+            lines[-1] += "."
+    if runner is not None:
+        diffs = []
+        if runner.run_cost_usd > best.run_cost_usd + 1:
+            diffs.append(f"costs {_money(runner.run_cost_usd - best.run_cost_usd)} more for the run")
+        if runner.time_to_train_days > best.time_to_train_days * 1.001:
+            diffs.append(f"takes {runner.time_to_train_days - best.time_to_train_days:.1f} more days")
+        if runner.capex_usd < best.capex_usd:
+            diffs.append(f"saves {_money(best.capex_usd - runner.capex_usd)} capex")
+        if runner.step_time_cv > best.step_time_cv * 1.05:
+            diffs.append(f"has a higher step-time CV ({runner.step_time_cv:.2%})")
+        if runner.violations:
+            diffs.append("violates " + ", ".join(_req_name(v) for v in runner.violations))
+        if runner.storage != best.storage and runner.checkpoint_write_s != best.checkpoint_write_s:
+            diffs.append(f"writes a checkpoint in {runner.checkpoint_write_s:.3g} s vs {best.checkpoint_write_s:.3g} s")
+        if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
+            diffs.append(f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s")
+        lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
+    if binding:
+        n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
+        lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
+    elif feasible:
+        lines.append("No requirement binds: nothing cheaper was ruled out.")
+    bd = best.breakdown
+    is_sync = abs(bd.checkpoint_block_s - bd.checkpoint_write_s) < 1e-9
+    if is_sync and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
+        lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
+                     f"{best.young_interval_min:.0f} min, well under the spec's {bd.checkpoint_interval_s / 60:.0f} min.")
+    return Recommendation(pareto=front, recommended=best.id, runner_up=runner.id if runner else None, binding=binding,
+                          rationale=" ".join(lines))
+
+
+def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate]) -> dict:
+    """How the recommendation changes when ``label`` doubles."""
+    alt_rec = recommend(alt)
+    before = next(c for c in base if c.id == rec.recommended)
+    after = next(c for c in alt if c.id == rec.recommended)
+    delta = after.step_time_s / before.step_time_s - 1
+    stall = after.checkpoint_stall_fraction - before.checkpoint_stall_fraction
+    if alt_rec.recommended == rec.recommended:
+        text = f"If {label} doubles, the recommendation stays {rec.recommended} (step time {delta:+.2%}"
+    else:
+        text = f"If {label} doubles, the recommendation changes to {alt_rec.recommended} (current choice: step time {delta:+.2%}"
+    text += f", p99 {after.step_time_p99_s / before.step_time_p99_s - 1:+.2%}, stall {stall:+.4f}"
+    text += f", meets requirements: {'yes' if after.meets_requirements else 'no'})."
+    return {"condition": f"{label} x2", "recommended": alt_rec.recommended, "changed": alt_rec.recommended != rec.recommended,
+            "step_time_change": delta, "text": text}

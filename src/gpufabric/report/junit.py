@@ -1,0 +1,60 @@
+"""JUnit XML for CI systems (Jenkins, GitLab, GitHub test reporters).
+
+One ``<testcase>`` per verdict (classname = test, name = metric@host), plus one per test
+result that no verdict covers (a tool that failed, timed out or was skipped shows up even
+without an SLO). Mapping: failed verdict -> ``<failure>``; failed/timed-out tool ->
+``<error>``; skipped and noisy -> ``<skipped>`` (noisy is "cannot judge", which must not
+fail a pipeline but must stay visible).
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from gpufabric.report import common
+from gpufabric.results.records import Outcome, RunRecord, Status
+
+
+def render_junit(run: RunRecord) -> str:
+    suite = ET.Element("testsuite", name=f"gpufabric.run{run.id}", timestamp=common.iso(run.started_at))
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("kind", run.kind), ("status", run.status), ("argv", " ".join(run.argv)),
+                       ("gpufabric_version", run.gpufabric_version), ("spec", run.spec_name)):
+        ET.SubElement(props, "property", name=key, value=value)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    durations = {(r.name, r.host): r.duration_s for r in run.results}
+    for v in run.verdicts:
+        case = ET.SubElement(suite, "testcase", classname=v.test, name=f"{v.metric}@{v.host}" if v.host else v.metric,
+                             time=f"{durations.get((v.test, v.host), 0.0):.3f}")
+        counts["tests"] += 1
+        detail = v.reason + "".join(f"\nwarning: {w}" for w in v.warnings)
+        if v.outcome == Outcome.failed:
+            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met", type="slo").text = detail
+            counts["failures"] += 1
+        elif v.outcome in (Outcome.skipped, Outcome.noisy):
+            ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {v.reason}"[:500])
+            counts["skipped"] += 1
+        elif detail:
+            ET.SubElement(case, "system-out").text = detail
+    judged = {(v.test, v.host) for v in run.verdicts}
+    for r in run.results:
+        if (r.name, r.host) in judged:
+            continue
+        case = ET.SubElement(suite, "testcase", classname=r.name, name=f"{r.host or r.tool} {common.param_tag(r)}".strip(),
+                             time=f"{r.duration_s:.3f}")
+        counts["tests"] += 1
+        if r.status in (Status.failed, Status.timeout):
+            ET.SubElement(case, "error", message=f"{r.status.value}: {r.reason}"[:500], type=r.status.value).text = (
+                r.raw_output[-4000:] or None)
+            counts["errors"] += 1
+        elif r.status == Status.skipped:
+            ET.SubElement(case, "skipped", message=r.reason or "skipped")
+            counts["skipped"] += 1
+    for key, value in counts.items():
+        suite.set(key, str(value))
+    total = sum(r.duration_s for r in run.results)
+    suite.set("time", f"{total:.3f}")
+    root = ET.Element("testsuites", name="gpufabric", time=f"{total:.3f}", **{k: str(v) for k, v in counts.items()})
+    root.append(suite)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,92 @@
+"""Records <-> JSON-able dicts: the store's JSON columns, the JSON report, baseline files.
+
+``run_from_dict`` reads what ``run_to_dict`` wrote (and what ``gpufabric report --format
+json`` prints), so a saved report works as a ``compare`` baseline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+from pathlib import Path
+from typing import Any
+
+from gpufabric.errors import InputError
+from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
+
+
+def to_jsonable(value: Any) -> Any:
+    """Dataclasses, enums, paths, numpy values -> JSON types; non-finite floats -> None."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "tolist"):  # numpy scalar or array
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_to_dict(run: RunRecord, *, samples: bool = True, raw_output: bool = True) -> dict[str, Any]:
+    """A run as a JSON-able dict; ``samples``/``raw_output`` False keep it small."""
+    data = to_jsonable(run)
+    for result in data["results"]:
+        if not raw_output:
+            result["raw_output"] = ""
+        if not samples:
+            for metric in result["metrics"]:
+                metric["samples"] = []
+    return data
+
+
+def _f(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
+    """The inverse of ``run_to_dict``. Raises InputError naming ``source`` on a wrong shape."""
+    try:
+        results = tuple(
+            TestResult(
+                name=r["name"], tool=r["tool"], host=r["host"], status=Status(r["status"]), reason=r.get("reason", ""),
+                argv=tuple(r.get("argv", ())), started_at=r.get("started_at", 0.0), duration_s=r.get("duration_s", 0.0),
+                raw_output=r.get("raw_output", ""), params=dict(r.get("params", {})),
+                metrics=tuple(
+                    Metric(
+                        name=m["name"], value=_f(m["value"]), unit=m["unit"], direction=Direction(m["direction"]),
+                        samples=tuple(_f(x) for x in m.get("samples", ())),
+                    )
+                    for m in r.get("metrics", ())
+                ),
+            )
+            for r in data.get("results", ())
+        )
+        verdicts = tuple(
+            Verdict(
+                test=v["test"], metric=v["metric"], host=v["host"], outcome=Outcome(v["outcome"]),
+                measured=v.get("measured"), expected=v.get("expected"), direction=Direction(v["direction"]),
+                margin=v.get("margin"), reason=v.get("reason", ""), warnings=tuple(v.get("warnings", ())),
+                unit=v.get("unit", ""), passed_repeats=v.get("passed_repeats", 0),
+                total_repeats=v.get("total_repeats", 0), source=v.get("source", ""),
+            )
+            for v in data.get("verdicts", ())
+        )
+        return RunRecord(
+            id=int(data["id"]), kind=data["kind"], status=data["status"], started_at=data["started_at"],
+            finished_at=data.get("finished_at"), argv=tuple(data.get("argv", ())),
+            fingerprint=dict(data.get("fingerprint") or {}), spec_name=data.get("spec_name", ""),
+            plan=data.get("plan"), meta=dict(data.get("meta") or {}),
+            gpufabric_version=data.get("gpufabric_version", ""), results=results, verdicts=verdicts,
+            artifacts=dict(data.get("artifacts") or {}), result_count=len(results),
+            verdict_counts=dict(data.get("verdict_counts") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{source or 'run JSON'}: not a gpufabric run report ({type(exc).__name__}: {exc})") from exc

@@ -1,0 +1,352 @@
+"""The results store: every run, test result, metric, raw sample, verdict and artifact in one SQLite file.
+
+Durability (issue 4: "an interrupted run (Ctrl-C or kill -9) keeps all that finished
+and the database passes PRAGMA integrity_check"):
+
+* Each ``add_result`` is one explicit transaction, committed before it returns.
+* ``journal_mode=WAL``: a reader (``gpufabric runs`` in another terminal) never blocks
+  the writing suite and vice versa, and a killed writer leaves a WAL that the next
+  opener replays or discards atomically.
+* ``synchronous=FULL``: WAL with NORMAL is already safe against a killed *process*
+  (the committed pages are in the OS page cache), but it may lose the last commits on
+  an OS crash or power cut, and validation suites are exactly what makes a fresh node
+  panic or reset. FULL fsyncs the WAL at every commit; commits happen once per finished
+  test (seconds to minutes apart), so the fsync cost (about a millisecond) is noise.
+  https://www.sqlite.org/pragma.html#pragma_synchronous
+
+The schema and its migrations live in ``schema.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from gpufabric import __version__
+from gpufabric.errors import InputError
+from gpufabric.results.codec import to_jsonable
+from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
+from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
+
+#: Terminal statuses ``finish_run`` accepts; 'running' is the status of an unfinished run.
+RUN_STATUSES = ("passed", "failed", "interrupted", "error")
+
+#: How long a writer waits for another process's write lock before giving up.
+BUSY_TIMEOUT_MS = 10_000
+
+
+def default_path() -> Path:
+    """$GPUFABRIC_DB, else <user data dir>/gpufabric/results.db."""
+    env = os.environ.get("GPUFABRIC_DB")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("gpufabric")) / "results.db"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(to_jsonable(value), sort_keys=True)
+
+
+def _float(value: float | None) -> float | None:
+    # SQLite stores NaN as NULL; keep None distinct from a measured NaN on the way back.
+    return None if value is None else float(value)
+
+
+class Store:
+    """A handle on one results file. Thread-safe; use as a context manager or call ``close``."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path | None = None) -> Store:
+        """Open (creating, or migrating from an older schema) the store at ``path``.
+
+        Raises:
+            InputError: the file is not a SQLite database, or was written by a newer gpufabric.
+        """
+        target = Path(path) if path is not None else default_path()
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            version = read_version(conn)
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{target}: not a gpufabric results database ({exc})") from exc
+        if version > STORE_SCHEMA_VERSION:
+            conn.close()
+            raise InputError(
+                f"{target}: results schema v{version} is newer than this gpufabric ({__version__}, "
+                f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
+            )
+        if version < STORE_SCHEMA_VERSION:
+            migrate(conn, writer=f"gpufabric {__version__}")
+        return cls(conn, target)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        return read_version(self._conn)
+
+    def _write(self, fn, *args):  # noqa: ANN001, ANN202
+        """Run ``fn(cursor, *args)`` in one committed transaction."""
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                out = fn(cur, *args)
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            return out
+
+    # -- writing ---------------------------------------------------------------
+
+    def begin_run(
+        self,
+        *,
+        kind: str,
+        argv: Sequence[str],
+        fingerprint: Mapping[str, Any],
+        spec_name: str = "",
+        plan: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Record a new run with status 'running'; returns its id."""
+
+        def insert(cur: sqlite3.Cursor) -> int:
+            cur.execute(
+                "INSERT INTO run (kind, status, started_at, argv, fingerprint, spec_name, plan, meta, gpufabric_version)"
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    kind,
+                    time.time(),
+                    _dumps(list(argv)),
+                    _dumps(dict(fingerprint)),
+                    spec_name,
+                    None if plan is None else _dumps(dict(plan)),
+                    _dumps(dict(meta or {})),
+                    __version__,
+                ),
+            )
+            return int(cur.lastrowid)
+
+        return self._write(insert)
+
+    def add_result(self, run_id: int, result: TestResult) -> int:
+        """Store one test result with its metrics and raw samples, committed before returning."""
+
+        def insert(cur: sqlite3.Cursor) -> int:
+            cur.execute(
+                "INSERT INTO test_result (run_id, name, tool, host, status, reason, argv, started_at, duration_s,"
+                " raw_output, params) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run_id,
+                    result.name,
+                    result.tool,
+                    result.host,
+                    Status(result.status).value,
+                    result.reason,
+                    _dumps(list(result.argv)),
+                    result.started_at,
+                    result.duration_s,
+                    result.raw_output,
+                    _dumps(dict(result.params)),
+                ),
+            )
+            result_id = int(cur.lastrowid)
+            for metric in result.metrics:
+                cur.execute(
+                    "INSERT INTO metric (result_id, name, value, unit, direction) VALUES (?, ?, ?, ?, ?)",
+                    (result_id, metric.name, _float(metric.value), metric.unit, Direction(metric.direction).value),
+                )
+                if metric.samples:
+                    blob = np.asarray(metric.samples, dtype="<f8")
+                    cur.execute("INSERT INTO sample VALUES (?, ?, ?)", (cur.lastrowid, len(blob), blob.tobytes()))
+            return result_id
+
+        self._require_run(run_id)
+        return self._write(insert)
+
+    def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None:
+        """Store verdicts (appended to any already stored for the run), in one transaction."""
+
+        def insert(cur: sqlite3.Cursor) -> None:
+            cur.executemany(
+                "INSERT INTO verdict (run_id, test, metric, host, outcome, measured, expected, direction, margin,"
+                " reason, warnings, unit, passed_repeats, total_repeats, source)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        run_id, v.test, v.metric, v.host, Outcome(v.outcome).value, _float(v.measured),
+                        _float(v.expected), Direction(v.direction).value, _float(v.margin), v.reason,
+                        _dumps(list(v.warnings)), v.unit, v.passed_repeats, v.total_repeats, v.source,
+                    )
+                    for v in verdicts
+                ],
+            )
+
+        self._require_run(run_id)
+        self._write(insert)
+
+    def add_artifact(self, run_id: int, name: str, content: str) -> None:
+        """Store (or replace) a named text artifact of the run, e.g. a generated sbatch script."""
+        self._require_run(run_id)
+        self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content)))
+
+    def finish_run(self, run_id: int, status: str) -> None:
+        """Mark a run finished with one of RUN_STATUSES."""
+        if status not in RUN_STATUSES:
+            raise InputError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+        self._require_run(run_id)
+        self._write(
+            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
+        )
+
+    # -- reading ---------------------------------------------------------------
+
+    def _require_run(self, run_id: int) -> None:
+        with self._lock:
+            found = self._conn.execute("SELECT 1 FROM run WHERE id=?", (run_id,)).fetchone()
+        if not found:
+            raise InputError(f"no run {run_id} in {self.path}")
+
+    def resolve(self, ref: int | str) -> int:
+        """A run id from ``ref``: an id, 'latest', or 'latest~N' (N runs before the latest)."""
+        text = str(ref).strip()
+        if text.isdigit():
+            run_id = int(text)
+            self._require_run(run_id)
+            return run_id
+        back = None
+        if text == "latest":
+            back = 0
+        elif text.startswith("latest~") and text[7:].isdigit():
+            back = int(text[7:])
+        if back is None:
+            raise InputError(f"bad run reference {text!r}: use a run id, 'latest' or 'latest~N'")
+        with self._lock:
+            row = self._conn.execute("SELECT id FROM run ORDER BY id DESC LIMIT 1 OFFSET ?", (back,)).fetchone()
+        if row is None:
+            raise InputError(f"no run {text!r} in {self.path} (it holds {self._count_runs()} runs)")
+        return int(row[0])
+
+    def _count_runs(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM run").fetchone()[0])
+
+    def get_run(self, ref: int | str) -> RunRecord:
+        """The full run: provenance, results with metrics and samples, verdicts, artifacts."""
+        run_id = self.resolve(ref)
+        with self._lock:
+            conn = self._conn
+            row = conn.execute(_RUN_SELECT + " WHERE r.id=?", (run_id,)).fetchone()
+            samples = {
+                metric_id: tuple(np.frombuffer(blob, dtype="<f8").tolist())
+                for metric_id, blob in conn.execute(
+                    "SELECT s.metric_id, s.data FROM sample s JOIN metric m ON m.id=s.metric_id"
+                    " JOIN test_result t ON t.id=m.result_id WHERE t.run_id=?",
+                    (run_id,),
+                )
+            }
+            metrics: dict[int, list[Metric]] = {}
+            for metric_id, result_id, name, value, unit, direction in conn.execute(
+                "SELECT m.id, m.result_id, m.name, m.value, m.unit, m.direction FROM metric m"
+                " JOIN test_result t ON t.id=m.result_id WHERE t.run_id=? ORDER BY m.id",
+                (run_id,),
+            ):
+                metrics.setdefault(result_id, []).append(
+                    Metric(
+                        name=name,
+                        value=float("nan") if value is None else value,
+                        unit=unit,
+                        direction=Direction(direction),
+                        samples=samples.get(metric_id, ()),
+                    )
+                )
+            results = tuple(
+                TestResult(
+                    name=name, tool=tool, host=host, status=Status(status), reason=reason,
+                    argv=tuple(json.loads(argv)), started_at=started_at, duration_s=duration_s,
+                    raw_output=raw_output, params=json.loads(params), metrics=tuple(metrics.get(rid, ())),
+                )
+                for rid, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params in conn.execute(
+                    "SELECT id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params"
+                    " FROM test_result WHERE run_id=? ORDER BY id",
+                    (run_id,),
+                )
+            )
+            verdicts = tuple(
+                Verdict(
+                    test=v[0], metric=v[1], host=v[2], outcome=Outcome(v[3]), measured=v[4], expected=v[5],
+                    direction=Direction(v[6]), margin=v[7], reason=v[8], warnings=tuple(json.loads(v[9])),
+                    unit=v[10], passed_repeats=v[11], total_repeats=v[12], source=v[13],
+                )
+                for v in conn.execute(
+                    "SELECT test, metric, host, outcome, measured, expected, direction, margin, reason, warnings,"
+                    " unit, passed_repeats, total_repeats, source FROM verdict WHERE run_id=? ORDER BY id",
+                    (run_id,),
+                )
+            )
+            artifacts = dict(conn.execute("SELECT name, content FROM artifact WHERE run_id=? ORDER BY name", (run_id,)))
+        return _run_record(row, results=results, verdicts=verdicts, artifacts=artifacts)
+
+    def list_runs(self, limit: int = 50) -> list[RunRecord]:
+        """The newest ``limit`` runs, newest first, with counts but without results (fast)."""
+        with self._lock:
+            rows = self._conn.execute(_RUN_SELECT + " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
+        return [_run_record(row) for row in rows]
+
+
+_RUN_SELECT = (
+    "SELECT r.id, r.kind, r.status, r.started_at, r.finished_at, r.argv, r.fingerprint, r.spec_name, r.plan, r.meta,"
+    " r.gpufabric_version,"
+    " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id),"
+    " (SELECT json_group_object(outcome, n) FROM"
+    "   (SELECT outcome, COUNT(*) AS n FROM verdict v WHERE v.run_id=r.id GROUP BY outcome))"
+    " FROM run r"
+)
+
+
+def _run_record(row: tuple, **loaded: Any) -> RunRecord:
+    (run_id, kind, status, started_at, finished_at, argv, fingerprint, spec_name, plan, meta, version, n_results,
+     verdict_counts) = row
+    return RunRecord(
+        id=run_id,
+        kind=kind,
+        status=status,
+        started_at=started_at,
+        finished_at=finished_at,
+        argv=tuple(json.loads(argv)),
+        fingerprint=json.loads(fingerprint),
+        spec_name=spec_name,
+        plan=None if plan is None else json.loads(plan),
+        meta=json.loads(meta),
+        gpufabric_version=version,
+        result_count=n_results,
+        verdict_counts=json.loads(verdict_counts) if verdict_counts else {},
+        **loaded,
+    )

@@ -1,0 +1,279 @@
+"""Parsers on authentic outputs in tests/data (see tests/data/README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufabric.bench.parsers import parser_for, strip_ansi
+from gpufabric.bench.parsers.fio import parse_fio
+from gpufabric.bench.parsers.iperf3 import parse_iperf3
+from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+from gpufabric.bench.parsers.perftest import parse_perftest
+from gpufabric.bench.parsers.sockperf import parse_sockperf
+from gpufabric.errors import ParseError
+from gpufabric.results.records import Direction
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def read(rel: str) -> str:
+    return (DATA / rel).read_text()
+
+
+# ---------------------------------------------------------------- fio
+
+
+def test_fio_jsonplus_psync_write_two_jobs():
+    parsed = parse_fio(read("fio/psync_write_fsync.jsonplus.json"), source="x.json")
+    assert [p.case for p in parsed] == ["ckpt_write", "ckpt_write"]
+    doc = json.loads(read("fio/psync_write_fsync.jsonplus.json"))
+    job = doc["jobs"][0]
+    first = parsed[0]
+    assert first.metric("write_bw_gbps").value == pytest.approx(job["write"]["bw_bytes"] / 1e9)
+    assert first.metric("write_bw_gbps").direction is Direction.higher
+    assert first.metric("write_clat_p99_us").value == pytest.approx(job["write"]["clat_ns"]["percentile"]["99.000000"] / 1000)
+    assert first.metric("write_clat_p99_us").direction is Direction.lower
+    # psync fsync latencies are sane and kept
+    assert first.metric("fsync_lat_p50_us").value == pytest.approx(job["sync"]["lat_ns"]["percentile"]["50.000000"] / 1000)
+    assert first.metric("fsync_count").value == job["sync"]["total_ios"]
+    # json+ bins expand into one sample per I/O
+    assert len(first.metric("write_clat_p50_us").samples) == job["write"]["clat_ns"]["N"]
+    assert first.warnings == ()
+    assert first.info["ioengine"] == "psync" and first.info["version"] == "fio-3.33"
+    assert first.metric("read_bw_gbps") is None
+
+
+def test_fio_plain_json_read_has_no_samples():
+    (parsed,) = parse_fio(read("fio/psync_read.json"))
+    assert parsed.metric("read_bw_gbps").value > 0
+    assert parsed.metric("read_clat_p50_us").samples == ()
+    assert parsed.metric("fsync_count") is None
+
+
+def test_fio_async_engine_sync_latency_is_dropped_with_warning():
+    (parsed,) = parse_fio(read("fio/libaio_fsync.json"))
+    assert parsed.metric("fsync_lat_p99_us") is None
+    assert parsed.metric("fsync_count") is not None
+    assert any("asynchronous engine libaio" in w for w in parsed.warnings)
+    assert parsed.metric("write_bw_gbps").value > 0
+
+
+def test_fio_sqpoll_clat_is_dropped_with_warning():
+    (parsed,) = parse_fio(read("fio/io_uring_sqpoll.json"))
+    assert parsed.metric("read_clat_p50_us") is None
+    assert any("sqthread_poll" in w for w in parsed.warnings)
+    assert parsed.metric("read_iops").value > 0
+
+
+def test_fio_latency_longer_than_the_job_is_flagged():
+    doc = json.loads(read("fio/psync_read.json"))
+    doc["jobs"][0]["read"]["clat_ns"]["percentile"]["99.000000"] = 17.1e9  # 17 s in a ~1 s job
+    (parsed,) = parse_fio(json.dumps(doc))
+    assert parsed.metric("read_clat_p99_us") is None
+    assert any("exceeds the job's whole runtime" in w for w in parsed.warnings)
+
+
+def test_fio_nan_is_a_parse_error_quoting_it():
+    text = read("fio/psync_read.json").replace('"iops" : ', '"iops" : NaN, "x" : ', 1)
+    with pytest.raises(ParseError, match=r"bad\.json: non-finite number NaN in fio output.*NaN"):
+        parse_fio(text, source="bad.json")
+
+
+def test_fio_truncated_json():
+    text = read("fio/psync_read.json")
+    with pytest.raises(ParseError, match="truncated JSON at line [0-9]+ in fio output"):
+        parse_fio(text[: len(text) // 2])
+
+
+def test_fio_skips_warning_lines_before_the_document():
+    text = "fio: file hash not empty on exit\n" + read("fio/psync_read.json")
+    assert parse_fio(text)[0].metric("read_bw_gbps") is not None
+
+
+def test_fio_rejects_other_tools_json():
+    with pytest.raises(ParseError, match="not fio JSON output"):
+        parse_fio(read("iperf3/loopback_P2.json"), source="f")
+
+
+def test_fio_rejects_colour_text():
+    with pytest.raises(ParseError, match="terminal colour codes"):
+        parse_fio(read("sockperf/pingpong_udp.txt"))
+
+
+def test_fio_job_error_is_reported():
+    doc = json.loads(read("fio/psync_read.json"))
+    doc["jobs"][0]["error"] = 5
+    (parsed,) = parse_fio(json.dumps(doc))
+    assert "error 5" in parsed.error
+
+
+# ---------------------------------------------------------------- iperf3
+
+
+def test_iperf3_tcp_two_streams():
+    (parsed,) = parse_iperf3(read("iperf3/loopback_P2.json"))
+    doc = json.loads(read("iperf3/loopback_P2.json"))
+    assert parsed.error == ""
+    assert parsed.metric("throughput_gbit_s").value == pytest.approx(doc["end"]["sum_received"]["bits_per_second"] / 1e9)
+    assert len(parsed.metric("throughput_gbit_s").samples) == len(doc["intervals"])
+    assert parsed.metric("retransmits").value == doc["end"]["sum_sent"]["retransmits"]
+    assert parsed.metric("rtt_mean_us").value > 0
+    assert parsed.info["streams"] == "2"
+    assert parsed.info["host"] == "vm"
+
+
+def test_iperf3_udp():
+    (parsed,) = parse_iperf3(read("iperf3/loopback_udp.json"))
+    assert parsed.case == "udp"
+    assert parsed.metric("throughput_gbit_s").value == pytest.approx(0.1, rel=0.05)
+    assert parsed.metric("lost_percent") is not None
+
+
+def test_iperf3_error_key_with_exit_0_is_a_failed_run():
+    (parsed,) = parse_iperf3(read("iperf3/no_server.json"))
+    assert parsed.error == "iperf3: unable to connect to server: Connection refused"
+    assert parsed.metrics == ()
+
+
+def test_iperf3_wrong_tool():
+    with pytest.raises(ParseError, match="not iperf3 -J output"):
+        parse_iperf3(read("fio/psync_read.json"))
+
+
+# ---------------------------------------------------------------- sockperf
+
+
+def test_sockperf_udp_text_with_ansi():
+    assert "\x1b[" in read("sockperf/pingpong_udp.txt")
+    (parsed,) = parse_sockperf(read("sockperf/pingpong_udp.txt"))
+    assert parsed.metric("lat_avg_us").value == 15.175
+    assert parsed.metric("lat_p50_us").value == 13.419
+    assert parsed.metric("lat_p99_us").value == 32.039
+    assert parsed.metric("lat_p99_9_us").value == 215.427
+    assert parsed.metric("lat_p99_99_us").value == 276.461
+    assert parsed.metric("lat_p99_999_us").value == 761.444
+    assert parsed.metric("lat_max_us").value == 761.444
+    assert parsed.metric("lat_min_us").value == 10.289
+    assert parsed.metric("observations").value == 18077
+    assert parsed.info["version"] == "3.7-no.git"
+    assert parsed.case == "udp"
+
+
+def test_sockperf_full_rtt_names_metrics_rtt():
+    (parsed,) = parse_sockperf(read("sockperf/pingpong_tcp_fullrtt.txt"))
+    assert parsed.metric("rtt_avg_us").value == 32.310
+    assert parsed.metric("lat_avg_us") is None
+    assert parsed.info["measure"] == "round trip"
+
+
+def test_sockperf_full_log_samples():
+    text = read("sockperf/pingpong_udp_mps2000_fulllog.txt")
+    csv = read("sockperf/pingpong_udp_mps2000_fulllog.csv")
+    (parsed,) = parse_sockperf(text, full_log=csv)
+    samples = parsed.metric("lat_p50_us").samples
+    assert len(samples) == 1106 == parsed.metric("observations").value
+    assert samples[0] == 16.445
+    assert max(samples) == pytest.approx(parsed.metric("lat_max_us").value, abs=0.002)
+    # The CSV alone (it starts with the statistics) parses the same.
+    (alone,) = parse_sockperf(csv)
+    assert alone.metric("lat_p50_us").samples == samples
+
+
+def test_sockperf_no_server_is_failed_run():
+    (parsed,) = parse_sockperf(read("sockperf/pingpong_no_server.txt"))
+    assert "no messages were received" in parsed.error
+
+
+def test_sockperf_rejects_json():
+    with pytest.raises(ParseError, match="not sockperf output"):
+        parse_sockperf(read("iperf3/loopback_P2.json"))
+
+
+def test_strip_ansi():
+    assert strip_ansi("a\x1b[2;35mb\x1b[0mc") == "abc"
+
+
+# ---------------------------------------------------------------- perftest
+
+
+def test_perftest_latency():
+    (parsed,) = parse_perftest(read("perftest/ib_write_lat.json"))
+    assert parsed.case == "ib_write_lat"
+    assert parsed.metric("lat_p50_us").value == 0.98  # t_typical is the median
+    assert parsed.metric("lat_p99_9_us").value == 4.21
+    assert parsed.info["Device"] == "mlx5_0"
+
+
+def test_perftest_bandwidth_sweep_headline_is_largest_size():
+    (parsed,) = parse_perftest(read("perftest/ib_write_bw_sweep.json"))
+    assert parsed.metric("bw_avg_gbps").value == pytest.approx(46738.77 * 1048576 / 1e9)
+    assert parsed.metric("bw_avg_gbps@65536B").value == pytest.approx(45802.33 * 1048576 / 1e9)
+    assert parsed.info["msg_size_bytes"] == "8388608"
+    assert parsed.case == "ib_write_bw"
+
+
+def test_perftest_empty_results():
+    with pytest.raises(ParseError, match="'results' is missing or empty"):
+        parse_perftest(read("perftest/ib_send_lat_no_results.json"))
+
+
+def test_perftest_text_is_not_json():
+    with pytest.raises(ParseError, match="no perftest JSON document"):
+        parse_perftest(read("perftest/ib_write_lat_no_device.txt"))
+
+
+# ---------------------------------------------------------------- nccl-tests
+
+
+def test_nccl_text_table():
+    (parsed,) = parse_nccl_tests(read("nccl-tests/all_reduce_8gpu.txt"))
+    assert parsed.case == "all_reduce"
+    assert parsed.error == ""
+    assert parsed.metric("busbw_gbps").value == 176.62
+    assert parsed.metric("algbw_gbps").value == 100.92
+    assert parsed.metric("time_us").value == 1329.89
+    assert parsed.metric("busbw_gbps@8388608B").value == 137.77
+    assert parsed.metric("wrong_total").value == 0
+    assert parsed.metric("avg_busbw_gbps").value < parsed.metric("busbw_gbps").value
+    assert parsed.info["ranks"] == "8" and parsed.info["hosts"] == "gpu-a01"
+
+
+def test_nccl_wrong_and_out_of_bounds_fail():
+    (parsed,) = parse_nccl_tests(read("nccl-tests/all_reduce_8gpu_wrong.txt"))
+    assert "3 wrong elements" in parsed.error
+    assert "FAILED" in parsed.error
+    assert parsed.metric("wrong_total").value == 3
+
+
+def test_nccl_json():
+    (parsed,) = parse_nccl_tests(read("nccl-tests/all_reduce_8gpu.json"))
+    text = parse_nccl_tests(read("nccl-tests/all_reduce_8gpu.txt"))[0]
+    assert parsed.case == "all_reduce"
+    assert parsed.error == ""
+    assert parsed.metric("busbw_gbps").value == pytest.approx(text.metric("busbw_gbps").value, abs=0.01)
+
+
+def test_nccl_truncated_text_has_no_footer():
+    text = read("nccl-tests/all_reduce_8gpu.txt")
+    cut = text[: text.index("# Out of bounds")]
+    (parsed,) = parse_nccl_tests(cut)
+    assert "no 'Out of bounds values' footer" in parsed.error
+
+
+def test_nccl_bad_row():
+    text = read("nccl-tests/all_reduce_8gpu.txt").replace("  176.62 ", "  17x.62 ", 1)
+    with pytest.raises(ParseError, match="non-numeric busbw"):
+        parse_nccl_tests(text)
+
+
+def test_nccl_not_nccl():
+    with pytest.raises(ParseError, match="not nccl-tests output"):
+        parse_nccl_tests(read("sockperf/pingpong_udp.txt"))
+
+
+def test_parser_for_unknown_tool():
+    with pytest.raises(ParseError, match="unknown tool"):
+        parser_for("qperf")

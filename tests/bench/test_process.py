@@ -1,0 +1,149 @@
+"""process.run / start_server: timeouts kill the whole group, partial output is kept."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufabric.bench.process import port_open, run, start_server
+from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
+
+PY = sys.executable
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it is dead for our purpose.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_run_returns_output_and_status():
+    done = run([PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"], timeout_s=10)
+    assert done.returncode == 3
+    assert done.stdout == "out\n"
+    assert done.stderr == "err\n"
+    assert done.duration_s > 0
+
+
+def test_stdin_is_devnull():
+    done = run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], timeout_s=10)
+    assert done.stdout.strip() == "''"
+
+
+def test_check_raises_command_failed_with_output():
+    with pytest.raises(CommandFailed, match="exited 2: boom") as info:
+        run([PY, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(2)"], timeout_s=10, check=True)
+    assert info.value.returncode == 2
+    assert "boom" in info.value.stderr
+
+
+def test_missing_tool_is_tool_not_found():
+    with pytest.raises(ToolNotFound, match="no-such-tool-gpufabric not installed"):
+        run(["no-such-tool-gpufabric", "--x"], timeout_s=5)
+
+
+def test_empty_argv_is_input_error():
+    with pytest.raises(InputError):
+        run([], timeout_s=5)
+
+
+def test_timeout_kills_group_keeps_partial_output_and_grandchild(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    # The child prints, spawns a grandchild that sleeps (same process group), then hangs.
+    script = (
+        "import subprocess, sys, time\n"
+        "print('partial line', flush=True)\n"
+        "print('to stderr', file=sys.stderr, flush=True)\n"
+        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pidfile)!r}, 'w').write(str(g.pid))\n"
+        "time.sleep(60)\n"
+    )
+    start = time.monotonic()
+    with pytest.raises(CommandTimeout) as info:
+        run([PY, "-c", script], timeout_s=1.5)
+    elapsed = time.monotonic() - start
+    assert elapsed < 5
+    assert info.value.stdout == "partial line\n"
+    assert "to stderr" in info.value.stderr
+    assert info.value.timeout_s == 1.5
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 2
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_grandchild_left_running_after_normal_exit_is_reaped(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    script = (
+        "import subprocess, sys\n"
+        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'],"
+        " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        f"open({str(pidfile)!r}, 'w').write(str(g.pid))\n"
+        "print('done')\n"
+    )
+    done = run([PY, "-c", script], timeout_s=10)
+    assert done.returncode == 0 and done.stdout == "done\n"
+    grandchild = int(pidfile.read_text())
+    deadline = time.monotonic() + 2
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+
+
+def test_timeout_ignores_sigterm_then_sigkill():
+    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('x', flush=True)\ntime.sleep(60)\n"
+    start = time.monotonic()
+    with pytest.raises(CommandTimeout) as info:
+        run([PY, "-c", script], timeout_s=0.8)
+    assert time.monotonic() - start < 4
+    assert info.value.stdout == "x\n"
+
+
+PORT = 5297  # inside this helper's loopback range 5201-5299
+
+
+def test_start_server_waits_for_port_and_kills_on_exit():
+    script = (
+        "import socket, time\n"
+        "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {PORT})); s.listen()\n"
+        "time.sleep(60)\n"
+    )
+    with start_server([PY, "-c", script], ready=PORT, timeout_s=10) as server:
+        assert port_open(PORT)
+        pid = server.pid
+    assert not _alive(pid)
+    assert not port_open(PORT)
+
+
+def test_start_server_that_dies_is_command_failed():
+    with pytest.raises(CommandFailed, match="exited 4"):
+        with start_server([PY, "-c", "import sys; print('bad flag', file=sys.stderr); sys.exit(4)"], ready=PORT):
+            pass
+
+
+def test_start_server_never_ready_is_timeout_and_killed(tmp_path):
+    pidfile = tmp_path / "pid"
+    script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
+    with pytest.raises(CommandTimeout):
+        with start_server([PY, "-c", script], ready=lambda: False, timeout_s=0.7):
+            pass
+    assert not _alive(int(pidfile.read_text()))
+
+
+def test_start_server_kills_on_exception_in_body():
+    script = f"import socket, time\ns = socket.socket(); s.bind(('127.0.0.1', {PORT})); s.listen(); time.sleep(60)\n"
+    with pytest.raises(RuntimeError):
+        with start_server([PY, "-c", script], ready=PORT) as server:
+            pid = server.pid
+            raise RuntimeError("body failed")
+    assert not _alive(pid)

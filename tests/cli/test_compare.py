@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import json
+
+from gpufabric.results.store import Store
+from tests.results.factories import bw_result, latency_result, make_run
+
+
+def _db(tmp_path, cand_latency_us, cand_gbps=(9.4, 9.5, 9.45)):
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        base = make_run(store, [latency_result(median_us=10.0, seed=1), *(bw_result(gbps=g) for g in (9.4, 9.5, 9.45))],
+                        verdicts=[])
+        cand = make_run(store, [latency_result(median_us=cand_latency_us, seed=2), *(bw_result(gbps=g) for g in cand_gbps)],
+                        verdicts=[])
+    return db, base, cand
+
+
+def test_significant_regression_exits_1(cli, tmp_path):
+    db, base, cand = _db(tmp_path, cand_latency_us=12.0)
+    code, out, _ = cli("compare", str(base), str(cand), "--db", db)
+    assert code == 1
+    first = out.splitlines()[1]
+    assert first.startswith("REGRESSION") and "lat_p50_us" in first and "mann-whitney" in first
+    assert "9.988 -> 11.98 us (+19.9%, lower is better" in first
+
+
+def test_no_change_exits_0_and_json(cli, tmp_path):
+    db, base, cand = _db(tmp_path, cand_latency_us=10.0)
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--format", "json")
+    data = json.loads(out)
+    assert code == 0 and data["failed"] is False and data["regressions"] == 0
+    methods = {d["metric"]: d["method"] for d in data["deltas"]}
+    assert methods == {"lat_p50_us": "mann-whitney", "lat_p99_us": "not testable", "throughput_gbps": "bootstrap"}
+
+
+def test_tolerance_decides(cli, tmp_path):
+    db, base, cand = _db(tmp_path, cand_latency_us=10.0, cand_gbps=(8.9, 9.0, 8.95))
+    code, out, _ = cli("compare", str(base), str(cand), "--db", db)
+    assert code == 1 and "REGRESSION" in out and "throughput_gbps" in out
+    code, _, _ = cli("compare", str(base), str(cand), "--db", db, "--tolerance", "0.10")
+    assert code == 0
+
+
+def test_json_report_file_as_baseline(cli, tmp_path):
+    db, base, cand = _db(tmp_path, cand_latency_us=12.0)
+    baseline = tmp_path / "baseline.json"
+    code, _, _ = cli("report", str(base), "--db", db, "--format", "json", "--out", baseline)
+    assert code == 0
+    code, out, _ = cli("compare", baseline, "latest", "--db", db)
+    assert code == 1 and "REGRESSION" in out
+
+
+def test_strict_fails_untestable_moves(cli, tmp_path):
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        make_run(store, [bw_result(gbps=9.4)], verdicts=[])
+        make_run(store, [bw_result(gbps=6.0)], verdicts=[])
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db)
+    assert code == 0 and "UNTESTABLE" in out
+    code, _, _ = cli("compare", "latest~1", "latest", "--db", db, "--strict")
+    assert code == 1
+
+
+def test_bad_input(cli, tmp_path):
+    db, base, cand = _db(tmp_path, cand_latency_us=10.0)
+    code, _, err = cli("compare", "1", "2", "--db", db, "--alpha", "2")
+    assert code == 2 and "--alpha" in err
+    code, _, err = cli("compare", "1", "99", "--db", db)
+    assert code == 2 and "no run 99" in err
+    bogus = tmp_path / "x.json"
+    bogus.write_text('{"foo": 1}')
+    code, _, err = cli("compare", bogus, "1", "--db", db)
+    assert code == 2 and "not a gpufabric JSON report" in err

@@ -1,0 +1,97 @@
+"""`gpufabric simulate`: synthetic mode, JSON contract, determinism, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+ISSUE_ARGS = ["simulate", "--ranks", "16384", "--steps", "100000", "--compute-ms", "100", "--jitter", "normal:2ms",
+              "--seed", "1", "--format", "json"]
+
+
+def test_issue_command_json_contract(cli):
+    code, out, err = cli(*ISSUE_ARGS)
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema_version"] == 1
+    assert (doc["ranks"], doc["steps"], doc["seed"]) == (16384, 100000, 1)
+    st = doc["step_time_ms"]
+    assert set(st) >= {"mean", "p50", "p90", "p99", "p999", "cv"}
+    # E[max of 16,384 normals] ~ mu + 3.97 sigma (models.md 2.5 gives ~4.4 sigma for the
+    # first-order sqrt(2 ln N), which overshoots); sigma = 2 ms.
+    assert st["mean"] == pytest.approx(100 + 3.97 * 2, abs=0.05)
+    assert st["p50"] < st["p90"] < st["p99"] < st["p999"]
+    assert 0 < st["cv"] < 0.01
+    assert doc["method"] == "order-statistics"
+    for key in ("time_to_train_s", "throughput_steps_per_s", "goodput", "efficiency", "lost", "histogram_ms"):
+        assert key in doc
+    assert set(doc["lost"]) == {"compute_imbalance", "communication_latency", "jitter", "checkpoints", "failures"}
+    assert "step_times_s" not in doc
+
+
+def test_same_seed_identical_json(cli):
+    args = ["simulate", "--ranks", "2048", "--ranks-per-node", "8", "--steps", "5000", "--jitter", "lognormal:1ms:0.5",
+            "--straggler", "0.01x1.5", "--hiccup", "0.001:5ms", "--checkpoint-every", "500:8s:async:1s:0.1",
+            "--node-mttf-h", "2000", "--runs", "3", "--seed", "42", "--format", "json"]
+    first, second = cli(*args), cli(*args)
+    assert first[0] == 0 and first[1] == second[1]
+    other = cli(*args[:-4], "--seed", "43", "--format", "json")
+    assert json.loads(other[1])["step_time_ms"] != json.loads(first[1])["step_time_ms"]
+    assert json.loads(first[1])["seed"] == 42
+
+
+def test_text_output_has_a_histogram_and_the_causes(cli):
+    code, out, _ = cli("simulate", "--ranks", "1024", "--steps", "2000", "--jitter", "normal:2ms", "--straggler",
+                       "0.01x1.5", "--checkpoint-every", "500:8s:sync", "--seed", "3")
+    assert code == 0
+    assert "p99" in out and "seed 3" in out
+    bars = [line for line in out.splitlines() if " ms | " in line]
+    assert len(bars) == 30 and any("#" in b for b in bars)
+    for cause in ("compute imbalance", "communication latency", "jitter", "checkpoints", "failures"):
+        assert cause in out
+
+
+def test_brute_force_path_agrees(cli):
+    common = ["simulate", "--ranks", "256", "--steps", "3000", "--jitter", "normal:2ms", "--seed", "5", "--format", "json"]
+    fast = json.loads(cli(*common)[1])
+    brute = json.loads(cli(*common, "--brute-force")[1])
+    assert brute["method"] == "brute-force"
+    # Same distribution: the means of 3,000 steps agree to a few standard errors.
+    se = fast["step_time_ms"]["std"] / 3000**0.5
+    assert abs(fast["step_time_ms"]["mean"] - brute["step_time_ms"]["mean"]) < 6 * se
+
+
+def test_leaf_and_ring_flags(cli):
+    code, out, err = cli("simulate", "--ranks", "1024", "--ranks-per-node", "8", "--ranks-per-leaf", "256",
+                         "--leaf-jitter", "exp:0.2ms", "--comm-latency", "normal:10us:2us", "--ring-steps", "254",
+                         "--slow-links", "0.05x2", "--steps", "2000", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["lost"]["communication_latency"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--ranks", "8", "--jitter", "gauss:2ms"], "unknown distribution 'gauss'"),
+        (["--ranks", "8", "--jitter", "normal:-1ms"], "must be >= 0"),
+        (["--ranks", "8", "--straggler", "1.5x2"], r"fraction must be in [0, 1]"),
+        (["--ranks", "8", "--straggler", "-0.1x2"], r"fraction must be in [0, 1]"),
+        (["--ranks", "8", "--hiccup", "2:5ms"], "must be in [0, 1]"),
+        (["--ranks", "8", "--checkpoint-every", "0:8s"], ">= 1 step"),
+        (["--ranks", "0"], "ranks"),
+        (["--ranks", "8", "--steps", "0"], "steps"),
+        (["--ranks", "8", "--compute-ms", "-5"], "--compute-ms must be"),
+        (["--ranks", "8", "--ranks-per-node", "3"], "multiple of ranks per node"),
+        (["--ranks", "8", "--leaf-jitter", "exp:1ms"], "needs --ranks-per-leaf"),
+        (["--ranks", "8", "--ring-steps", "5"], "go together"),
+        ([], "give a SPEC, or --ranks"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, args, message):
+    code, out, err = cli("simulate", *args)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err

@@ -1,0 +1,62 @@
+"""config_from_breakdown: a planner candidate's StepBreakdown -> engine input."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpufabric.model.step import StepBreakdown
+from gpufabric.sim import Constant, Normal, config_from_breakdown, mean_value_step_s, simulate
+
+BREAKDOWN = StepBreakdown(
+    step_time_s=10.0,
+    compute_s=8.0,
+    bubble_s=1.0,
+    comm_exposed_s=1.0,
+    dependent_latency_steps=254,
+    latency_per_step_s=9.6e-6,   # NCCL's old NET ring per-step constant (models.md 2.3)
+    jitter_per_step_s=2e-6,
+    num_ranks=1024,
+    num_nodes=128,
+    nodes_per_leaf=32,
+    checkpoint_write_s=60.0,
+    checkpoint_block_s=5.0,
+    checkpoint_interval_s=1800.0,
+    restart_s=600.0,
+    job_mttf_s=3.1 * 3600,       # Llama 3: one interruption every ~3.1 h (models.md 2.6)
+)
+
+
+def test_mapping_of_every_field():
+    cfg = config_from_breakdown(BREAKDOWN, steps=500, runs=2, seed=7, compute_cv=0.02)
+    assert (cfg.num_ranks, cfg.ranks_per_node, cfg.ranks_per_leaf) == (1024, 8, 256)
+    assert cfg.compute == Normal(mu_s=8.0, sigma_s=0.16)
+    assert cfg.comm.dependent_steps == 254 and cfg.comm.width == 128
+    assert cfg.comm.alpha == Normal(mu_s=9.6e-6, sigma_s=2e-6)
+    # The latency part of the exposed communication is drawn; the rest is fixed time.
+    assert cfg.fixed_s == pytest.approx(1.0 + 1.0 - 254 * 9.6e-6)
+    assert cfg.checkpoint.every_steps == 180
+    assert cfg.checkpoint.mode == "async" and cfg.checkpoint.snapshot_s == 5.0 and cfg.checkpoint.write_s == 60.0
+    assert cfg.failures.node_mttf_s == pytest.approx(3.1 * 3600 * 128)
+    assert cfg.failures.restart_s == 600.0
+    assert (cfg.steps, cfg.runs, cfg.seed) == (500, 2, 7)
+    assert mean_value_step_s(cfg) == pytest.approx(BREAKDOWN.step_time_s, rel=1e-9)
+
+
+def test_sync_when_the_block_is_the_write_and_constants_without_jitter():
+    b = replace(BREAKDOWN, checkpoint_block_s=60.0, jitter_per_step_s=0.0, job_mttf_s=0.0)
+    cfg = config_from_breakdown(b, compute_cv=0.0)
+    assert cfg.checkpoint.mode == "sync" and cfg.checkpoint.write_s == 60.0
+    assert cfg.comm.alpha == Constant(value_s=9.6e-6)
+    assert cfg.compute == Constant(value_s=8.0)
+    assert cfg.failures is None
+
+
+def test_simulating_a_candidate():
+    r = simulate(config_from_breakdown(BREAKDOWN, steps=2000, runs=2, seed=1))
+    # Jitter can only add: p99 above the mean-value step; 1 % CV over 1,024 ranks adds
+    # ~3.2 sigma = 0.26 s to 8 s of compute.
+    assert r.step_time_ms.p99 > r.mean_value_step_ms > 0
+    assert r.step_time_ms.mean == pytest.approx(10_000 + 0.0325 * 8000, rel=0.01)
+    assert 0 < r.lost.checkpoints < 0.01
