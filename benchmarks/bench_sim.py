@@ -39,6 +39,16 @@ CONFIG = SimConfig(
 )
 
 
+def _cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def _time(fn, repeats: int) -> list[float]:
     out = []
     for _ in range(repeats):
@@ -67,7 +77,7 @@ def main() -> int:
     fast_per_step = statistics.median(fast) / CONFIG.steps
     result = {
         "date": datetime.date.today().isoformat(),
-        "machine": f"{platform.machine()} {platform.processor() or ''} {os.cpu_count()} vCPU, Python {platform.python_version()}, numpy {np.__version__}".replace("  ", " "),
+        "machine": f"{_cpu_model()}, {os.cpu_count()} vCPU, Python {platform.python_version()}, numpy {np.__version__}",
         "ranks": CONFIG.num_ranks,
         "steps": CONFIG.steps,
         "order_statistics_s_median": statistics.median(fast),

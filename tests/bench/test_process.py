@@ -147,3 +147,36 @@ def test_start_server_kills_on_exception_in_body():
             pid = server.pid
             raise RuntimeError("body failed")
     assert not _alive(pid)
+
+
+def test_server_dies_with_a_killed_parent(tmp_path):
+    """kill -9 of gpufabric must not orphan a background server (parent-death signal)."""
+    import signal
+    import subprocess
+
+    pidfile = tmp_path / "server.pid"
+    parent = (
+        "import time\n"
+        "from gpufabric.bench.process import start_server\n"
+        f"with start_server([{PY!r}, '-c', 'import time; time.sleep(60)'], ready=lambda: True) as s:\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(s.pid))\n"
+        "    time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([PY, "-c", parent], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() or not pidfile.read_text():
+            assert time.monotonic() < deadline, "parent never started its server"
+            time.sleep(0.05)
+        server_pid = int(pidfile.read_text())
+        assert _alive(server_pid)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 3
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(server_pid)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

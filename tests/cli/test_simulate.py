@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +88,8 @@ def test_leaf_and_ring_flags(cli):
         (["--ranks", "8", "--leaf-jitter", "exp:1ms"], "needs --ranks-per-leaf"),
         (["--ranks", "8", "--ring-steps", "5"], "go together"),
         ([], "give a SPEC, or --ranks"),
+        (["--ranks", "8", "--steps", "30000000", "--runs", "2"], "would not fit in memory"),
+        (["--ranks", "8", "--jitter", "empirical:/no/such/file"], "cannot read empirical samples"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(cli, args, message):
@@ -95,3 +98,35 @@ def test_bad_input_exits_2_with_one_line(cli, args, message):
     assert message in err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama3-70b-1k.yaml"
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="example spec not shipped")
+def test_spec_mode_simulates_the_recommended_candidate(cli):
+    import math
+
+    import yaml
+
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    code, out, err = cli("simulate", str(EXAMPLE), "--steps", "2000", "--runs", "2", "--seed", "3", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["mode"] == "spec" and doc["candidate"]
+    assert doc["ranks"] == raw["cluster"]["nodes"] * raw["cluster"].get("gpus_per_node", 8)
+    assert doc["train_steps"] == math.ceil(float(raw["workload"]["total_tokens"]) / raw["workload"]["global_batch_tokens"])
+    assert doc["step_time_ms"]["p99"] > doc["mean_value_step_ms"] > 0
+    assert doc["throughput_tokens_per_s"] > 0
+    chosen = doc["candidate"]
+    again = json.loads(cli("simulate", str(EXAMPLE), "--candidate", chosen, "--steps", "2000", "--runs", "2",
+                           "--seed", "3", "--format", "json")[1])
+    assert again["step_time_ms"] == doc["step_time_ms"]
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="example spec not shipped")
+def test_spec_mode_bad_input(cli):
+    code, _, err = cli("simulate", str(EXAMPLE), "--candidate", "no/such/design", "--steps", "10")
+    assert code == 2 and "unknown candidate 'no/such/design'" in err
+    code, _, err = cli("simulate", str(EXAMPLE), "--ranks", "8")
+    assert code == 2 and "not both" in err

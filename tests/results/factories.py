@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gpufabric.results.records import Direction, Metric, Outcome, Slo, Status, TestResult, Verdict
+from gpufabric.results.records import Direction, Metric, Slo, Status, TestResult, Verdict
 from gpufabric.results.store import Store
 
 
@@ -105,5 +105,3 @@ def make_db(path: Path) -> Path:
         make_run(store)
     return path
 
-
-__all__ = ["Outcome"]

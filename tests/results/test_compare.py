@@ -67,3 +67,14 @@ def test_single_values_are_not_testable_and_missing_metrics_are_listed():
     missing = {(x.test, x.note) for x in cmp.deltas if x.change == Change.missing}
     assert ("iperf3.storage", "only in base") in missing and ("sockperf.data", "only in candidate") in missing
     assert cmp.regressions == ()
+
+
+def test_sweep_sizes_are_compared_size_by_size():
+    from tests.results.factories import nccl_results
+
+    cmp = compare_runs(_run(1, nccl_results(peak=180.0)), _run(2, nccl_results(peak=150.0)))
+    busbw = [d for d in cmp.deltas if d.metric == "busbw_gbps"]
+    assert len(busbw) == 11 and {d.test for d in busbw} >= {"nccl.all_reduce[size_bytes=1024]"}
+    assert all(d.method == "not testable" for d in busbw)
+    top = next(d for d in busbw if d.test == "nccl.all_reduce[size_bytes=1073741824]")
+    assert top.delta == pytest.approx(150 / 180 - 1, rel=1e-3)

@@ -60,11 +60,16 @@ def test_repeats_are_per_host():
 
 
 def test_noisy_near_the_limit_is_unjudgeable_but_far_from_it_is_judged():
-    near = latency_result(median_us=12.3, sigma=0.6, n=3000)  # limit 12 us, CV ~65 %
+    # limit 12 us, CV ~65 %: with 300 samples the 95 % CI is about +-7 %, the margin about -2.5 %
+    near = latency_result(median_us=12.3, sigma=0.6, n=300)
     [v] = evaluate([near], [LAT])
     assert v.outcome == Outcome.noisy
     assert any("of the mean" in w for w in v.warnings) and "too noisy" in v.reason
-    far = latency_result(median_us=40.0, sigma=0.6, n=3000)
+    # the same spread over 30,000 samples pins the value to +-0.7 %: judged, with the warning kept
+    many = latency_result(median_us=12.3, sigma=0.6, n=30_000)
+    [v] = evaluate([many], [LAT])
+    assert v.outcome == Outcome.failed and v.warnings
+    far = latency_result(median_us=40.0, sigma=0.6, n=300)
     [v] = evaluate([far], [LAT])
     assert v.outcome == Outcome.failed and v.warnings  # clearly broken despite the noise
     calm = latency_result(median_us=12.3, sigma=0.01, n=3000)
@@ -120,3 +125,23 @@ def test_noise_uses_each_repeats_samples():
     r = bw_result(gbps=9.2, samples=noisy)
     [v] = evaluate([r], [BW])
     assert v.outcome == Outcome.noisy
+
+
+def test_sweep_sizes_are_cases_not_repeats():
+    from tests.results.factories import nccl_results
+
+    slo = Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, minimum=100.0)
+    out = evaluate(nccl_results(), [slo])
+    assert len(out) == 11 and all(v.total_repeats == 1 for v in out)
+    by_case = {v.test: v.outcome for v in out}
+    assert by_case["nccl.all_reduce[size_bytes=1073741824]"] == Outcome.passed
+    assert by_case["nccl.all_reduce[size_bytes=1024]"] == Outcome.failed
+    one = Slo(test="nccl.all_reduce[size_bytes=1073741824]", metric="busbw_gbps", direction=Direction.higher, minimum=100.0)
+    assert [v.outcome for v in evaluate(nccl_results(), [one])] == [Outcome.passed]
+
+
+def test_nan_repeat_fails_without_poisoning_the_median():
+    nan = bw_result(gbps=float("nan"))
+    [v] = evaluate([bw_result(gbps=9.5), nan, bw_result(gbps=9.7)], [BW])
+    assert v.outcome == Outcome.passed and v.measured == 9.6 and (v.passed_repeats, v.total_repeats) == (2, 3)
+    assert "is nan" in v.reason

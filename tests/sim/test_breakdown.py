@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from gpufabric.model.step import StepBreakdown
-from gpufabric.sim import Constant, Normal, config_from_breakdown, mean_value_step_s, simulate
+from gpufabric.sim import Constant, Normal, config_from_breakdown, expected_max, mean_value_step_s, simulate
 
 BREAKDOWN = StepBreakdown(
     step_time_s=10.0,
@@ -54,9 +54,13 @@ def test_sync_when_the_block_is_the_write_and_constants_without_jitter():
 
 
 def test_simulating_a_candidate():
-    r = simulate(config_from_breakdown(BREAKDOWN, steps=2000, runs=2, seed=1))
-    # Jitter can only add: p99 above the mean-value step; 1 % CV over 1,024 ranks adds
-    # ~3.2 sigma = 0.26 s to 8 s of compute.
+    r = simulate(config_from_breakdown(BREAKDOWN, steps=2000, runs=2, seed=1, compute_cv=0.01))
+    # Mean step = fixed time + E[max of 1,024 compute draws] + 254 x E[max of 128 link
+    # latencies]: the barrier adds ~3.25 sigma = 0.26 s to 8 s of compute.
+    compute = expected_max(Normal(mu_s=8.0, sigma_s=0.08), 1024)
+    ring = 254 * expected_max(Normal(mu_s=9.6e-6, sigma_s=2e-6), 128)
+    expected_ms = 1e3 * (compute + ring + 2.0 - 254 * 9.6e-6)
+    assert compute - 8.0 == pytest.approx(0.08 * 3.2482, rel=1e-3)  # E[max of 1,024 N(0,1)], scipy quad
+    assert r.step_time_ms.mean == pytest.approx(expected_ms, rel=2e-4)
     assert r.step_time_ms.p99 > r.mean_value_step_ms > 0
-    assert r.step_time_ms.mean == pytest.approx(10_000 + 0.0325 * 8000, rel=0.01)
     assert 0 < r.lost.checkpoints < 0.01

@@ -84,6 +84,14 @@ def test_effects_match_brute_force(n):
     assert stats.ks_2samp(fast, brute).pvalue > 0.01
 
 
+def test_hiccup_with_an_offset_matches_brute_force():
+    cfg = SimConfig(num_ranks=64, compute=DISTS["normal"], hiccup=Hiccup(prob=0.01, delay_s=0.004, loc_s=0.001),
+                    steps=20_000, seed=8, attribution=False)
+    fast, brute = _both(cfg, brute_steps=4_000)
+    assert stats.ks_2samp(fast, brute).pvalue > 0.01
+    assert fast.min() > 0.1  # the offset applies to every rank, hiccup or not
+
+
 def test_a_wrong_rank_count_is_detected():
     # The KS test has the power to see an off-by-a-factor-of-two rank count.
     cfg = SimConfig(num_ranks=64, steps=20_000, compute=DISTS["normal"], seed=3, attribution=False)

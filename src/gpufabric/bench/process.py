@@ -24,6 +24,30 @@ from pathlib import Path
 
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
 
+def _load_prctl():  # noqa: ANN202
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux/glibc: no parent-death signal
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: get SIGKILL when gpufabric dies, even by kill -9.
+
+    Tools run in their own session (so a timeout can kill their group), which also means
+    a killed ``gpufabric bench`` would orphan a running server forever; the parent-death
+    signal closes that hole.
+    """
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 #: Grace between SIGTERM and SIGKILL of a process group: long enough for iperf3 and
 #: sockperf servers to close their sockets, short enough not to stall a suite.
 TERM_GRACE_S = 0.5
@@ -137,6 +161,7 @@ def run(
             cwd=cwd,
             env=dict(env) if env is not None else None,
             start_new_session=True,
+            preexec_fn=_die_with_parent,
         )
     except FileNotFoundError as exc:  # raced with an uninstall, or cwd is missing
         if cwd is not None and not Path(cwd).is_dir():
@@ -256,6 +281,7 @@ def start_server(
         cwd=cwd,
         env=dict(env) if env is not None else None,
         start_new_session=True,
+        preexec_fn=_die_with_parent,
     )
     server = Server(tuple(argv), proc, _Drain(proc.stdout), _Drain(proc.stderr))
     try:

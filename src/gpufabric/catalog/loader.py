@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
@@ -166,8 +167,16 @@ class _Merged:
 
 @lru_cache(maxsize=1)
 def _shipped() -> tuple[Located, ...]:
+    """Shipped files, parsed with libyaml when available (positions are kept only for
+    user files: the shipped catalog is validated by the tests, and the pure-Python
+    position-keeping parser costs a tenth of a second per file)."""
     base = resources.files("gpufabric.catalog").joinpath("data")
-    return tuple(parse_yaml(base.joinpath(name).read_text(encoding="utf-8"), f"catalog/{name}") for name in DATA_FILES)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple(
+        Located(file=f"catalog/{name}", data=yaml.load(base.joinpath(name).read_text(encoding="utf-8"), Loader=loader),
+                key_positions={}, value_positions={})
+        for name in DATA_FILES
+    )
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:

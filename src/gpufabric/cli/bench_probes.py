@@ -122,6 +122,8 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
 def _failures(report: dict[str, Any], console: Any) -> None:
     for line in report["failures"]:
         console.print(f"FAIL {line}", markup=False)
+    for line in report.get("warnings", ()):
+        console.print(f"WARN {line}", markup=False)
     if report["error"]:
         console.print(f"error: {report['error']}", markup=False)
         console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)

@@ -18,6 +18,10 @@ _DIST_HELP = (
 )
 
 
+#: Pooled step times are kept for exact percentiles: 8 bytes each, so 400 MB at the limit.
+_MAX_STEP_SAMPLES = 50_000_000
+
+
 def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate)
 
@@ -28,13 +32,13 @@ def simulate(
     ranks: Optional[int] = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
     ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps simulated per run [synthetic: 10000; spec: 10000]."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps simulated per run (default 10000)."),
     train_steps: int = typer.Option(0, "--train-steps", help="Steps of the whole training run (default: --steps)."),
     runs: int = typer.Option(1, "--runs", help="Independent runs R (run-to-run spread)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
     compute_ms: float = typer.Option(100.0, "--compute-ms", help="Mean per-rank compute time per step, ms."),
     jitter: Optional[str] = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
-    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV [0.01, an assumption]."),
+    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the GPU's catalog estimate; use a measured value)."),
     hiccup: Optional[str] = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
     straggler: Optional[str] = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
     leaf_jitter: Optional[str] = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
@@ -63,7 +67,7 @@ def simulate(
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
         cfg, meta = _spec_config(spec, candidate, steps=10_000 if steps is None else steps, train_steps=train_steps, runs=runs,
-                                 seed=seed, compute_cv=compute_cv, straggler=straggler)
+                                 seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
     else:
         if ranks is None:
             raise InputError("give a SPEC, or --ranks N for a synthetic job (see gpufabric simulate --help)")
@@ -77,6 +81,11 @@ def simulate(
             node_mttf_h=node_mttf_h, restart_min=restart_min, tokens_per_step=tokens_per_step,
         )
         meta = {"mode": "synthetic"}
+    if cfg.runs * cfg.steps > _MAX_STEP_SAMPLES:
+        raise InputError(
+            f"--runs x --steps = {cfg.runs * cfg.steps:,} step times would not fit in memory comfortably "
+            f"(limit {_MAX_STEP_SAMPLES:,}); use --train-steps for long runs, it cycles the simulated steps"
+        )
     if no_attribution:
         cfg = replace(cfg, attribution=False)
     result = run_sim(cfg, brute_force=brute_force)
@@ -150,46 +159,47 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     )
 
 
-def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler):
-    from gpufabric.sim import DEFAULT_COMPUTE_CV, config_from_breakdown, parse_stragglers
-
-    try:
-        from gpufabric.catalog import load_catalog
-        from gpufabric.plan import evaluate_candidates
-    except ImportError:
-        raise InputError("spec mode needs the planner (gpufabric.plan), which is not installed in this build") from None
+def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler,
+                 hiccup_text):
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan import evaluate_candidates, rank, recommend
+    from gpufabric.sim import DEFAULT_COMPUTE_CV, Hiccup, config_from_breakdown, parse_hiccup, parse_stragglers
     from gpufabric.spec import load_spec
 
-    loaded = load_spec(path)
-    spec = getattr(loaded, "spec", loaded)
-    cands = list(evaluate_candidates(spec, load_catalog()))
-    if not cands:
-        raise InputError(f"{path}: the planner found no candidate design")
-    ids = [str(getattr(c, "id", i)) for i, c in enumerate(cands)]
-    if candidate is None:
-        chosen = _recommended(cands)
-    elif candidate in ids:
-        chosen = cands[ids.index(candidate)]
-    else:
+    catalog = load_catalog()
+    known = {"cluster.gpu": set(catalog.gpus), "options.fabrics": set(catalog.fabrics),
+             "options.storage": set(catalog.storage)}
+    spec = load_spec(path, known_ids=known).spec
+    cands = rank(evaluate_candidates(spec, catalog))
+    ids = [c.id for c in cands]
+    chosen_id = recommend(cands).recommended if candidate is None else candidate
+    if chosen_id not in ids:
         raise InputError(f"unknown candidate {candidate!r}: choose one of {', '.join(ids)}")
+    chosen = cands[ids.index(chosen_id)]
     total = math.ceil(spec.workload.total_tokens / spec.workload.global_batch_tokens)
+    # The same per-GPU compute CV and per-fabric hiccups the planner's tail model uses
+    # (catalog entries, tagged there); the planner's congestion multiplier is not applied.
+    gpu = catalog.gpus.get(spec.cluster.gpu)
+    fabric = catalog.fabrics.get(chosen.fabric)
+    if compute_cv is None:
+        compute_cv = gpu.compute_jitter_cv if gpu is not None else DEFAULT_COMPUTE_CV
+    hiccup = None
+    if hiccup_text:
+        hiccup = parse_hiccup(hiccup_text)
+    elif fabric is not None and fabric.hiccup_prob > 0:
+        hiccup = Hiccup(prob=fabric.hiccup_prob, delay_s=fabric.hiccup_ms * 1e-3)
+    if not (math.isfinite(compute_cv) and compute_cv >= 0):
+        raise InputError(f"--compute-cv must be a finite number >= 0, got {compute_cv}")
     cfg = config_from_breakdown(
         chosen.breakdown, steps=steps, train_steps=train_steps or total, runs=runs, seed=seed,
-        compute_cv=DEFAULT_COMPUTE_CV if compute_cv is None else compute_cv,
+        compute_cv=compute_cv, hiccup=hiccup,
         stragglers=parse_stragglers(straggler) if straggler else None,
         tokens_per_step=spec.workload.global_batch_tokens,
     )
-    return cfg, {"mode": "spec", "spec": str(path), "name": spec.name, "candidate": str(getattr(chosen, "id", ""))}
-
-
-def _recommended(cands: list[Any]) -> Any:
-    # The planner marks its choice; without a mark, the fastest design that meets the
-    # requirements (or the fastest of all).
-    for c in cands:
-        if getattr(c, "recommended", False):
-            return c
-    ok = [c for c in cands if getattr(c, "meets_requirements", True)] or cands
-    return min(ok, key=lambda c: c.breakdown.step_time_s)
+    meta = {"mode": "spec", "spec": str(path), "name": spec.name, "candidate": chosen.id,
+            "planner": {"step_time_s": chosen.step_time_s, "step_time_p99_s": chosen.step_time_p99_s,
+                        "step_time_cv": chosen.step_time_cv, "goodput": chosen.goodput}}
+    return cfg, meta
 
 
 def _payload(r, meta: dict[str, Any]) -> dict[str, Any]:

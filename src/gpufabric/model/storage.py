@@ -3,6 +3,8 @@
 - Checkpoint size ``S = P * b`` with b = 14 B/param for bf16 weights + fp32 master +
   Adam m, v. MLPerf Storage v2.0 sizes (105 GB / 912 GB / 5.29 TB / 18 TB) match
   14 B/param of the DLIO model shapes when read as GiB/TiB (docs/accuracy.md).
+- Shared storage is bought in building blocks: enough to hold the kept checkpoints and
+  the dataset, and to write one checkpoint in the site's target time (60 s [U]).
 - Write time ``t = S / min(B_backend, N B_client) + rounds * t_commit + sigma m(shards)``:
   a bandwidth term plus the per-shard commit latency (create + fsync + rename), run in
   rounds of ``concurrency`` commits, plus the slowest shard's commit jitter.
@@ -43,6 +45,12 @@ def llama_params(*, layers: int, hidden: int, ffn: int, vocab: int, heads: int, 
 def units_needed(capacity_tb: Any, unit_capacity_tb: Any) -> Any:
     """Building blocks to hold ``capacity_tb`` (at least one)."""
     return np.maximum(1.0, np.ceil(np.asarray(capacity_tb, dtype=float) / np.asarray(unit_capacity_tb, dtype=float)))
+
+
+def units_for_bandwidth(target_gbps: Any, unit_gbps: Any) -> Any:
+    """Building blocks to reach ``target_gbps`` (0 where the unit has no shared bandwidth)."""
+    unit = np.asarray(unit_gbps, dtype=float)
+    return np.where(unit > 0, np.ceil(np.asarray(target_gbps) / np.where(unit > 0, unit, 1.0)), 0.0)
 
 
 def commit_time_s(*, shards: Any, nodes: Any, commit_ms: Any, jitter_ms: Any, concurrency: Any, per_node: Any) -> Any:

@@ -34,10 +34,11 @@ class Plan:
 def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     """Evaluate, rank, recommend and test the recommendation's sensitivity."""
     cands = rank(evaluate_candidates(spec, catalog))
-    rec = recommend(cands)
+    req = spec.requirements
+    rec = recommend(cands, req)
     sens = [
-        sensitivity_text(cands, rec, "network latency and jitter", evaluate_candidates(spec, catalog, network_latency=2.0)),
-        sensitivity_text(cands, rec, "storage commit latency", evaluate_candidates(spec, catalog, storage_latency=2.0)),
+        sensitivity_text(cands, rec, "network latency and jitter", evaluate_candidates(spec, catalog, network_latency=2.0), req),
+        sensitivity_text(cands, rec, "storage commit latency", evaluate_candidates(spec, catalog, storage_latency=2.0), req),
     ]
     return Plan(name=spec.name, candidates=cands, pareto=rec.pareto, recommended=rec.recommended,
                 runner_up=rec.runner_up, binding=rec.binding, rationale=rec.rationale, sensitivity=sens)

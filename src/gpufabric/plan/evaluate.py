@@ -87,8 +87,9 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
 
     # Storage: checkpoints and data loading.
     ckpt = storage.checkpoint_bytes(t["params"], t["ckpt_bpp"])
-    local = t["st_local"]
-    units = storage.units_needed(t["kept"] * ckpt / 1e12 + t["dataset_tb"], t["st_unit_tb"])
+    local = t["st_local"]  # local NVMe: units are the durable tier it drains to, sized for capacity
+    units = np.maximum(storage.units_needed(t["kept"] * ckpt / 1e12 + t["dataset_tb"], t["st_unit_tb"]),
+                       np.where(local, 0.0, storage.units_for_bandwidth(ckpt / t["ckpt_target_s"] / 1e9, t["st_unit_w"])))
     write_bw = np.where(local, N * t["st_client_w"], np.minimum(N * t["st_client_w"], units * t["st_unit_w"]))
     read_bw = np.where(local, N * t["st_client_r"], np.minimum(N * t["st_client_r"], units * t["st_unit_r"]))
     commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t["st_commit_ms"], jitter_ms=t["st_commit_jitter_ms"],

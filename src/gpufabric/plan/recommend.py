@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -61,8 +62,31 @@ def _money(x: float) -> str:
     return f"${x / 1e3:,.1f}k" if abs(x) >= 1e3 else f"${x:,.0f}"
 
 
-def recommend(cands: Sequence[Candidate]) -> Recommendation:
-    """Pick one design and explain the choice in plain language."""
+def _slack(best: Candidate, requirements: Any) -> str:
+    """The requirement the recommendation is closest to, as 'name at N% of its limit'."""
+    if requirements is None:
+        return ""
+    ratios = []
+    for name, value, limit in (
+        ("step_time_cv", best.step_time_cv, requirements.max_step_time_cv),
+        ("checkpoint_stall_fraction", best.checkpoint_stall_fraction, requirements.max_checkpoint_stall_fraction),
+        ("time_to_train_days", best.time_to_train_days, requirements.max_time_to_train_days),
+        ("budget_usd", best.capex_usd, requirements.budget_usd),
+    ):
+        if limit:
+            ratios.append((value / limit, name))
+    if not ratios:
+        return ""
+    ratio, name = max(ratios)
+    return f"Tightest requirement: {name} at {ratio:.0%} of its limit."
+
+
+def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommendation:
+    """Pick one design and explain the choice in plain language.
+
+    Args:
+        requirements: the spec's requirements, to name the tightest one (optional).
+    """
     feasible = [c for c in cands if c.meets_requirements]
     pool = feasible or list(cands)
     front = pareto_front(pool)
@@ -121,7 +145,14 @@ def recommend(cands: Sequence[Candidate]) -> Recommendation:
         n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
         lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
     elif feasible:
-        lines.append("No requirement binds: nothing cheaper was ruled out.")
+        lines.append("No requirement rules out a cheaper design.")
+    if feasible:
+        tight = _slack(best, requirements)
+        if tight:
+            lines.append(tight)
+    if best.run_cost_usd > 0:
+        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on the network and "
+                     f"{_money(best.storage_wait_usd)} on checkpoints, lost work and restores.")
     bd = best.breakdown
     is_sync = abs(bd.checkpoint_block_s - bd.checkpoint_write_s) < 1e-9
     if is_sync and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
@@ -131,9 +162,10 @@ def recommend(cands: Sequence[Candidate]) -> Recommendation:
                           rationale=" ".join(lines))
 
 
-def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate]) -> dict:
+def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate],
+                     requirements: Any = None) -> dict:
     """How the recommendation changes when ``label`` doubles."""
-    alt_rec = recommend(alt)
+    alt_rec = recommend(alt, requirements)
     before = next(c for c in base if c.id == rec.recommended)
     after = next(c for c in alt if c.id == rec.recommended)
     delta = after.step_time_s / before.step_time_s - 1

@@ -75,6 +75,7 @@ def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> Tabl
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "launch_us": site.launch_us, "usd_per_kwh": site.usd_per_kwh, "pue": site.pue,
         "years": site.amortization_years, "kept": site.checkpoints_kept,
+        "ckpt_target_s": site.checkpoint_write_target_s,
     }
     t: Table = {k: np.full(n, v) for k, v in scalars.items()}
     rows = []

@@ -40,7 +40,7 @@ def iso(ts: float | None) -> str:
 
 
 #: Params that tell repeats of one test apart in tables (a collective sweep's sizes).
-KEY_PARAMS = ("op", "size_bytes")
+KEY_PARAMS = ("op", "size_bytes", "repeat")
 
 
 def param_tag(result: TestResult) -> str:
@@ -68,11 +68,16 @@ def flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix, json.dumps(data, sort_keys=True))]
 
 
+def is_judged(result: TestResult, judged: set[tuple[str, str]]) -> bool:
+    """Whether a verdict names this result, by its case label or its plain name."""
+    return (result.case, result.host) in judged or (result.name, result.host) in judged
+
+
 def outcome_counts(run: RunRecord) -> dict[str, int]:
     """Verdict outcomes, plus test statuses of results that no verdict covers."""
     counts = Counter(v.outcome.value for v in run.verdicts)
     judged = {(v.test, v.host) for v in run.verdicts}
     for r in run.results:
-        if (r.name, r.host) not in judged and r.status != Status.ok:
+        if not is_judged(r, judged) and r.status != Status.ok:
             counts[f"test {r.status.value}"] += 1
     return dict(counts)

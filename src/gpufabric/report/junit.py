@@ -9,10 +9,23 @@ fail a pipeline but must stay visible).
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from gpufabric.report import common
 from gpufabric.results.records import Outcome, RunRecord, Status
+
+
+#: Characters XML 1.0 forbids even escaped; tool output carries them (sockperf's ANSI colour codes).
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(root: ET.Element) -> None:
+    for el in root.iter():
+        if el.text:
+            el.text = _NOT_XML.sub("", el.text)
+        for key, value in el.attrib.items():
+            el.attrib[key] = _NOT_XML.sub("", value)
 
 
 def render_junit(run: RunRecord) -> str:
@@ -22,7 +35,8 @@ def render_junit(run: RunRecord) -> str:
                        ("gpufabric_version", run.gpufabric_version), ("spec", run.spec_name)):
         ET.SubElement(props, "property", name=key, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    durations = {(r.name, r.host): r.duration_s for r in run.results}
+    durations = {**{(r.name, r.host): r.duration_s for r in run.results},
+                 **{(r.case, r.host): r.duration_s for r in run.results}}
     for v in run.verdicts:
         case = ET.SubElement(suite, "testcase", classname=v.test, name=f"{v.metric}@{v.host}" if v.host else v.metric,
                              time=f"{durations.get((v.test, v.host), 0.0):.3f}")
@@ -38,7 +52,7 @@ def render_junit(run: RunRecord) -> str:
             ET.SubElement(case, "system-out").text = detail
     judged = {(v.test, v.host) for v in run.verdicts}
     for r in run.results:
-        if (r.name, r.host) in judged:
+        if common.is_judged(r, judged):
             continue
         case = ET.SubElement(suite, "testcase", classname=r.name, name=f"{r.host or r.tool} {common.param_tag(r)}".strip(),
                              time=f"{r.duration_s:.3f}")
@@ -56,5 +70,6 @@ def render_junit(run: RunRecord) -> str:
     suite.set("time", f"{total:.3f}")
     root = ET.Element("testsuites", name="gpufabric", time=f"{total:.3f}", **{k: str(v) for k, v in counts.items()})
     root.append(suite)
+    _clean(root)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

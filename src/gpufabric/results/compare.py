@@ -1,7 +1,8 @@
 """Compare two runs metric by metric: relative deltas, significance, regressions.
 
-Matching: a metric is identified by (test name, host, metric name); results with the
-same test and host are repeats. The compared value of each side is the median of its
+Matching: a metric is identified by (test case, host, metric name), the case being the
+test name plus ``records.CASE_PARAMS`` (each size of a sweep is its own case); results
+with the same case and host are repeats. The compared value of each side is the median of its
 repeats, and ``delta`` is ``(cand - base) / |base|``.
 
 Significance, best evidence first:
@@ -87,7 +88,7 @@ def _collect(run: RunRecord) -> dict[tuple[str, str, str], tuple[list[float], li
         for m in result.metrics:
             if not math.isfinite(m.value):
                 continue
-            values, samples, _, _ = out.setdefault((result.name, result.host, m.name), ([], [], m.unit, m.direction))
+            values, samples, _, _ = out.setdefault((result.case, result.host, m.name), ([], [], m.unit, m.direction))
             values.append(m.value)
             samples.extend(m.samples)
     return out

@@ -69,6 +69,17 @@ class TestResult:
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
 
+    @property
+    def case(self) -> str:
+        """The name plus any CASE_PARAMS: results with equal ``case`` and host are repeats of one measurement."""
+        keys = [f"{k}={self.params[k]}" for k in CASE_PARAMS if k in self.params]
+        return f"{self.name}[{' '.join(keys)}]" if keys else self.name
+
+
+#: Params that make results of one test name different cases rather than repeats: a
+#: collective sweep stores one result per (dtype, message size) under one name.
+CASE_PARAMS = ("dtype", "size_bytes")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Slo:

@@ -78,14 +78,19 @@ class Store:
             InputError: the file is not a SQLite database, or was written by a newer gpufabric.
         """
         target = Path(path) if path is not None else default_path()
-        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"{target}: cannot create the results directory: {exc.strerror}") from exc
         try:
             conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
             version = read_version(conn)
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.OperationalError as exc:  # cannot open: a directory, no permission, ...
+            raise InputError(f"{target}: cannot open the results database: {exc}") from exc
+        except sqlite3.DatabaseError as exc:  # opened, but the bytes are not SQLite
             raise InputError(f"{target}: not a gpufabric results database ({exc})") from exc
         if version > STORE_SCHEMA_VERSION:
             conn.close()

@@ -10,7 +10,8 @@ Rules (documented in docs and asserted in tests/results/test_verdicts.py):
   of headroom, ``-0.30`` means 30 % short. With several bounds, the tightest counts. A
   limit of 0 has no relative scale, so the margin is then absolute (ReFrame hit the same
   wall: reframe-hpc/reframe#2857).
-* **Repeats.** Results with the same test name and host are repeats. The SLO passes
+* **Repeats.** Results with the same test case (name plus ``records.CASE_PARAMS``, so
+  each message size of a sweep is its own case) and host are repeats. The SLO passes
   when ``k`` of the ``n`` judged repeats pass: ``Slo.min_pass`` if set, else a strict
   majority ``n // 2 + 1`` (1 of 1, 2 of 2, 2 of 3, 3 of 5), so one noisy repeat does not
   fail healthy hardware (the Azure HPC health checks added repeats for the same reason,
@@ -18,9 +19,10 @@ Rules (documented in docs and asserted in tests/results/test_verdicts.py):
   counts as a failing one. The reported ``measured`` is the median of the repeats.
 * **Noise.** Each repeat's raw samples are summarised; a CV >= 10 % or fewer than 30
   samples (``stats.CV_WARN``/``MIN_SAMPLES``) add a warning. A warned result whose
-  limit lies inside its own spread (``|margin| <= CV``) cannot be judged either way and
-  gets the ``noisy`` outcome; a warned result far from its limit keeps its pass/fail,
-  with the warnings attached. A CV >= 10 % *across repeats* only adds a warning: the
+  limit lies inside the 95 % confidence interval of its own value (relative half-width
+  ``t(0.975, n-1) * CV / sqrt(n)``, so both the CV and the sample count decide) cannot
+  be judged either way and gets the ``noisy`` outcome; a warned result clear of its
+  limit keeps its pass/fail, with the warnings attached. A CV >= 10 % *across repeats* only adds a warning: the
   k-of-n rule is what absorbs disagreeing repeats.
 * **Skips.** A test whose every repeat was skipped gets a ``skipped`` verdict with the
   tool's reason; an SLO with no matching result at all gets ``skipped`` with "no result".
@@ -68,6 +70,19 @@ def judge(value: float, slo: Slo) -> tuple[bool, float | None]:
     return margin >= 0, margin
 
 
+def _ci_half_width(cv: float, n: int) -> float:
+    """Relative half-width of the 95 % confidence interval of a mean: t(0.975, n-1) * CV / sqrt(n).
+
+    The uncertainty of the measured value, not the width of the distribution: a latency
+    distribution with a 60 % CV over 100,000 packets still pins its centre to 0.4 %.
+    """
+    if n < 2 or not math.isfinite(cv):
+        return math.inf
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, n - 1)) * cv / math.sqrt(n)
+
+
 def _required(slo: Slo, n: int) -> int:
     return min(slo.min_pass, n) if slo.min_pass else n // 2 + 1
 
@@ -76,10 +91,11 @@ def _matches(slo: Slo, name: str) -> bool:
     return name == slo.test or fnmatch.fnmatchcase(name, slo.test)
 
 
-def _groups(results: Sequence[TestResult]) -> dict[tuple[str, str], list[TestResult]]:
-    groups: dict[tuple[str, str], list[TestResult]] = {}
+def _groups(results: Sequence[TestResult]) -> dict[tuple[str, str, str], list[TestResult]]:
+    """(name, case, host) -> repeats; ``case`` tells the sizes of a sweep apart (records.CASE_PARAMS)."""
+    groups: dict[tuple[str, str, str], list[TestResult]] = {}
     for result in results:
-        groups.setdefault((result.name, result.host), []).append(result)
+        groups.setdefault((result.name, result.case, result.host), []).append(result)
     return groups
 
 
@@ -88,18 +104,19 @@ def evaluate(results: Sequence[TestResult], slos: Sequence[Slo]) -> list[Verdict
     groups = _groups(results)
     verdicts: list[Verdict] = []
     for slo in slos:
-        matched = [(key, group) for key, group in groups.items() if _matches(slo, key[0])]
+        matched = [(key, group) for key, group in groups.items() if _matches(slo, key[0]) or _matches(slo, key[1])]
         if not matched:
             verdicts.append(_verdict(slo, slo.test, "", Outcome.skipped, reason=f"no result for test {slo.test!r}"))
             continue
-        for (name, host), group in matched:
-            verdicts.append(_evaluate_group(slo, name, host, group))
+        for (_name, case, host), group in matched:
+            verdicts.append(_evaluate_group(slo, case, host, group))
     return verdicts
 
 
-def _verdict(slo: Slo, test: str, host: str, outcome: Outcome, **kw) -> Verdict:  # noqa: ANN003
+def _verdict(slo: Slo, test: str, host: str, outcome: Outcome, *, measured: float | None = None,
+             margin: float | None = None, **kw) -> Verdict:  # noqa: ANN003
     return Verdict(test=test, metric=slo.metric, host=host, outcome=outcome, expected=_expected(slo),
-                   direction=slo.direction, source=slo.source, **{"measured": None, "margin": None, **kw})
+                   direction=slo.direction, source=slo.source, measured=measured, margin=margin, **kw)
 
 
 def _expected(slo: Slo) -> float | None:
@@ -128,6 +145,9 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
             problems.append(f"metric {slo.metric!r} not reported")
             continue
         unit = metric.unit
+        if not math.isfinite(metric.value):
+            problems.append(f"metric {slo.metric!r} is {metric.value}")  # a failing repeat, not a value
+            continue
         values.append(metric.value)
         ok, _ = judge(metric.value, slo)
         passes += ok
@@ -135,8 +155,7 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
             summary = summarize(np.asarray(metric.samples), unit=metric.unit)
             if summary.noisy:
                 warnings.extend(w.message for w in summary.warnings if w.code in ("cv_high", "few_samples"))
-                if math.isfinite(summary.cv):
-                    spread = max(spread, summary.cv)
+                spread = max(spread, _ci_half_width(summary.cv, summary.count))
     n = len(judged)
     k = _required(slo, n)
     if len(values) >= 2:
@@ -172,7 +191,7 @@ def _reason(slo: Slo, outcome: Outcome, measured: float | None, margin: float | 
     if problems:
         text += ("; " if text else "") + "; ".join(dict.fromkeys(problems))
     if outcome == Outcome.noisy:
-        text += "; too noisy to judge: the limit lies within the measurement's spread"
+        text += "; too noisy to judge: the limit lies inside the value's 95 % confidence interval"
     return text.strip("; ")
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from gpufabric.model.step import StepBreakdown
 from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
-from gpufabric.sim.distributions import Constant, Distribution, Normal
+from gpufabric.sim.distributions import Constant, Distribution, Hiccup, Normal
 
-#: Per-rank compute-time coefficient of variation when nothing was measured. [U] An
-#: assumption, not a sourced figure: kernels on identical GPUs differ by clocks, thermal
-#: throttling and host noise by roughly this much; override it with a measured value
-#: (``--compute-cv``). The simulator's purpose is to show its effect, not to assert it.
-DEFAULT_COMPUTE_CV = 0.01
+#: Per-rank compute-time coefficient of variation when the caller knows nothing better.
+#: [U] An assumption, not a sourced figure (the catalog's per-GPU ``compute_jitter_cv``,
+#: which spec mode uses, is an estimate too); override it with a measured value. The
+#: simulator's purpose is to show the effect of a CV, not to assert one.
+DEFAULT_COMPUTE_CV = 0.005
 
 
 def _normal_or_const(mean_s: float, sigma_s: float) -> Distribution:
@@ -26,6 +26,7 @@ def config_from_breakdown(
     seed: int = 0,
     compute_cv: float = DEFAULT_COMPUTE_CV,
     stragglers: Stragglers | None = None,
+    hiccup: Hiccup | None = None,
     tokens_per_step: float = 0.0,
 ) -> SimConfig:
     """Map one candidate's step breakdown onto the engine.
@@ -38,7 +39,9 @@ def config_from_breakdown(
     - leaves: ``nodes_per_leaf`` nodes share a leaf (no shared leaf jitter is assumed);
     - checkpoints every ``checkpoint_interval_s`` of wall time, rounded to whole steps;
       async when the blocking time is shorter than the write;
-    - failures: exponential with the job MTTF, spread evenly over the nodes.
+    - failures: exponential with the job MTTF, spread evenly over the nodes;
+    - ``stragglers`` and ``hiccup`` (per rank per step) are passed through: the breakdown
+      does not carry them (the planner takes hiccups from the fabric's catalog entry).
 
     The mean-value step of the result equals ``b.step_time_s`` when ``step_time_s =
     compute_s + bubble_s + comm_exposed_s`` (up to the truncation of the normal).
@@ -71,6 +74,7 @@ def config_from_breakdown(
         ranks_per_leaf=leaf if leaf > 0 and num_ranks % leaf == 0 else 0,
         compute=_normal_or_const(b.compute_s, compute_cv * b.compute_s),
         stragglers=stragglers,
+        hiccup=hiccup,
         fixed_s=b.bubble_s + max(0.0, b.comm_exposed_s - latency_s),
         comm=comm,
         checkpoint=checkpoint,

@@ -23,7 +23,6 @@ from scipy import special
 
 from gpufabric.errors import InputError
 
-_SQRT2 = math.sqrt(2.0)
 
 
 def max_survival(u: np.ndarray, n: np.ndarray | int) -> np.ndarray:

@@ -73,9 +73,9 @@ def _group_max(rng: np.random.Generator, n: int, dist: Distribution, hiccup: Hic
     if hiccup is None or hiccup.prob == 0.0:
         return draw_max(dist, n, rng.random(shape))
     k = rng.binomial(n, hiccup.prob, shape)
-    out = draw_max(dist, n - k, rng.random(shape))
+    out = draw_max(dist, n - k, rng.random(shape)) + hiccup.loc_s
     flat = out.reshape(-1)
-    hit = np.flatnonzero(k)
+    hit = np.flatnonzero(k)  # usually few: q is small, so draw only where needed
     if hit.size:
         slow = hiccup.loc_s + hiccup.delay_s + draw_max(dist, k.reshape(-1)[hit], rng.random(hit.size))
         flat[hit] = np.maximum(flat[hit], slow)

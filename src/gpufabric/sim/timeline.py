@@ -25,8 +25,11 @@ import numpy as np
 from gpufabric.errors import InputError
 from gpufabric.sim.config import SimConfig
 
-#: Beyond this many expected failed attempts per segment the run practically never ends.
-_MAX_LOG_ATTEMPTS = 25.0
+#: log of the expected attempts per segment beyond which the run practically never ends
+#: (e^8 ~ 3,000 failed attempts for one checkpoint interval).
+_MAX_LOG_ATTEMPTS = 8.0
+#: Expected failures per run beyond which drawing each one would exhaust memory.
+_MAX_FAILURES = 10_000_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +86,7 @@ def run_time(cfg: SimConfig, step_times_s: np.ndarray, rng: np.random.Generator)
     if cfg.failures is not None:
         rate = cfg.num_nodes / cfg.failures.node_mttf_s
         exposure = rate * seg_wall
-        if exposure.max() > _MAX_LOG_ATTEMPTS:
+        if exposure.max() > _MAX_LOG_ATTEMPTS or float(np.expm1(exposure).sum()) > _MAX_FAILURES:
             raise InputError(
                 f"with a job MTTF of {1 / rate:.3g} s and {seg_wall.max():.3g} s between checkpoints "
                 "the run would practically never finish: checkpoint more often"

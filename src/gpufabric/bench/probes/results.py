@@ -71,6 +71,23 @@ def diagnose(logs: dict[int, RankLog]) -> str:
     return f"rank {primary.rank} ({primary.host}) failed: {primary.error['message']}"
 
 
+def oversubscribed(logs: dict[int, RankLog]) -> str:
+    """Why straggler verdicts cannot be trusted: a host running more ranks than it has CPUs.
+
+    Ranks that share cores are descheduled in turn, so one of them always looks slow; that
+    says nothing about the host's network or GPU. Returns '' when every host has enough.
+    """
+    per_host: dict[str, int] = defaultdict(int)
+    cpus: dict[str, int] = {}
+    for log in logs.values():
+        per_host[log.host] += 1
+        start = log.of("start")
+        if start and start[0].get("cpus"):
+            cpus[log.host] = int(start[0]["cpus"])
+    busy = [f"{n} ranks on {h} with {cpus[h]} CPUs" for h, n in per_host.items() if h in cpus and n > cpus[h]]
+    return "; ".join(busy)
+
+
 def _peer_consequence(err: dict[str, Any]) -> bool:
     text = err.get("message", "").lower()
     return bool(err.get("timeout")) or any(s in text for s in ("connection closed", "connection reset",
@@ -140,6 +157,7 @@ def collective_results(logs: dict[int, RankLog], *, argv: tuple[str, ...] = ()) 
                 "rank_time_p50_us": json.dumps({str(r): round(v, 3) for r, v in rank_p50.items()}),
                 "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
                 "stragglers": json.dumps([g.rank for g in stragglers]),
+                "oversubscribed": oversubscribed(logs),
             },
         ))
     return results

@@ -71,11 +71,15 @@ def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
 
 
 def _straggler_verdicts(r: TestResult, label: str, metric: str) -> list[Verdict]:
+    """Failed verdicts naming each straggler's rank and host; only 'noisy' on an oversubscribed host."""
     hosts = json.loads(r.params["rank_hosts"])
-    times = json.loads(r.params.get(metric, r.params.get("rank_step_p50_s", "{}")))
-    return [Verdict(test=label, metric=metric, host=hosts[str(rank)], outcome=Outcome.failed,
+    times = json.loads(r.params.get(metric, "{}"))
+    busy = r.params.get("oversubscribed", "")
+    return [Verdict(test=label, metric=metric, host=hosts[str(rank)],
+                    outcome=Outcome.noisy if busy else Outcome.failed,
                     measured=times.get(str(rank)), expected=None, direction=Direction.lower, margin=None,
-                    reason=f"straggler: rank {rank} on {hosts[str(rank)]}")
+                    reason=f"straggler: rank {rank} on {hosts[str(rank)]}"
+                           + (f" (not judged: {busy})" if busy else ""))
             for rank in json.loads(r.params["stragglers"])]
 
 
@@ -96,7 +100,8 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
              "num_ranks": int(r.params["num_ranks"]), **{m.name: m.value for m in r.metrics},
              "status": r.status.value, "reason": r.reason} for r in results]
     return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
-            "failures": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+            "failures": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed],
+            "warnings": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.noisy]}, (1 if failed else 0)
 
 
 def _params_artifact(vector: np.ndarray) -> str:
@@ -173,7 +178,8 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
     return {"run_id": run_id, "status": status, "error": error or None, "shape": {k: config[k] for k in (
         "hidden", "layers", "heads", "seq_len", "vocab", "batch", "spec_layout", "mode", "seed", "steps")},
             "results": rows, "reproducibility": comparisons,
-            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed],
+            "warnings": [v.reason for v in verdicts if v.outcome is Outcome.noisy]}, (1 if failed else 0)
 
 
 def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
@@ -207,7 +213,7 @@ def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db:
     rows = [{"format": r.params["format"], "bytes": int(r.params["bytes"]), **{m.name: m.value for m in r.metrics}}
             for r in results]
     return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
-            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed]}, (1 if failed else 0)
+            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed], "warnings": []}, (1 if failed else 0)
 
 
 def cli_argv() -> list[str]:

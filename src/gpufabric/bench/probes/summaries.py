@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.bench.probes import stats
-from gpufabric.bench.probes.results import RankLog
+from gpufabric.bench.probes.results import RankLog, oversubscribed
 from gpufabric.results.records import Direction, Metric, Status, TestResult
 
 #: Environment settings that change the reduction order or kernels when left unpinned
@@ -72,6 +72,7 @@ def train_result(logs: Mapping[int, RankLog], config: Mapping[str, Any], *, argv
             "rank_step_cv": json.dumps({str(r): round(float(matrix[r].std() / matrix[r].mean()), 4) for r in range(world)}),
             "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
             "stragglers": json.dumps([g.rank for g in stragglers]),
+            "oversubscribed": oversubscribed(logs),
         },
     )
 

@@ -102,7 +102,8 @@ def main(body: Any) -> int:
     """Run ``body(worker)`` for the config file named on the command line; record any error."""
     config = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     worker = Worker(config)
-    worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid())
+    worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid(),
+                  cpus=os.cpu_count())
     try:
         body(worker)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a record

@@ -1,0 +1,135 @@
+"""``gpufabric plan SPEC``: every candidate design costed and predicted, one recommended."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from gpufabric.cli.output import ReportFormat
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plan")(plan)
+
+
+#: Keys of each candidate in JSON (DESIGN.md command contract first, then extras).
+CANDIDATE_KEYS = (
+    "id", "fabric", "topology", "storage", "oversubscription", "tiers", "step_time_s", "step_time_p99_s", "step_time_cv",
+    "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
+    "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
+    "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
+    "young_interval_min", "meets_requirements", "violations",
+)
+
+
+def plan(
+    spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
+    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", help="Output format."),
+    top: int = typer.Option(None, "--top", min=1, help="Show only the best N candidates (default: 12 in text, all in JSON)."),
+    catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
+) -> int:
+    """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan import make_plan
+    from gpufabric.spec import load_spec
+
+    catalog = load_catalog(catalog_files)
+    spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
+    result = make_plan(spec, catalog)
+    if fmt == ReportFormat.json:
+        from gpufabric.cli.output import print_json, to_jsonable
+
+        shown = _shown(result, top, default=None)
+        print_json({
+            "name": result.name,
+            "candidates": [_candidate_json(c, to_jsonable) for c in shown],
+            "pareto": result.pareto,
+            "recommended": result.recommended,
+            "runner_up": result.runner_up,
+            "binding_constraint": result.binding,
+            "rationale": result.rationale,
+            "sensitivity": result.sensitivity,
+            "catalog": list(catalog.files),
+        })
+    elif fmt == ReportFormat.markdown:
+        typer.echo(_markdown(result, _shown(result, top, default=None)))
+    else:
+        _text(result, _shown(result, top, default=12), spec)
+    return 0
+
+
+def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
+    limit = top or default
+    if limit is None:
+        return list(result.candidates)
+    keep = result.candidates[:limit]
+    rec = result.get(result.recommended)
+    return keep if rec in keep else [rec, *keep[: limit - 1]]
+
+
+def _candidate_json(c: Any, to_jsonable: Any) -> dict[str, Any]:
+    out = {k: to_jsonable(getattr(c, k)) for k in CANDIDATE_KEYS}
+    out["violations"] = list(c.violations)
+    out["breakdown"] = to_jsonable(c.breakdown)
+    return out
+
+
+def _ok(c: Any) -> str:
+    if c.meets_requirements:
+        return "yes"
+    short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
+             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput"}
+    return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
+
+
+def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
+    mark = "*" if c.id == rec else ("p" if c.id in pareto else "")
+    topo = "rail" if c.topology == "rail-optimized" else "fat"
+    return [
+        mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
+        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.2%}",
+        f"{c.goodput:.1%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
+        f"{c.run_cost_usd / 1e6:,.2f}", _ok(c),
+    ]
+
+
+HEADERS = ("", "fabric", "topology", "storage", "step s", "p99 s", "CV", "comm s", "ckpt s", "stall", "goodput", "days",
+           "capex $M", "$/GPU-h", "run $M", "meets")
+
+
+def _text(result: Any, shown: list[Any], spec: Any) -> None:
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    probe = Console()
+    console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), title=f"{result.name}: {len(result.candidates)} designs"
+                  f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)", title_justify="left")
+    for i, h in enumerate(HEADERS):
+        table.add_column(h, justify="left" if i < 4 or i == len(HEADERS) - 1 else "right", no_wrap=True)
+    pareto = set(result.pareto)
+    for c in shown:
+        style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
+        table.add_row(*_row(c, result.recommended, pareto), style=style)
+    console.print(table)
+    console.print("[dim]* recommended   p Pareto frontier (capex, days, CV)   step = mean, p99 over steps;"
+                  " stall = fraction of wall time blocked on checkpoints[/dim]")
+    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended}")
+    console.print(result.rationale, soft_wrap=False)
+    console.print("\n[bold]Sensitivity[/bold]")
+    for s in result.sensitivity:
+        console.print(f"- {s['text']}")
+
+
+def _markdown(result: Any, shown: list[Any]) -> str:
+    pareto = set(result.pareto)
+    lines = [f"# Plan: {result.name}", "", "| " + " | ".join(h or "#" for h in HEADERS) + " |",
+             "|" + "---|" * len(HEADERS)]
+    for c in shown:
+        lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
+    lines += ["", f"**Recommendation:** `{result.recommended}`", "", result.rationale, "", "**Sensitivity**", ""]
+    lines += [f"- {s['text']}" for s in result.sensitivity]
+    return "\n".join(lines)

@@ -1,0 +1,89 @@
+"""Launchers: exact argv per launcher, host parsing, and process-group cleanup on failure/timeout."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from gpufabric.bench import launch
+from gpufabric.errors import InputError
+
+W = ["cfg.json"]
+MOD = "gpufabric.bench.probes.collectives"
+
+
+def test_local_sets_rank_env_per_process():
+    plan = launch.build("local", module=MOD, args=W, nodes=1, nproc=3, master_port=29555, python="py")
+    assert plan.num_ranks == 3 and len(plan.commands) == 3
+    assert [c.env["RANK"] for c in plan.commands] == ["0", "1", "2"]
+    assert all(c.env["WORLD_SIZE"] == "3" and c.env["MASTER_PORT"] == "29555" for c in plan.commands)
+    assert plan.commands[0].argv == ("py", "-m", MOD, "cfg.json")
+
+
+def test_torchrun_binds_rendezvous_to_control_plane_and_data_ifname():
+    hosts = launch.parse_hosts("netns:gfl-a-h1@10.210.0.1%data0,netns:gfl-a-h2@10.210.0.2%data0")
+    plan = launch.build("torchrun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, master_port=29501, python="py")
+    first, second = plan.commands
+    assert first.argv[:5] == ("ip", "netns", "exec", "gfl-a-h1", "py")
+    assert "--master-addr=10.210.0.1" in second.argv and "--node-rank=1" in second.argv
+    assert "--nnodes=2" in first.argv and "--nproc-per-node=2" in first.argv and "--max-restarts=0" in first.argv
+    assert second.env["GLOO_SOCKET_IFNAME"] == "data0" and second.env["GPUFABRIC_HOST"] == "gfl-a-h2"
+    assert plan.num_ranks == 4
+
+
+def test_mpirun_and_slurm_argv():
+    hosts = launch.parse_hosts("n1,n2")
+    mpi = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py")
+    argv = mpi.commands[0].argv
+    assert argv[:6] == ("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", "--bind-to")
+    assert "--host" in argv and "n1:4,n2:4" in argv and "MASTER_ADDR" in argv
+    slurm = launch.build("slurm", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py", job_name="j")
+    s = slurm.commands[0].argv
+    assert s[:5] == ("srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--kill-on-bad-exit=1")
+    assert "#SBATCH --nodes=2" in slurm.script and "#SBATCH --ntasks-per-node=4" in slurm.script
+    assert "srun --kill-on-bad-exit=1 py -m gpufabric.bench.probes.collectives cfg.json" in slurm.script
+    with pytest.raises(InputError, match="network namespaces"):
+        launch.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, hosts=launch.parse_hosts("netns:x"))
+
+
+def test_bad_launch_input():
+    with pytest.raises(InputError, match="unknown launcher"):
+        launch.build("ssh", module=MOD, args=W, nodes=1, nproc=1)
+    with pytest.raises(InputError, match="only 1 host"):
+        launch.build("local", module=MOD, args=W, nodes=2, nproc=1, hosts=launch.parse_hosts("a"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().split()[2] != "Z"
+
+
+def _plan(*scripts: str) -> launch.LaunchPlan:
+    cmds = tuple(launch.Command(argv=(sys.executable, "-c", s)) for s in scripts)
+    return launch.LaunchPlan(launcher="local", commands=cmds, num_ranks=len(cmds), hosts=())
+
+
+def test_failed_peer_stops_the_others_and_kills_children(tmp_path):
+    # command 1 spawns a grandchild and hangs; command 0 fails -> all killed after the grace
+    hang = ("import subprocess,time,sys; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']);"
+            f"open({str(tmp_path / 'pid')!r},'w').write(str(p.pid)); time.sleep(60)")
+    started = time.monotonic()
+    out = launch.execute(_plan("import sys,time; time.sleep(0.5); sys.exit(7)", hang), timeout_s=30,
+                         log_dir=tmp_path, peer_grace_s=1.0)
+    assert time.monotonic() - started < 6
+    assert out.returncodes == (7, None) and not out.timed_out
+    assert not _alive(int((tmp_path / "pid").read_text()))
+
+
+def test_timeout_kills_everything(tmp_path):
+    out = launch.execute(_plan("import time; print('partial', flush=True); time.sleep(60)"), timeout_s=1.0,
+                         log_dir=tmp_path)
+    assert out.timed_out and out.returncodes == (None,)
+    assert "partial" in out.logs[0]

@@ -1,0 +1,122 @@
+"""SLOs from the spec/plan and from thresholds files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufabric.bench import slo
+from gpufabric.catalog import load_catalog
+from gpufabric.errors import InputError
+from gpufabric.results.records import Direction
+from gpufabric.spec import load_spec
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_spec(EXAMPLES / "llama3-70b-1k.yaml").spec
+
+
+def by_key(slos):
+    return {(s.test, s.metric): s for s in slos}
+
+
+def test_checkpoint_bandwidth_for_async_and_sync(spec):
+    slos = by_key(slo.from_spec(spec, fabric="ib-ndr", storage="nvmeof-rdma"))
+    ckpt = 70e9 * 14  # params x bytes/param (spec default 14)
+    # async: the write only has to finish within the 30 min interval, per node of 128
+    assert slos[("fio.checkpoint_write", "write_bw_gbps")].minimum == pytest.approx(ckpt / 128 / 1800 / 1e9)
+    sync = spec.model_copy(update={"workload": spec.workload.model_copy(
+        update={"checkpoint": spec.workload.checkpoint.model_copy(update={"mode": "sync"})})})
+    sync_slos = by_key(slo.from_spec(sync, fabric="ib-ndr", storage="nvmeof-rdma"))
+    # sync: within 2 % of 30 min = 36 s
+    assert sync_slos[("fio.checkpoint_write", "write_bw_gbps")].minimum == pytest.approx(ckpt / 128 / 36 / 1e9)
+    restore = slos[("fio.checkpoint_restore", "read_bw_gbps")]
+    assert restore.minimum == pytest.approx(ckpt / 128 / 600 / 1e9)
+
+
+def test_latency_bounds_follow_the_fabric(spec):
+    catalog = load_catalog()
+    ib = by_key(slo.from_spec(spec, fabric="ib-ndr", storage="local-nvme", catalog=catalog))
+    fab = catalog.fabrics["ib-ndr"]
+    p99 = ib[("perftest.ib_write_lat", "lat_p99_us")]
+    assert p99.maximum == pytest.approx(fab.rdma_write_lat_us + 3 * fab.jitter_us)
+    assert p99.direction == Direction.lower
+    assert ("sockperf.udp", "lat_p99_us") not in ib
+    assert ("iperf3.tcp", "throughput_gbit_s") not in ib
+    tcp = by_key(slo.from_spec(spec, fabric="tcp-100g", storage="local-nvme", catalog=catalog))
+    assert ("sockperf.udp", "lat_p99_us") in tcp
+    line = catalog.fabrics["tcp-100g"].nic_line_gbps * 8
+    assert tcp[("iperf3.tcp", "throughput_gbit_s")].expected == pytest.approx(line * 1448 / 1538)
+
+
+def test_dataset_slo_needs_a_step_time(spec):
+    assert ("fio.dataset_read", "read_bw_gbps") not in by_key(slo.from_spec(spec))
+    with_step = by_key(slo.from_spec(spec, step_time_s=2.0))
+    need = 4194304 / 2.0 * spec.workload.dataset.bytes_per_token / 128
+    assert with_step[("fio.dataset_read", "read_bw_gbps")].minimum == pytest.approx(need / 1e9)
+
+
+def test_from_plan_uses_recommended_candidate(spec, tmp_path):
+    plan = {"schema_version": 1, "recommended": "b", "candidates": [
+        {"id": "a", "fabric": "ib-ndr", "storage": "nfs", "step_time_s": 3.0},
+        {"id": "b", "fabric": "tcp-100g", "storage": "local-nvme", "step_time_s": 4.0}]}
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    slos = by_key(slo.from_plan(slo.load_plan(path), spec, path=str(path)))
+    assert ("iperf3.tcp", "throughput_gbit_s") in slos  # tcp-100g chosen
+    assert "candidate b" in slos[("fio.checkpoint_write", "write_bw_gbps")].source
+
+
+def test_load_plan_rejects_non_plan(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text('{"x": 1}')
+    with pytest.raises(InputError, match="no 'candidates'"):
+        slo.load_plan(path)
+
+
+def test_thresholds_file(tmp_path):
+    path = tmp_path / "h100.yaml"
+    path.write_text(
+        "hardware: h100-node\n"
+        "tests:\n"
+        "  iperf3.tcp:\n"
+        "    throughput_gbit_s: {target: 90, tolerance: 0.1, min_pass: 2}\n"
+        "  sockperf.udp:\n"
+        "    lat_p99_us: {max: 60}\n"
+        "    lat_p50_us: {target: 20, direction: lower}\n"
+    )
+    slos = by_key(slo.load_thresholds(path))
+    tput = slos[("iperf3.tcp", "throughput_gbit_s")]
+    assert (tput.expected, tput.tolerance, tput.min_pass, tput.direction) == (90, 0.1, 2, Direction.higher)
+    assert slos[("sockperf.udp", "lat_p99_us")].maximum == 60
+    assert slos[("sockperf.udp", "lat_p99_us")].direction == Direction.lower
+    assert tput.source == "thresholds:h100.yaml (h100-node)"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("tests:\n  a.b:\n    m: {maxx: 3}\n", r"tests\.a\.b\.m\.maxx: Extra inputs"),
+        ("tests:\n  a.b:\n    m: {}\n", "give target, min or max"),
+        ("tests: [1, 2\n", "not valid YAML"),
+        ("hardware: x\n", "tests: Field required"),
+    ],
+)
+def test_bad_thresholds_file(tmp_path, text, message):
+    path = tmp_path / "t.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match=message):
+        slo.load_thresholds(path)
+
+
+def test_direction_heuristic():
+    assert slo.direction_of("lat_p99_us") == Direction.lower
+    assert slo.direction_of("time_us@1024B") == Direction.lower
+    assert slo.direction_of("retransmits") == Direction.lower
+    assert slo.direction_of("busbw_gbps") == Direction.higher
+    assert slo.direction_of("read_iops") == Direction.higher

@@ -1,0 +1,244 @@
+"""``gpufabric bench``: dry run, safety, a real quick suite on loopback, hung tools, kill -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufabric.errors import InputError
+from gpufabric.results.store import Store
+from tests.conftest import needs_tool
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_dry_run_prints_every_command_and_runs_nothing(cli, tmp_path):
+    target = tmp_path / "target"
+    db = tmp_path / "r.db"
+    code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--repeats", "1", "--target-dir", target, "--db", db)
+    assert code == 0, err
+    for command in ("fio --name=checkpoint_write", "fio --name=small_file_commit", "iperf3 -s -B 127.0.0.1 -p 5201 &",
+                    "iperf3 -c 127.0.0.1 -p 5201", "sockperf server -i 127.0.0.1 -p 11111 &",
+                    "sockperf ping-pong -i 127.0.0.1 -p 11111", "ib_write_lat", "all_reduce_perf"):
+        assert command in out
+    assert "# 8 tests; no SLOs" in out
+    assert not target.exists() and not db.exists()
+
+
+def test_dry_run_json_with_spec_slos(cli, tmp_path):
+    code, out, err = cli("bench", "--suite", "full", "--dry-run", "--repeats", "2", "--format", "json",
+                         "--spec", ROOT / "examples" / "llama3-70b-1k.yaml")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["schema_version"] >= 1 and doc["dry_run"] is True
+    names = [t["name"] for t in doc["tests"]]
+    assert names.count("iperf3.tcp_reverse") == 2 and "nccl.alltoall" in names
+    assert {(s["test"], s["metric"]) for s in doc["slos"]} >= {("fio.checkpoint_write", "write_bw_gbps"),
+                                                              ("perftest.ib_write_lat", "lat_p99_us")}
+
+
+def test_refuses_non_empty_target_without_force(cli, tmp_path):
+    (tmp_path / "data.bin").write_text("keep me")
+    code, out, err = cli("bench", "--suite", "quick", "--target-dir", tmp_path, "--db", tmp_path / "r.db")
+    assert code == 2
+    assert "is not empty; pass --force" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin"]
+
+
+def test_refuses_device_target(cli, tmp_path):
+    code, _, err = cli("bench", "--suite", "quick", "--target-dir", "/dev/null", "--force", "--dry-run")
+    assert code == 2 and "is a device" in err
+
+
+def test_needs_a_suite(cli):
+    code, _, err = cli("bench")
+    assert code == 2 and "--suite quick|full" in err
+
+
+def test_unknown_suite(cli):
+    code, _, err = cli("bench", "--suite", "huge", "--dry-run")
+    assert code == 2 and "choose quick or full" in err
+
+
+def test_plan_without_spec_is_explained(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"recommended": "a", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"}]}))
+    code, _, err = cli("bench", "--suite", "quick", "--dry-run", "--plan", plan)
+    assert code == 2 and "pass --spec SPEC as well" in err
+
+
+@needs_tool("fio")
+@needs_tool("iperf3")
+@needs_tool("sockperf")
+@pytest.mark.slow
+def test_real_quick_suite_on_loopback_stores_results_and_verdicts(cli, tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    db = tmp_path / "r.db"
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("hardware: test\ntests:\n"
+                          "  iperf3.tcp:\n    throughput_gbit_s: {min: 0.001}\n"
+                          "  sockperf.udp:\n    lat_p50_us: {max: 0.001}\n")
+    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--target-dir", target, "--db", db,
+                         "--thresholds", thresholds, "--format", "json")
+    assert code == 1, err  # the impossible sockperf bound fails
+    doc = json.loads(out)
+    status = {r["name"]: r["status"] for r in doc["results"]}
+    assert status == {"fio.checkpoint_write": "ok", "fio.checkpoint_restore": "ok", "fio.dataset_read": "ok",
+                      "fio.small_file_commit": "ok", "iperf3.tcp": "ok", "sockperf.udp": "ok",
+                      "perftest.ib_write_lat": status["perftest.ib_write_lat"], "nccl.all_reduce": status["nccl.all_reduce"]}
+    outcomes = {(v["test"], v["outcome"]) for v in doc["verdicts"]}
+    assert outcomes == {("iperf3.tcp", "passed"), ("sockperf.udp", "failed")}
+    # Nothing left in the target directory, nothing written beside it.
+    assert list(target.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("r.db")) == ["t.yaml", "target"]
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.kind == "bench" and run.status == "failed"
+    assert len(run.results) == 8
+    assert "iperf3 -c 127.0.0.1" in run.artifacts["commands"]
+    sock = next(r for r in run.results if r.name == "sockperf.udp")
+    assert len(sock.metric("lat_p50_us").samples) == sock.metric("observations").value
+
+
+def test_hung_tool_is_killed_recorded_and_the_suite_continues(cli, tmp_path, monkeypatch):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fio = bindir / "fio"
+    fio.write_text("#!/bin/sh\necho 'fake fio hangs'\nexec /bin/sleep 60\n")
+    fio.chmod(0o755)
+    # Only the fake fio is on PATH: iperf3, sockperf, ibv_devices and nccl-tests are "not installed".
+    monkeypatch.setenv("PATH", str(bindir))
+    db = tmp_path / "r.db"
+    start = time.monotonic()
+    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--timeout", "0.5", "--db", db, "--format", "json")
+    assert time.monotonic() - start < 20
+    assert code == 1
+    doc = json.loads(out)
+    by_name = {r["name"]: r for r in doc["results"]}
+    assert by_name["fio.checkpoint_write"]["status"] == "timeout"
+    assert "timed out after 0.5 s" in by_name["fio.checkpoint_write"]["reason"]
+    assert by_name["iperf3.tcp"]["status"] == "skipped"
+    assert by_name["iperf3.tcp"]["reason"] == "skipped: iperf3 not installed"
+    assert by_name["sockperf.udp"]["reason"] == "skipped: sockperf not installed"
+    assert len(doc["results"]) == 8  # the suite went on after every hang
+    with Store.open(db) as store:
+        stored = store.get_run("latest").results
+    timeout = next(r for r in stored if r.name == "fio.small_file_commit")
+    assert timeout.status.value == "timeout" and timeout.raw_output.startswith("fake fio hangs")
+
+
+def _pids_of_our_servers(ports: tuple[str, ...]) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            state = (proc / "stat").read_text().split(")")[-1].split()[0]
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        if state != "Z" and words and Path(words[0]).name in ("iperf3", "sockperf", "fio") and any(p in words for p in ports):
+            found.append(int(proc.name))
+    return found
+
+
+@needs_tool("fio")
+@needs_tool("iperf3")
+@needs_tool("sockperf")
+@pytest.mark.slow
+def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path):
+    db = tmp_path / "r.db"
+    target = tmp_path / "target"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
+         "--target-dir", str(target)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        finished = 0
+        # Kill while sockperf runs: fio x4 and iperf3 are done (5 results).
+        while finished < 5:
+            assert proc.poll() is None, "bench ended before it could be killed"
+            assert time.monotonic() < deadline, "bench made no progress"
+            time.sleep(0.2)
+            if db.exists():
+                try:
+                    with Store.open(db) as store:
+                        runs = store.list_runs(limit=1)
+                    finished = runs[0].result_count if runs else 0
+                except (sqlite3.OperationalError, InputError):
+                    finished = 0
+        time.sleep(1.0)  # let sockperf get going
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.status == "running"  # never finished: shown as interrupted by `gpufabric runs`
+    assert len(run.results) >= 5
+    assert [r.name for r in run.results[:5]] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
+                                                 "fio.small_file_commit", "iperf3.tcp"]
+    # The sockperf server and client died with their parent (no orphans on our ports).
+    deadline = time.monotonic() + 3
+    while _pids_of_our_servers(("11111", "5201")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _pids_of_our_servers(("11111", "5201")) == []
+
+
+@needs_tool("fio")
+@needs_tool("iperf3")
+@pytest.mark.slow
+def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
+    db = tmp_path / "r.db"
+    target = tmp_path / "target"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
+         "--target-dir", str(target)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        finished = 0
+        while finished < 4:  # the fio tests are done; iperf3 (3 s) is running
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+            if db.exists():
+                try:
+                    with Store.open(db) as store:
+                        runs = store.list_runs(limit=1)
+                    finished = runs[0].result_count if runs else 0
+                except (sqlite3.OperationalError, InputError):
+                    finished = 0
+        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.status == "interrupted"
+    assert [r.name for r in run.results][:4] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
+                                                 "fio.small_file_commit"]
+    assert len(run.results) <= 5
+    assert not target.exists()  # the scratch directory was cleaned up
+    assert _pids_of_our_servers(("5201", "11111")) == []

@@ -1,0 +1,122 @@
+"""`gpufabric config`: exit codes, located errors, plan input, secrets never printed."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+from pathlib import Path
+
+from tests.audit.conftest import CORPUS
+
+SPEC = CORPUS / "lab-ib.yaml"
+SECRET = re.compile(r"DHHC-1:|NVMeTLSkey-1:|m_key 0x")
+
+
+def test_config_writes_bundle_and_prints_no_secret(cli, tmp_path):
+    out = tmp_path / "b"
+    code, stdout, stderr = cli("config", SPEC, "--out", out)
+    assert code == 0, stderr
+    assert "design: fabric ib-ndr (ib), storage nvmeof-tcp" in stdout
+    assert "(secret)" in stdout
+    assert not SECRET.search(stdout + stderr)
+    secret_file = out / "hosts/storage-1/etc/nvmet/config.json"
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    assert "DHHC-1:03:" in secret_file.read_text()
+    # a second run over its own bundle is allowed
+    code, _, _ = cli("config", SPEC, "--out", out, "--format", "json")
+    assert code == 0
+
+
+def test_config_json_dry_run_writes_nothing(cli, tmp_path):
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json")
+    assert code == 0, stderr
+    doc = json.loads(stdout)
+    assert doc["schema_version"] == 1 and doc["dry_run"] is True
+    assert doc["design"]["fabric_kind"] == "ib"
+    paths = {f["path"]: f for f in doc["files"]}
+    assert paths["fabric/etc/opensm/opensm.conf"]["secret"] is True
+    assert paths["fabric/etc/opensm/opensm.conf"]["mode"] == "0600"
+    assert not SECRET.search(stdout + stderr)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_config_uses_the_plans_recommended_candidate(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"schema_version": 1, "recommended": "c2", "candidates": [
+        {"id": "c1", "fabric": "ib-ndr", "storage": "nvmeof-tcp"},
+        {"id": "c2", "fabric": "roce-400g", "storage": "nvmeof-rdma"}]}))
+    code, stdout, _ = cli("config", SPEC, "--plan", plan, "--dry-run", "--format", "json")
+    assert code == 0
+    doc = json.loads(stdout)
+    assert doc["design"]["fabric"] == "roce-400g" and doc["design"]["storage"] == "nvmeof-rdma"
+    assert any(f["path"].endswith("gpufabric-roce-qos") for f in doc["files"])
+
+
+def test_config_bad_plan_exits_2(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"recommended": "zz", "candidates": []}))
+    code, _, stderr = cli("config", SPEC, "--plan", plan, "--dry-run")
+    assert code == 2 and "recommended candidate 'zz'" in stderr
+    plan.write_text("{not json")
+    code, _, stderr = cli("config", SPEC, "--plan", plan, "--dry-run")
+    assert code == 2 and "not JSON" in stderr
+
+
+def test_config_usage_errors_exit_2(cli, tmp_path):
+    code, _, stderr = cli("config", SPEC)
+    assert code == 2 and "--out" in stderr
+    code, _, stderr = cli("config", SPEC, "--dry-run", "--seed", "a", "--key-file", SPEC)
+    assert code == 2 and "not both" in stderr
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "precious.txt").write_text("x")
+    code, _, stderr = cli("config", SPEC, "--out", busy)
+    assert code == 2 and "not empty" in stderr
+
+
+def _spec_with_security(tmp_path: Path, security: str) -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.read_text() + security)
+    return path
+
+
+def test_config_security_errors_are_located(cli, tmp_path):
+    base = "security:\n  planes:\n    - {name: mgmt, kind: management, cidr: 10.1.0.0/24, interface: mgmt0}\n" \
+           "    - {name: ctl, kind: control, cidr: 10.2.0.0/24, interface: ctl0}\n" \
+           "  roles:\n    - {name: compute, kind: compute, count: 2}\n"
+    cases = {
+        "flows:\n    - {src: compute, dst: gpu, plane: ctl, proto: tcp, ports: [1]}\n": "unknown role 'gpu'",
+        "flows:\n    - {src: compute, dst: compute, plane: data, proto: tcp, ports: [1]}\n": "unknown plane 'data'",
+        "flows:\n    - {src: compute, dst: compute, plane: ctl, proto: tcp, ports: [65536]}\n": "out of range",
+    }
+    for extra, message in cases.items():
+        path = _spec_with_security(tmp_path, base + "  " + extra)
+        code, stdout, stderr = cli("config", path, "--dry-run")
+        assert code == 2, stdout
+        assert message in stderr and f"{path}:" in stderr and "Traceback" not in stderr
+        assert len(stderr.strip().splitlines()) == 1
+    overlap = base.replace("10.2.0.0/24", "10.1.0.128/25")
+    code, _, stderr = cli("config", _spec_with_security(tmp_path, overlap), "--dry-run")
+    assert code == 2 and "overlapping CIDRs" in stderr and re.search(r"spec\.yaml:\d+:\d+: security", stderr)
+    no_if = base.replace(", interface: ctl0", "")
+    code, _, stderr = cli("config", _spec_with_security(tmp_path, no_if), "--dry-run")
+    assert code == 2 and "plane 'ctl' has no interface" in stderr
+
+
+def test_config_custom_policy_renders(cli, tmp_path):
+    sec = ("security:\n  planes:\n    - {name: m, kind: management, cidr: 10.1.0.0/24, interface: m0}\n"
+           "    - {name: c, kind: control, cidr: 10.2.0.0/24, interface: c0}\n"
+           "  roles:\n    - {name: gpu, kind: compute, hosts: [n1, n2]}\n    - {name: bastion, kind: login, count: 1}\n"
+           "  flows:\n    - {src: bastion, dst: gpu, plane: m, proto: tcp, ports: [22], purpose: ssh}\n"
+           "    - {src: gpu, dst: gpu, plane: c, proto: tcp, ports: ['29400-29401']}\n")
+    spec = _spec_with_security(tmp_path, sec).read_text().replace("storage: [nvmeof-tcp]", "storage: [local-nvme]")
+    path = tmp_path / "custom.yaml"
+    path.write_text(spec)
+    out = tmp_path / "out"
+    code, stdout, stderr = cli("config", path, "--out", out)
+    assert code == 0, stderr
+    nft = (out / "roles/gpu/etc/nftables.conf").read_text()
+    assert "ip saddr @c_gpu tcp dport 29400-29401 accept" in nft
+    assert "ip saddr @m_bastion tcp dport 22 accept" in nft
+    assert "NCCL_SOCKET_IFNAME==c0" in (out / "roles/gpu/etc/gpufabric/nccl.env").read_text()

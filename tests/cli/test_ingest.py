@@ -1,0 +1,133 @@
+"""``gpufabric ingest``: good files become one run; malformed ones exit 2 and store nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufabric.results.store import Store
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def runs_in(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with Store.open(db) as store:
+        return len(store.list_runs())
+
+
+def test_ingest_nccl_text_and_json_as_one_run(cli, tmp_path):
+    db = tmp_path / "r.db"
+    code, out, err = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/all_reduce_8gpu.txt",
+                         DATA / "nccl-tests/all_reduce_8gpu.json", "--db", db, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "passed"
+    assert [r["name"] for r in doc["results"]] == ["nccl.all_reduce", "nccl.all_reduce"]
+    with Store.open(db) as store:
+        run = store.get_run(doc["run_id"])
+    assert run.kind == "ingest" and run.status == "passed"
+    assert len(run.results) == 2
+    assert run.results[0].host == "gpu-a01"
+    assert run.results[0].metric("busbw_gbps").value == 176.62
+    assert run.results[0].params["file"].endswith("all_reduce_8gpu.txt")
+
+
+def test_ingest_with_thresholds_judges_repeats(cli, tmp_path):
+    thresholds = tmp_path / "t.yaml"
+    thresholds.write_text("tests:\n  nccl.all_reduce:\n    busbw_gbps: {target: 180, tolerance: 0.05}\n")
+    code, out, _ = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/all_reduce_8gpu.txt",
+                       DATA / "nccl-tests/all_reduce_8gpu.json", "--db", tmp_path / "r.db", "--thresholds", thresholds)
+    assert code == 0
+    assert "PASSED  nccl.all_reduce busbw_gbps" in out
+
+
+def test_ingest_every_tool(cli, tmp_path):
+    db = tmp_path / "r.db"
+    cases = {
+        "fio": ["fio/psync_write_fsync.jsonplus.json", "fio/libaio_fsync.json"],
+        "iperf3": ["iperf3/loopback_P2.json", "iperf3/loopback_udp.json"],
+        "sockperf": ["sockperf/pingpong_udp.txt", "sockperf/pingpong_udp_mps2000_fulllog.csv"],
+        "perftest": ["perftest/ib_write_lat.json", "perftest/ib_write_bw_sweep.json"],
+    }
+    for tool, files in cases.items():
+        code, out, err = cli("ingest", "--tool", tool, *[DATA / f for f in files], "--db", db)
+        assert code == 0, (tool, err)
+    assert runs_in(db) == 4
+    with Store.open(db) as store:
+        fio_run = [r for r in store.list_runs() if r.meta.get("tool") == "fio"][0]
+        fio = store.get_run(fio_run.id)
+    aio = next(r for r in fio.results if r.name == "fio.aio_fsync")
+    assert "asynchronous engine libaio" in aio.params["quality_warnings"]
+
+
+def test_ingest_failed_iperf3_run_is_stored_failed_and_exits_1(cli, tmp_path):
+    db = tmp_path / "r.db"
+    code, out, _ = cli("ingest", "--tool", "iperf3", DATA / "iperf3/no_server.json", "--db", db)
+    assert code == 1
+    assert "unable to connect to server" in out
+    with Store.open(db) as store:
+        assert store.get_run("latest").status == "failed"
+
+
+def test_dry_run_stores_nothing(cli, tmp_path):
+    db = tmp_path / "r.db"
+    code, out, _ = cli("ingest", "--tool", "fio", DATA / "fio/psync_read.json", "--db", db, "--dry-run")
+    assert code == 0 and "would import: 1 results" in out
+    assert runs_in(db) == 0
+
+
+def _truncated(tmp_path: Path) -> Path:
+    text = (DATA / "fio/psync_read.json").read_text()
+    path = tmp_path / "truncated.json"
+    path.write_text(text[: len(text) // 3])
+    return path
+
+
+def _nan(tmp_path: Path) -> Path:
+    text = (DATA / "fio/psync_read.json").read_text()
+    path = tmp_path / "nan.json"
+    path.write_text(text.replace('"iops" : ', '"iops" : NaN, "was" : ', 1))
+    return path
+
+
+def _colour(tmp_path: Path) -> Path:
+    path = tmp_path / "colour.json"
+    path.write_text((DATA / "sockperf/pingpong_udp.txt").read_text())
+    return path
+
+
+@pytest.mark.parametrize(
+    ("tool", "make", "message"),
+    [
+        ("fio", _truncated, r"truncated\.json: truncated JSON at line \d+ in fio output"),
+        ("fio", _nan, r"nan\.json: non-finite number NaN in fio output"),
+        ("fio", _colour, r"colour\.json: not fio JSON output: it contains terminal colour codes"),
+        ("iperf3", lambda p: DATA / "fio/psync_read.json", r"psync_read\.json: not iperf3 -J output"),
+        ("nccl-tests", lambda p: DATA / "iperf3/loopback_P2.json", r"loopback_P2\.json: not nccl-tests -J output"),
+        ("perftest", lambda p: DATA / "perftest/ib_write_lat_no_device.txt", r"no perftest JSON document"),
+    ],
+)
+def test_malformed_file_exits_2_names_it_and_stores_nothing(cli, tmp_path, tool, make, message):
+    db = tmp_path / "r.db"
+    bad = make(tmp_path)
+    good = {"fio": "fio/psync_read.json", "iperf3": "iperf3/loopback_P2.json", "nccl-tests": "nccl-tests/all_reduce_8gpu.txt",
+            "perftest": "perftest/ib_write_lat.json"}[tool]
+    # The good file comes first: validation of all files happens before any write.
+    code, out, err = cli("ingest", "--tool", tool, DATA / good, bad, "--db", db)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    import re
+
+    assert re.search(message, err), err
+    assert runs_in(db) == 0
+
+
+def test_missing_file_and_unknown_tool(cli, tmp_path):
+    code, _, err = cli("ingest", "--tool", "fio", tmp_path / "nope.json", "--db", tmp_path / "r.db")
+    assert code == 2 and "nope.json: cannot read" in err
+    code, _, err = cli("ingest", "--tool", "qperf", DATA / "fio/psync_read.json", "--db", tmp_path / "r.db")
+    assert code == 2 and "choose one of fio, iperf3" in err

@@ -1,0 +1,55 @@
+"""`gpufabric predict collective` in-process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_predict_json_contract(cli):
+    code, out, err = cli("predict", "collective", "--op", "all_reduce", "--bytes", "1G", "--nodes", "2",
+                         "--gpus-per-node", "8", "--gpu", "h100-sxm", "--fabric", "ib-ndr", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("op", "bytes", "ranks", "algorithm", "time_us", "algbw_gbps", "busbw_gbps"):
+        assert key in doc
+    assert (doc["op"], doc["bytes"], doc["ranks"]) == ("all_reduce", 2**30, 16)
+    assert doc["algbw_gbps"] == pytest.approx(2**30 / (doc["time_us"] * 1e3))
+    assert doc["busbw_gbps"] == pytest.approx(doc["algbw_gbps"] * 2 * 15 / 16)
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv"])
+def test_predict_every_op_text(cli, op):
+    code, out, _ = cli("predict", "collective", "--op", op, "--bytes", "64K", "--nodes", "4", "--fabric", "roce-400g")
+    assert code == 0
+    assert op in out and "busbw" in out and "65536" not in out  # sizes print as 64 KiB
+
+
+def test_forced_ring_over_nvlink(cli):
+    code, out, _ = cli("predict", "collective", "--bytes", "8GiB", "--algorithm", "ring", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["algorithm"] == "ring"
+    assert doc["busbw_gbps"] == pytest.approx(367.5, rel=0.05)  # nccl-tests #212
+
+
+def test_bad_size(cli):
+    code, out, err = cli("predict", "collective", "--bytes", "1Q")
+    assert code == 2 and out == ""
+    assert "cannot read size '1Q'" in err and "Traceback" not in err
+
+
+def test_unknown_ids_and_op(cli):
+    code, _, err = cli("predict", "collective", "--fabric", "ib-nd")
+    assert code == 2 and "unknown fabric id 'ib-nd'" in err and "did you mean 'ib-ndr'" in err
+    code, _, err = cli("predict", "collective", "--gpu", "h300")
+    assert code == 2 and "unknown GPU id 'h300'" in err
+    code, _, err = cli("predict", "collective", "--op", "gather")
+    assert code == 2 and "unknown collective 'gather'" in err
+
+
+def test_bad_catalog_file(cli, tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("gpus:\n  h100-sxm:\n    tdp_w: -5\n")
+    code, _, err = cli("predict", "collective", "--catalog", bad)
+    assert code == 2 and f"{bad}:3:5: gpus.h100-sxm.tdp_w" in err

@@ -1,0 +1,156 @@
+"""bench collectives|train|checkpoint: real gloo ranks on loopback, results in a real store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufabric.bench.probes import stats
+from gpufabric.results.store import Store
+from tests.conftest import needs_tool
+
+ALL_OPS = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv"
+
+
+def _probe_processes() -> list[str]:
+    """Command lines of any probe rank still alive (there must be none after a command returns)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "gpufabric.bench.probes." in cmd and str(os.getpid()) != entry.name:
+                found.append(cmd)
+    return found
+
+
+def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_path):
+    db = tmp_path / "r.db"
+    code, out, err = cli("bench", "collectives", "--ops", ALL_OPS, "--sizes", "4K,256K", "--iters", "4",
+                         "--warmup", "1", "--master-port", "29540", "--db", db, "--format", "json")
+    assert code == 0, err + out
+    doc = json.loads(out)
+    assert len(doc["results"]) == 12 and doc["error"] is None
+    with Store.open(db) as store:
+        run = store.get_run(doc["run_id"])
+    assert run.kind == "bench.collectives" and run.status == "passed"
+    assert {r.params["op"] for r in run.results} == set(ALL_OPS.split(","))
+    assert [r["rank"] for r in run.fingerprint["run"]["ranks"]] == [0, 1]
+    assert "launch_commands" in run.artifacts
+    for r in run.results:
+        size, n = int(r.params["size_bytes"]), int(r.params["num_ranks"])
+        t = r.metric("time_p50_us").value * 1e-6
+        assert r.metric("wrong_elements").value == 0
+        assert r.metric("algbw_gbps").value == pytest.approx(size / t / 1e9, rel=1e-9)
+        expected = size / t / 1e9 * stats.busbw_factor(r.params["op"], n)
+        assert r.metric("busbw_gbps").value == pytest.approx(expected, rel=1e-9)
+        assert len(r.metric("time_p50_us").samples) == 4
+        assert set(json.loads(r.params["rank_time_p50_us"])) == {"0", "1"}
+    factors = {r.params["op"]: r.metric("busbw_gbps").value / r.metric("algbw_gbps").value for r in run.results}
+    assert factors["all_gather"] == pytest.approx(0.5) and factors["all_reduce"] == pytest.approx(1.0)
+
+
+def test_collectives_four_ranks_torchrun(cli, tmp_path):
+    code, out, err = cli("bench", "collectives", "--launcher", "torchrun", "--nproc", "4", "--ops",
+                         "all_reduce,all_to_all,reduce_scatter", "--sizes", "64K", "--dtypes", "bfloat16",
+                         "--iters", "3", "--warmup", "1", "--master-port", "29541", "--db", tmp_path / "r.db",
+                         "--format", "json")
+    assert code == 0, err + out
+    rows = json.loads(out)["results"]
+    assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in rows] == [
+        ("all_reduce", 4, 0), ("all_to_all", 4, 0), ("reduce_scatter", 4, 0)]
+    rs = rows[2]
+    assert rs["busbw_gbps"] / rs["algbw_gbps"] == pytest.approx(3 / 4)
+
+
+def test_corrupted_buffer_and_dying_rank(cli, tmp_path):
+    """Rank 1 corrupts its result (#wrong > 0) and is SIGKILLed after 8K: the run ends fast,
+    names rank 1 and its host, keeps the finished sizes, and leaves no process behind."""
+    db = tmp_path / "r.db"
+    started = time.monotonic()
+    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K:64K", "--iters", "3",
+                         "--warmup", "0", "--op-timeout", "5s", "--timeout", "60s", "--master-port", "29542",
+                         "--inject-corrupt-rank", "1", "--inject-die-rank", "1", "--inject-die-after", "8K",
+                         "--db", db, "--format", "json")
+    elapsed = time.monotonic() - started
+    doc = json.loads(out)
+    assert code == 1
+    assert elapsed < 40
+    assert "rank 1 (" in doc["error"] and "died" in doc["error"]
+    assert [r["size_bytes"] for r in doc["results"]] == [1024, 2048, 4096, 8192]
+    assert all(r["wrong_elements"] == 1 for r in doc["results"])
+    assert _probe_processes() == []
+    with Store.open(db) as store:
+        run = store.get_run(doc["run_id"])
+    assert run.status == "error" and len(run.results) == 4
+    assert any(v.outcome.value == "failed" and v.metric == "wrong_elements" for v in run.verdicts)
+
+
+@needs_tool("mpirun")
+def test_mpirun_launcher(cli, tmp_path):
+    code, out, err = cli("bench", "collectives", "--launcher", "mpirun", "--ops", "broadcast,send_recv",
+                         "--sizes", "16K", "--iters", "2", "--master-port", "29543", "--db", tmp_path / "r.db",
+                         "--format", "json")
+    assert code == 0, err + out
+    assert [(r["op"], r["wrong_elements"]) for r in json.loads(out)["results"]] == [("broadcast", 0), ("send_recv", 0)]
+
+
+def test_dry_run_prints_every_command(cli):
+    code, out, _ = cli("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2",
+                       "--nproc", "4", "--dry-run")
+    assert code == 0
+    assert out.startswith("MASTER_ADDR=n1 MASTER_PORT=29500 srun --nodes=2 --ntasks=8")
+    assert "#SBATCH --nodes=2" in out
+    code, out, _ = cli("bench", "train", "--launcher", "torchrun", "--nodes", "2", "--hosts", "a,b", "--dry-run",
+                       "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and len(doc["commands"]) == 2 and "ssh" in doc["commands"][1]
+    assert doc["config"]["hidden"] == 128
+
+
+def test_bad_input(cli):
+    assert cli("bench", "collectives", "--ops", "all_reduce,gather", "--dry-run")[0] == 2
+    assert cli("bench", "collectives", "--sizes", "8K:1K", "--dry-run")[0] == 2
+    assert cli("bench", "collectives", "--launcher", "ssh", "--dry-run")[0] == 2
+    assert cli("bench", "train", "--mode", "zero3", "--dry-run")[0] == 2
+
+
+@pytest.mark.slow
+def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
+    db = tmp_path / "r.db"
+    code, out, err = cli("bench", "train", "--repeat", "2", "--steps", "3", "--warmup", "1", "--master-port",
+                         "29544", "--db", db, "--format", "json")
+    assert code == 0, err + out
+    doc = json.loads(out)
+    assert doc["reproducibility"][0]["identical"] is True
+    assert doc["results"][0]["sha256"] == doc["results"][1]["sha256"] != ""
+    assert set(doc["results"][0]["rank_step_p50_s"]) == {"0", "1"}
+    code, out, err = cli("bench", "train", "--nproc", "1", "--steps", "3", "--warmup", "1", "--master-port",
+                         "29545", "--against", str(doc["run_id"]), "--db", db, "--format", "json")
+    assert code == 1, err + out
+    comp = json.loads(out)["reproducibility"][0]
+    assert comp["identical"] is False and comp["max_abs_diff"] > 0 and comp["differing_elements"] > 0
+    assert "num_ranks: 2 vs 1" in comp["differences"]
+
+
+def test_checkpoint_all_formats_verified(cli, tmp_path):
+    target = tmp_path / "ckpt"
+    code, out, err = cli("bench", "checkpoint", "--dir", target, "--size", "8M", "--master-port", "29546",
+                         "--db", tmp_path / "r.db", "--format", "json")
+    assert code == 0, err + out
+    rows = json.loads(out)["results"]
+    assert [r["format"] for r in rows] == ["torch", "safetensors", "dcp"]
+    for r in rows:
+        assert r["wrong_tensors"] == 0 and r["bytes"] == 8 << 20
+        # duration = max over ranks, throughput = min over ranks: aggregate >= per-rank minimum x ranks / 2
+        assert r["write_aggregate_gbps"] == pytest.approx(r["bytes"] / r["write_duration_s"] / 1e9)
+        assert r["write_gbps"] * 2 >= r["write_aggregate_gbps"] * 0.999
+    assert not any(target.iterdir())  # files removed unless --keep
+    shutil.rmtree(target)

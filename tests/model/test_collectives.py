@@ -1,0 +1,102 @@
+"""Collective model: nccl-tests factors, hand-computed tuner cases, monotonicity."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpufabric.catalog import load_catalog
+from gpufabric.errors import InputError
+from gpufabric.model.collectives import OPS, Links, busbw_factor, collective_times, predict_collective
+
+CAT = load_catalog()
+
+
+def test_nccl_tests_bus_factors():
+    # nccl-tests doc/PERFORMANCE.md (models.md 2.2).
+    assert busbw_factor("all_reduce", 8) == pytest.approx(2 * 7 / 8)
+    assert busbw_factor("all_reduce", 8, in_network=True) == pytest.approx(7 / 9)
+    for op in ("all_gather", "reduce_scatter", "all_to_all"):
+        assert busbw_factor(op, 16) == pytest.approx(15 / 16)
+    assert busbw_factor("broadcast", 16) == 1
+    with pytest.raises(InputError):
+        busbw_factor("gather", 4)
+
+
+def test_small_message_is_ring_ll_tuner_latency():
+    # tuning.cc: ring LL baseLat 3.6 + 2(p-1) x NVLink LL 0.47 us, plus 1 us launch (catalog site).
+    p = predict_collective(op="all_reduce", size_bytes=8, nodes=1, gpus_per_node=2, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
+    assert (p.algorithm, p.protocol) == ("ring", "LL")
+    assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / (369e3 * 0.25), rel=1e-6)
+
+
+def test_large_ring_matches_alpha_beta_by_hand():
+    size = 2**30
+    p = predict_collective(op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
+                           catalog=CAT, algorithm="ring")
+    lat = 1.0 + 8.4 + 14 * 3.4
+    assert p.protocol == "Simple"
+    assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
+    assert p.busbw_gbps == pytest.approx(p.algbw_gbps * 1.75)
+
+
+def test_algorithm_choice_responds_to_scale_and_size():
+    kw = dict(gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
+    assert predict_collective(op="all_reduce", size_bytes=2**33, nodes=1, gpus_per_node=8, **kw).algorithm == "nvls"
+    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, **kw).algorithm == "collnet"
+    det = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, deterministic=True, **kw)
+    assert det.algorithm not in ("nvls", "collnet")
+    roce = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, gpu="h100-sxm",
+                              fabric="roce-400g", catalog=CAT)
+    assert roce.algorithm != "collnet"  # no SHARP on Ethernet
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_op_predicts(op):
+    p = predict_collective(op=op, size_bytes=2**26, nodes=4, gpus_per_node=8, gpu="h100-sxm", fabric="roce-400g", catalog=CAT)
+    assert p.time_us > 0 and p.num_ranks == 32
+    assert p.busbw_gbps == pytest.approx(p.algbw_gbps * float(busbw_factor(op, 32)))
+
+
+def test_tcp_slower_than_rdma_at_scale():
+    kw = dict(op="all_reduce", size_bytes=2**20, nodes=64, gpus_per_node=8, gpu="h100-sxm", catalog=CAT)
+    assert predict_collective(fabric="tcp-100g", **kw).time_us > 3 * predict_collective(fabric="roce-100g", **kw).time_us
+
+
+def _links(nic: float, nvl: float = 369.0, scale: float = 1.0) -> Links:
+    return Links(nvl_busbw_gbps=nvl, intra_is_pci=False, nvls_busbw_gbps=0.0, nvls_latency_us=0.0, nic_gbps=nic,
+                 nics_per_node=8, net_latency_scale=scale, extra_hop_us=0.3, in_network_reduction=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(op=st.sampled_from(OPS), size=st.integers(1, 2**34), nodes=st.integers(1, 512),
+       nic=st.floats(1, 200), more=st.floats(1.0, 4.0))
+def test_more_bandwidth_never_slower(op, size, nodes, nic, more):
+    slow = collective_times(op, size, nodes, 8, _links(nic)).time_us
+    fast = collective_times(op, size, nodes, 8, _links(nic * more)).time_us
+    assert fast <= slow * (1 + 1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(op=st.sampled_from(OPS), size=st.integers(1, 2**30), nodes=st.integers(2, 512), scale=st.floats(1.0, 10.0))
+def test_more_latency_never_faster(op, size, nodes, scale):
+    base = collective_times(op, size, nodes, 8, _links(47)).time_us
+    worse = collective_times(op, size, nodes, 8, _links(47, scale=scale)).time_us
+    assert worse >= base * (1 - 1e-12)
+
+
+def test_vectorised_equals_scalar():
+    sizes = np.array([2**10, 2**20, 2**30])
+    vec = collective_times("all_reduce", sizes, 16, 8, _links(47)).time_us
+    one = [float(collective_times("all_reduce", s, 16, 8, _links(47)).time_us) for s in sizes]
+    assert np.allclose(vec, one)
+
+
+def test_bad_inputs():
+    with pytest.raises(InputError, match="unknown collective"):
+        predict_collective(op="gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
+    with pytest.raises(InputError, match="applies to all_gather|does not apply"):
+        predict_collective(op="all_gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
+                           catalog=CAT, algorithm="nvls")

@@ -1,0 +1,92 @@
+"""Planner: evaluation of every example, Pareto, recommendation, sensitivity."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpufabric.catalog import load_catalog
+from gpufabric.model.step import StepBreakdown
+from gpufabric.plan import evaluate_candidates, make_plan, pareto_front
+from gpufabric.spec import load_spec
+from tests.conftest import EXAMPLES
+
+CAT = load_catalog()
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+
+def _spec(path, **changes):
+    spec = load_spec(path, known_ids=CAT.known_ids()).spec
+    return spec
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
+def test_every_example_plans(path):
+    spec = _spec(path)
+    plan = make_plan(spec, CAT)
+    o = spec.options
+    assert len(plan.candidates) == len(o.fabrics) * len(o.storage) * len(o.oversubscription) * len(o.topologies)
+    assert plan.recommended in plan.pareto
+    assert plan.rationale and len(plan.sensitivity) == 2
+    for c in plan.candidates:
+        assert isinstance(c.breakdown, StepBreakdown)
+        assert c.breakdown.num_ranks == spec.num_gpus
+        assert c.step_time_p99_s >= c.step_time_s > 0
+        assert 0 <= c.goodput <= 1
+        assert c.meets_requirements == (not c.violations)
+
+
+def test_step_time_adds_up():
+    spec = _spec(EXAMPLES / "llama3-70b-1k.yaml")
+    c = evaluate_candidates(spec, CAT)[0]
+    bd = c.breakdown
+    assert bd.step_time_s == pytest.approx(bd.compute_s + bd.bubble_s + bd.comm_exposed_s)
+    # 6 P T / (N peak MFU): 6 * 70e9 * 4,194,304 / (1024 * 989e12 * 0.4).
+    assert bd.compute_s == pytest.approx(6 * 70e9 * 4194304 / (1024 * 989e12 * 0.4))
+    assert bd.bubble_s == pytest.approx(bd.compute_s * 3 / 16)
+    assert bd.job_mttf_s == pytest.approx(50000 * 3600 / 1024)
+
+
+def test_bitwise_reproducibility_avoids_nondeterministic_algorithms():
+    spec = _spec(EXAMPLES / "llama3-70b-1k.yaml")
+    assert spec.requirements.reproducibility == "bitwise"
+    assert all(c.dp_algorithm not in ("nvls", "collnet") for c in evaluate_candidates(spec, CAT))
+    free = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "statistical"})})
+    assert any(c.dp_algorithm == "collnet" for c in evaluate_candidates(free, CAT))
+
+
+def test_faster_fabric_lowers_exposed_comm_and_slower_storage_writes_longer():
+    cands = {c.id: c for c in evaluate_candidates(_spec(EXAMPLES / "roce-256gpu-8b.yaml"), CAT)}
+    assert cands["tcp-100g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s
+    assert cands["roce-400g/rail-optimized/1:1/nfs"].checkpoint_write_s > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].checkpoint_write_s
+    assert cands["roce-400g/rail-optimized/2:1/nfs"].capex_usd < cands["roce-400g/rail-optimized/1:1/nfs"].capex_usd
+
+
+def test_violations_name_the_requirement():
+    spec = _spec(EXAMPLES / "lab-2node.yaml")
+    tight = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"budget_usd": 1000.0})})
+    plan = make_plan(tight, CAT)
+    assert all(not c.meets_requirements for c in plan.candidates)
+    assert all(any(v.startswith("capex_usd") for v in c.violations) for c in plan.candidates)
+    assert "No design meets every requirement" in plan.rationale
+    assert plan.recommended in plan.pareto
+
+
+def test_pareto_front_by_hand():
+    @dataclasses.dataclass
+    class C:
+        id: str
+        capex_usd: float
+        time_to_train_days: float
+        step_time_cv: float
+
+    cs = [C("a", 1, 10, 0.1), C("b", 2, 5, 0.1), C("c", 2, 10, 0.1), C("d", 3, 4, 0.2)]
+    assert pareto_front(cs) == ["a", "b", "d"]
+
+
+def test_sensitivity_reports_latency_effect():
+    plan = make_plan(_spec(EXAMPLES / "llama3-405b-16k.yaml"), CAT)
+    net = plan.sensitivity[0]
+    assert net["condition"].startswith("network latency")
+    assert net["step_time_change"] > 0

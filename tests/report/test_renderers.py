@@ -1,0 +1,48 @@
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from gpufabric.report import render
+from gpufabric.results.records import Direction, Outcome, RunRecord, Status, TestResult, Verdict
+
+
+def _run(results=(), verdicts=()):
+    return RunRecord(id=5, kind="ingest", status="failed", started_at=1.7e9, finished_at=None, argv=("a|b",),
+                     fingerprint={"host": "<b>h</b>", "nics": [{"name": "eth0"}]}, results=tuple(results),
+                     verdicts=tuple(verdicts))
+
+
+NOISY = Verdict(test="sockperf.data", metric="lat_p50_us", host="h", outcome=Outcome.noisy, measured=12.3,
+                expected=10.0, direction=Direction.lower, margin=-0.02, reason="too noisy to judge",
+                warnings=("the standard deviation (8 us) is 65% of the mean (12.3 us)",), unit="us")
+TIMEOUT = TestResult(name="iperf3.data", tool="iperf3", host="h", status=Status.timeout, reason="killed at 30 s",
+                     raw_output="partial <output> & \x1b[31mmore\x1b[0m")
+
+
+def test_junit_maps_noisy_to_skipped_and_tool_failure_to_error():
+    root = ET.fromstring(render(_run([TIMEOUT], [NOISY]), "junit").split("\n", 1)[1])
+    suite = root.find("testsuite")
+    cases = {c.get("classname"): c for c in suite.findall("testcase")}
+    assert cases["sockperf.data"].find("skipped").get("message").startswith("noisy: too noisy")
+    error = cases["iperf3.data"].find("error")
+    # control characters (ANSI colour codes) are not allowed in XML 1.0 and are dropped
+    assert error.get("type") == "timeout" and error.text == "partial <output> & [31mmore[0m"
+    assert (suite.get("errors"), suite.get("skipped"), suite.get("failures")) == ("1", "1", "0")
+
+
+def test_html_escapes_data_and_marks_interrupted_runs():
+    evil = TestResult(name="<script>alert(1)</script>", tool="fio", host="h", status=Status.ok)
+    html = render(_run([evil, TIMEOUT], [NOISY]), "html")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "&lt;b&gt;h&lt;/b&gt;" in html  # fingerprint values escaped too
+    assert "never finished (interrupted)" in html
+    assert "<svg" not in html  # nothing to plot: no empty charts
+    assert 'class="noisy"' in html and "65% of the mean" in html
+
+
+def test_markdown_escapes_pipes_and_lists_warnings():
+    md = render(_run([TIMEOUT], [NOISY]), "markdown")
+    assert "`a|b`" in md
+    assert "| **noisy** |" in md and "warning: the standard deviation" in md
+    assert "| iperf3.data | iperf3 | h | timeout: killed at 30 s |  |" in md
+    assert "**1** test timeout" in md
