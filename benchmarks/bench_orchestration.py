@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 
-def one_round(repeats: int | None) -> tuple[float, float, int]:
+def one_round(repeats: int | None) -> tuple[float, float, int, dict[str, float]]:
     from gpufabric.bench import scratch as scratch_mod
     from gpufabric.bench.fingerprint import collect
     from gpufabric.bench.runners import LocalExecutor
@@ -32,18 +32,27 @@ def one_round(repeats: int | None) -> tuple[float, float, int]:
 
     slos = [Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=0.1),
             Slo(test="sockperf.udp", metric="lat_p99_us", direction=Direction.lower, maximum=10_000)]
+    parts: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()
         scratch = scratch_mod.prepare(None)
         try:
+            mark = time.monotonic()
             tests = plan_suite("quick", scratch=scratch.path, repeats=repeats)
+            parts["plan"] = time.monotonic() - mark
             with Store.open(Path(tmp) / "bench.db") as store:
-                run_id = store.begin_run(kind="bench", argv=["bench", "--suite", "quick"], fingerprint=collect())
+                mark = time.monotonic()
+                fingerprint = collect()
+                parts["fingerprint"] = time.monotonic() - mark
+                run_id = store.begin_run(kind="bench", argv=["bench", "--suite", "quick"], fingerprint=fingerprint)
                 outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos)
+                parts["suite loop"] = outcome.wall_s - outcome.tool_s
         finally:
+            mark = time.monotonic()
             scratch.cleanup()
+            parts["cleanup"] = time.monotonic() - mark
         wall = time.monotonic() - start
-    return wall, outcome.tool_s, len(outcome.results)
+    return wall, outcome.tool_s, len(outcome.results), parts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,11 +62,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     overheads = []
     for i in range(args.rounds):
-        wall, tool, count = one_round(args.repeats)
+        wall, tool, count, parts = one_round(args.repeats)
         overhead = (wall - tool) / wall
         overheads.append(overhead)
+        detail = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
         print(f"round {i + 1}: {count} tests, wall {wall:.2f} s, in tools {tool:.2f} s, "
-              f"orchestration {wall - tool:.2f} s = {overhead:.1%}")
+              f"orchestration {wall - tool:.2f} s = {overhead:.1%} ({detail})")
     median = statistics.median(overheads)
     print(f"median orchestration overhead: {median:.1%} of suite wall time (bar: < 5 %)")
     return 0 if median < 0.05 else 1

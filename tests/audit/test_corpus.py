@@ -46,8 +46,9 @@ def test_generated_text_and_json_rulesets_agree(clean_bundle):
     hosts = dict(policy.hosts())
     a = prove(policy, {h: from_text[r] for h, r in hosts.items()})
     b = prove(policy, {h: from_json[r] for h, r in hosts.items()})
-    assert [(c.src, c.dst, c.plane, c.proto, c.port_lo, c.allowed) for c in a.cells] == [
-        (c.src, c.dst, c.plane, c.proto, c.port_lo, c.allowed) for c in b.cells]
+    assert [(c.src, c.dst, c.plane, c.proto, c.port_lo, c.port_hi, c.allowed) for c in a.cells] == [
+        (c.src, c.dst, c.plane, c.proto, c.port_lo, c.port_hi, c.allowed) for c in b.cells]
+    assert len(a.cells) > 50 and any(c.allowed == "all" for c in a.cells)
 
 
 @nft_usable

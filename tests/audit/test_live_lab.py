@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.audit import nft
-from gpufabric.audit.reachability import prove
+from gpufabric.audit.reachability import cell_at, prove
 from gpufabric.spec.security import SecurityPolicy
 from tests.audit.conftest import clean_bundle  # noqa: F401  (fixture)
 from tests.conftest import needs_root, needs_tool
@@ -100,8 +100,7 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
     live = {}
     for host in ns:
         live[host] = nft.parse(json.loads(sh("ip", "netns", "exec", ns[host], "nft", "-j", "list", "ruleset")))
-    proof = prove(policy, live, extra_points=ports)
-    static = {(c.src, c.dst, c.plane, c.proto, c.port_lo): c for c in proof.cells}
+    proof = prove(policy, live)
     # Probe every (src host, dst host, shared plane, proto, port) at once per source namespace.
     procs = {}
     expected: dict[str, tuple[str, str, str, str, int]] = {}
@@ -130,7 +129,7 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
     assert set(seen) == set(expected) and len(seen) > 500
     disagreements = []
     for pid, (src_role, dst_role, plane, proto, port) in expected.items():
-        cell = static[(src_role, dst_role, plane, proto, port)]
+        cell = cell_at(proof, src_role, dst_role, plane, proto, port)
         packets = seen[pid] == "open"
         intended = any(f.src == src_role and f.dst == dst_role and f.plane == plane and f.proto == proto and
                        any(lo <= port <= hi for lo, hi in f.port_ranges()) for f in policy.flows)

@@ -130,3 +130,8 @@ def test_spec_mode_bad_input(cli):
     assert code == 2 and "unknown candidate 'no/such/design'" in err
     code, _, err = cli("simulate", str(EXAMPLE), "--ranks", "8")
     assert code == 2 and "not both" in err
+
+
+def test_failures_faster_than_checkpoints_exit_2(cli):
+    code, _, err = cli("simulate", "--ranks", "1000", "--steps", "1000", "--node-mttf-h", "0.001")
+    assert code == 2 and "practically never finish" in err

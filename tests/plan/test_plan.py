@@ -90,3 +90,23 @@ def test_sensitivity_reports_latency_effect():
     net = plan.sensitivity[0]
     assert net["condition"].startswith("network latency")
     assert net["step_time_change"] > 0
+
+
+def test_moe_fat_tree_cross_node_tp_paths(tmp_path):
+    text = (EXAMPLES / "roce-256gpu-8b.yaml").read_text()
+    text = text.replace("parallelism: {tp: 1, pp: 1, dp: 256}", "parallelism: {tp: 16, pp: 2, dp: 8, ep: 4, allow_cross_node_tp: true}")
+    text = text.replace("precision: bf16", "precision: fp8")
+    text = text.replace("pattern: sequential", "pattern: random")
+    text = text.replace("oversubscription: [1, 2]", "oversubscription: [1, 3]\n  topologies: [rail-optimized, fat-tree]")
+    path = tmp_path / "moe.yaml"
+    path.write_text(text)
+    spec = _spec(path)
+    cands = {c.id: c for c in evaluate_candidates(spec, CAT)}
+    assert len(cands) == 5 * 4 * 2 * 2
+    rail = cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"]
+    fat3 = cands["roce-400g/fat-tree/3:1/nvmeof-rdma"]
+    # All-to-all across leaves pays the oversubscription; fat-tree leaves hold fewer nodes.
+    assert fat3.comm_exposed_s > rail.comm_exposed_s
+    assert fat3.capex_usd < rail.capex_usd
+    tcp = cands["tcp-100g/rail-optimized/1:1/nvmeof-rdma"]
+    assert tcp.comm_exposed_s > 2 * rail.comm_exposed_s  # TP now crosses the NIC

@@ -111,3 +111,8 @@ def test_train_steps_longer_than_simulated_steps():
     assert r.time_to_train_s.mean == pytest.approx(1000.0)
     assert r.throughput_tokens_per_s == pytest.approx(10_000.0)
     assert replace(cfg, train_steps=0).total_steps == 100
+
+
+def test_too_many_checkpoint_intervals_are_refused():
+    with pytest.raises(InputError, match="more than 1,000,000 checkpoint intervals"):
+        _cfg(train_steps=10_000_000, checkpoint=CheckpointPolicy(every_steps=1, write_s=0.0))

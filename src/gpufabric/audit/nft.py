@@ -13,6 +13,8 @@ silently optimistic about a rule it did not understand.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +42,15 @@ class Ruleset:
     chains: dict[tuple[str, str, str], Chain]
     sets: dict[tuple[str, str, str], list[Any]]
     unsupported: set[str] = field(default_factory=set)
+    fingerprint: str = ""  # content hash without handles: equal rulesets are evaluated once
+    span_cache: dict[Any, Spans] = field(default_factory=dict)
+    _points: list[int] | None = None
+
+    def port_points(self) -> list[int]:
+        """Sorted port breakpoints of this ruleset (see :func:`port_breakpoints`)."""
+        if self._points is None:
+            self._points = sorted(port_breakpoints(self))
+        return self._points
 
     def base_chains(self, hook: str) -> list[Chain]:
         found = [c for c in self.chains.values() if c.hook == hook and c.family in _FAMILIES_V4]
@@ -85,7 +96,11 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
         key = (r["family"], r["table"], r["chain"])
         if key in chains:
             chains[key].rules.append(list(r.get("expr", [])))
-    return Ruleset(chains=chains, sets=sets)
+    canonical = json.dumps(
+        [[list(k), c.hook, c.prio, c.policy, c.rules] for k, c in sorted(chains.items())]
+        + [[list(k), v] for k, v in sorted(sets.items())], sort_keys=True, default=str,
+    )
+    return Ruleset(chains=chains, sets=sets, fingerprint=hashlib.sha256(canonical.encode()).hexdigest())
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +237,16 @@ def _addr_spans(values: list[Any]) -> Spans:
     return iv.normalize(spans)
 
 
+def _cached_spans(rs: Ruleset, chain: Chain, right: Any) -> Spans:
+    """Address spans of a match's right-hand side, parsed once per ruleset (IP parsing
+    dominated the proof's run time before this cache)."""
+    key = (chain.family, chain.table, right) if isinstance(right, str) else id(right)
+    spans = rs.span_cache.get(key)
+    if spans is None:
+        spans = rs.span_cache[key] = _addr_spans(_set_values(rs, chain, right))
+    return spans
+
+
 def _port_hit(values: list[Any], port: int) -> bool:
     for value in values:
         value = _elem(value)
@@ -242,13 +267,13 @@ def _match(rs: Ruleset, chain: Chain, m: dict[str, Any], pkt: Packet, space: Spa
     if isinstance(left, dict) and "payload" in left:
         proto, fieldname = left["payload"].get("protocol"), left["payload"].get("field")
         if proto == "ip" and fieldname == "saddr":
-            spans = _addr_spans(_set_values(rs, chain, right))
+            spans = _cached_spans(rs, chain, right)
             return iv.subtract(space, spans) if negate else iv.intersect(space, spans)
         if proto == "ip" and fieldname == "daddr":
             if pkt.daddr is None:
                 rs.unsupported.add("ip daddr without a destination address")
                 return space
-            hit = any(lo <= pkt.daddr <= hi for lo, hi in _addr_spans(_set_values(rs, chain, right)))
+            hit = any(lo <= pkt.daddr <= hi for lo, hi in _cached_spans(rs, chain, right))
             return space if hit != negate else ()
         if proto == "ip" and fieldname == "protocol":
             hit = any(v in (pkt.proto, _PROTO_NUM.get(pkt.proto)) for v in _set_values(rs, chain, right))

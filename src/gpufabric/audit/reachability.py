@@ -13,6 +13,7 @@ addresses on the plane; addresses that belong to no role are the pseudo-role
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -89,7 +90,8 @@ def prove(
     policy: SecurityPolicy, rulesets: Mapping[str, Ruleset], *, extra_points: Sequence[int] = ()
 ) -> Proof:
     """Evaluate every cell; ``rulesets`` maps host name -> its parsed ruleset (hosts that
-    share a ruleset object are evaluated once)."""
+    share a ruleset object are evaluated once). Cells come back merged: adjacent port
+    intervals with the same outcome form one cell."""
     start = time.perf_counter()
     addresses = policy.addresses()
     points = sorted(p for p in breakpoints(policy, rulesets) | set(extra_points) if 1 <= p <= 65536)
@@ -108,45 +110,90 @@ def prove(
         sources[plane.name] = per_role
     cells: list[Cell] = []
     missing: list[str] = []
+    # A ruleset treats every port between two of its own breakpoints alike, so results
+    # are cached per (ruleset, interface, proto, local interval), not per global interval.
     cache: dict[tuple[int, str, str, int], tuple[tuple[int, int], ...]] = {}
     hosts_done = 0
+    cells_evaluated = 0
+    # Hosts whose rulesets have the same content (a role's hosts, usually) share one evaluation.
+    canonical: dict[str, Ruleset] = {}
+    for rs in rulesets.values():
+        canonical.setdefault(rs.fingerprint or str(id(rs)), rs)
     for role in policy.roles:
-        groups: dict[int, tuple[Ruleset, int]] = {}
+        groups: dict[int, Ruleset] = {}
         for host in role.host_names:
             rs = rulesets.get(host)
             if rs is None:
                 missing.append(host)
                 continue
             hosts_done += 1
-            ruleset, count = groups.get(id(rs), (rs, 0))
-            groups[id(rs)] = (ruleset, count + 1)
+            rs = canonical[rs.fingerprint or str(id(rs))]
+            groups[id(rs)] = rs
         if not groups:
             continue
         for plane_name in policy.role_planes(role.name):
             iif = policy.plane(plane_name).interface or ""
+            srcs = list(sources[plane_name].items())
+            sizes = [iv.size(spans) for _name, spans in srcs]
             for proto in PROTOS:
+                intent_spans = [wanted.get((name, role.name, plane_name, proto), ()) for name, _spans in srcs]
+                runs: list[list] = []  # [lo, hi, statuses tuple, intended tuple]
                 for lo, hi in grid:
-                    statuses: dict[str, set[str]] = defaultdict(set)
-                    for rs, _count in groups.values():
-                        key = (id(rs), iif, proto, lo)
+                    accs = []
+                    for rs in groups.values():
+                        key = (id(rs), iif, proto, bisect_right(rs.port_points(), lo))
                         acc = cache.get(key)
                         if acc is None:
                             acc = cache[key] = accepted_sources(rs, Packet(iif=iif, proto=proto, dport=lo))
-                        for src, spans in sources[plane_name].items():
-                            got = iv.size(iv.intersect(acc, spans))
-                            statuses[src].add("none" if got == 0 else "all" if got == iv.size(spans) else "partial")
-                    for src, seen in statuses.items():
-                        allowed = seen.pop() if len(seen) == 1 else "partial"
-                        span = wanted.get((src, role.name, plane_name, proto), ())
-                        intended = bool(iv.intersect(span, ((lo, hi),)))
-                        cells.append(Cell(src=src, dst=role.name, plane=plane_name, proto=proto, port_lo=lo,
-                                          port_hi=hi, allowed=allowed, intended=intended))
+                        accs.append(acc)
+                    statuses = tuple(_status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes))
+                    intended = tuple(bool(span) and _covers(span, lo) for span in intent_spans)
+                    if runs and runs[-1][2] == statuses and runs[-1][3] == intended and runs[-1][1] + 1 == lo:
+                        runs[-1][1] = hi
+                    else:
+                        runs.append([lo, hi, statuses, intended])
+                cells_evaluated += len(grid) * len(srcs)
+                for i, (name, _spans) in enumerate(srcs):
+                    last: Cell | None = None
+                    for lo, hi, statuses, intended in runs:
+                        if last is not None and (last.allowed, last.intended) == (statuses[i], intended[i]):
+                            last = cells[-1] = Cell(src=name, dst=role.name, plane=plane_name, proto=proto,
+                                                    port_lo=last.port_lo, port_hi=hi, allowed=statuses[i],
+                                                    intended=intended[i])
+                        else:
+                            last = Cell(src=name, dst=role.name, plane=plane_name, proto=proto, port_lo=lo,
+                                        port_hi=hi, allowed=statuses[i], intended=intended[i])
+                            cells.append(last)
     unsupported = sorted({u for rs in {id(r): r for r in rulesets.values()}.values() for u in rs.unsupported})
     return Proof(
-        cells=cells, hosts_evaluated=hosts_done, rulesets_evaluated=len({id(r) for r in rulesets.values()}),
-        evaluations=len(cache), cells_evaluated=len(cells), missing_hosts=missing, unsupported=unsupported,
+        cells=cells, hosts_evaluated=hosts_done, rulesets_evaluated=len(canonical),
+        evaluations=len(cache), cells_evaluated=cells_evaluated, missing_hosts=missing, unsupported=unsupported,
         seconds=time.perf_counter() - start,
     )
+
+
+def _status(accs: list[tuple[tuple[int, int], ...]], spans: tuple[tuple[int, int], ...], size: int) -> str:
+    seen = set()
+    for acc in dict.fromkeys(accs):
+        if not acc or not spans:
+            seen.add("none")
+            continue
+        got = iv.size(iv.intersect(acc, spans))
+        seen.add("none" if got == 0 else "all" if got == size else "partial")
+    return seen.pop() if len(seen) == 1 else "partial"
+
+
+def _covers(spans: tuple[tuple[int, int], ...], port: int) -> bool:
+    i = bisect_right(spans, (port, 65536)) - 1
+    return i >= 0 and spans[i][0] <= port <= spans[i][1]
+
+
+def cell_at(proof: Proof, src: str, dst: str, plane: str, proto: str, port: int) -> Cell | None:
+    """The (merged) cell holding ``port``."""
+    for cell in proof.cells:
+        if (cell.src, cell.dst, cell.plane, cell.proto) == (src, dst, plane, proto) and cell.port_lo <= port <= cell.port_hi:
+            return cell
+    return None
 
 
 def merged(cells: Sequence[Cell]) -> list[Cell]:
@@ -188,26 +235,29 @@ class Change:
 
 
 def diff(old: Proof, new: Proof) -> list[Change]:
-    """Cells whose outcome differs (both proofs must share breakpoints: use extra_points)."""
-    def index(proof: Proof) -> dict[tuple[str, str, str, str, int], Cell]:
-        return {(c.src, c.dst, c.plane, c.proto, c.port_lo): c for c in proof.cells}
+    """Port ranges whose outcome differs between two proofs, per (src, dst, plane, proto)."""
+    def index(proof: Proof) -> dict[tuple[str, str, str, str], list[Cell]]:
+        out: dict[tuple[str, str, str, str], list[Cell]] = defaultdict(list)
+        for c in proof.cells:
+            out[(c.src, c.dst, c.plane, c.proto)].append(c)
+        return out
 
     a, b = index(old), index(new)
     changes: list[Change] = []
-    for key in sorted(set(a) | set(b), key=lambda k: (k[2], k[0], k[1], k[3], k[4])):
-        before = a[key].allowed if key in a else "none"
-        after = b[key].allowed if key in b else "none"
-        if before != after:
-            cell = a.get(key) or b[key]
-            changes.append(Change(src=cell.src, dst=cell.dst, plane=cell.plane, proto=cell.proto, port_lo=cell.port_lo,
-                                  port_hi=cell.port_hi, old=before, new=after))
-    out: list[Change] = []
-    for ch in changes:
-        last = out[-1] if out else None
-        if last and (last.src, last.dst, last.plane, last.proto, last.old, last.new) == (
-            ch.src, ch.dst, ch.plane, ch.proto, ch.old, ch.new) and last.port_hi + 1 == ch.port_lo:
-            out[-1] = Change(src=ch.src, dst=ch.dst, plane=ch.plane, proto=ch.proto, port_lo=last.port_lo,
-                             port_hi=ch.port_hi, old=ch.old, new=ch.new)
-        else:
-            out.append(ch)
-    return out
+    for key in sorted(set(a) | set(b), key=lambda k: (k[2], k[0], k[1], k[3])):
+        cuts = sorted({1, 65536} | {c.port_lo for c in a.get(key, [])} | {c.port_hi + 1 for c in a.get(key, [])}
+                      | {c.port_lo for c in b.get(key, [])} | {c.port_hi + 1 for c in b.get(key, [])})
+        for lo, nxt in zip(cuts, cuts[1:]):
+            before = next((c.allowed for c in a.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
+            after = next((c.allowed for c in b.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
+            if before == after:
+                continue
+            last = changes[-1] if changes else None
+            if last and (last.src, last.dst, last.plane, last.proto, last.old, last.new) == (*key, before, after) \
+                    and last.port_hi + 1 == lo:
+                changes[-1] = Change(src=key[0], dst=key[1], plane=key[2], proto=key[3], port_lo=last.port_lo,
+                                     port_hi=nxt - 1, old=before, new=after)
+            else:
+                changes.append(Change(src=key[0], dst=key[1], plane=key[2], proto=key[3], port_lo=lo, port_hi=nxt - 1,
+                                      old=before, new=after))
+    return changes

@@ -8,7 +8,7 @@ from pathlib import Path
 from gpufabric.audit import checks_fabric, checks_host, checks_job, checks_nvmf  # noqa: F401  (registration)
 from gpufabric.audit.collect import Facts, from_directory
 from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
-from gpufabric.audit.reachability import Change, Proof, breakpoints, diff, merged, prove
+from gpufabric.audit.reachability import Change, Proof, cell_at, diff, merged, prove
 from gpufabric.errors import InputError
 
 RDMA_STATEMENT = (
@@ -100,13 +100,12 @@ def audit_diff(old: Path, new: Path) -> AuditReport:
         if facts.policy is None:
             raise InputError(f"{path} has no policy.json; --diff compares two bundles or /etc copies with policy.json")
     rs_old, rs_new = host_rulesets(facts_old), host_rulesets(facts_new)
-    points = breakpoints(facts_old.policy, rs_old) | breakpoints(facts_new.policy, rs_new)  # type: ignore[arg-type]
-    p_old = prove(facts_old.policy, rs_old, extra_points=sorted(points))  # type: ignore[arg-type]
-    p_new = prove(facts_new.policy, rs_new, extra_points=sorted(points))  # type: ignore[arg-type]
+    p_old = prove(facts_old.policy, rs_old)  # type: ignore[arg-type]
+    p_new = prove(facts_new.policy, rs_new)  # type: ignore[arg-type]
     report = AuditReport(source=f"diff {old} -> {new}", proof=p_new, changes=diff(p_old, p_new))
-    intended_new = {(c.src, c.dst, c.plane, c.proto, c.port_lo): c.intended for c in p_new.cells}
     for ch in report.changes:
-        if ch.direction == "opens" and not intended_new.get((ch.src, ch.dst, ch.plane, ch.proto, ch.port_lo), False):
+        cell = cell_at(p_new, ch.src, ch.dst, ch.plane, ch.proto, ch.port_lo)
+        if ch.direction == "opens" and not (cell is not None and cell.intended):
             report.findings.append(Finding(
                 check_id="VER-02", severity=Severity.high, title="Change opens cells beyond intent",
                 subject=f"{ch.src} -> {ch.dst} on {ch.plane} {ch.proto}/{ch.ports}", evidence=f"{ch.old} -> {ch.new}",

@@ -89,14 +89,14 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     topo = "rail" if c.topology == "rail-optimized" else "fat"
     return [
         mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
-        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.2%}",
-        f"{c.goodput:.1%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
-        f"{c.run_cost_usd / 1e6:,.2f}", _ok(c),
+        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
+        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
+        f"{c.run_cost_usd / 1e6:,.3g}", _ok(c),
     ]
 
 
-HEADERS = ("", "fabric", "topology", "storage", "step s", "p99 s", "CV", "comm s", "ckpt s", "stall", "goodput", "days",
-           "capex $M", "$/GPU-h", "run $M", "meets")
+HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "ckpt", "stall", "good", "days",
+           "capex", "$/GPU-h", "run", "meets")
 
 
 def _text(result: Any, shown: list[Any], spec: Any) -> None:
@@ -106,7 +106,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
 
     probe = Console()
     console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), title=f"{result.name}: {len(result.candidates)} designs"
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1), title=f"{result.name}: {len(result.candidates)} designs"
                   f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)", title_justify="left")
     for i, h in enumerate(HEADERS):
         table.add_column(h, justify="left" if i < 4 or i == len(HEADERS) - 1 else "right", no_wrap=True)
@@ -115,10 +115,12 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
         table.add_row(*_row(c, result.recommended, pareto), style=style)
     console.print(table)
-    console.print("[dim]* recommended   p Pareto frontier (capex, days, CV)   step = mean, p99 over steps;"
-                  " stall = fraction of wall time blocked on checkpoints[/dim]")
+    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm/ckpt in s (mean and p99 step,"
+                  " exposed comm per step, checkpoint write)\nstall: wall time blocked on checkpoints  capex and run"
+                  " (cost of the whole run) in $M  dim rows miss a requirement[/dim]")
     console.print(f"\n[bold]Recommendation[/bold]: {result.recommended}")
-    console.print(result.rationale, soft_wrap=False)
+    for sentence in result.rationale.split(". "):
+        console.print(sentence if sentence.endswith(".") else sentence + ".")
     console.print("\n[bold]Sensitivity[/bold]")
     for s in result.sensitivity:
         console.print(f"- {s['text']}")

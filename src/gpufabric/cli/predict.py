@@ -46,7 +46,7 @@ def collective(
         return 0
     typer.echo(
         f"{pred.op} {format_size(pred.size_bytes)} on {nodes} x {gpus_per_node} {gpu} over {fabric}"
-        f" ({pred.num_ranks} ranks, {pred.switch_hops} switch hops)\n"
+        f" ({pred.num_ranks} ranks, {pred.switch_hops} switch hop{'' if pred.switch_hops == 1 else 's'})\n"
         f"  algorithm {pred.algorithm}/{pred.protocol}\n"
         f"  time      {pred.time_us:,.1f} us\n"
         f"  algbw     {pred.algbw_gbps:,.2f} GB/s\n"

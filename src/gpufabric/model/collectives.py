@@ -88,18 +88,6 @@ class Links:
     oversubscription: Any = 1.0
     ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
 
-    def scaled(self, *, latency: float = 1.0) -> Links:
-        """Same links with every latency term multiplied (sensitivity analysis)."""
-        return Links(
-            nvl_busbw_gbps=self.nvl_busbw_gbps, intra_is_pci=self.intra_is_pci,
-            nvls_busbw_gbps=self.nvls_busbw_gbps, nvls_latency_us=self.nvls_latency_us,
-            nic_gbps=self.nic_gbps, nics_per_node=self.nics_per_node,
-            net_latency_scale=np.asarray(self.net_latency_scale) * latency,
-            extra_hop_us=np.asarray(self.extra_hop_us) * latency,
-            in_network_reduction=self.in_network_reduction, launch_us=self.launch_us,
-            oversubscription=self.oversubscription, ranks_per_leaf=self.ranks_per_leaf,
-        )
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CollectiveTimes:

@@ -2,11 +2,14 @@
 
 ``StepBreakdown`` is the contract between the planner (which computes it for every
 candidate design) and the simulator (which draws step-time distributions from it).
+Below it, the step-time formulas the planner evaluates (docs/models.md "Training step").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as _np
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,8 +39,6 @@ class StepBreakdown:
 
 # ---------------------------------------------------------------------------------
 # Step-time formulas (vectorisable). Sources in docs/models.md.
-
-import numpy as _np  # noqa: E402  (kept below the contract dataclass on purpose)
 
 #: Bytes per activation/gradient element by precision (fp8 training keeps bf16 grads).
 ACT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}

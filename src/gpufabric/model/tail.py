@@ -14,10 +14,21 @@ Barroso, "The Tail at Scale", CACM 2013) make a step slow with P = 1 - (1 - q)^N
 D P to the mean and D^2 P (1 - P) to the variance.
 
 The step time is then a two-component mixture: Normal(m0, s0) with weight 1 - P and
-Normal(m0 + D, s0) with weight P. Its p99 is found by bisection on the mixture CDF;
-with P = 0 it is the Gaussian ``m0 + 2.326 s0``. The CV is ``std / mean`` of the
-mixture. These are closed forms of the model the simulator samples, so they can be
-cross-checked against it.
+Normal(m0 + D, s0) with weight P. The CV is ``std / mean`` of the mixture (exact).
+The p99 uses the well-separated limit (D >> s0, the case for retransmit timeouts and
+pause storms), which is closed form and monotone in jitter and in rank count:
+
+    P <  1%:  x = min(m0 + s0 * Phi^-1(0.99 / (1 - P)), m0 + D)
+    P >= 1%:  x = m0 + D + s0 * max(0, Phi^-1(1 - 0.01 / P))
+    p99 = max(x, m0 + 2.326 s0)
+
+With P = 0 it is the Gaussian ``m0 + 2.326 s0``. The exact mixture quantile
+(:func:`mixture_quantile`) can *fall* when jitter grows while P is just above 1%,
+because the 99th percentile then sits in the left tail of the slow component; the
+clamp at 0 removes that artefact and overstates the exact quantile by at most
+``|Phi^-1(1 - 0.01/P)| * s0`` there (s0 is microseconds to milliseconds, D is
+milliseconds to 200 ms). These are the closed forms of the model the simulator
+samples, so they can be cross-checked against it.
 """
 
 from __future__ import annotations
@@ -121,12 +132,40 @@ def step_tail(
     mean = m0 + D * P
     var = var0 + D**2 * P * (1 - P)
     std = np.sqrt(var)
-    p99 = _mixture_quantile(m0, s0, D, P, 0.99)
+    p99 = separated_p99(m0, s0, D, P)
     return TailStats(mean_s=mean, std_s=std, p99_s=p99, cv=std / mean)
 
 
-def _mixture_quantile(m0: Any, s0: Any, d: Any, p: Any, q: float) -> np.ndarray:
-    """q-quantile of (1-p) N(m0, s0) + p N(m0 + d, s0), by bisection (vectorised)."""
+def separated_p99(m0: Any, s0: Any, d: Any, p: Any) -> np.ndarray:
+    """p99 of the hiccup mixture in the well-separated limit (module docstring)."""
+    m0, s0, d, p = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (m0, s0, d, p)))
+    low = np.minimum(m0 + s0 * ndtri(np.clip(0.99 / np.maximum(1 - p, 1e-300), 0.99, 1 - 1e-12)), m0 + d)
+    high = m0 + d + s0 * np.maximum(0.0, ndtri(np.clip(1 - 0.01 / np.maximum(p, 0.01), 1e-12, 0.99)))
+    return np.maximum(np.where(p < 0.01, low, high), m0 + Z99 * s0)
+
+
+def ndtri(q: Any) -> np.ndarray:
+    """Inverse standard normal CDF (Acklam's rational approximation, relative error < 1.2e-9)."""
+    q = np.asarray(q, dtype=float)
+    a = (-3.969683028665376e01, 2.209460984245205e02, -2.759285104469687e02, 1.383577518672690e02,
+         -3.066479806614716e01, 2.506628277459239e00)
+    b = (-5.447609879822406e01, 1.615858368580409e02, -1.556989798598866e02, 6.680131188771972e01,
+         -1.328068155288572e01)
+    c = (-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e00, -2.549732539343734e00,
+         4.374664141464968e00, 2.938163982698783e00)
+    d = (7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e00, 3.754408661907416e00)
+    lo = np.minimum(q, 1 - q)
+    r = np.sqrt(-2 * np.log(np.maximum(lo, 1e-300)))
+    tail = (((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) / ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1)
+    tail = np.where(q < 0.5, tail, -tail)
+    u = q - 0.5
+    t = u * u
+    mid = (((((a[0] * t + a[1]) * t + a[2]) * t + a[3]) * t + a[4]) * t + a[5]) * u / (((((b[0] * t + b[1]) * t + b[2]) * t + b[3]) * t + b[4]) * t + 1)
+    return np.where(np.abs(u) <= 0.5 - 0.02425, mid, tail)
+
+
+def mixture_quantile(m0: Any, s0: Any, d: Any, p: Any, q: float) -> np.ndarray:
+    """Exact q-quantile of (1-p) N(m0, s0) + p N(m0 + d, s0), by bisection (vectorised)."""
     m0, s0, d, p = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (m0, s0, d, p)))
     s = np.maximum(s0, 1e-12)
     lo = m0 - 10 * s

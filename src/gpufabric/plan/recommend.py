@@ -116,14 +116,17 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
             + "; ".join(best.violations) + "."
         )
         worst = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
-        lines.append(f"Every candidate fails on {worst}" if all(any(_req_name(v) == worst for v in c.violations) for c in cands)
-                     else f"Most candidates fail on {worst}.")
+        all_fail = all(any(_req_name(v) == worst for v in c.violations) for c in cands)
+        msg = f"{'Every' if all_fail else 'Most'} candidate{'' if all_fail else 's'} fail{'s' if all_fail else ''} on {worst}"
         if worst == "time_to_train_days":
             bd = best.breakdown
-            lines[-1] += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s "
-                          "step; the network cannot fix that - raise MFU or microbatches, add nodes, or relax the deadline.")
-        else:
-            lines[-1] += "."
+            floor_days = best.time_to_train_days * (bd.compute_s + bd.bubble_s) / best.step_time_s
+            msg += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s step"
+                    f" already take {floor_days:.0f} days")
+            limit = getattr(requirements, "max_time_to_train_days", None)
+            if limit and floor_days > limit:
+                msg += "; no fabric or storage can fix that: raise MFU or microbatches, add nodes, or relax the deadline"
+        lines.append(msg + ".")
     if runner is not None:
         diffs = []
         if runner.run_cost_usd > best.run_cost_usd + 1:
@@ -151,7 +154,7 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if tight:
             lines.append(tight)
     if best.run_cost_usd > 0:
-        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on the network and "
+        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives, tail) and "
                      f"{_money(best.storage_wait_usd)} on checkpoints, lost work and restores.")
     bd = best.breakdown
     is_sync = abs(bd.checkpoint_block_s - bd.checkpoint_write_s) < 1e-9
@@ -171,9 +174,9 @@ def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str,
     delta = after.step_time_s / before.step_time_s - 1
     stall = after.checkpoint_stall_fraction - before.checkpoint_stall_fraction
     if alt_rec.recommended == rec.recommended:
-        text = f"If {label} doubles, the recommendation stays {rec.recommended} (step time {delta:+.2%}"
+        text = f"With {label} x2, the recommendation stays {rec.recommended} (step time {delta:+.2%}"
     else:
-        text = f"If {label} doubles, the recommendation changes to {alt_rec.recommended} (current choice: step time {delta:+.2%}"
+        text = f"With {label} x2, the recommendation changes to {alt_rec.recommended} (current choice: step time {delta:+.2%}"
     text += f", p99 {after.step_time_p99_s / before.step_time_p99_s - 1:+.2%}, stall {stall:+.4f}"
     text += f", meets requirements: {'yes' if after.meets_requirements else 'no'})."
     return {"condition": f"{label} x2", "recommended": alt_rec.recommended, "changed": alt_rec.recommended != rec.recommended,

@@ -10,6 +10,10 @@ from gpufabric.errors import InputError
 from gpufabric.sim.distributions import Distribution, Hiccup
 
 
+#: Checkpoint intervals per run the timeline handles (a few arrays of this length).
+MAX_SEGMENTS = 1_000_000
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Stragglers:
     """Persistent slow nodes (or links): each is slow with probability ``fraction``, drawn
@@ -140,6 +144,11 @@ class SimConfig:
                 raise InputError(f"checkpoint mode must be sync or async, got {c.mode!r}")
             if not (0 <= c.drain_slowdown < 10):
                 raise InputError(f"drain slowdown must be in [0, 10), got {c.drain_slowdown}")
+            if self.total_steps // c.every_steps > MAX_SEGMENTS:
+                raise InputError(
+                    f"{self.total_steps} steps with a checkpoint every {c.every_steps} make more than "
+                    f"{MAX_SEGMENTS:,} checkpoint intervals: checkpoint less often or simulate fewer steps"
+                )
         if self.failures is not None:
             if not (self.failures.node_mttf_s > 0 and math.isfinite(self.failures.node_mttf_s)):
                 raise InputError(f"node MTTF must be a positive time, got {self.failures.node_mttf_s}")

@@ -108,6 +108,34 @@ class Op:
         return int((self.out != self.expected()).sum().item())
 
 
+def time_iterations(torch: Any, dist: Any, op: Op, *, iters: int, warmup: int, gpu: bool,
+                    arm: Any = lambda: None) -> list[float]:
+    """Blocking per-iteration times in us: barrier, then the op alone on the clock.
+
+    GPU: CUDA events around the op and a synchronize each iteration, so queued work
+    never overlaps the next iteration. CPU: gloo ops complete before returning, so the
+    monotonic clock around the call is the op's time.
+    """
+    times_us = []
+    for it in range(warmup + iters):
+        arm()
+        dist.barrier()
+        if gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            op.run()
+            end.record()
+            end.synchronize()
+            elapsed_us = start.elapsed_time(end) * 1e3
+        else:
+            t0 = time.perf_counter_ns()
+            op.run()
+            elapsed_us = (time.perf_counter_ns() - t0) / 1e3
+        if it >= warmup:
+            times_us.append(elapsed_us)
+    return times_us
+
+
 def sweep(w: Any) -> None:
     """The body of one rank: every op x dtype x size in the config."""
     import warnings
@@ -135,23 +163,8 @@ def sweep(w: Any) -> None:
                 label = f"{op_name} {dtype_name} {count * elem} B"
                 op = Op(torch, dist, op_name, count, dtype, device, w.rank, w.world)
                 op.fill()
-                times_us = []
-                for it in range(int(cfg["warmup"]) + int(cfg["iters"])):
-                    w.arm(label, op_timeout)
-                    dist.barrier()
-                    if gpu:
-                        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        start.record()
-                        op.run()
-                        end.record()
-                        end.synchronize()
-                        elapsed_us = start.elapsed_time(end) * 1e3
-                    else:
-                        t0 = time.perf_counter_ns()
-                        op.run()
-                        elapsed_us = (time.perf_counter_ns() - t0) / 1e3
-                    if it >= int(cfg["warmup"]):
-                        times_us.append(elapsed_us)
+                times_us = time_iterations(torch, dist, op, iters=int(cfg["iters"]), warmup=int(cfg["warmup"]),
+                                           gpu=gpu, arm=lambda label=label: w.arm(label, op_timeout))
                 w.arm(label + " check", op_timeout)
                 op.fill()
                 dist.barrier()

@@ -1,0 +1,57 @@
+"""``gpufabric calibrate RUN``: fit alpha/beta from a measured run, write a catalog override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from gpufabric.cli.output import Format, print_json, stdout_console, to_jsonable
+from gpufabric.errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("calibrate")
+    def calibrate(
+        run_ref: str = typer.Argument(..., metavar="RUN", help="Run id (or 'latest') with collective sweeps / fio results."),
+        fabric: str = typer.Option(..., "--fabric", help="Catalog fabric id the inter-node sweeps ran over."),
+        gpu: str = typer.Option("h100-sxm", "--gpu", help="Catalog GPU id the intra-node sweeps ran on."),
+        storage: str | None = typer.Option(None, "--storage", help="Catalog storage id the run's fio results measured."),
+        catalog_files: list[Path] = typer.Option([], "--catalog", help="Base catalog override(s) to start from."),
+        out: Path = typer.Option(Path("calibrated.yaml"), "--out", help="Override file to write."),
+        db: str | None = typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Fit and report, but do not write --out."),
+        fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    ) -> int:
+        """Fit alpha and beta per link class from a run and write `source: measured, run <id>` overrides."""
+        from gpufabric.plan.calibrate import calibrate as fit, render_yaml
+        from gpufabric.results.store import Store
+
+        with Store.open(db) as store:
+            run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
+        cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
+        if not dry_run:
+            try:
+                out.write_text(render_yaml(cal), encoding="utf-8")
+            except OSError as exc:
+                raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+        if fmt is Format.json:
+            print_json({"run_id": cal.run_id, "out": None if dry_run else str(out), "fits": to_jsonable(cal.fits),
+                        "override": cal.override, "before": cal.before, "after": cal.after,
+                        "points": list(cal.comparison)})
+            return 0
+        console = stdout_console()
+        for f in cal.fits:
+            console.print(f"{f.link_class}: alpha {f.alpha_us:.1f} us, beta {f.beta_gbps:.4f} GB/s busbw"
+                          f" ({f.points} points, rms rel error {f.rms_rel_error:.1%})", markup=False)
+        for c in cal.before:
+            console.print(f"{c}: predicted vs measured busbw, median error {cal.before[c]['median_abs_error_pct']:.0f}%"
+                          f" -> {cal.after[c]['median_abs_error_pct']:.0f}% (max {cal.before[c]['max_abs_error_pct']:.0f}%"
+                          f" -> {cal.after[c]['max_abs_error_pct']:.0f}%)", markup=False)
+        console.print(f"{'op':<15}{'size':>12}{'measured':>12}{'before':>12}{'after':>12}  GB/s busbw", markup=False)
+        for row in cal.comparison:
+            console.print(f"{row['op']:<15}{row['size_bytes']:>12}{row['measured_busbw_gbps']:>12.4f}"
+                          f"{row['predicted_before_gbps']:>12.4f}{row['predicted_after_gbps']:>12.4f}", markup=False)
+        if not dry_run:
+            console.print(f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}", markup=False)
+        return 0

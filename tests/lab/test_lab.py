@@ -1,0 +1,77 @@
+"""The namespace lab: up/status/down, tbf caps, noisy neighbour, and gloo across lab hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.conftest import needs_root, needs_tool
+
+pytestmark = [needs_root, needs_tool("iperf3")]
+
+
+@pytest.fixture
+def lab_name():
+    from gpufabric.lab import net
+
+    name = f"t{os.getpid() % 99999}"
+    net.down(name)
+    yield name
+    net.down(name)
+    assert net.existing_namespaces(name) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_up_status_noise_down_idempotent(cli, lab_name):
+    code, out, err = cli("lab", "up", lab_name, "--hosts", "3", "--rate", "data=1gbit", "--noise", "storage",
+                         "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [h["netns"] for h in doc["hosts"]] == [f"gfl-{lab_name}-h{i}" for i in (1, 2, 3)]
+    h2 = doc["hosts"][1]["planes"]
+    assert h2["data"]["addr"] == "10.210.1.2" and "tbf" in h2["data"]["qdisc"] and "rate 1Gbit" in h2["data"]["qdisc"]
+    assert "tbf" not in h2["storage"]["qdisc"]
+    noise = doc["noise"]
+    assert noise["plane"] == "storage" and len(noise["alive"]) == 2
+    code, out, _ = cli("lab", "noise", lab_name, "--plane", "none")
+    assert code == 0 and not any(_alive(p) for p in noise["pids"])
+    code, out, _ = cli("lab", "status", lab_name, "--format", "json")
+    assert code == 0 and json.loads(out)["noise"]["plane"] is None
+    assert cli("lab", "down", lab_name)[0] == 0
+    code, out, _ = cli("lab", "down", lab_name, "--format", "json")
+    assert code == 0 and json.loads(out)["removed"] == []
+    assert cli("lab", "status", lab_name)[0] == 1
+
+
+def test_bad_lab_input(cli):
+    assert cli("lab", "up", "Bad_Name")[0] == 2
+    assert cli("lab", "up", "x1", "--rate", "fabric=1gbit")[0] == 2
+    assert cli("lab", "up", "x1", "--rate", "data")[0] == 2
+
+
+@pytest.mark.slow
+def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
+    """One rank per lab host; GLOO_SOCKET_IFNAME pins data to the chosen plane. With data
+    capped at 1 Gbit/s (0.125 GB/s) the large all_reduce cannot exceed the cap, while the
+    uncapped storage plane runs several times faster."""
+    assert cli("lab", "up", lab_name, "--rate", "data=1gbit")[0] == 0
+    busbw = {}
+    for plane, port in (("data", 29550), ("storage", 29551)):
+        code, out, err = cli("bench", "collectives", "--lab", lab_name, "--plane", plane, "--nproc", "1",
+                             "--ops", "all_reduce", "--sizes", "4M", "--iters", "3", "--warmup", "1",
+                             "--master-port", str(port), "--db", tmp_path / "r.db", "--format", "json")
+        assert code == 0, err + out
+        row = json.loads(out)["results"][0]
+        assert row["wrong_elements"] == 0 and row["num_ranks"] == 2
+        busbw[plane] = row["busbw_gbps"]
+    assert busbw["data"] < 0.125 * 1.05
+    assert busbw["storage"] > 2 * busbw["data"]
