@@ -125,6 +125,13 @@ def test_iperf3_tcp_two_streams():
     assert parsed.info["host"] == "vm"
 
 
+def test_iperf3_reverse_has_no_local_rtt():
+    (parsed,) = parse_iperf3(read("iperf3/loopback_P2_reverse.json"))
+    assert parsed.info["reverse"] == "1"
+    assert parsed.metric("throughput_gbit_s").value > 0
+    assert parsed.metric("rtt_mean_us") is None  # the remote sender's zeros are not an RTT
+
+
 def test_iperf3_udp():
     (parsed,) = parse_iperf3(read("iperf3/loopback_udp.json"))
     assert parsed.case == "udp"

@@ -68,11 +68,22 @@ def test_unknown_suite(cli):
     assert code == 2 and "choose quick or full" in err
 
 
-def test_plan_without_spec_is_explained(cli, tmp_path):
+def test_plan_without_spec_gives_hardware_slos_only(cli, tmp_path):
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"recommended": "a", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"}]}))
+    plan.write_text(json.dumps({"recommended": "a", "candidates": [{"id": "a", "fabric": "tcp-100g", "storage": "nfs"}]}))
+    code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--plan", plan, "--format", "json")
+    assert code == 0, err
+    assert "without --spec" in err
+    keys = {(s["test"], s["metric"]) for s in json.loads(out)["slos"]}
+    assert ("sockperf.udp", "lat_p99_us") in keys and ("iperf3.tcp", "throughput_gbit_s") in keys
+    assert not any(test == "fio.checkpoint_write" for test, _ in keys)
+
+
+def test_bad_plan_file(cli, tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text("{not json")
     code, _, err = cli("bench", "--suite", "quick", "--dry-run", "--plan", plan)
-    assert code == 2 and "pass --spec SPEC as well" in err
+    assert code == 2 and "not a plan JSON file" in err
 
 
 @needs_tool("fio")

@@ -135,3 +135,10 @@ def test_spec_mode_bad_input(cli):
 def test_failures_faster_than_checkpoints_exit_2(cli):
     code, _, err = cli("simulate", "--ranks", "1000", "--steps", "1000", "--node-mttf-h", "0.001")
     assert code == 2 and "practically never finish" in err
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="example spec not shipped")
+def test_spec_mode_text_shows_the_planner_next_to_the_engine(cli):
+    code, out, _ = cli("simulate", str(EXAMPLE), "--steps", "500")
+    assert code == 0
+    assert "candidate " in out and "planner (closed form): mean" in out

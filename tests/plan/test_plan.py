@@ -110,3 +110,23 @@ def test_moe_fat_tree_cross_node_tp_paths(tmp_path):
     assert fat3.capex_usd < rail.capex_usd
     tcp = cands["tcp-100g/rail-optimized/1:1/nvmeof-rdma"]
     assert tcp.comm_exposed_s > 2 * rail.comm_exposed_s  # TP now crosses the NIC
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from gpufabric.plan.evaluate import evaluate_table  # noqa: E402
+from gpufabric.plan.table import build_table, enumerate_designs  # noqa: E402
+
+_SPEC = _spec(EXAMPLES / "roce-256gpu-8b.yaml")
+_TABLE = build_table(_SPEC, CAT, enumerate_designs(_SPEC))
+
+
+@settings(max_examples=25, deadline=None)
+@given(bw=st.floats(1.0, 8.0), lat=st.floats(1.0, 8.0))
+def test_plan_more_bandwidth_never_slower_more_latency_never_faster(bw, lat):
+    base = evaluate_table(_TABLE)
+    faster = evaluate_table({**_TABLE, "nic_gbps": _TABLE["nic_gbps"] * bw})
+    slower = evaluate_table({**_TABLE, "net_scale": _TABLE["net_scale"] * lat, "jitter_us": _TABLE["jitter_us"] * lat})
+    assert (faster["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)).all()
+    assert (slower["step_time_p99_s"] >= base["step_time_p99_s"] * (1 - 1e-12)).all()

@@ -85,11 +85,6 @@ def proof_findings(proof: Proof) -> list[Finding]:
             evidence=f"{what} (firewall admits: {cell.allowed})",
             remedy="change the rules (or the policy's flows) until the matrix equals the intent",
         ))
-    if proof.missing_hosts:
-        out.append(Finding(check_id="VER-01", severity=Severity.medium, title="Hosts without a ruleset",
-                           subject=", ".join(proof.missing_hosts[:5]) + (" ..." if len(proof.missing_hosts) > 5 else ""),
-                           evidence=f"{len(proof.missing_hosts)} hosts of the policy have no ruleset to evaluate",
-                           remedy="collect their rulesets (nft -j list ruleset)"))
     return out
 
 

@@ -170,6 +170,17 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
         need = work.global_batch_tokens / step_time_s * work.dataset.bytes_per_token / nodes
         slos.append(Slo(test="fio.dataset_read", metric="read_bw_gbps", direction=Direction.higher,
                         minimum=need / 1e9, source=f"{tag}: data loading at the planned step time {step_time_s:.3g} s"))
+    slos += _hardware_slos(fab, sto, tag)
+    busbw = _predicted_busbw(spec, fabric_id, catalog)
+    if busbw is not None:
+        slos.append(Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, expected=busbw,
+                        tolerance=PREDICT_TOLERANCE, source=f"{tag}: predict_collective all_reduce 128 MiB"))
+    return slos
+
+
+def _hardware_slos(fab, sto, tag: str) -> list[Slo]:  # noqa: ANN001 - catalog Fabric, Storage
+    """SLOs that need only the chosen fabric and storage (not the model's sizes)."""
+    slos: list[Slo] = []
     slos.append(Slo(test="fio.small_file_commit", metric="fsync_lat_p99_us", direction=Direction.lower,
                     maximum=(sto.commit_latency_ms + 3 * sto.commit_jitter_ms) * 1000,
                     source=f"{tag}: catalog commit latency + 3 sigma"))
@@ -184,10 +195,6 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
         slos.append(Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher,
                         expected=fab.nic_line_gbps * 8 * TCP_PAYLOAD_EFFICIENCY, tolerance=0.1,
                         source=f"{tag}: NIC line rate x TCP payload efficiency"))
-    busbw = _predicted_busbw(spec, fabric_id, catalog)
-    if busbw is not None:
-        slos.append(Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, expected=busbw,
-                        tolerance=PREDICT_TOLERANCE, source=f"{tag}: predict_collective all_reduce 128 MiB"))
     return slos
 
 
@@ -202,12 +209,26 @@ def _predicted_busbw(spec, fabric_id: str, catalog) -> float | None:  # noqa: AN
     return float(prediction.busbw_gbps)
 
 
-def from_plan(plan: Mapping[str, Any], spec, *, path: str = "plan", catalog=None) -> list[Slo]:  # noqa: ANN001
-    """SLOs for the plan's recommended candidate; the spec gives the sizes the plan was made for."""
+def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:  # noqa: ANN001
+    """SLOs for the plan's recommended candidate.
+
+    The plan JSON names the fabric and storage but not the model's sizes: without the
+    spec only the fabric/storage SLOs (latency, TCP throughput, commit latency) apply.
+    """
     candidate = recommended(plan, path)
-    return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
-                     step_time_s=candidate.get("step_time_s"), catalog=catalog,
-                     source=f"plan {Path(path).name} candidate {candidate.get('id', '?')}")
+    source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
+    if spec is not None:
+        return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
+                         step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source)
+    if catalog is None:
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog()
+    fab = catalog.fabrics.get(str(candidate.get("fabric")))
+    sto = catalog.storage.get(str(candidate.get("storage")))
+    if fab is None or sto is None:
+        raise InputError(f"{path}: candidate {candidate.get('id')!r} names an unknown fabric or storage")
+    return _hardware_slos(fab, sto, f"{source} ({candidate.get('fabric')}, {candidate.get('storage')})")
 
 
 def describe(slos: Sequence[Slo]) -> list[str]:

@@ -104,6 +104,9 @@ def _emit(report, fmt: AuditFormat, threshold, code: int) -> None:
             echo(f"  {c.plane:<8} {c.src:<12} {c.dst:<12} {c.proto + '/' + c.ports:<20} {c.allowed:<8}"
                  f" {'yes' if c.intended else 'no':<7} {c.verdict}")
         echo("  every other cell: denied, as intended" if not p.violations() else "  every other cell: denied")
+        if p.missing_hosts:
+            echo(f"  not proven: {len(p.missing_hosts)} hosts of the policy without a ruleset"
+                 f" ({', '.join(p.missing_hosts[:5])}{' ...' if len(p.missing_hosts) > 5 else ''})")
         if p.unsupported:
             echo(f"  warning: expressions treated as 'may match': {', '.join(p.unsupported)}")
     if report.changes is not None:

@@ -219,6 +219,14 @@ def _bar_chart(edges: list[float], counts: list[int], width: int = 50) -> list[s
     return lines
 
 
+def _planner_line(p: dict[str, Any]) -> list[str]:
+    pl = p.get("planner")
+    if not pl:
+        return []
+    return [f"  planner (closed form): mean {pl['step_time_s'] * 1e3:.3f} ms, p99 {pl['step_time_p99_s'] * 1e3:.3f} ms, "
+            f"CV {pl['step_time_cv']:.4f}, goodput {_pct(pl['goodput']).strip()}"]
+
+
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{100 * x:6.2f}%"
 
@@ -233,6 +241,7 @@ def render_text(p: dict[str, Any]) -> str:
         "",
         "step time (ms)   mean {mean:.3f}   p50 {p50:.3f}   p90 {p90:.3f}   p99 {p99:.3f}   p99.9 {p999:.3f}   CV {cv:.4f}".format(**st),
         f"  mean-value model {p['mean_value_step_ms']:.3f} ms; ideal (no latency) {p['ideal_step_ms']:.3f} ms",
+        *_planner_line(p),
         "",
         *_bar_chart(p["histogram_ms"]["edges"], p["histogram_ms"]["counts"]),
         "",

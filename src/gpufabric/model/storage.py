@@ -28,6 +28,21 @@ from gpufabric.model.tail import expected_max_offset
 RANDOM_READ_AMPLIFICATION = 2.0
 
 
+#: Bytes per element of checkpointed tensors.
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+#: Optimizer state elements per parameter (fp32): Adam/AdamW keep m and v, SGD momentum one.
+OPTIMIZER_STATES = {"adam": 2, "adamw": 2, "sgd": 1, "none": 0}
+
+
+def bytes_per_param(*, weights: str = "bf16", master_fp32: bool = True, optimizer: str = "adam") -> float:
+    """Checkpoint bytes per parameter: weights + fp32 master copy + fp32 optimizer states.
+
+    bf16 weights + fp32 master + Adam m, v = 2 + 4 + 8 = 14 B (models.md 2.6).
+    """
+    master = 4 if master_fp32 and weights != "fp32" else 0
+    return float(DTYPE_BYTES[weights] + master + 4 * OPTIMIZER_STATES[optimizer])
+
+
 def checkpoint_bytes(params: Any, bytes_per_param: Any = 14.0) -> Any:
     """Checkpoint size in bytes: P * b (models.md 2.6)."""
     return np.asarray(params, dtype=float) * np.asarray(bytes_per_param, dtype=float)

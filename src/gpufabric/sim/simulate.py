@@ -153,7 +153,7 @@ def simulate(cfg: SimConfig, *, brute_force: bool = False) -> SimResult:
     has_stragglers = cfg.stragglers is not None or (cfg.comm is not None and cfg.comm.slow_links is not None)
     pooled = np.empty(cfg.runs * cfg.steps)
     walls, lost = [], np.zeros(5)
-    ck_s = fail_s = steps_sum = 0.0
+    ck_s = steps_sum = 0.0
     failures = 0
     slow_nodes = []
     mv = mean_value_step_s(cfg)
@@ -173,11 +173,11 @@ def simulate(cfg: SimConfig, *, brute_force: bool = False) -> SimResult:
             w3 = w2
         lost += [w2 - w3, w3 - total * mv, total * (mv - ideal), rt.checkpoint_s, rt.failure_s]
         ck_s += rt.checkpoint_s
-        fail_s += rt.failure_s
         steps_sum += w2
         failures += rt.failures
     wall_sum = float(sum(walls))
     shares = lost / wall_sum
+    shares[np.abs(shares) < 1e-12] = 0.0  # differences of equal sums: rounding, not a loss
     imbalance = float(shares[0]) if (cfg.attribution or not has_stragglers) else None
     jitter = float(shares[1]) if imbalance is not None else float(shares[0] + shares[1])
     tokens = cfg.tokens_per_step or None

@@ -69,7 +69,10 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
             higher("sent_gbit_s", finite(sent["bits_per_second"], what="sent throughput", source=source) / 1e9, "Gbit/s"),
             lower("retransmits", float(sent.get("retransmits", 0)), "count"),
         ]
-        senders = [s["sender"] for s in end.get("streams") or [] if s.get("sender") and "mean_rtt" in s["sender"]]
+        # RTT comes from TCP_INFO of the *local* sending socket; with -R the sender is the
+        # server, its entries say "sender": false and carry zeros, so there is no RTT.
+        senders = [s["sender"] for s in end.get("streams") or []
+                   if s.get("sender") and s["sender"].get("sender", True) and "mean_rtt" in s["sender"]]
         if senders:
             # Weight each stream's mean RTT by the bytes it moved, so a stalled stream counts less.
             weight = sum(s["bytes"] for s in senders) or len(senders)
