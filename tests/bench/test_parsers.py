@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufabric.bench.parsers import parser_for, strip_ansi
 from gpufabric.bench.parsers.fio import parse_fio
@@ -91,6 +93,20 @@ def test_fio_truncated_json():
 def test_fio_skips_warning_lines_before_the_document():
     text = "fio: file hash not empty on exit\n" + read("fio/psync_read.json")
     assert parse_fio(text)[0].metric("read_bw_gbps") is not None
+
+
+def test_fio_status_interval_concatenated_documents_yield_the_last():
+    doc = json.loads(read("fio/psync_read.json"))
+    interim = json.loads(read("fio/psync_read.json"))
+    interim["jobs"][0]["read"]["bw_bytes"] = 1  # an early status report
+    (parsed,) = parse_fio(json.dumps(interim) + "\n" + json.dumps(doc))
+    assert parsed.metric("read_bw_gbps").value == pytest.approx(doc["jobs"][0]["read"]["bw_bytes"] / 1e9)
+
+
+def test_iperf3_trailing_error_text_is_a_parse_error():
+    text = read("iperf3/loopback_P2.json") + "iperf3: error - control socket has closed unexpectedly\n"
+    with pytest.raises(ParseError, match="unexpected text after the iperf3 JSON document.*control socket"):
+        parse_iperf3(text)
 
 
 def test_fio_rejects_other_tools_json():
@@ -284,3 +300,30 @@ def test_nccl_not_nccl():
 def test_parser_for_unknown_tool():
     with pytest.raises(ParseError, match="unknown tool"):
         parser_for("qperf")
+
+
+# ---------------------------------------------------------------- properties
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 40), st.floats(1, 1e6), st.floats(0, 1e3), st.integers(0, 5)),
+                min_size=1, max_size=12, unique_by=lambda r: r[0]))
+def test_nccl_text_rows_round_trip(rows):
+    """Rows printed in nccl-tests' column layout parse back to the printed values."""
+    lines = ["# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1"]
+    printed = []
+    for exp, time_us, busbw, wrong in sorted(rows):
+        size = 1 << exp
+        line = (f"{size:12d} {max(size // 4, 1):13d}     float     sum      -1 {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f}"
+                f" {wrong:6d} {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f} {0:6d}")
+        lines.append(line)
+        printed.append((size, float(line.split()[5]), float(line.split()[7]), wrong))
+    lines.append("# Out of bounds values : 0 OK")
+    (parsed,) = parse_nccl_tests("\n".join(lines) + "\n")
+    top = printed[-1]
+    assert parsed.metric("busbw_gbps").value == top[2]
+    assert parsed.metric("time_us").value == top[1]
+    assert parsed.metric("wrong_total").value == sum(r[3] for r in printed)
+    assert bool(parsed.error) == (sum(r[3] for r in printed) > 0)
+    for size, time_us, busbw, _ in printed[:-1]:
+        assert parsed.metric(f"busbw_gbps@{size}B").value == busbw

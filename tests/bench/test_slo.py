@@ -120,3 +120,12 @@ def test_direction_heuristic():
     assert slo.direction_of("retransmits") == Direction.lower
     assert slo.direction_of("busbw_gbps") == Direction.higher
     assert slo.direction_of("read_iops") == Direction.higher
+
+
+def test_from_plan_without_spec_has_only_hardware_slos():
+    plan = {"recommended": "x", "candidates": [{"id": "x", "fabric": "ib-ndr", "storage": "nfs"}]}
+    slos = by_key(slo.from_plan(plan, None))
+    assert set(slos) == {("fio.small_file_commit", "fsync_lat_p99_us"), ("perftest.ib_write_lat", "lat_p50_us"),
+                         ("perftest.ib_write_lat", "lat_p99_us")}
+    with pytest.raises(InputError, match="unknown fabric or storage"):
+        slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)

@@ -53,9 +53,13 @@ def test_refuses_non_empty_target_without_force(cli, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.bin"]
 
 
-def test_refuses_device_target(cli, tmp_path):
-    code, _, err = cli("bench", "--suite", "quick", "--target-dir", "/dev/null", "--force", "--dry-run")
-    assert code == 2 and "is a device" in err
+@pytest.mark.parametrize("device", ["/dev/vda", "/dev/loop0", "/dev/null"])
+def test_refuses_device_target_even_with_force(cli, device):
+    if not Path(device).exists():
+        pytest.skip(f"{device} does not exist here")
+    for extra in ((), ("--force",)):
+        code, _, err = cli("bench", "--suite", "quick", "--target-dir", device, *extra)
+        assert code == 2 and "is a device; gpufabric writes files only" in err
 
 
 def test_needs_a_suite(cli):

@@ -16,7 +16,7 @@ CAT = load_catalog()
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
 
-def _spec(path, **changes):
+def _spec(path):
     spec = load_spec(path, known_ids=CAT.known_ids()).spec
     return spec
 

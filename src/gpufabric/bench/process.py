@@ -145,6 +145,9 @@ def run(
         env: the complete environment of the child (default: this process's).
         check: raise CommandFailed when the exit status is not 0.
 
+    The child is SIGKILLed if the thread that started it dies (parent-death signal), so
+    call this from a thread that outlives the command (normally the main thread).
+
     Raises:
         ToolNotFound: argv[0] is not installed.
         CommandTimeout: the timeout expired; carries the partial stdout/stderr.

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
 def bench(
     ctx: typer.Context,
     suite: str = typer.Option(None, "--suite", help="quick (about a minute here) or full."),
-    plan: Path = typer.Option(None, "--plan", help="Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design; needs --spec for sizes."),
+    plan: Path = typer.Option(None, "--plan", help="Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the checkpoint, dataset and busbw SLOs)."),
     spec: Path = typer.Option(None, "--spec", help="Spec YAML: shapes the storage profiles and derives SLOs."),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."),
     target_dir: Path = typer.Option(None, "--target-dir", help="Directory on the storage to test (default: a temp dir). Must be empty unless --force."),
@@ -102,8 +102,8 @@ def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tupl
 
             loaded = Spec.model_validate(plan_doc["spec"])
         if loaded is None:
-            stderr_console().print(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
-                                   " spec's sizes; only fabric and storage SLOs apply", markup=False)
+            typer.echo(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
+                       " spec's sizes; only fabric and storage SLOs apply", err=True)
         slos += slo.from_plan(plan_doc, loaded, path=str(plan))
     elif loaded is not None:
         slos += slo.from_spec(loaded, source=f"spec {spec.name}")

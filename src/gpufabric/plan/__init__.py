@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.catalog import Catalog
-from gpufabric.plan.candidates import evaluate_candidates
+from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios
 from gpufabric.plan.evaluate import Candidate
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec
@@ -33,12 +33,13 @@ class Plan:
 
 def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     """Evaluate, rank, recommend and test the recommendation's sensitivity."""
-    cands = rank(evaluate_candidates(spec, catalog))
+    base, slow_net, slow_storage = evaluate_scenarios(spec, catalog, [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0)])
+    cands = rank(base)
     req = spec.requirements
     rec = recommend(cands, req)
     sens = [
-        sensitivity_text(cands, rec, "network latency and jitter", evaluate_candidates(spec, catalog, network_latency=2.0), req),
-        sensitivity_text(cands, rec, "storage commit latency", evaluate_candidates(spec, catalog, storage_latency=2.0), req),
+        sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
+        sensitivity_text(cands, rec, "storage commit latency", slow_storage, req),
     ]
     return Plan(name=spec.name, candidates=cands, pareto=rec.pareto, recommended=rec.recommended,
                 runner_up=rec.runner_up, binding=rec.binding, rationale=rec.rationale, sensitivity=sens)

@@ -10,7 +10,7 @@ from gpufabric.catalog import Catalog
 from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.step import StepBreakdown
 from gpufabric.plan.evaluate import Candidate, evaluate_table
-from gpufabric.plan.table import Design, Table, build_table, enumerate_designs, scale_table
+from gpufabric.plan.table import Design, Table, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
 
@@ -65,6 +65,17 @@ def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]
             meets_requirements=not v, violations=v, breakdown=bd,
         ))
     return records
+
+
+def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]]) -> list[list[Candidate]]:
+    """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass."""
+    designs = enumerate_designs(spec)
+    base = build_table(spec, catalog, designs)
+    tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
+    out = evaluate_table(concat_tables(tables))
+    k = len(designs)
+    return [to_records(spec, designs, {name: col[i * k:(i + 1) * k] for name, col in out.items()})
+            for i in range(len(scenarios))]
 
 
 def evaluate_candidates(spec: Spec, catalog: Catalog, *, network_latency: float = 1.0,

@@ -1,7 +1,8 @@
 """Evaluate every candidate design in one vectorised pass (formulas: docs/models.md).
 
-``evaluate_table`` maps input columns (plan/table.py) to output columns; ``records``
-turns them into :class:`Candidate` records with their :class:`StepBreakdown`.
+``evaluate_table`` maps input columns (plan/table.py) to output columns;
+``plan.candidates.to_records`` turns them into :class:`Candidate` records, each with its
+:class:`StepBreakdown`.
 """
 
 from __future__ import annotations

@@ -112,11 +112,14 @@ def concat_tables(tables: Sequence[Table]) -> Table:
 
 
 def scale_table(t: Table, *, network_latency: float = 1.0, storage_latency: float = 1.0) -> Table:
-    """A copy with network latency/jitter or storage commit latency/jitter multiplied."""
+    """A copy with network latency/jitter or storage commit latency/jitter multiplied.
+
+    Network: NCCL NET step latencies, switch latency, per-step jitter and hiccup length
+    (launch overhead and NVLink latencies stay). Storage: commit latency and its jitter.
+    """
     out = dict(t)
     for k in ("net_scale", "jitter_us", "switch_ns", "hiccup_ms"):
         out[k] = t[k] * network_latency
-    out["launch_us"] = t["launch_us"]
     for k in ("st_commit_ms", "st_commit_jitter_ms"):
         out[k] = t[k] * storage_latency
     return out

@@ -56,9 +56,9 @@ def _reject_constant(token: str) -> float:
 
 
 def load_json(text: str, *, source: str, tool: str) -> Any:
-    """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), and text
+    """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), text
     before the document (tools print warnings to stdout) is skipped up to the first brace
-    that starts a line."""
+    that starts a line, concatenated documents yield the last, trailing text is an error."""
     if ANSI_RE.search(text):
         match = ANSI_RE.search(text)
         raise ParseError(
@@ -72,8 +72,14 @@ def load_json(text: str, *, source: str, tool: str) -> Any:
         body = text[text.index("\n{") + 1 :]
     else:
         raise ParseError(f"no {tool} JSON document found (empty or text output)", source=source, excerpt=text[:120])
+    decoder = json.JSONDecoder(parse_constant=_reject_constant)
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        doc, end = decoder.raw_decode(body)
+        rest = body[end:].lstrip()
+        # fio --status-interval concatenates complete documents; the last is the final one.
+        while rest.startswith("{"):
+            doc, end = decoder.raw_decode(rest)
+            rest = rest[end:].lstrip()
     except ValueError as exc:
         pos = getattr(exc, "pos", None)
         if pos is None:
@@ -88,6 +94,10 @@ def load_json(text: str, *, source: str, tool: str) -> Any:
             if getattr(exc, "lineno", None):
                 what += f" at line {exc.lineno}"
         raise ParseError(f"{what} in {tool} output", source=source, excerpt=body[max(0, pos - 60) : pos + 60]) from None
+    if rest:
+        # iperf3 has printed error text after its JSON (esnet/iperf#1143): not a clean run.
+        raise ParseError(f"unexpected text after the {tool} JSON document", source=source, excerpt=rest[:120])
+    return doc
 
 
 def finite(value: Any, *, what: str, source: str) -> float:
