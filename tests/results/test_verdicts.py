@@ -145,3 +145,16 @@ def test_nan_repeat_fails_without_poisoning_the_median():
     [v] = evaluate([bw_result(gbps=9.5), nan, bw_result(gbps=9.7)], [BW])
     assert v.outcome == Outcome.passed and v.measured == 9.6 and (v.passed_repeats, v.total_repeats) == (2, 3)
     assert "is nan" in v.reason
+
+
+def test_parser_quality_warnings_reach_the_verdict():
+    import dataclasses
+
+    warned = dataclasses.replace(
+        bw_result(gbps=9.5), params={"quality_warnings": "sync latency from an async engine dropped; clat suspect"}
+    )
+    [v] = evaluate([warned], [BW])
+    assert v.outcome == Outcome.passed
+    assert v.warnings == ("sync latency from an async engine dropped", "clat suspect")
+    [clean] = evaluate([bw_result(gbps=9.5)], [BW])
+    assert clean.warnings == ()

@@ -150,6 +150,9 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
             problems.append(f"metric {slo.metric!r} is {metric.value}")  # a failing repeat, not a value
             continue
         values.append(metric.value)
+        # Warnings the parser raised about the tool's own output (e.g. fio's nonsense
+        # sync latencies) travel with the verdict so reports show them.
+        warnings.extend(w for w in r.params.get("quality_warnings", "").split("; ") if w)
         ok, _ = judge(metric.value, slo)
         passes += ok
         if metric.samples:
