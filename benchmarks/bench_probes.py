@@ -6,7 +6,7 @@
    busbw from the mean time of each (the same statistic on both sides; the probe itself
    reports the median), averaged over ranks as nccl-tests does;
    the bar is harness busbw within 5% of the bare loop's.
-2. Checkpoint: ``bench checkpoint --formats torch`` (one rank, torch.save + fsync) against
+2. Checkpoint: ``bench checkpoint --formats torch,safetensors`` (one rank, write + fsync) against
    fio sequential write of the same size with one fsync at the end (psync, 1 MiB blocks,
    buffered, ``--end_fsync=1``) on the same directory, alternated; the bar is probe write
    throughput within 10% of fio's.
@@ -96,9 +96,9 @@ def checkpoint(rounds: int, size: int, directory: Path) -> list[dict]:
     for i in range(rounds):
         opts = probe_run.LaunchOptions(nproc=1, master_port=29591 + i % 5)
         cfg = {"total_bytes": size, "layers": 8, "tensors_per_layer": 4, "hidden": 256,
-               "directory": str(directory / "ckpt"), "keep": False, "formats": ["torch"]}
+               "directory": str(directory / "ckpt"), "keep": False, "formats": ["torch", "safetensors"]}
         report, _ = service.run_checkpoint(cfg, opts, db=str(db), argv=["bench_probes"])
-        probe = report["results"][0]["write_gbps"]
+        probe = {r["format"]: r["write_gbps"] for r in report["results"]}
         target = directory / "fio.dat"
         done = run(["fio", "--name=seqw", f"--filename={target}", "--rw=write", "--bs=1M", f"--size={size}",
                     "--ioengine=psync", "--direct=0", "--end_fsync=1", "--output-format=json"], timeout_s=300, check=True)
@@ -106,7 +106,8 @@ def checkpoint(rounds: int, size: int, directory: Path) -> list[dict]:
         # fio's bw excludes the final fsync; use io bytes over job runtime incl. end_fsync (job_runtime, ms).
         fio = job["write"]["io_bytes"] / (job["job_runtime"] / 1e3) / 1e9
         target.unlink(missing_ok=True)
-        rows.append({"round": i, "probe_write_gbps": probe, "fio_write_gbps": fio})
+        rows.append({"round": i, "torch_write_gbps": probe["torch"], "safetensors_write_gbps": probe["safetensors"],
+                     "fio_write_gbps": fio})
     db.unlink(missing_ok=True)
     return rows
 
@@ -134,10 +135,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=args.dir or None) as tmp:
         ck = checkpoint(args.rounds, parse_size(args.ckpt_size), Path(tmp))
     for r in ck:
-        print(f"checkpoint round {r['round']}: probe torch.save+fsync {r['probe_write_gbps']:.3f} GB/s,"
+        print(f"checkpoint round {r['round']}: probe torch.save+fsync {r['torch_write_gbps']:.3f} GB/s,"
+              f" safetensors+fsync {r['safetensors_write_gbps']:.3f} GB/s,"
               f" fio seq write+end_fsync {r['fio_write_gbps']:.3f} GB/s")
-    ratio = statistics.median(r["probe_write_gbps"] / r["fio_write_gbps"] for r in ck)
-    print(f"checkpoint: median probe/fio write throughput ratio {ratio:.3f}")
+    for fmt in ("torch", "safetensors"):
+        ratio = statistics.median(r[f"{fmt}_write_gbps"] / r["fio_write_gbps"] for r in ck)
+        print(f"checkpoint {fmt}: median probe/fio write throughput ratio {ratio:.3f}")
 
 
 if __name__ == "__main__":

@@ -138,6 +138,11 @@ def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
     comp = json.loads(out)["reproducibility"][0]
     assert comp["identical"] is False and comp["max_abs_diff"] > 0 and comp["differing_elements"] > 0
     assert "num_ranks: 2 vs 1" in comp["differences"]
+    code, out, err = cli("bench", "train", "--mode", "fsdp", "--steps", "3", "--warmup", "1", "--master-port", "29548",
+                         "--against", str(doc["run_id"]), "--db", db, "--format", "json")
+    fsdp = json.loads(out)
+    assert fsdp["error"] is None and len(fsdp["results"][0]["sha256"]) == 64, err
+    assert "mode: ddp vs fsdp" in fsdp["reproducibility"][0]["differences"]
 
 
 def test_checkpoint_all_formats_verified(cli, tmp_path):
@@ -154,3 +159,19 @@ def test_checkpoint_all_formats_verified(cli, tmp_path):
         assert r["write_gbps"] * 2 >= r["write_aggregate_gbps"] * 0.999
     assert not any(target.iterdir())  # files removed unless --keep
     shutil.rmtree(target)
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _has_cuda(), reason="needs a GPU: nccl backend and CUDA-event timing")
+def test_nccl_collectives_on_gpu(cli, tmp_path):
+    code, out, err = cli("bench", "collectives", "--backend", "nccl", "--nproc", "1", "--ops", "all_reduce,broadcast",
+                         "--sizes", "1M:64M", "--iters", "5", "--master-port", "29547", "--db", tmp_path / "r.db",
+                         "--format", "json")
+    assert code == 0, err + out
+    rows = json.loads(out)["results"]
+    assert rows and all(r["wrong_elements"] == 0 and r["busbw_gbps"] > 0 for r in rows)

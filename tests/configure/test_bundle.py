@@ -146,3 +146,35 @@ def test_rendering_is_deterministic_apart_from_secrets(tmp_path):
     assert differing == secret
     assert all(fa[rel].read_bytes() == fc[rel].read_bytes() for rel in fa)
     shutil.rmtree(tmp_path)
+
+
+def test_renderer_refuses_to_leak_a_secret(monkeypatch):
+    from gpufabric.configure import KeySource, design_from_spec, nvme, render_bundle
+    from gpufabric.spec import load_spec
+
+    real = nvme.host_files
+
+    def leaky(**kwargs):
+        files = real(**kwargs)
+        key = json.loads(files.config_json)["hosts"][0]["dhchap_key"]
+        return nvme.HostNvmeFiles(hostnqn=files.hostnqn, hostid=files.hostid, config_json=files.config_json,
+                                  tls_keys=files.tls_keys, discovery_conf=files.discovery_conf + f"# {key}\n")
+
+    monkeypatch.setattr(nvme, "host_files", leaky)
+    spec = load_spec(CORPUS / "lab-ib.yaml").spec
+    with pytest.raises(AssertionError, match="leaked into hosts/compute-1/etc/nvme/discovery.conf"):
+        render_bundle(spec, design_from_spec(spec), KeySource(seed=b"x"))
+
+
+def test_key_file_makes_secrets_reproducible(cli, tmp_path):
+    key = tmp_path / "key"
+    key.write_bytes(bytes(range(32)))
+    outs = []
+    for name in ("a", "b"):
+        code, _, err = cli("config", CORPUS / "lab-ib.yaml", "--out", tmp_path / name, "--key-file", key)
+        assert code == 0, err
+        outs.append((tmp_path / name / "fabric/etc/opensm/opensm.conf").read_text())
+    assert outs[0] == outs[1] and "m_key 0x" in outs[0]
+    key.write_bytes(b"short")
+    code, _, err = cli("config", CORPUS / "lab-ib.yaml", "--dry-run", "--key-file", key)
+    assert code == 2 and "at least 16" in err

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -10,11 +12,12 @@ from hypothesis import strategies as st
 from gpufabric.model import reliability, storage
 from gpufabric.model.accuracy import MLPERF_SHAPES, MLPERF_SIZES
 from gpufabric.model.tail import (
+    Z99,
+    barrier_stats,
     max_normal_moments,
-    mixture_quantile,
     ndtr,
     ndtri,
-    separated_p99,
+    normal_sf,
     slow_step_probability,
     step_tail,
 )
@@ -93,14 +96,51 @@ def _tail(n=1024, jitter=2e-6, q=0.0, d=0.2):
                      group_size=max(1, n // 8), jitter_s=jitter, hiccup_prob=q, hiccup_s=d)
 
 
-@pytest.mark.parametrize("p", [0.0, 0.004, 0.0099, 0.02, 0.1, 0.5, 0.9])
-def test_separated_p99_matches_exact_mixture_when_hiccups_are_long(p):
-    # D = 200 ms >> s0 = 1 ms: the closed form is the exact mixture quantile.
-    assert separated_p99(1.0, 1e-3, 0.2, p) == pytest.approx(mixture_quantile(1.0, 1e-3, 0.2, p, 0.99), abs=2e-6)
+def test_barrier_without_hiccups_is_the_max_of_normals():
+    n = np.array([1, 2, 100, 1024, 100_000])
+    mean, var, p99 = barrier_stats(n, 0.0, 0.0)
+    m, v = max_normal_moments(n)
+    np.testing.assert_allclose(mean, m, atol=2e-5)
+    np.testing.assert_allclose(var, v, rtol=5e-3)
+    # p99 of the max of n: Phi^-1(0.99^(1/n)).
+    np.testing.assert_allclose(p99, ndtri(0.99 ** (1.0 / n)), atol=1e-6)
 
 
-def test_zero_length_hiccups_leave_the_gaussian_p99():
-    assert separated_p99(1.0, 1e-3, 0.0, 0.05) == pytest.approx(1.0 + 2.3263e-3, abs=1e-7)
+def test_max_of_normals_stays_exact_at_1e5_ranks():
+    # scipy.integrate.quad of 1 - Phi^N with log_ndtr: mean 4.384319, variance 0.0739092.
+    mean, var = max_normal_moments(100_000)
+    assert mean == pytest.approx(4.384319, abs=2e-5) and var == pytest.approx(0.0739092, rel=2e-3)
+    assert normal_sf(6.0) == pytest.approx(9.865876450377e-10, rel=2e-7)
+
+
+@pytest.mark.parametrize("n,q,d", [(1024, 1e-4, 23.0), (16, 1e-3, 5.0), (1024, 2e-3, 3.0), (50, 0.5, 2.0)])
+def test_hiccup_barrier_matches_the_engine(n, q, d):
+    # The engine draws max over ranks of (compute + hiccup) by a binomial split (exact).
+    from gpufabric.sim import Hiccup, Normal, SimConfig, simulate
+
+    r = simulate(SimConfig(num_ranks=n, compute=Normal(mu_s=100.0, sigma_s=1.0), hiccup=Hiccup(prob=q, delay_s=d),
+                           steps=200_000, seed=3))
+    mean, var, p99 = barrier_stats(n, q, d)
+    st = r.step_time_ms  # "ms" of seconds-valued draws: scale by 1e-3
+    assert st.mean * 1e-3 - 100.0 == pytest.approx(float(mean), abs=4 * st.std * 1e-3 / np.sqrt(200_000))
+    assert (st.std * 1e-3) ** 2 == pytest.approx(float(var), rel=0.03)
+    assert st.p99 * 1e-3 - 100.0 == pytest.approx(float(p99), abs=0.05)
+
+
+def test_a_hiccup_costs_only_its_excess_over_the_slowest_other_rank():
+    # 1,024 ranks, sigma 8.7 ms, a 200 ms hiccup (d = 23 sigma): the hiccup rank ends
+    # ~23 sigma above the mean, the others' max 3.25 sigma, so a slow step costs ~19.8
+    # sigma, not 23, and the mean grows by P x 19.8 sigma.
+    n, q, d = 1024, 1e-4, 23.0
+    p = float(slow_step_probability(q, n))
+    base = float(max_normal_moments(n)[0])
+    mean = float(barrier_stats(n, q, d)[0])
+    assert mean - base == pytest.approx(p * (d - base), rel=0.02)
+    assert mean - base < 0.9 * p * d
+
+
+def test_zero_length_hiccups_leave_the_barrier_alone():
+    assert np.allclose(barrier_stats(1024, 0.05, 0.0), barrier_stats(1024, 0.0, 0.0))
 
 
 def test_ndtri_known_values():
@@ -109,16 +149,14 @@ def test_ndtri_known_values():
     assert np.allclose(ndtri(q), expect, atol=1e-8)
 
 
-def test_exact_mixture_quantile_falls_with_jitter_where_the_closed_form_does_not():
-    # P just above 1%: the exact p99 sits in the slow component's left tail; more spread lowers it.
-    assert mixture_quantile(1.0, 2e-3, 0.2, 0.0105, 0.99) < mixture_quantile(1.0, 1e-3, 0.2, 0.0105, 0.99)
-    assert separated_p99(1.0, 2e-3, 0.2, 0.0105) >= separated_p99(1.0, 1e-3, 0.2, 0.0105)
-
-
-def test_gaussian_p99_without_hiccups():
-    t = _tail()
-    assert t.p99_s == pytest.approx(t.mean_s + 2.3263 * t.std_s, rel=1e-6)
+def test_p99_is_gaussian_when_every_part_is():
+    # One rank: the barrier is a normal, the collective sum too, so p99 = mean + 2.326 std.
+    t = _tail(n=1, jitter=5e-5)
+    assert t.p99_s == pytest.approx(t.mean_s + Z99 * t.std_s, abs=1e-3 * t.std_s)  # grid quadrature: 3e-4 in variance
     assert t.cv == pytest.approx(t.std_s / t.mean_s)
+    # Without collective jitter the p99 is the barrier's own: sigma Phi^-1(0.99^(1/N)).
+    t = _tail(n=1024, jitter=0.0)
+    assert t.p99_s == pytest.approx(1.0 + 0.004 * float(ndtri(0.99 ** (1 / 1024))), abs=1e-8)
 
 
 @settings(max_examples=150, deadline=None)
@@ -132,3 +170,23 @@ def test_more_jitter_never_faster_at_p99(j, more, q, n, d):
 def test_more_ranks_never_shrink_p99_amplification(n, factor, j, q, d):
     # Amplification = p99 / deterministic step (base_s = 1 here).
     assert _tail(n * factor, j, q, d).p99_s >= _tail(n, j, q, d).p99_s * (1 - 1e-9)
+
+
+def test_goodput_is_dalys_expectation_and_first_order_when_failures_are_rare():
+    # Rare failures: the overhead wall/work - 1 = 1/goodput - 1 tends to the first-order
+    # waste (models.md 2.6, Daly's leading term).
+    kw = dict(block_s=60.0, interval_s=1156.0, restart_s=300.0, lag_s=30.0)
+    w = reliability.waste_fraction(mttf_s=1e7, **kw)
+    assert 1 / reliability.goodput(mttf_s=1e7, **kw) - 1 == pytest.approx(w, rel=2e-3)
+    # 16k GPUs (M = 3.05 h, 30-min interval, 15.5-min restart): Daly's expectation by hand,
+    # 1.6 points above the first-order 1 - W.
+    m, tau, blk, r = 10986.3, 1800.0, 0.014, 931.5
+    by_hand = tau / (m * math.exp(r / m) * math.expm1((tau + blk) / m))
+    g = reliability.goodput(block_s=blk, interval_s=tau, mttf_s=m, restart_s=r)
+    assert g == pytest.approx(by_hand, rel=1e-12)
+    assert g - (1 - reliability.waste_fraction(block_s=blk, interval_s=tau, mttf_s=m, restart_s=r)) > 0.01
+    # A durability lag L redoes the previous interval when a failure strikes within L.
+    lagged = reliability.expected_segment_wall_s(block_s=blk, interval_s=tau, mttf_s=m, restart_s=r, lag_s=100.0)
+    plain = reliability.expected_segment_wall_s(block_s=blk, interval_s=tau, mttf_s=m, restart_s=r)
+    assert lagged - plain == pytest.approx((tau + blk) * math.exp((tau + blk) / m) * -math.expm1(-100.0 / m))
+    assert reliability.goodput(block_s=1.0, interval_s=10.0, mttf_s=1e-3, restart_s=1.0) == 0.0

@@ -1,47 +1,97 @@
-"""The planner's closed-form tail model (gpufabric.model.tail via plan) against this engine.
+"""The planner's closed forms (model.tail.step_tail, model.reliability.goodput) against
+this engine, for every example spec and every fabric kind among its candidates.
 
-Both describe the same step: a barrier over N ranks with Normal compute jitter, S
-dependent latency steps each waiting for the slowest of p links, rare hiccups. Where the
-hiccup is small next to the barrier spread (RDMA fabrics) they must agree closely; the
-TCP disagreement (a 200 ms RTO hiccup) is documented in docs/simulation.md.
+Both read the same StepBreakdown (compute CV, hiccups, durability lag included) through
+``config_from_breakdown``, so they describe the same step and the same failure process;
+the engine is the reference. Tolerances (docs/simulation.md, "Agreement"): mean 0.5%,
+p99 2%, CV 10% relative, goodput 0.5 points. 16 runs x 2,500 steps (40,000 pooled steps)
+keep the engine's own noise well inside them (p99 and CV of a TCP step with 1% slow
+steps are the noisiest; goodput at 16k GPUs sees ~800 failures per run).
+
+Run as a module to print the agreement table of the docs:
+``.venv/bin/python -m tests.sim.test_planner_agreement``.
 """
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "llama3-70b-1k.yaml"
+from gpufabric.catalog import load_catalog
+from gpufabric.plan import evaluate_candidates
+from gpufabric.sim import config_from_breakdown, simulate
+from gpufabric.spec import load_spec
 
-plan = pytest.importorskip("gpufabric.plan")
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+CAT = load_catalog()
+STEPS, RUNS, SEED = 2_500, 16, 1
+TOL = {"mean": 0.005, "p99": 0.02, "cv": 0.10, "goodput": 0.005}
 
 
-@pytest.mark.skipif(not EXAMPLE.exists(), reason="example spec not shipped")
-def test_planner_tail_matches_the_engine_on_rdma_fabrics():
-    from gpufabric.catalog import load_catalog
-    from gpufabric.sim import Hiccup, config_from_breakdown, simulate
-    from gpufabric.spec import load_spec
+def _groups() -> dict[tuple[str, str], list]:
+    """(spec stem, fabric kind) -> [(candidate, total steps), ...], enough candidates to
+    cover every fabric/topology/oversubscription (step time) and every storage backend
+    (goodput) of that kind at least once."""
+    out = defaultdict(list)
+    for path in EXAMPLES:
+        spec = load_spec(path, known_ids=CAT.known_ids()).spec
+        total = math.ceil(spec.workload.total_tokens / spec.workload.global_batch_tokens)
+        covered = set()
+        for c in evaluate_candidates(spec, CAT):
+            kind = CAT.fabrics[c.fabric].kind
+            keys = {(kind, c.fabric, c.topology, c.oversubscription), (kind, c.storage)}
+            if not keys <= covered:
+                covered |= keys
+                out[(path.stem, kind)].append((c, total))
+    return dict(out)
 
-    spec = load_spec(EXAMPLE).spec
-    catalog = load_catalog()
-    gpu = catalog.gpus[spec.cluster.gpu]
-    checked = 0
-    seen = set()
-    for cand in plan.evaluate_candidates(spec, catalog):
-        fabric = catalog.fabrics[cand.fabric]
-        if fabric.kind == "tcp" or cand.fabric in seen:
-            continue
-        seen.add(cand.fabric)
-        cfg = config_from_breakdown(
-            cand.breakdown, steps=20_000, seed=1, compute_cv=gpu.compute_jitter_cv,
-            hiccup=Hiccup(prob=fabric.hiccup_prob, delay_s=fabric.hiccup_ms * 1e-3),
-        )
-        r = simulate(cfg)
-        assert r.step_time_ms.mean * 1e-3 == pytest.approx(cand.step_time_s, rel=1e-3), cand.id
-        assert r.step_time_ms.p99 * 1e-3 == pytest.approx(cand.step_time_p99_s, rel=5e-3), cand.id
-        assert r.step_time_ms.cv == pytest.approx(cand.step_time_cv, rel=0.1), cand.id
-        assert math.isfinite(r.goodput)
-        checked += 1
-    assert checked >= 1
+
+GROUPS = _groups()
+
+
+def errors(cand, total: int) -> dict[str, float]:
+    """Engine minus planner: relative for mean, p99, CV; absolute (points/100) for goodput."""
+    r = simulate(config_from_breakdown(cand.breakdown, steps=STEPS, runs=RUNS, seed=SEED, train_steps=total))
+    st = r.step_time_ms
+    return {
+        "mean": st.mean * 1e-3 / cand.step_time_s - 1,
+        "p99": st.p99 * 1e-3 / cand.step_time_p99_s - 1,
+        "cv": st.cv / cand.step_time_cv - 1,
+        "goodput": r.goodput - cand.goodput,
+    }
+
+
+def test_every_example_has_every_kind_it_lists():
+    kinds = {kind for _, kind in GROUPS}
+    assert kinds == {"ib", "roce", "tcp"}
+    assert {stem for stem, _ in GROUPS} == {p.stem for p in EXAMPLES}
+
+
+@pytest.mark.parametrize("key", sorted(GROUPS), ids=lambda k: f"{k[0]}-{k[1]}")
+def test_planner_agrees_with_the_engine(key):
+    for cand, total in GROUPS[key]:
+        err = errors(cand, total)
+        for what, tol in TOL.items():
+            assert abs(err[what]) <= tol, f"{cand.id}: {what} engine vs planner {err[what]:+.4g} (tolerance {tol})"
+
+
+def main() -> None:
+    print("| spec | kind | candidates | mean | p99 | CV | goodput (points) |")
+    print("|---|---|---|---|---|---|---|")
+    for (stem, kind), group in sorted(GROUPS.items()):
+        errs = [errors(c, total) for c, total in group]
+
+        def span(what: str, scale: float, fmt: str) -> str:
+            lo = min(e[what] for e in errs) * scale
+            hi = max(e[what] for e in errs) * scale
+            return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
+
+        print(f"| {stem} | {kind} | {len(group)} | {span('mean', 100, '+.3f')}% | {span('p99', 100, '+.3f')}% "
+              f"| {span('cv', 100, '+.1f')}% | {span('goodput', 100, '+.2f')} |")
+
+
+if __name__ == "__main__":
+    main()

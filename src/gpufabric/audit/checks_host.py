@@ -134,6 +134,10 @@ def fw04(facts: Facts) -> Iterator[Finding]:
     for view, rs in firewalled_views(facts):
         for name in sorted(rs.interfaces() - known):
             yield finding("FW-04", view.name, f"iifname {name!r} is not a plane interface ({', '.join(sorted(k for k in known if k))})")
+        if view.live and view.addrs is not None:
+            present = {link.get("ifname") for link in view.addrs}
+            for name in sorted((rs.interfaces() & known) - present - {"lo"}):
+                yield finding("FW-04", view.name, f"iifname {name!r} does not exist on this host (ip -j addr)")
         if rs.unsupported:
             yield finding("FW-04", view.name, f"expressions the proof cannot model: {', '.join(sorted(rs.unsupported))}",
                           severity=Severity.info)

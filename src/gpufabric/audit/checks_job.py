@@ -121,9 +121,10 @@ def nccl06(facts: Facts) -> Iterator[Finding]:
 def torch01(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
         raise NotAvailable("no policy.json: cannot tell planes and compute nodes apart")
+    compute_spans = {p.name: role_spans(facts, "compute", p.name) for p in facts.policy.planes if p.kind == "control"}
     for view, rs in firewalled_views(facts):
         for plane, kind, iface in planes_of(facts, view):
-            allowed_src = role_spans(facts, "compute", plane) if kind == "control" else ()
+            allowed_src = compute_spans.get(plane, ())
             for port in (TORCH_C10D, TORCH_STATIC):
                 extra = iv.subtract(admitted(rs, iface, "tcp", port), allowed_src)
                 if extra:

@@ -145,14 +145,17 @@ def nvmf06(facts: Facts) -> Iterator[Finding]:
 @check("NVMF-07", "Secrets appear on command lines or in public files", Severity.medium,
        "keep keys only in 0600 key files or the .nvme keyring; never pass them as options")
 def nvmf07(facts: Facts) -> Iterator[Finding]:
+    secret = set(SECRET_FILES) | {"/etc/opensm/opensm.conf"}
+    scanned: set[str] = set()  # a role's files are shared by its hosts: scan and report each once
     for view in facts.hosts:
-        secret = set(SECRET_FILES) | {"/etc/opensm/opensm.conf"}
         for path in view.files:
-            if path in secret:
+            local = view.where(path)
+            if path in secret or local in scanned:
                 continue
+            scanned.add(local)
             text = view.read(path)
             if text and (match := SECRET_MARKERS.search(text)):
-                yield finding("NVMF-07", f"{view.name}: {path}", f"contains {match.group(1)!r}", location=view.where(path))
+                yield finding("NVMF-07", f"{view.name}: {path}", f"contains {match.group(1)!r}", location=local)
         if view.live and view.env:
             for key, value in view.env.items():
                 if SECRET_MARKERS.search(value):

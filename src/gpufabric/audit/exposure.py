@@ -43,7 +43,12 @@ def planes_of(facts: Facts, view: HostView) -> list[tuple[str, str, str]]:
 
 
 def admitted(rs: Ruleset, iif: str, proto: str, port: int) -> Spans:
-    return accepted_sources(rs, Packet(iif=iif, proto=proto, dport=port))
+    # hosts of a role share one parsed ruleset: evaluate each question once
+    key = ("admitted", iif, proto, port)
+    spans = rs.span_cache.get(key)
+    if spans is None:
+        spans = rs.span_cache[key] = accepted_sources(rs, Packet(iif=iif, proto=proto, dport=port))
+    return spans
 
 
 def role_spans(facts: Facts, role_kind: str, plane: str) -> Spans:

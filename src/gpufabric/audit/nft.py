@@ -43,14 +43,17 @@ class Ruleset:
     sets: dict[tuple[str, str, str], list[Any]]
     unsupported: set[str] = field(default_factory=set)
     fingerprint: str = ""  # content hash without handles: equal rulesets are evaluated once
-    span_cache: dict[Any, Spans] = field(default_factory=dict)
-    _points: list[int] | None = None
+    span_cache: dict[Any, Any] = field(default_factory=dict)
 
-    def port_points(self) -> list[int]:
-        """Sorted port breakpoints of this ruleset (see :func:`port_breakpoints`)."""
-        if self._points is None:
-            self._points = sorted(port_breakpoints(self))
-        return self._points
+    def port_points(self, iif: str | None = None, proto: str | None = None) -> list[int]:
+        """Sorted port breakpoints of the rules a packet on ``iif``/``proto`` can reach
+        (all rules when None): between two of them every such packet is treated alike."""
+        key = ("points", iif, proto)
+        points = self.span_cache.get(key)
+        if points is None:
+            found = port_breakpoints(self) if iif is None else _reachable_points(self, iif, proto or "tcp")
+            points = self.span_cache[key] = sorted(found)  # type: ignore[assignment]
+        return points  # type: ignore[return-value]
 
     def base_chains(self, hook: str) -> list[Chain]:
         found = [c for c in self.chains.values() if c.hook == hook and c.family in _FAMILIES_V4]
@@ -344,3 +347,69 @@ def port_breakpoints(rs: Ruleset) -> set[int]:
 
 def ip_text(value: int) -> str:
     return str(ipaddress.IPv4Address(value))
+
+
+def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
+    """Port breakpoints of the rules reachable for packets on ``iif`` with ``proto``:
+    rules whose interface or protocol match excludes the packet are skipped, and only
+    the verdict-map entry for ``iif`` is followed. Anything not understood is kept."""
+    points: set[int] = set()
+    seen: set[tuple[str, str, str]] = set()
+
+    def add(values: list[Any]) -> None:
+        for value in values:
+            value = _elem(value)
+            if isinstance(value, int):
+                points.update((value, value + 1))
+            elif isinstance(value, dict) and "range" in value:
+                points.update((value["range"][0], value["range"][1] + 1))
+
+    def visit(chain: Chain) -> None:
+        key = (chain.family, chain.table, chain.name)
+        if key in seen:
+            return
+        seen.add(key)
+        for rule in chain.rules:
+            ports: list[Any] = []
+            targets: list[str] = []
+            excluded = False
+            for expr in rule:
+                m = expr.get("match")
+                if m is not None:
+                    left, right, negate = m.get("left"), m.get("right"), m.get("op") == "!="
+                    if _meta_key(left) in ("iifname", "iif"):
+                        hit = any(isinstance(v, str) and fnmatch.fnmatchcase(iif, v.replace("\\*", "*"))
+                                  for v in _set_values(rs, chain, right))
+                        excluded |= hit == negate
+                    elif isinstance(left, dict) and "payload" in left:
+                        field_proto = left["payload"].get("protocol")
+                        if left["payload"].get("field") == "dport":
+                            if field_proto not in (proto, "th"):
+                                excluded = True
+                            ports.extend(_set_values(rs, chain, right))
+                elif "jump" in expr or "goto" in expr:
+                    targets.append((expr.get("jump") or expr.get("goto"))["target"])
+                elif "vmap" in expr:
+                    if _meta_key(expr["vmap"].get("key")) in ("iifname", "iif"):
+                        for k, verdict in _vmap_items(expr["vmap"]):
+                            if isinstance(k, str) and fnmatch.fnmatchcase(iif, k.replace("\\*", "*")):
+                                if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
+                                    targets.append((verdict.get("jump") or verdict.get("goto"))["target"])
+                                break
+                    else:
+                        for _k, verdict in _vmap_items(expr["vmap"]):
+                            if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
+                                targets.append((verdict.get("jump") or verdict.get("goto"))["target"])
+                if excluded:
+                    break
+            if excluded:
+                continue
+            add(ports)
+            for target in targets:
+                sub = rs.chains.get((chain.family, chain.table, target))
+                if sub is not None:
+                    visit(sub)
+
+    for base in rs.base_chains("input"):
+        visit(base)
+    return points

@@ -2,8 +2,9 @@
 plane, protocol, port) cell, computed from the hosts' nftables rulesets and compared
 with the policy's intent (reference/security-config.md VER-01, VER-02).
 
-Ports are covered exactly, not sampled: the port axis is cut at every boundary that
-any rule or flow mentions, and each elementary interval is evaluated once (every rule
+Ports are covered exactly, not sampled: for each destination, plane and protocol the
+port axis is cut at every boundary that the rules a packet there can reach, or the
+intent, mention; each elementary interval is evaluated once (every reachable rule
 treats all ports of an interval alike). Sources are covered exactly too: the evaluator
 returns the accepted source-address set, which is intersected with each role's
 addresses on the plane; addresses that belong to no role are the pseudo-role
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.nft import Packet, Ruleset, accepted_sources, port_breakpoints
+from gpufabric.audit.nft import Packet, Ruleset, accepted_sources
 from gpufabric.spec.security import SecurityPolicy
 
 OTHER = "(other)"
@@ -76,16 +77,6 @@ def intent(policy: SecurityPolicy) -> dict[tuple[str, str, str, str], tuple[tupl
     return spans
 
 
-def breakpoints(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> set[int]:
-    points = {1, 65536}
-    for f in policy.flows:
-        for lo, hi in f.port_ranges():
-            points.update((lo, hi + 1))
-    for rs in {id(r): r for r in rulesets.values()}.values():
-        points |= port_breakpoints(rs)
-    return points
-
-
 def prove(
     policy: SecurityPolicy, rulesets: Mapping[str, Ruleset], *, extra_points: Sequence[int] = ()
 ) -> Proof:
@@ -94,8 +85,6 @@ def prove(
     intervals with the same outcome form one cell."""
     start = time.perf_counter()
     addresses = policy.addresses()
-    points = sorted(p for p in breakpoints(policy, rulesets) | set(extra_points) if 1 <= p <= 65536)
-    grid = [(points[i], points[i + 1] - 1) for i in range(len(points) - 1)]
     wanted = intent(policy)
     sources: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {}
     for plane in policy.planes:
@@ -137,11 +126,21 @@ def prove(
             sizes = [iv.size(spans) for _name, spans in srcs]
             for proto in PROTOS:
                 intent_spans = [wanted.get((name, role.name, plane_name, proto), ()) for name, _spans in srcs]
+                # This destination's own grid: the ports its reachable rules and its intent
+                # mention. Other roles' ports cannot change its outcome.
+                cut = {1, 65536, *extra_points}
+                for rs in groups.values():
+                    cut.update(rs.port_points(iif, proto))
+                for spans in intent_spans:
+                    for lo, hi in spans:
+                        cut.update((lo, hi + 1))
+                points = sorted(p for p in cut if 1 <= p <= 65536)
+                grid = [(points[i], points[i + 1] - 1) for i in range(len(points) - 1)]
                 runs: list[list] = []  # [lo, hi, statuses tuple, intended tuple]
                 for lo, hi in grid:
                     accs = []
                     for rs in groups.values():
-                        key = (id(rs), iif, proto, bisect_right(rs.port_points(), lo))
+                        key = (id(rs), iif, proto, bisect_right(rs.port_points(iif, proto), lo))
                         acc = cache.get(key)
                         if acc is None:
                             acc = cache[key] = accepted_sources(rs, Packet(iif=iif, proto=proto, dport=lo))

@@ -85,6 +85,7 @@ class LaunchPlan:
     num_ranks: int
     hosts: tuple[Host, ...]
     script: str = ""             # generated sbatch script (slurm), kept with the run
+    script_path: str = ""        # where execute() writes it when the launch is `sbatch --wait`
 
 
 def _wrap(host: Host, argv: list[str], env: Mapping[str, str]) -> Command:
@@ -108,8 +109,12 @@ def _host_env(host: Host) -> dict[str, str]:
 def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc: int,
           hosts: Sequence[Host] | None = None, master_port: int = 29500, python: str = sys.executable,
           env: Mapping[str, str] | None = None, time_limit_min: int = 30, job_name: str = "gpufabric",
-          out_dir: str = ".") -> LaunchPlan:
-    """The commands that start ``nodes x nproc`` ranks of ``python -m module args``."""
+          out_dir: str = ".", slurm_mode: str = "srun") -> LaunchPlan:
+    """The commands that start ``nodes x nproc`` ranks of ``python -m module args``.
+
+    ``slurm_mode`` "sbatch" submits the generated script with ``sbatch`` and waits for the
+    job (:func:`sbatch_wait`) instead of calling srun directly; :func:`execute` writes it.
+    """
     if launcher not in LAUNCHERS:
         raise InputError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
     if nodes < 1 or nproc < 1:
@@ -148,13 +153,22 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
         commands.append(Command(argv=(*argv, *worker), env={k: v for k, v in full_env.items() if v},
                                 host=hosts[0].name))
     else:  # slurm
+        if slurm_mode not in ("srun", "sbatch"):
+            raise InputError(f"--slurm-mode {slurm_mode!r}: use srun or sbatch")
         srun = ["srun", f"--nodes={nodes}", f"--ntasks={world}", f"--ntasks-per-node={nproc}",
                 "--kill-on-bad-exit=1", f"--job-name={job_name}", f"--time={time_limit_min}"]
         if any(h.ssh for h in hosts):
             srun.append(f"--nodelist={','.join(h.ssh for h in hosts)}")
-        commands.append(Command(argv=(*srun, *worker), env=base_env, host=hosts[0].name))
         script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, master_port=master_port,
                                env=env or {}, time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir)
+        if slurm_mode == "sbatch":
+            script_path = str(Path(out_dir) / "job.sbatch")
+            # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
+            commands.append(Command(argv=(python, "-m", "gpufabric.bench.launch", "sbatch-wait", script_path),
+                                    host=hosts[0].name))
+            return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts),
+                              script=script, script_path=script_path)
+        commands.append(Command(argv=(*srun, *worker), env=base_env, host=hosts[0].name))
     return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
 
 
@@ -196,6 +210,8 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
     killed by process group (SIGTERM, then SIGKILL).
     """
     log_dir.mkdir(parents=True, exist_ok=True)
+    if plan.script_path:
+        Path(plan.script_path).write_text(plan.script, encoding="utf-8")
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
     started = time.monotonic()
@@ -225,6 +241,8 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
             _kill_group(p)
     codes = tuple(None if i in killed else p.returncode for i, p in enumerate(procs))
     tails = tuple(_tail(log) for log in logs)
+    if plan.script_path and killed:
+        _scancel(tails)
     return Outcome(returncodes=codes, duration_s=time.monotonic() - started, timed_out=timed_out, logs=tails)
 
 
@@ -249,9 +267,59 @@ def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:
     proc.wait()
 
 
+_TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+             "BOOT_FAIL", "DEADLINE"}
+
+
+def sbatch_wait(script: str, *, poll_s: float = 0.2) -> int:
+    """Submit ``script`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
+    import re
+
+    sub = subprocess.run(["sbatch", "--parsable", script], capture_output=True, text=True, check=False,
+                         stdin=subprocess.DEVNULL)
+    if sub.returncode:
+        sys.stderr.write(sub.stderr)
+        return sub.returncode
+    job = sub.stdout.strip().split(";")[0]
+    print(f"Submitted batch job {job}", flush=True)
+
+    def cancel(*_: object) -> None:
+        subprocess.run(["scancel", job], capture_output=True, check=False, stdin=subprocess.DEVNULL)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, cancel)
+    while True:
+        show = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL).stdout
+        state = re.search(r"JobState=(\S+)", show)
+        if state and state.group(1) in _TERMINAL:
+            code = re.search(r"ExitCode=(\d+):(\d+)", show)
+            rc, sig = (int(code.group(1)), int(code.group(2))) if code else (1, 0)
+            print(f"job {job} {state.group(1)} exit {rc}:{sig}", flush=True)
+            return rc or (128 + sig if sig else (0 if state.group(1) == "COMPLETED" else 1))
+        if not state and "Invalid job id" in show:
+            return 1
+        time.sleep(poll_s)
+
+
+def _scancel(logs: Sequence[str]) -> None:
+    """A killed launch can leave the batch job queued or running: cancel it by the id printed."""
+    import re
+
+    for text in logs:
+        for job in re.findall(r"Submitted batch job (\d+)", text):
+            subprocess.run(["scancel", job], stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)
+
+
 def _tail(path: Path, limit: int = 4000) -> str:
     try:
         data = path.read_bytes()
     except OSError:
         return ""
     return data[-limit:].decode("utf-8", errors="replace")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "sbatch-wait":
+        sys.exit(sbatch_wait(sys.argv[2]))
+    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT")

@@ -49,7 +49,7 @@ def _csv(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
 
 def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: str, plane: str,
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
-                   work_dir: str) -> Any:
+                   work_dir: str, slurm_mode: str = "srun") -> Any:
     from gpufabric.bench import launch
     from gpufabric.bench.probes.run import LaunchOptions
 
@@ -73,7 +73,7 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
     return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
                          master_port=master_port, timeout_s=parse_duration_s(timeout),
                          init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
-                         backend=backend, work_dir=work_dir)
+                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
 
 
 def print_dry_run(prep: Any, fmt: Format) -> None:
@@ -91,6 +91,7 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
 O = {
     "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun."),
+    "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
     "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
     "nproc": typer.Option(2, "--nproc", min=1, help="Ranks per node."),
     "hosts": typer.Option("", "--hosts", help="Comma-separated: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."),
@@ -138,7 +139,7 @@ def register(bench_app: typer.Typer) -> None:
         dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
-        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
@@ -154,7 +155,7 @@ def register(bench_app: typer.Typer) -> None:
 
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
         config = {"ops": _csv(ops, OPS, "--ops"), "sizes": parse_sizes(sizes),
                   "dtypes": _csv(dtypes, DTYPES, "--dtypes"), "iters": iters, "warmup": warmup,
                   "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
@@ -193,7 +194,7 @@ def register(bench_app: typer.Typer) -> None:
         against: str | None = typer.Option(None, "--against", help="Compare parameters with a stored train run."),
         deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
                                            help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG."),
-        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
@@ -216,7 +217,7 @@ def register(bench_app: typer.Typer) -> None:
             loaded = load_spec(spec).spec
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
         config = {**train_shape(loaded, scale=scale, blocks=blocks).as_config(), "steps": steps, "warmup": warmup,
                   "seed": seed, "mode": mode, "deterministic": deterministic,
                   "delay_rank": delay_rank if delay_rank >= 0 else None, "delay_rank_ms": delay_ms}
@@ -261,7 +262,7 @@ def register(bench_app: typer.Typer) -> None:
         size: str = typer.Option("", "--size", help="Total checkpoint size instead of the spec's (e.g. 256M)."),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
-        launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
+        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
@@ -282,7 +283,7 @@ def register(bench_app: typer.Typer) -> None:
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                               op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
-                              work_dir=work_dir)
+                              work_dir=work_dir, slurm_mode=slurm_mode)
         config = {**shape.as_config(), "directory": str(directory.resolve()), "keep": keep,
                   "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
         if dry_run:

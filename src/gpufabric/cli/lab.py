@@ -43,6 +43,7 @@ def register(app: typer.Typer) -> None:
         from gpufabric.lab import net
 
         rates = _rates(rate)
+        net.check_name(name)
         if dry_run:
             layout = {"switch_netns": net.ns_switch(name), "bridges": list(net.BRIDGES.values()),
                       "hosts": [{"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24"

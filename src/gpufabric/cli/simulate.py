@@ -38,7 +38,7 @@ def simulate(
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
     compute_ms: float = typer.Option(100.0, "--compute-ms", help="Mean per-rank compute time per step, ms."),
     jitter: Optional[str] = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
-    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the GPU's catalog estimate; use a measured value)."),
+    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate; use a measured value)."),
     hiccup: Optional[str] = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
     straggler: Optional[str] = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
     leaf_jitter: Optional[str] = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
@@ -163,7 +163,7 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
                  hiccup_text):
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import evaluate_candidates, rank, recommend
-    from gpufabric.sim import DEFAULT_COMPUTE_CV, Hiccup, config_from_breakdown, parse_hiccup, parse_stragglers
+    from gpufabric.sim import config_from_breakdown, parse_hiccup, parse_stragglers
     from gpufabric.spec import load_spec
 
     catalog = load_catalog()
@@ -177,22 +177,13 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
         raise InputError(f"unknown candidate {candidate!r}: choose one of {', '.join(ids)}")
     chosen = cands[ids.index(chosen_id)]
     total = math.ceil(spec.workload.total_tokens / spec.workload.global_batch_tokens)
-    # The same per-GPU compute CV and per-fabric hiccups the planner's tail model uses
-    # (catalog entries, tagged there); the planner's congestion multiplier is not applied.
-    gpu = catalog.gpus.get(spec.cluster.gpu)
-    fabric = catalog.fabrics.get(chosen.fabric)
-    if compute_cv is None:
-        compute_cv = gpu.compute_jitter_cv if gpu is not None else DEFAULT_COMPUTE_CV
-    hiccup = None
-    if hiccup_text:
-        hiccup = parse_hiccup(hiccup_text)
-    elif fabric is not None and fabric.hiccup_prob > 0:
-        hiccup = Hiccup(prob=fabric.hiccup_prob, delay_s=fabric.hiccup_ms * 1e-3)
-    if not (math.isfinite(compute_cv) and compute_cv >= 0):
+    if compute_cv is not None and not (math.isfinite(compute_cv) and compute_cv >= 0):
         raise InputError(f"--compute-cv must be a finite number >= 0, got {compute_cv}")
+    # Compute CV and hiccups come with the candidate's breakdown (the planner's own
+    # inputs); --compute-cv and --hiccup override them.
     cfg = config_from_breakdown(
         chosen.breakdown, steps=steps, train_steps=train_steps or total, runs=runs, seed=seed,
-        compute_cv=compute_cv, hiccup=hiccup,
+        compute_cv=compute_cv, hiccup=parse_hiccup(hiccup_text) if hiccup_text else None,
         stragglers=parse_stragglers(straggler) if straggler else None,
         tokens_per_step=spec.workload.global_batch_tokens,
     )

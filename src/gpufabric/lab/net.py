@@ -64,7 +64,7 @@ def addr(plane: str, i: int) -> str:
     return f"10.210.{PLANES[plane]}.{i}"
 
 
-def _check_name(name: str) -> None:
+def check_name(name: str) -> None:
     if not _NAME.fullmatch(name):
         raise InputError(f"lab name {name!r}: use 1-6 lowercase letters or digits")
 
@@ -105,7 +105,7 @@ def existing_namespaces(name: str | None = None) -> list[str]:
 
 def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> LabState:
     """Create the lab (first removing any earlier lab of the same name)."""
-    _check_name(name)
+    check_name(name)
     if not 2 <= hosts <= 16:
         raise InputError(f"--hosts {hosts}: a lab has 2 to 16 hosts")
     rates = dict(rates or {})
@@ -208,7 +208,7 @@ def _kill_group(pid: int) -> None:
 
 def down(name: str) -> list[str]:
     """Remove the lab's namespaces and processes; returns the namespaces removed. Idempotent."""
-    _check_name(name)
+    check_name(name)
     stop_noise(name)
     removed = []
     for ns in existing_namespaces(name):
@@ -241,7 +241,7 @@ def _require(name: str) -> LabState:
 
 def status(name: str) -> dict[str, Any]:
     """JSON-able description of the lab: hosts, addresses, qdiscs, noise."""
-    _check_name(name)
+    check_name(name)
     state = load_state(name)
     namespaces = existing_namespaces(name)
     if state is None:

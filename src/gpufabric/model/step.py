@@ -17,7 +17,10 @@ class StepBreakdown:
     """Where the time of one synchronous training step goes, for one candidate design.
 
     All times are means without jitter; the jitter fields say how much the
-    latency-bound parts vary per dependent step.
+    latency-bound parts vary per dependent step, ``compute_cv`` how much per-rank compute
+    varies, and the hiccup fields how often one rank is delayed by how much. The planner's
+    tail and goodput closed forms and the simulator (``sim.config_from_breakdown``) read
+    the same fields, so they describe the same step (docs/simulation.md, agreement).
     """
 
     step_time_s: float              # deterministic mean step time (compute + bubble + exposed comm)
@@ -33,8 +36,14 @@ class StepBreakdown:
     checkpoint_write_s: float       # time to write one checkpoint to the storage backend
     checkpoint_block_s: float       # time one checkpoint blocks training (sync: write; async: snapshot)
     checkpoint_interval_s: float    # wall time between checkpoints
+    checkpoint_async: bool          # async: block = snapshot (+ backlog), the write drains in the background
     restart_s: float                # time from a failure to training again
     job_mttf_s: float               # mean time between failures of the whole job
+    compute_cv: float               # per-rank compute-time coefficient of variation (std / compute_s)
+    hiccup_prob: float              # per rank per step: probability of a hiccup (congestion included)
+    hiccup_s: float                 # extra delay of the one rank that hiccups
+    checkpoint_lag_s: float         # from the end of a checkpoint's block until it is durable (a
+                                    # failure inside it also loses the previous interval)
 
 
 # ---------------------------------------------------------------------------------

@@ -1,34 +1,47 @@
 """Tail amplification of synchronous steps: the max over N ranks (models.md 2.5).
 
-A synchronous step ends when its slowest rank ends. With per-rank i.i.d. Gaussian
-noise of std-dev sigma, the barrier adds ``sigma * m(N)`` on average, where m(N) and
-v(N) are the mean and variance of the maximum of N standard normals:
+A synchronous step ends when its slowest rank ends. This is the closed form of the model
+the simulator samples (docs/simulation.md, "The model"), so the two can be checked
+against each other (tests/sim/test_planner_agreement.py):
 
-    m(N) = integral x * N phi(x) Phi(x)^(N-1) dx      (exact, by quadrature on a grid)
-    m(N) ~ sqrt(2 ln N)  (3.0 at N=100 with the leading term; exact value 2.51)
+    T = max over ranks i (C_i + H_i)  +  fixed  +  sum over s = 1..S (max over p links a_{j,s})
 
-A collective with S dependent latency steps, each waiting for the slowest of p
-concurrent transfers with jitter sigma_j, adds S sigma_j m(p) on average and S sigma_j^2
-v(p) of variance. Rare hiccups (probability q per rank per step, delay D; Dean &
-Barroso, "The Tail at Scale", CACM 2013) make a step slow with P = 1 - (1 - q)^N, adding
-D P to the mean and D^2 P (1 - P) to the variance.
+- C_i ~ Normal(c, sigma_c): per-rank compute time, sigma_c = compute x compute_cv.
+- H_i: a hiccup (Dean & Barroso, "The Tail at Scale", CACM 2013): with probability q
+  per rank per step an extra delay D on *that rank only*. It costs the step
+  ``max(0, C_i + D - max of the other ranks)``: a 200 ms retransmit timeout on a rank
+  whose compute ended 30 ms before the slowest one costs 170 ms, not 200.
+- a_{j,s} ~ Normal(alpha, sigma_j): S dependent latency steps, each waiting for the
+  slowest of p concurrent transfers.
 
-The step time is then a two-component mixture: Normal(m0, s0) with weight 1 - P and
-Normal(m0 + D, s0) with weight P. The CV is ``std / mean`` of the mixture (exact).
-The p99 uses the well-separated limit (D >> s0, the case for retransmit timeouts and
-pause storms), which is closed form and monotone in jitter and in rank count:
+**Barrier (compute + hiccups), exact.** In units of sigma_c (z = (x - c)/sigma_c,
+d = D/sigma_c) every rank has the CDF ``G(z) = (1-q) Phi(z) + q Phi(z - d)``, so the
+barrier has the CDF ``G(z)^N``. Its mean and variance are integrals of ``1 - G^N`` and
+``G^N`` (trapezoid rule on two grids of 401 points, one around the no-hiccup maximum
+m(N), one around d; between them the integrand is constant); its p99 solves
+``G(z)^N = 0.99`` (bisection, 48 halvings). With q = 0 these are m(N), v(N) (the mean
+and variance of the max of N standard normals; ``max_normal_moments``) and
+``Phi^-1(0.99^(1/N))``. With q N small the step is slow with probability
+``P = 1 - (1-q)^N`` (``slow_step_probability``) but by less than D.
 
-    P <  1%:  x = min(m0 + s0 * Phi^-1(0.99 / (1 - P)), m0 + D)
-    P >= 1%:  x = m0 + D + s0 * max(0, Phi^-1(1 - 0.01 / P))
-    p99 = max(x, m0 + 2.326 s0)
+**Collectives.** The S dependent steps add ``S sigma_j m(p)`` to the mean and
+``S sigma_j^2 v(p)`` to the variance; their sum is taken as normal (the engine does the
+same beyond 64 steps).
 
-With P = 0 it is the Gaussian ``m0 + 2.326 s0``. The exact mixture quantile
-(:func:`mixture_quantile`) can *fall* when jitter grows while P is just above 1%,
-because the 99th percentile then sits in the left tail of the slow component; the
-clamp at 0 removes that artefact and overstates the exact quantile by at most
-``|Phi^-1(1 - 0.01/P)| * s0`` there (s0 is microseconds to milliseconds, D is
-milliseconds to 200 ms). These are the closed forms of the model the simulator
-samples, so they can be cross-checked against it.
+**Step.** Mean and variance add (the parts are independent), so the CV is exact for this
+model. The p99 combines the barrier's exact p99 ``y99`` (mean ``mu_Y``) with the normal
+collective sum (mean ``mu_X``, p99 excursion ``e_X = 2.326 sqrt(S v(p)) sigma_j``):
+
+    e_Y = max(0, y99 - mu_Y)
+    p99 = y99 + mu_X + sqrt(e_Y^2 + e_X^2) - e_Y
+
+exact when both parts are normal (then it is ``mu + 2.326 std``). Unlike the exact
+quantile of a sum, it never falls when the jitter or the rank count grows (the exact p99
+of a bimodal step can fall when symmetric noise is added; a planner that ranked designs
+on that artefact would reward jitter): d p99 / d sigma_j >= 0 because mu_X and e_X grow
+with sigma_j, and d p99 / dN >= 0 because it is a convex combination of the growth of
+y99 and of mu_Y, both non-decreasing in N. Agreement with the engine:
+docs/simulation.md, "Agreement with the planner's closed forms".
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+
 
 def ndtr(x: Any) -> np.ndarray:
     """Standard normal CDF via erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7).
@@ -52,18 +66,43 @@ def ndtr(x: Any) -> np.ndarray:
     return 0.5 * (1.0 + np.sign(z) * erf)
 
 
+def normal_sf(x: Any) -> np.ndarray:
+    """Standard normal survival 1 - Phi(x) with *relative* error < 1.2e-7 everywhere.
+
+    Chebyshev fit of erfc (Press et al., Numerical Recipes in C, 2nd ed., section 6.2,
+    ``erfcc``). The barrier over 10^5 ranks lives where 1 - Phi is ~1e-5, below the
+    absolute error of :func:`ndtr`.
+    """
+    x = np.asarray(x, dtype=float)
+    z = np.abs(x) / np.sqrt(2.0)
+    t = 1.0 / (1.0 + 0.5 * z)
+    poly = (-1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806 + t * (
+        0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
+    erfc = t * np.exp(-z * z + poly)
+    return np.where(x >= 0, 0.5 * erfc, 1.0 - 0.5 * erfc)
+
+
 _X = np.linspace(-8.0, 12.0, 4001)
 _DX = _X[1] - _X[0]
 _PHI = np.exp(-0.5 * _X**2) / np.sqrt(2 * np.pi)
-_CDF = ndtr(_X)
+_SF = normal_sf(_X)
 Z99 = 2.3263478740408408
+#: Half-width (in sigma_c) of the integration grids around the barrier's body and around
+#: the hiccup delay; beyond it 1 - Phi < 1e-17.
+_HALF = 8.5
+_GRID = 401
+_BISECT = 48
+_OFFSETS = np.linspace(-_HALF, _HALF, _GRID)
+_OFFSETS[_GRID // 2] = 0.0  # c0 must be a node exactly: the moment integrands jump there
 
 
 @lru_cache(maxsize=4096)
 def _max_normal_moments_scalar(n: int) -> tuple[float, float]:
     if n <= 1:
         return 0.0, 1.0
-    dens = n * _PHI * _CDF ** (n - 1)
+    # Phi^(n-1) from the survival function: ndtr's absolute error 1.5e-7, raised to the
+    # power 10^5, would move the variance by 15%.
+    dens = n * _PHI * np.exp((n - 1) * np.log1p(-np.minimum(_SF, 1.0)))
     mean = float(np.sum(_X * dens) * _DX)
     second = float(np.sum(_X**2 * dens) * _DX)
     return mean, max(second - mean**2, 0.0)
@@ -88,6 +127,62 @@ def slow_step_probability(q: Any, n: Any) -> Any:
     return -np.expm1(np.asarray(n, dtype=float) * np.log1p(-np.asarray(q, dtype=float)))
 
 
+def _log_cdf_max(z: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """log G(z)^n with G the per-rank CDF of compute + hiccup (standard units)."""
+    sf = (1.0 - q) * normal_sf(z) + q * normal_sf(z - d)
+    with np.errstate(divide="ignore"):
+        return n * np.log1p(-np.minimum(sf, 1.0))
+
+
+def _barrier_unique(n: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and p99 of the standardised barrier for 1-d arrays of distinct rows."""
+    c0 = max_normal_moments(n)[0][:, None]
+    n, q, d = n[:, None], q[:, None], d[:, None]
+    unit = np.linspace(0.0, 1.0, _GRID)[None, :]
+    # One grid around the no-hiccup maximum (c0 is a node), one from d - 8.5 to d + c0 + 8.5
+    # (a hiccup rank's time, up to the slowest of many hiccup ranks).
+    z = np.sort(np.concatenate([c0 + _OFFSETS[None, :], d - _HALF + (c0 + 2 * _HALF) * unit], axis=1), axis=1)
+    log_f = _log_cdf_max(z, n, q, d)
+    cdf, sf = np.exp(log_f), -np.expm1(log_f)
+    # Moments about c0: E[Z - c0] = int_c0^inf (1 - F) dz - int_-inf^c0 F dz and
+    # E[(Z - c0)^2] = int 2 |z - c0| (1 - F or F) dz (integration by parts).
+    dz = np.diff(z, axis=1)
+    right = z[:, :-1] >= c0
+
+    def trapezoid(left_vals: np.ndarray, right_vals: np.ndarray) -> np.ndarray:
+        seg = np.where(right, right_vals[:, 1:] + right_vals[:, :-1], left_vals[:, 1:] + left_vals[:, :-1])
+        return np.sum(0.5 * seg * dz, axis=1)
+
+    first = trapezoid(-cdf, sf)
+    second = trapezoid(2.0 * (c0 - z) * cdf, 2.0 * (z - c0) * sf)
+    mean = c0[:, 0] + first
+    var = np.maximum(second - first**2, 0.0)
+    # p99: G(z)^n = 0.99, by bisection between the grid's ends.
+    lo, hi = z[:, 0].copy(), z[:, -1].copy()
+    target = np.log(0.99)
+    for _ in range(_BISECT):
+        mid = 0.5 * (lo + hi)
+        below = _log_cdf_max(mid, n[:, 0], q[:, 0], d[:, 0]) < target
+        lo = np.where(below, mid, lo)
+        hi = np.where(below, hi, mid)
+    return mean, var, 0.5 * (lo + hi)
+
+
+def barrier_stats(n: Any, q: Any, d: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and p99 of max over ``n`` ranks of (Z + d B), Z standard normal,
+    B Bernoulli(q): the compute barrier with hiccups in units of sigma_c (arrays ok).
+
+    Rows with equal (n, q, d) are computed once (a plan has few distinct ones).
+    """
+    n, q, d = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (n, q, d)))
+    shape = n.shape
+    keys = np.stack([np.maximum(np.rint(n.ravel()), 1.0), np.clip(q.ravel(), 0.0, 1.0), np.maximum(d.ravel(), 0.0)], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    mean, var, p99 = _barrier_unique(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+    return mean[inv].reshape(shape), var[inv].reshape(shape), p99[inv].reshape(shape)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TailStats:
     """Step-time distribution summary (seconds)."""
@@ -110,38 +205,35 @@ def step_tail(
     hiccup_prob: Any,
     hiccup_s: Any,
 ) -> TailStats:
-    """Mean, std, p99 and CV of a synchronous step (vectorised).
+    """Mean, std, p99 and CV of a synchronous step (vectorised; module docstring).
 
     Args:
         base_s: deterministic step time (compute + bubble + exposed comm).
         compute_s, compute_cv: per-rank compute time and its CV (barrier over num_ranks).
         dependent_steps, group_size, jitter_s: latency-bound steps on the critical path,
             the ranks each waits for, and the per-step latency std-dev.
-        hiccup_prob, hiccup_s: per-rank per-step probability and length of a rare delay.
+        hiccup_prob, hiccup_s: per-rank per-step probability and length of a rare delay
+            of one rank.
     """
-    m_c, v_c = max_normal_moments(num_ranks)
+    sigma_c = np.asarray(compute_s, dtype=float) * np.asarray(compute_cv, dtype=float)
+    D = np.asarray(hiccup_s, dtype=float)
+    # Without compute jitter the hiccup is a plain Bernoulli delay; a floor of 1e-9 D keeps
+    # d = D / sigma finite (and its grid representable) at no visible cost.
+    sigma = np.maximum(sigma_c, 1e-9 * D + 1e-300)
+    mu_z, var_z, p99_z = barrier_stats(num_ranks, hiccup_prob, D / sigma)
     m_j, v_j = max_normal_moments(group_size)
-    sigma_c = np.asarray(compute_s) * np.asarray(compute_cv)
     steps = np.asarray(dependent_steps, dtype=float)
     jit = np.asarray(jitter_s, dtype=float)
-    m0 = np.asarray(base_s) + sigma_c * m_c + steps * jit * m_j
-    var0 = sigma_c**2 * v_c + steps * jit**2 * v_j
-    s0 = np.sqrt(var0)
-    P = slow_step_probability(hiccup_prob, num_ranks)
-    D = np.asarray(hiccup_s, dtype=float)
-    mean = m0 + D * P
-    var = var0 + D**2 * P * (1 - P)
-    std = np.sqrt(var)
-    p99 = separated_p99(m0, s0, D, P)
+    base = np.asarray(base_s, dtype=float)
+    mu_y = base + sigma * mu_z
+    y99 = base + sigma * p99_z
+    mu_x = steps * jit * m_j
+    e_x = Z99 * jit * np.sqrt(steps * v_j)
+    mean = mu_y + mu_x
+    std = np.sqrt(sigma**2 * var_z + steps * jit**2 * v_j)
+    e_y = np.maximum(y99 - mu_y, 0.0)
+    p99 = y99 + mu_x + (np.hypot(e_y, e_x) - e_y)
     return TailStats(mean_s=mean, std_s=std, p99_s=p99, cv=std / mean)
-
-
-def separated_p99(m0: Any, s0: Any, d: Any, p: Any) -> np.ndarray:
-    """p99 of the hiccup mixture in the well-separated limit (module docstring)."""
-    m0, s0, d, p = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (m0, s0, d, p)))
-    low = np.minimum(m0 + s0 * ndtri(np.clip(0.99 / np.maximum(1 - p, 1e-300), 0.99, 1 - 1e-12)), m0 + d)
-    high = m0 + d + s0 * np.maximum(0.0, ndtri(np.clip(1 - 0.01 / np.maximum(p, 0.01), 1e-12, 0.99)))
-    return np.maximum(np.where(p < 0.01, low, high), m0 + Z99 * s0)
 
 
 def ndtri(q: Any) -> np.ndarray:
@@ -162,18 +254,3 @@ def ndtri(q: Any) -> np.ndarray:
     t = u * u
     mid = (((((a[0] * t + a[1]) * t + a[2]) * t + a[3]) * t + a[4]) * t + a[5]) * u / (((((b[0] * t + b[1]) * t + b[2]) * t + b[3]) * t + b[4]) * t + 1)
     return np.where(np.abs(u) <= 0.5 - 0.02425, mid, tail)
-
-
-def mixture_quantile(m0: Any, s0: Any, d: Any, p: Any, q: float) -> np.ndarray:
-    """Exact q-quantile of (1-p) N(m0, s0) + p N(m0 + d, s0), by bisection (vectorised)."""
-    m0, s0, d, p = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (m0, s0, d, p)))
-    s = np.maximum(s0, 1e-12)
-    lo = m0 - 10 * s
-    hi = m0 + d + 10 * s
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        cdf = (1 - p) * ndtr((mid - m0) / s) + p * ndtr((mid - m0 - d) / s)
-        below = cdf < q
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return 0.5 * (lo + hi)

@@ -45,8 +45,11 @@ def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]
             latency_per_step_s=float(out["latency_per_step_s"][i]), jitter_per_step_s=float(out["jitter_per_step_s"][i]),
             num_ranks=n, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(out["nodes_per_leaf"][i]),
             checkpoint_write_s=float(out["checkpoint_write_s"][i]), checkpoint_block_s=float(out["checkpoint_block_s"][i]),
-            checkpoint_interval_s=spec.workload.checkpoint.interval_min * 60.0, restart_s=float(out["restart_s"][i]),
-            job_mttf_s=float(out["job_mttf_s"][i]),
+            checkpoint_interval_s=spec.workload.checkpoint.interval_min * 60.0,
+            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=float(out["restart_s"][i]),
+            job_mttf_s=float(out["job_mttf_s"][i]), compute_cv=float(out["compute_cv"][i]),
+            hiccup_prob=float(out["hiccup_prob"][i]), hiccup_s=float(out["hiccup_s"][i]),
+            checkpoint_lag_s=float(out["checkpoint_lag_s"][i]),
         )
         v = violations_of(spec, out, i)
         f = lambda k: float(out[k][i])  # noqa: E731

@@ -115,9 +115,10 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
     cross = np.clip(1 - size.nodes_per_leaf / n_dp, 0, 1)
     congestion = 1 + (t["oversub"] - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
     dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * 4 * layers_stage * m
+    hiccup_q = np.minimum(1.0, t["hiccup_q"] * congestion)
     tail = step_tail(base_s=step_det, compute_s=compute, compute_cv=t["compute_cv"], num_ranks=G,
                      dependent_steps=dep_steps, group_size=N, jitter_s=t["jitter_us"] * 1e-6 * congestion,
-                     hiccup_prob=np.minimum(1.0, t["hiccup_q"] * congestion), hiccup_s=t["hiccup_ms"] * 1e-3)
+                     hiccup_prob=hiccup_q, hiccup_s=t["hiccup_ms"] * 1e-3)
 
     # Reliability.
     mttf = reliability.job_mttf_s(t["mttf_h"], G)
@@ -150,6 +151,7 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
         "pp_exposed_s": pp_exp, "ep_exposed_s": ep_exp, "dp_allreduce_s": t_dp, "dp_algorithm": algo_dp,
         "dependent_steps": dep_steps, "latency_per_step_s": (HW_LAT_US["net"]["ring"][2] * t["net_scale"] + (hops_dp - 1) * t["switch_ns"] / 1e3) * 1e-6,
         "jitter_per_step_s": t["jitter_us"] * 1e-6 * congestion, "nodes_per_leaf": size.nodes_per_leaf,
+        "compute_cv": t["compute_cv"], "hiccup_prob": hiccup_q, "hiccup_s": t["hiccup_ms"] * 1e-3, "checkpoint_lag_s": lag,
         "checkpoint_bytes": ckpt, "checkpoint_write_s": write_s, "checkpoint_block_s": block, "checkpoint_durable_s": write_s + drain_s,
         "checkpoint_stall_fraction": block / interval, "restore_s": restore_s, "restart_s": restart, "job_mttf_s": mttf,
         "young_interval_s": young, "goodput": good, "time_to_train_days": train_s / 86400,

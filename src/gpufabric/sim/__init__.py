@@ -9,7 +9,7 @@ Public API::
 See docs/simulation.md for the model, its assumptions and its limits.
 """
 
-from gpufabric.sim.breakdown import DEFAULT_COMPUTE_CV, config_from_breakdown
+from gpufabric.sim.breakdown import config_from_breakdown
 from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
 from gpufabric.sim.distributions import (
     Constant,
@@ -26,7 +26,6 @@ from gpufabric.sim.parse import parse_checkpoint, parse_distribution, parse_hicc
 from gpufabric.sim.simulate import LostShares, SimResult, Spread, StepStats, mean_value_step_s, simulate
 
 __all__ = [
-    "DEFAULT_COMPUTE_CV",
     "CheckpointPolicy",
     "CommLatency",
     "Constant",

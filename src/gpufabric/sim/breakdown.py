@@ -6,12 +6,6 @@ from gpufabric.model.step import StepBreakdown
 from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
 from gpufabric.sim.distributions import Constant, Distribution, Hiccup, Normal
 
-#: Per-rank compute-time coefficient of variation when the caller knows nothing better.
-#: [U] An assumption, not a sourced figure (the catalog's per-GPU ``compute_jitter_cv``,
-#: which spec mode uses, is an estimate too); override it with a measured value. The
-#: simulator's purpose is to show the effect of a CV, not to assert one.
-DEFAULT_COMPUTE_CV = 0.005
-
 
 def _normal_or_const(mean_s: float, sigma_s: float) -> Distribution:
     return Normal(mu_s=mean_s, sigma_s=sigma_s) if sigma_s > 0 else Constant(value_s=mean_s)
@@ -24,27 +18,33 @@ def config_from_breakdown(
     train_steps: int = 0,
     runs: int = 1,
     seed: int = 0,
-    compute_cv: float = DEFAULT_COMPUTE_CV,
+    compute_cv: float | None = None,
     stragglers: Stragglers | None = None,
     hiccup: Hiccup | None = None,
     tokens_per_step: float = 0.0,
 ) -> SimConfig:
-    """Map one candidate's step breakdown onto the engine.
+    """Map one candidate's step breakdown onto the engine: the same inputs the planner's
+    closed forms (``model.tail.step_tail``, ``model.reliability.goodput``) use.
 
-    - per-rank compute: Normal(compute_s, compute_cv * compute_s), truncated at 0;
+    - per-rank compute: Normal(compute_s, cv * compute_s), truncated at 0, with
+      ``cv = b.compute_cv`` unless ``compute_cv`` overrides it;
+    - hiccups: per rank per step, probability ``b.hiccup_prob`` of an extra ``b.hiccup_s``
+      (the planner's congestion multiplier included) unless ``hiccup`` overrides them;
     - collectives: ``dependent_latency_steps`` dependent steps, each waiting for the slowest
       of ``num_nodes`` inter-node transfers of latency Normal(latency_per_step_s,
-      jitter_per_step_s); the rest of the exposed communication (its bandwidth term) and
-      the pipeline bubble are deterministic time on the critical path;
+      jitter_per_step_s); the rest of the step time (bubble, the bandwidth term of the
+      exposed communication, any data-loader stretch) is deterministic critical-path time;
     - leaves: ``nodes_per_leaf`` nodes share a leaf (no shared leaf jitter is assumed);
-    - checkpoints every ``checkpoint_interval_s`` of wall time, rounded to whole steps;
-      async when the blocking time is shorter than the write;
+    - checkpoints every ``checkpoint_interval_s`` of wall time, rounded to whole steps.
+      sync: the block is the write; ``checkpoint_lag_s`` (a drain after a local write)
+      is the durability lag. async: the background write lasts ``checkpoint_lag_s``
+      (until durable) and the snapshot is the block less the planner's backlog
+      ``max(0, lag - interval)``, which the engine produces itself by waiting;
     - failures: exponential with the job MTTF, spread evenly over the nodes;
-    - ``stragglers`` and ``hiccup`` (per rank per step) are passed through: the breakdown
-      does not carry them (the planner takes hiccups from the fabric's catalog entry).
+    - ``stragglers`` are passed through (the planner has none).
 
-    The mean-value step of the result equals ``b.step_time_s`` when ``step_time_s =
-    compute_s + bubble_s + comm_exposed_s`` (up to the truncation of the normal).
+    The mean-value step of the result equals ``b.step_time_s`` (up to the truncation of
+    the normal).
     """
     ranks_per_node = max(1, b.num_ranks // max(1, b.num_nodes))
     latency_s = b.dependent_latency_steps * b.latency_per_step_s
@@ -58,24 +58,29 @@ def config_from_breakdown(
     checkpoint = None
     if b.checkpoint_interval_s > 0 and b.step_time_s > 0:
         every = max(1, round(b.checkpoint_interval_s / b.step_time_s))
-        if b.checkpoint_block_s < b.checkpoint_write_s:
-            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_write_s, mode="async",
-                                          snapshot_s=b.checkpoint_block_s)
+        if b.checkpoint_async:
+            backlog = max(0.0, b.checkpoint_lag_s - b.checkpoint_interval_s)
+            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_lag_s, mode="async",
+                                          snapshot_s=max(0.0, b.checkpoint_block_s - backlog))
         else:
-            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_block_s, mode="sync")
+            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_block_s, mode="sync",
+                                          lag_s=b.checkpoint_lag_s)
     failures = None
     if b.job_mttf_s > 0:
         failures = Failures(node_mttf_s=b.job_mttf_s * max(1, b.num_nodes), restart_s=b.restart_s)
+    if hiccup is None and b.hiccup_prob > 0 and b.hiccup_s > 0:
+        hiccup = Hiccup(prob=b.hiccup_prob, delay_s=b.hiccup_s)
+    cv = b.compute_cv if compute_cv is None else compute_cv
     leaf = b.nodes_per_leaf * ranks_per_node
     num_ranks = max(1, b.num_nodes) * ranks_per_node
     return SimConfig(
         num_ranks=num_ranks,
         ranks_per_node=ranks_per_node,
         ranks_per_leaf=leaf if leaf > 0 and num_ranks % leaf == 0 else 0,
-        compute=_normal_or_const(b.compute_s, compute_cv * b.compute_s),
+        compute=_normal_or_const(b.compute_s, cv * b.compute_s),
         stragglers=stragglers,
         hiccup=hiccup,
-        fixed_s=b.bubble_s + max(0.0, b.comm_exposed_s - latency_s),
+        fixed_s=max(0.0, b.step_time_s - b.compute_s - latency_s),
         comm=comm,
         checkpoint=checkpoint,
         failures=failures,

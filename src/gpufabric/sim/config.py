@@ -51,6 +51,16 @@ class CheckpointPolicy:
     """async: time training blocks to snapshot state before the background drain."""
     drain_slowdown: float = 0.0
     """async: fractional slowdown of steps while the drain contends for storage bandwidth."""
+    lag_s: float | None = None
+    """Time from the end of the block until the checkpoint is durable: a failure inside it
+    also loses the previous interval. None: ``write_s`` for async (the background write),
+    0 for sync (a drain to a durable tier after a sync local write sets it)."""
+
+    @property
+    def durable_lag_s(self) -> float:
+        if self.lag_s is not None:
+            return self.lag_s
+        return self.write_s if self.mode == "async" else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +150,8 @@ class SimConfig:
             _check_int("checkpoint interval (steps)", c.every_steps, 1)
             _check_time("checkpoint write time", c.write_s)
             _check_time("checkpoint snapshot time", c.snapshot_s)
+            if c.lag_s is not None:
+                _check_time("checkpoint durability lag", c.lag_s)
             if c.mode not in ("sync", "async"):
                 raise InputError(f"checkpoint mode must be sync or async, got {c.mode!r}")
             if not (0 <= c.drain_slowdown < 10):

@@ -9,11 +9,20 @@ when the run is longer than the simulated steps).
   for ``write_s``. Steps overlapping the drain run ``1 + drain_slowdown`` times slower
   (the drain contends for storage and network bandwidth); if the drain is still running
   when the next checkpoint is due, training waits for it (one checkpoint in flight).
-- failures: the job fails at rate nodes/node_mttf (exponential, memoryless). A failure
-  loses the work since the last durable checkpoint and costs ``restart_s``; then the
-  segment is redone. For async, a checkpoint is durable only once drained, so a failure
-  during the drain also loses the previous segment. Failures during a restart or a redo
-  of that previous segment are not modelled (second order when MTTF >> segment).
+- failures: the job fails at rate nodes/node_mttf (exponential, memoryless), at all
+  times, restarts included. A failure loses the work since the last durable checkpoint
+  and costs a restart of ``restart_s``; a failure during the restart loses the restart
+  so far and starts it again; then the segment is redone. A checkpoint is durable only
+  ``lag`` after its block ends (async: once drained), so a failure inside that window
+  also loses the previous segment. A failure during the redo of that previous segment is
+  not modelled (second order: it needs two failures within one lag).
+
+This is the failure model of Daly (2006), "A higher order estimate of the optimum
+checkpoint interval for restart dumps", Future Generation Computer Systems 22(3): a
+segment of wall length T (work plus block) takes in expectation
+``M e^(R/M) (e^(T/M) - 1)`` with job MTTF M and restart R, plus ``T e^(T/M) (1 -
+e^(-L/M))`` for a durability lag L <= T (models.md 2.6; ``model.reliability.goodput``
+is this closed form, checked against this engine in tests/sim/test_planner_agreement.py).
 """
 
 from __future__ import annotations
@@ -86,7 +95,7 @@ def run_time(cfg: SimConfig, step_times_s: np.ndarray, rng: np.random.Generator)
     if cfg.failures is not None:
         rate = cfg.num_nodes / cfg.failures.node_mttf_s
         exposure = rate * seg_wall
-        if exposure.max() > _MAX_LOG_ATTEMPTS or float(np.expm1(exposure).sum()) > _MAX_FAILURES:
+        if max(exposure.max(), rate * cfg.failures.restart_s) > _MAX_LOG_ATTEMPTS or float(np.expm1(exposure).sum()) > _MAX_FAILURES:
             raise InputError(
                 f"with a job MTTF of {1 / rate:.3g} s and {seg_wall.max():.3g} s between checkpoints "
                 "the run would practically never finish: checkpoint more often"
@@ -99,9 +108,15 @@ def run_time(cfg: SimConfig, step_times_s: np.ndarray, rng: np.random.Generator)
             # Time into the segment at the failure: exponential truncated to [0, T].
             u = rng.random(failures)
             lost = -np.log1p(-u * -np.expm1(-exposure[idx])) / rate
-            if ck is not None and ck.mode == "async":
-                undrained = (idx > 0) & (lost < ck.write_s)
+            lag = ck.durable_lag_s if ck is not None else 0.0
+            if lag > 0:
+                undrained = (idx > 0) & (lost < lag)
                 lost = lost + np.where(undrained, seg_wall[np.maximum(idx - 1, 0)], 0.0)
-            failure_s = float(lost.sum()) + failures * cfg.failures.restart_s
+            # Each restart is itself retried until it survives (same geometric law).
+            restart = cfg.failures.restart_s
+            retries = int((rng.geometric(np.exp(-rate * restart), failures) - 1).sum()) if restart > 0 else 0
+            lost_restarts = -np.log1p(-rng.random(retries) * -np.expm1(-rate * restart)) / rate
+            failures += retries
+            failure_s = float(lost.sum()) + float(lost_restarts.sum()) + (failures - retries) * restart
     wall = float(seg_wall.sum()) + failure_s
     return RunTime(wall_s=wall, steps_s=steps_s, checkpoint_s=checkpoint_s, failure_s=failure_s, failures=failures)

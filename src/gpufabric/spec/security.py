@@ -12,6 +12,7 @@ reference/security-config.md section 6.3 (port inventory, each with its source).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from typing import Literal
@@ -225,6 +226,16 @@ class SecurityPolicy(_Model):
 
     def role_planes(self, role: str) -> list[str]:
         """Planes a role is attached to, in plane order."""
+        cached = self._role_planes.get(role)
+        if cached is None:
+            cached = self._role_planes[role] = self._compute_role_planes(role)
+        return list(cached)
+
+    @functools.cached_property
+    def _role_planes(self) -> dict[str, list[str]]:
+        return {}
+
+    def _compute_role_planes(self, role: str) -> list[str]:
         explicit = self.role(role).planes
         if explicit is not None:
             wanted = set(explicit)
@@ -235,6 +246,11 @@ class SecurityPolicy(_Model):
 
     def addresses(self) -> dict[tuple[str, str], str]:
         """(host, plane) -> IPv4 address; hosts numbered in role order from .HOST_OFFSET+1."""
+        return self._addresses
+
+    @functools.cached_property
+    def _addresses(self) -> dict[tuple[str, str], str]:
+        # cached: renderers ask once per host, and the model is frozen
         out: dict[tuple[str, str], str] = {}
         for plane in self.planes:
             base = int(plane.network.network_address) + HOST_OFFSET

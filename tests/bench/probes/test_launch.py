@@ -87,3 +87,12 @@ def test_timeout_kills_everything(tmp_path):
                          log_dir=tmp_path)
     assert out.timed_out and out.returncodes == (None,)
     assert "partial" in out.logs[0]
+
+
+def test_sbatch_mode_submits_the_script(tmp_path):
+    plan = launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, python="py", out_dir=str(tmp_path),
+                        slurm_mode="sbatch")
+    assert plan.commands[0].argv == ("py", "-m", "gpufabric.bench.launch", "sbatch-wait", str(tmp_path / "job.sbatch"))
+    assert plan.script_path == str(tmp_path / "job.sbatch") and plan.script.startswith("#!/bin/bash")
+    with pytest.raises(InputError, match="slurm-mode"):
+        launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, slurm_mode="salloc")

@@ -23,3 +23,17 @@ def test_srun_launch_and_script_kept_with_run(cli, slurm_cluster, tmp_path):
     assert run.artifacts["launch_commands"].startswith("MASTER_ADDR=")
     assert "srun --nodes=1 --ntasks=2" in run.artifacts["launch_commands"]
     assert "#SBATCH --ntasks-per-node=2" in run.artifacts["sbatch_script"]
+
+
+@pytest.mark.slow
+def test_sbatch_mode_runs_the_generated_script(cli, slurm_cluster, tmp_path):
+    code, out, err = cli("bench", "collectives", "--launcher", "slurm", "--slurm-mode", "sbatch", "--nproc", "2",
+                         "--ops", "broadcast", "--sizes", "8K", "--iters", "2", "--master-port", "29553",
+                         "--db", tmp_path / "r.db", "--format", "json")
+    assert code == 0, err + out
+    doc = json.loads(out)
+    assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("broadcast", 2, 0)]
+    with Store.open(tmp_path / "r.db") as store:
+        run = store.get_run(doc["run_id"])
+    assert "gpufabric.bench.launch sbatch-wait" in run.artifacts["launch_commands"]
+    assert "#SBATCH --ntasks-per-node=2" in run.artifacts["sbatch_script"]

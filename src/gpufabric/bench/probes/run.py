@@ -35,6 +35,7 @@ class LaunchOptions:
     op_timeout_s: float = 60.0
     backend: str = "gloo"
     work_dir: str = ""            # where ranks write records; must be shared across real hosts
+    slurm_mode: str = "srun"      # slurm launcher: srun directly, or sbatch --wait on the generated script
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -74,11 +75,16 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
     config = {**probe_config, "out_dir": str(out_dir), "backend": opts.backend,
               "init_timeout_s": opts.init_timeout_s, "op_timeout_s": opts.op_timeout_s}
     config_path = out_dir / "config.json"
-    config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-    plan = launch.build(opts.launcher, module=MODULES[kind], args=[str(config_path)], nodes=opts.nodes,
-                        nproc=opts.nproc, hosts=list(opts.hosts) or None, master_port=opts.master_port,
-                        env=opts.env, job_name=f"gpufabric-{kind}", out_dir=str(out_dir),
-                        time_limit_min=max(1, int(opts.timeout_s // 60) + 1))
+    try:
+        config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+        plan = launch.build(opts.launcher, module=MODULES[kind], args=[str(config_path)], nodes=opts.nodes,
+                            nproc=opts.nproc, hosts=list(opts.hosts) or None, master_port=opts.master_port,
+                            env=opts.env, job_name=f"gpufabric-{kind}", out_dir=str(out_dir),
+                            time_limit_min=max(1, int(opts.timeout_s // 60) + 1), slurm_mode=opts.slurm_mode)
+    except BaseException:
+        if owns:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        raise
     return Prepared(kind=kind, out_dir=out_dir, config_path=config_path, config=config, plan=plan, owns_dir=owns)
 
 
