@@ -140,3 +140,17 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
     print(f"lab: {len(seen)} probes, {opened} open, {time.monotonic() - start:.1f} s")
     assert 0 < opened < len(seen)  # both outcomes were exercised
     assert time.monotonic() - start < 60
+
+
+@needs_root
+@needs_tool("nft")
+@needs_tool("ip")
+def test_live_audit_reads_the_loaded_ruleset(lab):
+    """`gpufabric audit --live` inside a lab host sees the kernel's ruleset (nft -j) and ss."""
+    policy, ns, _ports = lab
+    host = next(h for h, r in policy.hosts() if r == "storage")
+    done = subprocess.run(["ip", "netns", "exec", ns[host], sys.executable, "-m", "gpufabric", "audit", "--live",
+                           "--format", "json"], capture_output=True, text=True, timeout=60)
+    doc = json.loads(done.stdout)
+    assert "FW-01" in doc["passed"], doc["findings"]
+    assert doc["exit_code"] == done.returncode

@@ -120,3 +120,15 @@ def test_config_custom_policy_renders(cli, tmp_path):
     assert "ip saddr @c_gpu tcp dport 29400-29401 accept" in nft
     assert "ip saddr @m_bastion tcp dport 22 accept" in nft
     assert "NCCL_SOCKET_IFNAME==c0" in (out / "roles/gpu/etc/gpufabric/nccl.env").read_text()
+
+
+def test_rerender_removes_files_of_hosts_that_left(cli, tmp_path):
+    out = tmp_path / "b"
+    assert cli("config", SPEC, "--out", out, "--seed", "a")[0] == 0
+    assert (out / "hosts/compute-2/etc/nvme/config.json").exists()
+    smaller = tmp_path / "one.yaml"
+    smaller.write_text(SPEC.read_text().replace("nodes: 2,", "nodes: 1,").replace("dp: 2", "dp: 1"))
+    code, _, err = cli("config", smaller, "--out", out, "--seed", "a")
+    assert code == 0, err
+    assert not (out / "hosts/compute-2/etc/nvme/config.json").exists()
+    assert (out / "hosts/compute-1/etc/nvme/config.json").exists()

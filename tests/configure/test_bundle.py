@@ -178,3 +178,15 @@ def test_key_file_makes_secrets_reproducible(cli, tmp_path):
     key.write_bytes(b"short")
     code, _, err = cli("config", CORPUS / "lab-ib.yaml", "--dry-run", "--key-file", key)
     assert code == 2 and "at least 16" in err
+
+
+@needs_tool("bash")
+def test_shell_scripts_parse(bundle):
+    _kind, root = bundle
+    scripts = [p for p in root.rglob("*") if p.is_file() and p.read_text().startswith("#!/bin/")]
+    assert scripts
+    for path in scripts:
+        shell = "sh" if path.read_text().startswith("#!/bin/sh") else "bash"
+        done = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True, timeout=10)
+        assert done.returncode == 0, f"{path}: {done.stderr}"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o755

@@ -43,12 +43,13 @@ def ib02(facts: Facts) -> Iterator[Finding]:
             continue
         for rule in _rules(text):
             head, _, members = rule.partition(":")
-            if not re.match(r"^\s*Default\b|^[^=]*=\s*0x7fff\b", head, re.I):
+            if not re.match(r"^\s*Default\b|^[^=]*=\s*0x7fff\b", head, re.IGNORECASE):
                 continue
-            full = re.search(r"\bALL\s*=\s*full\b|\bALL_CAS\s*=\s*full\b", members, re.I)
-            defmember = re.search(r"defmember\s*=\s*full", head, re.I) and re.search(r"\bALL\b(?!\s*=)", members)
-            bare_all_default = re.search(r"\bALL\b(?!_)(?!\s*=)", members) and re.search(r"defmember\s*=\s*full", head, re.I)
-            if full or defmember or bare_all_default:
+            explicit = re.search(r"\bALL(_CAS)?\s*=\s*full\b", members, re.IGNORECASE)
+            # a member without "=type" takes the partition's defmember (limited by default)
+            implied = re.search(r"defmember\s*=\s*full", head, re.IGNORECASE) and re.search(
+                r"\bALL(_CAS)?\b(?!\s*=)", members)
+            if explicit or implied:
                 yield finding("IB-02", view.name, f"rule {rule.strip()!r}", location=view.where(PARTITIONS))
 
 
@@ -84,7 +85,7 @@ def ib04(facts: Facts) -> Iterator[Finding]:
             continue
         opts = _opensm_options(text)
 
-        def value(key: str, default: int) -> int:
+        def value(key: str, default: int, opts: dict[str, str] = opts) -> int:
             try:
                 return int(opts.get(key, str(default)), 0)
             except ValueError:
@@ -112,7 +113,7 @@ def _roce_views(facts: Facts) -> list[HostView]:
 
 
 def _script_vars(text: str) -> dict[str, str]:
-    return dict(re.findall(r"^([A-Z_]+)=(\S+)$", text, re.M))
+    return dict(re.findall(r"^([A-Z_]+)=(\S+)$", text, re.MULTILINE))
 
 
 @check("ROCE-01", "Trust mode is not DSCP", Severity.high, "run mlnx_qos --trust dscp on every RoCE netdev")

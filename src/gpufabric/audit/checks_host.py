@@ -156,7 +156,7 @@ def fw05(facts: Facts) -> Iterator[Finding]:
                 yield finding("FW-05", f"plane {plane.name}", "IB plane without a PKey: host nftables cannot isolate RDMA")
                 continue
             sm = [v for v in facts.hosts if v.has("/etc/opensm/partitions.conf")]
-            if sm and not any(re.search(rf"=\s*0x0*{plane.pkey:x}\b", v.read("/etc/opensm/partitions.conf") or "", re.I)
+            if sm and not any(re.search(rf"=\s*0x0*{plane.pkey:x}\b", v.read("/etc/opensm/partitions.conf") or "", re.IGNORECASE)
                               for v in sm):
                 yield finding("FW-05", f"plane {plane.name}", f"PKey 0x{plane.pkey:04x} is not in partitions.conf")
         elif plane.vlan is None:
@@ -169,7 +169,7 @@ def fw06(facts: Facts) -> Iterator[Finding]:
     if not views:
         raise NotAvailable("no /etc/slurm/slurm.conf")
     for view in views:
-        if not re.search(r"^\s*SrunPortRange\s*=", view.read("/etc/slurm/slurm.conf") or "", re.M | re.I):
+        if not re.search(r"^\s*SrunPortRange\s*=", view.read("/etc/slurm/slurm.conf") or "", re.MULTILINE | re.IGNORECASE):
             yield finding("FW-06", view.name, "SrunPortRange missing while a firewall is in place")
 
 

@@ -130,7 +130,7 @@ def nvmf06(facts: Facts) -> Iterator[Finding]:
     for view in facts.hosts:
         paths = [p for p in SECRET_FILES if view.has(p)]
         text = view.read("/etc/opensm/opensm.conf")
-        if text is not None and re.search(r"^\s*(m_key|sm_key|sa_key)\s+0x", text, re.M):
+        if text is not None and re.search(r"^\s*(m_key|sm_key|sa_key)\s+0x", text, re.MULTILINE):
             paths.append("/etc/opensm/opensm.conf")
         for path in paths:
             seen = True
@@ -219,7 +219,8 @@ def nvmf10(facts: Facts) -> Iterator[Finding]:
     release = os.uname().release
     for path in (f"/boot/config-{release}", "/proc/config.gz"):
         try:
-            text = gzip.open(path, "rt").read() if path.endswith(".gz") else open(path).read()
+            with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as handle:
+                text = handle.read()
             break
         except OSError:
             continue
@@ -229,5 +230,5 @@ def nvmf10(facts: Facts) -> Iterator[Finding]:
     if facts.storage == "nvmeof-rdma":
         wanted = wanted[:1]
     for option in wanted:
-        if not re.search(rf"^CONFIG_{option}=[ym]", text, re.M):
+        if not re.search(rf"^CONFIG_{option}=[ym]", text, re.MULTILINE):
             yield finding("NVMF-10", view.name, f"CONFIG_{option} is not set in kernel {release}")

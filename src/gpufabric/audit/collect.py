@@ -209,6 +209,7 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         except (json.JSONDecodeError, ParseError) as exc:
             return None, f"nft -j output unreadable: {exc}"
     text = view.files.get("/etc/nftables.conf")
+    error = None
     if text is not None:
         doc, error = nft_text_to_json(text)
         if doc is not None:
@@ -216,6 +217,8 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         if "rejected" in (error or ""):
             return None, error
     js = view.files.get("/etc/gpufabric/nftables.json")
+    if js is None and error is not None:
+        return None, f"cannot read {text}: {error}"
     if js is not None:
         try:
             return nft.parse(json.loads(js.read_text()), str(js)), None

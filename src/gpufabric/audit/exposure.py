@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 from gpufabric.audit import intervals as iv
 from gpufabric.audit.collect import Facts, HostView
-from gpufabric.audit.nft import Packet, Ruleset, accepted_sources
 from gpufabric.audit.findings import NotAvailable
+from gpufabric.audit.nft import Packet, Ruleset, accepted_sources
 
 Spans = tuple[tuple[int, int], ...]
 

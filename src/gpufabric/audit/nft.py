@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import json
 import ipaddress
+import json
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -10,6 +10,10 @@ from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
 
+#: Bundles larger than this are summarised per directory instead of listed file by file.
+MAX_LISTED = 80
+
+
 def register(app: typer.Typer) -> None:
     app.command("config")(config)
 
@@ -59,8 +63,19 @@ def config(
     for note in bundle.notes:
         typer.echo(f"note: {note}")
     typer.echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
-    for a in artefacts:
-        typer.echo(f"  {a.mode:04o} {a.path}{'  (secret)' if a.secret else ''}")
+    if len(artefacts) <= MAX_LISTED:
+        for a in artefacts:
+            typer.echo(f"  {a.mode:04o} {a.path}{'  (secret)' if a.secret else ''}")
+    else:
+        groups: dict[str, list[int]] = {}
+        for a in artefacts:
+            top = "/".join(a.path.split("/")[:2]) if a.path.startswith("roles/") else a.path.split("/")[0]
+            counts = groups.setdefault(top, [0, 0])
+            counts[0] += 1
+            counts[1] += a.secret
+        for top, (count, secrets) in sorted(groups.items()):
+            typer.echo(f"  {top}: {count} file{'s' if count != 1 else ''}" + (f" ({secrets} secret)" if secrets else ""))
+        typer.echo("  (every file with its mode is listed in manifest.json and README.md)")
     if not dry_run:
         typer.echo(f"next: read {out}/README.md for what goes where, then `gpufabric audit --config {out}`")
     return 0

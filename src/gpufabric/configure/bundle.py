@@ -187,6 +187,18 @@ _SECRET_TOKEN = re.compile(r"DHHC-1:\d\d:[A-Za-z0-9+/=]+:|NVMeTLSkey-1:\d\d:[A-Z
 def write_bundle(bundle: Bundle, out: Path) -> list[Path]:
     """Write all artefacts under ``out``; secret files are created 0600 (never wider, not even briefly)."""
     written = []
+    # files of an earlier render that this one no longer has (a host removed) must go,
+    # or a stale key file would linger; only paths the old manifest lists are touched
+    old_manifest = out / MANIFEST
+    if old_manifest.exists():
+        try:
+            old = {f["path"] for f in json.loads(old_manifest.read_text())["files"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            old = set()
+        for rel in sorted(old - {a.path for a in bundle.artefacts}):
+            stale = out / rel
+            if stale.is_file() and out.resolve() in stale.resolve().parents:
+                stale.unlink()
     for artefact in bundle.artefacts:
         path = out / artefact.path
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpufabric.configure.keys import KeySource
-from gpufabric.configure.nqn import DISCOVERY_NQN, stable_uuid, uuid_nqn
+from gpufabric.configure.nqn import stable_uuid, uuid_nqn
 from gpufabric.spec.security import NVME_DISCOVERY, NVME_TCP, SecurityPolicy
 
 #: nvmetcli hash/dhgroup names as the kernel's dhchap_hash/dhchap_dhgroup files take

@@ -9,7 +9,7 @@
   drain time for async: a failure in that window loses the previous interval too), R the
   restart + restore time. It is the leading term of the overhead ``E[wall]/tau - 1`` of
   the exact expectation below; the planner used ``1 - W`` as goodput, which at 16k GPUs
-  (M = 3 h, tau = 30 min, R = 15 min) is 1-2 points low.
+  (M = 3 h, tau = 30 min, R = 15 min) is 1.3 points low.
 - Goodput (exact for exponential failures): Daly, "A higher order estimate of the optimum
   checkpoint interval for restart dumps", Future Generation Computer Systems 22(3),
   2006: with failures at rate 1/M at all times, restarts included, a segment of
