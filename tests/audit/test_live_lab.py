@@ -10,6 +10,7 @@ are always deleted and the agents always killed.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -154,3 +155,36 @@ def test_live_audit_reads_the_loaded_ruleset(lab):
     doc = json.loads(done.stdout)
     assert "FW-01" in doc["passed"], doc["findings"]
     assert doc["exit_code"] == done.returncode
+
+
+@needs_root
+@needs_tool("nft")
+@needs_tool("ip")
+@pytest.mark.slow
+def test_torchrun_wrapper_trains_through_the_firewall(lab, clean_bundle):  # noqa: F811
+    """The generated wrapper and env file run a real 2-node gloo job over the control plane,
+    with every host's generated firewall loaded."""
+    pytest.importorskip("torch")
+    policy, ns, _ports = lab
+    computes = [h for h, r in policy.hosts() if r == "compute"][:2]
+    rdzv = policy.addresses()[(computes[0], "ctl")]
+    wrapper = clean_bundle / "roles/compute/usr/local/bin/gpufabric-torchrun"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RDZV_HOST": rdzv,
+           "GPUFABRIC_NCCL_ENV": str(clean_bundle / "roles/compute/etc/gpufabric/nccl.env"), "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(["ip", "netns", "exec", ns[h], "bash", str(wrapper), "--nnodes=2", "--nproc-per-node=1",
+                               "--rdzv-id=gfa-lab", str(Path(__file__).with_name("lab_train.py"))],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for h in computes]
+    outs = []
+    try:
+        for proc in procs:
+            out, err = proc.communicate(timeout=120)
+            outs.append(out)
+            assert proc.returncode == 0, err[-2000:]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait(timeout=10)
+    text = "".join(outs)
+    assert "rank 0 sum 3" in text and "rank 1 sum 3" in text

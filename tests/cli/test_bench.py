@@ -119,6 +119,8 @@ def test_real_quick_suite_on_loopback_stores_results_and_verdicts(cli, tmp_path)
         run = store.get_run("latest")
     assert run.kind == "bench" and run.status == "failed"
     assert len(run.results) == 8
+    # The environment fingerprint is stored with the run (what can change results).
+    assert run.fingerprint["host"] and run.fingerprint["tools"]["fio"]
     assert "iperf3 -c 127.0.0.1" in run.artifacts["commands"]
     sock = next(r for r in run.results if r.name == "sockperf.udp")
     assert len(sock.metric("lat_p50_us").samples) == sock.metric("observations").value

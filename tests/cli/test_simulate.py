@@ -142,3 +142,21 @@ def test_spec_mode_text_shows_the_planner_next_to_the_engine(cli):
     code, out, _ = cli("simulate", str(EXAMPLE), "--steps", "500")
     assert code == 0
     assert "candidate " in out and "planner (closed form): mean" in out
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="example spec not shipped")
+def test_spec_mode_takes_compute_cv_and_hiccups_from_the_candidate(cli):
+    # A TCP candidate: 200 ms hiccups on ~10% of steps dominate its CV. The engine, fed
+    # from the breakdown alone, lands on the planner's numbers; overrides move it away.
+    cand = "tcp-100g/rail-optimized/1:1/nvmeof-rdma"
+    args = ("simulate", str(EXAMPLE), "--candidate", cand, "--steps", "20000", "--seed", "1", "--format", "json")
+    doc = json.loads(cli(*args)[1])
+    plan = doc["planner"]
+    assert doc["step_time_ms"]["cv"] == pytest.approx(plan["step_time_cv"], rel=0.1)
+    assert doc["step_time_ms"]["mean"] * 1e-3 == pytest.approx(plan["step_time_s"], rel=5e-3)
+    no_hiccup = json.loads(cli(*args, "--hiccup", "0:0ms")[1])
+    assert no_hiccup["step_time_ms"]["cv"] < 0.5 * plan["step_time_cv"]
+    calm = json.loads(cli(*args, "--compute-cv", "0")[1])
+    assert calm["step_time_ms"]["mean"] < doc["step_time_ms"]["mean"]
+    code, _, err = cli(*args, "--compute-cv", "-1")
+    assert code == 2 and "--compute-cv" in err

@@ -4,7 +4,7 @@ this engine, for every example spec and every fabric kind among its candidates.
 Both read the same StepBreakdown (compute CV, hiccups, durability lag included) through
 ``config_from_breakdown``, so they describe the same step and the same failure process;
 the engine is the reference. Tolerances (docs/simulation.md, "Agreement"): mean 0.5%,
-p99 2%, CV 10% relative, goodput 0.5 points. 16 runs x 2,500 steps (40,000 pooled steps)
+p99 2%, CV 10% relative, goodput 0.5 points. 32 runs x 1,250 steps (40,000 pooled steps)
 keep the engine's own noise well inside them (p99 and CV of a TCP step with 1% slow
 steps are the noisiest; goodput at 16k GPUs sees ~800 failures per run).
 
@@ -27,7 +27,7 @@ from gpufabric.spec import load_spec
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 CAT = load_catalog()
-STEPS, RUNS, SEED = 2_500, 16, 1
+STEPS, RUNS, SEED = 1_250, 32, 1
 TOL = {"mean": 0.005, "p99": 0.02, "cv": 0.10, "goodput": 0.005}
 
 

@@ -133,12 +133,6 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
         out.print(f"#   {line}", markup=False)
 
 
-def _fingerprint() -> dict[str, Any]:
-    try:
-        from gpufabric.bench.fingerprint import collect
-    except ModuleNotFoundError:
-        return {}
-    return collect()
 
 
 def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
@@ -147,6 +141,7 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from gpufabric.bench import scratch as scratch_mod
+    from gpufabric.bench.fingerprint import collect as collect_fingerprint
     from gpufabric.bench.runners import LocalExecutor
     from gpufabric.bench.suite import plan_suite, run_suite
     from gpufabric.results.store import Store
@@ -155,7 +150,7 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
     try:
         tests = plan_suite(suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout)
         with Store.open(db) as store:
-            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=_fingerprint(),
+            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=collect_fingerprint(),
                                      spec_name=spec.name if spec is not None else "", plan=plan_doc,
                                      meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
                                            "slos": len(slos)})
