@@ -175,7 +175,7 @@ def test_more_ranks_never_shrink_p99_amplification(n, factor, j, q, d):
 def test_goodput_is_dalys_expectation_and_first_order_when_failures_are_rare():
     # Rare failures: the overhead wall/work - 1 = 1/goodput - 1 tends to the first-order
     # waste (models.md 2.6, Daly's leading term).
-    kw = dict(block_s=60.0, interval_s=1156.0, restart_s=300.0, lag_s=30.0)
+    kw = {"block_s": 60.0, "interval_s": 1156.0, "restart_s": 300.0, "lag_s": 30.0}
     w = reliability.waste_fraction(mttf_s=1e7, **kw)
     assert 1 / reliability.goodput(mttf_s=1e7, **kw) - 1 == pytest.approx(w, rel=2e-3)
     # 16k GPUs (M = 3.05 h, 30-min interval, 15.5-min restart): Daly's expectation by hand,

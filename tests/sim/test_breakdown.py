@@ -7,7 +7,15 @@ from dataclasses import replace
 import pytest
 
 from gpufabric.model.step import StepBreakdown
-from gpufabric.sim import Constant, Hiccup, Normal, config_from_breakdown, expected_max, mean_value_step_s, simulate
+from gpufabric.sim import (
+    Constant,
+    Hiccup,
+    Normal,
+    config_from_breakdown,
+    expected_max,
+    mean_value_step_s,
+    simulate,
+)
 
 BREAKDOWN = StepBreakdown(
     step_time_s=10.0,

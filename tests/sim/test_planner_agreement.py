@@ -78,19 +78,19 @@ def test_planner_agrees_with_the_engine(key):
             assert abs(err[what]) <= tol, f"{cand.id}: {what} engine vs planner {err[what]:+.4g} (tolerance {tol})"
 
 
+def _span(errs: list[dict[str, float]], what: str, scale: float, fmt: str) -> str:
+    lo, hi = (f"{f(e[what] for e in errs) * scale:{fmt}}" for f in (min, max))
+    return lo if lo == hi else f"{lo} to {hi}"
+
+
 def main() -> None:
     print("| spec | kind | candidates | mean | p99 | CV | goodput (points) |")
     print("|---|---|---|---|---|---|---|")
     for (stem, kind), group in sorted(GROUPS.items()):
         errs = [errors(c, total) for c, total in group]
-
-        def span(what: str, scale: float, fmt: str) -> str:
-            lo = min(e[what] for e in errs) * scale
-            hi = max(e[what] for e in errs) * scale
-            return f"{lo:{fmt}}" if f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}} to {hi:{fmt}}"
-
-        print(f"| {stem} | {kind} | {len(group)} | {span('mean', 100, '+.3f')}% | {span('p99', 100, '+.3f')}% "
-              f"| {span('cv', 100, '+.1f')}% | {span('goodput', 100, '+.2f')} |")
+        print(f"| {stem} | {kind} | {len(group)} | {_span(errs, 'mean', 100, '+.3f')}% "
+              f"| {_span(errs, 'p99', 100, '+.3f')}% | {_span(errs, 'cv', 100, '+.1f')}% "
+              f"| {_span(errs, 'goodput', 100, '+.2f')} |")
 
 
 if __name__ == "__main__":

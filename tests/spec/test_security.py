@@ -113,3 +113,11 @@ def test_spec_loader_locates_security_errors(tmp_path):
         load_spec(path)
     text = str(info.value)
     assert f"{path}:8:" in text and "security" in text and "overlapping CIDRs" in text
+
+
+def test_derived_views_follow_model_copy():
+    p = default_policy(compute_nodes=2)
+    before = p.addresses()
+    bigger = p.model_copy(update={"roles": [p.roles[0].model_copy(update={"count": 5}), *p.roles[1:]]})
+    assert len(bigger.addresses()) == len(before) + 12  # 3 more compute hosts on 4 planes
+    assert p == default_policy(compute_nodes=2) and "_gf_memo" not in p.model_dump()

@@ -36,6 +36,8 @@ def config(
     if out is None and not dry_run:
         raise InputError("--out DIR is required (or pass --dry-run)")
     keys = KeySource.from_options(seed=seed, key_file=key_file)
+    if seed is not None:
+        typer.echo("warning: --seed makes every secret derivable from the seed; use it for tests only", err=True)
     spec = load_spec(spec_path).spec
     design = design_from_plan(plan) if plan is not None else design_from_spec(spec)
     if out is not None and out.exists():

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from gpufabric.model.step import StepBreakdown
-from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
-from gpufabric.sim.distributions import Constant, Distribution, Hiccup, Normal, expected_max
+from gpufabric.sim.config import (
+    CheckpointPolicy,
+    CommLatency,
+    Failures,
+    SimConfig,
+    Stragglers,
+)
+from gpufabric.sim.distributions import (
+    Constant,
+    Distribution,
+    Hiccup,
+    Normal,
+    expected_max,
+)
 
 
 def _normal_or_const(mean_s: float, sigma_s: float) -> Distribution:

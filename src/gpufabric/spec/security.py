@@ -12,7 +12,6 @@ reference/security-config.md section 6.3 (port inventory, each with its source).
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import re
 from typing import Literal
@@ -226,14 +225,11 @@ class SecurityPolicy(_Model):
 
     def role_planes(self, role: str) -> list[str]:
         """Planes a role is attached to, in plane order."""
-        cached = self._role_planes.get(role)
-        if cached is None:
-            cached = self._role_planes[role] = self._compute_role_planes(role)
-        return list(cached)
-
-    @functools.cached_property
-    def _role_planes(self) -> dict[str, list[str]]:
-        return {}
+        memo = self._memo()
+        key = f"role_planes/{role}"
+        if key not in memo:
+            memo[key] = self._compute_role_planes(role)
+        return list(memo[key])  # type: ignore[call-overload]
 
     def _compute_role_planes(self, role: str) -> list[str]:
         explicit = self.role(role).planes
@@ -244,13 +240,23 @@ class SecurityPolicy(_Model):
             wanted |= {f.plane for f in self.flows if role in (f.src, f.dst)}
         return [p.name for p in self.planes if p.name in wanted]
 
+    def _memo(self) -> dict[str, object]:
+        """Per-instance cache of derived views (the model is frozen; renderers ask per host).
+        The owner check makes a ``model_copy`` (which copies ``__dict__``) start afresh."""
+        memo = self.__dict__.get("_gf_memo")
+        if memo is None or memo[0] != id(self):
+            memo = (id(self), {})
+            self.__dict__["_gf_memo"] = memo
+        return memo[1]
+
     def addresses(self) -> dict[tuple[str, str], str]:
         """(host, plane) -> IPv4 address; hosts numbered in role order from .HOST_OFFSET+1."""
-        return self._addresses
+        memo = self._memo()
+        if "addresses" not in memo:
+            memo["addresses"] = self._compute_addresses()
+        return memo["addresses"]  # type: ignore[return-value]
 
-    @functools.cached_property
-    def _addresses(self) -> dict[tuple[str, str], str]:
-        # cached: renderers ask once per host, and the model is frozen
+    def _compute_addresses(self) -> dict[tuple[str, str], str]:
         out: dict[tuple[str, str], str] = {}
         for plane in self.planes:
             base = int(plane.network.network_address) + HOST_OFFSET
