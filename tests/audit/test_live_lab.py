@@ -53,6 +53,10 @@ def lab(clean_bundle):  # noqa: F811
     ns = {h: f"{PREFIX}-{i}" for i, (h, _r) in enumerate(hosts)}
     agents: dict[str, subprocess.Popen] = {}
     created: list[str] = []
+    # A run killed before its teardown leaves namespaces behind; start from a clean slate.
+    for stale in sh("ip", "netns", "list").split():
+        if stale.startswith(PREFIX):
+            sh("ip", "netns", "del", stale)
     try:
         sh("ip", "netns", "add", SWITCH)
         created.append(SWITCH)
