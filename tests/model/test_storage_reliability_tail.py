@@ -190,3 +190,13 @@ def test_goodput_is_dalys_expectation_and_first_order_when_failures_are_rare():
     plain = reliability.expected_segment_wall_s(block_s=blk, interval_s=tau, mttf_s=m, restart_s=r)
     assert lagged - plain == pytest.approx((tau + blk) * math.exp((tau + blk) / m) * -math.expm1(-100.0 / m))
     assert reliability.goodput(block_s=1.0, interval_s=10.0, mttf_s=1e-3, restart_s=1.0) == 0.0
+
+
+@settings(max_examples=150, deadline=None)
+@given(n=st.integers(1, 100000), j=st.floats(0, 1e-3), q=st.floats(0, 1e-2), d=st.floats(0, 0.5),
+       more=st.floats(1, 10))
+def test_longer_or_likelier_hiccups_never_make_a_step_faster(n, j, q, d, more):
+    base = _tail(n, j, q, d)
+    for t in (_tail(n, j, q, d * more), _tail(n, j, min(1.0, q * more), d)):
+        assert t.p99_s >= base.p99_s * (1 - 1e-9)
+        assert t.mean_s >= base.mean_s * (1 - 1e-9)
