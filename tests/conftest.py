@@ -7,8 +7,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from gpufabric.cli.app import main
+
+# CI must be reproducible: the same examples on every run (locally, hypothesis explores).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -91,6 +91,9 @@ def test_tail_at_scale():
     assert slow_step_probability(0.01, 100) == pytest.approx(0.634, abs=0.001)
 
 
+SIGMA_C_S = 0.8 * 0.005  # compute_s x compute_cv of _tail
+
+
 def _tail(n=1024, jitter=2e-6, q=0.0, d=0.2):
     return step_tail(base_s=1.0, compute_s=0.8, compute_cv=0.005, num_ranks=n, dependent_steps=254,
                      group_size=max(1, n // 8), jitter_s=jitter, hiccup_prob=q, hiccup_s=d)
@@ -199,4 +202,6 @@ def test_longer_or_likelier_hiccups_never_make_a_step_faster(n, j, q, d, more):
     base = _tail(n, j, q, d)
     for t in (_tail(n, j, q, d * more), _tail(n, j, min(1.0, q * more), d)):
         assert t.p99_s >= base.p99_s * (1 - 1e-9)
-        assert t.mean_s >= base.mean_s * (1 - 1e-9)
+        # The mean is a trapezoid integral on a grid that moves with d; its error (~1e-6
+        # sigma_c) bounds how far a tiny change in q or d can appear to lower it.
+        assert t.mean_s >= base.mean_s - 1e-6 * SIGMA_C_S

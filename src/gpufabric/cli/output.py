@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
-import math
 import sys
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from gpufabric import SCHEMA_VERSION, __version__
+from gpufabric.jsonable import to_jsonable
 
 
 class Format(str, enum.Enum):
@@ -36,30 +34,6 @@ def stdout_console() -> Console:
 
 def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
-
-
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, pydantic models, enums, paths, numpy scalars and arrays -> JSON types.
-
-    Non-finite floats become None: JSON has no NaN/Infinity and consumers choke on them.
-    """
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if hasattr(value, "model_dump"):
-        return to_jsonable(value.model_dump(mode="json"))
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist"):  # numpy scalar or array
-        return to_jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def envelope(payload: dict[str, Any]) -> dict[str, Any]:

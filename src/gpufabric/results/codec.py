@@ -6,33 +6,11 @@ json`` prints), so a saved report works as a ``compare`` baseline.
 
 from __future__ import annotations
 
-import dataclasses
-import enum
-import math
-from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import InputError
+from gpufabric.jsonable import to_jsonable
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
-
-
-def to_jsonable(value: Any) -> Any:
-    """Dataclasses, enums, paths, numpy values -> JSON types; non-finite floats -> None."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, dict):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "tolist"):  # numpy scalar or array
-        return to_jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def run_to_dict(run: RunRecord, *, samples: bool = True, raw_output: bool = True) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import numpy as np
 
 from gpufabric import __version__
 from gpufabric.errors import InputError
-from gpufabric.results.codec import to_jsonable
+from gpufabric.jsonable import to_jsonable
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 
