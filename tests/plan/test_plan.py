@@ -48,6 +48,15 @@ def test_step_time_adds_up():
     assert bd.job_mttf_s == pytest.approx(50000 * 3600 / 1024)
 
 
+def test_interleaved_stages_and_batch_cap_set_the_bubble():
+    # 405B: 16,777,216 tokens / 8,192 / dp 128 = 16 sequences per replica caps the default
+    # 4 x pp = 64 microbatches at 16; 4 virtual stages: bubble = compute x 15 / (4 x 16).
+    spec = _spec(EXAMPLES / "llama3-405b-16k.yaml")
+    assert spec.microbatches == 16 and spec.workload.parallelism.virtual_stages == 4
+    bd = evaluate_candidates(spec, CAT)[0].breakdown
+    assert bd.bubble_s == pytest.approx(bd.compute_s * 15 / 64)
+
+
 def test_bitwise_reproducibility_avoids_nondeterministic_algorithms():
     spec = _spec(EXAMPLES / "llama3-70b-1k.yaml")
     assert spec.requirements.reproducibility == "bitwise"

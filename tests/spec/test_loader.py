@@ -106,3 +106,29 @@ def test_bad_yaml_and_duplicate_keys(tmp_path):
 def test_missing_file():
     with pytest.raises(SpecError, match="cannot read spec"):
         load_spec("/nonexistent/spec.yaml")
+
+
+def test_microbatches_cannot_exceed_sequences_per_replica(tmp_path):
+    # 1,048,576 tokens / 4,096 per sequence / dp 2 = 128 sequences per replica.
+    path = write(tmp_path, GOOD.replace("dp: 2}", "dp: 2, microbatches: 129}"))
+    with pytest.raises(SpecError, match="microbatches = 129 exceeds the 128 sequences"):
+        load_spec(path)
+    assert load_spec(write(tmp_path, GOOD.replace("dp: 2}", "dp: 2, microbatches: 128}"))).spec.microbatches == 128
+
+
+def test_default_microbatches_capped_by_the_batch(tmp_path):
+    spec = load_spec(write(tmp_path, GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8"))).spec
+    assert spec.microbatches == 32  # 4 x pp
+    small = GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8").replace("1048576", "16384")
+    assert load_spec(write(tmp_path, small)).spec.microbatches == 2  # 16,384 / 4,096 / 2 replicas
+
+
+def test_batch_must_give_each_replica_a_sequence(tmp_path):
+    with pytest.raises(SpecError, match="less than one sequence"):
+        load_spec(write(tmp_path, GOOD.replace("1048576", "4096")))
+
+
+def test_virtual_stages_need_a_layer_each(tmp_path):
+    text = GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8").replace("dp: 2}", "dp: 2, virtual_stages: 5}")
+    with pytest.raises(SpecError, match="pp x virtual_stages = 40 exceeds layers = 32"):
+        load_spec(write(tmp_path, text))

@@ -7,9 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.collect import Facts, _run
+from gpufabric.audit.collect import Facts, HostView, _run
+from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.exposure import admitted, firewalled_views, planes_of
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
+from gpufabric.audit.sysinfo import TOPO_ORDER, parse_cpulist, parse_lspci_acs, parse_modules, parse_topo
+from gpufabric.errors import ParseError
 from gpufabric.spec.security import NVME_DISCOVERY, SSH
 
 
@@ -192,3 +195,155 @@ def nvmf09(facts: Facts) -> Iterator[Finding]:
         for plane, kind, iface in planes_of(facts, view):
             if kind != "storage" and (src := admitted(rs, iface, "tcp", NVME_DISCOVERY)):
                 yield finding("NVMF-09", f"{view.name}: {iface} ({plane})", f"tcp/8009 admitted from {iv.fmt_ip_spans(src)}")
+
+
+def _root_views(facts: Facts) -> list[HostView]:
+    return [v for v in facts.hosts if v.root is not None]
+
+
+def _nic_ifaces(facts: Facts, view: HostView) -> list[str]:
+    """The RDMA/storage netdevs whose locality matters: the policy's compute-data and storage
+    plane interfaces, or every netdev with a PCI device when there is no policy."""
+    if facts.policy is not None:
+        return [str(p.interface) for p in facts.policy.planes if p.kind in ("compute-data", "storage")]
+    return [p.split("/")[4] for p in view.sys_glob("/sys/class/net/*/device/numa_node")]
+
+
+@check("HOST-04", "NIC interrupts are served off the NIC's NUMA node", Severity.medium,
+       "pin the NIC IRQs to its node (set_irq_affinity_bynode.sh <node> <if>) and ban them from irqbalance")
+def host04(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in _root_views(facts):
+        for iface in _nic_ifaces(facts, view):
+            base = f"/sys/class/net/{iface}/device"
+            node = view.sys_read(f"{base}/numa_node")
+            irqs = [p.rsplit("/", 1)[1] for p in view.sys_glob(f"{base}/msi_irqs/*")]
+            if node is None or node == "-1" or not irqs:
+                continue  # no NUMA (one node) or no MSI interrupts: nothing to place
+            cpulist = view.sys_read(f"/sys/devices/system/node/node{node}/cpulist")
+            if cpulist is None:
+                continue
+            seen = True
+            off = []
+            try:
+                local = parse_cpulist(cpulist)
+                for irq in sorted(irqs, key=int):
+                    affinity = view.sys_read(f"/proc/irq/{irq}/smp_affinity_list")
+                    if affinity is not None and not parse_cpulist(affinity) <= local:
+                        off.append(f"IRQ {irq} -> {affinity}")
+            except (ParseError, ValueError):
+                continue  # a truncated copy; the other interfaces still count
+            if off:
+                yield finding("HOST-04", f"{view.name}: {iface}",
+                              f"{len(off)} of {len(irqs)} IRQs reach CPUs outside NUMA node {node} ({cpulist}): "
+                              + ", ".join(off[:4]) + (" ..." if len(off) > 4 else ""),
+                              location=f"/proc/irq/{off[0].split()[1]}/smp_affinity_list")
+    if not seen:
+        raise NotAvailable("no NIC with numa_node and msi_irqs in sysfs (/sys/class/net/<if>/device; VM or not collected)")
+
+
+def _rdma_devices(facts: Facts, view: HostView) -> set[str] | None:
+    """The compute HCAs (device names) a GPU should sit next to; None: any NIC."""
+    settings = nccl_settings(view)
+    spec = settings[0].get("NCCL_IB_HCA", "") if settings else ""
+    if spec.startswith("="):
+        return {item.partition(":")[0] for item in spec[1:].split(",")}
+    if facts.policy is not None:
+        hcas = {h.partition(":")[0] for p in facts.policy.planes if p.kind == "compute-data" for h in p.hcas}
+        return hcas or None
+    return None
+
+
+@check("HOST-05", "GPU to NIC distance loses GPUDirect RDMA", Severity.medium,
+       "put each GPU's NIC under the same PCIe switch (PIX/PXB), or list the near NICs in NCCL_IB_HCA")
+def host05(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in facts.hosts:
+        if facts.role_kind(view.role) not in (None, "compute"):
+            continue
+        text = view.output("nvidia-smi-topo")
+        if text is None:
+            continue
+        try:
+            matrix = parse_topo(text)
+        except ParseError:
+            continue
+        wanted = _rdma_devices(facts, view)
+        for gpu, row in matrix.items():
+            nics = {nic: conn for nic, conn in row.items() if conn in TOPO_ORDER and (wanted is None or nic in wanted)}
+            if not nics:
+                continue
+            seen = True
+            nic, conn = min(nics.items(), key=lambda item: TOPO_ORDER.index(item[1]))
+            # NCCL uses GDR only up to PXB/P2C by default (reference 4.4, 5.5)
+            if TOPO_ORDER.index(conn) >= TOPO_ORDER.index("PHB"):
+                yield finding("HOST-05", f"{view.name}: {gpu}", f"nearest NIC {nic} is {conn} (nvidia-smi topo -m)",
+                              location=view.output_source("nvidia-smi-topo"))
+    if not seen:
+        raise NotAvailable("no nvidia-smi topo -m output with GPU and NIC columns (no GPU, or not captured)")
+
+
+def _iommu_mode(cmdline: str) -> str | None:
+    args = set(cmdline.split())
+    if args & {"iommu=off", "intel_iommu=off", "amd_iommu=off"}:
+        return "off"
+    if "iommu=pt" in args:
+        return "pt"
+    if "intel_iommu=on" in args:
+        return "translated"
+    return None
+
+
+@check("HOST-06", "ACS/IOMMU state differs from policy", Severity.medium,
+       "disable ACS redirect only on the GPU-NIC path bridges and boot with iommu=pt; on shared nodes keep ACS on")
+def host06(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in _root_views(facts):
+        text = view.output("lspci")
+        cmdline = view.sys_read("/proc/cmdline")
+        if text is None and cmdline is None:
+            continue
+        seen = True
+        bridges = parse_lspci_acs(text or "")
+        mode = _iommu_mode(cmdline or "")
+        redirecting = [b.bdf for b in bridges if b.redirects]
+        open_ = [b.bdf for b in bridges if not b.redirects]
+        if mode == "translated" and open_:
+            # Williamson (pcie_acs_override): P2P below the IOMMU bypasses its isolation (reference 5.8)
+            yield finding("HOST-06", f"{view.name}: {', '.join(open_[:4])}",
+                          f"IOMMU translating (intel_iommu=on) but ACS redirect off on {len(open_)} bridge(s): "
+                          "peer-to-peer DMA bypasses IOMMU isolation", severity=Severity.high,
+                          location=view.output_source("lspci"))
+        elif mode == "translated":
+            yield finding("HOST-06", view.name, "intel_iommu=on without iommu=pt: GPUDirect RDMA goes through IOMMU "
+                          "translation (NVIDIA recommends iommu=pt)", location="/proc/cmdline")
+        if redirecting and facts.role_kind(view.role) in (None, "compute"):
+            yield finding("HOST-06", f"{view.name}: {', '.join(redirecting[:4])}",
+                          f"ACSCtl ReqRedir+/CmpltRedir+ on {len(redirecting)} bridge(s): GPU-NIC peer-to-peer is "
+                          "redirected to the root complex (GDR fails or slows)", location=view.output_source("lspci"))
+    if not seen:
+        raise NotAvailable("no lspci -vvv output and no /proc/cmdline")
+
+
+@check("HOST-07", "RDMA prerequisites missing", Severity.low,
+       "set memlock unlimited (limits.conf / systemd LimitMEMLOCK=infinity) and load nvidia_peermem (or use dma-buf)")
+def host07(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in _root_views(facts):
+        modules_text = view.output("lsmod")
+        modules = parse_modules(modules_text) if modules_text is not None else set()
+        rdma = bool(view.sys_glob("/sys/class/infiniband/*")) or "ib_core" in modules
+        if not rdma:
+            continue  # memlock and peer memory only matter where RDMA registers memory
+        memlock = view.output("ulimit-l")
+        if memlock is None and modules_text is None:
+            continue
+        seen = True
+        if memlock is not None and memlock.strip() != "unlimited":
+            yield finding("HOST-07", view.name, f"ulimit -l = {memlock.strip()} KiB (memory registration can fail)",
+                          location=view.output_source("ulimit-l"))
+        if "nvidia" in modules and not modules & {"nvidia_peermem", "nv_peer_mem"}:
+            yield finding("HOST-07", view.name, "nvidia is loaded without nvidia_peermem: no GPUDirect RDMA through "
+                          "peer memory (unless the stack uses dma-buf)", location=view.output_source("lsmod"))
+    if not seen:
+        raise NotAvailable("no RDMA device (/sys/class/infiniband, ib_core) on the audited host")

@@ -232,3 +232,106 @@ def nvmf10(facts: Facts) -> Iterator[Finding]:
     for option in wanted:
         if not re.search(rf"^CONFIG_{option}=[ym]", text, re.MULTILINE):
             yield finding("NVMF-10", view.name, f"CONFIG_{option} is not set in kernel {release}")
+
+
+#: Where nvmetcli's module lives: distribution packages and pip installs.
+NVMETCLI_MODULES = ("/usr/lib/python3*/site-packages/nvmet/nvme.py", "/usr/lib/python3/dist-packages/nvmet/nvme.py",
+                    "/usr/lib64/python3*/site-packages/nvmet/nvme.py", "/usr/local/lib/python3*/*-packages/nvmet/nvme.py")
+
+
+def _host_class(source: str) -> str | None:
+    """The body of nvmetcli's ``class Host(CFSNode)`` (up to the next top-level statement)."""
+    match = re.search(r"^class Host\(CFSNode\):\n(.*?)(?=^\S)", source + "\nEOF", re.MULTILINE | re.DOTALL)
+    return match.group(1) if match else None
+
+
+@check("NVMF-11", "nvmetcli too old to persist DH-HMAC-CHAP", Severity.medium,
+       "install nvmetcli with commit 7a94d92 (2026-07-15), then nvmetcli save; older versions drop hosts[].dhchap")
+def nvmf11(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in facts.hosts:
+        keyed = False
+        for v, doc in _safe_nvmet(facts):
+            if v is view:
+                keyed = any((h.get("dhchap") or {}).get("key") for h in doc.get("hosts", []))
+        keyed = keyed or any(view.sys_read(p) for p in view.sys_glob("/sys/kernel/config/nvmet/hosts/*/dhchap_key"))
+        modules = [p for pattern in NVMETCLI_MODULES for p in view.sys_glob(pattern)]
+        if not keyed or not modules:
+            continue
+        seen = True
+        body = _host_class(view.sys_read(modules[0]) or "")
+        # Before 7a94d92 Host has no attribute group: setup() and dump() carry only the NQN
+        # (reference 2.1), so `nvmetcli save` writes hosts without their dhchap group.
+        if body is not None and "dhchap" not in body:
+            yield finding("NVMF-11", f"{view.name}: {modules[0]}",
+                          "nvmetcli's Host class has no dhchap attribute group: save/restore drops the host keys, "
+                          "so authentication is lost after a reboot", location=modules[0])
+    if not seen:
+        raise NotAvailable("no DH-HMAC-CHAP host keys together with an installed nvmetcli (nvmet/nvme.py)")
+
+
+SPDK_SOCKET = "/var/tmp/spdk.sock"
+
+
+@check("NVMF-12", "SPDK RPC socket is open to other users", Severity.critical,
+       "restrict the SPDK RPC socket to root (chmod 0600, or 0660 with a dedicated group)")
+def nvmf12(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in facts.hosts:
+        stat = view.sys_mode(SPDK_SOCKET)
+        if stat is None:
+            continue
+        seen = True
+        mode, kind = stat
+        # JSON-RPC on this socket is full control of the target (reference 2.11): 0600/0660 only
+        if mode & 0o007:
+            yield finding("NVMF-12", f"{view.name}: {SPDK_SOCKET}",
+                          f"{kind} mode {mode:04o}: any local user can drive nvmf_tgt over JSON-RPC",
+                          location=SPDK_SOCKET)
+    if not seen:
+        raise NotAvailable(f"no SPDK RPC socket ({SPDK_SOCKET}): SPDK nvmf_tgt not running or not collected")
+
+
+def _discovery_tos(text: str) -> Iterator[tuple[str, int | None, str]]:
+    """discovery.conf lines -> (transport, ToS or None, line); nvme-cli option syntax (reference 2.5, 2.7)."""
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        transport = re.search(r"(?:^|\s)(?:-t\s*|--transport[=\s])(\w+)", line)
+        tos = re.search(r"(?:^|\s)(?:-T\s*|--tos[=\s])(\d+)", line)
+        yield (transport.group(1) if transport else "", int(tos.group(1)) if tos else None, line)
+
+
+@check("NVMF-13", "ToS/DSCP of NVMe traffic does not match the fabric QoS", Severity.medium,
+       "mark NVMe/RDMA with the RoCE ToS (rdma_cm default_roce_tos, nvme connect -T) and keep NVMe/TCP out of the "
+       "lossless class")
+def nvmf13(facts: Facts) -> Iterator[Finding]:
+    if facts.policy is None or facts.fabric_kind != "roce" or facts.storage not in ("nvmeof-tcp", "nvmeof-rdma"):
+        raise NotAvailable("needs a RoCE design with NVMe-oF storage in policy.json (DSCP QoS is a RoCE matter)")
+    dscp = facts.policy.rdma_tos >> 2
+    seen = False
+    for view in facts.hosts:
+        text = view.read("/etc/nvme/discovery.conf")
+        for transport, tos, line in _discovery_tos(text or ""):
+            seen = True
+            if tos is None:
+                continue  # RDMA inherits rdma_cm's default; TCP stays unmarked
+            if transport == "rdma" and tos >> 2 != dscp:
+                yield finding("NVMF-13", f"{view.name}: discovery.conf", f"NVMe/RDMA -T {tos} is DSCP {tos >> 2}, "
+                              f"the RoCE class is DSCP {dscp} (ToS {facts.policy.rdma_tos})",
+                              location=view.where("/etc/nvme/discovery.conf"))
+            elif transport == "tcp" and tos >> 2 == dscp:
+                yield finding("NVMF-13", f"{view.name}: discovery.conf", f"NVMe/TCP -T {tos} puts TCP into the lossless "
+                              f"RoCE class (DSCP {dscp}): PFC interference", location=view.where("/etc/nvme/discovery.conf"))
+        if facts.storage != "nvmeof-rdma":
+            continue
+        for path in view.sys_glob("/sys/kernel/config/rdma_cm/*/ports/*/default_roce_tos"):
+            seen = True
+            value = view.sys_read(path)
+            if value is not None and value.isdigit() and int(value) >> 2 != dscp:
+                yield finding("NVMF-13", f"{view.name}: {path.split('/')[5]} port {path.split('/')[7]}",
+                              f"rdma_cm default_roce_tos {value} (DSCP {int(value) >> 2}); NVMe/RDMA needs the RoCE "
+                              f"class DSCP {dscp} (ToS {facts.policy.rdma_tos})", location=path)
+    if not seen:
+        raise NotAvailable("no /etc/nvme/discovery.conf and no rdma_cm default_roce_tos")

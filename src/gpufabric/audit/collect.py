@@ -2,8 +2,11 @@
 
 Every source is optional. A view answers "what is in /etc/x on this host" and "what is
 its mode"; live views also carry ``nft -j list ruleset``, ``ss -tulpnH``, ``ip -j addr``,
-the environment and sysfs/configfs. Anything that cannot be read is None, and checks
-turn None into "not available".
+the environment and sysfs/configfs. A view with a ``root`` (this host's ``/``, or a
+directory holding copies of ``sys/``, ``proc/``, ``var/``, ``usr/``) also answers sysfs,
+configfs and procfs reads, and ``output(name)`` gives a tool's output: run live, or read
+from ``commands/<file>`` in the directory (COMMANDS). Anything that cannot be read is
+None, and checks turn None into "not available".
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,8 +40,10 @@ class HostView:
     listeners: list[dict[str, Any]] | None = None
     addrs: list[dict[str, Any]] | None = None
     sysfs: Path | None = None
+    root: Path | None = None  # "/" live; a directory with sys/, proc/, commands/ ...; None for bundles
     _ruleset: Any = None
     ruleset_error: str | None = None
+    _outputs: dict[str, str | None] = field(default_factory=dict)
 
     def has(self, path: str) -> bool:
         return path in self.files
@@ -63,6 +69,42 @@ class HostView:
 
     def where(self, path: str) -> str:
         return str(self.files.get(path, path))
+
+    def sys_read(self, path: str) -> str | None:
+        """A sysfs/configfs/procfs (or /var, /usr) file under the view's root, stripped."""
+        if self.root is None:
+            return None
+        try:
+            return (self.root / path.lstrip("/")).read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return None
+
+    def sys_glob(self, pattern: str) -> list[str]:
+        """Host paths under the view's root matching a glob (``/sys/class/net/*/mtu``)."""
+        if self.root is None:
+            return []
+        return sorted("/" + p.relative_to(self.root).as_posix() for p in self.root.glob(pattern.lstrip("/")))
+
+    def sys_mode(self, path: str) -> tuple[int, str] | None:
+        """(permission bits, file type) of a path under the root, without following links."""
+        if self.root is None:
+            return None
+        try:
+            st = (self.root / path.lstrip("/")).lstat()
+        except OSError:
+            return None
+        kind = "socket" if stat.S_ISSOCK(st.st_mode) else "file" if stat.S_ISREG(st.st_mode) else "other"
+        return st.st_mode & 0o777, kind
+
+    def output(self, name: str) -> str | None:
+        """A tool's output (COMMANDS): run live, or captured in the directory; None when absent."""
+        if name not in self._outputs:
+            self._outputs[name] = _command_output(self, name)
+        return self._outputs[name]
+
+    def output_source(self, name: str) -> str:
+        argv, file = COMMANDS[name]
+        return " ".join(argv) if self.live else str((self.root or Path(".")) / "commands" / file)
 
     def ruleset(self) -> nft.Ruleset | None:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
@@ -95,6 +137,38 @@ class Facts:
         if role is None or self.policy is None:
             return None
         return next((r.kind for r in self.policy.roles if r.name == role), None)
+
+
+#: Tool outputs the host checks read: name -> (live argv, file under ``commands/`` in a
+#: directory). Capture them on the host with exactly these commands (docs/security.md).
+COMMANDS: dict[str, tuple[list[str], str]] = {
+    "ibv_devinfo": (["ibv_devinfo"], "ibv_devinfo.txt"),
+    "ip-link": (["ip", "-j", "link"], "ip-j-link.json"),
+    "ulimit-l": (["sh", "-c", "ulimit -l"], "ulimit-l.txt"),
+    "lsmod": (["lsmod"], "lsmod.txt"),
+    "nvidia-smi-topo": (["nvidia-smi", "topo", "-m"], "nvidia-smi-topo-m.txt"),
+    "lspci": (["lspci", "-vvv"], "lspci-vvv.txt"),
+}
+
+
+def _command_output(view: HostView, name: str) -> str | None:
+    argv, file = COMMANDS[name]
+    if not view.live:
+        if view.root is None:
+            return None
+        try:
+            return (view.root / "commands" / file).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    result = _run(argv)
+    if result is None or result[0] != 0:
+        if name == "lsmod":  # lsmod only formats /proc/modules; the name is the first column of both
+            try:
+                return Path("/proc/modules").read_text()
+            except OSError:
+                return None
+        return None
+    return result[1]
 
 
 def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
@@ -132,12 +206,15 @@ def from_directory(root: Path) -> Facts:
     if (root / "manifest.json").exists():
         return _from_bundle(root)
     etc = root / "etc" if (root / "etc").is_dir() else root
+    # sys/, proc/, var/, usr/ and commands/ beside etc/ are the host's sysfs/configfs/procfs
+    # subset and its captured tool outputs (docs/security.md, "What a directory may hold").
+    sys_root = root if any((root / d).is_dir() for d in ("etc", "sys", "proc", "commands")) else None
     files = _tree(etc, "/etc/")
     doc = _read_json(files["/etc/gpufabric/policy.json"]) if "/etc/gpufabric/policy.json" in files else None
     policy = _policy(doc)
     hostname = (files.get("/etc/hostname").read_text().strip() if "/etc/hostname" in files else "") or root.name
     role = dict(policy.hosts()).get(hostname) if policy else None
-    return Facts(source=f"copy of /etc at {root}", hosts=[HostView(name=hostname, role=role, files=files)],
+    return Facts(source=f"copy of /etc at {root}", hosts=[HostView(name=hostname, role=role, files=files, root=sys_root)],
                  policy_doc=doc, policy=policy)
 
 
@@ -260,7 +337,7 @@ def live(env: dict[str, str] | None = None) -> Facts:
         except json.JSONDecodeError:
             addrs = None
     view = HostView(name=hostname, role=role, files=files, live=True, env=dict(os.environ if env is None else env),
-                    listeners=listeners, addrs=addrs, sysfs=Path("/sys"))
+                    listeners=listeners, addrs=addrs, sysfs=Path("/sys"), root=Path("/"))
     return Facts(source=f"live host {hostname}", hosts=[view], policy_doc=doc, policy=policy)
 
 

@@ -70,9 +70,9 @@ def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, mfu: ob
     return _np.asarray(flops) / (_np.asarray(num_gpus) * _np.asarray(peak_tflops) * 1e12 * _np.asarray(mfu))
 
 
-def bubble_time_s(compute_s: object, pp: object, microbatches: object) -> _np.ndarray:
-    """1F1B pipeline bubble: compute * (pp - 1) / m (Narayanan et al. SC'21)."""
-    return _np.asarray(compute_s) * (_np.asarray(pp) - 1) / _np.asarray(microbatches)
+def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> _np.ndarray:
+    """1F1B pipeline bubble: compute * (pp - 1) / (v m), v interleaved stages (Narayanan et al. SC'21)."""
+    return _np.asarray(compute_s) * (_np.asarray(pp) - 1) / (_np.asarray(virtual_stages) * _np.asarray(microbatches))
 
 
 def exposed_dp_s(dp_time_s: object, compute_s: object, microbatches: object) -> _np.ndarray:

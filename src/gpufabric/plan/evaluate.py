@@ -47,7 +47,7 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
 
     # Compute and bubble.
     compute = compute_time_s(training_flops_per_step(t["params"], t["batch_tokens"]), G, t["peak_tflops"], t["mfu"])
-    bubble = bubble_time_s(compute, pp, m)
+    bubble = bubble_time_s(compute, pp, m, t["virtual_stages"])
 
     # Fabric sizing.
     size = size_fabric(nodes=N, nics_per_node=g, radix=t["radix"], oversubscription=t["oversub"],

@@ -55,11 +55,11 @@ def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> Tabl
     par = w.parallelism
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
-    m = par.microbatches or 4 * par.pp
+    m = spec.microbatches
     ds = w.dataset
     scalars = {
         "nodes": spec.cluster.nodes, "gpn": spec.cluster.gpus_per_node,
-        "tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "microbatches": m,
+        "tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "microbatches": m, "virtual_stages": par.virtual_stages,
         "params": w.model.params, "layers": w.model.layers, "hidden": w.model.hidden,
         "batch_tokens": w.global_batch_tokens, "total_tokens": w.total_tokens, "mfu": w.mfu,
         "peak_tflops": _peak(gpu, w.precision), "act_bytes": ACT_BYTES[w.precision], "grad_bytes": GRAD_BYTES[w.precision],

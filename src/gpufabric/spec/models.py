@@ -62,7 +62,9 @@ class Parallelism(SpecModel):
     ep: int = Field(1, gt=0)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
     microbatches: int | None = Field(None, gt=0)
-    """Microbatches per step per pipeline; defaults to 4 x pp."""
+    """Microbatches per step per pipeline; defaults to 4 x pp, capped at the sequences each data-parallel replica gets."""
+    virtual_stages: int = Field(1, gt=0)
+    """Interleaved (virtual) pipeline stages per rank; the 1F1B bubble shrinks to (pp-1)/(virtual_stages x microbatches)."""
     allow_cross_node_tp: bool = False
     """Allow a tensor-parallel group to span nodes (slow: TP traffic then crosses the NIC)."""
 
@@ -180,6 +182,15 @@ class Spec(SpecModel):
     def num_gpus(self) -> int:
         return self.cluster.nodes * self.cluster.gpus_per_node
 
+    @property
+    def microbatches(self) -> int:
+        """Microbatches per step: the spec's, else 4 x pp capped at the sequences per replica."""
+        par = self.workload.parallelism
+        if par.microbatches is not None:
+            return par.microbatches
+        sequences_per_replica = self.workload.global_batch_tokens // (self.workload.model.seq_len * par.dp)
+        return max(1, min(4 * par.pp, sequences_per_replica))
+
     @model_validator(mode="after")
     def _parallelism_fits(self) -> Spec:
         par = self.workload.parallelism
@@ -192,6 +203,22 @@ class Spec(SpecModel):
             )
         if par.dp % par.ep:
             raise ValueError(f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)")
+        sequences_per_replica = self.workload.global_batch_tokens // (self.workload.model.seq_len * par.dp)
+        if sequences_per_replica < 1:
+            raise ValueError(
+                f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"
+                f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp"
+            )
+        if par.microbatches is not None and par.microbatches > sequences_per_replica:
+            raise ValueError(
+                f"microbatches = {par.microbatches} exceeds the {sequences_per_replica} sequences each data-parallel"
+                " replica gets per step (global_batch_tokens / seq_len / dp); lower microbatches"
+            )
+        if par.pp * par.virtual_stages > self.workload.model.layers:
+            raise ValueError(
+                f"pp x virtual_stages = {par.pp * par.virtual_stages} exceeds layers = {self.workload.model.layers};"
+                " every virtual stage needs at least one layer"
+            )
         if par.tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
             raise ValueError(
                 f"tp = {par.tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
