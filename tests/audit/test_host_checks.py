@@ -18,7 +18,13 @@ import pytest
 
 from gpufabric.audit.collect import from_directory, live
 from gpufabric.audit.runner import audit
-from gpufabric.audit.sysinfo import parse_cpulist, parse_ibv_devinfo, parse_lspci_acs, parse_modules, parse_topo
+from gpufabric.audit.sysinfo import (
+    parse_cpulist,
+    parse_ibv_devinfo,
+    parse_lspci_acs,
+    parse_modules,
+    parse_topo,
+)
 from tests.audit.conftest import CORPUS, apply_edits, render
 
 HOST_DATA = CORPUS / "host"
@@ -222,6 +228,18 @@ def test_roce06_mtu(roce_bundle, tmp_path):
     found, report = result(root)
     assert found == [("ROCE-06", "medium")]
     assert report.findings[0].subject == "compute-1: data0 (data)" and "mtu 1500" in report.findings[0].evidence
+
+
+def test_roce06_mtu_differs_between_hosts(roce_bundle, tmp_path):
+    from gpufabric.audit.checks_fabric import roce06
+
+    a = host_dir(roce_bundle, tmp_path, "compute-1", "compute", {"commands/ip-j-link.json": data("ip-j-link.json")})
+    b = host_dir(roce_bundle, tmp_path, "compute-2", "compute", {"commands/ip-j-link.json": data("ip-j-link-mtu1500.json")})
+    facts = from_directory(a)
+    facts.hosts += from_directory(b).hosts
+    found = [(f.subject, f.evidence) for f in roce06(facts)]
+    assert found == [("compute-2: data0 (data)", "netdev mtu 1500 < 4200: RoCE falls below 4096"),
+                     ("data0", "MTU differs between hosts: 1500: compute-2; 9000: compute-1")]
 
 
 def test_roce07_rdma_cm_mode(roce_bundle, tmp_path):

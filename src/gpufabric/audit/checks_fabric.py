@@ -231,6 +231,7 @@ def ib06(facts: Facts) -> Iterator[Finding]:
     views = [v for v in views if facts.role_kind(v.role) in (None, "compute")]
     if not views:
         raise NotAvailable("no compute host with a pkeys table")
+    examined = 0
     for view in views:
         settings = nccl_settings(view)
         env = settings[0] if settings else {}
@@ -242,10 +243,13 @@ def ib06(facts: Facts) -> Iterator[Finding]:
             value = _pkey(view.sys_read(path))
             if value is None:
                 continue  # an HCA this host lacks: NCCL skips it
+            examined += 1
             if (value & 0x7FFF) != data.pkey or not value & FULL_MEMBER:
                 yield finding("IB-06", f"{view.name}: {dev}:{port}",
                               f"NCCL_IB_PKEY={index} -> {path} = 0x{value:04x}; compute-data plane {data.name} is "
                               f"0x{data.pkey | FULL_MEMBER:04x} (full)", location=path)
+    if not examined:
+        raise NotAvailable("no pkeys table entry at NCCL_IB_PKEY for the NCCL_IB_HCA devices")
 
 
 def _devinfo(view: HostView) -> list[IbPort] | None:

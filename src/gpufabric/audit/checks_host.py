@@ -1,4 +1,10 @@
-"""Host tuning (HOST-*), firewall (FW-*) and proof (VER-01) checks."""
+"""Host tuning (HOST-*), firewall (FW-*) and proof (VER-01) checks.
+
+HOST-04..07 read the host's sysfs/procfs and tool outputs through HostView.sys_read /
+sys_glob / output: live on this host, or from a directory holding copies of them
+(collect.COMMANDS, docs/security.md); artefact bundles carry neither, so there they are
+"not available".
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,13 @@ from gpufabric.audit.collect import Facts, HostView, _run
 from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.exposure import admitted, firewalled_views, planes_of
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
-from gpufabric.audit.sysinfo import TOPO_ORDER, parse_cpulist, parse_lspci_acs, parse_modules, parse_topo
+from gpufabric.audit.sysinfo import (
+    TOPO_ORDER,
+    parse_cpulist,
+    parse_lspci_acs,
+    parse_modules,
+    parse_topo,
+)
 from gpufabric.errors import ParseError
 from gpufabric.spec.security import NVME_DISCOVERY, SSH
 

@@ -249,14 +249,15 @@ def _host_class(source: str) -> str | None:
        "install nvmetcli with commit 7a94d92 (2026-07-15), then nvmetcli save; older versions drop hosts[].dhchap")
 def nvmf11(facts: Facts) -> Iterator[Finding]:
     seen = False
+    saved = {id(v): doc for v, doc in _safe_nvmet(facts)}
     for view in facts.hosts:
-        keyed = False
-        for v, doc in _safe_nvmet(facts):
-            if v is view:
-                keyed = any((h.get("dhchap") or {}).get("key") for h in doc.get("hosts", []))
-        keyed = keyed or any(view.sys_read(p) for p in view.sys_glob("/sys/kernel/config/nvmet/hosts/*/dhchap_key"))
         modules = [p for pattern in NVMETCLI_MODULES for p in view.sys_glob(pattern)]
-        if not keyed or not modules:
+        if not modules:
+            continue
+        # keys in use: in the saved JSON, or set in the kernel (configfs) and about to be saved
+        keyed = any((h.get("dhchap") or {}).get("key") for h in saved.get(id(view), {}).get("hosts", [])) or any(
+            view.sys_read(p) for p in view.sys_glob("/sys/kernel/config/nvmet/hosts/*/dhchap_key"))
+        if not keyed:
             continue
         seen = True
         body = _host_class(view.sys_read(modules[0]) or "")
