@@ -128,6 +128,20 @@ class _Drain:
         return b"".join(self._chunks).decode("utf-8", errors="replace")
 
 
+def _spawn(argv: list[str], cwd: str | Path | None, env: Mapping[str, str] | None) -> subprocess.Popen:
+    """Start a tool in its own process group (so a timeout can kill all of it), no stdin."""
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=dict(env) if env is not None else None,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -156,16 +170,7 @@ def run(
     argv = _resolve(argv, env)
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-            preexec_fn=_die_with_parent,
-        )
+        proc = _spawn(argv, cwd, env)
     except FileNotFoundError as exc:  # raced with an uninstall, or cwd is missing
         if cwd is not None and not Path(cwd).is_dir():
             raise InputError(f"working directory {cwd} does not exist") from exc
@@ -276,16 +281,7 @@ def start_server(
     """
     argv = _resolve(argv, env)
     check_ready: Callable[[], bool] = (lambda: tcp_listening(ready)) if isinstance(ready, int) else ready
-    proc = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=dict(env) if env is not None else None,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-    )
+    proc = _spawn(argv, cwd, env)
     server = Server(tuple(argv), proc, _Drain(proc.stdout), _Drain(proc.stderr))
     try:
         deadline = time.monotonic() + timeout_s
