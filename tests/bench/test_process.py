@@ -108,7 +108,7 @@ def test_timeout_ignores_sigterm_then_sigkill():
     assert info.value.stdout == "x\n"
 
 
-PORT = 5297  # inside this helper's loopback range 5201-5299
+PORT = 5297  # inside the bench tests' loopback range 5201-5299
 
 
 def test_start_server_waits_for_port_and_kills_on_exit():

@@ -1,6 +1,6 @@
 """Reproducibility manifest: everything on a host that can change a benchmark's result.
 
-``collect()`` (contract C) snapshots versions, the environment (every ``NCCL_*`` variable,
+``collect()`` snapshots versions, the environment (every ``NCCL_*`` variable,
 ``CUBLAS_WORKSPACE_CONFIG``, thread counts), kernel and CPU settings, NICs, RDMA devices,
 GPUs and topology, plus the rank -> host -> device map of a run when one is given.
 ``diff()`` compares two manifests key by key and ignores what changes on every call
@@ -232,7 +232,7 @@ def _nccl_conf(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def collect(*, env: Mapping[str, str] | None = None, run: Any = None) -> dict[str, Any]:
-    """Snapshot of this host (contract C). JSON-able; never raises for a missing source.
+    """Snapshot of this host. JSON-able; never raises for a missing source.
 
     Args:
         env: the environment the benchmark runs with (default: this process's).

@@ -62,13 +62,7 @@ def build_app() -> typer.Typer:
         """gpufabric: from 'what fabric should we buy?' to 'here is the proof it is fast, secure and reproducible'."""
 
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"gpufabric.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"gpufabric.cli.{name}":
-                raise
-            continue
-        module.register(app)
+        importlib.import_module(f"gpufabric.cli.{name}").register(app)
     return app
 
 

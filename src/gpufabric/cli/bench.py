@@ -1,7 +1,7 @@
-"""``gpufabric bench --suite quick|full``: run the validation suite and judge it (contract E).
+"""``gpufabric bench --suite quick|full``: run the validation suite and judge it.
 
-``bench`` is a group: without a subcommand it runs a suite; the probes helper adds
-``bench collectives|checkpoint|train`` through ``gpufabric.cli.bench_probes``.
+``bench`` is a group: without a subcommand it runs a suite; ``gpufabric.cli.bench_probes``
+adds ``bench collectives|checkpoint|train``.
 Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
 failed or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
 """
@@ -27,13 +27,9 @@ def register(app: typer.Typer) -> None:
     )
     bench_app.callback(invoke_without_command=True)(bench)
     app.add_typer(bench_app, name="bench")
-    try:
-        from gpufabric.cli import bench_probes
-    except ModuleNotFoundError as exc:
-        if exc.name != "gpufabric.cli.bench_probes":
-            raise
-    else:
-        bench_probes.register(bench_app)
+    from gpufabric.cli import bench_probes
+
+    bench_probes.register(bench_app)
 
 
 def bench(

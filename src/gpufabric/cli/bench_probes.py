@@ -1,4 +1,4 @@
-"""``gpufabric bench collectives|train|checkpoint``: torch.distributed probes (contract E).
+"""``gpufabric bench collectives|train|checkpoint``: torch.distributed probes.
 
 cli/bench.py calls ``register(bench_app)``. Each command builds a probe config, launches
 the ranks with the chosen launcher, stores every finished size/step as TestResult records

@@ -14,7 +14,7 @@ from gpufabric.spec.security import SecurityPolicy, default_policy
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Design:
-    """The chosen design: catalog ids and the fabric kind (the id prefix, contract A)."""
+    """The chosen design: catalog ids and the fabric kind (the id prefix)."""
 
     fabric: str
     storage: str

@@ -269,7 +269,7 @@ def predict_collective(
     deterministic: bool = False,
     oversubscription: float = 1.0,
 ) -> CollectivePrediction:
-    """Predict nccl-tests time, algbw and busbw of one collective (contract A).
+    """Predict nccl-tests time, algbw and busbw of one collective.
 
     The scale-out fabric is sized as a non-blocking rail-optimized fat tree for
     ``nodes`` (models.md 2.7); its worst same-rail path sets the switch hops.

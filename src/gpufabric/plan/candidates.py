@@ -83,7 +83,7 @@ def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[f
 
 def evaluate_candidates(spec: Spec, catalog: Catalog, *, network_latency: float = 1.0,
                         storage_latency: float = 1.0) -> list[Candidate]:
-    """Evaluate every design the spec's options allow (contract A).
+    """Evaluate every design the spec's options allow.
 
     Args:
         network_latency, storage_latency: multipliers for sensitivity analysis.
