@@ -15,7 +15,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -28,12 +27,10 @@ REPEATS = 7
 def workload_variants(base, catalog):
     from gpufabric.plan.table import Design
 
-    o = base.options
     fabrics = sorted(catalog.fabrics)
     stores = sorted(catalog.storage)
     designs = [Design(fabric=f, topology=t, oversubscription=r, storage=s)
                for f in fabrics for t in ("rail-optimized", "fat-tree") for r in (1.0, 1.5, 2.0, 3.0) for s in stores]
-    del o
     specs = []
     for nodes in (16, 32, 64, 128, 256, 512, 1024, 2048, 3072, 4096):
         for tp, pp in ((8, 4), (1, 1)):
@@ -58,6 +55,7 @@ def main() -> int:
     all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if all_cpus:
         os.sched_setaffinity(0, {sorted(all_cpus)[0]})  # the sweep runs on one core
+    from gpufabric.bench.process import run
     from gpufabric.catalog import load_catalog
     from gpufabric.plan.evaluate import evaluate_table
     from gpufabric.plan.table import build_table, concat_tables
@@ -91,7 +89,7 @@ def main() -> int:
         for _ in range(3):
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
-            subprocess.run([str(exe), "plan", str(example)], check=True, capture_output=True)
+            run([str(exe), "plan", str(example)], timeout_s=60, check=True)
             walls.append(time.perf_counter() - t0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)

@@ -1,4 +1,4 @@
-"""Harness overhead of the torch probes (issue 5 performance bars).
+"""Harness overhead of the torch probes (the bars and measured figures are in docs/performance.md).
 
 1. Collectives: in the same two gloo ranks, alternate the probe's timing path
    (``collectives.time_iterations``: barrier, then the op alone on the clock, per
@@ -24,11 +24,12 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
 def _worker(config_path: str) -> None:
-    """One rank: alternate harness and bare timing; append results to out_dir/rank<N>.json."""
+    """One rank: alternate harness and bare timing; write the rows to out_dir/bench<N>.json."""
     import torch
 
     from gpufabric.bench.probes.collectives import Op, time_iterations
@@ -46,10 +47,10 @@ def _worker(config_path: str) -> None:
         for _ in range(cfg["rounds"]):
             harness = time_iterations(torch, dist, op, iters=cfg["iters"], warmup=2, gpu=False)
             dist.barrier()
-            t0 = __import__("time").perf_counter_ns()
+            t0 = time.perf_counter_ns()
             for _ in range(cfg["iters"]):
                 op.run()
-            bare_us = (__import__("time").perf_counter_ns() - t0) / 1e3 / cfg["iters"]
+            bare_us = (time.perf_counter_ns() - t0) / 1e3 / cfg["iters"]
             rows.append({"op": op_name, "size": count * 4, "harness_us": statistics.mean(harness), "bare_us": bare_us})
     Path(cfg["out_dir"], f"bench{w.rank}.json").write_text(json.dumps(rows))
     dist.barrier()
@@ -59,7 +60,7 @@ def _worker(config_path: str) -> None:
 
 def collectives(rounds: int, size: int) -> list[dict]:
     from gpufabric.bench import launch
-    from gpufabric.bench.probes.stats import busbw_factor
+    from gpufabric.bench.probes.stats import busbw_gbps
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = {"out_dir": tmp, "ops": ["all_reduce", "all_gather"], "size": size, "iters": 10, "rounds": rounds,
@@ -80,9 +81,8 @@ def collectives(rounds: int, size: int) -> list[dict]:
     for a, b in zip(*per_rank, strict=True):
         harness_s = (a["harness_us"] + b["harness_us"]) / 2e6
         bare_s = (a["bare_us"] + b["bare_us"]) / 2e6
-        f = busbw_factor(a["op"], 2)
-        rows.append({"op": a["op"], "size": a["size"], "harness_busbw_gbps": a["size"] / harness_s / 1e9 * f,
-                     "bare_busbw_gbps": a["size"] / bare_s / 1e9 * f})
+        rows.append({"op": a["op"], "size": a["size"], "harness_busbw_gbps": busbw_gbps(a["op"], a["size"], harness_s, 2),
+                     "bare_busbw_gbps": busbw_gbps(a["op"], a["size"], bare_s, 2)})
     return rows
 
 

@@ -1,6 +1,6 @@
 """Benchmark: reachability proof for 1,000 hosts in 10 roles on 4 planes, 20 ports per plane.
 
-Target (issue 6): under 5 s. The rulesets are the ones `gpufabric config` renders
+Target: under 5 s. The rulesets are the ones `gpufabric config` renders
 (nft -j JSON form), one per host as a collector would gather them; hosts with identical
 rulesets are evaluated once. Modes:
 

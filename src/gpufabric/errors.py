@@ -4,8 +4,8 @@
 
     GpufabricError                      base; never raised directly
     |-- UserError                       bad input; the CLI exits 2
-    |   |-- SpecError                   a spec file is invalid (file:line:col, field, fix)
-    |   |-- CatalogError                a catalog file is invalid or an id is unknown
+    |   |-- SpecError                   a spec or catalog file is invalid (file:line:col, field, fix)
+    |   |-- CatalogError                a catalog id is unknown
     |   `-- InputError                  a bad flag value or input file
     |       `-- ParseError              a tool's output cannot be parsed
     `-- EnvironmentFailure              the world failed us; the CLI exits 1
@@ -72,7 +72,7 @@ class SpecError(UserError):
 
 
 class CatalogError(UserError):
-    """A catalog entry is missing, unknown or malformed."""
+    """A catalog id (GPU, fabric, storage backend) is unknown; the message suggests the closest."""
 
 
 class InputError(UserError):

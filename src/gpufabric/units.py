@@ -59,12 +59,14 @@ def parse_duration_s(text: str | int | float, *, default_unit: str = "s") -> flo
 
 def format_size(num_bytes: float) -> str:
     """Binary-prefixed size, as nccl-tests and fio print them (``1 GiB``)."""
-    value = float(num_bytes)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if abs(value) < 1024 or unit == "PiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.3g} {unit}"
+    if abs(num_bytes) < 1024:
+        return f"{num_bytes:.0f} B"
+    value = num_bytes / 1024
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024:
+            return f"{value:.3g} {unit}"
         value /= 1024
-    raise AssertionError("unreachable")
+    return f"{value:.3g} PiB"
 
 
 def format_duration(seconds: float) -> str:

@@ -61,6 +61,6 @@ def test_planted_violation_detected_alone(case, bundle_copy):
     assert ids == [spec["expect"]], [(f.check_id, f.subject, f.evidence) for f in report.findings]
 
 
-def test_corpus_covers_the_issue_list():
+def test_corpus_covers_the_required_violations():
     expected = {"NVMF-01", "NVMF-06", "FW-07", "TORCH-01", "IB-03", "IB-02", "NCCL-01", "NVMF-03", "NVMF-08", "FW-01"}
     assert {load_case(c)["expect"] for c in corpus_cases()} == expected

@@ -146,3 +146,28 @@ def test_proof_cells_equal_brute_force_per_port(clean_bundle):
                     assert cell is not None and (cell.allowed == "all") == brute, (dst_role, plane, proto, port)
                     checked += 1
     assert checked > 1000
+
+
+def test_proof_cells_tile_the_port_axis_fully_merged(clean_bundle):
+    """Per (src, dst, plane, proto) the cells cover 1-65535 in order, and neighbours always
+    differ in outcome: prove() merges completely, so reports list its cells as they are."""
+    import json
+    from itertools import groupby, pairwise
+
+    from gpufabric.audit.reachability import prove
+    from gpufabric.spec.security import SecurityPolicy
+
+    doc = json.loads((clean_bundle / "policy.json").read_text())
+    policy = SecurityPolicy.model_validate(doc["policy"])
+    rulesets = {r.name: nft.parse(json.loads((clean_bundle / "roles" / r.name / "etc/gpufabric/nftables.json").read_text()))
+                for r in policy.roles}
+    proof = prove(policy, {h: rulesets[r] for h, r in policy.hosts()})
+    keys = 0
+    for _key, group in groupby(proof.cells, key=lambda c: (c.src, c.dst, c.plane, c.proto)):
+        cells = list(group)
+        keys += 1
+        assert cells[0].port_lo == 1 and cells[-1].port_hi == 65535
+        for a, b in pairwise(cells):
+            assert a.port_hi + 1 == b.port_lo
+            assert (a.allowed, a.intended) != (b.allowed, b.intended)
+    assert keys > 20 and len(proof.cells) > keys

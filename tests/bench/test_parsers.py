@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufabric.bench.parsers import parser_for, strip_ansi
+from gpufabric.bench.parsers import TOOLS, parser_for, strip_ansi
 from gpufabric.bench.parsers.fio import parse_fio
 from gpufabric.bench.parsers.iperf3 import parse_iperf3
 from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
@@ -297,8 +297,10 @@ def test_nccl_not_nccl():
         parse_nccl_tests(read("sockperf/pingpong_udp.txt"))
 
 
-def test_parser_for_unknown_tool():
-    with pytest.raises(ParseError, match="unknown tool"):
+def test_parser_for_every_tool_and_unknown_tool():
+    assert [parser_for(tool) for tool in TOOLS] == [parse_fio, parse_iperf3, parse_sockperf, parse_perftest,
+                                                    parse_nccl_tests]
+    with pytest.raises(ParseError, match="unknown tool 'qperf'; expected one of fio, iperf3"):
         parser_for("qperf")
 
 
@@ -327,3 +329,4 @@ def test_nccl_text_rows_round_trip(rows):
     assert bool(parsed.error) == (sum(r[3] for r in printed) > 0)
     for size, time_us, busbw, _ in printed[:-1]:
         assert parsed.metric(f"busbw_gbps@{size}B").value == busbw
+        assert parsed.metric(f"time_us@{size}B").value == time_us

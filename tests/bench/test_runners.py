@@ -6,8 +6,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from gpufabric.bench.profiles import MIB, FioProfile, Iperf3Profile, SockperfProfile
 from gpufabric.bench.runners import LocalExecutor, PlannedTest
 from gpufabric.bench.runners import fio as fio_runner
@@ -18,17 +16,21 @@ from gpufabric.bench.runners import sockperf as sockperf_runner
 from gpufabric.results.records import Status
 from tests.conftest import needs_tool
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+
 
 def _no_process_named(name: str) -> bool:
+    """True when no live child of this test process (only ours matter) runs ``name``."""
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if (proc / "comm").read_text().strip() == name and (proc / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                    # Only processes of ours matter: children of this test process.
-                    if int((proc / "stat").read_text().split(")")[-1].split()[1]) == os.getpid():
-                        return False
-            except OSError:
-                continue
+        if not proc.name.isdigit():
+            continue
+        try:
+            comm = (proc / "comm").read_text().strip()
+            state, ppid = (proc / "stat").read_text().split(")")[-1].split()[:2]
+        except OSError:
+            continue
+        if comm == name and state != "Z" and int(ppid) == os.getpid():
+            return False
     return True
 
 
@@ -130,9 +132,21 @@ def test_garbage_output_is_failed_with_the_text(tmp_path, fake_tool_dir):
     assert "engine psync not loadable" in result.raw_output
 
 
+def test_nonzero_exit_with_parseable_output_is_failed_with_stderr_tail(tmp_path, fake_tool_dir):
+    make, env = fake_tool_dir
+    make("fio", f"cat {DATA / 'fio' / 'psync_read.json'}; echo 'fio: io_u error on file x' >&2; exit 1")
+    profile = FioProfile(name="dataset_read", rw="read", bs_bytes=MIB, size_bytes=MIB)
+    result = LocalExecutor(env=env)(fio_runner.plan(profile, scratch=tmp_path, timeout_s=5))
+    assert result.status == Status.failed
+    assert result.reason == "fio exited 1: fio: io_u error on file x"
+    assert result.metric("read_bw_gbps").value > 0  # what was measured is kept
+    assert result.params["tool_version"] == "fio-3.33" and result.params["repeat"] == "1"
+
+
 def test_perftest_skipped_without_rdma_device(tmp_path, fake_tool_dir, monkeypatch):
     make, env = fake_tool_dir
-    make("ibv_devices", "echo 'Failed to get IB devices list: Function not implemented' >&2; exit 1")
+    # What ibv_devices printed (perror, on stderr) on the development machine, which has no RDMA stack.
+    make("ibv_devices", f"cat {DATA / 'perftest' / 'ibv_devices_no_kernel.txt'} >&2; exit 1")
     make("ib_write_lat", "exit 1")
     monkeypatch.setenv("PATH", env["PATH"])
     devices, reason = perftest_runner.rdma_devices()
@@ -162,8 +176,7 @@ def test_nccl_tests_skipped_when_absent(tmp_path, monkeypatch):
 
 def test_nccl_tests_fake_binary_output_parsed(tmp_path, fake_tool_dir, monkeypatch):
     make, env = fake_tool_dir
-    data = Path(__file__).resolve().parents[1] / "data" / "nccl-tests" / "all_reduce_8gpu_wrong.txt"
-    make("all_reduce_perf", f"cat {data}")
+    make("all_reduce_perf", f"cat {DATA / 'nccl-tests' / 'all_reduce_8gpu_wrong.txt'}")
     monkeypatch.setattr(nccl_runner, "gpu_count", lambda: 8)
     monkeypatch.setenv("PATH", env["PATH"])
     test = nccl_runner.plan("all_reduce_perf", scratch=tmp_path, timeout_s=10)

@@ -72,6 +72,14 @@ def test_from_plan_uses_recommended_candidate(spec, tmp_path):
     assert "candidate b" in slos[("fio.checkpoint_write", "write_bw_gbps")].source
 
 
+def test_recommended_must_be_a_candidate():
+    with pytest.raises(InputError, match=r"p\.json: recommended candidate 'zz' is not among candidates"):
+        slo.from_plan({"recommended": "zz", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"}]}, None,
+                      path="p.json")
+    with pytest.raises(InputError, match="recommended candidate None"):
+        slo.recommended({"candidates": []})
+
+
 def test_load_plan_rejects_non_plan(tmp_path):
     path = tmp_path / "p.json"
     path.write_text('{"x": 1}')

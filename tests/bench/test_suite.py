@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
 
 from gpufabric.bench.runners import PlannedTest
 from gpufabric.bench.suite import plan_suite, run_status, run_suite
-from gpufabric.results.records import Direction, Metric, Outcome, Slo, Status, TestResult
+from gpufabric.results.records import (
+    Direction,
+    Metric,
+    Outcome,
+    Slo,
+    Status,
+    TestResult,
+)
 
 
 def fake_result(test: PlannedTest, value: float, status: Status = Status.ok) -> TestResult:
@@ -94,6 +104,25 @@ def test_ctrl_c_keeps_finished_results_and_marks_interrupted(memory_store):
     outcome = run_suite(tests, executor=executor, store=memory_store, run_id=7)
     assert outcome.status == "interrupted" == memory_store.status
     assert [r.name for r in memory_store.results] == ["t0", "t1"]
+
+
+def test_swallowed_ctrl_c_still_stops_the_suite_after_the_current_test(memory_store):
+    """Python drops a KeyboardInterrupt raised inside an at-fork hook; the suite must not."""
+    tests = [PlannedTest(name=f"t{i}", tool="fio", argv=("fio",), timeout_s=1) for i in range(4)]
+
+    def executor(test: PlannedTest) -> TestResult:
+        if test.name == "t1":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)  # the handler raises here
+            except KeyboardInterrupt:
+                pass  # swallowed, as in logging's at-fork hook
+        return fake_result(test, 1.0)
+
+    outcome = run_suite(tests, executor=executor, store=memory_store, run_id=7)
+    assert outcome.status == "interrupted" == memory_store.status
+    assert [r.name for r in memory_store.results] == ["t0", "t1"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
 
 
 def test_run_status_rules():

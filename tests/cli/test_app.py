@@ -8,6 +8,7 @@ import yaml
 
 from gpufabric import __version__
 from gpufabric.spec import load_spec
+from tests.conftest import EXAMPLES
 
 
 def test_version(cli):
@@ -27,6 +28,8 @@ def test_init_writes_annotated_valid_spec(cli, tmp_path):
     assert code == 0 and "wrote" in out
     text = target.read_text()
     assert "# Tensor-parallel degree" in text
+    # Unset optional fields are shown commented out, never as YAML null.
+    assert "    # heads:\n" in text and "\n# security:\n" in text and "null" not in text
     assert load_spec(target).spec.num_gpus == 1024
     code, _, err = cli("init", target)
     assert code == 2 and "--force" in err
@@ -40,5 +43,5 @@ def test_schema_is_json_schema_of_spec(cli):
     assert "workload" in schema["properties"]
     assert schema["$defs"]["Parallelism"]["properties"]["tp"]["description"].startswith("Tensor-parallel")
     # The example spec validates against its own schema's required keys.
-    example = yaml.safe_load(open(__file__.replace("tests/cli/test_app.py", "examples/lab-2node.yaml")))
+    example = yaml.safe_load((EXAMPLES / "lab-2node.yaml").read_text())
     assert set(schema["required"]) <= set(example)

@@ -21,8 +21,8 @@ def test_usage_errors_exit_2(cli, tmp_path):
     assert code == 2 and "not a directory" in stderr
     code, _, stderr = cli("audit", "--config", tmp_path, "--live")
     assert code == 2 and "only one" in stderr
-    code, _, _ = cli("audit", "--config", tmp_path, "--fail-on", "severe")
-    assert code == 2
+    code, _, stderr = cli("audit", "--config", tmp_path, "--fail-on", "severe")
+    assert code == 2 and "severe" in stderr and "--fail-on" in stderr
 
 
 @nft_usable
@@ -49,7 +49,7 @@ def test_json_and_sarif(cli, bundle_copy):
     code, stdout, _ = cli("audit", "--config", bundle_copy, "--format", "json")
     assert code == 1
     doc = json.loads(stdout)
-    assert doc["schema_version"] == 1 and doc["exit_code"] == 1
+    assert doc["schema_version"] == 1 and doc["exit_code"] == 1 and doc["fail_on"] == "low"
     [f] = doc["findings"]
     assert f["check_id"] == "NVMF-06" and f["severity"] == "high" and "0640" in f["evidence"] and f["remedy"]
     assert "ROCE-01" in doc["not_available"]

@@ -107,9 +107,11 @@ def test_real_quick_suite_on_loopback_stores_results_and_verdicts(cli, tmp_path)
     assert code == 1, err  # the impossible sockperf bound fails
     doc = json.loads(out)
     status = {r["name"]: r["status"] for r in doc["results"]}
+    # perftest and nccl-tests run only where an RDMA device / GPU exists; elsewhere they are skipped.
+    assert status.pop("perftest.ib_write_lat") in ("ok", "skipped")
+    assert status.pop("nccl.all_reduce") in ("ok", "skipped")
     assert status == {"fio.checkpoint_write": "ok", "fio.checkpoint_restore": "ok", "fio.dataset_read": "ok",
-                      "fio.small_file_commit": "ok", "iperf3.tcp": "ok", "sockperf.udp": "ok",
-                      "perftest.ib_write_lat": status["perftest.ib_write_lat"], "nccl.all_reduce": status["nccl.all_reduce"]}
+                      "fio.small_file_commit": "ok", "iperf3.tcp": "ok", "sockperf.udp": "ok"}
     outcomes = {(v["test"], v["outcome"]) for v in doc["verdicts"]}
     assert outcomes == {("iperf3.tcp", "passed"), ("sockperf.udp", "failed")}
     # Nothing left in the target directory, nothing written beside it.
@@ -153,6 +155,23 @@ def test_hung_tool_is_killed_recorded_and_the_suite_continues(cli, tmp_path, mon
     assert timeout.status.value == "timeout" and timeout.raw_output.startswith("fake fio hangs")
 
 
+def _wait_for_results(proc: subprocess.Popen, db: Path, count: int) -> None:
+    """Poll the store of a running ``gpufabric bench`` until its run holds ``count`` results."""
+    deadline = time.monotonic() + 60
+    finished = 0
+    while finished < count:
+        assert proc.poll() is None, "bench ended before it could be interrupted"
+        assert time.monotonic() < deadline, "bench made no progress"
+        time.sleep(0.2)
+        if db.exists():
+            try:
+                with Store.open(db) as store:
+                    runs = store.list_runs(limit=1)
+                finished = runs[0].result_count if runs else 0
+            except (sqlite3.OperationalError, InputError):  # the schema is still being created
+                finished = 0
+
+
 def _pids_of_our_servers(ports: tuple[str, ...]) -> list[int]:
     found = []
     for proc in Path("/proc").iterdir():
@@ -183,20 +202,7 @@ def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path):
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     try:
-        deadline = time.monotonic() + 60
-        finished = 0
-        # Kill while sockperf runs: fio x4 and iperf3 are done (5 results).
-        while finished < 5:
-            assert proc.poll() is None, "bench ended before it could be killed"
-            assert time.monotonic() < deadline, "bench made no progress"
-            time.sleep(0.2)
-            if db.exists():
-                try:
-                    with Store.open(db) as store:
-                        runs = store.list_runs(limit=1)
-                    finished = runs[0].result_count if runs else 0
-                except (sqlite3.OperationalError, InputError):
-                    finished = 0
+        _wait_for_results(proc, db, 5)  # kill while sockperf runs: fio x4 and iperf3 are done
         time.sleep(1.0)  # let sockperf get going
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -232,18 +238,7 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     try:
-        deadline = time.monotonic() + 60
-        finished = 0
-        while finished < 4:  # the fio tests are done; iperf3 (3 s) is running
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-            if db.exists():
-                try:
-                    with Store.open(db) as store:
-                        runs = store.list_runs(limit=1)
-                    finished = runs[0].result_count if runs else 0
-                except (sqlite3.OperationalError, InputError):
-                    finished = 0
+        _wait_for_results(proc, db, 4)  # the fio tests are done; iperf3 (3 s) is running
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
         _, err = proc.communicate(timeout=20)
     finally:

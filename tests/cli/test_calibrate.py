@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from gpufabric.bench.probes.stats import busbw_factor
+from gpufabric.model.collectives import busbw_factor
 from gpufabric.results.records import Direction, Metric, Status, TestResult
 from gpufabric.results.store import Store
 from tests.conftest import EXAMPLES
@@ -17,8 +17,9 @@ ALPHA_US, BETA_GBPS = 500.0, 0.1
 
 def _result(op: str, size: int, hosts: dict[str, str]) -> TestResult:
     n = len(hosts)
-    t_us = ALPHA_US + busbw_factor(op, n) * size / (BETA_GBPS * 1e3)
-    busbw = size / (t_us * 1e-6) / 1e9 * busbw_factor(op, n)
+    f = float(busbw_factor(op, n))
+    t_us = ALPHA_US + f * size / (BETA_GBPS * 1e3)
+    busbw = size / (t_us * 1e-6) / 1e9 * f
     return TestResult(name=f"torch.{op}", tool="torch", host="cluster", status=Status.ok,
                       metrics=(Metric(name="time_p50_us", value=t_us, unit="us", direction=Direction.lower),
                                Metric(name="busbw_gbps", value=busbw, unit="GB/s")),

@@ -49,6 +49,12 @@ def test_json_report_file_as_baseline(cli, tmp_path):
     assert code == 0
     code, out, _ = cli("compare", baseline, "latest", "--db", db)
     assert code == 1 and "REGRESSION" in out
+    candidate = tmp_path / "candidate.json"
+    assert cli("report", str(cand), "--db", db, "--format", "json", "--out", candidate)[0] == 0
+    unused = tmp_path / "unused" / "r.db"
+    code, out, _ = cli("compare", baseline, candidate, "--db", unused)
+    assert code == 1 and "REGRESSION" in out
+    assert not unused.parent.exists()  # two report files: no store opened, none created
 
 
 def test_strict_fails_untestable_moves(cli, tmp_path):

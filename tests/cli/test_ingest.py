@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -120,8 +121,6 @@ def test_malformed_file_exits_2_names_it_and_stores_nothing(cli, tmp_path, tool,
     code, out, err = cli("ingest", "--tool", tool, DATA / good, bad, "--db", db)
     assert code == 2
     assert err.count("\n") == 1 and "Traceback" not in err
-    import re
-
     assert re.search(message, err), err
     assert runs_in(db) == 0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.bench.probes import stats
+from gpufabric.model.collectives import busbw_factor
 from gpufabric.results.store import Store
 from tests.conftest import needs_tool
 
@@ -49,7 +49,7 @@ def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_pat
         t = r.metric("time_p50_us").value * 1e-6
         assert r.metric("wrong_elements").value == 0
         assert r.metric("algbw_gbps").value == pytest.approx(size / t / 1e9, rel=1e-9)
-        expected = size / t / 1e9 * stats.busbw_factor(r.params["op"], n)
+        expected = size / t / 1e9 * busbw_factor(r.params["op"], n)
         assert r.metric("busbw_gbps").value == pytest.approx(expected, rel=1e-9)
         assert len(r.metric("time_p50_us").samples) == 4
         assert set(json.loads(r.params["rank_time_p50_us"])) == {"0", "1"}
@@ -116,10 +116,12 @@ def test_dry_run_prints_every_command(cli):
 
 
 def test_bad_input(cli):
-    assert cli("bench", "collectives", "--ops", "all_reduce,gather", "--dry-run")[0] == 2
-    assert cli("bench", "collectives", "--sizes", "8K:1K", "--dry-run")[0] == 2
-    assert cli("bench", "collectives", "--launcher", "ssh", "--dry-run")[0] == 2
-    assert cli("bench", "train", "--mode", "zero3", "--dry-run")[0] == 2
+    for argv, message in ((("collectives", "--ops", "all_reduce,gather"), "--ops: unknown gather"),
+                          (("collectives", "--sizes", "8K:1K"), "need 0 < start <= end"),
+                          (("collectives", "--launcher", "ssh"), "--launcher 'ssh'"),
+                          (("train", "--mode", "zero3"), "--mode 'zero3'")):
+        code, _, err = cli("bench", *argv, "--dry-run")
+        assert code == 2 and message in err, err
 
 
 @pytest.mark.slow

@@ -85,6 +85,8 @@ def test_leaf_and_ring_flags(cli):
         (["--ranks", "8", "--steps", "0"], "steps"),
         (["--ranks", "8", "--compute-ms", "-5"], "--compute-ms must be"),
         (["--ranks", "8", "--ranks-per-node", "3"], "multiple of ranks per node"),
+        (["--ranks", "8", "--ranks-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],
+         "--ranks-per-node must be >= 1"),
         (["--ranks", "8", "--leaf-jitter", "exp:1ms"], "needs --ranks-per-leaf"),
         (["--ranks", "8", "--ring-steps", "5"], "go together"),
         ([], "give a SPEC, or --ranks"),

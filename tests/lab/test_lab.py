@@ -53,9 +53,11 @@ def test_up_status_noise_down_idempotent(cli, lab_name):
 
 
 def test_bad_lab_input(cli):
-    assert cli("lab", "up", "Bad_Name")[0] == 2
-    assert cli("lab", "up", "x1", "--rate", "fabric=1gbit")[0] == 2
-    assert cli("lab", "up", "x1", "--rate", "data")[0] == 2
+    for argv, message in ((("Bad_Name",), "lab name 'Bad_Name'"),
+                          (("x1", "--rate", "fabric=1gbit"), "unknown plane 'fabric'"),
+                          (("x1", "--rate", "data"), "use PLANE=RATE")):
+        code, _, err = cli("lab", "up", *argv)
+        assert code == 2 and message in err, err
 
 
 @pytest.mark.slow

@@ -97,6 +97,9 @@ def test_vectorised_equals_scalar():
 def test_bad_inputs():
     with pytest.raises(InputError, match="unknown collective"):
         predict_collective(op="gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
-    with pytest.raises(InputError, match="applies to all_gather|does not apply"):
+    with pytest.raises(InputError, match=r"no algorithm \('nvls',\) applies to all_gather"):
         predict_collective(op="all_gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
+                           catalog=CAT, algorithm="nvls")
+    with pytest.raises(InputError, match="algorithm 'nvls' does not apply to all_reduce on 2 node"):
+        predict_collective(op="all_reduce", size_bytes=8, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
                            catalog=CAT, algorithm="nvls")

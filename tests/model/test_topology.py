@@ -38,11 +38,12 @@ def test_k64_capacities_and_switch_counts():
     assert int(full3.switches) == 5120  # 5k^2/4
 
 
-def test_oversubscription_ports_and_hpn_ratio():
+def test_oversubscription_ports():
     assert [int(x) for x in leaf_ports(64, 1)] == [32, 32]
+    assert [int(x) for x in leaf_ports(64, 3)] == [48, 16]
     down, up = leaf_ports(64, 2)
     assert (int(down), int(up)) == (42, 22)
-    assert 128 * 200 / (60 * 400) == pytest.approx(1.067, abs=1e-3)  # HPN check of models.md
+    assert down / up <= 2  # the floor keeps the realised ratio at or under the one asked for
     assert int(size_fabric(nodes=128, nics_per_node=8, radix=64, oversubscription=2).spine_switches) < 16
 
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufabric.catalog import load_catalog
 from gpufabric.model.step import StepBreakdown
 from gpufabric.plan import evaluate_candidates, make_plan, pareto_front
+from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.table import build_table, enumerate_designs
 from gpufabric.spec import load_spec
 from tests.conftest import EXAMPLES
 
@@ -17,8 +21,7 @@ EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
 
 def _spec(path):
-    spec = load_spec(path, known_ids=CAT.known_ids()).spec
-    return spec
+    return load_spec(path, known_ids=CAT.known_ids()).spec
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.stem)
@@ -121,12 +124,6 @@ def test_moe_fat_tree_cross_node_tp_paths(tmp_path):
     assert tcp.comm_exposed_s > 2 * rail.comm_exposed_s  # TP now crosses the NIC
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-from gpufabric.plan.evaluate import evaluate_table  # noqa: E402
-from gpufabric.plan.table import build_table, enumerate_designs  # noqa: E402
-
 _SPEC = _spec(EXAMPLES / "roce-256gpu-8b.yaml")
 _TABLE = build_table(_SPEC, CAT, enumerate_designs(_SPEC))
 
@@ -139,3 +136,14 @@ def test_plan_more_bandwidth_never_slower_more_latency_never_faster(bw, lat):
     slower = evaluate_table({**_TABLE, "net_scale": _TABLE["net_scale"] * lat, "jitter_us": _TABLE["jitter_us"] * lat})
     assert (faster["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)).all()
     assert (slower["step_time_p99_s"] >= base["step_time_p99_s"] * (1 - 1e-12)).all()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sync_checkpoints_far_apart_cite_youngs_interval(mode):
+    # lab-2node with 10-hour intervals: a sync write blocks for the whole write, so Young's
+    # sqrt(2 delta M) falls far under 600 min; an async snapshot blocks too briefly to matter.
+    spec = _spec(EXAMPLES / "lab-2node.yaml")
+    ckpt = spec.workload.checkpoint.model_copy(update={"mode": mode, "interval_min": 600})
+    spec = spec.model_copy(update={"workload": spec.workload.model_copy(update={"checkpoint": ckpt})})
+    plan = make_plan(spec, CAT)
+    assert ("Young's interval" in plan.rationale) == (mode == "sync")

@@ -103,6 +103,11 @@ def test_bad_yaml_and_duplicate_keys(tmp_path):
     assert info.value.line == 8
 
 
+def test_unsafe_tag_is_a_located_error(tmp_path):
+    with pytest.raises(SpecError, match=r"spec.yaml:1:7: <top level>: not valid YAML: .*python/object"):
+        load_spec(write(tmp_path, "name: !!python/object:os.system {}\n"))
+
+
 def test_missing_file():
     with pytest.raises(SpecError, match="cannot read spec"):
         load_spec("/nonexistent/spec.yaml")

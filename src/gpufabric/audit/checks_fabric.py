@@ -10,6 +10,7 @@ from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
 from gpufabric.audit.sysinfo import IbPort, parse_ibv_devinfo
+from gpufabric.configure.fabric import pfc_vector
 from gpufabric.errors import ParseError
 
 PARTITIONS = "/etc/opensm/partitions.conf"
@@ -131,7 +132,7 @@ def roce01(facts: Facts) -> Iterator[Finding]:
        "set mlnx_qos --pfc with a single 1 at the RoCE priority (and the same on the switch)")
 def roce02(facts: Facts) -> Iterator[Finding]:
     prio = facts.policy.roce_priority if facts.policy else 3
-    expected = ",".join("1" if i == prio else "0" for i in range(8))
+    expected = pfc_vector(prio)
     for view in _roce_views(facts):
         got = _script_vars(view.read(QOS_SCRIPT) or "").get("PFC")
         if got != expected:

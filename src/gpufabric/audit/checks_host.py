@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.collect import Facts, HostView, _run
+from gpufabric.audit.collect import Facts, HostView, run_tool
 from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.exposure import admitted, firewalled_views, planes_of
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
@@ -28,25 +27,18 @@ from gpufabric.errors import ParseError
 from gpufabric.spec.security import NVME_DISCOVERY, SSH
 
 
-def _live(facts: Facts):
-    views = [v for v in facts.hosts if v.live and v.sysfs is not None]
+def _live(facts: Facts) -> HostView:
+    views = [v for v in facts.hosts if v.live]
     if not views:
         raise NotAvailable("needs --live")
     return views[0]
 
 
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
 @check("HOST-01", "CPU governor is not performance", Severity.low, "use the gpufabric tuned profile (governor=performance)")
 def host01(facts: Facts) -> Iterator[Finding]:
     view = _live(facts)
-    governors = {_read(p) for p in (view.sysfs or Path("/sys")).glob("devices/system/cpu/cpu*/cpufreq/scaling_governor")}
-    governors.discard(None)
+    paths = view.sys_glob("/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")
+    governors = {g for g in map(view.sys_read, paths) if g is not None}
     if not governors:
         raise NotAvailable("no cpufreq in sysfs (VM or no driver)")
     if governors != {"performance"}:
@@ -73,8 +65,8 @@ def host02(facts: Facts) -> Iterator[Finding]:
        "transparent_hugepage=never and kernel.numa_balancing=0 (the gpufabric tuned profile)")
 def host03(facts: Facts) -> Iterator[Finding]:
     view = _live(facts)
-    thp = _read(Path("/sys/kernel/mm/transparent_hugepage/enabled"))
-    numa = _read(Path("/proc/sys/kernel/numa_balancing"))
+    thp = view.sys_read("/sys/kernel/mm/transparent_hugepage/enabled")
+    numa = view.sys_read("/proc/sys/kernel/numa_balancing")
     if thp is None and numa is None:
         raise NotAvailable("no THP/numa_balancing in sysfs/procfs")
     if thp is not None and "[never]" not in thp:
@@ -88,7 +80,7 @@ def host03(facts: Facts) -> Iterator[Finding]:
 def fw01(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
-        if not (view.live or view.has("/etc/nftables.conf") or view.has("/etc/gpufabric/nftables.json")):
+        if not view.has_firewall_source():
             continue
         rs = view.ruleset()
         if rs is None:
@@ -132,10 +124,10 @@ def fw02(facts: Facts) -> Iterator[Finding]:
 @check("FW-03", "Mixed iptables-legacy and nftables", Severity.medium, "keep one loader: remove iptables-legacy rules")
 def fw03(facts: Facts) -> Iterator[Finding]:
     view = _live(facts)
-    result = _run(["iptables-legacy-save"])
-    if result is None or result[0] != 0:
+    result = run_tool(["iptables-legacy-save"])
+    if result is None or result.returncode != 0:
         raise NotAvailable("iptables-legacy-save not available")
-    rules = [line for line in result[1].splitlines() if line.startswith("-A ")]
+    rules = [line for line in result.stdout.splitlines() if line.startswith("-A ")]
     if rules:
         yield finding("FW-03", view.name, f"{len(rules)} iptables-legacy rules alongside nftables")
 

@@ -33,7 +33,7 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
             continue
         if isinstance(doc, dict):
             yield view, doc
-    if not seen and not any(v.live and v.sysfs and (v.sysfs / "kernel/config/nvmet").is_dir() for v in facts.hosts):
+    if not seen and not any(v.live and v.sys_glob("/sys/kernel/config/nvmet") for v in facts.hosts):
         raise NotAvailable("no nvmetcli config.json (/etc/nvmet/config.json) and no nvmet configfs")
 
 
@@ -46,10 +46,10 @@ def nvmf01(facts: Facts) -> Iterator[Finding]:
                 yield finding("NVMF-01", f"{view.name}: {sub.get('nqn')}", "attr.allow_any_host = \"1\"",
                               location=view.where(NVMET))
     for view in facts.hosts:
-        if view.live and view.sysfs:
-            for attr in sorted((view.sysfs / "kernel/config/nvmet/subsystems").glob("*/attr_allow_any_host")):
-                if attr.read_text().strip() == "1":
-                    yield finding("NVMF-01", f"{view.name}: {attr.parent.name}", f"{attr} = 1", location=str(attr))
+        if view.live:
+            for attr in view.sys_glob("/sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host"):
+                if view.sys_read(attr) == "1":
+                    yield finding("NVMF-01", f"{view.name}: {attr.split('/')[-2]}", f"{attr} = 1", location=attr)
 
 
 @check("NVMF-02", "A target port listens outside the storage plane", Severity.high,

@@ -15,13 +15,13 @@ import json
 import os
 import shutil
 import stat
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufabric.audit import nft
-from gpufabric.errors import InputError, ParseError
+from gpufabric.bench.process import Completed, run
+from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.spec.security import SecurityPolicy
 
 #: Collector commands get a short timeout: an audit must never hang on a stuck tool.
@@ -39,7 +39,6 @@ class HostView:
     env: dict[str, str] | None = None
     listeners: list[dict[str, Any]] | None = None
     addrs: list[dict[str, Any]] | None = None
-    sysfs: Path | None = None
     root: Path | None = None  # "/" live; a directory with sys/, proc/, commands/ ...; None for bundles
     _ruleset: Any = None
     ruleset_error: str | None = None
@@ -106,6 +105,10 @@ class HostView:
         argv, file = COMMANDS[name]
         return " ".join(argv) if self.live else str((self.root or Path(".")) / "commands" / file)
 
+    def has_firewall_source(self) -> bool:
+        """Live (nft -j list ruleset), or a copy of /etc/nftables.conf or its JSON form."""
+        return self.live or self.has("/etc/nftables.conf") or self.has("/etc/gpufabric/nftables.json")
+
     def ruleset(self) -> nft.Ruleset | None:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
         if self._ruleset is None and self.ruleset_error is None:
@@ -119,7 +122,6 @@ class Facts:
     hosts: list[HostView]
     policy_doc: dict[str, Any] | None = None
     policy: SecurityPolicy | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def fabric_kind(self) -> str | None:
@@ -160,15 +162,15 @@ def _command_output(view: HostView, name: str) -> str | None:
             return (view.root / "commands" / file).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return None
-    result = _run(argv)
-    if result is None or result[0] != 0:
+    result = run_tool(argv)
+    if result is None or result.returncode != 0:
         if name == "lsmod":  # lsmod only formats /proc/modules; the name is the first column of both
             try:
                 return Path("/proc/modules").read_text()
             except OSError:
                 return None
         return None
-    return result[1]
+    return result.stdout
 
 
 def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
@@ -246,15 +248,12 @@ def _from_bundle(root: Path) -> Facts:
     return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
 
 
-def _run(argv: list[str], stdin: str | None = None) -> tuple[int, str, str] | None:
-    if shutil.which(argv[0]) is None:
-        return None
+def run_tool(argv: list[str]) -> Completed | None:
+    """The finished command, or None when the tool is missing or hangs (a collector never raises)."""
     try:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S,
-                              start_new_session=True, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return run(argv, timeout_s=TOOL_TIMEOUT_S)
+    except (ToolNotFound, CommandTimeout):
         return None
-    return done.returncode, done.stdout, done.stderr
 
 
 def nft_text_to_json(path: Path) -> tuple[Any | None, str | None]:
@@ -264,25 +263,25 @@ def nft_text_to_json(path: Path) -> tuple[Any | None, str | None]:
         return None, "nft or unshare not installed"
     argv = ["unshare", "--net"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
     script = 'nft -f "$1" && nft -j list ruleset'
-    result = _run([*argv, "sh", "-c", script, "sh", str(path)])
+    result = run_tool([*argv, "sh", "-c", script, "sh", str(path)])
     if result is None:
         return None, "unshare/nft did not run"
-    rc, out, err = result
-    if rc != 0:
-        return None, f"nft rejected {path}: {err.strip().splitlines()[-1] if err.strip() else rc}"
+    err = result.stderr.strip()
+    if result.returncode != 0:
+        return None, f"nft rejected {path}: {err.splitlines()[-1] if err else result.returncode}"
     try:
-        return json.loads(out), None
+        return json.loads(result.stdout), None
     except json.JSONDecodeError:
         return None, "nft -j printed no JSON"
 
 
 def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
     if view.live:
-        result = _run(["nft", "-j", "list", "ruleset"])
-        if result is None or result[0] != 0:
+        result = run_tool(["nft", "-j", "list", "ruleset"])
+        if result is None or result.returncode != 0:
             return None, "nft -j list ruleset unavailable (nft missing or not root)"
         try:
-            return nft.parse(json.loads(result[1]), "nft -j list ruleset"), None
+            return nft.parse(json.loads(result.stdout), "nft -j list ruleset"), None
         except (json.JSONDecodeError, ParseError) as exc:
             return None, f"nft -j output unreadable: {exc}"
     text = view.files.get("/etc/nftables.conf")
@@ -326,18 +325,18 @@ def live(env: dict[str, str] | None = None) -> Facts:
     hostname = os.uname().nodename
     role = dict(policy.hosts()).get(hostname) if policy else None
     listeners = None
-    result = _run(["ss", "-tulpnH"])
-    if result is not None and result[0] == 0:
-        listeners = parse_ss(result[1])
+    result = run_tool(["ss", "-tulpnH"])
+    if result is not None and result.returncode == 0:
+        listeners = parse_ss(result.stdout)
     addrs = None
-    result = _run(["ip", "-j", "addr"])
-    if result is not None and result[0] == 0:
+    result = run_tool(["ip", "-j", "addr"])
+    if result is not None and result.returncode == 0:
         try:
-            addrs = json.loads(result[1])
+            addrs = json.loads(result.stdout)
         except json.JSONDecodeError:
             addrs = None
     view = HostView(name=hostname, role=role, files=files, live=True, env=dict(os.environ if env is None else env),
-                    listeners=listeners, addrs=addrs, sysfs=Path("/sys"), root=Path("/"))
+                    listeners=listeners, addrs=addrs, root=Path("/"))
     return Facts(source=f"live host {hostname}", hosts=[view], policy_doc=doc, policy=policy)
 
 

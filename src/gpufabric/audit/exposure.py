@@ -22,7 +22,7 @@ def firewalled_views(facts: Facts) -> Iterator[tuple[HostView, Ruleset]]:
     every port is open: reporting each port again would bury the root cause)."""
     seen = False
     for view in facts.hosts:
-        if not (view.live or view.has("/etc/nftables.conf") or view.has("/etc/gpufabric/nftables.json")):
+        if not view.has_firewall_source():
             continue
         rs = view.ruleset()
         if rs is None:

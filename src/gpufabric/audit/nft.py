@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
-import ipaddress
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,15 +44,14 @@ class Ruleset:
     fingerprint: str = ""  # content hash without handles: equal rulesets are evaluated once
     span_cache: dict[Any, Any] = field(default_factory=dict)
 
-    def port_points(self, iif: str | None = None, proto: str | None = None) -> list[int]:
-        """Sorted port breakpoints of the rules a packet on ``iif``/``proto`` can reach
-        (all rules when None): between two of them every such packet is treated alike."""
+    def port_points(self, iif: str, proto: str) -> list[int]:
+        """Sorted port breakpoints of the rules a packet on ``iif``/``proto`` can reach:
+        between two of them every such packet is treated alike."""
         key = ("points", iif, proto)
         points = self.span_cache.get(key)
         if points is None:
-            found = port_breakpoints(self) if iif is None else _reachable_points(self, iif, proto or "tcp")
-            points = self.span_cache[key] = sorted(found)  # type: ignore[assignment]
-        return points  # type: ignore[return-value]
+            points = self.span_cache[key] = sorted(_reachable_points(self, iif, proto))
+        return points
 
     def base_chains(self, hook: str) -> list[Chain]:
         found = [c for c in self.chains.values() if c.hook == hook and c.family in _FAMILIES_V4]
@@ -167,7 +165,7 @@ def _run(rs: Ruleset, chain: Chain, pkt: Packet, space: Spans, depth: int) -> tu
         elif "return" in verdict:
             ret = iv.union(ret, matched)
         elif "jump" in verdict or "goto" in verdict:
-            target = (verdict.get("jump") or verdict.get("goto"))["target"]
+            target = _jump_target(verdict)
             sub = rs.chains.get((chain.family, chain.table, target))
             if sub is None:
                 rs.unsupported.add(f"jump to missing chain {target}")
@@ -202,13 +200,25 @@ def _vmap_items(vmap: dict[str, Any]) -> list[tuple[Any, Any]]:
     return [(k, v) for k, v in items]
 
 
+def _iface_hit(iif: str, pattern: Any) -> bool:
+    """``iif`` matches an iifname value (nft ``*`` wildcard; JSON escapes it as ``\\*``)."""
+    return isinstance(pattern, str) and fnmatch.fnmatchcase(iif, pattern.replace("\\*", "*"))
+
+
+def _jump_target(verdict: Any) -> str | None:
+    """The chain a jump/goto verdict names, None for any other verdict."""
+    if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
+        return (verdict.get("jump") or verdict.get("goto"))["target"]
+    return None
+
+
 def _vmap_verdict(vmap: dict[str, Any], pkt: Packet, rs: Ruleset) -> Any:
     key = _meta_key(vmap.get("key"))
     if key not in ("iifname", "iif"):
         rs.unsupported.add(f"vmap on {key}")
         return None
     for k, verdict in _vmap_items(vmap):
-        if isinstance(k, str) and fnmatch.fnmatchcase(pkt.iif, k.replace("\\*", "*")):
+        if _iface_hit(pkt.iif, k):
             return verdict
     return None
 
@@ -297,7 +307,7 @@ def _match(rs: Ruleset, chain: Chain, m: dict[str, Any], pkt: Packet, space: Spa
         key = left["meta"].get("key")
         values = _set_values(rs, chain, right)
         if key in ("iifname", "iif"):
-            hit = any(isinstance(v, str) and fnmatch.fnmatchcase(pkt.iif, v.replace("\\*", "*")) for v in values)
+            hit = any(_iface_hit(pkt.iif, v) for v in values)
         elif key == "l4proto":
             hit = any(v in (pkt.proto, _PROTO_NUM.get(pkt.proto)) for v in values)
         elif key == "nfproto":
@@ -314,11 +324,21 @@ def _match(rs: Ruleset, chain: Chain, m: dict[str, Any], pkt: Packet, space: Spa
         key = left["ct"].get("key")
         if key == "state":
             hit = "new" in _flat(right)
-            return space if hit != (negate) else ()
+            return space if hit != negate else ()
         rs.unsupported.add(f"ct {key}")
         return space
     rs.unsupported.add(f"match on {next(iter(left)) if isinstance(left, dict) else left!r}")
     return space
+
+
+def _add_points(points: set[int], values: list[Any]) -> None:
+    """Add the boundaries of port values (a port p cuts at p and p+1, a range at lo and hi+1)."""
+    for value in values:
+        value = _elem(value)
+        if isinstance(value, int):
+            points.update((value, value + 1))
+        elif isinstance(value, dict) and "range" in value:
+            points.update((value["range"][0], value["range"][1] + 1))
 
 
 def port_breakpoints(rs: Ruleset) -> set[int]:
@@ -326,27 +346,13 @@ def port_breakpoints(rs: Ruleset) -> set[int]:
     is treated identically by every rule, so one representative port per interval
     covers all 65,535 ports exactly."""
     points: set[int] = set()
-
-    def add(values: list[Any]) -> None:
-        for value in values:
-            value = _elem(value)
-            if isinstance(value, int):
-                points.update((value, value + 1))
-            elif isinstance(value, dict) and "range" in value:
-                points.update((value["range"][0], value["range"][1] + 1))
-
     for chain in rs.chains.values():
         for rule in chain.rules:
             for expr in rule:
                 m = expr.get("match")
-                if m and isinstance(m.get("left"), dict) and "payload" in m["left"]:
-                    if m["left"]["payload"].get("field") in ("dport",):
-                        add(_set_values(rs, chain, m.get("right")))
+                if m and isinstance(m.get("left"), dict) and m["left"].get("payload", {}).get("field") == "dport":
+                    _add_points(points, _set_values(rs, chain, m.get("right")))
     return points
-
-
-def ip_text(value: int) -> str:
-    return str(ipaddress.IPv4Address(value))
 
 
 def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
@@ -356,14 +362,6 @@ def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
     points: set[int] = set()
     seen: set[tuple[str, str, str]] = set()
 
-    def add(values: list[Any]) -> None:
-        for value in values:
-            value = _elem(value)
-            if isinstance(value, int):
-                points.update((value, value + 1))
-            elif isinstance(value, dict) and "range" in value:
-                points.update((value["range"][0], value["range"][1] + 1))
-
     def visit(chain: Chain) -> None:
         key = (chain.family, chain.table, chain.name)
         if key in seen:
@@ -371,42 +369,32 @@ def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
         seen.add(key)
         for rule in chain.rules:
             ports: list[Any] = []
-            targets: list[str] = []
+            targets: list[str | None] = []
             excluded = False
             for expr in rule:
                 m = expr.get("match")
                 if m is not None:
                     left, right, negate = m.get("left"), m.get("right"), m.get("op") == "!="
                     if _meta_key(left) in ("iifname", "iif"):
-                        hit = any(isinstance(v, str) and fnmatch.fnmatchcase(iif, v.replace("\\*", "*"))
-                                  for v in _set_values(rs, chain, right))
+                        hit = any(_iface_hit(iif, v) for v in _set_values(rs, chain, right))
                         excluded |= hit == negate
-                    elif isinstance(left, dict) and "payload" in left:
-                        field_proto = left["payload"].get("protocol")
-                        if left["payload"].get("field") == "dport":
-                            if field_proto not in (proto, "th"):
-                                excluded = True
-                            ports.extend(_set_values(rs, chain, right))
+                    elif isinstance(left, dict) and left.get("payload", {}).get("field") == "dport":
+                        excluded |= left["payload"].get("protocol") not in (proto, "th")
+                        ports.extend(_set_values(rs, chain, right))
                 elif "jump" in expr or "goto" in expr:
-                    targets.append((expr.get("jump") or expr.get("goto"))["target"])
+                    targets.append(_jump_target(expr))
                 elif "vmap" in expr:
+                    items = _vmap_items(expr["vmap"])
                     if _meta_key(expr["vmap"].get("key")) in ("iifname", "iif"):
-                        for k, verdict in _vmap_items(expr["vmap"]):
-                            if isinstance(k, str) and fnmatch.fnmatchcase(iif, k.replace("\\*", "*")):
-                                if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
-                                    targets.append((verdict.get("jump") or verdict.get("goto"))["target"])
-                                break
-                    else:
-                        for _k, verdict in _vmap_items(expr["vmap"]):
-                            if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
-                                targets.append((verdict.get("jump") or verdict.get("goto"))["target"])
+                        items = [next(((k, v) for k, v in items if _iface_hit(iif, k)), (None, None))]
+                    targets.extend(_jump_target(verdict) for _k, verdict in items)
                 if excluded:
                     break
             if excluded:
                 continue
-            add(ports)
+            _add_points(points, ports)
             for target in targets:
-                sub = rs.chains.get((chain.family, chain.table, target))
+                sub = rs.chains.get((chain.family, chain.table, target)) if target else None
                 if sub is not None:
                     visit(sub)
 

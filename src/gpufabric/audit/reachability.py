@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufabric.audit import intervals as iv
@@ -25,6 +25,10 @@ from gpufabric.spec.security import SecurityPolicy
 
 OTHER = "(other)"
 PROTOS = ("tcp", "udp")
+
+
+def _port_text(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -40,7 +44,7 @@ class Cell:
 
     @property
     def ports(self) -> str:
-        return str(self.port_lo) if self.port_lo == self.port_hi else f"{self.port_lo}-{self.port_hi}"
+        return _port_text(self.port_lo, self.port_hi)
 
     @property
     def verdict(self) -> str:
@@ -77,12 +81,10 @@ def intent(policy: SecurityPolicy) -> dict[tuple[str, str, str, str], tuple[tupl
     return spans
 
 
-def prove(
-    policy: SecurityPolicy, rulesets: Mapping[str, Ruleset], *, extra_points: Sequence[int] = ()
-) -> Proof:
+def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     """Evaluate every cell; ``rulesets`` maps host name -> its parsed ruleset (hosts that
     share a ruleset object are evaluated once). Cells come back merged: adjacent port
-    intervals with the same outcome form one cell."""
+    intervals with the same outcome form one cell, so the cells need no further merging."""
     start = time.perf_counter()
     addresses = policy.addresses()
     wanted = intent(policy)
@@ -128,7 +130,7 @@ def prove(
                 intent_spans = [wanted.get((name, role.name, plane_name, proto), ()) for name, _spans in srcs]
                 # This destination's own grid: the ports its reachable rules and its intent
                 # mention. Other roles' ports cannot change its outcome.
-                cut = {1, 65536, *extra_points}
+                cut = {1, 65536}
                 for rs in groups.values():
                     cut.update(rs.port_points(iif, proto))
                 for spans in intent_spans:
@@ -163,7 +165,7 @@ def prove(
                             last = Cell(src=name, dst=role.name, plane=plane_name, proto=proto, port_lo=lo,
                                         port_hi=hi, allowed=statuses[i], intended=intended[i])
                             cells.append(last)
-    unsupported = sorted({u for rs in {id(r): r for r in rulesets.values()}.values() for u in rs.unsupported})
+    unsupported = sorted({u for rs in rulesets.values() for u in rs.unsupported})
     return Proof(
         cells=cells, hosts_evaluated=hosts_done, rulesets_evaluated=len(canonical),
         evaluations=len(cache), cells_evaluated=cells_evaluated, missing_hosts=missing, unsupported=unsupported,
@@ -195,23 +197,6 @@ def cell_at(proof: Proof, src: str, dst: str, plane: str, proto: str, port: int)
     return None
 
 
-def merged(cells: Sequence[Cell]) -> list[Cell]:
-    """Adjacent port intervals with the same outcome joined, for display."""
-    out: list[Cell] = []
-    for cell in cells:
-        last = out[-1] if out else None
-        if (
-            last is not None and (last.src, last.dst, last.plane, last.proto, last.allowed, last.intended)
-            == (cell.src, cell.dst, cell.plane, cell.proto, cell.allowed, cell.intended)
-            and last.port_hi + 1 == cell.port_lo
-        ):
-            out[-1] = Cell(src=last.src, dst=last.dst, plane=last.plane, proto=last.proto, port_lo=last.port_lo,
-                           port_hi=cell.port_hi, allowed=last.allowed, intended=last.intended)
-        else:
-            out.append(cell)
-    return out
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Change:
     src: str
@@ -225,7 +210,7 @@ class Change:
 
     @property
     def ports(self) -> str:
-        return str(self.port_lo) if self.port_lo == self.port_hi else f"{self.port_lo}-{self.port_hi}"
+        return _port_text(self.port_lo, self.port_hi)
 
     @property
     def direction(self) -> str:

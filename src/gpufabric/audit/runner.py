@@ -8,7 +8,8 @@ from pathlib import Path
 from gpufabric.audit import checks_fabric, checks_host, checks_job, checks_nvmf  # noqa: F401  (registration)
 from gpufabric.audit.collect import Facts, from_directory
 from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
-from gpufabric.audit.reachability import Change, Proof, cell_at, diff, merged, prove
+from gpufabric.audit.nft import Ruleset
+from gpufabric.audit.reachability import Change, Proof, cell_at, diff, prove
 from gpufabric.errors import InputError
 
 RDMA_STATEMENT = (
@@ -26,9 +27,6 @@ class AuditReport:
     passed: list[str] = field(default_factory=list)
     proof: Proof | None = None
     changes: list[Change] | None = None
-
-    def worst(self) -> Severity | None:
-        return max((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
 
     def fails(self, threshold: Severity) -> bool:
         return any(f.severity.rank >= threshold.rank for f in self.findings)
@@ -48,7 +46,8 @@ def run_checks(facts: Facts, report: AuditReport) -> None:
             report.passed.append(check_id)
 
 
-def host_rulesets(facts: Facts) -> dict:
+def host_rulesets(facts: Facts) -> dict[str, Ruleset]:
+    """Host name -> parsed ruleset, for the policy's hosts that have one."""
     rulesets = {}
     for view in facts.hosts:
         if view.role is None:
@@ -77,8 +76,8 @@ def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
 
 def proof_findings(proof: Proof) -> list[Finding]:
     out = []
-    for cell in merged(proof.violations()):
-        what = ("allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked")
+    for cell in proof.violations():
+        what = "allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked"
         out.append(Finding(
             check_id="VER-01", severity=Severity.high, title="Plane-pair reachability differs from intent",
             subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import concurrent.futures
 import glob
 import importlib.metadata
-import json
 import os
 import platform
 import re
@@ -35,6 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpufabric.jsonable import to_jsonable
 
 UNAVAILABLE = "unavailable"
 
@@ -61,6 +62,9 @@ VOLATILE = (
     "pid",
     "host",  # differs between nodes by design; per-node drift is everything else
 )
+
+#: Keys a saved manifest carries from the JSON envelope, not from the host.
+_ENVELOPE = ("schema_version", "gpufabric_version")
 
 #: Python distributions whose version can change numerics or communication.
 PACKAGES = ("torch", "numpy", "safetensors", "gpufabric", "nvidia-nccl-cu12", "nvidia-nccl-cu13",
@@ -274,7 +278,7 @@ def collect(*, env: Mapping[str, str] | None = None, run: Any = None) -> dict[st
         "nccl_conf": _nccl_conf(env),
         "tuned_profile": _read("/etc/tuned/active_profile") or UNAVAILABLE,
         "topology": topology_text.strip() if topology_text else UNAVAILABLE,
-        "run": json.loads(json.dumps(run, default=str)) if run is not None else None,
+        "run": to_jsonable(run),
     }
     manifest["collect_duration_s"] = round(time.monotonic() - started, 3)
     return manifest
@@ -314,7 +318,7 @@ def diff(baseline: Mapping[str, Any], other: Mapping[str, Any]) -> list[Drift]:
     a, b = flatten(baseline), flatten(other)
     drift = []
     for key in sorted(set(a) | set(b)):
-        if _volatile(key) or key == "schema_version" or key == "gpufabric_version":
+        if _volatile(key) or key in _ENVELOPE:
             continue
         if a.get(key) != b.get(key):
             drift.append(Drift(key=key, baseline=a.get(key), other=b.get(key)))

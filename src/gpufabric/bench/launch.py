@@ -15,6 +15,7 @@ the data traffic to the data-plane interface of each host.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -247,24 +248,32 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:
-    """SIGTERM the command's whole process group, SIGKILL what survives (even if the leader exited)."""
+    """SIGTERM the command's whole process group, SIGKILL what survives (even if the leader exited).
+
+    After each signal it waits up to ``grace_s`` for the whole group (ranks under torchrun,
+    srun or mpirun included) to exit, so no rank outlives :func:`execute`.
+    """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             break
-        end = time.monotonic() + grace_s
-        while time.monotonic() < end:
-            proc.poll()
-            try:
-                os.killpg(proc.pid, 0)
-            except (ProcessLookupError, PermissionError):
-                break
-            time.sleep(0.02)
-        else:
-            continue
-        break
+        if _group_gone(proc, grace_s):
+            break
     proc.wait()
+
+
+def _group_gone(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait up to ``timeout_s`` for every process of ``proc``'s group to exit (reaping the leader)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
@@ -273,8 +282,6 @@ _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF
 
 def sbatch_wait(script: str, *, poll_s: float = 0.2) -> int:
     """Submit ``script`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
-    import re
-
     sub = subprocess.run(["sbatch", "--parsable", script], capture_output=True, text=True, check=False,
                          stdin=subprocess.DEVNULL)
     if sub.returncode:
@@ -304,8 +311,6 @@ def sbatch_wait(script: str, *, poll_s: float = 0.2) -> int:
 
 def _scancel(logs: Sequence[str]) -> None:
     """A killed launch can leave the batch job queued or running: cancel it by the id printed."""
-    import re
-
     for text in logs:
         for job in re.findall(r"Submitted batch job (\d+)", text):
             subprocess.run(["scancel", job], stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
 
+
 def _load_prctl():  # noqa: ANN202
     try:
         import ctypes
@@ -76,7 +77,7 @@ def _resolve(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
 
 
 def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM the child's process group, then SIGKILL it if anything is left.
+    """SIGTERM the child's process group, then SIGKILL it if anything is left; reaps the child.
 
     The group id is the child's pid (new session). The group is signalled even when the
     leader has already exited, because grandchildren may still hold it.
@@ -103,8 +104,8 @@ def _group_alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # a member changed user (setuid tool): still alive
+        pass
     return True
 
 
@@ -122,10 +123,14 @@ class _Drain:
             self._chunks.append(chunk)
         self._pipe.close()
 
+    def so_far(self) -> str:
+        return b"".join(self._chunks).decode("utf-8", errors="replace")
+
     def text(self, join_timeout_s: float = 1.0) -> str:
+        """Everything, once the pipe closes (or after ``join_timeout_s``)."""
         # A grandchild that escaped the group could keep the pipe open; never wait forever.
         self._thread.join(join_timeout_s)
-        return b"".join(self._chunks).decode("utf-8", errors="replace")
+        return self.so_far()
 
 
 def _spawn(argv: list[str], cwd: str | Path | None, env: Mapping[str, str] | None) -> subprocess.Popen:
@@ -252,9 +257,7 @@ class Server:
 
     def output(self) -> tuple[str, str]:
         """stdout and stderr so far (complete once the server is stopped)."""
-        return b"".join(self._out._chunks).decode(errors="replace"), b"".join(self._err._chunks).decode(
-            errors="replace"
-        )
+        return self._out.so_far(), self._err.so_far()
 
 
 @contextmanager
@@ -296,4 +299,3 @@ def start_server(
         yield server
     finally:
         _kill_group(proc)
-        proc.wait()

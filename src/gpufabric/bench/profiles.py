@@ -59,12 +59,15 @@ class FioProfile:
     subdir: str = ""                # files live in <scratch>/<subdir>; restore reuses the write's
     params: dict[str, str] = field(default_factory=dict)
 
+    @property
+    def directory_name(self) -> str:
+        return self.subdir or self.name
+
     def argv(self, scratch: Path) -> list[str]:
-        directory = scratch / (self.subdir or self.name)
         argv = [
             "fio",
             f"--name={self.name}",
-            f"--directory={directory}",
+            f"--directory={scratch / self.directory_name}",
             # Fixed names so checkpoint_restore finds what checkpoint_write wrote.
             "--filename_format=shard.$jobnum.$filenum",
             f"--rw={self.rw}",
@@ -88,10 +91,6 @@ class FioProfile:
             argv.append("--create_on_open=1")
         return argv
 
-    @property
-    def directory_name(self) -> str:
-        return self.subdir or self.name
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Iperf3Profile:
@@ -103,8 +102,8 @@ class Iperf3Profile:
     reverse: bool = False
     port: int = IPERF3_PORT
 
-    def server_argv(self, bind: str = "127.0.0.1") -> list[str]:
-        return ["iperf3", "-s", "-B", bind, "-p", str(self.port)]
+    def server_argv(self) -> list[str]:
+        return ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(self.port)]
 
     def argv(self, server: str = "127.0.0.1") -> list[str]:
         argv = ["iperf3", "-c", server, "-p", str(self.port), "-t", f"{self.duration_s:g}", "-P", str(self.streams), "-J"]
@@ -124,8 +123,8 @@ class SockperfProfile:
     port: int = SOCKPERF_PORT
     full_log: bool = True
 
-    def server_argv(self, bind: str = "127.0.0.1") -> list[str]:
-        return ["sockperf", "server", "-i", bind, "-p", str(self.port)] + (["--tcp"] if self.tcp else [])
+    def server_argv(self) -> list[str]:
+        return ["sockperf", "server", "-i", "127.0.0.1", "-p", str(self.port)] + (["--tcp"] if self.tcp else [])
 
     def argv(self, server: str = "127.0.0.1", log_path: Path | None = None) -> list[str]:
         argv = ["sockperf", "ping-pong", "-i", server, "-p", str(self.port), "-t", str(self.duration_s),
@@ -180,8 +179,6 @@ def build(suite: str, spec=None) -> SuiteProfiles:  # noqa: ANN001 - gpufabric.s
     )
     iperf3 = [Iperf3Profile(name="tcp", duration_s=knobs["iperf3_s"], streams=2)]
     sockperf = [SockperfProfile(name="udp", duration_s=int(knobs["sockperf_s"]))]
-    perftest: tuple[str, ...] = ()
-    nccl: tuple[str, ...] = ()
     if suite == "full":
         iperf3 += [Iperf3Profile(name="tcp_reverse", duration_s=knobs["iperf3_s"], streams=2, reverse=True),
                    Iperf3Profile(name="udp", duration_s=knobs["iperf3_s"], streams=1, udp=True, bitrate="1G")]

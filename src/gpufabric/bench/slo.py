@@ -127,9 +127,7 @@ def recommended(plan: Mapping[str, Any], path: str = "plan") -> dict[str, Any]:
     for candidate in plan["candidates"]:
         if candidate.get("id") == wanted:
             return candidate
-    if plan["candidates"]:
-        return plan["candidates"][0]
-    raise InputError(f"{path}: the plan has no candidates")
+    raise InputError(f"{path}: recommended candidate {wanted!r} is not among candidates[]")
 
 
 def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, step_time_s: float | None = None,

@@ -5,14 +5,20 @@ Durability: every result is written to the store (its own committed transaction)
 moment its test ends, so Ctrl-C or kill -9 keeps everything that finished. Ctrl-C ends
 the current tool (process.run kills its group), marks the run ``interrupted`` and judges
 what finished; kill -9 leaves the run ``running``, which ``gpufabric runs`` shows as
-interrupted.
+interrupted. A Ctrl-C whose KeyboardInterrupt Python swallows (it reports "Exception
+ignored" when the signal lands in an at-fork hook such as logging's while a tool is
+being spawned) still stops the suite, after the current test.
 """
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,7 +31,7 @@ from gpufabric.bench.runners import perftest as perftest_runner
 from gpufabric.bench.runners import sockperf as sockperf_runner
 from gpufabric.results.records import Outcome, Slo, Status, TestResult, Verdict
 
-SUITES = ("quick", "full")
+SUITES = tuple(profiles_mod.SUITES)
 
 #: Seconds a tool may run beyond its nominal duration (startup, warm-up, teardown):
 #: sockperf adds ~2.3 s of warm-up and setup to ``-t`` (this-machine.md item 3).
@@ -90,25 +96,21 @@ def plan_suite(suite: str, *, scratch: Path, spec: Any = None, repeats: int | No
         for repeat in range(1, n + 1):
             tests.append(sockperf_runner.plan(sp, scratch=scratch, timeout_s=timeout_s or sp.duration_s + GRACE_S,
                                               server_addr=server_addr, repeat=repeat))
-    if detect:
-        devices, no_device = perftest_runner.rdma_devices() if prof.perftest else ([], "")
-    else:
-        devices, no_device = ["<rdma-device>"], ""
+    devices, no_device = perftest_runner.rdma_devices() if detect else (["<rdma-device>"], "")
     for binary in prof.perftest:
-        first = perftest_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 60.0, devices=devices,
-                                     no_device_reason=no_device, server_addr=server_addr)
-        # A test known to be skipped is listed once, not once per repeat.
-        count = 1 if first.skip_reason else n
-        tests += [first] + [perftest_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 60.0, devices=devices,
-                                                 no_device_reason=no_device, server_addr=server_addr, repeat=r)
-                            for r in range(2, count + 1)]
+        tests += _repeated(partial(perftest_runner.plan, binary, scratch=scratch, timeout_s=timeout_s or 60.0,
+                                   devices=devices, no_device_reason=no_device, server_addr=server_addr), n)
     max_bytes = "128M" if suite == "quick" else "1G"
     for binary in prof.nccl:
-        first = nccl_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 600.0, max_bytes=max_bytes)
-        count = 1 if first.skip_reason else n
-        tests += [first] + [nccl_runner.plan(binary, scratch=scratch, timeout_s=timeout_s or 600.0,
-                                             max_bytes=max_bytes, repeat=r) for r in range(2, count + 1)]
+        tests += _repeated(partial(nccl_runner.plan, binary, scratch=scratch, timeout_s=timeout_s or 600.0,
+                                   max_bytes=max_bytes), n)
     return tests
+
+
+def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTest]:
+    """``plan(repeat=r)`` for each repeat; a test known to be skipped is listed once."""
+    first = plan(repeat=1)
+    return [first] if first.skip_reason else [first] + [plan(repeat=r) for r in range(2, repeats + 1)]
 
 
 def run_status(results: Sequence[TestResult], verdicts: Sequence[Verdict]) -> str:
@@ -127,22 +129,48 @@ def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: Result
 
     start = time.monotonic()
     results: list[TestResult] = []
-    interrupted = False
+    interrupted = threading.Event()
     try:
-        for index, test in enumerate(tests):
-            if progress:
-                progress(Progress(index=index, total=len(tests), test=test))
-            result = executor(test)
-            store.add_result(run_id, result)
-            results.append(result)
-            if progress:
-                progress(Progress(index=index, total=len(tests), test=test, result=result))
+        with _remember_sigint(interrupted):
+            for index, test in enumerate(tests):
+                if progress:
+                    progress(Progress(index=index, total=len(tests), test=test))
+                result = executor(test)
+                store.add_result(run_id, result)
+                results.append(result)
+                if progress:
+                    progress(Progress(index=index, total=len(tests), test=test, result=result))
+                if interrupted.is_set():  # the KeyboardInterrupt was swallowed
+                    break
     except KeyboardInterrupt:
-        interrupted = True
+        interrupted.set()
     verdicts = evaluate(results, slos) if slos else []
     if verdicts:
         store.add_verdicts(run_id, verdicts)
-    status = "interrupted" if interrupted else run_status(results, verdicts)
+    status = "interrupted" if interrupted.is_set() else run_status(results, verdicts)
     store.finish_run(run_id, status)
     return SuiteOutcome(run_id=run_id, results=tuple(results), verdicts=tuple(verdicts), status=status,
                         wall_s=time.monotonic() - start, tool_s=sum(r.duration_s for r in results))
+
+
+@contextmanager
+def _remember_sigint(interrupted: threading.Event) -> Iterator[None]:
+    """Record every SIGINT in ``interrupted`` before raising KeyboardInterrupt as usual.
+
+    Left alone outside the main thread (only it may set handlers) and when SIGINT does
+    not raise KeyboardInterrupt already (ignored, or handled by the embedding program).
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+
+    def handler(signum: int, frame) -> None:  # noqa: ANN001 - a frame object
+        interrupted.set()
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

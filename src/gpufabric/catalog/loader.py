@@ -19,12 +19,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
 from gpufabric.errors import CatalogError, SpecError
-from gpufabric.spec.loader import Located, parse_yaml
+from gpufabric.spec.loader import Located, did_you_mean, parse_yaml
 
 DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml")
 
@@ -59,9 +58,7 @@ def _get(table: dict[str, Any], key: str, what: str) -> Any:
     try:
         return table[key]
     except KeyError:
-        close = difflib.get_close_matches(key, sorted(table), n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(table))}"
-        raise CatalogError(f"unknown {what} id {key!r} ({hint})") from None
+        raise CatalogError(f"unknown {what} id {key!r} ({did_you_mean(key, sorted(table))})") from None
 
 
 def _is_figure(value: Any) -> bool:
@@ -98,17 +95,16 @@ class _Merged:
             return
         if not isinstance(data, dict):
             raise located.error((), "expected a mapping of catalog sections", f"sections: {', '.join(SECTIONS)}")
+        defaults = (located.file, "user", "user") if user else ("", "", "U")
         for section, entries in data.items():
             if section not in SECTIONS:
-                close = difflib.get_close_matches(str(section), list(SECTIONS), n=1)
-                fix = f"did you mean {close[0]!r}?" if close else f"sections: {', '.join(SECTIONS)}"
+                fix = did_you_mean(section, list(SECTIONS), "sections")
                 raise located.error((section,), f"unknown catalog section {section!r}", fix)
             if not isinstance(entries, dict):
                 raise located.error((section,), "expected a mapping of id to entry")
             for entry_id, entry in entries.items():
                 if not isinstance(entry, dict):
                     raise located.error((section, entry_id), "expected a mapping of fields")
-                defaults = (located.file, "user", "user") if user else ("", "", "U")
                 norm = _normalise(entry, *defaults)
                 target = self.data[section].setdefault(str(entry_id), {})
                 if user and target:
@@ -158,8 +154,7 @@ class _Merged:
                 ref = getattr(fabric, key)
                 if ref not in out[section]:
                     located = self.field_origin.get(("fabrics", fabric_id, key)) or self.origin[("fabrics", fabric_id)]
-                    close = difflib.get_close_matches(ref, sorted(out[section]), n=1)
-                    fix = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(out[section]))}"
+                    fix = did_you_mean(ref, sorted(out[section]))
                     raise located.error(("fabrics", fabric_id, key), f"unknown {section} id {ref!r}", fix)
         if "default" not in out["site"]:
             raise SpecError(file="catalog", field="site.default", message="the catalog needs a site entry 'default'")
@@ -167,16 +162,9 @@ class _Merged:
 
 @lru_cache(maxsize=1)
 def _shipped() -> tuple[Located, ...]:
-    """Shipped files, parsed with libyaml when available (positions are kept only for
-    user files: the shipped catalog is validated by the tests, and the pure-Python
-    position-keeping parser costs a tenth of a second per file)."""
+    """The shipped files, parsed once per process."""
     base = resources.files("gpufabric.catalog").joinpath("data")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return tuple(
-        Located(file=f"catalog/{name}", data=yaml.load(base.joinpath(name).read_text(encoding="utf-8"), Loader=loader),
-                key_positions={}, value_positions={})
-        for name in DATA_FILES
-    )
+    return tuple(parse_yaml(base.joinpath(name).read_text(encoding="utf-8"), f"catalog/{name}") for name in DATA_FILES)
 
 
 def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:

@@ -34,7 +34,7 @@ class Entry(BaseModel):
     """Base of every catalog entry: figures plus their provenance."""
 
     # No use_attribute_docstrings: pydantic would re-read this file's source at import
-    # (~0.2 s of the CLI's 2 s budget); the docstrings document the fields for readers.
+    # (~0.2 s at every CLI start); the docstrings document the fields for readers.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = ""
@@ -56,7 +56,7 @@ class Entry(BaseModel):
         out = dict(data)
         prov = dict(out.get("provenance") or {})
         for key, value in data.items():
-            if key in ("provenance",):
+            if key == "provenance":
                 continue
             if isinstance(value, dict) and "value" in value:
                 prov[key] = {
@@ -72,7 +72,7 @@ class Entry(BaseModel):
     def _every_figure_has_provenance(self) -> Entry:
         for key in type(self).model_fields:
             value = getattr(self, key)
-            if key in ("provenance",) or isinstance(value, bool) or not isinstance(value, (int, float)):
+            if key == "provenance" or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             if key in self.provenance:
                 continue
@@ -241,19 +241,7 @@ class Site(Entry):
     """Shared storage is sized to write one checkpoint in this time (as well as to hold them), s."""
 
 
-class CatalogModel(BaseModel):
-    """The whole catalog file (also the shape of a --catalog override file)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    gpus: dict[str, Gpu] = Field(default_factory=dict)
-    fabrics: dict[str, Fabric] = Field(default_factory=dict)
-    switches: dict[str, Switch] = Field(default_factory=dict)
-    optics: dict[str, Optic] = Field(default_factory=dict)
-    storage: dict[str, Storage] = Field(default_factory=dict)
-    site: dict[str, Site] = Field(default_factory=dict)
-
-
+#: Catalog sections (the top-level keys of a catalog or --catalog file) and their entry models.
 SECTIONS: dict[str, type[Entry]] = {
     "gpus": Gpu,
     "fabrics": Fabric,

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+from gpufabric.audit.findings import Severity
 from gpufabric.errors import InputError
+
+if TYPE_CHECKING:
+    from gpufabric.audit.runner import AuditReport
 
 
 class AuditFormat(str, enum.Enum):
     text = "text"
     json = "json"
     sarif = "sarif"
-
-
-class FailOn(str, enum.Enum):
-    critical = "critical"
-    high = "high"
-    medium = "medium"
-    low = "low"
-    info = "info"
 
 
 def register(app: typer.Typer) -> None:
@@ -33,16 +30,15 @@ def audit(
     live: bool = typer.Option(False, "--live", help="Audit this host: nft, ss, ip, files, environment, sysfs/configfs."),
     reachability: bool = typer.Option(False, "--reachability", help="Prove the allow matrix of every role/plane/port cell against the intent."),
     diff: tuple[Path, Path] | None = typer.Option(None, "--diff", help="OLD NEW: cells a change opens or closes."),
-    fail_on: FailOn = typer.Option(FailOn.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
+    fail_on: Severity = typer.Option(Severity.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
     fmt: AuditFormat = typer.Option(AuditFormat.text, "--format", help="Output format."),
 ) -> int:
     """Audit NVMe-oF, InfiniBand, RoCE, NCCL, PyTorch, host and firewall security; exit 1 on findings."""
     from gpufabric.audit import collect
-    from gpufabric.audit.findings import Severity
     from gpufabric.audit.runner import audit as run_audit
     from gpufabric.audit.runner import audit_diff
 
-    chosen = sum(x for x in (config is not None, live, diff is not None))
+    chosen = sum((config is not None, live, diff is not None))
     if chosen == 0:
         raise InputError("nothing to audit: give --config DIR, --live or --diff OLD NEW")
     if chosen > 1:
@@ -52,14 +48,12 @@ def audit(
     else:
         facts = collect.from_directory(config) if config is not None else collect.live()
         report = run_audit(facts, reachability=reachability)
-    threshold = Severity(fail_on.value)
-    code = 1 if report.fails(threshold) else 0
-    _emit(report, fmt, threshold, code)
+    code = 1 if report.fails(fail_on) else 0
+    _emit(report, fmt, fail_on, code)
     return code
 
 
-def _emit(report, fmt: AuditFormat, threshold, code: int) -> None:
-    from gpufabric.audit.reachability import merged
+def _emit(report: AuditReport, fmt: AuditFormat, threshold: Severity, code: int) -> None:
     from gpufabric.audit.runner import RDMA_STATEMENT
     from gpufabric.cli.output import print_json
 
@@ -84,7 +78,7 @@ def _emit(report, fmt: AuditFormat, threshold, code: int) -> None:
                 "missing_hosts": p.missing_hosts,
                 "matrix": [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
                             "allowed": c.allowed, "intended": c.intended, "verdict": c.verdict}
-                           for c in merged(p.allowed())],
+                           for c in p.allowed()],
             }
         if report.changes is not None:
             payload["changes"] = [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
@@ -100,7 +94,7 @@ def _emit(report, fmt: AuditFormat, threshold, code: int) -> None:
         echo(f"allow matrix ({p.cells_evaluated} cells over {p.hosts_evaluated} hosts, {p.rulesets_evaluated} distinct"
              f" rulesets, every port 1-65535; {p.seconds:.2f} s):")
         echo(f"  {'plane':<8} {'source':<12} {'destination':<12} {'proto/ports':<20} {'firewall':<8} {'intent':<7} verdict")
-        for c in merged(p.allowed()):
+        for c in p.allowed():
             echo(f"  {c.plane:<8} {c.src:<12} {c.dst:<12} {c.proto + '/' + c.ports:<20} {c.allowed:<8}"
                  f" {'yes' if c.intended else 'no':<7} {c.verdict}")
         echo("  every other cell: denied, as intended" if not p.violations() else "  every other cell: denied")

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console, to_jsonable
+from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 
 
@@ -93,10 +93,6 @@ def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tupl
     slos: list = []
     if plan is not None:
         plan_doc = slo.load_plan(plan)
-        if loaded is None and isinstance(plan_doc.get("spec"), dict):
-            from gpufabric.spec import Spec
-
-            loaded = Spec.model_validate(plan_doc["spec"])
         if loaded is None:
             typer.echo(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
                        " spec's sizes; only fabric and storage SLOs apply", err=True)
@@ -115,7 +111,7 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
         print_json({"dry_run": True, "tests": [
             {"name": t.name, "repeat": t.repeat, "argv": list(t.argv), "timeout_s": t.timeout_s,
              "server_argv": list(t.server.argv) if t.server else None, "skip_reason": t.skip_reason}
-            for t in tests], "slos": to_jsonable(slos)})
+            for t in tests], "slos": slos})
         return
     out = stdout_console()
     for t in tests:
@@ -129,12 +125,16 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
         out.print(f"#   {line}", markup=False)
 
 
-
-
 def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
          force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
          fmt: Format) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     from gpufabric.bench import scratch as scratch_mod
     from gpufabric.bench.fingerprint import collect as collect_fingerprint
@@ -170,21 +170,26 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
     return {"passed": 0, "failed": 1, "interrupted": 130}.get(outcome.status, 1)
 
 
-def _headline(result) -> str:  # noqa: ANN001 - TestResult
+def headline(result) -> str:  # noqa: ANN001 - TestResult
+    """The first metric of a result, for one-line listings ("" when it has none)."""
     if not result.metrics:
         return ""
     m = result.metrics[0]
     return f"{m.name}={m.value:.4g} {m.unit}"
 
 
+def result_row(result, **extra: Any) -> dict[str, Any]:  # noqa: ANN001 - TestResult
+    """A result's JSON entry in ``bench`` and ``ingest`` reports; ``extra`` adds keys."""
+    return {"name": result.name, **extra, "status": result.status.value, "reason": result.reason,
+            "warnings": result.params.get("quality_warnings", ""), "metrics": {m.name: m.value for m in result.metrics}}
+
+
 def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
     if fmt == Format.json:
         print_json({
             "run_id": outcome.run_id, "status": outcome.status, "wall_s": outcome.wall_s, "tool_s": outcome.tool_s,
-            "results": [{"name": r.name, "repeat": r.params.get("repeat"), "status": r.status.value, "reason": r.reason,
-                         "duration_s": r.duration_s, "warnings": r.params.get("quality_warnings", ""),
-                         "metrics": {m.name: m.value for m in r.metrics}} for r in outcome.results],
-            "verdicts": to_jsonable(list(outcome.verdicts)),
+            "results": [result_row(r, repeat=r.params.get("repeat"), duration_s=r.duration_s) for r in outcome.results],
+            "verdicts": outcome.verdicts,
         })
         return
     out = stdout_console()
@@ -194,7 +199,7 @@ def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
     for r in outcome.results:
         note = r.reason or r.params.get("quality_warnings", "")
         out.print(f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
-                  f"{_headline(r)}" + (f"  ({note})" if note else ""), markup=False)
+                  f"{headline(r)}" + (f"  ({note})" if note else ""), markup=False)
     if outcome.verdicts:
         out.print("verdicts:", markup=False)
         for v in outcome.verdicts:

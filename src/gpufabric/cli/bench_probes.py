@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import typer
 
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
-from gpufabric.units import parse_duration_s, parse_size
+from gpufabric.units import format_size, parse_duration_s, parse_size
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -74,6 +75,11 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
                          master_port=master_port, timeout_s=parse_duration_s(timeout),
                          init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
                          backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+
+
+def _argv() -> list[str]:
+    """The command line as the user typed it, stored with the run."""
+    return ["gpufabric", *sys.argv[1:]]
 
 
 def print_dry_run(prep: Any, fmt: Format) -> None:
@@ -151,7 +157,7 @@ def register(bench_app: typer.Typer) -> None:
         """torch.distributed collective sweeps: busbw per nccl-tests, p50/p99/CV, #wrong, stragglers."""
         from gpufabric.bench.probes import service
         from gpufabric.bench.probes.collectives import DTYPES
-        from gpufabric.bench.probes.stats import OPS
+        from gpufabric.model.collectives import OPS
 
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
@@ -162,12 +168,10 @@ def register(bench_app: typer.Typer) -> None:
                   "die_rank": die_rank if die_rank >= 0 else None, "die_after": parse_size(die_after)}
         if dry_run:
             return _dry_run("collectives", config, opts, fmt)
-        report, code = service.run_collectives(config, opts, db=db, argv=service.cli_argv())
+        report, code = service.run_collectives(config, opts, db=db, argv=_argv())
         if fmt is Format.json:
             print_json(report)
             return code
-        from gpufabric.units import format_size
-
         console = stdout_console()
         console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",
                       markup=False)
@@ -224,7 +228,7 @@ def register(bench_app: typer.Typer) -> None:
         if dry_run:
             return _dry_run("train", config, opts, fmt)
         report, code = service.run_train(config, opts, repeat=repeat, against=against, db=db,
-                                         argv=service.cli_argv(), env=dict(os.environ))
+                                         argv=_argv(), env=dict(os.environ))
         if fmt is Format.json:
             print_json(report)
             return code
@@ -279,7 +283,7 @@ def register(bench_app: typer.Typer) -> None:
             loaded = load_spec(spec).spec
         shape = checkpoint_shape(loaded, scale=scale)
         if size:
-            shape = type(shape)(**{**shape.as_config(), "total_bytes": parse_size(size)})
+            shape = replace(shape, total_bytes=parse_size(size))
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                               op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
@@ -288,12 +292,10 @@ def register(bench_app: typer.Typer) -> None:
                   "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
         if dry_run:
             return _dry_run("checkpoint", config, opts, fmt)
-        report, code = service.run_checkpoint(config, opts, db=db, argv=service.cli_argv())
+        report, code = service.run_checkpoint(config, opts, db=db, argv=_argv())
         if fmt is Format.json:
             print_json(report)
             return code
-        from gpufabric.units import format_size
-
         console = stdout_console()
         console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
         console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'write GB/s':>12}{'read s':>9}{'read GB/s':>11}"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.output import Format, print_json, stdout_console, to_jsonable
+from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
 
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
             except OSError as exc:
                 raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
         if fmt is Format.json:
-            print_json({"run_id": cal.run_id, "out": None if dry_run else str(out), "fits": to_jsonable(cal.fits),
+            print_json({"run_id": cal.run_id, "out": None if dry_run else str(out), "fits": cal.fits,
                         "override": cal.override, "before": cal.before, "after": cal.after,
                         "points": list(cal.comparison)})
             return 0

@@ -16,16 +16,18 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare)
 
 
-def _load(ref: str, store):  # noqa: ANN001, ANN202
+def _load(refs: tuple[str, str], db: Path | None) -> list:
+    """The runs of ``refs``: JSON report files are read as they are; the store is opened
+    only for run references, so comparing two files neither needs nor creates one."""
     from gpufabric.report import load_json_report
+    from gpufabric.results.store import Store
 
-    if ref.endswith(".json") or Path(ref).is_file():
-        return load_json_report(ref)
-    return store.get_run(ref)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None or not math.isfinite(value) else f"{value:.4g}"
+    is_file = [ref.endswith(".json") or Path(ref).is_file() for ref in refs]
+    stored = {}
+    if not all(is_file):
+        with Store.open(db) as store:
+            stored = {ref: store.get_run(ref) for ref, f in zip(refs, is_file) if not f}
+    return [load_json_report(ref) if f else stored[ref] for ref, f in zip(refs, is_file)]
 
 
 def compare(
@@ -41,15 +43,14 @@ def compare(
 
     Exit 1 when a metric got significantly worse by more than --tolerance.
     """
+    from gpufabric.report.common import num, pct
     from gpufabric.results.compare import Change, compare_runs, untestable_regressions
-    from gpufabric.results.store import Store
 
     if tolerance < 0:
         raise InputError(f"--tolerance must be >= 0, got {tolerance}")
     if not 0 < alpha < 1:
         raise InputError(f"--alpha must be between 0 and 1, got {alpha}")
-    with Store.open(db) as store:
-        a, b = _load(base, store), _load(cand, store)
+    a, b = _load((base, cand), db)
     result = compare_runs(a, b, tolerance=tolerance, alpha=alpha)
     failing = list(result.regressions) + (list(untestable_regressions(result)) if strict else [])
     if fmt is Format.json:
@@ -61,11 +62,10 @@ def compare(
                   markup=False)
     order = {Change.regression: 0, Change.untestable: 1, Change.improvement: 2, Change.missing: 3, Change.unchanged: 4}
     for d in sorted(result.deltas, key=lambda d: order[d.change]):
-        delta = "-" if d.delta is None or not math.isfinite(d.delta) else f"{d.delta:+.1%}"
         evidence = ((f"p={d.p_value:.2g}" if d.p_value > 0 else "p<1e-300") if d.p_value is not None else
                     f"CI [{d.ci_low:+.1%}, {d.ci_high:+.1%}]" if d.ci_low is not None and math.isfinite(d.ci_low) else "")
-        line = (f"{d.change.value.upper():12} {d.test} @{d.host} {d.metric}: {_num(d.base)} -> {_num(d.cand)} {d.unit}"
-                f" ({delta}, {d.direction.value} is better; {d.method}{', ' + evidence if evidence else ''})")
+        line = (f"{d.change.value.upper():12} {d.test} @{d.host} {d.metric}: {num(d.base)} -> {num(d.cand)} {d.unit}"
+                f" ({pct(d.delta)}, {d.direction.value} is better; {d.method}{', ' + evidence if evidence else ''})")
         if d.note:
             line += f" [{d.note}]"
         console.print(line, markup=False)

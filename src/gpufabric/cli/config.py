@@ -6,9 +6,8 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.output import Format
+from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
-
 
 #: Bundles larger than this are summarised per directory instead of listed file by file.
 MAX_LISTED = 80
@@ -28,8 +27,13 @@ def config(
     fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
-    from gpufabric.cli.output import print_json
-    from gpufabric.configure import KeySource, design_from_plan, design_from_spec, render_bundle, write_bundle
+    from gpufabric.configure import (
+        KeySource,
+        design_from_plan,
+        design_from_spec,
+        render_bundle,
+        write_bundle,
+    )
     from gpufabric.configure.bundle import MANIFEST
     from gpufabric.spec import load_spec
 
@@ -46,16 +50,15 @@ def config(
         if any(out.iterdir()) and not (out / MANIFEST).exists():
             raise InputError(f"--out {out} is not empty and holds no gpufabric bundle; choose an empty directory")
     bundle = render_bundle(spec, design, keys)
-    artefacts = sorted(bundle.artefacts, key=lambda a: a.path)
+    artefacts = bundle.sorted_artefacts()
     if not dry_run and out is not None:
         write_bundle(bundle, out)
-    files = [{"path": a.path, "mode": f"{a.mode:04o}", "secret": a.secret} for a in artefacts]
     if fmt is Format.json:
         print_json({
             "spec": spec.name, "dry_run": dry_run, "out": str(out) if out else None,
             "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind,
                        "source": design.source},
-            "policy_source": bundle.policy_source, "notes": bundle.notes, "files": files,
+            "policy_source": bundle.policy_source, "notes": bundle.notes, "files": bundle.file_list(),
         })
         return 0
     verb = "would write" if dry_run else "wrote"

@@ -16,12 +16,9 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.output import Format, print_json, stdout_console
-from gpufabric.errors import InputError, ParseError
-
-TOOLS = ("fio", "iperf3", "sockperf", "perftest", "nccl-tests")
-#: Result-name prefix per tool, matching the suite's names (nccl.all_reduce, fio.<job>, ...).
-PREFIX = {"fio": "fio", "iperf3": "iperf3", "sockperf": "sockperf", "perftest": "perftest", "nccl-tests": "nccl"}
+from gpufabric.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -38,45 +35,38 @@ def ingest(
     fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from gpufabric.bench.parsers import parser_for
+    from gpufabric.bench.parsers import TOOLS, parser_for
+    from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
+    from gpufabric.bench.suite import run_status
     from gpufabric.results.records import Status, TestResult
+    from gpufabric.results.verdicts import evaluate
 
     if tool not in TOOLS:
         raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)}")
     parse = parser_for(tool)
+    # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
+    prefix = "nccl" if tool == "nccl-tests" else tool
     results: list[TestResult] = []
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="strict")
+            mtime = path.stat().st_mtime
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise InputError(f"{path}: not a text file (is it {tool} output?)") from None
-        try:
-            parsed_list = parse(text, source=str(path))
-        except ParseError as exc:
-            if exc.source:
-                raise
-            raise ParseError(str(exc), source=str(path)) from None
-        for parsed in parsed_list:
-            params = {"file": str(path), **{f"tool_{k}": v for k, v in parsed.info.items()}}
-            if parsed.warnings:
-                params["quality_warnings"] = "; ".join(parsed.warnings)
+        for parsed in parse(text, source=str(path)):  # a ParseError names the file
             results.append(TestResult(
-                name=f"{PREFIX[tool]}.{parsed.case}", tool=tool,
+                name=f"{prefix}.{parsed.case}", tool=tool,
                 host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
                 status=Status.failed if parsed.error else Status.ok, metrics=parsed.metrics, reason=parsed.error,
-                started_at=path.stat().st_mtime, raw_output=text[:200_000], params=params))
+                started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT], params={"file": str(path), **parsed.params()}))
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
 
         slos = load_thresholds(thresholds)
-    from gpufabric.results.verdicts import evaluate
-
     verdicts = evaluate(results, slos) if slos else []
-    from gpufabric.bench.suite import run_status
-
     status = run_status(results, verdicts)
     run_id = None
     if not dry_run:
@@ -98,22 +88,16 @@ def ingest(
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:  # noqa: ANN001
     if fmt == Format.json:
-        from gpufabric.cli.output import to_jsonable
-
         print_json({"run_id": run_id, "dry_run": dry_run, "status": status,
-                    "results": [{"name": r.name, "host": r.host, "status": r.status.value, "reason": r.reason,
-                                 "file": r.params.get("file"), "warnings": r.params.get("quality_warnings", ""),
-                                 "metrics": {m.name: m.value for m in r.metrics}} for r in results],
-                    "verdicts": to_jsonable(verdicts)})
+                    "results": [result_row(r, host=r.host, file=r.params.get("file")) for r in results],
+                    "verdicts": verdicts})
         return
     out = stdout_console()
     head = "would import" if dry_run else f"imported as run {run_id}"
     out.print(f"{head}: {len(results)} results, {status}", markup=False)
     for r in results:
-        first = r.metrics[0] if r.metrics else None
-        headline = f"{first.name}={first.value:.4g} {first.unit}" if first else ""
         note = r.reason or r.params.get("quality_warnings", "")
-        out.print(f"  {r.name} [{r.host}] {r.status.value} {headline}  {r.params['file']}" + (f"  ({note})" if note else ""),
+        out.print(f"  {r.name} [{r.host}] {r.status.value} {headline(r)}  {r.params['file']}" + (f"  ({note})" if note else ""),
                   markup=False)
     for v in verdicts:
         out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}: {v.reason}", markup=False)

@@ -19,9 +19,8 @@ def init(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
 ) -> int:
     """Write an annotated example spec (a 1,024-GPU 70B run) to PATH, every field explained."""
-    from gpufabric.spec import parse_yaml, validate_model
+    from gpufabric.spec import Spec, parse_yaml, validate_model
     from gpufabric.spec.annotate import annotated_yaml
-    from gpufabric.spec.models import Spec
 
     if path.exists() and not force:
         raise InputError(f"{path} exists; pass --force to overwrite it")

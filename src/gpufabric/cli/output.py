@@ -5,12 +5,13 @@ from __future__ import annotations
 import enum
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from gpufabric import SCHEMA_VERSION, __version__
 from gpufabric.jsonable import to_jsonable
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 class Format(str, enum.Enum):
@@ -29,10 +30,15 @@ class ReportFormat(str, enum.Enum):
 
 
 def stdout_console() -> Console:
+    # Imported here (~50 ms): only the commands that print rich text pay for it.
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import ReportFormat
+from gpufabric.cli.output import ReportFormat, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -39,12 +39,10 @@ def plan(
     spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
     result = make_plan(spec, catalog)
     if fmt == ReportFormat.json:
-        from gpufabric.cli.output import print_json, to_jsonable
-
-        shown = _shown(result, top, default=None)
         print_json({
             "name": result.name,
-            "candidates": [_candidate_json(c, to_jsonable) for c in shown],
+            "candidates": [{k: getattr(c, k) for k in CANDIDATE_KEYS} | {"breakdown": c.breakdown}
+                           for c in _shown(result, top, default=None)],
             "pareto": result.pareto,
             "recommended": result.recommended,
             "runner_up": result.runner_up,
@@ -67,13 +65,6 @@ def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
     keep = result.candidates[:limit]
     rec = result.get(result.recommended)
     return keep if rec in keep else [rec, *keep[: limit - 1]]
-
-
-def _candidate_json(c: Any, to_jsonable: Any) -> dict[str, Any]:
-    out = {k: to_jsonable(getattr(c, k)) for k in CANDIDATE_KEYS}
-    out["violations"] = list(c.violations)
-    out["breakdown"] = to_jsonable(c.breakdown)
-    return out
 
 
 def _ok(c: Any) -> str:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.output import Format
+from gpufabric.cli.output import Format, print_json
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,6 @@ def collective(
 ) -> int:
     """Predict time, algbw and busbw of one collective (nccl-tests definitions, GB/s = 1e9 B/s)."""
     from gpufabric.catalog import load_catalog
-    from gpufabric.cli.output import print_json
     from gpufabric.model.collectives import predict_collective
     from gpufabric.units import format_size, parse_size
 

@@ -31,16 +31,12 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to FILE instead of stdout."),
 ) -> int:
     """Render one run: verdicts, results, charts (busbw vs size, latency CDFs, fio percentiles), fingerprint."""
-    from gpufabric.cli.output import print_json
-    from gpufabric.report import json_payload, render
+    from gpufabric.report import render
     from gpufabric.results.store import Store
 
     with Store.open(db) as store:
         record = store.get_run(run)
     kind = "markdown" if fmt is ReportKind.text else fmt.value
-    if out is None and kind == "json":
-        print_json(json_payload(record))
-        return 0
     text = render(record, kind)
     if out is None:
         sys.stdout.write(text)

@@ -32,7 +32,7 @@ def simulate(
     ranks: Optional[int] = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
     ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps simulated per run (default 10000)."),
+    steps: int = typer.Option(10_000, "--steps", help="Steps simulated per run."),
     train_steps: int = typer.Option(0, "--train-steps", help="Steps of the whole training run (default: --steps)."),
     runs: int = typer.Option(1, "--runs", help="Independent runs R (run-to-run spread)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
@@ -66,7 +66,7 @@ def simulate(
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
-        cfg, meta = _spec_config(spec, candidate, steps=10_000 if steps is None else steps, train_steps=train_steps, runs=runs,
+        cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
                                  seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
     else:
         if ranks is None:
@@ -74,7 +74,7 @@ def simulate(
         if candidate is not None:
             raise InputError("--candidate needs a SPEC")
         cfg = _synthetic_config(
-            ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=10_000 if steps is None else steps,
+            ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=steps,
             train_steps=train_steps, runs=runs, seed=seed, compute_ms=compute_ms, jitter=jitter, hiccup=hiccup,
             straggler=straggler, leaf_jitter=leaf_jitter, fixed_ms=fixed_ms, comm_latency=comm_latency,
             ring_steps=ring_steps, ring_width=ring_width, slow_links=slow_links, checkpoint_every=checkpoint_every,
@@ -118,6 +118,8 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
             raise InputError(f"{name} must be a finite number >= 0, got {value}")
     if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
         raise InputError("--ring-steps, --ring-width and --ranks-per-leaf must be >= 0")
+    if ranks < 1 or steps < 1 or ranks_per_node < 1:
+        raise InputError("--ranks, --steps and --ranks-per-node must be >= 1")
     base_s = compute_ms * 1e-3
     compute = Constant(value_s=base_s)
     if jitter:
@@ -137,8 +139,6 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
         )
     elif slow_links:
         raise InputError("--slow-links needs --comm-latency and --ring-steps")
-    if ranks < 1 or steps < 1:
-        raise InputError("--ranks and --steps must be >= 1")
     return SimConfig(
         num_ranks=ranks,
         ranks_per_node=ranks_per_node,
@@ -194,10 +194,10 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
 
 
 def _payload(r, meta: dict[str, Any]) -> dict[str, Any]:
-    from gpufabric.cli.output import to_jsonable
+    from gpufabric.jsonable import to_jsonable
 
     body = to_jsonable(r)
-    body.pop("step_times_s", None)
+    del body["step_times_s"]  # the raw samples: too large for the output
     return {**meta, **body}
 
 

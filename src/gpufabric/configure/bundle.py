@@ -47,6 +47,13 @@ class Bundle:
     def add(self, path: str, content: str, *, mode: int = 0o644, secret: bool = False) -> None:
         self.artefacts.append(Artefact(path=path, content=content, mode=0o600 if secret else mode, secret=secret))
 
+    def sorted_artefacts(self) -> list[Artefact]:
+        return sorted(self.artefacts, key=lambda a: a.path)
+
+    def file_list(self) -> list[dict[str, Any]]:
+        """Path, octal mode and secret flag of every artefact so far, by path (manifest.json, --format json)."""
+        return [{"path": a.path, "mode": f"{a.mode:04o}", "secret": a.secret} for a in self.sorted_artefacts()]
+
 
 def template_env() -> jinja2.Environment:
     return jinja2.Environment(
@@ -76,17 +83,15 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
     source = "the spec's security section" if spec.security is not None else "the least-privilege default (no security section)"
     bundle = Bundle(design=design, policy=policy, policy_source=source)
     env = template_env()
-    common = {"version": __version__, "spec_name": spec.name}
-    roles_by_kind: dict[str, list[str]] = {}
-    for role in policy.roles:
-        roles_by_kind.setdefault(role.kind, []).append(role.name)
-    if not roles_by_kind.get("compute"):
+    version = __version__
+    common = {"version": version, "spec_name": spec.name}
+    if not any(role.kind == "compute" for role in policy.roles):
         raise InputError("the security policy has no role of kind compute; add one")
-    for kind in ("control",):
-        if not policy.planes_of_kind(kind):
-            raise InputError(f"the security policy has no {kind} plane; NCCL bootstrap and rendezvous need one")
+    if not policy.planes_of_kind("control"):
+        raise InputError("the security policy has no control plane; NCCL bootstrap and rendezvous need one")
 
-    doc = json.dumps(policy_document(policy, design, spec), indent=2) + "\n"
+    document = policy_document(policy, design, spec)
+    doc = json.dumps(document, indent=2) + "\n"
     bundle.add("policy.json", doc)
     for role in policy.roles:
         base = f"roles/{role.name}"
@@ -94,16 +99,21 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         bundle.add(f"{base}/etc/nftables.conf", nftables.render_text(ruleset, env=env, **common), mode=0o755)
         bundle.add(f"{base}/etc/gpufabric/nftables.json", json.dumps(nftables.render_json(ruleset), indent=2) + "\n")
         bundle.add(f"{base}/etc/gpufabric/policy.json", doc)
-        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, role=role.name, **common))
-        bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, **common))
+        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, role=role.name, version=version))
+        bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, version=version))
         if role.kind == "compute":
-            bundle.add(f"{base}/etc/gpufabric/nccl.env", launch.nccl_env(env, spec=spec, policy=policy, design=design, role=role.name))
-            bundle.add(f"{base}/usr/local/bin/gpufabric-torchrun", launch.torchrun(env, policy=policy, role=role.name, **common), mode=0o755)
+            nccl = launch.nccl_env(env, spec=spec, policy=policy, design=design, role=role.name, version=version)
+            bundle.add(f"{base}/etc/gpufabric/nccl.env", nccl)
+            bundle.add(f"{base}/usr/local/bin/gpufabric-torchrun",
+                       launch.torchrun(env, policy=policy, role=role.name, version=version), mode=0o755)
         if role.kind == "login":
-            bundle.add(f"{base}/etc/gpufabric/train.sbatch", launch.sbatch(env, spec=spec, policy=policy), mode=0o755)
+            sbatch = launch.sbatch(env, spec=spec, policy=policy, version=version)
+            bundle.add(f"{base}/etc/gpufabric/train.sbatch", sbatch, mode=0o755)
         rdma_host = role.kind == "compute" or (role.kind == "storage" and design.storage_transport == "rdma")
         if design.fabric_kind == "roce" and rdma_host:
-            bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", fabric.roce_qos(env, policy=policy, role=role.name, **common), mode=0o755)
+            qos = fabric.roce_qos(env, policy=policy, role=role.name, version=version,
+                                  gpus_per_node=spec.cluster.gpus_per_node)
+            bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", qos, mode=0o755)
         if design.storage_transport == "tcp" and role.kind in ("compute", "storage"):
             bundle.add(f"{base}/etc/tlshd.conf", env.get_template("tlshd.conf.j2").render())
     if design.fabric_kind == "ib":
@@ -112,29 +122,27 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         bundle.add("fabric/etc/opensm/partitions.conf", env.get_template("partitions.conf.j2").render(partitions=parts, **common))
         bundle.add("fabric/etc/opensm/opensm.conf", fabric.opensm_conf(env, keys=keys, **common), secret=True)
     if design.storage_transport:
-        _storage(bundle, spec, policy, design, keys)
+        _storage(bundle, spec, policy, design, design.storage_transport, keys)
     elif design.storage != "local-nvme":
         bundle.notes.append(f"storage {design.storage} is not NVMe-oF: no target or host NVMe files were rendered")
     interfaces = ", ".join(p.interface or "" for p in policy.planes)
-    files = sorted(bundle.artefacts, key=lambda a: a.path)
     readme = env.get_template("README.md.j2").render(
-        design=design, policy=policy, policy_source=source, interfaces=interfaces, files=files, notes=bundle.notes,
+        design=design, policy=policy, policy_source=source, interfaces=interfaces, files=bundle.sorted_artefacts(),
+        notes=bundle.notes,
         dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, **common,
     )
     bundle.add("README.md", readme)
     manifest = {
         "schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, "kind": "gpufabric-config-bundle",
-        "spec": spec.name, "design": policy_document(policy, design, spec)["design"],
-        "hosts": [{"host": h, "role": r} for h, r in policy.hosts()],
-        "files": [{"path": a.path, "mode": f"{a.mode:04o}", "secret": a.secret} for a in sorted(bundle.artefacts, key=lambda a: a.path)],
+        "spec": spec.name, "design": document["design"], "hosts": document["hosts"],
+        "files": bundle.file_list(),
     }
     bundle.add(MANIFEST, json.dumps(manifest, indent=2) + "\n")
     _check_secrets(bundle, keys)
     return bundle
 
 
-def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, keys: KeySource) -> None:
-    transport = design.storage_transport or "tcp"
+def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, transport: str, keys: KeySource) -> None:
     targets = [h for r in policy.roles if r.kind == "storage" for h in r.host_names]
     initiators = [h for r in policy.roles if r.kind == "compute" for h in r.host_names]
     if not targets:
@@ -152,10 +160,8 @@ def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design,
     for target in targets:
         bundle.add(f"hosts/{target}/etc/nvmet/config.json", json.dumps(nvmet[target], indent=2) + "\n", secret=True)
         if psks:
-            lines = "".join(
-                f"NVMe0R01 {nvme.host_identity(spec.name, h).hostnqn} {nvmet[target]['subsystems'][0]['nqn']} {psks[(h, target)]}\n"
-                for h in initiators
-            )
+            lines = "".join(nvme.tls_key_line(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
+                            for h in initiators)
             bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
     for host in initiators:
         files = nvme.host_files(policy=policy, spec_name=spec.name, host=host, targets=targets, transport=transport,

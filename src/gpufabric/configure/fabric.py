@@ -15,7 +15,6 @@ class Partition:
     pkey: int
     members: str
     indx0: bool
-    sl: int | None
     comment: str
 
 
@@ -36,7 +35,7 @@ def partitions(policy: SecurityPolicy) -> tuple[list[Partition], list[str]]:
     for plane in policy.planes:
         if plane.pkey is None:
             continue
-        roles = [policy.role(r) for r in [r.name for r in policy.roles] if plane.name in policy.role_planes(r)]
+        roles = [r for r in policy.roles if plane.name in policy.role_planes(r.name)]
         has_storage = any(r.kind == "storage" for r in roles)
         members: list[str] = []
         comment = f"plane {plane.name} ({plane.kind}), roles: {', '.join(r.name for r in roles)}"
@@ -48,7 +47,7 @@ def partitions(policy: SecurityPolicy) -> tuple[list[Partition], list[str]]:
             members = ["ALL_CAS=full"]
             open_parts.append(f"{plane.name} (0x{plane.pkey:04x})")
         out.append(Partition(name=plane.name, pkey=plane.pkey, members=", ".join(members),
-                             indx0=plane.name == data_plane, sl=None, comment=comment))
+                             indx0=plane.name == data_plane, comment=comment))
     if open_parts:
         notes.append(f"partitions {', '.join(open_parts)} admit every CA because their roles list no port_guids;"
                      " set roles[].port_guids to restrict membership")
@@ -63,7 +62,8 @@ def opensm_conf(env: Any, *, keys: KeySource, version: str, spec_name: str) -> s
     )
 
 
-def rdma_hcas(policy: SecurityPolicy, gpus_per_node: int = 8) -> list[str]:
+def rdma_hcas(policy: SecurityPolicy, gpus_per_node: int) -> list[str]:
+    """The compute-data plane's HCAs, or one mlx5 device per GPU when the policy lists none."""
     plane = compute_data_plane(policy)
     hcas = policy.plane(plane).hcas if plane else []
     return list(hcas) or [f"mlx5_{i}:1" for i in range(gpus_per_node)]
@@ -74,8 +74,8 @@ def pfc_vector(priority: int) -> str:
     return ",".join("1" if i == priority else "0" for i in range(8))
 
 
-def roce_qos(env: Any, *, policy: SecurityPolicy, role: str, version: str, spec_name: str) -> str:
+def roce_qos(env: Any, *, policy: SecurityPolicy, role: str, version: str, gpus_per_node: int) -> str:
     return env.get_template("roce-qos.sh.j2").render(
         role=role, version=version, prio=policy.roce_priority, dscp=policy.rdma_tos >> 2, tos=policy.rdma_tos,
-        pfc=pfc_vector(policy.roce_priority), hcas=rdma_hcas(policy),
+        pfc=pfc_vector(policy.roce_priority), hcas=rdma_hcas(policy, gpus_per_node),
     )

@@ -69,14 +69,18 @@ class KeySource:
         return self._remember(f"0x{value:016x}")
 
 
+def _framed(prefix: str, key: bytes) -> str:
+    """``<prefix>:<base64(key || crc32le(key))>:``, the framing nvme-cli gives both secret kinds."""
+    crc = zlib.crc32(key).to_bytes(4, "little")
+    return f"{prefix}:{base64.b64encode(key + crc).decode()}:"
+
+
 def encode_dhchap(key: bytes, hmac_id: int) -> str:
     """nvme-cli's DH-HMAC-CHAP secret representation: base64 of the key followed by its
     CRC-32 (little endian), framed as ``DHHC-1:<hh>:...:``."""
-    crc = zlib.crc32(key).to_bytes(4, "little")
-    return f"DHHC-1:{hmac_id:02d}:{base64.b64encode(key + crc).decode()}:"
+    return _framed(f"DHHC-1:{hmac_id:02d}", key)
 
 
 def encode_tls_psk(key: bytes) -> str:
     """NVMe TLS PSK interchange format with SHA-256 (01): same framing as DH-HMAC-CHAP."""
-    crc = zlib.crc32(key).to_bytes(4, "little")
-    return f"NVMeTLSkey-1:01:{base64.b64encode(key + crc).decode()}:"
+    return _framed("NVMeTLSkey-1:01", key)

@@ -7,7 +7,14 @@ from typing import Any
 from gpufabric.configure.design import Design
 from gpufabric.configure.fabric import rdma_hcas
 from gpufabric.spec.models import Spec
-from gpufabric.spec.security import EPHEMERAL_RANGE, NCCL_RAS, TORCH_C10D, SecurityPolicy, parse_port
+from gpufabric.spec.security import (
+    EPHEMERAL_RANGE,
+    NCCL_RAS,
+    TORCH_C10D,
+    Plane,
+    SecurityPolicy,
+    parse_port,
+)
 
 #: NCCL picks the RoCE v2 GID automatically, "usually 3" for IPv4 (reference 3.7);
 #: pinning it makes the bootstrap deterministic and auditable (ROCE-05).
@@ -17,46 +24,41 @@ ROCE_GID_INDEX = 3
 BITWISE_CHANNELS = 16
 
 
-def control_plane(policy: SecurityPolicy):
+def control_plane(policy: SecurityPolicy) -> Plane:
     return policy.planes_of_kind("control")[0]
 
 
-def nccl_env(env: Any, *, spec: Spec, policy: SecurityPolicy, design: Design, role: str) -> str:
+def nccl_env(env: Any, *, spec: Spec, policy: SecurityPolicy, design: Design, role: str, version: str) -> str:
     data = policy.planes_of_kind("compute-data")
     pkey = data[0].pkey if data and data[0].pkey is not None else 0x7FFF
     return env.get_template("nccl.env.j2").render(
-        role=role, version=_version(), kind=design.fabric_kind, ctl_if=control_plane(policy).interface,
+        role=role, version=version, kind=design.fabric_kind, ctl_if=control_plane(policy).interface,
         hcas=rdma_hcas(policy, spec.cluster.gpus_per_node), gid_index=ROCE_GID_INDEX, tos=policy.rdma_tos,
         dscp=policy.rdma_tos >> 2, pkey=pkey, pkey_index=0, ras_port=NCCL_RAS,
         bitwise=spec.requirements.reproducibility == "bitwise", channels=BITWISE_CHANNELS,
     )
 
 
-def torchrun(env: Any, *, policy: SecurityPolicy, role: str, version: str, spec_name: str) -> str:
+def torchrun(env: Any, *, policy: SecurityPolicy, role: str, version: str) -> str:
     ctl = control_plane(policy)
     return env.get_template("torchrun.sh.j2").render(
         role=role, version=version, ctl_if=ctl.interface, ctl_cidr=ctl.cidr, rdzv_port=TORCH_C10D,
     )
 
 
-def sbatch(env: Any, *, spec: Spec, policy: SecurityPolicy) -> str:
+def sbatch(env: Any, *, spec: Spec, policy: SecurityPolicy, version: str) -> str:
     ctl = control_plane(policy)
     return env.get_template("train.sbatch.j2").render(
-        version=_version(), spec_name=spec.name, job_name=spec.name[:40], nodes=spec.cluster.nodes,
+        version=version, spec_name=spec.name, job_name=spec.name[:40], nodes=spec.cluster.nodes,
         gpus_per_node=spec.cluster.gpus_per_node, ctl_if=ctl.interface,
     )
 
 
-def tuned(env: Any, *, role: str, version: str, spec_name: str) -> str:
+def tuned(env: Any, *, role: str, version: str) -> str:
     return env.get_template("tuned.conf.j2").render(role=role, version=version)
 
 
-def sysctl(env: Any, *, role: str, version: str, spec_name: str) -> str:
+def sysctl(env: Any, *, role: str, version: str) -> str:
     low, high = parse_port(EPHEMERAL_RANGE)
     return env.get_template("sysctl.conf.j2").render(role=role, version=version, ephemeral_low=low, ephemeral_high=high)
 
-
-def _version() -> str:
-    from gpufabric import __version__
-
-    return __version__

@@ -93,6 +93,11 @@ def nvmet_config(
     }
 
 
+def tls_key_line(hostnqn: str, target_cfg: dict[str, Any], psk: str) -> str:
+    """One line of a TLS key import file: the PSK identity (``NVMe0R01 <hostnqn> <subnqn>``), then the PSK."""
+    return f"NVMe0R01 {hostnqn} {target_cfg['subsystems'][0]['nqn']} {psk}\n"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostNvmeFiles:
     hostnqn: str
@@ -131,10 +136,7 @@ def host_files(
     config = {"hosts": [{"hostnqn": ident.hostnqn, "hostid": ident.hostid, "hostsymname": host,
                          "dhchap_key": subsystems[0]["ports"][0]["dhchap_key"] if subsystems else "",
                          "subsystems": subsystems}]}
-    tls = "".join(
-        f"NVMe0R01 {ident.hostnqn} {nvmet[t]['subsystems'][0]['nqn']} {tls_psks[(host, t)]}\n"
-        for t in targets if (host, t) in tls_psks
-    )
+    tls = "".join(tls_key_line(ident.hostnqn, nvmet[t], tls_psks[(host, t)]) for t in targets if (host, t) in tls_psks)
     return HostNvmeFiles(hostnqn=ident.hostnqn + "\n", hostid=ident.hostid + "\n",
                          discovery_conf="\n".join(lines) + "\n", config_json=json.dumps(config, indent=2) + "\n",
                          tls_keys=tls)

@@ -23,7 +23,7 @@ import re
 import signal
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise:
     try:
         _ip("netns", "add", sw)
         _ip("-n", sw, "link", "set", "lo", "up")
-        for plane, bridge in BRIDGES.items():
+        for bridge in BRIDGES.values():
             _ip("-n", sw, "link", "add", bridge, "type", "bridge")
             _ip("-n", sw, "link", "set", bridge, "up")
         for i in range(1, hosts + 1):
@@ -151,7 +151,6 @@ def start_noise(name: str, plane: str) -> LabState:
     _check_plane(plane)
     state = _require(name)
     stop_noise(name)
-    state = _require(name)
     last = state.hosts
     log = STATE_DIR / f"{name}-noise.log"
     pids = []
@@ -167,7 +166,7 @@ def start_noise(name: str, plane: str) -> LabState:
                                    "-p", str(NOISE_PORT), "-t", "86400", "--bidir"], stdin=subprocess.DEVNULL,
                                   stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         pids.append(client.pid)
-    state = LabState(**{**asdict(state), "noise_plane": plane, "noise_pids": tuple(pids)})
+    state = replace(state, noise_plane=plane, noise_pids=tuple(pids))
     _save_state(state)
     return state
 
@@ -184,7 +183,7 @@ def stop_noise(name: str) -> None:
         return
     for pid in state.noise_pids:
         _kill_group(pid)
-    _save_state(LabState(**{**asdict(state), "noise_plane": "", "noise_pids": ()}))
+    _save_state(replace(state, noise_plane="", noise_pids=()))
 
 
 def _kill_group(pid: int) -> None:

@@ -1,1 +1,2 @@
-"""gpufabric.model"""
+"""Analytic models (formulas and sources: docs/models.md): collectives, topology, step, tail, storage,
+reliability, cost."""

@@ -91,16 +91,17 @@ def points(catalog: Catalog) -> list[Point]:
     return out
 
 
+def _shown(value: float, unit: str) -> str:
+    if unit == "bytes":  # decimal GB/TB
+        return f"{value / 1e9:,.0f} GB" if value < 1e12 else f"{value / 1e12:,.2f} TB"
+    return f"{value:.3g} {unit}"
+
+
 def render(catalog: Catalog) -> str:
     """The Markdown table of docs/accuracy.md."""
     rows = ["| quantity | setup | predicted | published | error % | kind | source |", "|---|---|---|---|---|---|---|"]
     for p in points(catalog):
-        pred, pub = p.predicted, p.published
-        if p.unit == "bytes":
-            fmt = lambda x: f"{x / 1e9:,.0f} GB" if x < 1e12 else f"{x / 1e12:,.2f} TB"  # noqa: E731
-            shown_pred, shown_pub = fmt(pred), fmt(pub)
-        else:
-            shown_pred, shown_pub = f"{pred:.3g} {p.unit}", f"{pub:.3g} {p.unit}"
+        shown_pred, shown_pub = (_shown(x, p.unit) for x in (p.predicted, p.published))
         rows.append(f"| {p.quantity} | {p.setup} | {shown_pred} | {shown_pub} | {p.error_pct:+.1f} | {p.kind} | {p.source} |")
     return "\n".join(rows)
 

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
+from gpufabric.model.topology import size_fabric, switch_hops
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p")
@@ -99,7 +100,8 @@ class CollectiveTimes:
     latency_steps: np.ndarray   # dependent inter-node latency steps of the chosen algorithm
 
 
-def _hw(kind: str, algo: str, proto: int, is_pci: Any) -> Any:
+def _hw(algo: str, proto: int, is_pci: Any) -> Any:
+    """Intra-node hardware latency of ``algo``/``proto``: NVLink, or PCIe where ``is_pci``."""
     return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto])
 
 
@@ -154,7 +156,7 @@ def collective_times(
         cands.append((ALGORITHMS.index(algo), proto, t, steps))
 
     for pi in range(3):
-        intra = _hw("nvlink", "ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+        intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
         inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
         base = BASE_LAT_US["ring"][pi]
         if pi == 0:
@@ -174,7 +176,7 @@ def collective_times(
             add("ring", pi, lat + S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.
-            t_intra = _hw("nvlink", "tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+            t_intra = _hw("tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
             t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
             tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
             lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
@@ -185,7 +187,7 @@ def collective_times(
             add("hierarchical", pi, lat_h + bw_h, 2 * (N - 1), multi & (g > 1))
             # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
             if pi != 1:
-                c_intra = _hw("nvlink", "collnet", pi, L.intra_is_pci)
+                c_intra = _hw("collnet", pi, L.intra_is_pci)
                 c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
                 cpf = (0.9 / 6, 0.0, 0.9)[pi]
                 intra_bw = np.maximum(nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3))
@@ -282,8 +284,6 @@ def predict_collective(
         InputError: unknown op or algorithm, or non-positive sizes/counts.
         CatalogError: unknown gpu or fabric id.
     """
-    from gpufabric.model.topology import size_fabric, switch_hops
-
     if nodes < 1 or gpus_per_node < 1:
         raise InputError(f"nodes and gpus-per-node must be >= 1, got {nodes} and {gpus_per_node}")
     if size_bytes < 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as _np
+import numpy as np
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,22 +60,22 @@ TP_OVERLAP = 0.5
 DP_OVERLAP_EFFICIENCY = 0.8
 
 
-def training_flops_per_step(params: _np.ndarray | float, tokens: _np.ndarray | float) -> _np.ndarray:
+def training_flops_per_step(params: np.ndarray | float, tokens: np.ndarray | float) -> np.ndarray:
     """Model FLOPs of one step: 6 P T (Kaplan et al. 2020; the MFU convention of the spec)."""
-    return 6.0 * _np.asarray(params, dtype=float) * _np.asarray(tokens, dtype=float)
+    return 6.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
-def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, mfu: object) -> _np.ndarray:
+def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, mfu: object) -> np.ndarray:
     """Per-rank compute time of one step: F / (N peak MFU)."""
-    return _np.asarray(flops) / (_np.asarray(num_gpus) * _np.asarray(peak_tflops) * 1e12 * _np.asarray(mfu))
+    return np.asarray(flops) / (np.asarray(num_gpus) * np.asarray(peak_tflops) * 1e12 * np.asarray(mfu))
 
 
-def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> _np.ndarray:
+def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> np.ndarray:
     """1F1B pipeline bubble: compute * (pp - 1) / (v m), v interleaved stages (Narayanan et al. SC'21)."""
-    return _np.asarray(compute_s) * (_np.asarray(pp) - 1) / (_np.asarray(virtual_stages) * _np.asarray(microbatches))
+    return np.asarray(compute_s) * (np.asarray(pp) - 1) / (np.asarray(virtual_stages) * np.asarray(microbatches))
 
 
-def exposed_dp_s(dp_time_s: object, compute_s: object, microbatches: object) -> _np.ndarray:
+def exposed_dp_s(dp_time_s: object, compute_s: object, microbatches: object) -> np.ndarray:
     """DP reduction not hidden behind the last microbatch's backward (2/3 of its compute)."""
-    window = DP_OVERLAP_EFFICIENCY * (2.0 / 3.0) * _np.asarray(compute_s) / _np.asarray(microbatches)
-    return _np.maximum(0.0, _np.asarray(dp_time_s) - window)
+    window = DP_OVERLAP_EFFICIENCY * (2.0 / 3.0) * np.asarray(compute_s) / np.asarray(microbatches)
+    return np.maximum(0.0, np.asarray(dp_time_s) - window)

@@ -22,7 +22,7 @@ import json
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ import numpy as np
 import yaml
 from scipy.optimize import nnls
 
-from gpufabric.model.collectives import busbw_factor
+from gpufabric.bench.probes.stats import busbw_gbps
 from gpufabric.errors import InputError
+from gpufabric.model.collectives import busbw_factor
 
 #: Size the model is asked for its bandwidth asymptote (large enough that latency is < 1%).
 _ASYMPTOTE_BYTES = 16 << 30
@@ -67,16 +68,13 @@ def points_from_run(run: Any) -> list[Point]:
             continue
         n = int(p.get("num_ranks", "0") or 0)
         hosts = json.loads(p["rank_hosts"]) if "rank_hosts" in p else {}
-        nodes = max(1, len(set(hosts.values()))) if hosts else int(p.get("nodes", "1"))
+        nodes = len(set(hosts.values())) if hosts else int(p.get("nodes", "1"))
+        size = int(p["size_bytes"])
         busbw = r.metric("busbw_gbps")
-        out.append(Point(op=p["op"], size_bytes=int(p["size_bytes"]), time_us=t.value, num_ranks=n, nodes=nodes,
+        out.append(Point(op=p["op"], size_bytes=size, time_us=t.value, num_ranks=n, nodes=nodes,
                          gpus_per_node=max(1, n // nodes),
-                         busbw_gbps=busbw.value if busbw else p_busbw(p["op"], int(p["size_bytes"]), t.value, n)))
+                         busbw_gbps=busbw.value if busbw else busbw_gbps(p["op"], size, t.value * 1e-6, n)))
     return out
-
-
-def p_busbw(op: str, size: int, time_us: float, n: int) -> float:
-    return size / (time_us * 1e-6) / 1e9 * busbw_factor(op, n)
 
 
 def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
@@ -129,8 +127,8 @@ def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
     """Fit alpha/beta per link class of ``run`` and build the override for ``gpu``/``fabric``/``storage``."""
     points = points_from_run(run)
     catalog = _load(base_catalog)
-    catalog.gpu(gpu)
-    catalog.fabric(fabric)
+    gpu_entry = catalog.gpu(gpu)
+    fab = catalog.fabric(fabric)
     groups: dict[str, list[Point]] = defaultdict(list)
     for p in points:
         groups["inter" if p.nodes > 1 else "intra"].append(p)
@@ -139,10 +137,9 @@ def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
         raise InputError(f"run {run.id} has no collective sweep results (or fio results with --storage) to fit")
     fits = tuple(fit_alpha_beta(groups[c], c) for c in ("inter", "intra") if c in groups)
     stamp = {"source": f"measured, run {run.id}", "as_of": datetime.date.today().isoformat(), "tag": "user"}
-    fab = catalog.fabric(fabric)
     fab_fields = {"nic_line_gbps": float(fab.nic_line_gbps), "nic_efficiency": float(fab.nic_efficiency),
                   "net_latency_scale": float(fab.net_latency_scale)}
-    gpu_fields = {"nvlink_busbw_gbps": float(catalog.gpu(gpu).nvlink_busbw_gbps)}
+    gpu_fields = {"nvlink_busbw_gbps": float(gpu_entry.nvlink_busbw_gbps)}
     with tempfile.TemporaryDirectory(prefix="gpufabric-calibrate-") as tmp:
         path = Path(tmp) / "override.yaml"
 
@@ -160,8 +157,8 @@ def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
             path.write_text(yaml.safe_dump(doc(), sort_keys=False), encoding="utf-8")
             cat = _load([*base_catalog, path])
             for fit in fits:
-                big = [p for p in groups[fit.link_class] if p.size_bytes == max(q.size_bytes for q in groups[fit.link_class])][0]
-                asym = _predict(Point(**{**_as_dict(big), "size_bytes": _ASYMPTOTE_BYTES}), cat, gpu, fabric)
+                big = max(groups[fit.link_class], key=lambda p: p.size_bytes)
+                asym = _predict(replace(big, size_bytes=_ASYMPTOTE_BYTES), cat, gpu, fabric)
                 if fit.link_class == "inter":
                     eff = fab_fields["nic_efficiency"] * fit.beta_gbps / asym
                     if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong
@@ -188,10 +185,6 @@ def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
                              "predicted_before_gbps": _predict(p, catalog, gpu, fabric),
                              "predicted_after_gbps": _predict(p, after_cat, gpu, fabric)})
     return Calibration(run_id=run.id, fits=fits, override=final, before=before, after=after, comparison=tuple(rows))
-
-
-def _as_dict(p: Point) -> dict[str, Any]:
-    return {f: getattr(p, f) for f in p.__slots__}
 
 
 def _storage_fields(run: Any) -> dict[str, float]:

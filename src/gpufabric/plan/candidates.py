@@ -1,4 +1,4 @@
-"""Candidate records and requirement checks."""
+"""Evaluate a spec's designs into :class:`Candidate` records, with their requirement checks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gpufabric.catalog import Catalog
 from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.step import StepBreakdown
 from gpufabric.plan.evaluate import Candidate, evaluate_table
-from gpufabric.plan.table import Design, Table, build_table, concat_tables, enumerate_designs, scale_table
+from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
 
@@ -36,35 +36,32 @@ def violations_of(spec: Spec, out: dict[str, np.ndarray], i: int) -> tuple[str, 
 def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated columns."""
     records = []
-    n = spec.num_gpus
     for i, d in enumerate(designs):
+        r = {name: float(col[i]) for name, col in out.items()}
         bd = StepBreakdown(
-            step_time_s=float(out["step_time_det_s"][i]), compute_s=float(out["compute_s"][i]),
-            bubble_s=float(out["bubble_s"][i]), comm_exposed_s=float(out["comm_exposed_s"][i]),
-            dependent_latency_steps=int(round(out["dependent_steps"][i])),
-            latency_per_step_s=float(out["latency_per_step_s"][i]), jitter_per_step_s=float(out["jitter_per_step_s"][i]),
-            num_ranks=n, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(out["nodes_per_leaf"][i]),
-            checkpoint_write_s=float(out["checkpoint_write_s"][i]), checkpoint_block_s=float(out["checkpoint_block_s"][i]),
+            step_time_s=r["step_time_det_s"], compute_s=r["compute_s"], bubble_s=r["bubble_s"],
+            comm_exposed_s=r["comm_exposed_s"], dependent_latency_steps=round(r["dependent_steps"]),
+            latency_per_step_s=r["latency_per_step_s"], jitter_per_step_s=r["jitter_per_step_s"],
+            num_ranks=spec.num_gpus, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(r["nodes_per_leaf"]),
+            checkpoint_write_s=r["checkpoint_write_s"], checkpoint_block_s=r["checkpoint_block_s"],
             checkpoint_interval_s=spec.workload.checkpoint.interval_min * 60.0,
-            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=float(out["restart_s"][i]),
-            job_mttf_s=float(out["job_mttf_s"][i]), compute_cv=float(out["compute_cv"][i]),
-            hiccup_prob=float(out["hiccup_prob"][i]), hiccup_s=float(out["hiccup_s"][i]),
-            checkpoint_lag_s=float(out["checkpoint_lag_s"][i]),
+            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=r["restart_s"],
+            job_mttf_s=r["job_mttf_s"], compute_cv=r["compute_cv"], hiccup_prob=r["hiccup_prob"],
+            hiccup_s=r["hiccup_s"], checkpoint_lag_s=r["checkpoint_lag_s"],
         )
         v = violations_of(spec, out, i)
-        f = lambda k: float(out[k][i])  # noqa: E731
         records.append(Candidate(
             id=d.id, fabric=d.fabric, topology=d.topology, oversubscription=d.oversubscription, storage=d.storage,
-            tiers=int(out["tiers"][i]), step_time_s=f("step_time_s"), step_time_p99_s=f("step_time_p99_s"),
-            step_time_cv=f("step_time_cv"), comm_exposed_s=f("comm_exposed_s"), checkpoint_write_s=f("checkpoint_write_s"),
-            checkpoint_stall_fraction=f("checkpoint_stall_fraction"), goodput=f("goodput"),
-            time_to_train_days=f("time_to_train_days"), capex_usd=f("capex_usd"), network_capex_usd=f("network_capex_usd"),
-            storage_capex_usd=f("storage_capex_usd"), usd_per_gpu_hour=f("usd_per_gpu_hour"), run_cost_usd=f("run_cost_usd"),
-            network_wait_usd=f("network_wait_usd"), storage_wait_usd=f("storage_wait_usd"),
-            dp_algorithm=ALGORITHMS[int(out["dp_algorithm"][i])] if spec.workload.parallelism.dp > 1 else "none",
-            switches=int(out["switches"][i]), transceivers=int(out["transceivers"][i]), cables=int(out["cables"][i]),
-            power_kw=f("power_kw"), dataset_read_gbps_needed=f("dataset_read_gbps_needed"),
-            storage_read_gbps=f("storage_read_gbps"), young_interval_min=f("young_interval_s") / 60,
+            tiers=int(r["tiers"]), step_time_s=r["step_time_s"], step_time_p99_s=r["step_time_p99_s"],
+            step_time_cv=r["step_time_cv"], comm_exposed_s=r["comm_exposed_s"], checkpoint_write_s=r["checkpoint_write_s"],
+            checkpoint_stall_fraction=r["checkpoint_stall_fraction"], goodput=r["goodput"],
+            time_to_train_days=r["time_to_train_days"], capex_usd=r["capex_usd"], network_capex_usd=r["network_capex_usd"],
+            storage_capex_usd=r["storage_capex_usd"], usd_per_gpu_hour=r["usd_per_gpu_hour"], run_cost_usd=r["run_cost_usd"],
+            network_wait_usd=r["network_wait_usd"], storage_wait_usd=r["storage_wait_usd"],
+            dp_algorithm=ALGORITHMS[int(r["dp_algorithm"])] if spec.workload.parallelism.dp > 1 else "none",
+            switches=int(r["switches"]), transceivers=int(r["transceivers"]), cables=int(r["cables"]),
+            power_kw=r["power_kw"], dataset_read_gbps_needed=r["dataset_read_gbps_needed"],
+            storage_read_gbps=r["storage_read_gbps"], young_interval_min=r["young_interval_s"] / 60,
             meets_requirements=not v, violations=v, breakdown=bd,
         ))
     return records
@@ -88,8 +85,4 @@ def evaluate_candidates(spec: Spec, catalog: Catalog, *, network_latency: float 
     Args:
         network_latency, storage_latency: multipliers for sensitivity analysis.
     """
-    designs = enumerate_designs(spec)
-    table: Table = build_table(spec, catalog, designs)
-    if network_latency != 1.0 or storage_latency != 1.0:
-        table = scale_table(table, network_latency=network_latency, storage_latency=storage_latency)
-    return to_records(spec, designs, evaluate_table(table))
+    return evaluate_scenarios(spec, catalog, [(network_latency, storage_latency)])[0]

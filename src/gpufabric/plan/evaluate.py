@@ -129,7 +129,7 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
     train_s = steps_total * tail.mean_s / np.maximum(good, 1e-9)
 
     # Cost.
-    nics = G
+    nics = G  # one scale-out NIC per GPU
     net_usd = cost.network_capex_usd(switches=size.switches, switch_usd=t["switch_usd"], nic_xcvrs=size.nic_transceivers,
                                      nic_xcvr_usd=t["nic_xcvr_usd"], switch_xcvrs=size.switch_transceivers,
                                      switch_xcvr_usd=t["sw_xcvr_usd"], cables=size.cables, cable_usd=t["cable_usd"],
@@ -149,7 +149,7 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
         "step_time_s": tail.mean_s, "step_time_det_s": step_det, "step_time_p99_s": tail.p99_s, "step_time_cv": tail.cv,
         "compute_s": compute, "bubble_s": bubble, "comm_exposed_s": comm, "tp_exposed_s": tp_exp, "dp_exposed_s": dp_exp,
         "pp_exposed_s": pp_exp, "ep_exposed_s": ep_exp, "dp_allreduce_s": t_dp, "dp_algorithm": algo_dp,
-        "dependent_steps": dep_steps, "latency_per_step_s": (HW_LAT_US["net"]["ring"][2] * t["net_scale"] + (hops_dp - 1) * t["switch_ns"] / 1e3) * 1e-6,
+        "dependent_steps": dep_steps, "latency_per_step_s": (HW_LAT_US["net"]["ring"][2] * t["net_scale"] + links_dp.extra_hop_us) * 1e-6,
         "jitter_per_step_s": t["jitter_us"] * 1e-6 * congestion, "nodes_per_leaf": size.nodes_per_leaf,
         "compute_cv": t["compute_cv"], "hiccup_prob": hiccup_q, "hiccup_s": t["hiccup_ms"] * 1e-3, "checkpoint_lag_s": lag,
         "checkpoint_bytes": ckpt, "checkpoint_write_s": write_s, "checkpoint_block_s": block, "checkpoint_durable_s": write_s + drain_s,

@@ -5,7 +5,8 @@
   when none does.
 - Recommendation: the frontier candidate with the lowest cost of the whole run (it
   prices time: a faster design finishes sooner and costs fewer GPU-hours); ties go to
-  the shorter run, then the lower capex.
+  the shorter run, then the lower capex. When no design meets every requirement, the
+  frontier candidate with the fewest violations comes first.
 - Binding constraint: the requirement most often violated by the designs that would
   have been cheaper than the recommendation.
 - Sensitivity: the plan again with network latency and jitter doubled, and with storage
@@ -45,6 +46,8 @@ def rank(cands: Sequence[Candidate]) -> list[Candidate]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recommendation:
+    """The chosen design, the frontier it was taken from, and the reasons in plain language."""
+
     pareto: list[str]
     recommended: str
     runner_up: str | None
@@ -90,10 +93,9 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     feasible = [c for c in cands if c.meets_requirements]
     pool = feasible or list(cands)
     front = pareto_front(pool)
-    on_front = [c for c in pool if c.id in set(front)]
-    best = rank(on_front)[0]
-    if not feasible:
-        best = min(on_front, key=lambda c: (len(c.violations), c.run_cost_usd, c.time_to_train_days))
+    on_front_ids = set(front)
+    on_front = [c for c in pool if c.id in on_front_ids]
+    best = rank(on_front)[0]  # with no feasible design: fewest violations, then cheapest run
     others = [c for c in rank(pool) if c.id != best.id]
     # The runner-up answers "why not the other fabric?" first, then "why not the other storage?".
     runner = next((c for c in others if c.fabric != best.fabric),
@@ -157,8 +159,7 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives, tail) and "
                      f"{_money(best.storage_wait_usd)} on checkpoints, lost work and restores.")
     bd = best.breakdown
-    is_sync = abs(bd.checkpoint_block_s - bd.checkpoint_write_s) < 1e-9
-    if is_sync and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
+    if not bd.checkpoint_async and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
         lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
                      f"{best.young_interval_min:.0f} min, well under the spec's {bd.checkpoint_interval_s / 60:.0f} min.")
     return Recommendation(pareto=front, recommended=best.id, runner_up=runner.id if runner else None, binding=binding,

@@ -5,28 +5,22 @@ from __future__ import annotations
 import json
 
 from gpufabric import SCHEMA_VERSION, __version__
-from gpufabric.results.codec import run_to_dict
+from gpufabric.errors import InputError
+from gpufabric.results.codec import run_from_dict, run_to_dict
 from gpufabric.results.records import RunRecord
 
 FORMATS = ("html", "json", "junit", "markdown")
 
 
-def json_payload(run: RunRecord) -> dict:
-    """The JSON report's body: ``{"run": {...}}`` with results, samples, verdicts, fingerprint."""
-    return {"run": run_to_dict(run)}
-
-
 def render_json(run: RunRecord) -> str:
-    """The run as JSON with ``schema_version``; ``compare`` reads it back as a baseline."""
-    payload = {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, **json_payload(run)}
+    """``{"schema_version", "gpufabric_version", "run": {...}}`` with results, samples, verdicts and
+    fingerprint; ``compare`` reads it back as a baseline."""
+    payload = {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, "run": run_to_dict(run)}
     return json.dumps(payload, indent=2) + "\n"
 
 
 def load_json_report(path: str) -> RunRecord:
     """A run from a file written by ``gpufabric report --format json``."""
-    from gpufabric.errors import InputError
-    from gpufabric.results.codec import run_from_dict
-
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)

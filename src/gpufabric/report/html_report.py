@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from gpufabric.report import common, plots, series
 from gpufabric.results.records import RunRecord
 from gpufabric.results.stats import summarize
@@ -30,7 +28,7 @@ def render_html(run: RunRecord) -> str:
     others = [s for s in series.percentile_series(run) if s not in fio]
     if others:
         charts.append(("latency percentiles", plots.percentile_chart(others, title="Latency percentiles")))
-    summaries = [(label, summarize(np.asarray(values), unit=unit)) for label, unit, values in samples]
+    summaries = [(label, summarize(values, unit=unit)) for label, unit, values in samples]
     return env.get_template("report.html.j2").render(
         run=run,
         started=common.when(run.started_at),

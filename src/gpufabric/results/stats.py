@@ -224,7 +224,8 @@ def _build(*, n: int, mean: float, m2: float, lo: float, hi: float, pct: dict[st
     cv = std / abs(mean) if n and mean != 0 else math.nan
     return Summary(
         count=n, mean=mean, std=std, cv=cv, min=lo, max=hi, **pct, unit=unit, percentiles_exact=exact, m2=m2,
-        sketch=sketch, histogram=_histogram(sketch, lo, hi, unit, sorted_values), warnings=_warnings(n, mean, std, cv, dropped, unit),
+        sketch=sketch, histogram=_histogram(sketch, n, lo, hi, unit, sorted_values),
+        warnings=_warnings(n, mean, std, cv, dropped, unit),
     )
 
 
@@ -257,13 +258,12 @@ def _warnings(n: int, mean: float, std: float, cv: float, dropped: int, unit: st
 HIST_BINS = 40
 
 
-def _histogram(sketch: Sketch, lo: float, hi: float, unit: str, sorted_values: np.ndarray | None) -> Histogram:
+def _histogram(sketch: Sketch, n: int, lo: float, hi: float, unit: str, sorted_values: np.ndarray | None) -> Histogram:
     """Exact counts from the sorted samples when there are any, else (after a merge) from the sketch."""
-    values, counts = sketch.values_counts()
-    if not values.size or not (math.isfinite(lo) and math.isfinite(hi)):
+    if n == 0:
         return Histogram(edges=(), counts=(), log=False)
     if hi == lo:
-        return Histogram(edges=(lo, hi), counts=(int(counts.sum()),), log=False)
+        return Histogram(edges=(lo, hi), counts=(n,), log=False)
     # Latencies span decades (a 5 us median, a 2 ms tail): log bins keep both visible.
     log = lo > 0 and (unit in _TIME_UNITS or hi / lo >= 100)
     edges = np.geomspace(lo, hi, HIST_BINS + 1) if log else np.linspace(lo, hi, HIST_BINS + 1)
@@ -273,5 +273,6 @@ def _histogram(sketch: Sketch, lo: float, hi: float, unit: str, sorted_values: n
         below = np.searchsorted(sorted_values, edges[:-1], side="left")
         hist = np.diff(np.append(below, sorted_values.size))
     else:
+        values, counts = sketch.values_counts()
         hist, _ = np.histogram(np.clip(values, lo, hi), bins=edges, weights=counts)
     return Histogram(edges=tuple(edges.tolist()), counts=tuple(int(c) for c in hist), log=log)

@@ -35,8 +35,6 @@ import math
 import statistics
 from collections.abc import Sequence
 
-import numpy as np
-
 from gpufabric.results.records import Direction, Outcome, Slo, Status, TestResult, Verdict
 from gpufabric.results.stats import CV_WARN, summarize
 
@@ -156,7 +154,7 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
         ok, _ = judge(metric.value, slo)
         passes += ok
         if metric.samples:
-            summary = summarize(np.asarray(metric.samples), unit=metric.unit)
+            summary = summarize(metric.samples, unit=metric.unit)
             if summary.noisy:
                 warnings.extend(w.message for w in summary.warnings if w.code in ("cv_high", "few_samples"))
                 spread = max(spread, _ci_half_width(summary.cv, summary.count))

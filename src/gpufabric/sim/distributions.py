@@ -24,12 +24,12 @@ from scipy import special
 from gpufabric.errors import InputError
 
 
-
 def max_survival(u: np.ndarray, n: np.ndarray | int) -> np.ndarray:
     """Survival level q of the maximum of ``n`` i.i.d. draws driven by uniforms ``u``.
 
     ``q = 1 - u**(1/n)``, computed as ``-expm1(log(u)/n)`` so that q keeps full relative
-    precision when it is tiny (large n). Entries with n == 0 get q = 1 (callers mask them).
+    precision when it is tiny (large n). Entries with n == 0 are computed as n = 1 (their
+    result is meaningless; ``draw_max`` masks them).
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         return -np.expm1(np.log(u) / np.maximum(n, 1))

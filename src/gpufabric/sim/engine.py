@@ -46,16 +46,15 @@ class Layout:
 
 
 def draw_layout(cfg: SimConfig, rng: np.random.Generator, *, stragglers: bool = True) -> Layout:
-    """Pick the run's slow nodes and links (Bernoulli per node/link, fixed for the run)."""
+    """Pick the run's slow nodes and links (Bernoulli per node/link, fixed for the run);
+    none with ``stragglers=False`` (the straggler-free rerun)."""
     nodes = cfg.num_nodes
     mask = np.zeros(nodes, dtype=bool)
-    if cfg.stragglers is not None:
-        draw = rng.random(nodes) < cfg.stragglers.fraction
-        mask = draw if stragglers else mask
+    if stragglers and cfg.stragglers is not None:
+        mask = rng.random(nodes) < cfg.stragglers.fraction
     slow_links = 0
-    if cfg.comm is not None and cfg.comm.slow_links is not None:
-        links = int((rng.random(cfg.comm.width) < cfg.comm.slow_links.fraction).sum())
-        slow_links = links if stragglers else 0
+    if stragglers and cfg.comm is not None and cfg.comm.slow_links is not None:
+        slow_links = int((rng.random(cfg.comm.width) < cfg.comm.slow_links.fraction).sum())
     rpl = cfg.ranks_per_leaf or cfg.num_ranks
     nodes_per_leaf = rpl // cfg.ranks_per_node
     slow_per_leaf = mask.reshape(-1, nodes_per_leaf).sum(axis=1) * cfg.ranks_per_node

@@ -34,7 +34,9 @@ from gpufabric.sim.distributions import (
 )
 from gpufabric.units import parse_duration_s
 
-KINDS = ("const", "normal", "lognormal", "exp", "hiccup", "empirical")
+#: Argument counts of each kind but ``empirical`` (which takes FILE[:UNIT]).
+_ARITY = {"const": (1,), "normal": (1, 2), "lognormal": (2,), "exp": (1, 2), "hiccup": (2,)}
+KINDS = (*_ARITY, "empirical")
 _UNITS = ("ns", "us", "ms", "s", "min", "h")
 
 
@@ -73,12 +75,11 @@ def parse_distribution(spec: str, *, default_unit: str = "ms") -> Distribution:
     kind = kind.lower()
     if kind == "empirical":
         return load_empirical(rest, spec=spec)
-    args = [a for a in rest.split(":")] if rest else []
-    arity = {"const": (1,), "normal": (1, 2), "lognormal": (2,), "exp": (1, 2), "hiccup": (2,)}
-    if kind not in arity:
+    args = rest.split(":") if rest else []
+    if kind not in _ARITY:
         raise InputError(f"unknown distribution {kind!r} in {spec!r}: use one of {', '.join(KINDS)}")
-    if len(args) not in arity[kind]:
-        raise InputError(f"{spec!r}: {kind} takes {' or '.join(map(str, arity[kind]))} argument(s); see --help")
+    if len(args) not in _ARITY[kind]:
+        raise InputError(f"{spec!r}: {kind} takes {' or '.join(map(str, _ARITY[kind]))} argument(s); see --help")
     if kind == "const":
         return Constant(value_s=_dur(args[0], "value", spec, default_unit))
     if kind == "normal":
@@ -191,17 +192,10 @@ def load_empirical(arg: str, *, spec: str = "") -> Empirical:
 
 
 def _sockperf_full_log(text: str, source: str) -> Empirical:
-    # sockperf --full-log: a summary block, then "packet, txTime(sec), rxTime(sec),
-    # latency(usec)" and one row per packet; latency is RTT/2 in microseconds.
-    lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if "latency(usec)" in line) + 1
-    values = []
-    for line in lines[start:]:
-        cells = [c.strip() for c in line.split(",")]
-        if len(cells) != 4:
-            continue
-        try:
-            values.append(float(cells[3]))
-        except ValueError:
-            continue
-    return Empirical.from_samples(np.array(values) * 1e-6, source=source)
+    # The bench parser reads the per-packet CSV (latency is RTT/2 in microseconds) into the
+    # raw samples of its p50 metric.
+    from gpufabric.bench.parsers.sockperf import parse_sockperf
+
+    [parsed] = parse_sockperf(text, source=source)
+    samples = next((m.samples for m in parsed.metrics if m.samples), ())
+    return Empirical.from_samples(np.array(samples) * 1e-6, source=source)

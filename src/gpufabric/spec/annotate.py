@@ -13,22 +13,24 @@ def _scalar(value: Any) -> str:
 
 
 def annotated_yaml(model: BaseModel, indent: int = 0) -> str:
-    """YAML for ``model`` where each field is preceded by its description as a comment."""
+    """YAML for ``model`` where each field is preceded by its description as a comment.
+
+    A field left unset (None) is written commented out, so the file shows where it goes
+    without setting it.
+    """
     lines: list[str] = []
     pad = "  " * indent
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
-        if value is None and name == "security":
-            lines.append(f"{pad}# security: planes, roles and flows; the least-privilege default applies when omitted")
-            continue
         if field.description:
             lines.append(f"{pad}# {field.description}")
-        if isinstance(value, BaseModel):
+        if value is None:
+            lines.append(f"{pad}# {name}:")
+        elif isinstance(value, BaseModel):
             lines.append(f"{pad}{name}:")
             lines.append(annotated_yaml(value, indent + 1))
+        elif isinstance(value, list):
+            lines.append(f"{pad}{name}: {_scalar([v.model_dump(mode='json') if isinstance(v, BaseModel) else v for v in value])}")
         else:
-            dumped = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-            if isinstance(dumped, list):
-                dumped = [v.model_dump(mode="json") if isinstance(v, BaseModel) else v for v in dumped]
-            lines.append(f"{pad}{name}: {_scalar(dumped)}")
+            lines.append(f"{pad}{name}: {_scalar(value)}")
     return "\n".join(lines)

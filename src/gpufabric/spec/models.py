@@ -183,13 +183,17 @@ class Spec(SpecModel):
         return self.cluster.nodes * self.cluster.gpus_per_node
 
     @property
+    def sequences_per_replica(self) -> int:
+        """Whole sequences each data-parallel replica gets per step."""
+        return self.workload.global_batch_tokens // (self.workload.model.seq_len * self.workload.parallelism.dp)
+
+    @property
     def microbatches(self) -> int:
         """Microbatches per step: the spec's, else 4 x pp capped at the sequences per replica."""
         par = self.workload.parallelism
         if par.microbatches is not None:
             return par.microbatches
-        sequences_per_replica = self.workload.global_batch_tokens // (self.workload.model.seq_len * par.dp)
-        return max(1, min(4 * par.pp, sequences_per_replica))
+        return max(1, min(4 * par.pp, self.sequences_per_replica))
 
     @model_validator(mode="after")
     def _parallelism_fits(self) -> Spec:
@@ -203,7 +207,7 @@ class Spec(SpecModel):
             )
         if par.dp % par.ep:
             raise ValueError(f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)")
-        sequences_per_replica = self.workload.global_batch_tokens // (self.workload.model.seq_len * par.dp)
+        sequences_per_replica = self.sequences_per_replica
         if sequences_per_replica < 1:
             raise ValueError(
                 f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"

@@ -179,7 +179,7 @@ class SecurityPolicy(_Model):
         for plane in self.planes:
             if plane.interface in seen_if:
                 raise ValueError(f"planes {seen_if[plane.interface]!r} and {plane.name!r} share interface {plane.interface!r}")
-            seen_if[plane.interface or ""] = plane.name
+            seen_if[plane.interface] = plane.name
         for i, a in enumerate(self.planes):
             for b in self.planes[i + 1 :]:
                 if a.network.overlaps(b.network):
@@ -296,7 +296,7 @@ NCCL_RAS = 28028
 
 
 def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str = "nvmeof-tcp") -> SecurityPolicy:
-    """Least-privilege default for a training cluster (issue 6, "Deliver" 1).
+    """Least-privilege default for a training cluster.
 
     SSH only on management from the bastion; Slurm on management; rendezvous and NCCL
     bootstrap only on the control plane between compute nodes; NVMe/TCP 4420 and

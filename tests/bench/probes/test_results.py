@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from gpufabric.bench.probes.results import collective_results, diagnose, read_ranks
@@ -39,6 +40,8 @@ def test_straggler_named_and_only_complete_sizes_kept(tmp_path):
     # per-iteration time is the mean over ranks; algbw uses its median
     assert r.metric("time_p50_us").samples == (150.0, 165.0, 157.5)
     assert r.metric("time_p50_us").value == pytest.approx(157.5)
+    assert r.metric("time_p99_us").value == pytest.approx(157.5 + 0.98 * 7.5)  # linear interpolation, as numpy
+    assert r.metric("time_cv").value == pytest.approx(np.std([150.0, 165.0, 157.5], ddof=1) / 157.5)
     assert diagnose(logs) == "rank 2 (node2) died without an error record after all_reduce float32 1024 B; the other ranks stopped"
 
 

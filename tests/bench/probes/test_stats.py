@@ -1,4 +1,4 @@
-"""Pure helpers: nccl-tests bandwidth factors, summaries, robust z stragglers, size parsing."""
+"""Pure functions: nccl-tests bandwidth factors, robust z stragglers, size parsing."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from gpufabric.bench.probes import stats
 from gpufabric.cli.bench_probes import parse_sizes
 from gpufabric.errors import InputError
+from gpufabric.model.collectives import busbw_factor
 
 
 @pytest.mark.parametrize(
@@ -27,26 +28,19 @@ from gpufabric.errors import InputError
     ],
 )
 def test_busbw_factor_matches_nccl_tests(op, n, factor):
-    assert stats.busbw_factor(op, n) == pytest.approx(factor)
+    assert busbw_factor(op, n) == pytest.approx(factor)
     # 1 GB in 10 ms is 100 GB/s algbw
     assert stats.busbw_gbps(op, 10**9, 0.01, n) == pytest.approx(100 * factor)
 
 
 def test_unknown_op_rejected():
-    with pytest.raises(ValueError, match="unknown collective"):
-        stats.busbw_factor("gather_all", 2)
+    with pytest.raises(InputError, match="unknown collective"):
+        stats.busbw_gbps("gather_all", 1024, 1.0, 2)
 
 
 def test_element_count_keeps_chunks_whole():
     assert stats.element_count("all_gather", 1000, 4, 3) == 249  # 250 -> 249 so 3 equal chunks
     assert stats.element_count("all_reduce", 1000, 4, 3) == 250
-
-
-def test_summarize_percentiles_and_cv():
-    s = stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert s.p50_s == 3.0
-    assert s.p99_s == pytest.approx(4 + 0.96 * 96)
-    assert s.cv == pytest.approx(np.std([1, 2, 3, 4, 100]) / 22.0)
 
 
 def test_stragglers_named_with_host():

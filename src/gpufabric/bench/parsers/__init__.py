@@ -38,6 +38,14 @@ class Parsed:
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
 
+    def params(self) -> dict[str, str]:
+        """What a TestResult records of this output besides metrics: ``tool_<info key>``
+        and the quality warnings, joined."""
+        params = {f"tool_{k}": v for k, v in self.info.items()}
+        if self.warnings:
+            params["quality_warnings"] = "; ".join(self.warnings)
+        return params
+
 
 def strip_ansi(text: str) -> str:
     return ANSI_RE.sub("", text)
@@ -59,8 +67,7 @@ def load_json(text: str, *, source: str, tool: str) -> Any:
     """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), text
     before the document (tools print warnings to stdout) is skipped up to the first brace
     that starts a line, concatenated documents yield the last, trailing text is an error."""
-    if ANSI_RE.search(text):
-        match = ANSI_RE.search(text)
+    if match := ANSI_RE.search(text):
         raise ParseError(
             f"not {tool} JSON output: it contains terminal colour codes (text output?)",
             source=source,
@@ -124,7 +131,8 @@ def parser_for(tool: str) -> Callable[..., list[Parsed]]:
     try:
         return table[tool]
     except KeyError:
-        raise ParseError(f"unknown tool {tool!r}; expected one of {', '.join(table)}") from None
+        raise ParseError(f"unknown tool {tool!r}; expected one of {', '.join(TOOLS)}") from None
 
 
+#: The tools with a parser (the keys of :func:`parser_for`'s table).
 TOOLS = ("fio", "iperf3", "sockperf", "perftest", "nccl-tests")

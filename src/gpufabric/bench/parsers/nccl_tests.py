@@ -121,6 +121,16 @@ def _metrics(rows: list[_Row], avg_busbw: float | None) -> list[Metric]:
     return metrics
 
 
+def _info(rank_hosts: list[str]) -> dict[str, str]:
+    """One host name per rank -> the rank count and the distinct hosts."""
+    return {"ranks": str(len(rank_hosts)), "hosts": ",".join(sorted(set(rank_hosts)))}
+
+
+def _wrong_errors(rows: list[_Row]) -> list[str]:
+    wrong = sum(r.wrong for r in rows)
+    return [f"{wrong} wrong elements (#wrong) - data corruption"] if wrong else []
+
+
 def _op(*texts: str) -> str:
     for text in texts:
         match = _BINARY.search(text or "")
@@ -143,10 +153,8 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     avg = _AVG.search(clean)
     avg_busbw = float(avg.group(1)) if avg and avg.group(1).lstrip("-") not in ("nan", "inf") else None
     devices = _DEVICE.findall(clean)
-    info = {"ranks": str(len(devices)), "hosts": ",".join(sorted({host for _, host, _ in devices}))}
-    errors = []
-    if sum(r.wrong for r in rows):
-        errors.append(f"{sum(r.wrong for r in rows)} wrong elements (#wrong) - data corruption")
+    info = _info([host for _, host, _ in devices])
+    errors = _wrong_errors(rows)
     if oob and oob.group(2) == "FAILED":
         errors.append(f"out of bounds values: {oob.group(1)} FAILED")
     if not oob:
@@ -171,11 +179,8 @@ def _parse_json(text: str, source: str) -> Parsed:
     if not rows:
         raise ParseError("nccl-tests JSON has no results", source=source, excerpt=text[:120])
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
-    devices = doc.get("devices") or []
-    info = {"ranks": str(len(devices)), "hosts": ",".join(sorted({str(d.get("hostname", "")) for d in devices}))}
-    errors = []
-    if sum(r.wrong for r in rows):
-        errors.append(f"{sum(r.wrong for r in rows)} wrong elements (#wrong) - data corruption")
+    info = _info([str(d.get("hostname", "")) for d in doc.get("devices") or []])
+    errors = _wrong_errors(rows)
     oob = doc.get("out_of_bounds") or {}
     if oob.get("okay") is False or int(oob.get("count") or 0):
         errors.append(f"out of bounds values: {oob.get('count')} FAILED")

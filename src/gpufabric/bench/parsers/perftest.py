@@ -39,7 +39,7 @@ def _bw_scale(test_info: dict[str, Any]) -> tuple[float, str]:
     """Multiply a BW figure by this to get GB/s (1e9 B/s)."""
     for key, value in test_info.items():
         if "gbit" in key.lower() and str(value).lower() in ("1", "true", "on", "yes"):
-            return 1e9 / 8 / 1e9, "Gb/s"
+            return 1 / 8, "Gb/s"  # Gbit/s -> GB/s
     return MIB / 1e9, "MiB/s"
 
 

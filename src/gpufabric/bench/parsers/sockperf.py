@@ -69,12 +69,10 @@ def parse_sockperf(text: str, *, source: str = "", full_log: str | None = None) 
     kind = "lat" if avg.group(1) == "latency" else "rtt"
     info["measure"] = "one-way (RTT/2)" if kind == "lat" else "round trip"
     samples: tuple[float, ...] = ()
-    for blob in (full_log, clean):
-        if blob is None:
-            continue
-        header = _CSV_HEADER.search(strip_ansi(blob))
+    for blob in (strip_ansi(full_log) if full_log is not None else None, clean):
+        header = _CSV_HEADER.search(blob) if blob is not None else None
         if header:
-            samples = _csv_samples(strip_ansi(blob), header, source=source)
+            samples = _csv_samples(blob, header, source=source)
             break
     metrics: list[Metric] = [
         lower(f"{kind}_avg_us", float(avg.group(2)), "us"),

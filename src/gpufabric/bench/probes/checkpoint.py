@@ -54,7 +54,7 @@ def drop_cache(path: Path) -> None:
             os.close(fd)
 
 
-def _write(fmt: str, state: dict[str, Any], target: Path, dist: Any) -> None:
+def _write(fmt: str, state: dict[str, Any], target: Path) -> None:
     import torch
 
     if fmt == "torch":
@@ -110,7 +110,7 @@ def run(w: Any) -> None:
         w.arm(f"checkpoint write {fmt}", timeout)
         dist.barrier()
         t0 = time.perf_counter()
-        _write(fmt, state, target, dist)
+        _write(fmt, state, target)
         write_s = time.perf_counter() - t0
         on_disk = (sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir()
                    else target.stat().st_size)
@@ -125,7 +125,7 @@ def run(w: Any) -> None:
         wrong = sum(1 for k, v in state.items() if k not in loaded or not torch.equal(loaded[k], v))
         w.disarm()
         w.record("checkpoint", format=fmt, bytes=state_bytes,
-                 file_bytes=on_disk if fmt != "dcp" else on_disk // max(1, w.world),
+                 file_bytes=on_disk if fmt != "dcp" else on_disk // w.world,
                  write_s=write_s, read_s=read_s, wrong_tensors=wrong, tensors=len(state))
         dist.barrier()
         if w.rank == 0 and not cfg.get("keep", False):

@@ -48,9 +48,7 @@ class Op:
             self.inp, self.out = empty(self.chunk), empty(count)
         elif name == "reduce_scatter":
             self.inp, self.out = empty(count), empty(self.chunk)
-        elif name == "all_to_all":
-            self.inp, self.out = empty(count), empty(count)
-        elif name == "send_recv":
+        elif name in ("all_to_all", "send_recv"):
             self.inp, self.out = empty(count), empty(count)
         else:  # all_reduce, broadcast: in place
             self.inp = empty(count)

@@ -17,7 +17,9 @@ from typing import Any
 import numpy as np
 
 from gpufabric.bench.probes import stats
+from gpufabric.model.collectives import busbw_factor
 from gpufabric.results.records import Direction, Metric, Status, TestResult
+from gpufabric.results.stats import summarize
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,9 +127,9 @@ def collective_results(logs: dict[int, RankLog], *, argv: tuple[str, ...] = ()) 
         op, dtype, size = key
         rank_times = np.array([by_rank[r]["times_us"] for r in range(world)], dtype=float)  # ranks x iters
         iter_us = rank_times.mean(axis=0)
-        s = stats.summarize(iter_us * 1e-6)
-        algbw = stats.algbw_gbps(size, s.p50_s)
-        busbw = algbw * stats.busbw_factor(op, world)
+        s = summarize(iter_us, unit="us")
+        algbw = stats.algbw_gbps(size, s.p50 * 1e-6)
+        busbw = algbw * float(busbw_factor(op, world))
         wrong = sum(int(by_rank[r]["wrong"]) for r in range(world))
         rank_p50 = {r: float(np.median(rank_times[r])) for r in range(world)}
         stragglers = stats.find_stragglers(rank_p50, hosts)
@@ -141,9 +143,9 @@ def collective_results(logs: dict[int, RankLog], *, argv: tuple[str, ...] = ()) 
             host="cluster",
             status=Status.failed if wrong else Status.ok,
             metrics=(
-                Metric(name="time_p50_us", value=s.p50_s * 1e6, unit="us", direction=Direction.lower,
+                Metric(name="time_p50_us", value=s.p50, unit="us", direction=Direction.lower,
                        samples=tuple(float(x) for x in iter_us)),
-                Metric(name="time_p99_us", value=s.p99_s * 1e6, unit="us", direction=Direction.lower),
+                Metric(name="time_p99_us", value=s.p99, unit="us", direction=Direction.lower),
                 Metric(name="time_cv", value=s.cv, unit="ratio", direction=Direction.lower),
                 Metric(name="algbw_gbps", value=algbw, unit="GB/s"),
                 Metric(name="busbw_gbps", value=busbw, unit="GB/s"),

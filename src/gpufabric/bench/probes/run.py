@@ -99,12 +99,15 @@ def execute(prep: Prepared, opts: LaunchOptions) -> Executed:
     if outcome.timed_out:
         error = f"launch timed out after {opts.timeout_s:g} s and was killed" + (f"; {error}" if error else "")
     elif not error and any(code not in (0, None) for code in outcome.returncodes):
-        tail = next((log.strip().splitlines()[-1] for log in outcome.logs if log.strip()), "")
-        error = f"launcher exited {outcome.returncodes}: {tail[:300]}"
+        error = f"launcher exited {outcome.returncodes}: {_last_line(outcome)}"
     elif error and not any(log.records for log in logs.values()):
-        tail = next((log.strip().splitlines()[-1] for log in outcome.logs if log.strip()), "")
-        error += f" (launcher output: {tail[:300]})"
+        error += f" (launcher output: {_last_line(outcome)})"
     return Executed(prepared=prep, logs=logs, outcome=outcome, error=error)
+
+
+def _last_line(outcome: launch.Outcome) -> str:
+    """The last line the first talkative launcher command printed (at most 300 characters)."""
+    return next((log.strip().splitlines()[-1] for log in outcome.logs if log.strip()), "")[:300]
 
 
 def cleanup(prep: Prepared) -> None:

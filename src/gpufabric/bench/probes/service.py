@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 import io
 import json
-import sys
 import zlib
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -92,8 +92,7 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
     finally:
         probe_run.cleanup(prep)
     verdicts = collective_verdicts(results)
-    failed = bool(ex.error) or any(v.outcome is Outcome.failed for v in verdicts)
-    status = "error" if ex.error else ("failed" if failed else "passed")
+    status, code = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.collectives", argv=argv, executed=[ex], results=results, verdicts=verdicts,
                        status=status, meta={"num_ranks": prep.plan.num_ranks, "launcher": opts.launcher})
     rows = [{"op": r.params["op"], "dtype": r.params["dtype"], "size_bytes": int(r.params["size_bytes"]),
@@ -101,7 +100,13 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
              "status": r.status.value, "reason": r.reason} for r in results]
     return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
             "failures": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed],
-            "warnings": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.noisy]}, (1 if failed else 0)
+            "warnings": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.noisy]}, code
+
+
+def _status(error: str, verdicts: Sequence[Verdict], *, no_results: bool = False) -> tuple[str, int]:
+    """Run status and exit code: "error" when the launch failed, "failed" when a verdict did."""
+    failed = bool(error) or no_results or any(v.outcome is Outcome.failed for v in verdicts)
+    return ("error" if error else ("failed" if failed else "passed")), (1 if failed else 0)
 
 
 def _params_artifact(vector: np.ndarray) -> str:
@@ -152,7 +157,7 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
                       reference["setup"], setups[0]))
     for label, a, b, sa, sb in pairs:
         rep = compare_params(a, b, setup_a=sa, setup_b=sb, env=env)
-        comparisons.append({"compared": label, **{k: getattr(rep, k) for k in rep.__slots__}})
+        comparisons.append({"compared": label, **asdict(rep)})
         verdicts.append(Verdict(test="torch.train.reproducibility", metric="max_abs_diff", host="cluster",
                                 outcome=Outcome.passed if rep.identical else Outcome.failed,
                                 measured=rep.max_abs_diff, expected=0.0, direction=Direction.lower, margin=None,
@@ -161,8 +166,7 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
                                         f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}")))
     for r in results:
         verdicts += _straggler_verdicts(r, f"torch.train repeat {r.params['repeat']}", "rank_step_p50_s")
-    failed = bool(error) or not results or any(v.outcome is Outcome.failed for v in verdicts)
-    status = "error" if error else ("failed" if failed else "passed")
+    status, code = _status(error, verdicts, no_results=not results)
     artifacts = {}
     if vectors and vectors[0] is not None and vectors[0].nbytes <= MAX_PARAMS_ARTIFACT_BYTES:
         artifacts["train_params_npy_zlib_b64"] = _params_artifact(vectors[0])
@@ -179,7 +183,7 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
         "hidden", "layers", "heads", "seq_len", "vocab", "batch", "spec_layout", "mode", "seed", "steps")},
             "results": rows, "reproducibility": comparisons,
             "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed],
-            "warnings": [v.reason for v in verdicts if v.outcome is Outcome.noisy]}, (1 if failed else 0)
+            "warnings": [v.reason for v in verdicts if v.outcome is Outcome.noisy]}, code
 
 
 def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
@@ -206,15 +210,10 @@ def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db:
                         outcome=Outcome.failed if r.metric("wrong_tensors").value else Outcome.passed,
                         measured=r.metric("wrong_tensors").value, expected=0.0, direction=Direction.lower, margin=None,
                         reason=r.reason or "read back identical") for r in results]
-    failed = bool(ex.error) or any(v.outcome is Outcome.failed for v in verdicts)
-    status = "error" if ex.error else ("failed" if failed else "passed")
+    status, code = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.checkpoint", argv=argv, executed=[ex], results=results, verdicts=verdicts,
                        status=status, meta={"launcher": opts.launcher, "directory": config["directory"]})
     rows = [{"format": r.params["format"], "bytes": int(r.params["bytes"]), **{m.name: m.value for m in r.metrics}}
             for r in results]
     return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
-            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed], "warnings": []}, (1 if failed else 0)
-
-
-def cli_argv() -> list[str]:
-    return ["gpufabric", *sys.argv[1:]]
+            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed], "warnings": []}, code

@@ -1,6 +1,8 @@
-"""Pure helpers shared by the probes: nccl-tests bandwidth definitions, summaries, stragglers.
+"""Pure functions shared by the probes: nccl-tests bandwidth definitions and stragglers.
 
-No torch import here: the parent process (CLI, store, calibrate) uses these too.
+No torch import here: the parent process (CLI, store, calibrate) uses these too. The bus
+factor and the list of collectives are the model's (``gpufabric.model.collectives``) and
+summaries are :func:`gpufabric.results.stats.summarize`.
 """
 
 from __future__ import annotations
@@ -10,24 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Collectives the probe runs, in sweep order.
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
-
-
-def busbw_factor(op: str, num_ranks: int) -> float:
-    """busbw = algbw * factor, exactly as nccl-tests defines it.
-
-    Source: NVIDIA/nccl-tests@a0b82b2 ``src/<coll>.cu`` ``*GetBw()`` and
-    ``doc/PERFORMANCE.md`` (reference/bench-tools.md, "busbw formula table").
-    """
-    n = num_ranks
-    if op == "all_reduce":
-        return 2.0 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    if op in ("broadcast", "send_recv", "reduce"):
-        return 1.0
-    raise ValueError(f"unknown collective {op!r}; expected one of {', '.join(OPS)}")
+from gpufabric.model.collectives import busbw_factor
 
 
 def algbw_gbps(size_bytes: int, time_s: float) -> float:
@@ -36,7 +21,8 @@ def algbw_gbps(size_bytes: int, time_s: float) -> float:
 
 
 def busbw_gbps(op: str, size_bytes: int, time_s: float, num_ranks: int) -> float:
-    return algbw_gbps(size_bytes, time_s) * busbw_factor(op, num_ranks)
+    """busbw = algbw x the nccl-tests bus factor of ``op`` (:func:`gpufabric.model.collectives.busbw_factor`)."""
+    return algbw_gbps(size_bytes, time_s) * float(busbw_factor(op, num_ranks))
 
 
 def element_count(op: str, size_bytes: int, elem_bytes: int, num_ranks: int) -> int:
@@ -50,36 +36,6 @@ def element_count(op: str, size_bytes: int, elem_bytes: int, num_ranks: int) -> 
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         count -= count % num_ranks
     return count
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Summary:
-    """Per-size statistics of iteration times."""
-
-    count: int
-    mean_s: float
-    p50_s: float
-    p99_s: float
-    min_s: float
-    max_s: float
-    cv: float
-
-
-def summarize(samples_s: Sequence[float] | np.ndarray) -> Summary:
-    """p50/p99 (linear interpolation, as numpy) and CV = std/mean (population std)."""
-    x = np.asarray(samples_s, dtype=float)
-    if x.size == 0:
-        raise ValueError("no samples to summarize")
-    mean = float(x.mean())
-    return Summary(
-        count=int(x.size),
-        mean_s=mean,
-        p50_s=float(np.percentile(x, 50)),
-        p99_s=float(np.percentile(x, 99)),
-        min_s=float(x.min()),
-        max_s=float(x.max()),
-        cv=float(x.std() / mean) if mean > 0 else 0.0,
-    )
 
 
 def robust_z(values: Sequence[float], *, floor_frac: float = 0.01) -> np.ndarray:

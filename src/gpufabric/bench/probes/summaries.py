@@ -8,7 +8,7 @@ duration = max over ranks and throughput = min over ranks (MLPerf Storage conven
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,7 @@ import numpy as np
 from gpufabric.bench.probes import stats
 from gpufabric.bench.probes.results import RankLog, oversubscribed
 from gpufabric.results.records import Direction, Metric, Status, TestResult
+from gpufabric.results.stats import summarize
 
 #: Environment settings that change the reduction order or kernels when left unpinned
 #: (reference/models.md 1.6 item 4; PyTorch "Reproducibility" notes for cuBLAS).
@@ -41,22 +42,23 @@ def train_result(logs: Mapping[int, RankLog], config: Mapping[str, Any], *, argv
         return None
     matrix = np.array([[steps[s][r] for s in complete] for r in range(world)])  # ranks x steps
     cluster = matrix.max(axis=0)
-    s = stats.summarize(cluster)
+    s = summarize(cluster, unit="s")
     hosts = {r: log.host for r, log in logs.items()}
-    rank_p50 = {r: float(np.median(matrix[r])) for r in range(world)}
+    per_rank = {r: summarize(matrix[r], unit="s") for r in range(world)}
+    rank_p50 = {r: per_rank[r].p50 for r in range(world)}
     stragglers = stats.find_stragglers(rank_p50, hosts)
-    checksum = next((rec for rec in logs[0].of("checksum")), None)
+    checksum = next(iter(logs[0].of("checksum")), None)
     tokens = config["batch"] * config["seq_len"] * world
     reason = "; ".join(f"straggler rank {g.rank} ({g.host}): step p50 {g.value * 1e3:.1f} ms vs median"
                        f" {g.median * 1e3:.1f} ms, z={g.z:.1f}" for g in stragglers)
     return TestResult(
         name="torch.train", tool="torch", host="cluster", status=Status.ok if checksum else Status.failed,
         metrics=(
-            Metric(name="step_time_p50_s", value=s.p50_s, unit="s", direction=Direction.lower,
+            Metric(name="step_time_p50_s", value=s.p50, unit="s", direction=Direction.lower,
                    samples=tuple(float(x) for x in cluster)),
-            Metric(name="step_time_p99_s", value=s.p99_s, unit="s", direction=Direction.lower),
+            Metric(name="step_time_p99_s", value=s.p99, unit="s", direction=Direction.lower),
             Metric(name="step_time_cv", value=s.cv, unit="ratio", direction=Direction.lower),
-            Metric(name="tokens_per_s", value=tokens / s.p50_s, unit="tokens/s"),
+            Metric(name="tokens_per_s", value=tokens / s.p50, unit="tokens/s"),
             Metric(name="final_loss", value=losses.get(complete[-1], float("nan")), unit="nats",
                    direction=Direction.lower),
         ),
@@ -68,8 +70,8 @@ def train_result(logs: Mapping[int, RankLog], config: Mapping[str, Any], *, argv
             "batch": str(config["batch"]), "spec_layout": config["spec_layout"], "repeat": str(repeat),
             "sha256": checksum["sha256"] if checksum else "", "num_params": str(checksum["num_params"] if checksum else 0),
             "rank_step_p50_s": json.dumps({str(r): round(v, 6) for r, v in rank_p50.items()}),
-            "rank_step_p99_s": json.dumps({str(r): round(float(np.percentile(matrix[r], 99)), 6) for r in range(world)}),
-            "rank_step_cv": json.dumps({str(r): round(float(matrix[r].std() / matrix[r].mean()), 4) for r in range(world)}),
+            "rank_step_p99_s": json.dumps({str(r): round(v.p99, 6) for r, v in per_rank.items()}),
+            "rank_step_cv": json.dumps({str(r): round(v.cv, 4) for r, v in per_rank.items()}),
             "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
             "stragglers": json.dumps([g.rank for g in stragglers]),
             "oversubscribed": oversubscribed(logs),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpufabric.bench import process
-from gpufabric.bench.parsers import Parsed
+from gpufabric.bench.parsers import Parsed, parser_for
 from gpufabric.errors import CommandFailed, CommandTimeout, ParseError, ToolNotFound
 from gpufabric.results.records import Status, TestResult
 
@@ -64,24 +64,12 @@ Executor = Callable[[PlannedTest], TestResult]
 
 
 def _parse(test: PlannedTest, stdout: str, log_text: str | None) -> list[Parsed]:
-    from gpufabric.bench.parsers.fio import parse_fio
-    from gpufabric.bench.parsers.iperf3 import parse_iperf3
-    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
-    from gpufabric.bench.parsers.perftest import parse_perftest
-    from gpufabric.bench.parsers.sockperf import parse_sockperf
-
-    source = test.name
-    if test.tool == "fio":
-        return parse_fio(stdout, source=source)
-    if test.tool == "iperf3":
-        return parse_iperf3(stdout, source=source)
-    if test.tool == "sockperf":
-        return parse_sockperf(stdout, source=source, full_log=log_text)
-    if test.tool == "perftest":
-        return parse_perftest(log_text if log_text is not None else stdout, source=source)
-    if test.tool == "nccl-tests":
-        return parse_nccl_tests(stdout, source=source)
-    raise ParseError(f"no parser for tool {test.tool!r}", source=source)
+    parse = parser_for(test.tool)
+    if test.tool == "sockperf":  # the per-packet log adds raw samples to the summary on stdout
+        return parse(stdout, source=test.name, full_log=log_text)
+    if test.tool == "perftest" and log_text is not None:  # --out_json_file holds the results
+        return parse(log_text, source=test.name)
+    return parse(stdout, source=test.name)
 
 
 def skipped(test: PlannedTest, reason: str, host: str) -> TestResult:
@@ -93,9 +81,7 @@ def to_result(test: PlannedTest, parsed: list[Parsed], *, host: str, returncode:
               started_at: float, duration_s: float, raw: str) -> TestResult:
     """Turn parsed output into a TestResult: failed when the tool said so or exited non-zero."""
     first = parsed[0]
-    params = {**test.params, "repeat": str(test.repeat), **{f"tool_{k}": v for k, v in first.info.items()}}
-    if first.warnings:
-        params["quality_warnings"] = "; ".join(first.warnings)
+    params = {**test.params, "repeat": str(test.repeat), **first.params()}
     reason = first.error
     if returncode != 0 and not reason:
         tail = (stderr.strip().splitlines() or [""])[-1]
@@ -119,8 +105,8 @@ class LocalExecutor:
             Path(directory).mkdir(parents=True, exist_ok=True)
         started_at = time.time()
         start = time.monotonic()
-        failed = dict(host=self.host, argv=test.argv, started_at=started_at,
-                      params={**test.params, "repeat": str(test.repeat)})
+        failed = {"host": self.host, "argv": test.argv, "started_at": started_at,
+                  "params": {**test.params, "repeat": str(test.repeat)}}
         try:
             server = test.server
             context = (
@@ -131,8 +117,7 @@ class LocalExecutor:
             with context:
                 done = process.run(test.argv, timeout_s=test.timeout_s, cwd=test.cwd, env=self.env)
         except ToolNotFound as exc:
-            return TestResult(name=test.name, tool=test.tool, status=Status.skipped,
-                              reason=f"skipped: {exc.tool} not installed", **failed)
+            return skipped(test, f"skipped: {exc.tool} not installed", self.host)
         except CommandTimeout as exc:
             raw = exc.stdout + ("\n--- stderr ---\n" + exc.stderr if exc.stderr else "")
             return TestResult(name=test.name, tool=test.tool, status=Status.timeout, reason=str(exc),
