@@ -38,7 +38,6 @@ A thresholds file (one per hardware type) sets targets directly::
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Slo
+from gpufabric.spec.plan_file import load_plan, recommended_candidate
 
 #: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
 #: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).
@@ -107,27 +107,6 @@ def load_thresholds(path: Path) -> list[Slo]:
                             expected=bound.target, tolerance=bound.tolerance, minimum=bound.min,
                             maximum=bound.max, source=source, min_pass=bound.min_pass))
     return slos
-
-
-def load_plan(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read plan: {exc.strerror}") from None
-    except ValueError as exc:
-        raise InputError(f"{path}: not a plan JSON file ({exc})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list):
-        raise InputError(f"{path}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json")
-    return doc
-
-
-def recommended(plan: Mapping[str, Any], path: str = "plan") -> dict[str, Any]:
-    """The recommended candidate of a plan JSON document."""
-    wanted = plan.get("recommended")
-    for candidate in plan["candidates"]:
-        if candidate.get("id") == wanted:
-            return candidate
-    raise InputError(f"{path}: recommended candidate {wanted!r} is not among candidates[]")
 
 
 def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, step_time_s: float | None = None,
@@ -213,7 +192,7 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
     The plan JSON names the fabric and storage but not the model's sizes: without the
     spec only the fabric/storage SLOs (latency, TCP throughput, commit latency) apply.
     """
-    candidate = recommended(plan, path)
+    candidate = recommended_candidate(plan, path)
     source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
     if spec is not None:
         return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),

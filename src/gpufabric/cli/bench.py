@@ -83,6 +83,7 @@ def _argv(ctx: typer.Context) -> list[str]:
 
 def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tuple[Any, dict | None, list]:
     from gpufabric.bench import slo
+    from gpufabric.spec.plan_file import load_plan
 
     loaded = None
     if spec is not None:
@@ -92,7 +93,7 @@ def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tupl
     plan_doc = None
     slos: list = []
     if plan is not None:
-        plan_doc = slo.load_plan(plan)
+        plan_doc = load_plan(plan)
         if loaded is None:
             typer.echo(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
                        " spec's sizes; only fabric and storage SLOs apply", err=True)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
+from gpufabric.spec.plan_file import load_plan, recommended_candidate
 from gpufabric.spec.security import SecurityPolicy, default_policy
 
 
@@ -36,23 +35,10 @@ class Design:
 
 def design_from_plan(path: Path) -> Design:
     """Read the recommended candidate's fabric/storage from a ``gpufabric plan --format json`` file."""
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read plan {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("candidates"), list):
-        raise InputError(f"{path}: not a plan (no candidates[]); write one with `gpufabric plan SPEC --format json`")
-    recommended = data.get("recommended")
-    for candidate in data["candidates"]:
-        if isinstance(candidate, dict) and candidate.get("id") == recommended:
-            fabric, storage = candidate.get("fabric"), candidate.get("storage")
-            if not isinstance(fabric, str) or not isinstance(storage, str):
-                raise InputError(f"{path}: candidate {recommended!r} lacks fabric/storage ids")
-            _check_kind(fabric, f"{path}: candidate {recommended!r}")
-            return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {recommended})")
-    raise InputError(f"{path}: recommended candidate {recommended!r} is not among candidates[]")
+    candidate = recommended_candidate(load_plan(path), path)
+    fabric, storage, wanted = candidate["fabric"], candidate["storage"], candidate["id"]
+    _check_kind(fabric, f"{path}: candidate {wanted!r}")
+    return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})")
 
 
 def design_from_spec(spec: Spec) -> Design:
