@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufabric.bench.process import kill_group
 from gpufabric.errors import InputError, ToolNotFound
 
 LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
@@ -239,41 +240,12 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
     finally:
         killed = {i for i, p in enumerate(procs) if p.poll() is None}
         for p in procs:
-            _kill_group(p)
+            kill_group(p, grace_s=2.0)
     codes = tuple(None if i in killed else p.returncode for i, p in enumerate(procs))
     tails = tuple(_tail(log) for log in logs)
     if plan.script_path and killed:
         _scancel(tails)
     return Outcome(returncodes=codes, duration_s=time.monotonic() - started, timed_out=timed_out, logs=tails)
-
-
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 2.0) -> None:
-    """SIGTERM the command's whole process group, SIGKILL what survives (even if the leader exited).
-
-    After each signal it waits up to ``grace_s`` for the whole group (ranks under torchrun,
-    srun or mpirun included) to exit, so no rank outlives :func:`execute`.
-    """
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            break
-        if _group_gone(proc, grace_s):
-            break
-    proc.wait()
-
-
-def _group_gone(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
-    """Wait up to ``timeout_s`` for every process of ``proc``'s group to exit (reaping the leader)."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        proc.poll()
-        try:
-            os.killpg(proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
-            return True
-        time.sleep(0.02)
-    return False
 
 
 _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",

@@ -76,26 +76,24 @@ def _resolve(argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
     return argv
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
+def kill_group(proc: subprocess.Popen[bytes], grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM the child's process group, then SIGKILL it if anything is left; reaps the child.
 
     The group id is the child's pid (new session). The group is signalled even when the
-    leader has already exited, because grandchildren may still hold it.
+    leader has already exited, because grandchildren may still hold it. After each signal
+    it waits up to ``grace_s`` for the whole group, so nothing it started outlives the call.
     """
-    pgid = proc.pid
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None and not _group_alive(pgid):
-            return
-        time.sleep(0.02)
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None and not _group_alive(proc.pid):
+                proc.wait()
+                return
+            time.sleep(0.02)
     proc.wait()
 
 
@@ -186,15 +184,15 @@ def run(
     try:
         proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        kill_group(proc)
         raise CommandTimeout(argv, timeout_s, out.text(), err.text()) from None
     except BaseException:  # Ctrl-C while waiting: leave nothing behind
-        _kill_group(proc)
+        kill_group(proc)
         raise
     # The leader exited; reap anything it left running in its group (a daemonised
     # grandchild would otherwise outlive the suite).
     if _group_alive(proc.pid):
-        _kill_group(proc, grace_s=0.1)
+        kill_group(proc, grace_s=0.1)
     completed = Completed(
         argv=tuple(argv),
         returncode=proc.returncode,
@@ -298,4 +296,4 @@ def start_server(
             time.sleep(0.02)
         yield server
     finally:
-        _kill_group(proc)
+        kill_group(proc)
