@@ -68,7 +68,7 @@ def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         return (n - 1) / n
     if op in ("broadcast", "reduce", "send_recv"):
-        return np.ones_like(n)
+        return n / n  # 1, shaped like n (a numpy scalar for a scalar n)
     raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
 
 
@@ -142,7 +142,7 @@ def collective_times(
     scale = np.asarray(L.net_latency_scale, dtype=float)
     hop = np.asarray(L.extra_hop_us, dtype=float)
     launch = np.asarray(L.launch_us, dtype=float)
-    factor = busbw_factor(op, p) if op != "send_recv" else np.ones_like(p)
+    factor = busbw_factor(op, p)
     log2n = np.floor(np.log2(np.maximum(N, 1)))
 
     cands: list[tuple[int, int, Any, Any]] = []  # (algo index, proto index, time, dependent steps)
