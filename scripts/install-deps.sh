@@ -10,7 +10,7 @@ packages=(
 )
 # command that proves each package is installed (same order as above)
 probes=(
-  "python3 -m venv --help" "fio --version" "iperf3 --version" "sockperf --version"
+  "python3 -c 'import ensurepip, venv'" "fio --version" "iperf3 --version" "sockperf --version"
   "command -v ib_write_lat" "command -v rdma" "command -v ibv_devinfo" "nvme version"
   "nft --version" "ip -V" "ethtool --version" "command -v lspci" "command -v mpirun"
   "command -v slurmctld" "command -v chromium" "command -v chromedriver"
