@@ -188,19 +188,22 @@ def _pids_of_our_servers(ports: tuple[str, ...]) -> list[int]:
     return found
 
 
+def _quick_suite_process(tmp_path: Path, db: Path, output: int) -> subprocess.Popen:
+    """`gpufabric bench --suite quick` as a separate process (its own group), to interrupt."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
+         "--target-dir", str(tmp_path / "target")],
+        stdout=output, stderr=output, start_new_session=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
+
+
 @needs_tool("fio")
 @needs_tool("iperf3")
 @needs_tool("sockperf")
 @pytest.mark.slow
 def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path):
     db = tmp_path / "r.db"
-    target = tmp_path / "target"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
-         "--target-dir", str(target)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    proc = _quick_suite_process(tmp_path, db, subprocess.DEVNULL)
     try:
         _wait_for_results(proc, db, 5)  # kill while sockperf runs: fio x4 and iperf3 are done
         time.sleep(1.0)  # let sockperf get going
@@ -230,13 +233,7 @@ def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path):
 @pytest.mark.slow
 def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
     db = tmp_path / "r.db"
-    target = tmp_path / "target"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
-         "--target-dir", str(target)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    proc = _quick_suite_process(tmp_path, db, subprocess.PIPE)
     try:
         _wait_for_results(proc, db, 4)  # the fio tests are done; iperf3 (3 s) is running
         os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
@@ -252,5 +249,5 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
     assert [r.name for r in run.results][:4] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
                                                  "fio.small_file_commit"]
     assert len(run.results) <= 5
-    assert not target.exists()  # the scratch directory was cleaned up
+    assert not (tmp_path / "target").exists()  # the scratch directory was cleaned up
     assert _pids_of_our_servers(("5201", "11111")) == []
