@@ -112,7 +112,9 @@ def test_spec_loader_locates_security_errors(tmp_path):
     with pytest.raises(SpecError) as info:
         load_spec(path)
     text = str(info.value)
-    assert f"{path}:8:" in text and "security" in text and "overlapping CIDRs" in text
+    # Cross-field errors point at the first field they name (the second plane's cidr) and list all.
+    assert f"{path}:11:34: security.planes[1].cidr:" in text and "overlapping CIDRs" in text
+    assert "security.planes[0].cidr" in text
 
 
 def test_derived_views_follow_model_copy():

@@ -12,6 +12,7 @@ source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -23,7 +24,8 @@ from pydantic import ValidationError
 
 from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
 from gpufabric.errors import CatalogError, SpecError
-from gpufabric.spec.loader import Located, did_you_mean, parse_yaml
+from gpufabric.spec.loader import Located, did_you_mean, parse_yaml, read_text
+from gpufabric.spec.types import CATALOG_ID, bounded_repr, pattern_help
 
 DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml")
 
@@ -103,6 +105,9 @@ class _Merged:
             if not isinstance(entries, dict):
                 raise located.error((section,), "expected a mapping of id to entry")
             for entry_id, entry in entries.items():
+                if not re.fullmatch(CATALOG_ID, str(entry_id)):
+                    raise located.error((section, entry_id), f"catalog id {bounded_repr(str(entry_id))} is not allowed",
+                                        f"allowed: {pattern_help(CATALOG_ID)}")
                 if not isinstance(entry, dict):
                     raise located.error((section, entry_id), "expected a mapping of fields")
                 norm = _normalise(entry, *defaults)
@@ -143,9 +148,8 @@ class _Merged:
             message = "required field is missing"
             info = model.model_fields.get(key)
             fix = f"add it: {info.description}" if info and info.description else "add it"
-        elif "input" in err:
-            shown = err["input"]
-            message = f"{message}, got {shown!r}"
+        elif "input" in err and not isinstance(err["input"], dict):
+            message = f"{message}, got {bounded_repr(err['input'])}"
         return located.error(path, message, fix)
 
     def _check_references(self, out: dict[str, dict[str, Entry]]) -> None:
@@ -184,12 +188,7 @@ def _load_shipped() -> Catalog:
 
 
 def _read(path: str | Path) -> Located:
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(file=file, field="", message=f"cannot read catalog: {exc.strerror}", fix="check the path") from exc
-    return parse_yaml(text, file)
+    return parse_yaml(read_text(path, "catalog"), str(path))
 
 
 def _build(files: list[Located], *, n_shipped: int) -> Catalog:

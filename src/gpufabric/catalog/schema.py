@@ -12,36 +12,41 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from gpufabric.spec.types import CatalogId, Description, StrictModel
 
 Tag = Literal["V", "S", "U", "D", "user"]
 
 
-class Provenance(BaseModel):
+#: Largest magnitude of any catalog figure: prices reach ~1e6 USD and rates ~1e4 GB/s;
+#: anything near 1e12 is a typo that would dominate every comparison.
+MAX_FIGURE = 1e12
+
+
+class Provenance(StrictModel):
     """Where one figure comes from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    source: str = Field(min_length=1)
+    source: Description = Field(min_length=1)
     """URL or reference the figure was read from, or how it was derived."""
-    as_of: str = Field(min_length=1)
+    as_of: str = Field(min_length=1, max_length=32)
     """When the figure was true (YYYY-MM or YYYY)."""
     tag: Tag
     """Verification tag (models.md): V, S, U, D or user."""
 
 
-class Entry(BaseModel):
+class Entry(StrictModel):
     """Base of every catalog entry: figures plus their provenance."""
 
     # No use_attribute_docstrings: pydantic would re-read this file's source at import
     # (~0.2 s at every CLI start); the docstrings document the fields for readers.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = ""
+    name: Description = ""
     """Human-readable name."""
-    source: str = ""
+    source: Description = ""
     """Default source of this entry's bare-number figures."""
-    as_of: str = ""
+    as_of: str = Field("", max_length=32)
     """Default as-of date of this entry's bare-number figures."""
     tag: Tag = "U"
     """Default verification tag of this entry's bare-number figures."""
@@ -74,6 +79,8 @@ class Entry(BaseModel):
             value = getattr(self, key)
             if key == "provenance" or isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
+            if abs(value) > MAX_FIGURE:
+                raise ValueError(f"figure {key!r} = {value:g} is beyond any real hardware (|value| <= {MAX_FIGURE:g})")
             if key in self.provenance:
                 continue
             if not (self.source and self.as_of):
@@ -153,13 +160,13 @@ class Fabric(Entry):
     """Length of that delay, ms."""
     in_network_reduction: bool = False
     """Switches reduce in the network (SHARP)."""
-    switch: str
+    switch: CatalogId
     """Switch id (catalog switches) used for every tier."""
-    nic_optic: str
+    nic_optic: CatalogId
     """Optic/cable id on the NIC side of node-leaf links."""
-    switch_optic: str
+    switch_optic: CatalogId
     """Optic id on switch ports."""
-    fiber: str
+    fiber: CatalogId
     """Cable id (fiber or copper) per link."""
     nic_usd: float = Field(ge=0)
     """Price of one NIC, USD."""

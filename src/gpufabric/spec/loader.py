@@ -20,10 +20,17 @@ from pydantic import BaseModel, ValidationError
 
 from gpufabric.errors import SpecError
 from gpufabric.spec.models import Spec
+from gpufabric.spec.types import FieldsError, bounded_repr, pattern_help
 
 Path_ = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound=BaseModel)
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+#: YAML nodes after alias expansion. A 500-byte "billion laughs" document expands to 1e9
+#: nodes; the largest real spec (a role listing 100k hosts) has ~1e5.
+MAX_YAML_NODES = 1_000_000
+#: Bytes read from a spec or catalog file: specs are kilobytes; this is a safety cap.
+MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +79,11 @@ def parse_yaml(text: str, file: str) -> Located:
     loader = _LOADER(text)
     try:
         root = loader.get_single_node()
+        if root is not None:
+            expanded_size(root, file)
         data = None if root is None else loader.construct_document(root)
+    except RecursionError:
+        raise SpecError(file=file, field="", message="YAML nested too deeply", fix="flatten the document") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
@@ -116,6 +127,65 @@ def parse_yaml(text: str, file: str) -> Located:
     return Located(file=file, data=data, key_positions=keys, value_positions=values)
 
 
+def expanded_size(root: yaml.Node, file: str, limit: int = MAX_YAML_NODES) -> int:
+    """Nodes in the document with every alias expanded; a SpecError past ``limit`` or on a
+    recursive alias. Iterative and memoised per node, so a bomb costs its size in bytes,
+    not its expansion."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[key] > limit:
+                mark = node.start_mark
+                raise SpecError(file=file, line=mark.line + 1, column=mark.column + 1, field="",
+                                message=f"alias expansion exceeds {limit:,} nodes",
+                                fix="write the document out without nested aliases")
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            mark = node.start_mark
+            raise SpecError(file=file, line=mark.line + 1, column=mark.column + 1, field="",
+                            message="recursive YAML alias", fix="an anchor cannot contain its own alias")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def read_text(path: str | Path, what: str = "spec") -> str:
+    """A UTF-8 file's text, capped at MAX_FILE_BYTES; SpecError (exit 2) when it cannot be read or decoded."""
+    file = str(path)
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(file=file, field="", message=f"cannot read {what}: {exc.strerror}", fix="check the path") from exc
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(file=file, field="", message=f"{what} file is larger than {MAX_FILE_BYTES // 2**20} MiB",
+                        fix="a spec is a few kilobytes of YAML; check the path")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SpecError(file=file, line=line, field="", message=f"not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                        fix="save the file as UTF-8") from None
+
+
 def _model_at(model: type[BaseModel], path: Path_) -> type[BaseModel] | None:
     """The pydantic model class that owns the last key of ``path``, for did-you-mean hints."""
     current: Any = model
@@ -149,6 +219,17 @@ def validation_error(exc: ValidationError, located: Located, model: type[BaseMod
     kind = err["type"]
     message = err["msg"].removeprefix("Value error, ")
     fix = ""
+    cause = (err.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldsError):
+        # A check across fields: point at the first, name them all, never quote the section.
+        fields = [path + parse_dotted(f) for f in cause.fields]
+        names = ", ".join(dotted(f) for f in fields)
+        return located.error(fields[0], message, f"fields: {names}")
+    if kind == "string_pattern_mismatch":
+        pattern = (err.get("ctx") or {}).get("pattern", "")
+        message = f"{bounded_repr(err.get('input'))} is not allowed"
+        fix = f"allowed: {pattern_help(pattern)}; pattern {pattern}"
+        return located.error(path, message, fix)
     if kind == "extra_forbidden":
         owner = _model_at(model, path[:-1])
         message = f"unknown key {path[-1]!r}"
@@ -158,9 +239,20 @@ def validation_error(exc: ValidationError, located: Located, model: type[BaseMod
         owner = _model_at(model, path[:-1]) if len(path) > 1 else model
         field = owner.model_fields.get(str(path[-1])) if owner else None
         fix = f"add it: {field.description}" if field and field.description else "add it"
-    elif "input" in err and kind not in ("model_type", "dict_type"):
-        message = f"{message}, got {err['input']!r}"
+    elif "input" in err and kind not in ("model_type", "dict_type") and not isinstance(err["input"], dict):
+        message = f"{message}, got {bounded_repr(err['input'])}"
     return located.error(path, message, fix)
+
+
+def parse_dotted(text: str) -> Path_:
+    """``planes[2].interface`` -> ``('planes', 2, 'interface')`` (the inverse of :func:`dotted`)."""
+    out: list[str | int] = []
+    for part in text.split("."):
+        name, *indices = part.split("[")
+        if name:
+            out.append(name)
+        out.extend(int(i.rstrip("]")) for i in indices)
+    return tuple(out)
 
 
 def validate_model(located: Located, model: type[ModelT]) -> ModelT:
@@ -198,11 +290,7 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
         SpecError: the file is unreadable, not YAML, or not a valid spec.
     """
     file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(file=file, field="", message=f"cannot read spec: {exc.strerror}", fix="check the path") from exc
-    located = parse_yaml(text, file)
+    located = parse_yaml(read_text(path), file)
     spec = validate_model(located, Spec)
     if known_ids:
         check_ids(located, known_ids)

@@ -9,61 +9,81 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from gpufabric.spec.security import SecurityPolicy
+from gpufabric.spec.types import CatalogId, Description, FieldsError, Slug, StrictModel
+
+# Physical upper bounds: far above any real job, low enough that arithmetic on them stays
+# finite and a typo (an extra 1e9) is an error rather than an answer.
+#: Ranks: the largest announced clusters are ~1e5-1e6 GPUs.
+MAX_RANKS = 1 << 24
+#: Minutes in ten years: checkpoint intervals and restart times beyond it are typos.
+MAX_MINUTES = 10 * 365 * 24 * 60.0
+#: GPU MTTF: 1e8 h is ~11,000 years; MLPerf Storage v2.0 assumes 5e4 h.
+MAX_MTTF_HOURS = 1e8
+#: Tokens: 1e18 is ~5 orders of magnitude above the largest published runs (~1e13-1e14).
+MAX_TOKENS = 1e18
+#: Parameters: 1e15 is ~3 orders of magnitude above the largest published models.
+MAX_PARAMS = 1e15
+#: Dataset size, TB (1e9 TB = a zettabyte).
+MAX_DATASET_TB = 1e9
+#: Design-space lists: each list multiplies the candidates the planner evaluates.
+MAX_OPTIONS = 64
+
+_P = "workload.parallelism."
 
 
-class SpecModel(BaseModel):
-    """Base for every spec section: frozen, no unknown keys, docstrings as descriptions."""
+class SpecModel(StrictModel):
+    """Base for every spec section: frozen, no unknown keys, finite numbers, docstrings as descriptions."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
 
 class Cluster(SpecModel):
     """The machines: how many, and which GPU."""
 
-    nodes: int = Field(gt=0)
+    nodes: int = Field(gt=0, le=MAX_RANKS)
     """Number of GPU servers (nodes) in the training job."""
-    gpus_per_node: int = Field(8, gt=0)
+    gpus_per_node: int = Field(8, gt=0, le=1024)
     """GPUs per node, all joined by the node's NVLink/NVSwitch domain."""
-    gpu: str = "h100-sxm"
+    gpu: CatalogId = "h100-sxm"
     """GPU model id from the catalog (for example a100-sxm, h100-sxm, h200, b200, l40s)."""
 
 
 class ModelShape(SpecModel):
     """Shape of the transformer being trained."""
 
-    params: float = Field(gt=0)
+    params: float = Field(gt=0, le=MAX_PARAMS)
     """Total parameter count (for example 70e9)."""
-    layers: int = Field(gt=0)
+    layers: int = Field(gt=0, le=100_000)
     """Number of transformer layers."""
-    hidden: int = Field(gt=0)
+    hidden: int = Field(gt=0, le=10_000_000)
     """Hidden (model) dimension."""
-    seq_len: int = Field(gt=0)
+    seq_len: int = Field(gt=0, le=1 << 30)
     """Training sequence length in tokens."""
-    heads: int | None = Field(None, gt=0)
+    heads: int | None = Field(None, gt=0, le=1_000_000)
     """Attention heads; defaults to hidden/128."""
-    vocab: int = Field(128256, gt=0)
+    vocab: int = Field(128256, gt=0, le=1 << 30)
     """Vocabulary size (default: Llama 3's 128,256)."""
-    experts: int = Field(1, gt=0)
+    experts: int = Field(1, gt=0, le=1_000_000)
     """Experts per MoE layer; 1 for a dense model."""
 
 
 class Parallelism(SpecModel):
     """How the model is split across GPUs (Megatron-style)."""
 
-    tp: int = Field(1, gt=0)
+    tp: int = Field(1, gt=0, le=MAX_RANKS)
     """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp."""
-    pp: int = Field(1, gt=0)
+    pp: int = Field(1, gt=0, le=MAX_RANKS)
     """Pipeline-parallel degree (number of stages)."""
-    dp: int = Field(1, gt=0)
+    dp: int = Field(1, gt=0, le=MAX_RANKS)
     """Data-parallel degree. tp x pp x dp must equal the GPU count."""
-    ep: int = Field(1, gt=0)
+    ep: int = Field(1, gt=0, le=MAX_RANKS)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
-    microbatches: int | None = Field(None, gt=0)
+    microbatches: int | None = Field(None, gt=0, le=1 << 24)
     """Microbatches per step per pipeline; defaults to 4 x pp, capped at the sequences each data-parallel replica gets."""
-    virtual_stages: int = Field(1, gt=0)
+    virtual_stages: int = Field(1, gt=0, le=100_000)
     """Interleaved (virtual) pipeline stages per rank; the 1F1B bubble shrinks to (pp-1)/(virtual_stages x microbatches)."""
     allow_cross_node_tp: bool = False
     """Allow a tensor-parallel group to span nodes (slow: TP traffic then crosses the NIC)."""
@@ -72,22 +92,22 @@ class Parallelism(SpecModel):
 class Checkpoint(SpecModel):
     """How often and how checkpoints are written."""
 
-    interval_min: float = Field(30, gt=0)
+    interval_min: float = Field(30, gt=0, le=MAX_MINUTES)
     """Minutes between checkpoints."""
     mode: Literal["sync", "async"] = "async"
     """sync blocks training for the whole write; async blocks only for the snapshot copy."""
-    bytes_per_param: float = Field(14, gt=0)
+    bytes_per_param: float = Field(14, gt=0, le=1024)
     """Checkpoint bytes per parameter: 14 for bf16 weights + fp32 master + Adam m, v (MLPerf Storage sizes)."""
 
 
 class Dataset(SpecModel):
     """Training data as the storage sees it."""
 
-    size_tb: float = Field(gt=0)
+    size_tb: float = Field(gt=0, le=MAX_DATASET_TB)
     """Dataset size in TB (1e12 bytes)."""
     pattern: Literal["sequential", "random"] = "sequential"
     """Read pattern of the data loader."""
-    bytes_per_token: float = Field(4, gt=0)
+    bytes_per_token: float = Field(4, gt=0, le=1e6)
     """Bytes read from storage per training token (tokenised data: 2-4)."""
 
 
@@ -98,13 +118,13 @@ class Workload(SpecModel):
     """Shape of the model."""
     parallelism: Parallelism = Parallelism()
     """Parallel layout."""
-    global_batch_tokens: int = Field(gt=0)
+    global_batch_tokens: int = Field(gt=0, le=int(MAX_TOKENS))
     """Tokens per optimizer step across all data-parallel replicas."""
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     """Compute precision; selects the GPU's peak FLOP/s from the catalog."""
     mfu: float = Field(0.40, gt=0, le=1)
     """Achieved model FLOPs utilisation of the compute part of a step (0-1)."""
-    total_tokens: float = Field(gt=0)
+    total_tokens: float = Field(gt=0, le=MAX_TOKENS)
     """Tokens to train on in total (for example 15e12)."""
     checkpoint: Checkpoint = Checkpoint()
     """Checkpoint policy."""
@@ -115,22 +135,22 @@ class Workload(SpecModel):
 class Reliability(SpecModel):
     """Failure assumptions."""
 
-    gpu_mttf_hours: float = Field(50000, gt=0)
+    gpu_mttf_hours: float = Field(50000, gt=0, le=MAX_MTTF_HOURS)
     """Mean time to failure per GPU in hours (MLPerf Storage v2.0 premise: 50,000 h)."""
-    restart_min: float = Field(10, ge=0)
+    restart_min: float = Field(10, ge=0, le=MAX_MINUTES)
     """Minutes from a failure to training again (detect, reschedule, reload)."""
 
 
 class Requirements(SpecModel):
     """What a design must achieve; omit a field to leave it unconstrained."""
 
-    max_step_time_cv: float | None = Field(None, gt=0)
+    max_step_time_cv: float | None = Field(None, gt=0, le=100)
     """Largest acceptable coefficient of variation of step time."""
     max_checkpoint_stall_fraction: float | None = Field(None, gt=0, le=1)
     """Largest acceptable fraction of wall time blocked on checkpoints."""
-    max_time_to_train_days: float | None = Field(None, gt=0)
+    max_time_to_train_days: float | None = Field(None, gt=0, le=36_500)
     """Deadline for the whole run, in days."""
-    budget_usd: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0, le=1e13)
     """Largest acceptable capex of the cluster in US dollars."""
     reproducibility: Literal["bitwise", "statistical", "none"] = "statistical"
     """bitwise pins NCCL algorithms and deterministic kernels (costs some bandwidth)."""
@@ -139,32 +159,37 @@ class Requirements(SpecModel):
 class Options(SpecModel):
     """The design space the planner enumerates."""
 
-    fabrics: list[str] = Field(default_factory=lambda: ["ib-ndr", "roce-400g", "tcp-100g"], min_length=1)
+    fabrics: list[CatalogId] = Field(
+        default_factory=lambda: ["ib-ndr", "roce-400g", "tcp-100g"], min_length=1, max_length=MAX_OPTIONS
+    )
     """Scale-out fabric ids from the catalog."""
-    storage: list[str] = Field(
-        default_factory=lambda: ["nvmeof-rdma", "nvmeof-tcp", "nfs", "local-nvme"], min_length=1
+    storage: list[CatalogId] = Field(
+        default_factory=lambda: ["nvmeof-rdma", "nvmeof-tcp", "nfs", "local-nvme"], min_length=1, max_length=MAX_OPTIONS
     )
     """Checkpoint/dataset storage backend ids from the catalog."""
-    oversubscription: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
+    oversubscription: list[float] = Field(default_factory=lambda: [1.0], min_length=1, max_length=MAX_OPTIONS)
     """Leaf downlink:uplink ratios to consider (1 = non-blocking)."""
     topologies: list[Literal["rail-optimized", "fat-tree"]] = Field(
-        default_factory=lambda: ["rail-optimized"], min_length=1
+        default_factory=lambda: ["rail-optimized"], min_length=1, max_length=2
     )
     """Topologies to consider."""
 
     @model_validator(mode="after")
     def _oversubscription_at_least_one(self) -> Options:
-        for ratio in self.oversubscription:
-            if ratio < 1:
-                raise ValueError(f"oversubscription ratios are down:up and must be >= 1, got {ratio}")
+        for n, ratio in enumerate(self.oversubscription):
+            if not 1 <= ratio <= 64:
+                raise FieldsError(f"oversubscription ratios are down:up and must be 1-64, got {ratio:g}",
+                                  fields=(f"oversubscription[{n}]",))
         return self
 
 
 class Spec(SpecModel):
     """A gpufabric spec: the cluster, the job, and what the design must achieve."""
 
-    name: str = Field(min_length=1)
-    """A short name for the design study."""
+    name: Slug
+    """A short name for the design study: a slug (lower-case letters, digits, '.', '_', '-'), used in file and job names."""
+    description: Description = ""
+    """Free text about the study (one line); it only ever lands in comments."""
     cluster: Cluster
     """The machines."""
     workload: Workload
@@ -200,32 +225,40 @@ class Spec(SpecModel):
         par = self.workload.parallelism
         gpus = self.num_gpus
         if par.tp * par.pp * par.dp != gpus:
-            raise ValueError(
+            raise FieldsError(
                 f"tp x pp x dp = {par.tp} x {par.pp} x {par.dp} = {par.tp * par.pp * par.dp}"
                 f" but the cluster has {gpus} GPUs ({self.cluster.nodes} nodes x {self.cluster.gpus_per_node});"
-                " make the product equal the GPU count"
+                " make the product equal the GPU count",
+                fields=(_P + "tp", _P + "pp", _P + "dp", "cluster.nodes", "cluster.gpus_per_node"),
             )
         if par.dp % par.ep:
-            raise ValueError(f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)")
+            raise FieldsError(
+                f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)",
+                fields=(_P + "ep", _P + "dp"),
+            )
         sequences_per_replica = self.sequences_per_replica
         if sequences_per_replica < 1:
-            raise ValueError(
+            raise FieldsError(
                 f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"
-                f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp"
+                f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp",
+                fields=("workload.global_batch_tokens", "workload.model.seq_len", _P + "dp"),
             )
         if par.microbatches is not None and par.microbatches > sequences_per_replica:
-            raise ValueError(
+            raise FieldsError(
                 f"microbatches = {par.microbatches} exceeds the {sequences_per_replica} sequences each data-parallel"
-                " replica gets per step (global_batch_tokens / seq_len / dp); lower microbatches"
+                " replica gets per step (global_batch_tokens / seq_len / dp); lower microbatches",
+                fields=(_P + "microbatches", "workload.global_batch_tokens", "workload.model.seq_len", _P + "dp"),
             )
         if par.pp * par.virtual_stages > self.workload.model.layers:
-            raise ValueError(
+            raise FieldsError(
                 f"pp x virtual_stages = {par.pp * par.virtual_stages} exceeds layers = {self.workload.model.layers};"
-                " every virtual stage needs at least one layer"
+                " every virtual stage needs at least one layer",
+                fields=(_P + "pp", _P + "virtual_stages", "workload.model.layers"),
             )
         if par.tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
-            raise ValueError(
+            raise FieldsError(
                 f"tp = {par.tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
-                " reduce tp or set parallelism.allow_cross_node_tp: true"
+                " reduce tp or set parallelism.allow_cross_node_tp: true",
+                fields=(_P + "tp", "cluster.gpus_per_node"),
             )
         return self

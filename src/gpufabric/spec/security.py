@@ -16,53 +16,48 @@ import ipaddress
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from gpufabric.spec.types import HOSTNAME, Cidr, Comment, FieldsError, Hca, HostName, IfName, Name, StrictModel
 
 PlaneKind = Literal["management", "control", "compute-data", "storage"]
 RoleKind = Literal["compute", "storage", "login", "scheduler"]
 
-_NAME = r"^[a-z][a-z0-9_-]{0,30}$"
-# Linux IFNAMSIZ is 16 including the NUL; nft also accepts a trailing '*' wildcard.
-_IFNAME = r"^[A-Za-z0-9_.:-]{1,15}$"
+#: Upper bounds on list lengths: far above a real cluster, low enough to bound the work.
+MAX_PLANES = 64
+MAX_ROLES = 256
+MAX_HOSTS = 1 << 20
+MAX_FLOWS = 4096
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class _Model(StrictModel):
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
 
 class Plane(_Model):
     """One network: its addresses, the interface every node uses for it, and its L2 isolation."""
 
-    name: str = Field(pattern=_NAME)
+    name: Name
     """Plane name used by roles and flows (lowercase, for example mgmt, ctl, data, stor)."""
     kind: PlaneKind
     """What the plane carries: management (SSH, Slurm), control (rendezvous, NCCL bootstrap), compute-data (RDMA collectives) or storage (NVMe-oF)."""
-    cidr: str
+    cidr: Cidr
     """IPv4 network of the plane, for example 10.10.0.0/16; hosts get consecutive addresses in it."""
-    interface: str | None = None
+    interface: IfName | None = None
     """Interface name every node uses on this plane (for example ctl0); required."""
     vlan: int | None = Field(None, ge=1, le=4094)
     """802.1Q VLAN id isolating the plane on Ethernet (RoCE designs)."""
     pkey: int | None = Field(None, ge=0x0001, le=0x7FFE)
     """InfiniBand partition key (0x0001-0x7ffe; 0x7fff is the open default partition) for IB designs."""
-    hcas: list[str] = []
+    hcas: list[Hca] = Field([], max_length=256)
     """Exact RDMA device:port list on this plane, for example [mlx5_0:1, mlx5_1:1]; empty: one per GPU."""
-
-    @field_validator("cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(value, strict=True)
-        except ValueError as exc:
-            raise ValueError(f"not an IPv4 network with host bits zero: {exc}") from None
-        return str(net)
 
     @field_validator("pkey", mode="before")
     @classmethod
     def _pkey_hex(cls, value: object) -> object:
         # PKeys are conventionally written in hex; YAML reads 0x8001 as an int already,
         # but a quoted "0x8001" arrives as a string.
-        if isinstance(value, str) and value.lower().startswith("0x"):
+        if isinstance(value, str) and re.fullmatch(r"0[xX][0-9a-fA-F]{1,4}", value):
             return int(value, 16)
         return value
 
@@ -74,30 +69,35 @@ class Plane(_Model):
 class Role(_Model):
     """A kind of node and its hosts."""
 
-    name: str = Field(pattern=_NAME)
+    name: Name
     """Role name used by flows (for example compute, storage, login, scheduler)."""
     kind: RoleKind
     """compute (GPU node), storage (NVMe-oF target), login (bastion) or scheduler (slurmctld)."""
-    hosts: list[str] | None = None
+    hosts: list[HostName] | None = Field(None, max_length=MAX_HOSTS)
     """Host names of this role, in address order; give hosts or count."""
-    count: int | None = Field(None, gt=0)
+    count: int | None = Field(None, gt=0, le=MAX_HOSTS)
     """Number of hosts when hosts are not listed; they are named <role>-<n> from 1."""
-    planes: list[str] | None = None
+    planes: list[Name] | None = Field(None, max_length=MAX_PLANES)
     """Planes the role's nodes are attached to; default: management plus every plane a flow uses."""
-    port_guids: list[str] = []
+    port_guids: list[str] = Field([], max_length=MAX_HOSTS)
     """InfiniBand port GUIDs of this role's HCAs (0x + 16 hex digits) for partitions.conf membership."""
 
     @model_validator(mode="after")
     def _hosts_or_count(self) -> Role:
         if self.hosts is None and self.count is None:
-            raise ValueError(f"role {self.name!r} needs hosts (a list of names) or count")
+            raise FieldsError(f"role {self.name!r} needs hosts (a list of names) or count", fields=("hosts", "count"))
         if self.hosts is not None and self.count is not None and len(self.hosts) != self.count:
-            raise ValueError(f"role {self.name!r}: count {self.count} but {len(self.hosts)} hosts listed")
+            raise FieldsError(f"role {self.name!r}: count {self.count} but {len(self.hosts)} hosts listed",
+                              fields=("count", "hosts"))
         if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
-            raise ValueError(f"role {self.name!r} lists a host twice")
-        for guid in self.port_guids:
+            raise FieldsError(f"role {self.name!r} lists a host twice", fields=("hosts",))
+        for n, guid in enumerate(self.port_guids):
             if not re.fullmatch(r"0x[0-9a-fA-F]{16}", guid):
-                raise ValueError(f"role {self.name!r}: port GUID {guid!r} is not 0x followed by 16 hex digits")
+                raise FieldsError(f"role {self.name!r}: port GUID {guid[:40]!r} is not 0x followed by 16 hex digits",
+                                  fields=(f"port_guids[{n}]",))
+        if self.hosts is None and not re.fullmatch(HOSTNAME, f"{self.name}-1"):
+            raise FieldsError(f"role {self.name!r} with count names its hosts {self.name}-<n>, which is not a host name"
+                              " (no '_'); rename the role or list hosts", fields=("name", "count"))
         return self
 
     @property
@@ -110,27 +110,30 @@ class Role(_Model):
 class Flow(_Model):
     """One allowed flow (intent): connections from src role to dst role on a plane."""
 
-    src: str
+    src: Name
     """Source role name."""
-    dst: str
+    dst: Name
     """Destination role name."""
-    plane: str
+    plane: Name
     """Plane the flow crosses (the destination's interface on it)."""
     proto: Literal["tcp", "udp"]
     """Transport protocol."""
-    ports: list[int | str] = Field(min_length=1)
+    ports: list[int | str] = Field(min_length=1, max_length=1024)
     """Destination ports: numbers or inclusive ranges written "a-b" (1-65535)."""
-    purpose: str = ""
+    purpose: Comment = ""
     """Why the flow exists; it becomes the firewall rule's comment."""
 
     @field_validator("ports")
     @classmethod
     def _ports(cls, value: list[int | str]) -> list[int | str]:
+        out: list[int | str] = []
         for item in value:
             low, high = parse_port(item)
             if not 1 <= low <= high <= 65535:
-                raise ValueError(f"port {item!r} is out of range 1-65535 (ranges are low-high)")
-        return value
+                raise ValueError(f"port {str(item)[:40]!r} is out of range 1-65535 (ranges are low-high)")
+            # Normalised: the text that reaches a renderer is digits and one '-', whatever was written.
+            out.append(low if isinstance(item, int) else f"{low}-{high}" if high != low else str(low))
+        return out
 
     def port_ranges(self) -> list[tuple[int, int]]:
         """Inclusive (low, high) ranges of the flow's ports."""
@@ -141,9 +144,9 @@ def parse_port(item: int | str) -> tuple[int, int]:
     """``22`` -> (22, 22); ``"60001-63000"`` -> (60001, 63000)."""
     if isinstance(item, int):
         return item, item
-    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(item))
+    match = re.fullmatch(r" *(\d{1,5}) *(?:- *(\d{1,5}) *)?", str(item))
     if not match:
-        raise ValueError(f"port {item!r} is not a number or a range low-high")
+        raise ValueError(f"port {str(item)[:40]!r} is not a number or a range low-high")
     low = int(match.group(1))
     return low, int(match.group(2) or low)
 
@@ -151,11 +154,11 @@ def parse_port(item: int | str) -> tuple[int, int]:
 class SecurityPolicy(_Model):
     """Planes, node roles and allowed flows (intent); everything else is denied."""
 
-    planes: list[Plane] = Field(min_length=1)
+    planes: list[Plane] = Field(min_length=1, max_length=MAX_PLANES)
     """Networks: management, control, compute-data, storage."""
-    roles: list[Role] = Field(min_length=1)
+    roles: list[Role] = Field(min_length=1, max_length=MAX_ROLES)
     """Node roles and their hosts."""
-    flows: list[Flow] = []
+    flows: list[Flow] = Field([], max_length=MAX_FLOWS)
     """Allowed flows; anything not listed is dropped."""
     rdma_tos: int = Field(106, ge=0, le=255)
     """IP TOS byte of RoCE traffic: DSCP 26 << 2 | ECT(0) = 106 (reference section 3.9)."""
@@ -164,53 +167,70 @@ class SecurityPolicy(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> SecurityPolicy:
-        planes = {p.name: p for p in self.planes}
+        planes = {p.name: i for i, p in reversed(list(enumerate(self.planes)))}
         if len(planes) != len(self.planes):
-            raise ValueError("two planes share a name")
-        roles = {r.name: r for r in self.roles}
+            dup = next(i for i, p in enumerate(self.planes) if planes[p.name] != i)
+            raise FieldsError(f"two planes share the name {self.planes[dup].name!r}", fields=(f"planes[{dup}].name",))
+        roles = {r.name: i for i, r in reversed(list(enumerate(self.roles)))}
         if len(roles) != len(self.roles):
-            raise ValueError("two roles share a name")
-        for plane in self.planes:
+            dup = next(i for i, r in enumerate(self.roles) if roles[r.name] != i)
+            raise FieldsError(f"two roles share the name {self.roles[dup].name!r}", fields=(f"roles[{dup}].name",))
+        seen_if: dict[str, int] = {}
+        for i, plane in enumerate(self.planes):
             if not plane.interface:
-                raise ValueError(f"plane {plane.name!r} has no interface; set planes[].interface (for example {plane.name}0)")
-            if not re.fullmatch(_IFNAME, plane.interface):
-                raise ValueError(f"plane {plane.name!r}: interface {plane.interface!r} is not a Linux interface name")
-        seen_if: dict[str, str] = {}
-        for plane in self.planes:
+                raise FieldsError(
+                    f"plane {plane.name!r} has no interface; set planes[].interface (for example {plane.name}0)",
+                    fields=(f"planes[{i}].interface",),
+                )
             if plane.interface in seen_if:
-                raise ValueError(f"planes {seen_if[plane.interface]!r} and {plane.name!r} share interface {plane.interface!r}")
-            seen_if[plane.interface] = plane.name
+                first = seen_if[plane.interface]
+                raise FieldsError(
+                    f"planes {self.planes[first].name!r} and {plane.name!r} share interface {plane.interface!r}",
+                    fields=(f"planes[{i}].interface", f"planes[{first}].interface"),
+                )
+            seen_if[plane.interface] = i
         for i, a in enumerate(self.planes):
-            for b in self.planes[i + 1 :]:
+            for j, b in enumerate(self.planes[i + 1 :], start=i + 1):
                 if a.network.overlaps(b.network):
-                    raise ValueError(f"planes {a.name!r} ({a.cidr}) and {b.name!r} ({b.cidr}) have overlapping CIDRs")
-        pkeys = [p.pkey for p in self.planes if p.pkey is not None]
-        if len(set(pkeys)) != len(pkeys):
-            raise ValueError("two planes share a PKey; give each plane its own partition")
+                    raise FieldsError(f"planes {a.name!r} ({a.cidr}) and {b.name!r} ({b.cidr}) have overlapping CIDRs",
+                                      fields=(f"planes[{j}].cidr", f"planes[{i}].cidr"))
+        seen_pkey: dict[int, int] = {}
+        for i, plane in enumerate(self.planes):
+            if plane.pkey is None:
+                continue
+            if plane.pkey in seen_pkey:
+                raise FieldsError("two planes share a PKey; give each plane its own partition",
+                                  fields=(f"planes[{i}].pkey", f"planes[{seen_pkey[plane.pkey]}].pkey"))
+            seen_pkey[plane.pkey] = i
         hosts: set[str] = set()
-        for role in self.roles:
-            for plane_name in role.planes or []:
+        for i, role in enumerate(self.roles):
+            for k, plane_name in enumerate(role.planes or []):
                 if plane_name not in planes:
-                    raise ValueError(f"role {role.name!r} names unknown plane {plane_name!r}; known: {', '.join(planes)}")
+                    raise FieldsError(f"role {role.name!r} names unknown plane {plane_name!r}; known: {', '.join(planes)}",
+                                      fields=(f"roles[{i}].planes[{k}]",))
             for host in role.host_names:
                 if host in hosts:
-                    raise ValueError(f"host {host!r} appears in two roles")
+                    raise FieldsError(f"host {host!r} appears in two roles", fields=(f"roles[{i}].hosts",))
                 hosts.add(host)
         for n, flow in enumerate(self.flows):
-            for end in (flow.src, flow.dst):
+            for key, end in (("src", flow.src), ("dst", flow.dst)):
                 if end not in roles:
-                    raise ValueError(f"flows[{n}] names unknown role {end!r}; known: {', '.join(roles)}")
+                    raise FieldsError(f"flows[{n}] names unknown role {end!r}; known: {', '.join(roles)}",
+                                      fields=(f"flows[{n}].{key}",))
             if flow.plane not in planes:
-                raise ValueError(f"flows[{n}] names unknown plane {flow.plane!r}; known: {', '.join(planes)}")
+                raise FieldsError(f"flows[{n}] names unknown plane {flow.plane!r}; known: {', '.join(planes)}",
+                                  fields=(f"flows[{n}].plane",))
             for end in (flow.src, flow.dst):
-                explicit = roles[end].planes
+                explicit = self.roles[roles[end]].planes
                 if explicit is not None and flow.plane not in explicit:
-                    raise ValueError(f"flows[{n}]: role {end!r} is not attached to plane {flow.plane!r}")
-        for plane in self.planes:
+                    raise FieldsError(f"flows[{n}]: role {end!r} is not attached to plane {flow.plane!r}",
+                                      fields=(f"flows[{n}].plane", f"roles[{roles[end]}].planes"))
+        for i, plane in enumerate(self.planes):
             # network and broadcast addresses are unusable; the first host gets .1 + offset.
             attached = sum(len(r.host_names) for r in self.roles if plane.name in self.role_planes(r.name))
             if attached > plane.network.num_addresses - 2 - HOST_OFFSET:
-                raise ValueError(f"plane {plane.name!r} ({plane.cidr}) is too small for {attached} hosts")
+                raise FieldsError(f"plane {plane.name!r} ({plane.cidr}) is too small for {attached} hosts",
+                                  fields=(f"planes[{i}].cidr",))
         return self
 
     # ---- derived views (used by configure and audit) -------------------------------

@@ -1,0 +1,166 @@
+"""Typed identifiers and the strict base model of every user-facing pydantic model.
+
+Every free-form string that reaches a generated artefact or a file path is one of these
+types: a pattern and a length limit at the boundary, so a newline, a quote, a ``$(...)``
+or a ``../`` is a located spec error, never text in a script or a path. Renderers still
+quote what they write (defence in depth); these types make most hostile values
+unrepresentable in the first place.
+
+:class:`StrictModel` is the base of spec and catalog models: no unknown keys, no NaN or
+infinity in any float (``allow_inf_nan=False``), and booleans are not numbers (pydantic's
+lax mode turns ``true`` into 1) nor numbers booleans (``1`` into ``true``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import types
+import typing
+from functools import lru_cache
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+
+# ---- patterns (each one is quoted in the error a user sees) ---------------------------------
+
+#: Spec ``name``: a slug usable as a file name, an nft table suffix and a job name.
+SLUG = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+#: Catalog ids (gpu, fabric, storage, ...): lower-case slugs.
+CATALOG_ID = r"^[a-z0-9][a-z0-9._-]{0,62}$"
+#: Role and plane names: they become parts of host names, interface hints and nft set names.
+NAME = r"^[a-z][a-z0-9_-]{0,30}$"
+#: A host name: dot-separated RFC 1123 labels (letters, digits, inner hyphens, 1-63 each),
+#: 253 characters in all. No label is empty, so neither ``..`` nor a leading ``/`` fits.
+HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME = rf"^{HOST_LABEL}(?:\.{HOST_LABEL})*$"
+#: A Linux interface name: kernel dev_valid_name() forbids '/', ':' and whitespace and
+#: needs fewer than IFNAMSIZ (16) bytes; we also keep to characters nft and shells read
+#: literally. "." and ".." are refused separately.
+IFNAME = r"^[A-Za-z0-9_.-]{1,15}$"
+#: An RDMA device with an optional port: mlx5_0 or mlx5_0:1 (IB_DEVICE_NAME_MAX is 64).
+HCA = r"^[A-Za-z0-9_.-]{1,63}(?::[0-9]{1,3})?$"
+#: Free text that lands in a comment (a flow's purpose becomes an nft rule comment, at
+#: most 128 bytes): one line of printable ASCII without quotes, backslash, $ or backtick.
+COMMENT = r"^[A-Za-z0-9 _.,:;/()+<>=#@%&*!?'\[\]-]{0,128}$"
+#: Longer free text (the spec's description): one line, no control characters.
+DESCRIPTION_MAX = 500
+#: NVMe base spec 4.5 / libnvme NVMF_NQN_SIZE: at most 223 bytes, printable ASCII.
+NQN = r"^nqn\.[0-9]{4}-(?:0[1-9]|1[0-2])\.[\x21-\x7e]{1,204}$"
+
+
+def _not_dot(value: str) -> str:
+    if value in (".", ".."):
+        raise ValueError(f"{value!r} is not a usable name")
+    return value
+
+
+def _hca_port(value: str) -> str:
+    if ":" in value and not 1 <= int(value.rsplit(":", 1)[1]) <= 255:
+        raise ValueError(f"HCA {value!r}: the port after ':' must be 1-255")
+    return value
+
+
+def _description(value: str) -> str:
+    bad = next((c for c in value if not c.isprintable()), None)
+    if bad is not None:
+        raise ValueError(f"description must be one line of printable text; it contains {bad!r}")
+    return value
+
+
+def _cidr(value: str) -> str:
+    try:
+        net = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"not an IPv4 network with host bits zero: {exc}") from None
+    return str(net)
+
+
+Slug = Annotated[str, StringConstraints(pattern=SLUG)]
+CatalogId = Annotated[str, StringConstraints(pattern=CATALOG_ID)]
+Name = Annotated[str, StringConstraints(pattern=NAME)]
+HostName = Annotated[str, StringConstraints(pattern=HOSTNAME, max_length=253)]
+IfName = Annotated[str, StringConstraints(pattern=IFNAME), AfterValidator(_not_dot)]
+Hca = Annotated[str, StringConstraints(pattern=HCA), AfterValidator(_hca_port)]
+Comment = Annotated[str, StringConstraints(pattern=COMMENT)]
+Description = Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX), AfterValidator(_description)]
+Nqn = Annotated[str, StringConstraints(pattern=NQN, max_length=223)]
+Cidr = Annotated[str, StringConstraints(max_length=18), AfterValidator(_cidr)]
+VlanId = Annotated[int, Field(ge=1, le=4094)]
+Port = Annotated[int, Field(ge=1, le=65535)]
+
+#: Human-readable names of the patterns, for error messages ("allowed: ...").
+PATTERN_HELP: dict[str, str] = {
+    SLUG: "lower-case letters, digits, '.', '_', '-'; starts with a letter or digit; at most 63 characters",
+    NAME: "lower-case letters, digits, '_', '-'; starts with a letter; at most 31 characters",
+    HOSTNAME: "RFC 1123 host name: letters, digits and inner '-' in dot-separated labels of 1-63 characters",
+    IFNAME: "Linux interface name: 1-15 of letters, digits, '_', '.', '-' (no '/', ':' or spaces)",
+    HCA: "RDMA device[:port], for example mlx5_0:1",
+    COMMENT: "one line of at most 128 printable ASCII characters without quotes, backslash, '$' or '`'",
+    NQN: "nqn.yyyy-mm.<reverse domain>[:...] of printable ASCII, at most 223 bytes",
+}
+
+
+def pattern_help(pattern: str) -> str:
+    """What ``pattern`` allows, in words (the regex itself when it has no description)."""
+    return PATTERN_HELP.get(pattern, f"must match {pattern}")
+
+
+# ---- strict base model ----------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def _accepts(annotation: Any, kind: type) -> bool:
+    """True when ``annotation`` (or an arm of its union, or its list items) is ``kind``."""
+    if annotation is kind:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return _accepts(typing.get_args(annotation)[0], kind)
+    if origin in (typing.Union, types.UnionType, list, tuple, typing.Literal):
+        if origin is typing.Literal:
+            return any(type(a) is kind for a in typing.get_args(annotation))
+        return any(_accepts(a, kind) for a in typing.get_args(annotation) if a is not Ellipsis)
+    return False
+
+
+def _numeric(annotation: Any) -> bool:
+    return _accepts(annotation, int) or _accepts(annotation, float)
+
+
+class StrictModel(BaseModel):
+    """Frozen, no unknown keys, finite floats, and booleans kept apart from numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _bools_are_not_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if field is None:
+            return value
+        items = value if isinstance(value, list) else [value]
+        wants_bool = _accepts(field.annotation, bool)
+        for item in items:
+            if isinstance(item, bool) and not wants_bool and _numeric(field.annotation):
+                raise ValueError(f"expected a number, got the boolean {item!r}")
+            if wants_bool and not _numeric(field.annotation) and not isinstance(item, bool) and item is not None:
+                raise ValueError(f"expected true or false, got {item!r}")
+        return value
+
+
+def bounded_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` cut to ``limit`` characters: errors quote what was wrong, never a whole document."""
+    if isinstance(value, (dict, list)) and len(value) > 3:
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class FieldsError(ValueError):
+    """A check spanning several fields: names them so the error points at the first and lists all."""
+
+    def __init__(self, message: str, *, fields: tuple[str, ...]) -> None:
+        self.fields = fields
+        super().__init__(message)
+
+
