@@ -3,18 +3,42 @@
 Exit codes (DESIGN.md command contract): 0 success, 1 a check/SLO failed or a tool or
 host failed, 2 bad input or usage, 130 Ctrl-C. User errors print one line, never a
 traceback.
+
+This module is also the one boundary for errors the operating system raises from
+anywhere in a command (:func:`os_error_exit`): every one becomes one line on stderr:
+
+========================================  =====  ==========================================
+error                                     exit   why
+========================================  =====  ==========================================
+ENOENT, ENOTDIR, EISDIR, ENAMETOOLONG     2      a path the user gave is wrong
+EACCES, EPERM, EROFS, ENOSPC, EDQUOT, ...  1      the machine refused (permissions, disk)
+EPIPE (stdout closed, ``| head``)         1      nothing more can be written; no message
+UnicodeDecodeError                        2      an input file is not UTF-8 text
+OverflowError                             2      a number too large for the computation
+sqlite3.Error                             1      the results database failed
+MemoryError                               1      the machine ran out of memory
+KeyboardInterrupt (also during start-up)  130    Ctrl-C
+========================================  =====  ==========================================
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
 import typer
 
+import gpufabric
 from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, UserError
+
+#: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
+#: the machine refusing (exit 1).
+_USER_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ENAMETOOLONG, errno.ELOOP})
 
 #: One module per subcommand; each exposes ``register(app)``.
 COMMAND_MODULES = (
@@ -66,16 +90,79 @@ def build_app() -> typer.Typer:
     return app
 
 
+def os_error_message(exc: OSError) -> tuple[str, int]:
+    """One line and an exit code for an OSError from anywhere in a command."""
+    where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno == errno.ENOSPC:
+        what += " (free some space, or point the output elsewhere)"
+    elif exc.errno in (errno.EACCES, errno.EPERM):
+        what += " (check the file's permissions)"
+    elif exc.errno == errno.EROFS:
+        what += " (choose a writable location)"
+    code = 2 if exc.errno in _USER_ERRNOS else 1
+    return f"{where}{what}", code
+
+
+def _sqlite_message(exc: BaseException) -> str:
+    text = str(exc)
+    if "database or disk is full" in text:
+        return f"results database: no space left on device ({text})"
+    return f"results database: {text}"
+
+
+def _flush_stdout() -> None:
+    # Output is buffered: a full disk or closed pipe shows up only at the flush, which
+    # must happen inside the error boundary rather than at interpreter exit.
+    sys.stdout.flush()
+
+
+def _quiet_stdout() -> None:
+    """After EPIPE: point stdout at /dev/null so the interpreter's final flush stays silent."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code."""
-    command = typer.main.get_command(build_app())
+    return _main(argv)
+
+
+def _end_startup() -> None:
+    """Hand Ctrl-C back to Python (KeyboardInterrupt, caught below) once imports are done.
+
+    Until then the quiet exit installed by ``gpufabric/__init__`` stays: a KeyboardInterrupt
+    raised inside an import-lock callback is dropped by Python ("Exception ignored"), and
+    the command would go on as if Ctrl-C had not been pressed.
+    """
+    startup = gpufabric._startup_sigint_handler
+    if startup is not None and signal.getsignal(signal.SIGINT) is startup:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _fail_interrupted() -> int:
     try:
+        print("gpufabric: interrupted", file=sys.stderr)
+    except OSError:
+        pass
+    return 130
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    import sqlite3
+
+    try:
+        command = typer.main.get_command(build_app())
+        _end_startup()
         result = command.main(args=list(argv) if argv is not None else None, prog_name="gpufabric", standalone_mode=False)
+        _flush_stdout()
     except typer.Exit as exc:
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort):
-        print("gpufabric: interrupted", file=sys.stderr)
-        return 130
+        return _fail_interrupted()
     except UserError as exc:
         print(f"gpufabric: error: {exc}", file=sys.stderr)
         return 2
@@ -89,9 +176,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             print(f"gpufabric: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 1
+    except OSError as exc:
+        message, code = os_error_message(exc)
+        return _fail(message, code)
+    except UnicodeDecodeError as exc:
+        return _fail(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})", 2)
+    except OverflowError as exc:
+        return _fail(f"a number is too large: {exc}", 2)
+    except sqlite3.Error as exc:
+        return _fail(_sqlite_message(exc), 1)
+    except MemoryError:
+        return _fail("out of memory: choose a smaller size", 1)
     return result if isinstance(result, int) else 0
+
+
+def _fail(message: str, code: int) -> int:
+    try:
+        print(f"gpufabric: {'error' if code == 2 else 'failed'}: {message}", file=sys.stderr)
+    except OSError:
+        pass
+    return code
 
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # between the signal handler swap and main's own try
+        code = 130
+    sys.exit(code)

@@ -13,6 +13,7 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli.limits import check_max
 from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 
@@ -57,6 +58,10 @@ def bench(
 
     if suite not in SUITES:
         raise InputError(f"--suite {suite!r}: choose quick or full")
+    check_max("--repeats", repeats, 1000)
+    check_max("--timeout", timeout, 7 * 86_400)
+    if server is not None and not _is_host(server):
+        raise InputError(f"--server {server[:80]!r} is not a host name or IP address")
     loaded_spec, plan_doc, slos = _slos(plan, spec, thresholds)
     if target_dir is not None:
         scratch_mod.check_target(target_dir, force=force)
@@ -69,6 +74,20 @@ def bench(
     code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt)
     if code:
         raise typer.Exit(code)
+
+
+def _is_host(text: str) -> bool:
+    """A host name or an IP address: it becomes a tool argument, so never an option ('-...')."""
+    import ipaddress
+    import re
+
+    from gpufabric.spec.types import HOSTNAME
+
+    try:
+        ipaddress.ip_address(text)
+        return True
+    except ValueError:
+        return len(text) <= 253 and re.fullmatch(HOSTNAME, text) is not None
 
 
 def _argv(ctx: typer.Context) -> list[str]:

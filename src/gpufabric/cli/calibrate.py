@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         from gpufabric.plan.calibrate import calibrate as fit, render_yaml
         from gpufabric.results.store import Store
 
-        with Store.open(db) as store:
+        with Store.open(db, create=False) as store:
             run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
         cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
         if not dry_run:

@@ -25,7 +25,7 @@ def _load(refs: tuple[str, str], db: Path | None) -> list:
     is_file = [ref.endswith(".json") or Path(ref).is_file() for ref in refs]
     stored = {}
     if not all(is_file):
-        with Store.open(db) as store:
+        with Store.open(db, create=False) as store:
             stored = {ref: store.get_run(ref) for ref, f in zip(refs, is_file) if not f}
     return [load_json_report(ref) if f else stored[ref] for ref, f in zip(refs, is_file)]
 

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.limits import check_range
 from gpufabric.cli.output import Format, print_json
+from gpufabric.errors import InputError
+
+#: Largest message size predicted: 1 PiB, far above any single collective (HBM is ~1e11 B per GPU).
+_MAX_BYTES = 1 << 50
 
 
 def register(app: typer.Typer) -> None:
@@ -32,7 +37,11 @@ def collective(
     from gpufabric.model.collectives import predict_collective
     from gpufabric.units import format_size, parse_size
 
+    check_range("--nodes", nodes, 1, 1 << 24)
+    check_range("--gpus-per-node", gpus_per_node, 1, 1024)
     size_bytes = parse_size(size)
+    if size_bytes > _MAX_BYTES:
+        raise InputError(f"--bytes {size} is beyond any collective message (at most {format_size(_MAX_BYTES)})")
     catalog = load_catalog(catalog_files)
     pred = predict_collective(op=op, size_bytes=size_bytes, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu,
                               fabric=fabric, catalog=catalog, algorithm=algorithm, deterministic=deterministic)

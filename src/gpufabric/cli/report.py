@@ -34,7 +34,7 @@ def report(
     from gpufabric.report import render
     from gpufabric.results.store import Store
 
-    with Store.open(db) as store:
+    with Store.open(db, create=False) as store:
         record = store.get_run(run)
     kind = "markdown" if fmt is ReportKind.text else fmt.value
     text = render(record, kind)

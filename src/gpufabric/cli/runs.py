@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.limits import check_max
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
@@ -34,7 +35,8 @@ def runs(
 
     if limit < 1:
         raise InputError(f"--limit must be >= 1, got {limit}")
-    with Store.open(db) as store:
+    check_max("--limit", limit, 1_000_000)
+    with Store.open(db, create=False) as store:
         records = store.list_runs(limit=limit)
         path = store.path
     if fmt is Format.json:

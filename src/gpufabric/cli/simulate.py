@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import typer
 
+from gpufabric.cli.limits import check_max
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -63,6 +64,15 @@ def simulate(
 
     from gpufabric.sim import simulate as run_sim
 
+    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--ranks-per-node", ranks_per_node, 1 << 31),
+                              ("--ranks-per-leaf", ranks_per_leaf, 1 << 31), ("--steps", steps, 10**9),
+                              ("--train-steps", train_steps, 10**15), ("--runs", runs, 10**6),
+                              ("--seed", seed, 2**63 - 1), ("--ring-steps", ring_steps, 10**9),
+                              ("--ring-width", ring_width, 1 << 31), ("--compute-ms", compute_ms, 1e9),
+                              ("--fixed-ms", fixed_ms, 1e9), ("--node-mttf-h", node_mttf_h, 1e9),
+                              ("--restart-min", restart_min, 1e7), ("--tokens-per-step", tokens_per_step, 1e15),
+                              ("--compute-cv", compute_cv, 1e3)):
+        check_max(flag, value, high)
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")

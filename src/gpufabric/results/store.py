@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric import __version__
-from gpufabric.errors import InputError
+from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
@@ -41,6 +41,17 @@ RUN_STATUSES = ("passed", "failed", "interrupted", "error")
 
 #: How long a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
+
+
+class StoreFailure(EnvironmentFailure):
+    """The results database could not be written (disk full, read-only, I/O error)."""
+
+
+def _is_full(exc: BaseException) -> bool:
+    # SQLITE_FULL: "database or disk is full"; a failed journal write may surface as an
+    # OSError (ENOSPC) from the sqlite3 module instead.
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == 13 or "database or disk is full" in str(exc) or getattr(exc, "errno", None) == 28
 
 
 def default_path() -> Path:
@@ -69,15 +80,25 @@ class Store:
         self._conn = conn
         self._lock = threading.Lock()
         self.path = path
+        self._open_runs: set[int] = set()
 
     @classmethod
-    def open(cls, path: str | Path | None = None) -> Store:
+    def open(cls, path: str | Path | None = None, *, create: bool = True) -> Store:
         """Open (creating, or migrating from an older schema) the store at ``path``.
 
+        Args:
+            create: False for reading commands (runs, report, compare): a path whose
+                directory does not exist is an error naming it (a typo in --db), not a
+                new directory tree with an empty database in it.
+
         Raises:
-            InputError: the file is not a SQLite database, or was written by a newer gpufabric.
+            InputError: the directory does not exist (``create=False``), the file is not
+                a SQLite database, or was written by a newer gpufabric.
         """
         target = Path(path) if path is not None else default_path()
+        if not create and not target.parent.is_dir():
+            raise InputError(f"{target}: no results database (directory {target.parent} does not exist);"
+                             " check --db or $GPUFABRIC_DB, or record a run first (gpufabric bench / ingest)")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -116,17 +137,44 @@ class Store:
         return read_version(self._conn)
 
     def _write(self, fn, *args):  # noqa: ANN001, ANN202
-        """Run ``fn(cursor, *args)`` in one committed transaction."""
-        with self._lock:
-            cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
-            try:
-                out = fn(cur, *args)
-                cur.execute("COMMIT")
-            except BaseException:
-                cur.execute("ROLLBACK")
+        """Run ``fn(cursor, *args)`` in one committed transaction.
+
+        A full disk (or any other write failure) becomes :class:`StoreFailure` with one
+        readable line, after the runs this handle began are marked failed where the disk
+        still allows it, so none is left 'running' forever.
+        """
+        try:
+            with self._lock:
+                cur = self._conn.cursor()
+                cur.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn(cur, *args)
+                    cur.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:
+                        cur.execute("ROLLBACK")
+                    raise
+                return out
+        except (sqlite3.OperationalError, sqlite3.DatabaseError, OSError) as exc:
+            if isinstance(exc, sqlite3.IntegrityError):
                 raise
-            return out
+            self._mark_open_runs_failed()
+            if _is_full(exc):
+                raise StoreFailure(f"{self.path}: no space left on device; the run is marked failed"
+                                   " (free some space and run again)") from exc
+            raise StoreFailure(f"{self.path}: cannot write the results database: {exc}") from exc
+
+    def _mark_open_runs_failed(self) -> None:
+        """Best effort: an UPDATE of existing rows often still fits when an INSERT did not."""
+        if not self._open_runs:
+            return
+        try:
+            with self._lock:
+                marks = ",".join("?" * len(self._open_runs))
+                self._conn.execute(f"UPDATE run SET status='failed', finished_at=? WHERE id IN ({marks})",
+                                   (time.time(), *sorted(self._open_runs)))
+        except (sqlite3.Error, OSError):
+            pass
 
     # -- writing ---------------------------------------------------------------
 
@@ -159,7 +207,9 @@ class Store:
             )
             return int(cur.lastrowid)
 
-        return self._write(insert)
+        run_id = self._write(insert)
+        self._open_runs.add(run_id)
+        return run_id
 
     def add_result(self, run_id: int, result: TestResult) -> int:
         """Store one test result with its metrics and raw samples, committed before returning."""
@@ -230,6 +280,7 @@ class Store:
         self._write(
             lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
         )
+        self._open_runs.discard(run_id)
 
     # -- reading ---------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from gpufabric.sim.config import SimConfig
 from gpufabric.sim.engine import draw_layout, step_times
+from gpufabric.sim.memory import check_fits
 from gpufabric.sim.timeline import run_time, segment_step_sums
 
 HISTOGRAM_BINS = 30
@@ -148,7 +149,12 @@ def histogram_ms(t_s: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict:
 
 def simulate(cfg: SimConfig, *, brute_force: bool = False) -> SimResult:
     """Simulate ``cfg.runs`` independent runs. Same ``cfg`` (seed included) -> same result,
-    bit for bit. ``brute_force`` draws every rank (the reference path; slow)."""
+    bit for bit. ``brute_force`` draws every rank (the reference path; slow).
+
+    Raises:
+        InputError: the arrays would not fit in the available memory (the estimate is in the message).
+    """
+    check_fits(cfg, brute_force=brute_force)
     total = cfg.total_steps
     has_stragglers = cfg.stragglers is not None or (cfg.comm is not None and cfg.comm.slow_links is not None)
     pooled = np.empty(cfg.runs * cfg.steps)
