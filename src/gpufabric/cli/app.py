@@ -179,6 +179,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 1
+    except SystemExit as exc:  # typer exits 1 itself on EPIPE, even in non-standalone mode
+        return exc.code if isinstance(exc.code, int) else 1
     except OSError as exc:
         message, code = os_error_message(exc)
         return _fail(message, code)

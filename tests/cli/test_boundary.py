@@ -1,0 +1,158 @@
+"""The CLI's one boundary for OS errors, huge numbers and Ctrl-C (issue 9 item 6)."""
+
+from __future__ import annotations
+
+import gc
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpufabric.errors import EnvironmentFailure
+from gpufabric.results.records import Status, TestResult
+from gpufabric.results.store import Store, StoreFailure
+from tests.conftest import EXAMPLES, ROOT, needs_root
+
+LAB = EXAMPLES / "lab-2node.yaml"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
+
+def gpufabric(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "gpufabric", *args], capture_output=True, text=True, env=ENV,
+                          timeout=120, **kwargs)
+
+
+def test_output_to_dev_full_is_one_line_exit_1():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "gpufabric", "plan", str(LAB), "--format", "json"], stdout=full,
+                              stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == ["gpufabric: failed: No space left on device (free some space,"
+                                                " or point the output elsewhere)"]
+
+
+def test_closed_stdout_is_quiet():
+    proc = subprocess.Popen([sys.executable, "-m", "gpufabric", "schema"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=ENV)
+    proc.stdout.close()  # like `gpufabric schema | head -c0`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+def test_name_too_long_is_a_user_error(cli, tmp_path):
+    code, _, err = cli("init", tmp_path / ("x" * 300 + ".yaml"))
+    assert code == 2 and "File name too long" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["predict", "collective", "--nodes", str(10**30)], "--nodes"),
+    (["predict", "collective", "--gpus-per-node", "0"], "--gpus-per-node"),
+    (["predict", "collective", "--bytes", "1e300"], "--bytes"),
+    (["simulate", "--ranks", str(10**30)], "--ranks"),
+    (["simulate", "--ranks", "8", "--seed", str(10**30)], "--seed"),
+    (["simulate", "--ranks", "8", "--ring-steps", str(10**30), "--comm-latency", "const:1us"], "--ring-steps"),
+    (["runs", "--limit", str(10**30)], "--limit"),
+])
+def test_huge_integers_are_range_checked(cli, args, flag):
+    code, out, err = cli(*args)
+    assert code == 2 and flag in err and "Traceback" not in err and out == ""
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_overflow_anywhere_is_exit_2(cli):
+    code, _, err = cli("predict", "collective", "--bytes", "1e400")
+    assert code == 2 and err.startswith("gpufabric: error: a number is too large")
+
+
+def test_brute_force_refuses_what_cannot_fit(cli):
+    code, _, err = cli("simulate", "--ranks", str(1 << 31), "--brute-force", "--steps", "10")
+    assert code == 2 and "--brute-force draws every rank needs about" in err and "GiB" in err
+
+
+def test_reading_commands_refuse_db_in_missing_directory(cli, tmp_path):
+    db = tmp_path / "no" / "such" / "dir" / "results.db"
+    for args in (["runs"], ["report", "latest"], ["compare", "1", "2"]):
+        code, _, err = cli(*args, "--db", db)
+        assert code == 2 and "does not exist" in err, (args, err)
+    assert not (tmp_path / "no").exists()  # nothing was created
+
+
+SYNC = ("import os, sys, runpy; sys.argv = ['gpufabric', 'plan', {spec!r}]; import gpufabric; os.write(2, b'@');"
+        " runpy.run_module('gpufabric', run_name='__main__')")
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 0.01, 0.02, 0.04, 0.08, 0.12, 0.2, 0.3])
+def test_ctrl_c_during_start_up_exits_130_without_traceback(delay_s):
+    # The child writes '@' once Python has found and imported the gpufabric package (the
+    # interpreter's own start-up and module lookup come before any of our code and are not
+    # ours to guard); SIGINT then lands in our imports, the app building or the command.
+    proc = subprocess.Popen([sys.executable, "-c", SYNC.format(spec=str(EXAMPLES / "llama3-405b-16k.yaml"))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    assert proc.stderr.read(1) == b"@"
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
+    assert proc.returncode == 130 or (proc.returncode == 0 and out), (proc.returncode, err.decode())
+    assert err.strip() in (b"", b"gpufabric: interrupted")
+
+
+def test_importing_the_library_leaves_sigint_alone():
+    code = "import signal, gpufabric.cli.app; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)
+    assert done.stdout.strip() == "True"
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 2 MiB ext4 filesystem on a loop device (root only)."""
+    if os.geteuid() != 0 or not shutil.which("mkfs.ext4") or not Path("/dev/loop-control").exists():
+        pytest.skip("needs root, mkfs.ext4 and loop devices")
+    image, mount = tmp_path / "sf.img", tmp_path / "mnt"
+    mount.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(2 * 1024 * 1024)
+    subprocess.run(["mkfs.ext4", "-q", "-m", "0", str(image)], check=True)  # -m 0: no blocks kept for root
+    if subprocess.run(["mount", "-o", "loop", str(image), str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot loop-mount here")
+    try:
+        yield mount
+    finally:
+        gc.collect()  # a traceback kept by pytest.raises may still hold a closed store's objects
+        if subprocess.run(["umount", str(mount)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(mount)], check=False)
+        attached = subprocess.run(["losetup", "-j", str(image)], capture_output=True, text=True).stdout
+        for line in attached.splitlines():
+            subprocess.run(["losetup", "-d", line.split(":", 1)[0]], check=False)
+
+
+@needs_root
+def test_full_disk_marks_the_run_failed_with_one_line(small_fs):
+    db = small_fs / "results.db"
+    store = Store.open(db)
+    run_id = store.begin_run(kind="bench", argv=["bench"], fingerprint={})
+    blob = os.urandom(256 * 1024).hex()  # incompressible, 512 KB of text per result
+    with pytest.raises(StoreFailure, match="no space left on device; the run is marked failed") as info:
+        for i in range(100):
+            store.add_result(run_id, TestResult(name=f"t{i}", tool="fio", host="h", status=Status.ok, raw_output=blob))
+    assert isinstance(info.value, EnvironmentFailure)
+    store.close()
+    with Store.open(db) as again:
+        assert again.get_run(run_id).status == "failed"
+
+
+@needs_root
+def test_full_disk_from_the_cli_is_exit_1(small_fs, cli):
+    for n, chunk in enumerate((65536, 512, 1)):  # fill to the last byte
+        with pytest.raises(OSError):
+            with open(small_fs / f"filler{n}", "wb", buffering=0) as handle:
+                while True:
+                    handle.write(b"x" * chunk)
+    code, _, err = cli("init", small_fs / "spec.yaml")
+    assert code == 1 and "No space left on device" in err and "Traceback" not in err
