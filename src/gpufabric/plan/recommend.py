@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufabric.errors import InputError
 from gpufabric.plan.evaluate import Candidate
 
 OBJECTIVES = ("capex_usd", "time_to_train_days", "step_time_cv")
@@ -91,7 +92,12 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         requirements: the spec's requirements, to name the tightest one (optional).
     """
     feasible = [c for c in cands if c.meets_requirements]
-    pool = feasible or list(cands)
+    # A design whose model outputs are NaN/inf/negative cannot be judged: never recommended.
+    sound = [c for c in cands if not any(v.startswith("model_output") for v in c.violations)]
+    if not sound:
+        raise InputError(f"the models give no finite answer for any design: {cands[0].violations[0]};"
+                         " check the spec's and catalog's values for extremes")
+    pool = feasible or sound
     front = pareto_front(pool)
     on_front_ids = set(front)
     on_front = [c for c in pool if c.id in on_front_ids]
