@@ -185,3 +185,27 @@ def test_nccl_tests_fake_binary_output_parsed(tmp_path, fake_tool_dir, monkeypat
     assert result.status == Status.failed
     assert "3 wrong elements" in result.reason
     assert result.metric("busbw_gbps").value == 176.62
+
+
+@needs_tool("iperf3")
+def test_two_benches_at_once_use_their_own_servers(tmp_path):
+    """Two suites on one host plan the same default port; each must still measure its own server."""
+    import threading
+
+    profile = Iperf3Profile(name="tcp", duration_s=1, streams=1)  # the default, fixed port
+    tests = [iperf3_runner.plan(profile, scratch=tmp_path, timeout_s=20, repeat=r) for r in (1, 2)]
+    results = [None, None]
+
+    def run(i: int) -> None:
+        results[i] = LocalExecutor()(tests[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert [r.status for r in results] == [Status.ok, Status.ok], [r.reason for r in results]
+    ports = {r.params["port"] for r in results}
+    assert len(ports) == 2 and str(profile.port) not in ports
+    for r in results:  # the client connected to the port its own server was moved to
+        assert r.argv[r.argv.index("-p") + 1] == r.params["port"]

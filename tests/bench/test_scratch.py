@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
+from gpufabric.bench import scratch
 from gpufabric.bench.scratch import check_target, plan_path, prepare
 from gpufabric.errors import InputError
 
@@ -71,3 +73,73 @@ def test_default_is_a_temp_dir():
 def test_plan_path_creates_nothing(tmp_path):
     path = plan_path(tmp_path / "x")
     assert not path.exists() and not (tmp_path / "x").exists()
+
+
+KILLED_RUN = """
+import sys, time
+import os
+from pathlib import Path
+from gpufabric.bench import scratch
+s = scratch.prepare(Path(sys.argv[1]) if sys.argv[1] != "-" else None)
+(s.path / "shard.0").write_bytes(b"x" * 4096)
+print(s.path, flush=True)
+time.sleep(60)
+"""
+
+
+def _killed_run(target: str) -> Path:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, target], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    path = Path(proc.stdout.readline().strip())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    return path
+
+
+def test_kill_9_leftover_is_removed_by_the_next_run(tmp_path):
+    target = tmp_path / "t"
+    target.mkdir()
+    leaked = _killed_run(str(target))
+    assert leaked.parent == target and (leaked / "shard.0").exists() and (leaked / scratch.MARKER).exists()
+    # The leftover does not make the target "not empty", and the next run removes it.
+    scratch.check_target(target, force=False)
+    fresh = scratch.prepare(target)
+    try:
+        assert not leaked.exists() and fresh.path.is_dir()
+    finally:
+        fresh.cleanup()
+
+
+def test_default_temp_scratch_leftover_is_removed(tmp_path):
+    leaked = _killed_run("-")
+    assert leaked.is_dir()
+    fresh = scratch.prepare(None)
+    try:
+        assert not leaked.exists()
+    finally:
+        fresh.cleanup()
+
+
+def test_live_or_unmarked_directories_are_kept(tmp_path):
+    live = scratch.prepare(tmp_path)  # owned by this (live) process
+    unmarked = tmp_path / "gpufabric-bench-1-0"
+    unmarked.mkdir()  # no marker: not ours to judge
+    other = scratch.prepare(tmp_path, force=True)
+    try:
+        assert live.path.is_dir() and unmarked.is_dir()
+    finally:
+        other.cleanup()
+        live.cleanup()
+
+
+def test_reused_pid_with_another_start_time_is_stale(tmp_path):
+    path = tmp_path / "gpufabric-bench-x"
+    path.mkdir()
+    (path / scratch.MARKER).write_text(f"{os.getpid()} 1")  # our PID, but not our start time
+    assert scratch.stale_dirs(tmp_path) == [path]

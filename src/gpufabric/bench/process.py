@@ -205,6 +205,27 @@ def run(
     return completed
 
 
+def free_port(host: str = "127.0.0.1", *, attempts: int = 20) -> int:
+    """A port that is free for both TCP and UDP on ``host`` right now, chosen by the kernel.
+
+    Benchmark servers bind ports chosen at run time, not fixed ones: two suites on one
+    host (two users, or a retry while a killed run's server lingers) would otherwise
+    start servers on the same port and measure each other's. Free for both protocols so
+    one choice serves iperf3 (TCP and UDP tests), sockperf and perftest's TCP side.
+    """
+    for _ in range(attempts):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+            tcp.bind((host, 0))
+            port = tcp.getsockname()[1]
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+                try:
+                    udp.bind((host, port))
+                except OSError:
+                    continue
+        return port
+    raise CommandFailed(["bind", host], 1, "", f"no port free for both TCP and UDP on {host} after {attempts} tries")
+
+
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
     """True when something accepts TCP connections on host:port."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -282,6 +303,9 @@ def start_server(
     """
     argv = _resolve(argv, env)
     check_ready: Callable[[], bool] = (lambda: tcp_listening(ready)) if isinstance(ready, int) else ready
+    if isinstance(ready, int) and tcp_listening(ready):
+        # Someone else's server: "ready" would be true at once and we would measure it.
+        raise CommandFailed(argv, 1, "", f"port {ready} is already in use by another process")
     proc = _spawn(argv, cwd, env)
     server = Server(tuple(argv), proc, _Drain(proc.stdout), _Drain(proc.stderr))
     try:

@@ -14,7 +14,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpufabric.bench import process
@@ -51,6 +51,18 @@ class PlannedTest:
     params: dict[str, str] = field(default_factory=dict)
     skip_reason: str = ""           # known before running (no RDMA device, binary absent)
     repeat: int = 1
+
+    def with_server_port(self, port: int) -> PlannedTest:
+        """This test with its local server (and the client's ``-p``) moved to ``port``."""
+        if self.server is None:
+            return self
+        old = str(self.server.port)
+
+        def move(argv: tuple[str, ...]) -> tuple[str, ...]:
+            return tuple(str(port) if i and argv[i - 1] == "-p" and a == old else a for i, a in enumerate(argv))
+
+        server = replace(self.server, argv=move(self.server.argv), port=port)
+        return replace(self, server=server, argv=move(self.argv), params={**self.params, "port": str(port)})
 
     def command_lines(self) -> list[str]:
         lines = []
@@ -101,6 +113,10 @@ class LocalExecutor:
     def __call__(self, test: PlannedTest) -> TestResult:
         if test.skip_reason:
             return skipped(test, test.skip_reason, self.host)
+        if test.server is not None:
+            # A loopback server gets a port the kernel says is free now (process.free_port),
+            # so a second bench on this host never meets or measures this one's servers.
+            test = test.with_server_port(process.free_port())
         for directory in test.mkdirs:
             Path(directory).mkdir(parents=True, exist_ok=True)
         started_at = time.time()
