@@ -77,3 +77,25 @@ def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
         busbw[plane] = row["busbw_gbps"]
     assert busbw["data"] < 0.125 * 1.05
     assert busbw["storage"] > 2 * busbw["data"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--hosts", "40"], "2 to 16 hosts"),
+    (["--hosts", "1"], "2 to 16 hosts"),
+    (["--rate", "data=fast"], "tc rate"),
+    (["--rate", "nope=1gbit"], "unknown plane"),
+    (["--noise", "nope"], "unknown plane"),
+    (["Bad_Name"], "lowercase letters"),
+])
+def test_dry_run_validates_exactly_as_up(cli, args, message):
+    """`lab up --dry-run` refuses what `lab up` refuses, with the same message (no root needed)."""
+    from gpufabric.errors import InputError
+    from gpufabric.lab import net
+
+    code, out, err = cli("lab", "up", *args, "--dry-run")
+    assert code == 2 and message in err and out == ""
+    name = next((a for a in args if not a.startswith("-") and "=" not in a and not a.isdigit()), "lab")
+    opts = dict(zip(args[::2], args[1::2])) if args[0].startswith("-") else {}
+    with pytest.raises(InputError, match=message):
+        net.up(name if name in args else "lab", hosts=int(opts.get("--hosts", 2)),
+               rates=dict([opts["--rate"].split("=")]) if "--rate" in opts else None, noise=opts.get("--noise", ""))

@@ -42,8 +42,7 @@ def register(app: typer.Typer) -> None:
         """Create the lab (replacing an earlier one of the same name)."""
         from gpufabric.lab import net
 
-        rates = _rates(rate)
-        net.check_name(name)
+        rates = net.validate(name, hosts=hosts, rates=_rates(rate), noise=noise)
         if dry_run:
             layout = {"switch_netns": net.ns_switch(name), "bridges": list(net.BRIDGES.values()),
                       "hosts": [{"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24"

@@ -103,16 +103,29 @@ def existing_namespaces(name: str | None = None) -> list[str]:
     return sorted(n for n in names if n.startswith(prefix))
 
 
-def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> LabState:
-    """Create the lab (first removing any earlier lab of the same name)."""
+#: A tc rate: a number and one of tc's units (tc(8) "RATES"); anything else fails in tc
+#: after namespaces were already created.
+_RATE = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,6})?(?:bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps)")
+
+
+def validate(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> dict[str, str]:
+    """Every check ``up`` makes before touching the system (``lab up --dry-run`` runs exactly these)."""
     check_name(name)
     if not 2 <= hosts <= 16:
         raise InputError(f"--hosts {hosts}: a lab has 2 to 16 hosts")
     rates = dict(rates or {})
-    for plane in rates:
+    for plane, rate in rates.items():
         _check_plane(plane)
+        if not _RATE.fullmatch(rate):
+            raise InputError(f"--rate {plane}={rate[:40]!r}: use a tc rate such as 100mbit or 1gbit")
     if noise:
         _check_plane(noise)
+    return rates
+
+
+def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> LabState:
+    """Create the lab (first removing any earlier lab of the same name)."""
+    rates = validate(name, hosts=hosts, rates=rates, noise=noise)
     down(name)
     sw = ns_switch(name)
     try:
