@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXAMPLE ?= examples/llama3-70b-1k.yaml
 
-.PHONY: setup deps demo test bench clean
+.PHONY: setup deps demo test bench fuzz clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -23,6 +23,12 @@ demo: deps setup
 
 test: deps setup
 	$(PY) -m pytest -q -p no:cacheprovider
+
+# The fuzz suite (tests/fuzz) at length: thousands of hostile inputs per command, a new
+# random seed each time (CI runs a few dozen per test, derandomized).
+FUZZ_EXAMPLES ?= 2000
+fuzz: setup
+	GPUFABRIC_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

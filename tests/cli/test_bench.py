@@ -172,7 +172,9 @@ def _wait_for_results(proc: subprocess.Popen, db: Path, count: int) -> None:
                 finished = 0
 
 
-def _pids_of_our_servers(ports: tuple[str, ...]) -> list[int]:
+def _pids_of_our_servers(tmp_path: Path) -> list[int]:
+    """iperf3/sockperf/fio processes started by this test's suite: they run inside its scratch
+    directory under ``tmp_path`` (servers bind ports chosen at run time, so a port says nothing)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -180,10 +182,11 @@ def _pids_of_our_servers(ports: tuple[str, ...]) -> list[int]:
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
             state = (proc / "stat").read_text().split(")")[-1].split()[0]
+            cwd = os.readlink(proc / "cwd")
         except OSError:
             continue
         words = [a.decode(errors="replace") for a in argv]
-        if state != "Z" and words and Path(words[0]).name in ("iperf3", "sockperf", "fio") and any(p in words for p in ports):
+        if state != "Z" and words and Path(words[0]).name in ("iperf3", "sockperf", "fio") and cwd.startswith(str(tmp_path)):
             found.append(int(proc.name))
     return found
 
@@ -221,11 +224,11 @@ def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path):
     assert len(run.results) >= 5
     assert [r.name for r in run.results[:5]] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
                                                  "fio.small_file_commit", "iperf3.tcp"]
-    # The sockperf server and client died with their parent (no orphans on our ports).
+    # The sockperf server and client died with their parent (no orphans of this suite).
     deadline = time.monotonic() + 3
-    while _pids_of_our_servers(("11111", "5201")) and time.monotonic() < deadline:
+    while _pids_of_our_servers(tmp_path) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _pids_of_our_servers(("11111", "5201")) == []
+    assert _pids_of_our_servers(tmp_path) == []
 
 
 @needs_tool("fio")
@@ -250,4 +253,4 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
                                                  "fio.small_file_commit"]
     assert len(run.results) <= 5
     assert not (tmp_path / "target").exists()  # the scratch directory was cleaned up
-    assert _pids_of_our_servers(("5201", "11111")) == []
+    assert _pids_of_our_servers(tmp_path) == []

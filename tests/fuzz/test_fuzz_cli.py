@@ -1,0 +1,107 @@
+"""Fuzz ``plan``, ``simulate`` and ``ingest`` in-process with mutated shipped inputs (issue 9 item 9).
+
+Invariants on every example: the exit code is 0, 1 or 2; nothing raises out of ``main``
+and no traceback is printed; every JSON document printed has only finite numbers.
+
+CI runs ``GPUFABRIC_FUZZ_EXAMPLES`` examples per test (default 60; derandomized under
+``CI`` like the rest of the suite); ``make fuzz`` runs thousands with a random seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpufabric.cli.app import main
+from tests.fuzz.strategies import hostile_values, json_numbers_finite, mutated_tool_output, spec_bytes
+
+EXAMPLES = int(os.environ.get("GPUFABRIC_FUZZ_EXAMPLES", "60"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def check(code: int, out: str, err: str, *, json_out: bool) -> None:
+    assert code in (0, 1, 2), (code, err[-2000:])
+    assert "Traceback" not in err and "Traceback" not in out, err[-2000:]
+    if code == 2:
+        # A user error is one line (the CLI contract), never a dump of the input.
+        assert len(err.strip().splitlines()) <= 4 and len(err) < 4000, err[-2000:]
+    if json_out and code in (0, 1) and out.strip():
+        assert json_numbers_finite(out)
+
+
+@FUZZ
+@given(spec=spec_bytes())
+def test_plan_never_crashes(spec: bytes) -> None:
+    with tempfile.TemporaryDirectory(prefix="sf-fuzz-") as tmp:
+        path = Path(tmp) / "spec.yaml"
+        path.write_bytes(spec)
+        check(*run_cli("plan", str(path), "--format", "json"), json_out=True)
+
+
+@FUZZ
+@given(spec=spec_bytes())
+def test_simulate_spec_never_crashes(spec: bytes) -> None:
+    with tempfile.TemporaryDirectory(prefix="sf-fuzz-") as tmp:
+        path = Path(tmp) / "spec.yaml"
+        path.write_bytes(spec)
+        check(*run_cli("simulate", str(path), "--steps", "200", "--format", "json"), json_out=True)
+
+
+def _flag_value() -> st.SearchStrategy[str]:
+    return st.one_of(hostile_values().map(str), st.sampled_from(
+        ["normal:2ms", "exp:1ms", "lognormal:1ms:0.5", "const:1ms", "hiccup:0.001:5ms", "0.01x1.5", "500:8s:sync",
+         "0.001:5ms", "normal:nan", "exp:-1ms", "1e999", "empirical:/etc/passwd", "empirical:../../x"]))
+
+
+@FUZZ
+@given(ranks=st.one_of(st.integers(min_value=-5, max_value=4096), st.sampled_from([10**30, 2**31, 2**63])),
+       steps=st.integers(min_value=-5, max_value=300),
+       flags=st.lists(st.tuples(st.sampled_from(["--jitter", "--hiccup", "--straggler", "--leaf-jitter",
+                                                 "--comm-latency", "--slow-links", "--checkpoint-every",
+                                                 "--compute-ms", "--node-mttf-h", "--ring-steps", "--ranks-per-node",
+                                                 "--ranks-per-leaf", "--runs", "--seed"]), _flag_value()),
+                      max_size=3, unique_by=lambda f: f[0]))
+def test_simulate_synthetic_never_crashes(ranks: int, steps: int, flags: list[tuple[str, str]]) -> None:
+    argv = ["simulate", "--ranks", str(ranks), "--steps", str(steps), "--format", "json"]
+    for flag, value in flags:
+        argv += [flag, value]
+    check(*run_cli(*argv), json_out=True)
+
+
+def _ingest(sample: tuple[str, bytes]) -> None:
+    tool, data = sample
+    with tempfile.TemporaryDirectory(prefix="sf-fuzz-") as tmp:
+        path = Path(tmp) / "output.txt"
+        path.write_bytes(data)
+        check(*run_cli("ingest", "--tool", tool, str(path), "--db", str(Path(tmp) / "r.db"), "--format", "json"),
+              json_out=True)
+
+
+@FUZZ
+@given(sample=mutated_tool_output(json_values=False))
+def test_ingest_damaged_text_never_crashes(sample: tuple[str, bytes]) -> None:
+    _ingest(sample)
+
+
+@pytest.mark.xfail(reason="bench/parsers assume JSON value types (e.g. iperf3 'start' a mapping); the ingest"
+                          " validation of issue 9 item 8 (another engineer's area) makes them type-check",
+                   raises=(AttributeError, TypeError, KeyError, AssertionError), strict=False)
+@FUZZ
+@given(sample=mutated_tool_output(text=False))
+def test_ingest_mutated_json_values_never_crash(sample: tuple[str, bytes]) -> None:
+    _ingest(sample)
