@@ -24,8 +24,8 @@ from pydantic import ValidationError
 
 from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
 from gpufabric.errors import CatalogError, SpecError
-from gpufabric.spec.loader import Located, did_you_mean, parse_yaml, read_text
-from gpufabric.spec.types import CATALOG_ID, bounded_repr, pattern_help
+from gpufabric.spec.loader import Located, did_you_mean, parse_dotted, parse_yaml, read_text
+from gpufabric.spec.types import CATALOG_ID, FieldsError, bounded_repr, pattern_help
 
 DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml")
 
@@ -135,6 +135,9 @@ class _Merged:
     def _error(self, exc: ValidationError, section: str, entry_id: str, model: type[Entry]) -> SpecError:
         err = exc.errors(include_url=False)[0]
         loc = tuple(str(p) for p in err["loc"])
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldsError):
+            loc = (*loc, *(str(p) for p in parse_dotted(cause.fields[0])))
         key = loc[0] if loc else ""
         located = self.field_origin.get((section, entry_id, key)) or self.origin[(section, entry_id)]
         path = (section, entry_id, *loc)

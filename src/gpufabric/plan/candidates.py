@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,28 +33,32 @@ def violations_of(spec: Spec, out: dict[str, np.ndarray], i: int) -> tuple[str, 
     return tuple(found)
 
 
-def invalid_outputs(out: dict[str, np.ndarray], i: int, design_id: str) -> tuple[str, ...]:
-    """Model outputs of row ``i`` that are NaN, infinite or negative: the design cannot be judged.
+def invalid_outputs(out: dict[str, np.ndarray]) -> dict[int, tuple[str, ...]]:
+    """Rows whose model outputs include a NaN, an infinity or a negative number, with those columns.
 
     Every output is a time, a size, a count, a fraction or money, so none may be negative
     or non-finite; one that is means an input the models were not built for (a catalog
     figure or spec value at an extreme). The candidate then fails a requirement named
     ``model_output`` and is never recommended while a design with sound numbers exists.
+    One vectorised pass over the columns: the check costs microseconds per plan.
     """
-    bad = []
-    for name, col in out.items():
-        value = float(col[i])
-        if not math.isfinite(value) or value < 0:
-            bad.append(name)
-    if not bad:
+    names = list(out)
+    values = np.vstack([np.asarray(out[n], dtype=float) for n in names])
+    bad = ~(np.isfinite(values) & (values >= 0))
+    return {int(i): tuple(names[j] for j in np.flatnonzero(bad[:, i])) for i in np.flatnonzero(bad.any(axis=0))}
+
+
+def _output_violation(columns: tuple[str, ...], design_id: str) -> tuple[str, ...]:
+    if not columns:
         return ()
-    return (f"model_output {', '.join(bad[:4])}{' ...' if len(bad) > 4 else ''} not a finite non-negative number"
-            f" for design {design_id}",)
+    shown = ", ".join(columns[:4]) + (" ..." if len(columns) > 4 else "")
+    return (f"model_output {shown} not a finite non-negative number for design {design_id}",)
 
 
 def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated columns."""
     records = []
+    invalid = invalid_outputs(out)
     for i, d in enumerate(designs):
         r = {name: float(col[i]) for name, col in out.items()}
         bd = StepBreakdown(
@@ -69,7 +72,7 @@ def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]
             job_mttf_s=r["job_mttf_s"], compute_cv=r["compute_cv"], hiccup_prob=r["hiccup_prob"],
             hiccup_s=r["hiccup_s"], checkpoint_lag_s=r["checkpoint_lag_s"],
         )
-        v = invalid_outputs(out, i, d.id) + violations_of(spec, out, i)
+        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
         records.append(Candidate(
             id=d.id, fabric=d.fabric, topology=d.topology, oversubscription=d.oversubscription, storage=d.storage,
             tiers=int(r["tiers"]), step_time_s=r["step_time_s"], step_time_p99_s=r["step_time_p99_s"],

@@ -19,7 +19,7 @@ import typing
 from functools import lru_cache
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 # ---- patterns (each one is quoted in the error a user sees) ---------------------------------
 
@@ -42,7 +42,9 @@ HCA = r"^[A-Za-z0-9_.-]{1,63}(?::[0-9]{1,3})?$"
 #: Free text that lands in a comment (a flow's purpose becomes an nft rule comment, at
 #: most 128 bytes): one line of printable ASCII without quotes, backslash, $ or backtick.
 COMMENT = r"^[A-Za-z0-9 _.,:;/()+<>=#@%&*!?'\[\]-]{0,128}$"
-#: Longer free text (the spec's description): one line, no control characters.
+#: Longer free text (the spec's description, catalog names and sources): one line without
+#: control, format (bidi overrides, BOM), private-use or line/paragraph-separator characters.
+DESCRIPTION = r"^[^\p{C}\p{Zl}\p{Zp}]*$"
 DESCRIPTION_MAX = 500
 #: NVMe base spec 4.5 / libnvme NVMF_NQN_SIZE: at most 223 bytes, printable ASCII.
 NQN = r"^nqn\.[0-9]{4}-(?:0[1-9]|1[0-2])\.[\x21-\x7e]{1,204}$"
@@ -57,13 +59,6 @@ def _not_dot(value: str) -> str:
 def _hca_port(value: str) -> str:
     if ":" in value and not 1 <= int(value.rsplit(":", 1)[1]) <= 255:
         raise ValueError(f"HCA {value!r}: the port after ':' must be 1-255")
-    return value
-
-
-def _description(value: str) -> str:
-    bad = next((c for c in value if not c.isprintable()), None)
-    if bad is not None:
-        raise ValueError(f"description must be one line of printable text; it contains {bad!r}")
     return value
 
 
@@ -82,7 +77,7 @@ HostName = Annotated[str, StringConstraints(pattern=HOSTNAME, max_length=253)]
 IfName = Annotated[str, StringConstraints(pattern=IFNAME), AfterValidator(_not_dot)]
 Hca = Annotated[str, StringConstraints(pattern=HCA), AfterValidator(_hca_port)]
 Comment = Annotated[str, StringConstraints(pattern=COMMENT)]
-Description = Annotated[str, StringConstraints(max_length=DESCRIPTION_MAX), AfterValidator(_description)]
+Description = Annotated[str, StringConstraints(pattern=DESCRIPTION, max_length=DESCRIPTION_MAX)]
 Nqn = Annotated[str, StringConstraints(pattern=NQN, max_length=223)]
 Cidr = Annotated[str, StringConstraints(max_length=18), AfterValidator(_cidr)]
 VlanId = Annotated[int, Field(ge=1, le=4094)]
@@ -95,6 +90,7 @@ PATTERN_HELP: dict[str, str] = {
     HOSTNAME: "RFC 1123 host name: letters, digits and inner '-' in dot-separated labels of 1-63 characters",
     IFNAME: "Linux interface name: 1-15 of letters, digits, '_', '.', '-' (no '/', ':' or spaces)",
     HCA: "RDMA device[:port], for example mlx5_0:1",
+    DESCRIPTION: "one line of printable text (no newline, tab or other control or format character)",
     COMMENT: "one line of at most 128 printable ASCII characters without quotes, backslash, '$' or '`'",
     NQN: "nqn.yyyy-mm.<reverse domain>[:...] of printable ASCII, at most 223 bytes",
 }
@@ -132,20 +128,38 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    @field_validator("*", mode="before")
     @classmethod
-    def _bools_are_not_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        field = cls.model_fields.get(info.field_name or "")
-        if field is None:
-            return value
-        items = value if isinstance(value, list) else [value]
-        wants_bool = _accepts(field.annotation, bool)
-        for item in items:
-            if isinstance(item, bool) and not wants_bool and _numeric(field.annotation):
-                raise ValueError(f"expected a number, got the boolean {item!r}")
-            if wants_bool and not _numeric(field.annotation) and not isinstance(item, bool) and item is not None:
-                raise ValueError(f"expected true or false, got {item!r}")
-        return value
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        # Which fields take numbers but not booleans, and which booleans but not numbers:
+        # computed once per class so the check below is one dict walk per document.
+        numeric, boolean = set(), set()
+        for name, field in cls.model_fields.items():
+            wants_bool, wants_number = _accepts(field.annotation, bool), _numeric(field.annotation)
+            if wants_number and not wants_bool:
+                numeric.add(name)
+            elif wants_bool and not wants_number:
+                boolean.add(name)
+        cls.__gf_numeric__ = frozenset(numeric)
+        cls.__gf_boolean__ = frozenset(boolean)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bools_are_not_numbers(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        numeric: frozenset[str] = getattr(cls, "__gf_numeric__", frozenset())
+        boolean: frozenset[str] = getattr(cls, "__gf_boolean__", frozenset())
+        for key, value in data.items():
+            if key in numeric:
+                items = value if isinstance(value, list) else (value,)
+                for n, item in enumerate(items):
+                    if isinstance(item, bool):
+                        where = f"{key}[{n}]" if isinstance(value, list) else key
+                        raise FieldsError(f"expected a number, got the boolean {item!r}", fields=(where,))
+            elif key in boolean and value is not None and not isinstance(value, bool):
+                raise FieldsError(f"expected true or false, got {bounded_repr(value)}", fields=(key,))
+        return data
 
 
 def bounded_repr(value: Any, limit: int = 80) -> str:
