@@ -72,13 +72,21 @@ _IMPORT = ("import time; t = time.perf_counter(); import gpufabric.spec, gpufabr
            " print(time.perf_counter() - t)")
 
 
-def import_ms(src: str, runs: int = 15) -> float:
-    """Median time to import the spec, catalog and plan modules in a fresh interpreter:
-    pydantic builds every model's validator (types, patterns) at import."""
+def _import_once(src: str) -> float:
     env = {**os.environ, "PYTHONPATH": src}
-    samples = [float(subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True,
-                                    check=True).stdout) for _ in range(runs)]
-    return statistics.median(samples) * 1e3
+    return float(subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True,
+                                check=True).stdout)
+
+
+def import_ms(srcs: list[str], runs: int = 21) -> list[float]:
+    """Median time to import the spec, catalog and plan modules in a fresh interpreter, per
+    source tree (pydantic builds every model's validator at import). The trees alternate
+    run by run so that load on a shared machine hits both alike."""
+    samples: list[list[float]] = [[] for _ in srcs]
+    for _ in range(runs):
+        for i, src in enumerate(srcs):
+            samples[i].append(_import_once(src))
+    return [statistics.median(x) * 1e3 for x in samples]
 
 
 def main() -> None:
@@ -97,12 +105,11 @@ def main() -> None:
         base = json.loads(done.stdout)
     print(f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()},"
           f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
-    here = import_ms(str(ROOT / "src"))
     if args.baseline:
-        there = import_ms(args.baseline)
+        here, there = import_ms([str(ROOT / "src"), args.baseline])
         print(f"\nimport + model build: {here:.1f} ms (baseline {there:.1f} ms, added {here - there:+.1f} ms)\n")
     else:
-        print(f"\nimport + model build: {here:.1f} ms\n")
+        print(f"\nimport + model build: {import_ms([str(ROOT / 'src')])[0]:.1f} ms\n")
     print("| example | candidates | spec ms | catalog ms | output check ms | total ms | baseline ms | added ms |")
     print("|---|---|---|---|---|---|---|---|")
     for name, row in now.items():
