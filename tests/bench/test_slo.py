@@ -127,5 +127,5 @@ def test_from_plan_without_spec_has_only_hardware_slos():
     slos = by_key(slo.from_plan(plan, None))
     assert set(slos) == {("fio.small_file_commit", "fsync_lat_p99_us"), ("perftest.ib_write_lat", "lat_p50_us"),
                          ("perftest.ib_write_lat", "lat_p99_us")}
-    with pytest.raises(InputError, match="unknown fabric or storage"):
+    with pytest.raises(InputError, match="unknown fabric id 'warp'"):
         slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)

@@ -40,3 +40,12 @@ def test_recommended_must_exist_and_name_fabric_and_storage():
         recommended_candidate({"candidates": []})
     with pytest.raises(InputError, match="candidate 'b' lacks fabric/storage ids"):
         recommended_candidate({"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-ndr"}]})
+
+
+def test_recommended_ids_are_catalog_ids():
+    bad = {"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-xdr9", "storage": "nfs"}]}
+    with pytest.raises(InputError, match=r"unknown fabric id 'ib-xdr9' \(did you mean 'ib-xdr'\?\)"):
+        recommended_candidate(bad)
+    hostile = {"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-ndr", "storage": "nfs\n$(id)"}]}
+    with pytest.raises(InputError, match="unknown storage id"):
+        recommended_candidate(hostile)

@@ -192,7 +192,7 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
     The plan JSON names the fabric and storage but not the model's sizes: without the
     spec only the fabric/storage SLOs (latency, TCP throughput, commit latency) apply.
     """
-    candidate = recommended_candidate(plan, path)
+    candidate = recommended_candidate(plan, path, catalog.known_ids() if catalog is not None else None)
     source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
     if spec is not None:
         return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),

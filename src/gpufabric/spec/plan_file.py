@@ -8,11 +8,13 @@ it through these two functions, which know only the documented JSON keys
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import InputError
+from gpufabric.spec.loader import did_you_mean, shipped_ids
+from gpufabric.spec.types import bounded_repr
 
 
 def load_plan(path: Path) -> dict[str, Any]:
@@ -28,12 +30,25 @@ def load_plan(path: Path) -> dict[str, Any]:
     return doc
 
 
-def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan") -> dict[str, Any]:
-    """The recommended candidate of a plan document, with its fabric and storage ids checked."""
+def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",
+                          known_ids: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
+    """The recommended candidate of a plan document, with its fabric and storage ids checked.
+
+    Args:
+        known_ids: as for ``load_spec``; None checks against the shipped catalog. The ids
+            land in generated files and SLO names, so an unknown one is an error with a
+            did-you-mean, never text passed on.
+    """
     wanted = plan.get("recommended")
     for candidate in plan["candidates"]:
         if isinstance(candidate, dict) and candidate.get("id") == wanted:
             if not isinstance(candidate.get("fabric"), str) or not isinstance(candidate.get("storage"), str):
-                raise InputError(f"{path}: candidate {wanted!r} lacks fabric/storage ids")
+                raise InputError(f"{path}: candidate {bounded_repr(wanted)} lacks fabric/storage ids")
+            known = shipped_ids() if known_ids is None else known_ids
+            for key, field in (("fabric", "options.fabrics"), ("storage", "options.storage")):
+                ids = known.get(field)
+                if ids and candidate[key] not in ids:
+                    raise InputError(f"{path}: candidate {bounded_repr(wanted)}: unknown {key} id"
+                                     f" {bounded_repr(candidate[key])} ({did_you_mean(candidate[key], sorted(ids))})")
             return candidate
-    raise InputError(f"{path}: recommended candidate {wanted!r} is not among candidates[]")
+    raise InputError(f"{path}: recommended candidate {bounded_repr(wanted)} is not among candidates[]")
