@@ -91,3 +91,16 @@ def test_empirical_files(tmp_path):
     gap.write_text("0 1 5\n2 3 5\n")
     with pytest.raises(InputError, match="contiguous"):
         parse_distribution(f"empirical:{gap}")
+
+
+def test_empirical_sample_files_are_capped_and_utf8(tmp_path, monkeypatch):
+    from gpufabric.errors import InputError
+    from gpufabric.sim import parse
+
+    monkeypatch.setattr(parse, "MAX_SAMPLE_BYTES", 1024)
+    with pytest.raises(InputError, match="larger than 1,024 bytes"):
+        parse.parse_distribution("empirical:/dev/zero")
+    latin = tmp_path / "s.txt"
+    latin.write_bytes(b"1.0\n2.0 \xe9\n")
+    with pytest.raises(InputError, match="not UTF-8"):
+        parse.parse_distribution(f"empirical:{latin}")

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufabric.errors import InputError
+from gpufabric.files import read_capped
 from gpufabric.sim.config import CheckpointPolicy, Stragglers
 from gpufabric.sim.distributions import (
     Constant,
@@ -153,6 +154,11 @@ def parse_checkpoint(text: str) -> CheckpointPolicy:
     )
 
 
+#: Largest sample file read: a sockperf --full-log of a 10-minute run at 100k messages/s
+#: is ~2 GB; a tenth of that is plenty for a distribution and bounds the memory used.
+MAX_SAMPLE_BYTES = 256 * 1024 * 1024
+
+
 def load_empirical(arg: str, *, spec: str = "") -> Empirical:
     """``FILE[:UNIT]``: samples, a sockperf ``--full-log`` CSV, or ``lo hi count`` lines."""
     unit = "ms"
@@ -163,10 +169,11 @@ def load_empirical(arg: str, *, spec: str = "") -> Empirical:
     if not path_text:
         raise InputError(f"{spec or arg!r}: empirical needs a file: empirical:FILE[:UNIT]")
     path = Path(path_text)
+    raw = read_capped(path, MAX_SAMPLE_BYTES, "empirical samples")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read empirical samples: {exc.strerror}") from None
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: empirical samples are not UTF-8 text (byte {exc.start})") from None
     if "latency(usec)" in text:
         return _sockperf_full_log(text, str(path))
     scale = parse_duration_s(1, default_unit=unit)
