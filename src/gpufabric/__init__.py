@@ -20,8 +20,12 @@ def _exit_quietly_on_early_interrupt() -> None:
     import os
     import sys
 
-    argv0 = os.path.basename(sys.argv[0]) if sys.argv else ""
-    if argv0 not in ("gpufabric", "-m", "__main__.py") or _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
+    # The console script (argv[0] .../gpufabric) or `python -m gpufabric` exactly: not
+    # `python -m gpufabric.bench.probes.worker`, whose ranks handle SIGINT themselves.
+    orig = list(getattr(sys, "orig_argv", ()))
+    run_as_module = "-m" in orig and orig[orig.index("-m") + 1 :][:1] == ["gpufabric"]
+    script = bool(sys.argv) and os.path.basename(sys.argv[0]) == "gpufabric"
+    if not (run_as_module or script) or _signal.getsignal(_signal.SIGINT) is not _signal.default_int_handler:
         return
 
     def interrupted(signum: int, frame: object) -> None:
