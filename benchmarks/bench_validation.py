@@ -51,7 +51,7 @@ def measure() -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     catalog_ms = _median_ms(lambda: loader._build(list(loader._shipped()), n_shipped=len(loader.DATA_FILES)), 50)
     for example in sorted((ROOT / "examples").glob("*.yaml")):
-        row = {"spec_ms": _median_ms(lambda: load_spec(example, known_ids=known)), "catalog_ms": catalog_ms}
+        row = {"spec_ms": _median_ms(lambda path=example: load_spec(path, known_ids=known)), "catalog_ms": catalog_ms}
         try:
             from gpufabric.plan.candidates import invalid_outputs
             from gpufabric.plan.evaluate import evaluate_table
@@ -60,7 +60,7 @@ def measure() -> dict[str, dict[str, float]]:
             spec = load_spec(example).spec
             designs = enumerate_designs(spec)
             cols = evaluate_table(build_table(spec, catalog, designs))
-            row["outputs_ms"] = _median_ms(lambda: invalid_outputs(cols))
+            row["outputs_ms"] = _median_ms(lambda columns=cols: invalid_outputs(columns))
             row["candidates"] = len(designs)
         except ImportError:  # a tree without the output check
             row["outputs_ms"] = 0.0

@@ -153,7 +153,7 @@ i: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
 
 def test_alias_bomb_is_refused(tmp_path, cli):
     assert len(BOMB) < 600
-    code, out, err = cli("plan", write(tmp_path, BOMB))
+    code, _, err = cli("plan", write(tmp_path, BOMB))
     assert code == 2 and "alias expansion exceeds 1,000,000 nodes" in err and "Traceback" not in err
 
 
