@@ -224,7 +224,7 @@ def validation_error(exc: ValidationError, located: Located, model: type[BaseMod
         # A check across fields: point at the first, name them all, never quote the section.
         fields = [path + parse_dotted(f) for f in cause.fields]
         names = ", ".join(dotted(f) for f in fields)
-        return located.error(fields[0], message, f"fields: {names}")
+        return located.error(fields[0], message, f"fields: {names}" if len(fields) > 1 else "")
     if kind == "string_pattern_mismatch":
         pattern = (err.get("ctx") or {}).get("pattern", "")
         message = f"{bounded_repr(err.get('input'))} is not allowed"

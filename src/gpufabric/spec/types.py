@@ -156,7 +156,7 @@ class StrictModel(BaseModel):
                 for n, item in enumerate(items):
                     if isinstance(item, bool):
                         where = f"{key}[{n}]" if isinstance(value, list) else key
-                        raise FieldsError(f"expected a number, got the boolean {item!r}", fields=(where,))
+                        raise FieldsError(f"expected a number, got the boolean {str(item).lower()}", fields=(where,))
             elif key in boolean and value is not None and not isinstance(value, bool):
                 raise FieldsError(f"expected true or false, got {bounded_repr(value)}", fields=(key,))
         return data
