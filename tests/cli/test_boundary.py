@@ -156,3 +156,20 @@ def test_full_disk_from_the_cli_is_exit_1(small_fs, cli):
                     handle.write(b"x" * chunk)
     code, _, err = cli("init", small_fs / "spec.yaml")
     assert code == 1 and "No space left on device" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["calibrate", "latest", "--fabric", "ib-xdr9"], "unknown fabric id 'ib-xdr9' (did you mean 'ib-xdr'?)"),
+    (["calibrate", "latest", "--fabric", "ib-ndr", "--storage", "nfs\nx"], "unknown storage backend id"),
+    (["predict", "collective", "--fabric", "ib-xdr9"], "did you mean 'ib-xdr'?"),
+])
+def test_catalog_ids_on_the_command_line_are_checked(cli, tmp_path, args, message):
+    code, _, err = cli(*args, *(["--db", tmp_path / "r.db"] if args[0] == "calibrate" else []))
+    assert code == 2 and message in err
+
+
+def test_config_checks_catalog_ids_in_the_spec(cli, tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(LAB.read_text().replace("fabrics: [ib-ndr,", "fabrics: [ib-xdr9,"))
+    code, _, err = cli("config", spec, "--dry-run")
+    assert code == 2 and "options.fabrics[0]: unknown catalog id 'ib-xdr9' (did you mean 'ib-xdr'?)" in err

@@ -27,6 +27,12 @@ def register(app: typer.Typer) -> None:
         from gpufabric.plan.calibrate import calibrate as fit, render_yaml
         from gpufabric.results.store import Store
 
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog(catalog_files)  # every id checked before anything is read or written
+        catalog.gpu(gpu), catalog.fabric(fabric)
+        if storage is not None:
+            catalog.storage_backend(storage)
         with Store.open(db, create=False) as store:
             run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
         cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
