@@ -129,3 +129,12 @@ def test_from_plan_without_spec_has_only_hardware_slos():
                          ("perftest.ib_write_lat", "lat_p99_us")}
     with pytest.raises(InputError, match="unknown fabric id 'warp'"):
         slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)
+
+
+def test_thresholds_alias_bomb_is_refused(tmp_path):
+    from tests.spec.test_types import BOMB
+
+    path = tmp_path / "t.yaml"
+    path.write_text(BOMB)
+    with pytest.raises(InputError, match="alias expansion exceeds"):
+        slo.load_thresholds(path)

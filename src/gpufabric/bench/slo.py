@@ -83,14 +83,14 @@ class _Thresholds(BaseModel):
 
 def load_thresholds(path: Path) -> list[Slo]:
     """SLOs from a thresholds YAML file; a bad file is an InputError naming file and field."""
-    import yaml
+    from gpufabric.errors import SpecError
+    from gpufabric.spec.loader import parse_yaml, read_text
 
+    # The spec's reader: size cap, UTF-8, bounded alias expansion, located YAML errors.
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read thresholds file: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"{path}: not valid YAML: {str(exc).splitlines()[0]}") from None
+        doc = parse_yaml(read_text(path, "thresholds"), str(path)).data
+    except SpecError as exc:
+        raise InputError(str(exc)) from None
     try:
         parsed = _Thresholds.model_validate(doc)
     except ValidationError as exc:
