@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpufabric.errors import SpecError
+from gpufabric.errors import InputError, SpecError
+from gpufabric.files import read_capped
 from gpufabric.spec.models import Spec
 from gpufabric.spec.types import FieldsError, bounded_repr, pattern_help
 
@@ -171,13 +172,9 @@ def read_text(path: str | Path, what: str = "spec") -> str:
     """A UTF-8 file's text, capped at MAX_FILE_BYTES; SpecError (exit 2) when it cannot be read or decoded."""
     file = str(path)
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(file=file, field="", message=f"cannot read {what}: {exc.strerror}", fix="check the path") from exc
-    if len(raw) > MAX_FILE_BYTES:
-        raise SpecError(file=file, field="", message=f"{what} file is larger than {MAX_FILE_BYTES // 2**20} MiB",
-                        fix="a spec is a few kilobytes of YAML; check the path")
+        raw = read_capped(path, MAX_FILE_BYTES, what)
+    except InputError as exc:
+        raise SpecError(file=file, field="", message=str(exc).removeprefix(f"{file}: "), fix="check the path") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
