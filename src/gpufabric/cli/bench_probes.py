@@ -50,7 +50,7 @@ def _csv(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
 
 def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: str, plane: str,
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
-                   work_dir: str, slurm_mode: str = "srun") -> Any:
+                   work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "") -> Any:
     from gpufabric.bench import launch
     from gpufabric.bench.probes.run import LaunchOptions
 
@@ -74,7 +74,8 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
     return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
                          master_port=master_port, timeout_s=parse_duration_s(timeout),
                          init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
-                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                         control_ifname=control_ifname, data_ifname=data_ifname)
 
 
 def _argv() -> list[str]:
@@ -96,7 +97,7 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
 O = {
-    "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun."),
+    "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
     "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
     "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
     "nproc": typer.Option(2, "--nproc", min=1, help="Ranks per node."),
@@ -108,7 +109,12 @@ O = {
     "timeout": typer.Option("600s", "--timeout", help="Limit for the whole launch."),
     "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init."),
     "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write."),
-    "work_dir": typer.Option("", "--work-dir", help="Directory for rank records (shared across hosts)."),
+    "work_dir": typer.Option("", "--run-dir", "--work-dir",
+                             help="Run directory for the rank config and records; on storage every node sees"
+                                  " (checked before launch; required for multi-node slurm and ssh hosts)."),
+    "control_ifname": typer.Option("", "--control-ifname",
+                                   help="Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."),
+    "data_ifname": typer.Option("", "--data-ifname", help="Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME."),
     "db": typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": typer.Option(Format.text, "--format", help="Output format."),
@@ -149,6 +155,7 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
         die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
@@ -161,7 +168,8 @@ def register(bench_app: typer.Typer) -> None:
 
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname)
         config = {"ops": _csv(ops, OPS, "--ops"), "sizes": parse_sizes(sizes),
                   "dtypes": _csv(dtypes, DTYPES, "--dtypes"), "iters": iters, "warmup": warmup,
                   "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
@@ -202,6 +210,7 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
         delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
@@ -221,7 +230,8 @@ def register(bench_app: typer.Typer) -> None:
             loaded = load_spec(spec).spec
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname)
         config = {**train_shape(loaded, scale=scale, blocks=blocks).as_config(), "steps": steps, "warmup": warmup,
                   "seed": seed, "mode": mode, "deterministic": deterministic,
                   "delay_rank": delay_rank if delay_rank >= 0 else None, "delay_rank_ms": delay_ms}
@@ -270,6 +280,7 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
     ) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
@@ -287,7 +298,8 @@ def register(bench_app: typer.Typer) -> None:
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                               op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
-                              work_dir=work_dir, slurm_mode=slurm_mode)
+                              work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname)
         config = {**shape.as_config(), "directory": str(directory.resolve()), "keep": keep,
                   "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
         if dry_run:

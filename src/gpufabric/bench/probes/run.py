@@ -15,6 +15,7 @@ from typing import Any
 
 from gpufabric.bench import launch
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
+from gpufabric.errors import InputError
 
 MODULES = {
     "collectives": "gpufabric.bench.probes.collectives",
@@ -36,6 +37,8 @@ class LaunchOptions:
     backend: str = "gloo"
     work_dir: str = ""            # where ranks write records; must be shared across real hosts
     slurm_mode: str = "srun"      # slurm launcher: srun directly, or sbatch --wait on the generated script
+    control_ifname: str = ""      # control-plane interface (rendezvous, MPI out-of-band)
+    data_ifname: str = ""         # data-plane interface for GLOO/NCCL_SOCKET_IFNAME
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -70,6 +73,9 @@ class Executed:
 def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
     """Write the rank config and build the launch plan (nothing runs yet)."""
     owns = not opts.work_dir
+    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts):
+        raise InputError(f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
+                                " every node mounts (the ranks read their config and write records there)")
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-")) if owns else Path(opts.work_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = {**probe_config, "out_dir": str(out_dir), "backend": opts.backend,
@@ -80,7 +86,9 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
         plan = launch.build(opts.launcher, module=MODULES[kind], args=[str(config_path)], nodes=opts.nodes,
                             nproc=opts.nproc, hosts=list(opts.hosts) or None, master_port=opts.master_port,
                             env=opts.env, job_name=f"gpufabric-{kind}", out_dir=str(out_dir),
-                            time_limit_min=max(1, int(opts.timeout_s // 60) + 1), slurm_mode=opts.slurm_mode)
+                            time_limit_min=max(1, int(opts.timeout_s // 60) + 1), slurm_mode=opts.slurm_mode,
+                            gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
+                            control_ifname=opts.control_ifname, data_ifname=opts.data_ifname)
     except BaseException:
         if owns:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -92,6 +100,7 @@ def execute(prep: Prepared, opts: LaunchOptions) -> Executed:
     """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit."""
     # One thread per rank keeps a 2-core machine from oversubscribing itself with intra-op pools.
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **opts.env}
+    launch.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
     outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir, env=env,
                              peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2))
     logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
