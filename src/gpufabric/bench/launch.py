@@ -363,9 +363,9 @@ _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF
              "BOOT_FAIL", "DEADLINE"}
 
 
-def sbatch_wait(script: str, *, poll_s: float = 0.2) -> int:
-    """Submit ``script`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
-    sub = subprocess.run(["sbatch", "--parsable", script], capture_output=True, text=True, check=False,
+def sbatch_wait(script: str, *args: str, poll_s: float = 0.2) -> int:
+    """Submit ``script args`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
+    sub = subprocess.run(["sbatch", "--parsable", script, *args], capture_output=True, text=True, check=False,
                          stdin=subprocess.DEVNULL)
     if sub.returncode:
         sys.stderr.write(sub.stderr)
@@ -408,6 +408,6 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "sbatch-wait":
-        sys.exit(sbatch_wait(sys.argv[2]))
-    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT")
+    if len(sys.argv) >= 3 and sys.argv[1] == "sbatch-wait":
+        sys.exit(sbatch_wait(sys.argv[2], *sys.argv[3:]))
+    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT [ARGS...]")
