@@ -39,6 +39,9 @@ class LaunchOptions:
     slurm_mode: str = "srun"      # slurm launcher: srun directly, or sbatch --wait on the generated script
     control_ifname: str = ""      # control-plane interface (rendezvous, MPI out-of-band)
     data_ifname: str = ""         # data-plane interface for GLOO/NCCL_SOCKET_IFNAME
+    k8s_image: str = ""           # k8s launcher: container image with gpufabric and torch
+    k8s_namespace: str = "default"
+    k8s_rdma: str = ""            # k8s launcher: RESOURCE[=COUNT],... ('' = default for the backend)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,6 +75,8 @@ class Executed:
 
 def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
     """Write the rank config and build the launch plan (nothing runs yet)."""
+    if opts.launcher == "k8s":
+        return _prepare_k8s(kind, probe_config, opts)
     owns = not opts.work_dir
     if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts):
         raise InputError(f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
@@ -94,6 +99,25 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
             shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return Prepared(kind=kind, out_dir=out_dir, config_path=config_path, config=config, plan=plan, owns_dir=owns)
+
+
+def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
+    """The TrainJob carries the config; ranks write records inside their pods (``--run-dir`` there)."""
+    from gpufabric.bench import k8s
+
+    out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-"))
+    config = {**probe_config, "out_dir": opts.work_dir or "/tmp/gpufabric-run", "backend": opts.backend,
+              "init_timeout_s": opts.init_timeout_s, "op_timeout_s": opts.op_timeout_s}
+    try:
+        plan = k8s.plan(kind=kind, module=MODULES[kind], config=config, out_dir=out_dir, nodes=opts.nodes,
+                        nproc=opts.nproc, backend=opts.backend, image=opts.k8s_image, namespace=opts.k8s_namespace,
+                        rdma=opts.k8s_rdma, env=opts.env, control_ifname=opts.control_ifname,
+                        data_ifname=opts.data_ifname)
+    except BaseException:
+        shutil.rmtree(out_dir, ignore_errors=True)
+        raise
+    return Prepared(kind=kind, out_dir=out_dir, config_path=out_dir / "trainjob.yaml", config=config, plan=plan,
+                    owns_dir=True)
 
 
 def execute(prep: Prepared, opts: LaunchOptions) -> Executed:
