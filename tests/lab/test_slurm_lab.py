@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -169,3 +170,20 @@ def test_run_dir_the_nodes_cannot_see_is_refused(lab, tmp_path):
     done = on_login(lab, "sh", "-c", script, "sh", *argv)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not visible from every node (0 of 2" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_munge_authenticated_cluster_runs_on_both_nodes(tmp_path):
+    """The munge path: munged on the login node, every daemon and client authenticating through it."""
+    from gpufabric.lab import slurm
+
+    if shutil.which("munged") is None:
+        pytest.skip("needs munge (scripts/install-deps.sh)")
+    name = f"lm{os.getpid() % 10000}"
+    cluster = slurm.up(name, hosts=2, auth="munge")
+    try:
+        assert cluster.auth == "auth/munge"
+        done = on_login(cluster, "srun", "--nodes=2", "--ntasks=2", "bash", "-c", 'echo "$SLURMD_NODENAME"', timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert sorted(done.stdout.split()) == sorted(cluster.nodes)
+    finally:
+        slurm.down(name)
