@@ -62,7 +62,7 @@ def on_login(lab, *argv: str, cwd: Path | None = None, env: dict[str, str] | Non
              timeout: float = 150) -> subprocess.CompletedProcess[str]:
     from gpufabric.lab import slurm
 
-    return subprocess.run([*slurm.login_argv(lab), *argv], env=env or _env(lab), cwd=cwd, capture_output=True,
+    return subprocess.run([*slurm.login_argv(lab), *argv], env=env or _env(lab), cwd=cwd, capture_output=True, check=False,
                           text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
@@ -76,7 +76,8 @@ def bundle(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("cfg")
     (d / "spec.yaml").write_text(SPEC)
     done = subprocess.run([sys.executable, "-m", "gpufabric", "config", str(d / "spec.yaml"), "--out", str(d / "b")],
-                          env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120)
+                          env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert done.returncode == 0, done.stderr
     return d / "b" / "roles"
 

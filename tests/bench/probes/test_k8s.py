@@ -18,9 +18,9 @@ MOD = "gpufabric.bench.probes.collectives"
 
 
 def _job(**kw):
-    args = dict(name="gf-coll", namespace="train", image="ghcr.io/acme/gpufabric:0.1", module=MOD,
-                config={"ops": ["all_reduce"], "out_dir": "/tmp/r"}, nodes=2, nproc=8, gpus_per_node=8,
-                rdma={"rdma/rdma_shared_device_a": 1})
+    args = {"name": "gf-coll", "namespace": "train", "image": "ghcr.io/acme/gpufabric:0.1", "module": MOD,
+            "config": {"ops": ["all_reduce"], "out_dir": "/tmp/r"}, "nodes": 2, "nproc": 8, "gpus_per_node": 8,
+            "rdma": {"rdma/rdma_shared_device_a": 1}}
     return k8s.train_job(**{**args, **kw})
 
 
@@ -119,3 +119,31 @@ def test_api_server_accepts_the_manifest(tmp_path):
     done = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(path)], capture_output=True, text=True,
                           check=False, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr
+
+
+def _fake_kubectl(tmp_path, final: str):
+    """A stand-in for kubectl (orchestration only): apply, two `get` answers, then logs."""
+    script = tmp_path / "kubectl"
+    count = tmp_path / "gets"
+    running = json.dumps({"status": {"jobsStatus": [{"name": "node", "active": 2}]}})
+    done = json.dumps({"status": {"conditions": [{"type": final, "status": "True"}]}})
+    script.write_text(f"""#!/bin/bash
+shift 2   # -n NAMESPACE
+case "$1" in
+  apply) echo "trainjob.trainer.kubeflow.org/gf created";;
+  get) n=$(cat {count} 2>/dev/null || echo 0); echo $((n+1)) > {count}
+       if [ "$n" -ge 1 ]; then echo '{done}'; else echo '{running}'; fi;;
+  logs) echo "[pod/gf-node-0-0] rank 0 all_reduce ok";;
+esac
+""")
+    script.chmod(0o755)
+    return (str(script),)
+
+
+@pytest.mark.parametrize(("final", "code"), [("Complete", 0), ("Failed", 1)])
+def test_follow_applies_waits_and_streams_logs(tmp_path, capfd, final, code):
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(k8s.to_yaml(_job()))
+    assert k8s.follow(str(manifest), "gf", "train", poll_s=0.01, kubectl=_fake_kubectl(tmp_path, final)) == code
+    out = capfd.readouterr().out
+    assert "created" in out and "rank 0 all_reduce ok" in out and f"trainjob gf {final}" in out
