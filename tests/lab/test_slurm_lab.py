@@ -131,16 +131,19 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
 
 
 def test_sbatch_train_across_both_nodes(lab, tmp_path):
+    """--control-ifname names the rendezvous interface; stor0 (not NodeAddr's mgmt0) shows it is obeyed."""
     run_dir = tmp_path / "run"
     done = gpufabric(lab, "bench", "train", "--launcher", "slurm", "--slurm-mode", "sbatch", "--nodes", "2",
                      "--nproc", "1", "--backend", "gloo", "--steps", "3", "--warmup", "1", "--master-port", "29612",
-                     "--run-dir", str(run_dir), "--data-ifname", "data0", "--db", str(tmp_path / "r.db"),
-                     "--format", "json")
+                     "--run-dir", str(run_dir), "--data-ifname", "data0", "--control-ifname", "stor0",
+                     "--db", str(tmp_path / "r.db"), "--format", "json")
     assert done.returncode == 0, done.stderr + done.stdout
     (result,) = json.loads(done.stdout)["results"]
     assert result["num_ranks"] == 2 and result["rank_hosts"] == {"0": lab.nodes[0], "1": lab.nodes[1]}
     script = (run_dir / "job.sbatch").read_text()
     assert "#SBATCH --nodes=2" in script and "scontrol show hostnames" in script
+    (published,) = run_dir.glob(".master-addr-*")
+    assert published.read_text().strip() == "10.210.2.1"   # rank 0's (node 1's) stor0 address
 
 
 def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):

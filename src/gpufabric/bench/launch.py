@@ -127,6 +127,29 @@ SLURM_MASTER_ADDR = (
 )
 #: Per-task prologue: the Slurm node name labels the rank's host (lab nodes share a hostname).
 SLURM_TASK = 'export GPUFABRIC_HOST="${SLURMD_NODENAME:-$(hostname)}"; exec "$@"'
+#: Seconds a task waits for rank 0 to publish its control-plane address (0.1 s polls).
+CONTROL_ADDR_WAIT_S = 60
+
+
+def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
+    """The per-task prologue; with ``control_ifname`` the rendezvous is rank 0's address on it.
+
+    Only rank 0 can read that address, so it publishes it in the run directory (checked to
+    be visible from every node) and the other tasks wait for the file.
+    """
+    if not control_ifname:
+        return SLURM_TASK
+    path = shlex.quote(f"{run_dir}/.master-addr-") + '"$SLURM_JOB_ID"'
+    ifname = shlex.quote(control_ifname)
+    fail = f'{{ echo "gpufabric: no IPv4 address on {control_ifname} from rank 0" >&2; exit 2; }}'
+    return (
+        f"f={path}; "
+        'if [ "$SLURM_PROCID" = 0 ]; then '
+        f"a=$(ip -4 -o addr show dev {ifname} | awk '{{split($4, x, \"/\"); print x[1]; exit}}'); "
+        f'[ -n "$a" ] || {fail}; echo "$a" > "$f.tmp" && mv "$f.tmp" "$f"; fi; '
+        f'i=0; while [ ! -s "$f" ] && [ $i -lt {CONTROL_ADDR_WAIT_S * 10} ]; do sleep 0.1; i=$((i+1)); done; '
+        f'[ -s "$f" ] || {fail}; MASTER_ADDR=$(cat "$f"); export MASTER_ADDR; ' + SLURM_TASK
+    )
 
 
 def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc: int,
@@ -208,7 +231,8 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
             slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
         script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, env=slurm_env,
                                time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir,
-                               gpus_per_node=gpus_per_node, nodelist=[h.ssh for h in hosts if h.ssh])
+                               gpus_per_node=gpus_per_node, nodelist=[h.ssh for h in hosts if h.ssh],
+                               task_prologue=slurm_task(control_ifname, out_dir))
         if slurm_mode == "sbatch":
             script_path = str(Path(out_dir) / "job.sbatch")
             # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
@@ -217,14 +241,14 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
             return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts),
                               script=script, script_path=script_path)
         # MASTER_ADDR is not exported from here: this host is not part of the allocation.
-        task = ["bash", "-c", f"{SLURM_MASTER_ADDR}; {SLURM_TASK}", "gpufabric-rank", *worker]
+        task = ["bash", "-c", f"{SLURM_MASTER_ADDR}; {slurm_task(control_ifname, out_dir)}", "gpufabric-rank", *worker]
         commands.append(Command(argv=(*srun, *task), env=slurm_env, host=hosts[0].name))
     return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
 
 
 def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, env: Mapping[str, str],
                   time_limit_min: int, job_name: str, out_dir: str, gpus_per_node: int = 0,
-                  nodelist: Sequence[str] = ()) -> str:
+                  nodelist: Sequence[str] = (), task_prologue: str = SLURM_TASK) -> str:
     """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
     for key in env:
         if not _ENV_KEY.fullmatch(key):
@@ -241,7 +265,7 @@ def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, env: Mapping
         "set -euo pipefail",
         SLURM_MASTER_ADDR,
         *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
-        "srun --kill-on-bad-exit=1 " + shlex.join(["bash", "-c", SLURM_TASK, "gpufabric-rank", *worker]),
+        "srun --kill-on-bad-exit=1 " + shlex.join(["bash", "-c", task_prologue, "gpufabric-rank", *worker]),
         "",
     ]
     return "\n".join(lines)

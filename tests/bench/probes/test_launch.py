@@ -175,3 +175,23 @@ def test_mpirun_pins_control_and_data_interfaces():
     assert plan.commands[0].env["MASTER_ADDR"] == "10.0.0.1" and plan.commands[0].env["GLOO_SOCKET_IFNAME"] == "eth1"
     with pytest.raises(InputError, match="interface name"):
         launch.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, control_ifname="eth0;rm -rf /")
+
+
+def test_control_ifname_rendezvous_is_rank0s_address_on_it(tmp_path):
+    import subprocess
+
+    prologue = launch.slurm_task("ctl0", str(tmp_path)).replace('exec "$@"', 'echo "$MASTER_ADDR"')
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ip").write_text('#!/bin/bash\n[ "$6" = ctl0 ] && echo "3: ctl0    inet 10.20.0.7/16 brd 10.20.255.255 scope global ctl0"\n')
+    (fake / "ip").chmod(0o755)
+    base = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "42"}
+    rank0 = subprocess.run(["bash", "-c", prologue], env={**base, "SLURM_PROCID": "0"}, capture_output=True, text=True, check=False)
+    assert rank0.stdout.split() == ["10.20.0.7"] and (tmp_path / ".master-addr-42").read_text() == "10.20.0.7\n"
+    rank1 = subprocess.run(["bash", "-c", prologue], env={**base, "SLURM_PROCID": "1"}, capture_output=True, text=True, check=False)
+    assert rank1.stdout.split() == ["10.20.0.7"]
+    # No address on the interface: rank 0 stops with a message instead of starting a rank that cannot meet.
+    other = launch.slurm_task("ctl9", str(tmp_path))
+    bad = subprocess.run(["bash", "-c", other], env={**base, "SLURM_PROCID": "0", "SLURM_JOB_ID": "43"},
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and "no IPv4 address on ctl9" in bad.stderr
