@@ -80,9 +80,19 @@ def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
 
 
 @pytest.mark.slow
-def test_torchrun_across_lab_hosts_rendezvous_on_the_management_plane(cli, lab_name, tmp_path):
+def test_torchrun_across_lab_hosts_rendezvous_on_the_management_plane(cli, tmp_path):
     """torchrun per host: static rendezvous at host 1's mgmt address, each agent's --local-addr its own."""
+    from gpufabric.lab import net
+
+    lab_name = f"ln{os.getpid() % 10000}"
     assert cli("lab", "up", lab_name)[0] == 0
+    try:
+        _torchrun_on(cli, lab_name, tmp_path)
+    finally:
+        net.down(lab_name)
+
+
+def _torchrun_on(cli, lab_name, tmp_path):
     argv = ("bench", "collectives", "--launcher", "torchrun", "--lab", lab_name, "--nproc", "1", "--ops",
             "all_reduce", "--sizes", "64K", "--iters", "2", "--master-port", "29632", "--run-dir", tmp_path / "run",
             "--db", tmp_path / "r.db", "--format", "json")

@@ -182,7 +182,7 @@ def test_munge_authenticated_cluster_runs_on_both_nodes(tmp_path):
 
     if shutil.which("munged") is None:
         pytest.skip("needs munge (scripts/install-deps.sh)")
-    name = f"lm{os.getpid() % 10000}"
+    name = f"ln{(os.getpid() + 5000) % 10000}"   # distinct from the module's lab
     cluster = slurm.up(name, hosts=2, auth="munge")
     try:
         assert cluster.auth == "auth/munge"
