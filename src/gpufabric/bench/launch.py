@@ -224,8 +224,7 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
                 "--kill-on-bad-exit=1", f"--job-name={job_name}", f"--time={time_limit_min}"]
         if gpus_per_node:
             srun.append(f"--gpus-per-node={gpus_per_node}")
-        if any(h.ssh for h in hosts):
-            srun.append(f"--nodelist={','.join(h.ssh for h in hosts)}")
+        srun += _nodelist(hosts)
         slurm_env = {**(env or {}), "MASTER_PORT": str(master_port)}
         if hosts[0].data_ifname:
             slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
@@ -314,7 +313,7 @@ def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
     if plan.launcher == "slurm":
         nodes = len(plan.hosts)
         argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--job-name=gpufabric-rundir",
-                "--time=2", *(_nodelist(plan.hosts)), "cat", marker]
+                "--time=2", *_nodelist(plan.hosts), "cat", marker]
         return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
         return [_wrap(h, ["cat", marker], {}) for h in plan.hosts]
