@@ -102,13 +102,18 @@ def test_mpirun_launcher(cli, tmp_path):
     assert [(r["op"], r["wrong_elements"]) for r in json.loads(out)["results"]] == [("broadcast", 0), ("send_recv", 0)]
 
 
-def test_dry_run_prints_every_command(cli):
-    code, out, _ = cli("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2",
-                       "--nproc", "4", "--dry-run")
+def test_dry_run_prints_every_command(cli, tmp_path):
+    argv = ("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2", "--nproc", "4", "--dry-run")
+    code, _, err = cli(*argv)
+    assert code == 2 and "--run-dir" in err   # a multi-node launch needs storage every node sees
+    code, out, _ = cli(*argv, "--run-dir", tmp_path / "run")
     assert code == 0
-    assert out.startswith("MASTER_ADDR=n1 MASTER_PORT=29500 srun --nodes=2 --ntasks=8")
+    # MASTER_ADDR is derived on the allocation (scontrol), never exported from the launching host.
+    assert out.startswith("MASTER_PORT=29500 srun --nodes=2 --ntasks=8") and "--nodelist=n1,n2" in out
+    assert "scontrol show hostnames" in out and "127.0.0.1" not in out
     assert "#SBATCH --nodes=2" in out
     code, out, _ = cli("bench", "train", "--launcher", "torchrun", "--nodes", "2", "--hosts", "a,b", "--dry-run",
+                       "--run-dir", tmp_path / "run2",
                        "--format", "json")
     doc = json.loads(out)
     assert code == 0 and len(doc["commands"]) == 2 and "ssh" in doc["commands"][1]
