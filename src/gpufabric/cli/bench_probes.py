@@ -298,11 +298,16 @@ def register(bench_app: typer.Typer) -> None:
             return code
         console = stdout_console()
         console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
-        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'write GB/s':>12}{'read s':>9}{'read GB/s':>11}"
-                      f"{'wrong':>7}", markup=False)
+        console.print("GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
+                      " commit phases of the slowest rank in ms", markup=False)
+        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
+                      f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}", markup=False)
         for row in report["results"]:
+            phases = "".join(f"{row.get(k, float('nan')) * 1e3:>8.1f}"
+                             for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s"))
             console.print(f"{row['format']:<12}{format_size(row['bytes']):>10}{row['write_duration_s']:>9.3f}"
-                          f"{row['write_gbps']:>12.3f}{row['read_duration_s']:>9.3f}{row['read_gbps']:>11.3f}"
+                          f"{row['write_gbps']:>8.3f}{row['write_min_rank_gbps']:>9.3f}{phases}"
+                          f"{row['read_duration_s']:>9.3f}{row['read_gbps']:>8.3f}{row['read_min_rank_gbps']:>9.3f}"
                           f"{row['wrong_tensors']:>7.0f}", markup=False)
         _failures(report, console)
         return code
