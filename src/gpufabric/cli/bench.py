@@ -66,7 +66,13 @@ def bench(
                            server_addr=server, timeout_s=timeout, detect=False)
         _print_dry_run(tests, slos, fmt)
         return
-    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt)
+    planned = None
+    if plan_doc is not None:
+        from gpufabric.bench.planned import planned_hardware
+
+        planned = planned_hardware(plan_doc, loaded_spec, path=str(plan))
+    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt,
+                planned)
     if code:
         raise typer.Exit(code)
 
@@ -128,7 +134,7 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
 
 def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
          force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
-         fmt: Format) -> int:
+         fmt: Format, planned: Any = None) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -146,8 +152,16 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
     scratch = scratch_mod.prepare(target_dir, force=force)
     try:
         tests = plan_suite(suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout)
+        fingerprint = collect_fingerprint()
+        not_planned: tuple[str, ...] = ()
+        if planned is not None:
+            from gpufabric.bench.planned import mismatches
+
+            not_planned = mismatches(planned, fingerprint)
+            if not_planned:
+                stderr_console().print("not the planned hardware: " + "; ".join(not_planned), markup=False)
         with Store.open(db) as store:
-            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=collect_fingerprint(),
+            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=fingerprint,
                                      spec_name=spec.name if spec is not None else "", plan=plan_doc,
                                      meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
                                            "slos": len(slos)})
@@ -164,7 +178,7 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
 
             with bar:
                 outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos,
-                                    progress=progress)
+                                    progress=progress, not_planned=not_planned)
     finally:
         scratch.cleanup()
     _report(outcome, fmt)
