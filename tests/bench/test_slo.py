@@ -191,3 +191,31 @@ def test_not_planned_hardware_relabels_verdicts_and_fails_the_run():
     assert marked[0].reason == "not the planned hardware: no GPU found (would have passed: within)"
     assert run_status([], marked) == "failed" and run_status([], [v]) == "passed"
     assert mark_not_planned([v], ()) == [v]
+
+
+def test_thresholds_calibrated_from_a_run_pass_that_run_and_fail_a_slower_one(tmp_path):
+    from gpufabric.results.records import Metric, RunRecord, Status, TestResult
+    from gpufabric.results.verdicts import evaluate
+
+    def result(gbps, p99):
+        return TestResult(name="fio.small_file_commit", tool="fio", host="vm", status=Status.ok, metrics=(
+            Metric(name="write_bw_gbps", value=gbps, unit="GB/s"),
+            Metric(name="fsync_lat_p99_us", value=p99, unit="us", direction=Direction.lower),
+            Metric(name="fsync_count", value=100.0, unit="count"),
+        ))
+
+    def run(scale, p99_scale=1.0):
+        return RunRecord(id=7, kind="bench", status="passed", started_at=0, finished_at=1, argv=(),
+                         fingerprint={"host": "vm"},
+                         results=tuple(result(g * scale, p * p99_scale) for g, p in ((1.0, 8000), (1.1, 9000), (0.9, 7000))))
+    golden = run(1.0)
+    path = tmp_path / "t.yaml"
+    path.write_text(slo.thresholds_from_run(golden, hardware="vm"))
+    slos = by_key(slo.load_thresholds(path))
+    bw, p99 = slos[("fio.small_file_commit", "write_bw_gbps")], slos[("fio.small_file_commit", "fsync_lat_p99_us")]
+    assert bw.expected == 1.0 and bw.tolerance == pytest.approx(0.3) and "vm" in bw.source  # 3 x CV 10 %
+    assert p99.expected == 8000 and p99.tolerance == 1.0  # a tail: at least 2x golden
+    assert ("fio.small_file_commit", "fsync_count") not in slos  # counts are not calibrated
+    assert all(v.outcome.value == "passed" for v in evaluate(golden.results, list(slos.values())))
+    slower = evaluate(run(0.5, p99_scale=1.5).results, list(slos.values()))
+    assert {v.metric: v.outcome.value for v in slower} == {"write_bw_gbps": "failed", "fsync_lat_p99_us": "passed"}

@@ -255,3 +255,73 @@ def describe(slos: Sequence[Slo]) -> list[str]:
             parts.append(f"<= {s.maximum:.4g}")
         lines.append(f"{s.test} {s.metric} {' and '.join(parts)}  [{s.source}]")
     return lines
+
+
+#: Metrics the plan-derived SLOs above judge (whatever the test).
+PLAN_SLO_METRICS = ("write_bw_gbps", "read_bw_gbps", "fsync_lat_p99_us", "lat_p50_us", "lat_p99_us",
+                    "throughput_gbit_s", "busbw_gbps")
+
+#: Calibrated thresholds sit at least this far from the golden value on the bad side:
+#: DCGM's diagnostics fail a node below ~0.75 x its golden figure (bench-tools.md section 6).
+CALIBRATION_TOLERANCE = 0.25
+#: ... or this many coefficients of variation of the calibration repeats, when wider (a
+#: noisy metric must not flap) ...
+CALIBRATION_CVS = 3.0
+#: ... but never wider than this: a bandwidth bound below 40 % of golden tests nothing.
+CALIBRATION_MAX_TOLERANCE = 0.6
+#: Tails (p99 and beyond, max; results.compare.metric_class) vary far more between runs
+#: than within one: fio's fsync p99 here was 7.9 ms in one quick run and 15.3 ms in the
+#: next (2026-12-01, shared 2-vCPU VM). Their bound is at least 2x golden, at most 3x.
+CALIBRATION_TAIL_TOLERANCE = (1.0, 2.0)
+
+
+def thresholds_from_run(run, *, hardware: str) -> str:  # noqa: ANN001 - RunRecord
+    """A thresholds YAML whose targets are ``run``'s medians ("golden values" of this hardware).
+
+    Metrics: those the run's SLO verdicts judged, each test's headline (first) metric, and
+    any metric the plan's SLOs use (``PLAN_SLO_METRICS``).
+    Tolerance per metric: ``max(CALIBRATION_TOLERANCE, CALIBRATION_CVS x CV across repeats)``,
+    capped at ``CALIBRATION_MAX_TOLERANCE``; tail latencies ``CALIBRATION_TAIL_TOLERANCE``. Counts and failed or skipped results are left out.
+    """
+    import statistics
+
+    import yaml
+
+    from gpufabric.results.compare import metric_class
+    from gpufabric.results.records import Status
+
+    values: dict[tuple[str, str], list[float]] = {}
+    directions: dict[tuple[str, str], Direction] = {}
+    units: dict[tuple[str, str], str] = {}
+    wanted = {(v.test, v.metric) for v in run.verdicts}
+    for r in run.results:
+        if r.status != Status.ok or not r.metrics:
+            continue
+        wanted.add((r.name, r.metrics[0].name))
+        wanted.update((r.name, m.name) for m in r.metrics if m.name in PLAN_SLO_METRICS)
+    for r in run.results:
+        if r.status != Status.ok:
+            continue
+        for m in r.metrics:
+            if (r.name, m.name) in wanted and m.unit != "count" and m.value == m.value:
+                values.setdefault((r.name, m.name), []).append(m.value)
+                directions[(r.name, m.name)] = m.direction
+                units[(r.name, m.name)] = m.unit
+    tests: dict[str, dict[str, dict[str, Any]]] = {}
+    for (test, metric), xs in sorted(values.items()):
+        median = statistics.median(xs)
+        if median == 0:
+            continue  # no relative scale
+        cv = statistics.stdev(xs) / abs(statistics.mean(xs)) if len(xs) > 1 else 0.0
+        direction = directions[(test, metric)]
+        floor, cap = (CALIBRATION_TAIL_TOLERANCE if direction == Direction.lower
+                      and metric_class(metric, units[(test, metric)]) == "tail"
+                      else (CALIBRATION_TOLERANCE, CALIBRATION_MAX_TOLERANCE))
+        tol = round(min(cap, max(floor, CALIBRATION_CVS * cv)), 3)
+        # A thresholds tolerance is at most 1 (a fraction); a wider bound on a time is an absolute max.
+        tests.setdefault(test, {})[metric] = (
+            {"target": float(f"{median:.6g}"), "tolerance": tol, "direction": direction.value} if tol <= 1
+            else {"max": float(f"{median * (1 + tol):.6g}"), "direction": direction.value})
+    header = (f"# Calibrated from run {run.id} on {run.fingerprint.get('host', '?')}: targets are that run's medians;\n"
+              f"# tolerance max({CALIBRATION_TOLERANCE:g}, {CALIBRATION_CVS:g} x CV of its repeats).\n")
+    return header + yaml.safe_dump({"hardware": hardware, "tests": tests}, sort_keys=False)

@@ -3,7 +3,7 @@
 ``bench`` is a group: without a subcommand it runs a suite; ``gpufabric.cli.bench_probes``
 adds ``bench collectives|checkpoint|train``.
 Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
-failed or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
+failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
 """
 
 from __future__ import annotations
@@ -30,6 +30,29 @@ def register(app: typer.Typer) -> None:
     from gpufabric.cli import bench_probes
 
     bench_probes.register(bench_app)
+    bench_app.command("thresholds")(write_thresholds)
+
+
+def write_thresholds(
+    run_ref: str = typer.Argument("latest", metavar="RUN", help="A bench run on known-good hardware: id or 'latest'."),
+    out: Path = typer.Option(..., "--out", help="Thresholds YAML to write (then: bench --thresholds FILE)."),
+    hardware: str = typer.Option("", "--hardware", help="What the thresholds are for (default: the run's host)."),
+    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+) -> int:
+    """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
+    from gpufabric.bench.slo import thresholds_from_run
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        run = store.get_run(run_ref)
+    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    stdout_console().print(f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}",
+                           markup=False)
+    return 0
 
 
 def bench(
