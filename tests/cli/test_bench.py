@@ -275,6 +275,8 @@ def test_plan_for_h100_nodes_is_not_the_planned_hardware_here(cli, tmp_path):
                          "--db", tmp_path / "r.db", "--format", "json")
     assert code == 1, err
     assert "not the planned hardware: no GPU found (planned 8 x h100-sxm per node)" in err
+    # Live output: each test on stderr as it finishes; no progress bar when not at a terminal.
+    assert "[1/" in err and "fio.checkpoint_write" in err and "\u2501" not in err
     verdicts = json.loads(out)["verdicts"]
     assert verdicts and {v["outcome"] for v in verdicts} == {"not_planned_hardware"}
     ckpt = next(v for v in verdicts if v["test"] == "fio.checkpoint_write")

@@ -189,3 +189,25 @@ def test_nccl_collectives_on_gpu(cli, tmp_path):
     assert code == 0, err + out
     rows = json.loads(out)["results"]
     assert rows and all(r["wrong_elements"] == 0 and r["busbw_gbps"] > 0 for r in rows)
+
+
+def test_collectives_stream_sizes_as_json_lines_and_live_text(cli, tmp_path):
+    code, out, err = cli("bench", "collectives", "--ops", "all_reduce,broadcast", "--sizes", "1K,64K", "--iters", "2",
+                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db", "--format", "json",
+                         "--stream")
+    assert code == 0, err + out
+    lines = [json.loads(line) for line in out.splitlines()]
+    sizes, report = lines[:-1], lines[-1]
+    assert [(x["event"], x["op"], x["size_bytes"]) for x in sizes] == [
+        ("size", "all_reduce", 1024), ("size", "all_reduce", 65536), ("size", "broadcast", 1024),
+        ("size", "broadcast", 65536)]
+    assert all(x["busbw_gbps"] > 0 and x["wrong"] == 0 and "schema_version" in x for x in sizes)
+    assert report["event"] == "report" and len(report["results"]) == 4
+    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K,4K", "--iters", "2",
+                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db")
+    assert code == 0, err + out
+    live = [line for line in err.splitlines() if line.startswith("  all_reduce")]
+    assert len(live) == 2 and "rank 0's timings" in err
+    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K", "--iters", "2",
+                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db", "--quiet")
+    assert code == 0 and "rank 0's timings" not in err and "all_reduce" in out

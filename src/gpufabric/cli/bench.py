@@ -8,6 +8,7 @@ failed, the node is not the hardware of --plan (bench.planned), or a tool failed
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ def bench(
     repeats: int = typer.Option(None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."),
     server: str = typer.Option(None, "--server", help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here."),
     timeout: float = typer.Option(None, "--timeout", min=0.1, help="Per-test timeout in seconds (default: the test's duration plus a grace)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no live per-test lines (CI); the report only."),
 ) -> None:
     """Run the validation suite: real tools, each result stored as it arrives, verdicts against SLOs."""
     if ctx.invoked_subcommand is not None:
@@ -95,7 +97,7 @@ def bench(
 
         planned = planned_hardware(plan_doc, loaded_spec, path=str(plan))
     code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt,
-                planned)
+                planned, quiet)
     if code:
         raise typer.Exit(code)
 
@@ -157,7 +159,7 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
 
 def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
          force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
-         fmt: Format, planned: Any = None) -> int:
+         fmt: Format, planned: Any = None, quiet: bool = False) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -189,15 +191,24 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
                                      meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
                                            "slos": len(slos)})
             store.add_artifact(run_id, "commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+            err = stderr_console()
+            # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
+            show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
             bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=stderr_console(), transient=False)
+                           console=err, transient=True, disable=not show_bar)
             task = bar.add_task(f"bench {suite}", total=len(tests))
+            width = max((len(t.name) for t in tests), default=10)
 
             def progress(event) -> None:  # noqa: ANN001 - suite.Progress
                 if event.result is None:
                     bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
-                else:
-                    bar.advance(task)
+                    return
+                bar.advance(task)
+                if not quiet:  # each test as it finishes, above the bar (stderr: stdout stays the report)
+                    r = event.result
+                    bar.console.print(f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
+                                      f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}", markup=False,
+                                      highlight=False)
 
             with bar:
                 outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos,

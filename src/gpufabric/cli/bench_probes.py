@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 from gpufabric.units import format_size, parse_duration_s, parse_size
 
@@ -136,6 +136,40 @@ def _failures(report: dict[str, Any], console: Any) -> None:
         console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)
 
 
+def print_json_line(payload: dict[str, Any]) -> None:
+    """One compact JSON document per line on stdout, flushed (JSON lines for streaming consumers)."""
+    import json
+
+    from gpufabric.jsonable import to_jsonable
+
+    sys.stdout.write(json.dumps(to_jsonable(envelope(payload)), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
+    """The per-size callback of a sweep: nccl-tests-style lines on stderr as sizes finish (text),
+    JSON lines on stdout (``--format json --stream``), or nothing (``--quiet``, plain JSON)."""
+    if fmt is Format.json:
+        return print_json_line if stream else None
+    if quiet:
+        return None
+    err = stderr_console()
+    header = [False]
+
+    def line(row: dict[str, Any]) -> None:
+        if not header[0]:
+            err.print("# live, rank 0's timings as each size finishes (the table after the run combines all ranks)",
+                      markup=False, highlight=False)
+            err.print(f"  {'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'algbw GB/s':>12}{'busbw GB/s':>12}"
+                      f"{'#wrong':>8}", markup=False, highlight=False)
+            header[0] = True
+        err.print(f"  {row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}{row['time_p50_us']:>11.1f}"
+                  f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong']:>8d}", markup=False,
+                  highlight=False)
+
+    return line
+
+
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("collectives")
     def collectives(
@@ -150,6 +184,9 @@ def register(bench_app: typer.Typer) -> None:
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live per-size lines (CI logs): the final table only."),
+        stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
+                                    "finishes, then the report as the last line (JSON lines)."),
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
         die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
         die_after: str = typer.Option("0", "--inject-die-after", hidden=True),
@@ -168,9 +205,13 @@ def register(bench_app: typer.Typer) -> None:
                   "die_rank": die_rank if die_rank >= 0 else None, "die_after": parse_size(die_after)}
         if dry_run:
             return _dry_run("collectives", config, opts, fmt)
-        report, code = service.run_collectives(config, opts, db=db, argv=_argv())
+        report, code = service.run_collectives(config, opts, db=db, argv=_argv(),
+                                               on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
         if fmt is Format.json:
-            print_json(report)
+            if stream:  # the last JSON line is the report
+                print_json_line({"event": "report", **report})
+            else:
+                print_json(report)
             return code
         console = stdout_console()
         console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",

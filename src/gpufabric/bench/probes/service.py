@@ -11,7 +11,7 @@ import base64
 import io
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.bench.probes import run as probe_run
+from gpufabric.bench.probes.live import size_row
 from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError
@@ -84,10 +85,18 @@ def _straggler_verdicts(r: TestResult, label: str, metric: str) -> list[Verdict]
 
 
 def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
-                    argv: Sequence[str]) -> tuple[dict[str, Any], int]:
+                    argv: Sequence[str], on_size: Callable[[dict[str, Any]], None] | None = None,
+                    ) -> tuple[dict[str, Any], int]:
+    """Run a sweep; ``on_size`` gets a ``live.size_row`` for each size rank 0 finishes, as it finishes."""
     prep = probe_run.prepare("collectives", config, opts)
+
+    def on_record(record: dict[str, Any]) -> None:
+        row = size_row(record, prep.plan.num_ranks)
+        if row is not None:
+            on_size(row)
+
     try:
-        ex = probe_run.execute(prep, opts)
+        ex = probe_run.execute(prep, opts, on_record if on_size is not None else None)
         results = collective_results(ex.logs, argv=tuple(prep.plan.commands[0].argv))
     finally:
         probe_run.cleanup(prep)
