@@ -127,6 +127,8 @@ def test_counts_are_not_performance_and_duplicates_are_tested_once():
                 Metric(name="lat_max_us", value=v * 9, unit="us", direction=Direction.lower),
                 Metric(name="lat_p99999_us", value=v * 9, unit="us", direction=Direction.lower),
                 Metric(name="observations", value=4000.0 * scale, unit="count"),
+                Metric(name="msg_rate_kps", value=1e3 / v, unit="k/s"),   # the same quantity, inverted: tested
+                Metric(name="bw_gbps", value=v * 0.064, unit="GB/s", direction=Direction.lower),  # proportional
             )))
         return _run(run_id, out)
     cmp = compare_runs(run(1, 1.0), run(2, 1.5))
@@ -134,7 +136,9 @@ def test_counts_are_not_performance_and_duplicates_are_tested_once():
     assert obs.method == "not performance" and obs.verdict == Change.unchanged and obs.delta == pytest.approx(0.5)
     mx, dup = _delta(cmp, "lat_max_us"), _delta(cmp, "lat_p99999_us")
     assert mx.verdict == Change.regression and dup.duplicate_of == "lat_max_us" and dup.verdict == Change.regression
-    assert cmp.tested == 1 and [d.metric for d in cmp.regressions] == ["lat_max_us"]
+    assert _delta(cmp, "bw_gbps").duplicate_of == "lat_max_us"  # proportional, same direction
+    assert _delta(cmp, "msg_rate_kps").duplicate_of == ""  # a different shape: its own test
+    assert cmp.tested == 2 and [d.metric for d in cmp.regressions] == ["lat_max_us", "msg_rate_kps"]
 
 
 def test_too_little_data_is_inconclusive_and_missing_metrics_are_listed():

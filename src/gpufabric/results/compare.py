@@ -11,8 +11,9 @@ What is tested, and how (``inference`` has the statistics and their sources):
   percentages (CPU use, loss) are not performance and get no verdict of their own (class
   ``count``/``percent``, method ``not performance``, verdict ``unchanged``): SLOs judge them.
 * **Each distinct quantity once.** Metrics of one case and host whose values are identical
-  repeat by repeat in both runs (sockperf's max and p99.999 of a few thousand samples, a
-  sweep's headline busbw and its largest size) are one quantity: the first is tested, the
+  or proportional repeat by repeat in both runs, with the same better direction
+  (sockperf's max and p99.999 of a few thousand samples, a sweep's headline busbw and its
+  largest size, fio's bandwidth and IOPS) are one quantity: the first is tested, the
   others copy its verdict with ``duplicate_of`` and do not count again.
 * **Per-repeat summaries.** With at least two repeats on each side, the repeats' values
   are the evidence (Welch on logs). A side with one repeat falls back to the medians of
@@ -152,6 +153,16 @@ def _collect(run: RunRecord) -> dict[tuple[str, str, str], _Side]:
     return out
 
 
+def _shape(values: list[float]) -> tuple[float, ...] | None:
+    """The values scaled by their first one, rounded: equal for series that are the same
+    quantity in another unit or scale (fio's bandwidth and IOPS, algbw and busbw of one sweep)."""
+    first = values[0]
+    if first == 0 or not all(math.isfinite(v) for v in values):
+        return tuple(values)
+    # 6 digits: tools round bandwidth and rates separately (fio bw_bytes is an integer, iops a float)
+    return tuple(float(f"{v / first:.6g}") for v in values)
+
+
 def _rel(base: float, cand: float) -> float:
     if base:
         return (cand - base) / abs(base)
@@ -224,7 +235,7 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
             deltas.append(MetricDelta(**common, delta=delta, method="not performance", verdict=Change.unchanged,
                                       note=f"a {cls}, not performance: judged by SLOs, not compared"))
             continue
-        ident = (test, host, tuple(sa.values), tuple(sb.values))
+        ident = (test, host, side.direction, _shape(sa.values + sb.values))
         if ident in first_of:
             deltas.append(MetricDelta(**common, delta=delta, method="duplicate", duplicate_of=first_of[ident]))
             continue
@@ -240,7 +251,7 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
                                   n_base=eff.n_base, n_cand=eff.n_cand))
     idx = list(effects)
     adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else []
-    for i, p_adj in zip(idx, adjusted):
+    for i, p_adj in zip(idx, adjusted, strict=True):
         deltas[i] = _judge(deltas[i], float(p_adj), alpha, correction, len(idx))
     by_metric = {(d.test, d.host, d.metric): d for d in deltas}
     for i, d in enumerate(deltas):
@@ -249,7 +260,7 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
             deltas[i] = replace(d, verdict=src.verdict, effect=src.effect, ci_low=src.ci_low, ci_high=src.ci_high,
                                 p_value=src.p_value, p_adjusted=src.p_adjusted, min_effect=src.min_effect,
                                 n_base=src.n_base, n_cand=src.n_cand,
-                                note=f"same values as {d.duplicate_of} in both runs: tested once")
+                                note=f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once")
     return Comparison(base_id=base.id, cand_id=cand.id, alpha=alpha, correction=correction, min_effect=thresholds,
                       tested=len(idx), deltas=tuple(deltas))
 
