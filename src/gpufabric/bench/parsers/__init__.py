@@ -33,6 +33,7 @@ class Parsed:
     metrics: tuple[Metric, ...]
     error: str = ""                             # the tool reported failure (not a parse problem)
     warnings: tuple[str, ...] = ()              # quality warnings: values not to be trusted
+    invalid: str = ""                           # values that cannot be true (negative, NaN, size != count)
     info: dict[str, str] = field(default_factory=dict)  # tool version, engine, host, ...
 
     def metric(self, name: str) -> Metric | None:
@@ -44,6 +45,8 @@ class Parsed:
         params = {f"tool_{k}": v for k, v in self.info.items()}
         if self.warnings:
             params["quality_warnings"] = "; ".join(self.warnings)
+        if self.invalid:
+            params["invalid"] = self.invalid
         return params
 
 

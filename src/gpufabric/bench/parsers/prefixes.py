@@ -1,0 +1,59 @@
+"""Launcher line prefixes: strip them and keep which rank (or host) wrote each line.
+
+Tools started under a launcher rarely print clean lines. What the common launchers
+prepend (each documented in the launcher's manual):
+
+- Slurm ``srun -l`` / ``--label``: ``0: `` (task id, right-aligned, then ``: ``).
+- Open MPI ``--tag-output``: ``[1,0]<stdout>:`` (job id, rank, stream);
+  ``--timestamp-output`` puts a date before it (``Mon Mar  4 10:11:12 2024`` or
+  ISO 8601, depending on the version).
+- MPICH/Hydra ``-prepend-rank`` (``-l``): ``[0] ``.
+- torchrun ``--tee``/``--log-dir`` with the default prefix: ``[rank0]:`` or ``[default0]:``.
+- pdsh, clush and ``dshbak``-style tools: ``host: `` (a host name then a colon).
+
+A line keeps its prefix's rank (or host) as ``stream`` so lines of several ranks that
+interleave can be separated again. Only one prefix is stripped per line, the outermost,
+after an optional timestamp; nccl-tests' own ``# `` lines are untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_TIMESTAMP = (
+    r"(?:\[?(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d"
+    r" \d\d:\d\d:\d\d \d{4}\]?\s*"
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?\s*)?"
+)
+_PREFIX = re.compile(
+    "^" + _TIMESTAMP + r"(?:"
+    r"\[(?P<job>\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:\s?"      # Open MPI --tag-output
+    r"|\((?P<ray>[^()]*rank=(?P<rayrank>\d+)[^()]*)\)\s"          # Ray/actor style "(head, rank=0, pid=..)"
+    r"|\[(?:rank|default)(?P<torch>\d+)\]:\s?"                    # torchrun
+    r"|\[(?P<mpich>\d+)\]\s"                                      # MPICH -prepend-rank
+    r"|\s*(?P<srun>\d+):(?:\s|$)"                                 # srun -l
+    r")"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One output line without its launcher prefix."""
+
+    stream: str      # rank (or "" when the line had no prefix)
+    text: str
+
+
+def strip_prefixes(lines: Iterable[str]) -> list[Line]:
+    """Every line without its launcher prefix, labelled with the rank that printed it."""
+    out = []
+    for raw in lines:
+        match = _PREFIX.match(raw)
+        if match is None or match.end() == 0:
+            out.append(Line("", raw))
+            continue
+        rank = next((match.group(k) for k in ("mpi", "rayrank", "torch", "mpich", "srun") if match.group(k) is not None), "")
+        out.append(Line(rank, raw[match.end():]))
+    return out
