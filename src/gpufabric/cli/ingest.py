@@ -7,10 +7,17 @@ written: one malformed file is a one-line error naming it and what is wrong (exi
 and nothing is stored. Files of the same tool and test case are repeats of one test.
 Exit 1 when an imported run reports its own failure (iperf3 ``error``, nccl-tests
 ``#wrong``) or an SLO from ``--thresholds`` fails.
+
+``--tool auto`` detects each file's tool; a file that is not the named tool's output is
+refused (exit 2) with the tool it looks like. A result whose values cannot be true
+(negative bandwidth, NaN time, sizes that do not match counts) is stored as failed and
+marked invalid, never ok. A file whose content was already ingested into the database
+is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -27,26 +34,27 @@ def register(app: typer.Typer) -> None:
 
 def ingest(
     files: list[Path] = typer.Argument(..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."),
-    tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest or nccl-tests."),
+    tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."),
     db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
     host: str = typer.Option(None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
+    allow_duplicate: bool = typer.Option(False, "--allow-duplicate", help="Store a file even if the same content was ingested before."),
     fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from gpufabric.bench.parsers import TOOLS, parser_for
+    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
+    from gpufabric.errors import ParseError
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
     from gpufabric.bench.suite import run_status
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
-    if tool not in TOOLS:
-        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)}")
-    parse = parser_for(tool)
-    # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
-    prefix = "nccl" if tool == "nccl-tests" else tool
+    if tool not in (*TOOLS, "auto"):
+        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
     results: list[TestResult] = []
+    digests: list[str] = []
+    tools_seen: list[str] = []
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="strict")
@@ -55,11 +63,28 @@ def ingest(
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise InputError(f"{path}: not a text file (is it {tool} output?)") from None
-        for parsed in parse(text, source=str(path)):  # a ParseError names the file
+        detected = detect_tool(text)
+        file_tool = tool
+        if tool == "auto":
+            if not detected:
+                raise InputError(f"{path}: cannot tell which tool wrote it; name it with --tool {'|'.join(TOOLS)}")
+            file_tool = detected
+        try:
+            parsed_all = parser_for(file_tool)(text, source=str(path))  # a ParseError names the file
+        except ParseError as exc:
+            if detected and detected != file_tool:
+                raise InputError(f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto") from None
+            raise
+        digests.append(hashlib.sha256(text.encode()).hexdigest())
+        tools_seen.append(file_tool)
+        # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
+        prefix = "nccl" if file_tool == "nccl-tests" else file_tool
+        for parsed in parsed_all:
+            reason = "; ".join(x for x in (parsed.error, f"invalid data: {parsed.invalid}" if parsed.invalid else "") if x)
             results.append(TestResult(
-                name=f"{prefix}.{parsed.case}", tool=tool,
+                name=f"{prefix}.{parsed.case}", tool=file_tool,
                 host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                status=Status.failed if parsed.error else Status.ok, metrics=parsed.metrics, reason=parsed.error,
+                status=Status.failed if reason else Status.ok, metrics=parsed.metrics, reason=reason,
                 started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT], params={"file": str(path), **parsed.params()}))
     slos = []
     if thresholds is not None:
@@ -73,9 +98,12 @@ def ingest(
         from gpufabric.results.store import Store
 
         with Store.open(db) as store:
+            if not allow_duplicate:
+                _refuse_duplicates(store, files, digests)
             run_id = store.begin_run(kind="ingest", argv=["ingest", "--tool", tool, *map(str, files)],
                                      fingerprint={"source": "ingested", "files": [str(f) for f in files]},
-                                     meta={"tool": tool, "imported_at": time.time()})
+                                     meta={"tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
+                                           "imported_at": time.time(), "sha256": digests})
             for result in results:
                 store.add_result(run_id, result)
             if verdicts:
@@ -84,6 +112,21 @@ def ingest(
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status != "passed":
         raise typer.Exit(1)
+
+
+def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:  # noqa: ANN001
+    seen: dict[str, int] = {}
+    for run in store.list_runs(limit=1_000_000):
+        if run.kind == "ingest":
+            for digest in run.meta.get("sha256") or ():
+                seen.setdefault(digest, run.id)
+    for path, digest in zip(files, digests, strict=True):
+        if digest in seen:
+            raise InputError(f"{path}: already ingested as run {seen[digest]} (same content); "
+                             "pass --allow-duplicate to store it again")
+    if len(set(digests)) < len(digests):
+        dup = next(p for p, d in zip(files, digests, strict=True) if digests.count(d) > 1)
+        raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
 
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:  # noqa: ANN001

@@ -139,3 +139,32 @@ def parser_for(tool: str) -> Callable[..., list[Parsed]]:
 
 #: The tools with a parser (the keys of :func:`parser_for`'s table).
 TOOLS = ("fio", "iperf3", "sockperf", "perftest", "nccl-tests")
+
+
+def detect_tool(text: str) -> str:
+    """Which tool printed ``text`` (one of TOOLS), or "" when nothing identifies it.
+
+    JSON documents are told apart by their top-level keys (fio ``"fio version"``, iperf3
+    ``start``/``end``, perftest ``test_info``, nccl-tests ``out_of_bounds``); text by the
+    headers each tool prints (nccl-tests ``# nThread`` or its size-table header, perftest's
+    ``#bytes #iterations``, sockperf's ``sockperf:`` lines and its --full-log CSV header).
+    Launcher prefixes and leading warnings do not hide them: only markers are searched.
+    """
+    head = strip_ansi(text[:1_000_000])
+    if '"fio version"' in head and '"jobs"' in head:
+        return "fio"
+    if '"out_of_bounds"' in head and '"results"' in head:
+        return "nccl-tests"
+    if '"test_info"' in head and '"results"' in head:
+        return "perftest"
+    if re.search(r'"start"\s*:', head) and re.search(r'"end"\s*:', head) and ('"intervals"' in head or '"error"' in head):
+        return "iperf3"
+    if '"error"' in head and "iperf" in head.lower():
+        return "iperf3"
+    if re.search(r"#\s*nThread \d+ nGpus \d+", head) or re.search(r"#\s+size\s+count\s+type", head):
+        return "nccl-tests"
+    if re.search(r"#bytes\s+#iterations", head):
+        return "perftest"
+    if "sockperf" in head.lower():
+        return "sockperf"
+    return ""

@@ -95,10 +95,12 @@ def _row(line: str, source: str) -> Row | None:
     head, tail = fields[:-8], fields[-8:]
     if not 3 <= len(head) <= 5 or not head[1].isdigit() or head[2].isdigit():
         raise ParseError(f"nccl-tests size row has {len(fields)} columns, expected 11 to 13", source=source, excerpt=line)
-    try:
-        cells = [_cell(t) for t in tail[0:3] + tail[4:7]]
-    except ValueError:
-        raise ParseError("nccl-tests row has a non-numeric time or bandwidth", source=source, excerpt=line) from None
+    cells = []
+    for name, token in zip(("time", "algbw", "busbw", "time", "algbw", "busbw"), tail[0:3] + tail[4:7], strict=True):
+        try:
+            cells.append(_cell(token))
+        except ValueError:
+            raise ParseError(f"nccl-tests row has a non-numeric {name}", source=source, excerpt=line) from None
     try:
         wrong = _wrong([tail[3], tail[7]])
     except ValueError:
