@@ -38,7 +38,8 @@ _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _DEVICE = re.compile(
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*?)\s*$")
-_NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+).*?(?:graph:\s*(\d+))?\s*(?:unalign:\s*\d+)?\s*$")
+_NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(
     r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|hypercube)_perf")
@@ -150,7 +151,8 @@ def _runs(lines: list[str], source: str) -> list[_Run]:
                 if cur is None or cur.header_seen:
                     cur = new()
                 cur.header_seen = True
-                cur.graph = m.group(3) or ""
+                graph = _GRAPH.search(stripped)
+                cur.graph = graph.group(1) if graph else ""
             elif m := _DEVICE.match(stripped):
                 cur = cur or new()
                 if any(d[0] == int(m.group(1)) for d in cur.devices):
