@@ -351,3 +351,33 @@ def render_yaml(cal: Calibration) -> str:
     header = (f"# Catalog override written by `gpufabric calibrate` from run {cal.run_id}.\n"
               "# Use it with: gpufabric plan SPEC --catalog THIS_FILE\n")
     return header + yaml.safe_dump(cal.override, sort_keys=False)
+
+
+_META_KEYS = frozenset({"source", "as_of", "tag", "name"})
+
+
+def overrides_in(files: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The catalog fields that user override files set (for ``plan --catalog`` to list).
+
+    Each entry: ``file``, ``field`` (section.id.key), ``value`` and the entry's ``source``.
+    The files were validated by the catalog loader already; this only reads them again.
+    """
+    out: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            doc = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"{file}: cannot read catalog override: {exc}") from None
+        for section, entries in doc.items() if isinstance(doc, dict) else ():
+            for entry_id, fields in (entries or {}).items() if isinstance(entries, dict) else ():
+                if not isinstance(fields, dict):
+                    continue
+                source = str(fields.get("source", "user"))
+                for key, value in fields.items():
+                    if key in _META_KEYS:
+                        continue
+                    if isinstance(value, dict):   # {value, source, ...}
+                        source, value = str(value.get("source", source)), value.get("value")
+                    out.append({"file": str(file), "field": f"{section}.{entry_id}.{key}", "value": value,
+                                "source": source})
+    return out
