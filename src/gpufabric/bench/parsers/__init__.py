@@ -66,7 +66,7 @@ def _reject_constant(token: str) -> float:
     raise ValueError(f"non-finite number {token}")
 
 
-def load_json(text: str, *, source: str, tool: str) -> Any:
+def load_json(text: str, *, source: str, tool: str, trailing_ok: str = "") -> Any:
     """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), text
     before the document (tools print warnings to stdout) is skipped up to the first brace
     that starts a line, concatenated documents yield the last, trailing text is an error."""
@@ -104,6 +104,8 @@ def load_json(text: str, *, source: str, tool: str) -> Any:
             if getattr(exc, "lineno", None):
                 what += f" at line {exc.lineno}"
         raise ParseError(f"{what} in {tool} output", source=source, excerpt=body[max(0, pos - 60) : pos + 60]) from None
+    if rest and trailing_ok and re.match(trailing_ok, rest):
+        rest = ""
     if rest:
         # iperf3 has printed error text after its JSON (esnet/iperf#1143): not a clean run.
         raise ParseError(f"unexpected text after the {tool} JSON document", source=source, excerpt=rest[:120])

@@ -208,7 +208,8 @@ def _grouped(doc: dict[str, Any], source: str) -> list[Parsed]:
 def parse_fio(text: str, *, source: str = "") -> list[Parsed]:
     """Parse fio JSON or json+ output: one :class:`Parsed` per job, plus one per reporting group of
     several jobs (fio already aggregates when the run used ``group_reporting``)."""
-    doc = load_json(text, source=source, tool="fio")
+    # --output-format=json,normal appends fio's text report ("<job>: (groupid=0, jobs=1): err=...").
+    doc = load_json(text, source=source, tool="fio", trailing_ok=r"\S[^\n]*: \(groupid=\d+, jobs=\d+\)")
     if not isinstance(doc, dict) or "jobs" not in doc or "fio version" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not fio JSON output: no 'fio version' and 'jobs' keys", source=source, excerpt=keys)
