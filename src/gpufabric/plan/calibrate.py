@@ -57,7 +57,7 @@ _NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
 GPU_MODELS = ((r"H200", "h200"), (r"H100", "h100-sxm"), (r"A100", "a100-sxm"), (r"B200", "b200"), (r"L40S", "l40s"))
 #: Share of the time that must be latency (smallest size) / bytes (largest size) to identify alpha / beta.
 IDENTIFY_SHARE = 0.5
-_SIZE_METRIC = re.compile(r"^time_(?:inplace_)?us@(\d+)B$")
+_SIZE_METRIC = re.compile(r"^time_us@(\d+)B$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,11 +97,12 @@ def _nccl_points(r: Any) -> list[Point]:
     ranks, nodes = int(p["tool_ranks"]), int(p.get("tool_nodes", "1"))
     g = int(p.get("tool_gpus_per_node", str(max(1, ranks // nodes))))
     timing = "graph" if p.get("tool_graph") == "1" else "eager"
-    # Out-of-place and in-place rows time the same transfer: two repeats of one point.
-    sized = [(int(m.group(1)), x.value) for x in r.metrics if (m := _SIZE_METRIC.match(x.name))]
+    # Out-of-place and in-place rows time the same transfer: the parser keeps both as the
+    # metric's samples, two repeats of one point.
+    sized = [(int(m.group(1)), v) for x in r.metrics if (m := _SIZE_METRIC.match(x.name)) for v in (x.samples or (x.value,))]
     top = r.metric("time_us")
     if top is not None and "tool_max_size_bytes" in p:
-        sized.append((int(p["tool_max_size_bytes"]), top.value))
+        sized += [(int(p["tool_max_size_bytes"]), v) for v in (top.samples or (top.value,))]
     return [Point(op=op, size_bytes=s, time_us=t, num_ranks=ranks, nodes=nodes, gpus_per_node=g, timing=timing,
                   busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks))
             for s, t in sized if s > 0 and t > 0 and math.isfinite(t)]

@@ -26,19 +26,21 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import repeat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
-from gpufabric.bench.parsers.prefixes import strip_prefixes
+from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)")
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_DEVICE = re.compile(
-    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s*(.*?)\s*$")
-_NTHREAD = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
+_OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.M)
+_AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.M)
+_DEVICE_M = re.compile(
+    r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
+    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$", re.M)
+_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.M)
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(
@@ -54,9 +56,9 @@ OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
 _PER_RANK_COUNT = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter")
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One size row; ``None`` where nccl-tests printed ``N/A``."""
+class Row(NamedTuple):
+    """One size row; ``None`` where nccl-tests printed ``N/A`` (a NamedTuple: a 100 MB log
+    has ~350,000 of them, and tuples are the cheapest record Python builds)."""
 
     size: int
     count: int
@@ -89,24 +91,32 @@ def _wrong(tokens: list[str]) -> int | None:
     return total
 
 
-def _row(line: str, source: str) -> Row | None:
-    fields = line.split()
-    if len(fields) < 11 or not fields[0].isdigit():
-        return None
-    head, tail = fields[:-8], fields[-8:]
-    if not 3 <= len(head) <= 5 or not head[1].isdigit() or head[2].isdigit():
-        raise ParseError(f"nccl-tests size row has {len(fields)} columns, expected 11 to 13", source=source, excerpt=line)
+#: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
+_ROW = re.compile(
+    r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
+    + r"[ \t]+(\S+)" * 8 + r"[ \t]*$", re.M)
+
+
+def _row(m: re.Match[str], source: str) -> Row:
+    g = m.groups()
+    try:   # fast path: six numbers and two zero #wrong cells, by far the common row
+        if g[8] == "0" and g[12] == "0":
+            return Row(int(g[0]), int(g[1]), g[2], float(g[5]), float(g[6]), float(g[7]), float(g[9]),
+                       float(g[10]), float(g[11]), 0)
+    except ValueError:
+        pass
     cells = []
-    for name, token in zip(("time", "algbw", "busbw", "time", "algbw", "busbw"), tail[0:3] + tail[4:7], strict=True):
+    for name, token in zip(("time", "algbw", "busbw", "time", "algbw", "busbw"),
+                           (m.group(6), m.group(7), m.group(8), m.group(10), m.group(11), m.group(12)), strict=True):
         try:
             cells.append(_cell(token))
         except ValueError:
-            raise ParseError(f"nccl-tests row has a non-numeric {name}", source=source, excerpt=line) from None
+            raise ParseError(f"nccl-tests row has a non-numeric {name}", source=source, excerpt=m.group(0)) from None
     try:
-        wrong = _wrong([tail[3], tail[7]])
+        wrong = _wrong([m.group(9), m.group(13)])
     except ValueError:
-        raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=line) from None
-    return Row(int(head[0]), int(head[1]), head[2], *cells, wrong)
+        raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)) from None
+    return Row(int(m.group(1)), int(m.group(2)), m.group(3), *cells, wrong)
 
 
 @dataclass
@@ -118,65 +128,80 @@ class _Run:
     oob: tuple[int, str] | None = None
     avg: str | None = None
     version: str = ""
-    header_seen: bool = False
 
 
-def _runs(lines: list[str], source: str) -> list[_Run]:
+def _segments(text: str) -> list[str]:
+    """The text cut where runs start: at a "Collective test starting" or nThread header line,
+    and after an "Avg bus bandwidth" footer line (it stays with its run). Literal searches
+    (str.find) rather than a MULTILINE regex: they skip megabytes of rows at memchr speed."""
+    cuts = [0]
+    for needle, after in (("Collective test starting", False), ("nThread", False), ("Avg bus bandwidth", True)):
+        i = text.find(needle)
+        while i != -1:
+            start = text.rfind("\n", 0, i) + 1
+            if text[start:i].strip() == "#":
+                if after:
+                    end = text.find("\n", i)
+                    cuts.append(len(text) if end == -1 else end + 1)
+                else:
+                    cuts.append(start)
+            i = text.find(needle, i + len(needle))
+    cuts = sorted(set(cuts)) + [len(text)]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _rows(seg: str, source: str) -> list[Row]:
+    """The size rows of one segment, converted column by column (map over C-built tuples:
+    no Python frame per cell); rows with N/A, non-numeric or non-zero #wrong cells go
+    through _row one by one."""
+    found = _ROW.findall(seg)
+    if not found:
+        return []
+    cols = list(zip(*found))
+    try:
+        if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
+            raise ValueError
+        nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
+        return list(map(Row, map(int, cols[0]), map(int, cols[1]), cols[2], *nums, repeat(0, len(found))))
+    except ValueError:
+        return [_row(m, source) for m in _ROW.finditer(seg)]
+
+
+def _runs(text: str, source: str) -> list[_Run]:
+    """Every run of a prefix-free nccl-tests text. Regexes over whole segments (C speed):
+    a 100 MB log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
     runs: list[_Run] = []
-    cur: _Run | None = None
-    pending_op = ""
-    version = ""
-
-    def new() -> _Run:
-        nonlocal pending_op
-        run = _Run(op=pending_op, rows=[], devices=[], version=version)
-        pending_op = ""
-        runs.append(run)
-        return run
-
-    for line in lines:
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if m := _VERSION.search(stripped):
-            version = m.group(1) or m.group(3)
-            if cur is not None and not cur.version:
-                cur.version = version
-        if m := _START.search(stripped):
+    pending_op, version = "", ""
+    for seg in _segments(text):
+        first = _ROW.search(seg)
+        head = seg[: first.start()] if first else seg   # header lines come before the rows
+        if "ersion" in head and (v := _VERSION.search(head)):
+            version = v.group(1) or v.group(3)
+        if "Collective test starting" in head and (m := _START.search(head)):
             pending_op = m.group(1)
-            cur = None
+        rows = _rows(seg, source) if first else []
+        if not rows:
+            if not pending_op and "_perf" in seg and (b := _BINARY.search(seg)):
+                pending_op = b.group(1)
             continue
-        if stripped.startswith("#"):
-            if m := _NTHREAD.match(stripped):
-                if cur is None or cur.header_seen:
-                    cur = new()
-                cur.header_seen = True
-                graph = _GRAPH.search(stripped)
-                cur.graph = graph.group(1) if graph else ""
-            elif m := _DEVICE.match(stripped):
-                cur = cur or new()
-                if any(d[0] == int(m.group(1)) for d in cur.devices):
-                    cur = new()   # a repeated rank list without an nThread line: a new run
-                cur.devices.append((int(m.group(1)), m.group(2), m.group(4)))
-            elif m := _OOB.match(stripped):
-                if cur is not None:
-                    cur.oob = (int(m.group(1)), m.group(2))
-            elif m := _AVG.match(stripped):
-                if cur is not None:
-                    cur.avg = m.group(1)
-                    cur = None    # the footer closes a run
-            continue
-        if not pending_op and not (cur and cur.op):
-            if m := _BINARY.search(stripped):
-                pending_op = m.group(1)
-        row = _row(stripped, source) if stripped[0].isdigit() else None
-        if row is not None:
-            if cur is None:
-                cur = new()
-            if cur.rows and cur.oob is not None:
-                cur = new()
-            cur.rows.append(row)
-    return [r for r in runs if r.rows]
+        op = pending_op
+        if not op and "_perf" in head and (b := _BINARY.search(head)):
+            op = b.group(1)
+        run = _Run(op=op, rows=rows, devices=[], version=version)
+        pending_op = ""
+        if "Rank" in head:
+            for d in _DEVICE_M.finditer(head):
+                run.devices.append((int(d.group(1)), d.group(2), d.group(4)))
+        if "nThread" in head and (g := _NTHREAD_M.search(head)):
+            graph = _GRAPH.search(g.group(0))
+            run.graph = graph.group(1) if graph else ""
+        foot = seg[seg.rfind("\n", 0, max(0, len(seg) - 300)) + 1:]   # the footer is the segment's end
+        if o := _OOB_M.search(foot):
+            run.oob = (int(o.group(1)), o.group(2))
+        if a := _AVG_M.search(foot):
+            run.avg = a.group(1)
+        runs.append(run)
+    return runs
 
 
 def _factor_op(rows: list[Row], ranks: int) -> str:
@@ -190,10 +215,18 @@ def _factor_op(rows: list[Row], ranks: int) -> str:
     return ""
 
 
+_INF = float("inf")
+
+
 def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
     problems: list[str] = []
     for r in rows:
-        for name, value in (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
+        cells = r[3:9]
+        if None not in cells:
+            total = sum(cells)
+            if total == total and total != _INF and min(cells) >= 0:   # all finite and >= 0: the common row
+                cells = ()
+        for name, value in () if not cells else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
                             ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),
                             ("in-place busbw", r.ip_busbw)):
             if value is None:
@@ -234,13 +267,15 @@ def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
         metrics.append(lower("wrong_total", float(sum(wrong)), "count"))
     if avg_busbw is not None:
         metrics.append(higher("avg_busbw_gbps", avg_busbw, "GB/s"))
+    # The in-place time is a second measurement of the same transfer: kept as the samples of
+    # the size's time metric (out-of-place first), so calibration takes their median.
     for r in measured[:-1]:
         if r.oop_busbw is not None:
             metrics.append(higher(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s"))
-        metrics.append(lower(f"time_us@{r.size}B", r.oop_time_us, "us"))
-    for r in measured:
-        if r.ip_time_us is not None:
-            metrics.append(lower(f"time_inplace_us@{r.size}B", r.ip_time_us, "us"))
+        samples = (r.oop_time_us, r.ip_time_us) if r.ip_time_us is not None else ()
+        metrics.append(lower(f"time_us@{r.size}B", r.oop_time_us, "us", samples))
+    if top.ip_time_us is not None:
+        metrics[0] = lower("time_us", top.oop_time_us, "us", (top.oop_time_us, top.ip_time_us))
     return metrics
 
 
@@ -273,9 +308,8 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """
     if text.lstrip().startswith("{"):
         return [_parse_json(text, source)]
-    clean = strip_ansi(text)
-    lines = [ln.text for ln in strip_prefixes(clean.splitlines())]
-    runs = _runs(lines, source)
+    clean = strip_all(strip_ansi(text).replace("\r\n", "\n"))
+    runs = _runs(clean, source)
     if not runs:
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
             raise ParseError("not nccl-tests output (no '# nThread' header and no size rows)", source=source,
@@ -314,8 +348,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
 
 def rows_of(text: str, *, source: str = "") -> list[list[Row]]:
     """The size rows of every run in ``text`` (for calibration and tests)."""
-    clean = strip_ansi(text)
-    return [r.rows for r in _runs([ln.text for ln in strip_prefixes(clean.splitlines())], source)]
+    return [r.rows for r in _runs(strip_all(strip_ansi(text).replace("\r\n", "\n")), source)]
 
 
 def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
