@@ -134,7 +134,7 @@ def _two_size_run(name):
     sizes = sorted(int(m.name.split("@")[1][:-1]) for m in p.metrics if m.name.startswith("time_us@"))
     keep = {sizes[0], int(p.info["max_size_bytes"])}
     ends = tuple(m for m in p.metrics if "@" not in m.name or int(m.name.split("@")[1][:-1]) in keep)
-    make = lambda metrics: TestResult(name="nccl.all_reduce", tool="nccl-tests", host="x", status=Status.ok,  # noqa: E731
+    make = lambda metrics: TestResult(name="nccl.all_reduce", tool="nccl-tests", host="x", status=Status.ok,
                                       metrics=metrics, params=p.params())
     return SimpleNamespace(id=1, results=(make(ends),)), SimpleNamespace(id=2, results=(make(p.metrics),)), keep
 

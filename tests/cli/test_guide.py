@@ -28,7 +28,7 @@ GIVEN = {"all_reduce_perf.log": "nccl-tests/public_h100_dgx_1node_llmb.txt",
 def guide_commands() -> list[tuple[list[str], str | None]]:
     """(argv without 'gpufabric', stdout file or None) for every command in the guide's sh blocks."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", GUIDE.read_text(), flags=re.S):
+    for block in re.findall(r"```sh\n(.*?)```", GUIDE.read_text(), flags=re.DOTALL):
         for line in block.replace("\\\n", " ").splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
             if not line.startswith("gpufabric "):

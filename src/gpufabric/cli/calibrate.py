@@ -24,7 +24,8 @@ def register(app: typer.Typer) -> None:
         fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
     ) -> int:
         """Fit alpha and beta per link class from a run (suite, probe or ingested) and write `source: measured, run <id>` overrides."""
-        from gpufabric.plan.calibrate import calibrate as fit, render_yaml
+        from gpufabric.plan.calibrate import calibrate as fit
+        from gpufabric.plan.calibrate import render_yaml
         from gpufabric.results.store import Store
 
         with Store.open(db) as store:

@@ -44,9 +44,9 @@ def ingest(
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
     from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
-    from gpufabric.errors import ParseError
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
     from gpufabric.bench.suite import run_status
+    from gpufabric.errors import ParseError
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
@@ -114,7 +114,7 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:  # noqa: ANN001
+def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
     seen: dict[str, int] = {}
     for run in store.list_runs(limit=1_000_000):
         if run.kind == "ingest":
@@ -129,7 +129,7 @@ def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:  #
         raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
 
 
-def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:  # noqa: ANN001
+def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
     if fmt == Format.json:
         print_json({"run_id": run_id, "dry_run": dry_run, "status": status,
                     "results": [result_row(r, host=r.host, file=r.params.get("file")) for r in results],

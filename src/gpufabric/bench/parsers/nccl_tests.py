@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import repeat
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
@@ -35,12 +35,12 @@ from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
-_OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.M)
-_AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.M)
+_OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.MULTILINE)
+_AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.MULTILINE)
 _DEVICE_M = re.compile(
     r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
-    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$", re.M)
-_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.M)
+    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$", re.MULTILINE)
+_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.MULTILINE)
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(
@@ -94,7 +94,7 @@ def _wrong(tokens: list[str]) -> int | None:
 #: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
 _ROW = re.compile(
     r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
-    + r"[ \t]+(\S+)" * 8 + r"[ \t]*$", re.M)
+    + r"[ \t]+(\S+)" * 8 + r"[ \t]*$", re.MULTILINE)
 
 
 def _row(m: re.Match[str], source: str) -> Row:
@@ -215,16 +215,12 @@ def _factor_op(rows: list[Row], ranks: int) -> str:
     return ""
 
 
-_INF = float("inf")
-
-
 def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
     problems: list[str] = []
     for r in rows:
         cells = r[3:9]
         if None not in cells:
-            total = sum(cells)
-            if total == total and total != _INF and min(cells) >= 0:   # all finite and >= 0: the common row
+            if math.isfinite(sum(cells)) and min(cells) >= 0:   # all finite (NaN/inf propagate) and >= 0
                 cells = ()
         for name, value in () if not cells else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
                             ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),

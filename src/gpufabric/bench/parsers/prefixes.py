@@ -39,7 +39,7 @@ _BODY = (
     r")"
 )
 _PREFIX = re.compile("^" + _TIMESTAMP + _BODY)
-_PREFIX_M = re.compile("^" + _TIMESTAMP + _BODY, re.M)
+_PREFIX_M = re.compile("^" + _TIMESTAMP + _BODY, re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,9 +52,9 @@ class Line:
 
 #: One launcher's prefix alone (no timestamp), for texts where only that launcher appears.
 _SIMPLE = {
-    "srun": re.compile(r"^[ \t]*\d+:(?:[ \t]|$)", re.M),
-    "mpi": re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:[ \t]?", re.M),
-    "torch": re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.M),
+    "srun": re.compile(r"^[ \t]*\d+:(?:[ \t]|$)", re.MULTILINE),
+    "mpi": re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:[ \t]?", re.MULTILINE),
+    "torch": re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.MULTILINE),
 }
 
 
