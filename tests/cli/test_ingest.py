@@ -197,3 +197,17 @@ def test_perftest_negative_value_is_invalid(tmp_path):
     text = (DATA / "perftest/public_cx7_ndr_ib_send_lat.txt").read_text().replace(" 1.24  ", "-1.24  ", 1)
     (p,) = parser_for("perftest")(text)
     assert "-1.24" in p.invalid
+
+
+def test_negative_fio_bandwidth_is_invalid_not_ok(cli, tmp_path):
+    doc = json.loads((DATA / "fio/psync_read.json").read_text())
+    doc["jobs"][0]["read"]["bw_bytes"] = -doc["jobs"][0]["read"]["bw_bytes"]
+    bad = tmp_path / "neg.json"
+    bad.write_text(json.dumps(doc))
+    code, out, _ = cli("ingest", "--tool", "fio", bad, "--db", tmp_path / "r.db", "--format", "json")
+    assert code == 1
+    (row,) = json.loads(out)["results"]
+    assert row["status"] == "failed"
+    with Store.open(tmp_path / "r.db") as store:
+        result = store.get_run("latest").results[0]
+    assert "impossible values read_bw_gbps=-" in result.params["invalid"]

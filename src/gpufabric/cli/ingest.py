@@ -80,12 +80,14 @@ def ingest(
         # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
         prefix = "nccl" if file_tool == "nccl-tests" else file_tool
         for parsed in parsed_all:
-            reason = "; ".join(x for x in (parsed.error, f"invalid data: {parsed.invalid}" if parsed.invalid else "") if x)
+            invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
+            reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
             results.append(TestResult(
                 name=f"{prefix}.{parsed.case}", tool=file_tool,
                 host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
                 status=Status.failed if reason else Status.ok, metrics=parsed.metrics, reason=reason,
-                started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT], params={"file": str(path), **parsed.params()}))
+                started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT],
+                params={"file": str(path), **parsed.params(), **({"invalid": invalid} if invalid else {})}))
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
@@ -112,6 +114,15 @@ def ingest(
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status != "passed":
         raise typer.Exit(1)
+
+
+def _impossible(metrics) -> str:  # noqa: ANN001
+    """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
+    a negative or non-finite value cannot be a measurement, whatever the tool."""
+    import math
+
+    bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
+    return f"impossible values {', '.join(bad[:5])}" if bad else ""
 
 
 def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
