@@ -79,15 +79,19 @@ def ingest(
         tools_seen.append(file_tool)
         # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
         prefix = "nccl" if file_tool == "nccl-tests" else file_tool
-        for parsed in parsed_all:
+        raw = text[:RAW_OUTPUT_LIMIT]
+        for index, parsed in enumerate(parsed_all):
             invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
             reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
             results.append(TestResult(
                 name=f"{prefix}.{parsed.case}", tool=file_tool,
                 host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
                 status=Status.failed if reason else Status.ok, metrics=parsed.metrics, reason=reason,
-                started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT],
-                params={"file": str(path), **parsed.params(), **({"invalid": invalid} if invalid else {})}))
+                # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
+                # tables would otherwise store 10,000 copies of the same 200 kB.
+                started_at=mtime, raw_output=raw if index == 0 else "",
+                params={"file": str(path), **parsed.params(), **({"invalid": invalid} if invalid else {}),
+                        **({"raw_output": "stored with the file's first result"} if index else {})}))
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
