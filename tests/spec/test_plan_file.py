@@ -43,9 +43,12 @@ def test_recommended_must_exist_and_name_fabric_and_storage():
 
 
 def test_recommended_ids_are_catalog_ids():
+    from gpufabric.catalog import load_catalog
+
+    known = load_catalog().known_ids()
     bad = {"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-xdr9", "storage": "nfs"}]}
     with pytest.raises(InputError, match=r"unknown fabric id 'ib-xdr9' \(did you mean 'ib-xdr'\?\)"):
-        recommended_candidate(bad)
+        recommended_candidate(bad, known_ids=known)
     hostile = {"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-ndr", "storage": "nfs\n$(id)"}]}
     with pytest.raises(InputError, match="unknown storage id"):
-        recommended_candidate(hostile)
+        recommended_candidate(hostile, known_ids=known)

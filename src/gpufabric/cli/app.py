@@ -151,9 +151,20 @@ def _fail_interrupted() -> int:
     return 130
 
 
+def _shipped_ids() -> dict[str, set[str]]:
+    from gpufabric.catalog import load_catalog
+
+    return load_catalog().known_ids()
+
+
 def _main(argv: Sequence[str] | None) -> int:
     import sqlite3
 
+    from gpufabric.boundary import set_default_ids
+
+    # Every command checks catalog ids in specs and saved plans (a command with --catalog
+    # passes its merged catalog's ids instead).
+    set_default_ids(_shipped_ids)
     try:
         command = typer.main.get_command(build_app())
         _end_startup()

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.files import read_capped
+from gpufabric.boundary import read_capped
 from gpufabric.sim.config import CheckpointPolicy, Stragglers
 from gpufabric.sim.distributions import (
     Constant,

@@ -19,7 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpufabric.errors import InputError, SpecError
-from gpufabric.files import read_capped
+from gpufabric.boundary import default_ids, read_capped
 from gpufabric.spec.models import Spec
 from gpufabric.spec.types import FieldsError, bounded_repr, pattern_help
 
@@ -282,8 +282,9 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
         known_ids: catalog ids allowed per field path, for example
             ``{"cluster.gpu": {...}, "options.fabrics": {...}, "options.storage": {...}}``;
             an id not in the set is a located error with a did-you-mean. None (the
-            default): the shipped catalog's ids, so every command checks them (a command
-            with ``--catalog`` passes its merged catalog's); ``{}`` skips the check.
+            default): the ids registered with ``boundary.set_default_ids`` (the CLI registers
+            the shipped catalog's, so every command checks them; a command with
+            ``--catalog`` passes its merged catalog's); ``{}`` skips the check.
 
     Raises:
         SpecError: the file is unreadable, not YAML, or not a valid spec.
@@ -292,18 +293,10 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
     located = parse_yaml(read_text(path), file)
     spec = validate_model(located, Spec)
     if known_ids is None:
-        known_ids = shipped_ids()
+        known_ids = default_ids()
     if known_ids:
         check_ids(located, known_ids)
     return LoadedSpec(spec=spec, located=located)
-
-
-def shipped_ids() -> Mapping[str, Collection[str]]:
-    """Catalog ids per spec field from the shipped catalog (parsed once per process)."""
-    # Imported here: the catalog loader itself reads YAML through this module.
-    from gpufabric.catalog import load_catalog
-
-    return load_catalog().known_ids()
 
 
 def check_ids(located: Located, known_ids: Mapping[str, Collection[str]]) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import InputError
-from gpufabric.spec.loader import did_you_mean, shipped_ids
+from gpufabric.boundary import default_ids
+from gpufabric.spec.loader import did_you_mean
 from gpufabric.spec.types import bounded_repr
 
 
@@ -35,7 +36,7 @@ def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",
     """The recommended candidate of a plan document, with its fabric and storage ids checked.
 
     Args:
-        known_ids: as for ``load_spec``; None checks against the shipped catalog. The ids
+        known_ids: as for ``load_spec``; None uses the registered default ids. The ids
             land in generated files and SLO names, so an unknown one is an error with a
             did-you-mean, never text passed on.
     """
@@ -44,7 +45,7 @@ def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",
         if isinstance(candidate, dict) and candidate.get("id") == wanted:
             if not isinstance(candidate.get("fabric"), str) or not isinstance(candidate.get("storage"), str):
                 raise InputError(f"{path}: candidate {bounded_repr(wanted)} lacks fabric/storage ids")
-            known = shipped_ids() if known_ids is None else known_ids
+            known = default_ids() if known_ids is None else known_ids
             for key, field in (("fabric", "options.fabrics"), ("storage", "options.storage")):
                 ids = known.get(field)
                 if ids and candidate[key] not in ids:
