@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Slo
-from gpufabric.spec.plan_file import load_plan, recommended_candidate
+from gpufabric.spec.plan_file import recommended_candidate
 
 #: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
 #: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).

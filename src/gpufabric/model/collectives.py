@@ -209,7 +209,8 @@ def collective_times(
                 nsteps, ninter = p - 1, N - 1
             lat = base + (nsteps - ninter) * intra + ninter * inter
             if op == "all_reduce" and pi == 2:
-                lat = np.where(multi & (S >= p / 16 * 65536), lat * RING_PLATEAU, lat)
+                plateau_bytes = p / 16 * 65536
+                lat = np.where(multi & (plateau_bytes <= S), lat * RING_PLATEAU, lat)
             add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.

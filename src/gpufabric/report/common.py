@@ -33,12 +33,12 @@ def ratio(value: float | None) -> str:
 def when(ts: float | None) -> str:
     if not ts:
         return ""
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def iso(ts: float | None) -> str:
     """ISO 8601 without zone suffix, as JUnit's ``timestamp`` attribute wants it."""
-    return dt.datetime.fromtimestamp(ts or 0, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return dt.datetime.fromtimestamp(ts or 0, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 #: Params that tell repeats of one test apart in tables (a collective sweep's sizes).

@@ -15,7 +15,6 @@ import xml.etree.ElementTree as ET
 from gpufabric.report import common
 from gpufabric.results.records import Outcome, RunRecord, Status
 
-
 #: Characters XML 1.0 forbids even escaped; tool output carries them (sockperf's ANSI colour codes).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 

@@ -16,8 +16,8 @@ Conventions read here (the bench parsers and probes write them):
 from __future__ import annotations
 
 import math
-import statistics
 import re
+import statistics
 from dataclasses import dataclass
 
 from gpufabric.results.records import RunRecord, Status, TestResult

@@ -47,7 +47,7 @@ from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, rela
 from gpufabric.results.records import Direction, RunRecord, Status
 
 
-class Change(str, enum.Enum):
+class Change(enum.StrEnum):
     regression = "regression"
     improvement = "improvement"
     unchanged = "unchanged"

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class Direction(str, enum.Enum):
+class Direction(enum.StrEnum):
     """Which way is better for a metric."""
 
     higher = "higher"
     lower = "lower"
 
 
-class Status(str, enum.Enum):
+class Status(enum.StrEnum):
     """Outcome of running one test (before any SLO is applied)."""
 
     ok = "ok"              # the tool ran and its output parsed
@@ -28,7 +28,7 @@ class Status(str, enum.Enum):
     skipped = "skipped"    # not runnable here (tool not installed, no RDMA device, ...)
 
 
-class Outcome(str, enum.Enum):
+class Outcome(enum.StrEnum):
     """Verdict of an SLO on a metric."""
 
     passed = "passed"

@@ -59,7 +59,7 @@ def draw_layout(cfg: SimConfig, rng: np.random.Generator, *, stragglers: bool = 
     nodes_per_leaf = rpl // cfg.ranks_per_node
     slow_per_leaf = mask.reshape(-1, nodes_per_leaf).sum(axis=1) * cfg.ranks_per_node
     values, counts = np.unique(slow_per_leaf, return_counts=True)
-    types = tuple((rpl - int(s), int(s), int(g)) for s, g in zip(values, counts))
+    types = tuple((rpl - int(s), int(s), int(g)) for s, g in zip(values, counts, strict=True))
     return Layout(slow_node_mask=mask, slow_link_count=slow_links, leaf_types=types)
 
 

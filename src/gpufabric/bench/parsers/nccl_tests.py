@@ -157,7 +157,7 @@ def _rows(seg: str, source: str) -> list[Row]:
     found = _ROW.findall(seg)
     if not found:
         return []
-    cols = list(zip(*found))
+    cols = list(zip(*found, strict=True))  # one regex: every match has the same group count
     try:
         if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
             raise ValueError
@@ -219,9 +219,8 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
     problems: list[str] = []
     for r in rows:
         cells = r[3:9]
-        if None not in cells:
-            if math.isfinite(sum(cells)) and min(cells) >= 0:   # all finite (NaN/inf propagate) and >= 0
-                cells = ()
+        if None not in cells and math.isfinite(sum(cells)) and min(cells) >= 0:   # all finite (NaN/inf propagate) and >= 0
+            cells = ()
         for name, value in () if not cells else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
                             ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),
                             ("in-place busbw", r.ip_busbw)):
