@@ -226,7 +226,8 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
     candidate = recommended_candidate(plan, path)
     source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
     if spec is not None:
-        breakdown = candidate.get("breakdown") if isinstance(candidate.get("breakdown"), Mapping) else {}
+        raw_breakdown = candidate.get("breakdown")
+        breakdown = raw_breakdown if isinstance(raw_breakdown, Mapping) else {}
         write_s = breakdown.get("checkpoint_write_s")
         return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
                          step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source,
