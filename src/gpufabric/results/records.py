@@ -70,6 +70,13 @@ class TestResult:
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
 
+    def require(self, name: str) -> Metric:
+        """A metric its producer always records; KeyError naming the test when it is absent."""
+        found = self.metric(name)
+        if found is None:
+            raise KeyError(f"{self.name}: no metric {name!r}")
+        return found
+
     @property
     def case(self) -> str:
         """The name plus any CASE_PARAMS: results with equal ``case`` and host are repeats of one measurement."""
