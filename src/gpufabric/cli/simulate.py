@@ -103,6 +103,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     from gpufabric.sim import (
         CommLatency,
         Constant,
+        Distribution,
         Failures,
         Normal,
         SimConfig,
@@ -121,7 +122,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     if ranks < 1 or steps < 1 or ranks_per_node < 1:
         raise InputError("--ranks, --steps and --ranks-per-node must be >= 1")
     base_s = compute_ms * 1e-3
-    compute = Constant(value_s=base_s)
+    compute: Distribution = Constant(value_s=base_s)
     if jitter:
         j = parse_distribution(jitter)
         # A normal jitter is centred on the compute time and the total is truncated at 0;

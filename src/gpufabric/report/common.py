@@ -147,9 +147,8 @@ def node_sections(run: RunRecord) -> list[NodeSection]:
                                                            p50_us=float(p50.get(str(rank), math.nan)), median_us=median))
     for v in run.verdicts:
         outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
-    hosts = sorted(set(statuses) | set(outcomes))
     return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
-                        stragglers=tuple(slow.get(h, ()))) for h in hosts]
+                        stragglers=tuple(slow.get(h, ()))) for h in sorted(set(statuses) | set(outcomes))]
 
 
 def _json_dict(text: str | None) -> dict[str, Any]:
