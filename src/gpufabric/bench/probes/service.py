@@ -99,7 +99,7 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
 
     def on_record(record: dict[str, Any]) -> None:
         row = size_row(record, prep.plan.num_ranks)
-        if row is not None and on_size is not None:   # only installed with on_size; the test narrows it here
+        if row is not None and on_size is not None:   # installed only with on_size; re-tested to narrow it here
             on_size(row)
 
     try:
