@@ -55,7 +55,7 @@ def main() -> int:
     all_cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     if all_cpus:
         os.sched_setaffinity(0, {sorted(all_cpus)[0]})  # the sweep runs on one core
-    from gpufabric.bench.process import run
+    from gpufabric.exec.process import run
     from gpufabric.catalog import load_catalog
     from gpufabric.plan.evaluate import evaluate_table
     from gpufabric.plan.table import build_table, concat_tables

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.audit import nft
-from gpufabric.bench.process import Completed, run
+from gpufabric.exec.process import Completed, run
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.spec.security import SecurityPolicy
 

@@ -25,9 +25,7 @@ import importlib.metadata
 import os
 import platform
 import re
-import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -35,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufabric.errors import EnvironmentFailure, InputError
+from gpufabric.exec.process import run
 from gpufabric.jsonable import to_jsonable
 
 UNAVAILABLE = "unavailable"
@@ -96,17 +96,14 @@ def _read(path: str | Path) -> str | None:
 def _run(argv: tuple[str, ...]) -> str | None:
     """Output of a short query command, or None when it is missing, fails or hangs.
 
-    Not gpufabric.bench.process.run: a missing source must never raise here, and these
-    are sub-second queries whose failure is simply recorded as unavailable.
+    A missing source must never fail a fingerprint: these are sub-second queries whose
+    failure is simply recorded as unavailable.
     """
-    if shutil.which(argv[0]) is None:
-        return None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_SUBPROCESS_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, start_new_session=True, check=False)
-    except (OSError, subprocess.SubprocessError):
+        done = run(argv, timeout_s=_SUBPROCESS_TIMEOUT_S)
+    except (EnvironmentFailure, InputError, OSError):
         return None
-    text = (done.stdout or "") + (done.stderr or "")
+    text = done.stdout + done.stderr
     return text if done.returncode == 0 or text.strip() else None
 
 

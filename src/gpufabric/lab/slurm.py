@@ -24,17 +24,15 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.bench.process import run
 from gpufabric.errors import EnvironmentFailure, InputError, ToolNotFound
+from gpufabric.exec.process import kill_pgid, run, spawn_detached
 from gpufabric.lab import net
 
 #: Address of the login/controller node on the management plane (net.py hands out .1-.16).
@@ -218,10 +216,7 @@ def _spawn(ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds
         mounts = " && ".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)}" for dst, src in binds.items())
         argv = ["unshare", "--mount", "--propagation", "slave", "sh", "-c", f'{mounts} && exec "$@"',
                 "gpufabric-node", *argv]
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *argv], stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
-    return proc.pid
+    return spawn_detached(["nsenter", f"--net=/run/netns/{ns}", *argv], log=log, env=env)
 
 
 def _wait_idle(lab: SlurmLab) -> None:
@@ -256,30 +251,10 @@ def down(name: str) -> list[str]:
     if lab is not None:
         # Daemons first, so slurmd does not see its controller vanish mid-shutdown.
         for daemon in sorted(lab.pids, key=lambda k: k in ("slurmctld", "munged")):
-            _stop(lab.pids[daemon])
+            kill_pgid(lab.pids[daemon], grace_s=5.0)  # slurmd drains its steps on SIGTERM
     removed = net.down(name)
     shutil.rmtree(_dir(name), ignore_errors=True)
     return removed
-
-
-def _stop(pid: int) -> None:
-    """Stop a daemon group we started (own session: pgid == pid)."""
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    return
-            except ChildProcessError:
-                try:
-                    os.killpg(pid, 0)
-                except ProcessLookupError:
-                    return
-            time.sleep(0.05)
 
 
 def status(name: str) -> dict[str, Any]:

@@ -125,6 +125,16 @@ class CollectiveTimes:
     bandwidth_us: np.ndarray    # and its bandwidth term
 
 
+def algbw_gbps(size_bytes: int, time_s: float) -> float:
+    """algbw = S / t in GB/s (1e9 bytes/s); S is the nccl-tests ``size`` column for the op."""
+    return size_bytes / time_s / 1e9
+
+
+def busbw_gbps(op: str, size_bytes: int, time_s: float, num_ranks: int) -> float:
+    """busbw = algbw x the nccl-tests bus factor of ``op`` (:func:`busbw_factor`)."""
+    return algbw_gbps(size_bytes, time_s) * float(busbw_factor(op, num_ranks))
+
+
 def _hw(algo: str, proto: int, is_pci: Any) -> Any:
     """Intra-node hardware latency of ``algo``/``proto``: NVLink, or PCIe where ``is_pci``."""
     return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto])

@@ -23,6 +23,7 @@ from typing import Literal
 import numpy as np
 
 from gpufabric.errors import InputError
+from gpufabric.results.samples import sockperf_full_log_samples
 from gpufabric.sim.config import CheckpointPolicy, Stragglers
 from gpufabric.sim.distributions import (
     Constant,
@@ -195,10 +196,8 @@ def load_empirical(arg: str, *, spec: str = "") -> Empirical:
 
 
 def _sockperf_full_log(text: str, source: str) -> Empirical:
-    # The bench parser reads the per-packet CSV (latency is RTT/2 in microseconds) into the
-    # raw samples of its p50 metric.
-    from gpufabric.bench.parsers.sockperf import parse_sockperf
-
-    [parsed] = parse_sockperf(text, source=source)
-    samples = next((m.samples for m in parsed.metrics if m.samples), ())
+    # Per-packet latency (RTT/2) in microseconds, read by the same reader the bench parser uses.
+    samples = sockperf_full_log_samples(text, source=source) or ()
+    if not samples:
+        raise InputError(f"{source}: the sockperf full log has no per-packet rows")
     return Empirical.from_samples(np.array(samples) * 1e-6, source=source)
