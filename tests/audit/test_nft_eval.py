@@ -89,9 +89,13 @@ def test_every_input_base_chain_must_accept():
     assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=1)) == spans("192.168.0.0/16")
 
 
-def test_unknown_expression_is_may_match_and_reported():
+def test_unknown_expression_is_unknown_and_reported():
+    """An expression the evaluator cannot decide (fib without its lookup flags) makes the
+    sources it could admit unknown, never accepted or dropped (behaviour changed by issue 12:
+    it used to count as 'may match', which reported them as accepted)."""
     rs = ruleset({"input": [[m({"fib": {"result": "type"}}, "local"), ACCEPT]]})
-    assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=1)) == iv.IPV4_ALL
+    got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=1))
+    assert got.accept == () and got.drop == () and got.unknown_spans() == iv.IPV4_ALL
     assert any("fib" in u for u in rs.unsupported)
 
 
