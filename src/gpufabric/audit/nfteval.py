@@ -604,3 +604,18 @@ def _concat(ctx: _Ctx, chain: Chain, parts: list[Any], values: list[Any], space:
         if srcs:
             matched = iv.union(matched, srcs)
     return matched, ()
+
+
+def explore(rs: Ruleset, interfaces: list[str] | tuple[str, ...]) -> set[str]:
+    """Evaluate every packet class the proof can ask about (each interface, protocol and
+    port interval) so that ``rs.unsupported`` lists every construct the evaluator could
+    not decide for them; returns that set. Done once per ruleset and interface set."""
+    key = ("explored", tuple(sorted(interfaces)))
+    if key not in rs.span_cache:
+        for iif in interfaces:
+            for proto in ("tcp", "udp"):
+                points = rs.port_points(iif, proto)
+                for port in sorted({1, *(p for p in points if 1 <= p <= 65535)}):
+                    evaluate(rs, Packet(iif=iif, proto=proto, dport=port))
+        rs.span_cache[key] = True
+    return set(rs.unsupported)

@@ -59,8 +59,8 @@ def host_rulesets(facts: Facts) -> dict[str, Ruleset]:
 
 
 def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
+    """The proof runs first, so FW-04 lists every construct its evaluation met."""
     report = AuditReport(source=facts.source)
-    run_checks(facts, report)
     if reachability:
         if facts.policy is None:
             report.not_available["VER-01"] = "no policy.json: no intent to prove against"
@@ -71,12 +71,23 @@ def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
             else:
                 report.proof = prove(facts.policy, rulesets)
                 report.findings.extend(proof_findings(report.proof))
+    run_checks(facts, report)
     return report
 
 
 def proof_findings(proof: Proof) -> list[Finding]:
     out = []
     for cell in proof.violations():
+        if cell.verdict == "not-proven":
+            # fail closed: an undecided isolation cell is a high finding, an undecided intended one medium
+            out.append(Finding(
+                check_id="VER-01", severity=Severity.medium if cell.intended else Severity.high,
+                title="Plane-pair reachability not proven",
+                subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
+                evidence=f"not proven ({'intended' if cell.intended else 'must be isolated'}): {cell.reason}",
+                remedy="replace the undecidable rule (FW-04 lists them) or check it with `audit --kernel`",
+            ))
+            continue
         what = "allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked"
         out.append(Finding(
             check_id="VER-01", severity=Severity.high, title="Plane-pair reachability differs from intent",
