@@ -180,8 +180,8 @@ def _run_from(ctx: _Ctx, chain: Chain, start: int, pkt: Packet, space: Spans, de
                 out.add("unknown", reason, spans)
                 ctx.rs.unsupported.add(reason)
                 continue
-            taken = _outcome(ctx, chain, i, verdict, p2, spans, depth)
-            skipped = _run_from(ctx, chain, i + 1, pkt, spans, depth)
+            taken = _settle(chain, depth, _outcome(ctx, chain, i, verdict, p2, spans, depth))
+            skipped = _settle(chain, depth, _run_from(ctx, chain, i + 1, pkt, spans, depth))
             decided: Spans = ()
             for key, got in taken.parts.items():
                 if key[0] == "unknown":
@@ -195,6 +195,18 @@ def _run_from(ctx: _Ctx, chain: Chain, start: int, pkt: Packet, space: Spans, de
                 ctx.rs.unsupported.add(reason)
     out.add("cont", pkt, remaining)
     return out
+
+
+def _settle(chain: Chain, depth: int, out: _Out) -> _Out:
+    """In a base chain, falling off the end is the chain's policy: compare outcomes as such."""
+    if depth or chain.hook is None:
+        return out
+    settled = _Out()
+    for (kind, key), spans in out.parts.items():
+        if kind == "cont":
+            kind, key = ("drop", None) if chain.policy == "drop" else ("accept", key)
+        settled.add(kind, key, spans)
+    return settled
 
 
 def _outcome(ctx: _Ctx, chain: Chain, i: int, verdict: Any, pkt: Packet, spans: Spans, depth: int) -> _Out:
