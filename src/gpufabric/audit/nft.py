@@ -52,12 +52,12 @@ class Ruleset:
     span_cache: dict[Any, Any] = field(default_factory=dict)
 
     def port_points(self, iif: str, proto: str) -> list[int]:
-        """Sorted port breakpoints of the ruleset: between two of them every packet is
-        treated alike by every rule (the iif/proto arguments keep the cache per packet kind)."""
-        key = ("points", proto)
+        """Sorted port breakpoints of the rules a packet on ``iif``/``proto`` can reach:
+        between two of them every such packet is treated alike."""
+        key = ("points", iif, proto)
         points = self.span_cache.get(key)
         if points is None:
-            points = self.span_cache[key] = sorted(port_breakpoints(self))
+            points = self.span_cache[key] = sorted(_reachable_points(self, iif, proto))
         return points
 
     def base_chains(self, hook: str) -> list[Chain]:
@@ -261,30 +261,108 @@ def port_breakpoints(rs: Ruleset) -> set[int]:
     points: set[int] = set()
     for chain in rs.chains.values():
         for rule in chain.rules:
+            _rule_points(rs, chain, rule, points)
+    return points
+
+
+def _rule_points(rs: Ruleset, chain: Chain, rule: list[dict[str, Any]], points: set[int]) -> None:
+    for expr in rule:
+        left = right = None
+        op = "=="
+        if "match" in expr:
+            left, right, op = expr["match"].get("left"), expr["match"].get("right"), expr["match"].get("op", "==")
+        elif "vmap" in expr:
+            left, right = expr["vmap"].get("key"), expr["vmap"].get("data")
+        elif "redirect" in expr or "dnat" in expr:
+            continue
+        if left is None:
+            continue
+        values = rs.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else None
+        values = values if values is not None else flat(right)
+        if "vmap" in expr or (isinstance(values, list) and values and isinstance(values[0], list)):
+            values = [v[0] if isinstance(v, list) else v for v in values]
+        if _is_dport(left):
+            _port_values(op, values, points)
+        elif isinstance(left, dict) and "concat" in left:
+            for i, part in enumerate(left["concat"]):
+                if _is_dport(part):
+                    for value in values:
+                        value = elem_val(value)
+                        if isinstance(value, dict) and "concat" in value and i < len(value["concat"]):
+                            _port_values("==", [value["concat"][i]], points)
+
+
+def _excludes(rs: Ruleset, chain: Chain, expr: dict[str, Any], iif: str, proto: str) -> bool:
+    """True when a match certainly fails for every packet on ``iif``/``proto`` (a plain
+    interface or protocol test); anything less certain keeps the rule."""
+    m = expr.get("match")
+    if not isinstance(m, dict) or m.get("op", "==") != "==":
+        return False
+    left, right = m.get("left"), m.get("right")
+    if meta_key(left) in ("iifname", "iif"):
+        values = rs.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else flat(right)
+        names = [elem_val(v) for v in values or []]
+        if not names or not all(isinstance(n, str) for n in names):
+            return False
+        return not any(iface_hit(iif, n) for n in names)
+    if isinstance(left, dict) and isinstance(left.get("payload"), dict):
+        return left["payload"].get("protocol") in ("tcp", "udp") and left["payload"]["protocol"] != proto
+    return False
+
+
+def iface_hit(iif: str, pattern: str) -> bool:
+    """nft interface names: a trailing unescaped ``*`` is a prefix wildcard; everything
+    else, ``?`` and ``\\*`` included, is literal."""
+    if pattern.endswith("*") and not pattern.endswith("\\*"):
+        return iif.startswith(pattern[:-1].replace("\\*", "*"))
+    return iif == pattern.replace("\\*", "*")
+
+
+def _targets(rs: Ruleset, chain: Chain, expr: dict[str, Any], iif: str) -> list[str]:
+    verdicts: list[Any] = []
+    if "jump" in expr or "goto" in expr:
+        verdicts.append(expr)
+    elif "vmap" in expr:
+        data = expr["vmap"].get("data")
+        items = rs.lookup(chain, data[1:]) if isinstance(data, str) and data.startswith("@") else flat(data)
+        for item in items or []:
+            if isinstance(item, list) and len(item) == 2:
+                key = elem_val(item[0])
+                if meta_key(expr["vmap"].get("key")) in ("iifname", "iif") and isinstance(key, str) \
+                        and not iface_hit(iif, key):
+                    continue
+                verdicts.append(item[1])
+    out = []
+    for v in verdicts:
+        if isinstance(v, dict) and ("jump" in v or "goto" in v):
+            target = (v.get("jump") or v.get("goto") or {}).get("target")
+            if isinstance(target, str):
+                out.append(target)
+    return out
+
+
+def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
+    """Port breakpoints of the rules reachable for packets on ``iif`` with ``proto``:
+    rules whose interface or protocol match excludes the packet are skipped, and only
+    the verdict-map entries for ``iif`` are followed. Anything not understood is kept."""
+    points: set[int] = set()
+    seen: set[tuple[str, str, str]] = set()
+    todo = [c for c in rs.pipeline()]
+    while todo:
+        chain = todo.pop()
+        key = (chain.family, chain.table, chain.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        for rule in chain.rules:
+            if any(_excludes(rs, chain, expr, iif, proto) for expr in rule):
+                continue
+            _rule_points(rs, chain, rule, points)
             for expr in rule:
-                left = right = None
-                op = "=="
-                if "match" in expr:
-                    left, right, op = expr["match"].get("left"), expr["match"].get("right"), expr["match"].get("op", "==")
-                elif "vmap" in expr:
-                    left, right = expr["vmap"].get("key"), expr["vmap"].get("data")
-                elif "redirect" in expr or "dnat" in expr:
-                    continue
-                if left is None:
-                    continue
-                values = rs.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else None
-                values = values if values is not None else flat(right)
-                if "vmap" in expr or (isinstance(values, list) and values and isinstance(values[0], list)):
-                    values = [v[0] if isinstance(v, list) else v for v in values]
-                if _is_dport(left):
-                    _port_values(op, values, points)
-                elif isinstance(left, dict) and "concat" in left:
-                    for i, part in enumerate(left["concat"]):
-                        if _is_dport(part):
-                            for value in values:
-                                value = elem_val(value)
-                                if isinstance(value, dict) and "concat" in value and i < len(value["concat"]):
-                                    _port_values("==", [value["concat"][i]], points)
+                for target in _targets(rs, chain, expr, iif):
+                    sub = rs.chains.get((chain.family, chain.table, target))
+                    if sub is not None:
+                        todo.append(sub)
     return points
 
 

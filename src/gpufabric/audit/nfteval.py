@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.nft import Chain, Ruleset, elem_val, flat, meta_key
+from gpufabric.audit.nft import Chain, Ruleset, elem_val, flat, iface_hit, meta_key
 
 Spans = tuple[tuple[int, int], ...]
 #: Conntrack runs at prerouting priority -200 (NF_IP_PRI_CONNTRACK, linux/netfilter_ipv4.h).
@@ -520,14 +520,6 @@ def _flag_test(have: frozenset[str], op: str, values: list[Any], space: Spans) -
     return (space if hit != (op == "!=") else ()), ()
 
 
-def _iface_hit(iif: str, pattern: str) -> bool:
-    """nft interface names: a trailing unescaped ``*`` is a prefix wildcard; everything
-    else, ``?`` and ``\\*`` included, is literal."""
-    if pattern.endswith("*") and not pattern.endswith("\\*"):
-        return iif.startswith(pattern[:-1].replace("\\*", "*"))
-    return iif == pattern.replace("\\*", "*")
-
-
 def _scalar_hit(key: Any, op: str, values: list[Any]) -> bool | None:
     """Whether the packet's value matches; None when undecidable here."""
     kind, val = key if isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str) else (None, key)
@@ -549,7 +541,7 @@ def _scalar_hit(key: Any, op: str, values: list[Any]) -> bool | None:
                     continue
             return None
         if kind == "iface":
-            if isinstance(value, str) and _iface_hit(val, value):
+            if isinstance(value, str) and iface_hit(val, value):
                 return True
         elif kind == "l4":
             if value in (val, _PROTO_NUM.get(val)):
