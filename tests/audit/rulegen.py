@@ -192,7 +192,7 @@ table inet filter {{
         if key < 0.5:
             dispatch = f'iifname vmap {{ "mgmt0" : {verb} in_mgmt, "data0" : {verb} in_data }}'
         elif key < 0.75:
-            dispatch = f"iifname vmap @dispatch"
+            dispatch = "iifname vmap @dispatch"
         else:
             dispatch = f"meta l4proto vmap {{ tcp : {verb} in_mgmt, udp : {verb} in_data }}"
         body = "\n".join(chains)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-import pytest
-
 from gpufabric.audit import kernel, nft
 from gpufabric.audit.collect import nft_text_to_json
 from gpufabric.audit.reachability import cell_at, prove

@@ -316,11 +316,11 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         result = run_tool(["nft", "-j", "list", "ruleset"])
         if result is None or result.returncode != 0:
             return None, "nft -j list ruleset unavailable (nft missing or not root)"
-        text = run_tool(["nft", "list", "ruleset"])
+        listing = run_tool(["nft", "list", "ruleset"])
         try:
             doc = json.loads(result.stdout)
-            if text is not None and text.returncode == 0:
-                doc = nft.augment(doc, text.stdout)
+            if listing is not None and listing.returncode == 0:
+                doc = nft.augment(doc, listing.stdout)
             return nft.parse(doc, "nft -j list ruleset"), None
         except (json.JSONDecodeError, ParseError) as exc:
             return None, f"nft -j output unreadable: {exc}"

@@ -160,7 +160,7 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
                     prio=prio if isinstance(prio, int) else 0, policy=c.get("policy", "accept"),
                     kind=c.get("type", "filter"), devices=devices)
             elif "set" in item or "map" in item:
-                s = item.get("set") or item.get("map")
+                s = item.get("set") or item.get("map") or {}
                 key = (s["family"], s["table"], s["name"])
                 sets[key] = list(s.get("elem", []))
                 flags = _flags(s.get("flags")) or set()
@@ -366,7 +366,12 @@ def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
     return points
 
 
-from gpufabric.audit.nfteval import Packet, Verdicts, accepted_sources, evaluate  # noqa: E402  (re-export)
+from gpufabric.audit.nfteval import (  # re-export (imported last: nfteval imports this module)
+    Packet,
+    Verdicts,
+    accepted_sources,
+    evaluate,
+)
 
 __all__ = ["Chain", "Packet", "Ruleset", "Verdicts", "accepted_sources", "augment", "evaluate", "parse",
            "port_breakpoints"]

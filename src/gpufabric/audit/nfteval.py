@@ -79,7 +79,7 @@ class _Out:
 
 
 class _Ctx:
-    __slots__ = ("rs", "budget")
+    __slots__ = ("budget", "rs")
 
     def __init__(self, rs: Ruleset) -> None:
         self.rs = rs
@@ -227,7 +227,7 @@ def _outcome(ctx: _Ctx, chain: Chain, i: int, verdict: Any, pkt: Packet, spans: 
         return _run_from(ctx, chain, i + 1, pkt, spans, depth)
     elif "jump" in verdict or "goto" in verdict:
         target = (verdict.get("jump") or verdict.get("goto") or {}).get("target")
-        sub = ctx.rs.chains.get((chain.family, chain.table, target))
+        sub = ctx.rs.chains.get((chain.family, chain.table, str(target)))
         if sub is None:
             out.add("unknown", f"{_where(chain, None)}: jump to missing chain {target}", spans)
             return out
@@ -397,14 +397,13 @@ def _compare(ctx: _Ctx, chain: Chain, left: Any, op: str, values: list[Any], pkt
         inside, outside = iv.intersect(key[1], spans), iv.subtract(key[1], spans)
         if inside and outside:
             return (), space  # hosts sharing this ruleset differ
-        hit = bool(inside)
-        return (space if hit != negate else ()), ()
+        return (space if bool(inside) != negate else ()), ()
     if isinstance(key, tuple) and key and key[0] == "flags":
         return _flag_test(key[1], op, values, space)
-    hit = _scalar_hit(key, op, values)
-    if hit is None:
+    scalar = _scalar_hit(key, op, values)
+    if scalar is None:
         return (), space
-    return (space if hit != negate else ()), ()
+    return (space if scalar != negate else ()), ()
 
 
 _SADDR = object()
