@@ -96,10 +96,13 @@ def test_prerouting_drop_is_not_bypassed_by_input_accept(tmp_path):
 
 
 def test_accept_in_one_base_chain_does_not_bypass_another(tmp_path):
-    text = server("tcp dport 22 accept") + ("table inet early {\n chain pre { type filter hook prerouting priority "
-                                            "mangle; policy accept; accept\n }\n}\n")
+    text = server("tcp dport { 22, 24 } accept") + (
+        "table inet early {\n chain pre { type filter hook prerouting priority mangle; policy drop;\n"
+        " tcp dport { 22, 23 } accept\n }\n}\n")
     rs = load(tmp_path, text)
-    assert verdict(rs, 22) == "accept" and verdict(rs, 23) == "drop"
+    assert verdict(rs, 22) == "accept"  # accepted by both base chains
+    assert verdict(rs, 23) == "drop"  # prerouting's accept does not bypass input's policy
+    assert verdict(rs, 24) == "drop"  # nor input's accept prerouting's policy
 
 
 def test_fib_reverse_path_is_unknown_and_fib_local_is_decided(tmp_path):
