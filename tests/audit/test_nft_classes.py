@@ -134,6 +134,16 @@ def test_nat_redirect_changes_the_port_the_input_hook_sees(tmp_path):
     assert verdict(rs, 80) == "accept" and verdict(rs, 8080) == "accept" and verdict(rs, 81) == "drop"
 
 
+def test_redirect_sets_ct_status_dnat_only_when_the_port_changes(tmp_path):
+    # found by the differential test (seed 5208): a redirect to the same port changes no
+    # tuple, so the kernel does not mark the connection DNATed
+    text = server("ct status dnat accept") + (
+        "table ip nat {\n chain pre { type nat hook prerouting priority dstnat; policy accept;\n"
+        " tcp dport 8080 redirect to :8080\n tcp dport 80 redirect to :8081\n }\n}\n")
+    rs = load(tmp_path, text)
+    assert verdict(rs, 8080) == "drop" and verdict(rs, 80) == "accept"
+
+
 def test_netdev_ingress_drop_applies_to_its_device_only(tmp_path):
     text = server("accept") + ('table netdev edge {\n chain ing { type filter hook ingress device "data0" priority 0; '
                                "policy accept;\n ip saddr 10.0.0.0/24 drop\n }\n}\n")

@@ -289,7 +289,10 @@ def _rule(ctx: _Ctx, chain: Chain, rule: list[dict[str, Any]], pkt: Packet, spac
             port = stmt.get("port", p.dport)
             if not isinstance(port, int):
                 return [], _undecided(sure, maybe, f"{where}: {key} to a computed port")
-            p = replace(p, dport=port, dnat=True)
+            # the kernel marks a connection DNATed only when the tuple really changes
+            # (nf_nat_setup_info): the proof's packets are addressed to the interface's own
+            # address, which redirect keeps, so only a new port sets ct status dnat
+            p = replace(p, dport=port, dnat=p.dnat or port != p.dport)
             return ([(sure, {"accept": None}, p)] if sure else []), ([(maybe, {"accept": None}, p, reason)] if maybe else [])
         elif key in ("limit", "quota", "ct count", "meter", "connlimit"):
             why = f"{where}: {key} (depends on traffic)"
