@@ -71,7 +71,8 @@ class _Out:
     def add(self, kind: str, key: Any, spans: Spans) -> None:
         if spans:
             k = (kind, key)
-            self.parts[k] = iv.union(self.parts.get(k, ()), spans)
+            old = self.parts.get(k)
+            self.parts[k] = iv.union(old, spans) if old else spans
 
     def merge(self, other: _Out) -> None:
         for (kind, key), spans in other.parts.items():
@@ -166,7 +167,7 @@ def _run_from(ctx: _Ctx, chain: Chain, start: int, pkt: Packet, space: Spans, de
         where = _where(chain, chain.handles[i] if i < len(chain.handles) else None)
         sure, maybe = _rule(ctx, chain, chain.rules[i], pkt, remaining, where)
         for spans, verdict, p2 in sure:
-            if verdict is None and p2 == pkt:
+            if verdict is None and p2 is pkt:
                 continue  # a statement-only rule that changed nothing
             out.merge(_outcome(ctx, chain, i, verdict, p2, spans, depth))
             remaining = iv.subtract(remaining, spans)

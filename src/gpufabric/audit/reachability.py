@@ -192,7 +192,7 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
 def _status(accs: list[Verdicts], spans: tuple[tuple[int, int], ...], size: int) -> tuple[str, str]:
     """(outcome, reason) of one source role: unknown wins over everything (fail closed)."""
     seen = set()
-    for acc in dict.fromkeys(accs):
+    for acc in {id(a): a for a in accs}.values():  # by identity: hashing span tuples costs more than it saves
         for reason, undecided in acc.unknown:
             if spans and iv.intersect(undecided, spans):
                 return "unknown", reason
