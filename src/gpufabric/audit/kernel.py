@@ -31,6 +31,7 @@ from pathlib import Path
 
 from gpufabric.audit import intervals as iv
 from gpufabric.audit import nft, probe_agent
+from gpufabric.audit.collect import IFNAME
 from gpufabric.audit.nfteval import Packet, evaluate
 from gpufabric.audit.reachability import OTHER, Proof
 from gpufabric.bench.process import run
@@ -154,6 +155,9 @@ def check_role(policy: SecurityPolicy, proof: Proof, role: str, ruleset_file: Pa
         for i, plane_name in enumerate(planes):
             plane = policy.plane(plane_name)
             iface, peer = plane.interface or f"plane{i}", f"gfpeer{i}"
+            if not IFNAME.fullmatch(iface):
+                raise InputError(f"policy plane {plane_name}: interface {iface!r} is not a Linux interface name "
+                                 "(1-15 letters, digits, _ . @ + -); fix planes[].interface")
             _ip("-n", dst, "link", "add", iface, "type", "veth", "peer", "name", peer, "netns", src)
             _ip("-n", dst, "addr", "add", f"{addresses[(dst_host, plane_name)]}/{plane.network.prefixlen}", "dev", iface)
             _ip("-n", dst, "link", "set", iface, "up")
