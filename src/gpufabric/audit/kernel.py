@@ -6,8 +6,8 @@ second, sender namespace. The sender fires one real packet per probe (a TCP SYN 
 UDP datagram, :mod:`gpufabric.audit.probe_agent`) from a representative address of every
 source role, and from addresses of no role, to every cell of the proof (both ends and the
 middle of each port range). An observer table appended at the very last input priority
-records the source of every packet that all the ruleset's base chains accepted (a set
-keyed on source address, protocol and source port), so what is measured is exactly the
+records every packet that all the ruleset's base chains accepted (a set keyed on source
+address, protocol, source port and original destination port), so what is measured is exactly the
 proof's question, "does the input path accept this new connection", independent of
 listeners and of the output path. Static and kernel verdicts are compared per probe.
 
@@ -46,11 +46,14 @@ OUTSIDE = ipaddress.IPv4Network("198.51.100.0/24")
 BATCH = 400
 #: How long the sender keeps its sockets (so source ports stay unique) while the observer is read.
 LINGER_S = 0.3
+#: Keyed on the original destination port too (conntrack's, before any redirect), so a
+#: probe is identified by its whole tuple, not by a source port alone.
 OBSERVER = """
 table ip gfobserve {
-  set seen { type ipv4_addr . inet_proto . inet_service; flags dynamic; size 65535; }
+  set seen { type ipv4_addr . inet_proto . inet_service . inet_service; flags dynamic; size 65535; }
   chain in { type filter hook input priority 2147483647; policy accept;
-    meta l4proto { tcp, udp } add @seen { ip saddr . meta l4proto . th sport }
+    ct state untracked meta l4proto { tcp, udp } add @seen { ip saddr . meta l4proto . th sport . th dport }
+    ct state != untracked meta l4proto { tcp, udp } add @seen { ip saddr . meta l4proto . th sport . ct original proto-dst }
   }
 }
 """
@@ -236,17 +239,17 @@ def _fire(src: str, dst: str, probes: list[Probe], dst_addr: dict[str, str]) -> 
         sports = json.loads(out)
         for i, p in enumerate(batch):
             number = 6 if p.proto == "tcp" else 17
-            accepted[first + i] = (p.src_addr, number, sports[str(first + i)]) in seen
+            accepted[first + i] = (p.src_addr, number, sports[str(first + i)], p.port) in seen
     return accepted
 
 
-def _observed(dst: str) -> set[tuple[str, int, int]]:
+def _observed(dst: str) -> set[tuple[str, int, int, int]]:
     doc = json.loads(_nft(dst, "-j", "list", "set", "ip", "gfobserve", "seen"))
     out = set()
     for item in doc.get("nftables", []):
         for elem in item.get("set", {}).get("elem", []):
             value = nft.elem_val(elem)
-            if isinstance(value, dict) and len(value.get("concat", [])) == 3:
-                addr, proto, port = value["concat"]
-                out.add((addr, {"tcp": 6, "udp": 17}.get(proto, proto), port))
+            if isinstance(value, dict) and len(value.get("concat", [])) == 4:
+                addr, proto, sport, dport = value["concat"]
+                out.add((addr, {"tcp": 6, "udp": 17}.get(proto, proto), sport, dport))
     return out
