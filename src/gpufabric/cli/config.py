@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import typer
@@ -35,6 +36,7 @@ def config(
         write_bundle,
     )
     from gpufabric.configure.bundle import MANIFEST
+    from gpufabric.configure.verify import CheckReport, verify_tree
     from gpufabric.spec import load_spec
 
     if out is None and not dry_run:
@@ -44,6 +46,8 @@ def config(
         typer.echo("warning: --seed makes every secret derivable from the seed; use it for tests only", err=True)
     spec = load_spec(spec_path).spec
     design = design_from_plan(plan) if plan is not None else design_from_spec(spec)
+    if out is not None and out.is_symlink():
+        raise InputError(f"--out {out} is a symbolic link; give the real directory")
     if out is not None and out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out} is not a directory")
@@ -51,14 +55,24 @@ def config(
             raise InputError(f"--out {out} is not empty and holds no gpufabric bundle; choose an empty directory")
     bundle = render_bundle(spec, design, keys)
     artefacts = bundle.sorted_artefacts()
+    reports: list[CheckReport] = []
+
+    def verify(root: Path) -> None:
+        reports.append(verify_tree(root))
+
     if not dry_run and out is not None:
-        write_bundle(bundle, out)
+        write_bundle(bundle, out, verify=verify)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gpufabric-config-") as scratch:
+            write_bundle(bundle, Path(scratch) / "bundle", verify=verify)
+    checks = reports[0]
     if fmt is Format.json:
         print_json({
             "spec": spec.name, "dry_run": dry_run, "out": str(out) if out else None,
             "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind,
                        "source": design.source},
             "policy_source": bundle.policy_source, "notes": bundle.notes, "files": bundle.file_list(),
+            "checks": {"passed": checks.checked, "skipped": checks.skipped},
         })
         return 0
     verb = "would write" if dry_run else "wrote"
@@ -67,6 +81,9 @@ def config(
     typer.echo(f"policy: {bundle.policy_source}")
     for note in bundle.notes:
         typer.echo(f"note: {note}")
+    typer.echo(f"checked: {len(checks.checked)} files load in their consumer (bash -n, sh -n, nft -c)")
+    for skipped in checks.skipped:
+        typer.echo(f"warning: not checked: {skipped}", err=True)
     typer.echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
     if len(artefacts) <= MAX_LISTED:
         for a in artefacts:

@@ -57,4 +57,5 @@ def effective_policy(spec: Spec, design: Design) -> SecurityPolicy:
     """The spec's policy, or the least-privilege default sized to the cluster."""
     if spec.security is not None:
         return spec.security
-    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage)
+    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage,
+                          fabric_kind=design.fabric_kind)

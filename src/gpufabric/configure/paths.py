@@ -1,0 +1,107 @@
+"""Contained, atomic bundle writes.
+
+Every artefact path is relative, made of plain components (no ``..``, no absolute part,
+no empty or hidden-traversal component) and is created inside a fresh temporary sibling
+of ``--out`` without following symlinks; the finished tree then replaces ``--out`` in
+one rename (``renameat2(RENAME_EXCHANGE)`` where the kernel has it), so Ctrl-C or a crash
+leaves either the old bundle or the new one, never half of one. Directories that hold
+a secret are 0700 and secrets 0600 whatever the umask.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from gpufabric.errors import InputError
+
+#: One path component: what host, role and file names may become on disk.
+_COMPONENT = re.compile(r"[A-Za-z0-9_@+-][A-Za-z0-9_.@+-]{0,254}")
+#: renameat2 flag (linux/fs.h): swap two paths atomically.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+TMP_MARK = ".gpufabric-tmp-"
+
+
+def check_relative(rel: str) -> str:
+    """``rel`` if it is a safe relative path of plain components; InputError otherwise."""
+    parts = rel.split("/")
+    if not rel or len(rel) > 4096 or any(not _COMPONENT.fullmatch(p) for p in parts):
+        raise InputError(f"refusing bundle path {rel[:120]!r}: every component must match {_COMPONENT.pattern} "
+                         "(no '..', no absolute or empty parts); check host and role names")
+    return rel
+
+
+def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool) -> Path:
+    """Create ``root/rel`` (never existing before, never through a symlink), mode exact."""
+    check_relative(rel)
+    parts = rel.split("/")
+    current = root
+    for part in parts[:-1]:
+        current = current / part
+        try:
+            os.mkdir(current, 0o755)
+            os.chmod(current, 0o755)  # the umask may have narrowed it
+        except FileExistsError:
+            if current.is_symlink() or not current.is_dir():
+                raise InputError(f"refusing bundle path {rel!r}: {current.name} is not a plain directory") from None
+    if secret:
+        os.chmod(current, 0o700)
+    path = current / parts[-1]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        os.fchmod(handle.fileno(), mode)
+        handle.write(content)
+    if root.resolve() not in path.resolve().parents:  # belt and braces: nothing above can escape
+        raise AssertionError(f"bundle path {rel!r} resolved outside the bundle")
+    return path
+
+
+@contextmanager
+def atomic_tree(out: Path) -> Iterator[Path]:
+    """Yield a fresh empty directory next to ``out``; on success it replaces ``out``."""
+    out = Path(os.path.abspath(out))
+    if out.is_symlink():
+        raise InputError(f"--out {out} is a symbolic link; give the real directory")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}", dir=out.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            if not _exchange(tmp, out):
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}old-", dir=out.parent))
+                os.rename(out, old / "b")
+                os.rename(tmp, out)
+                tmp = old
+        else:
+            os.rename(tmp, out)
+            return
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tmp, ignore_errors=True)  # the old bundle, swapped out
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two directories in one step (Linux renameat2); False where unsupported."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: filesystem or kernel without it
+        return False
+    raise OSError(err, os.strerror(err), str(b))
