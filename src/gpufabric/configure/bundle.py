@@ -24,7 +24,7 @@ from gpufabric.configure.design import Design, effective_policy
 from gpufabric.configure.keys import KeySource
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
-from gpufabric.spec.security import SecurityPolicy
+from gpufabric.spec.security import EPHEMERAL_RANGE, SRUN_RANGE, SecurityPolicy
 
 MANIFEST = "manifest.json"
 
@@ -135,7 +135,8 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
     readme = env.get_template("README.md.j2").render(
         design=design, policy=policy, policy_source=source, interfaces=interfaces, files=bundle.sorted_artefacts(),
         notes=bundle.notes,
-        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, **common,
+        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, placeholder=nvme.PLACEHOLDER_DEVICE,
+        srun_range=SRUN_RANGE, ephemeral_range=EPHEMERAL_RANGE, **common,
     )
     bundle.add("README.md", readme)
     manifest = {

@@ -12,6 +12,7 @@ one of :data:`CONTEXT_FILTERS`.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 import shlex
@@ -31,6 +32,7 @@ _OPENSM_WORD = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 #: Words of config files parsed by whitespace/'=' splitters (tuned INI, discovery.conf, slurm options).
 _PLAIN = re.compile(r"[A-Za-z0-9_.:/@+-]{1,255}")
 #: Printable ASCII except quotes and backslash: what free text may keep in a comment.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _COMMENT_UNSAFE = re.compile(r"[^\x20-\x7e]|[\"\\`]")
 
 
@@ -39,7 +41,7 @@ def refuse(value: object, context: str, pattern: str, what: str = "value") -> In
 
 
 def sh(value: object) -> str:
-    """A single shell word (POSIX sh/bash): single-quoted unless plainly safe. NUL refused."""
+    """A single shell word (POSIX sh/bash): single-quoted unless plainly safe; control characters refused."""
     text = _text(value, "a shell script")
     return shlex.quote(text)
 
@@ -99,6 +101,14 @@ def sysctl_ifname(value: object) -> str:
     return ifname(value).replace(".", "/")
 
 
+def ipv4(value: object) -> str:
+    """A dotted-quad IPv4 address (nft would resolve a name through DNS)."""
+    try:
+        return str(ipaddress.IPv4Address(str(value)))
+    except ValueError:
+        raise refuse(value, "an address field", "a dotted-quad IPv4 address") from None
+
+
 def num(value: object) -> str:
     """A finite number (bool refused: it is not a number here)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -122,9 +132,11 @@ def md(value: object) -> str:
 
 
 def _text(value: object, context: str) -> str:
+    # shell quoting would keep a newline safe, but every generated file is line-based for
+    # some reader (systemd EnvironmentFile, audit, diff): one value, one line
     text = str(value)
-    if "\0" in text:
-        raise refuse(value, context, "text without NUL bytes")
+    if _CONTROL.search(text):
+        raise refuse(value, context, "text without control characters (newline, CR, NUL, ...)")
     return text
 
 
@@ -132,7 +144,7 @@ def _text(value: object, context: str) -> str:
 CONTEXT_FILTERS: dict[str, Any] = {
     "sh": sh, "sh_words": sh_words, "env_value": env_value, "comment": comment, "nft_comment": nft_comment,
     "ifname": ifname, "nft_ident": nft_ident, "opensm_word": opensm_word, "plain": plain,
-    "sysctl_ifname": sysctl_ifname, "num": num, "hex4": hex4, "md": md,
+    "sysctl_ifname": sysctl_ifname, "ipv4": ipv4, "num": num, "hex4": hex4, "md": md,
 }
 
 
