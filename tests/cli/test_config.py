@@ -132,3 +132,52 @@ def test_rerender_removes_files_of_hosts_that_left(cli, tmp_path):
     assert code == 0, err
     assert not (out / "hosts/compute-2/etc/nvme/config.json").exists()
     assert (out / "hosts/compute-1/etc/nvme/config.json").exists()
+
+
+def test_config_exits_1_when_a_ruleset_does_not_load(cli, tmp_path, monkeypatch):
+    import shutil
+
+    import pytest
+
+    if shutil.which("nft") is None:
+        pytest.skip("nft not installed")
+    from gpufabric.configure import nftables
+
+    real = nftables.render_text
+    monkeypatch.setattr(nftables, "render_text", lambda *a, **k: real(*a, **k).replace("policy drop;", "policy dorp;", 1))
+    out = tmp_path / "b"
+    code, _, stderr = cli("config", SPEC, "--out", out)
+    assert code == 1 and "do not load" in stderr and "nftables.conf" in stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_config_reports_the_checks_it_ran(cli):
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json")
+    assert code == 0, stderr
+    checks = json.loads(stdout)["checks"]
+    assert any(p.endswith("nftables.conf") for p in checks["passed"] + checks["skipped"])
+    assert any(p.endswith("gpufabric-torchrun") for p in checks["passed"])
+
+
+def test_hostile_spec_name_never_executes(cli, tmp_path):
+    import subprocess
+
+    import yaml
+
+    canary = tmp_path / "canary"
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["name"] = f"x\n$(touch {canary})`touch {canary}`'\"; touch {canary}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "b"
+    code, _, stderr = cli("config", spec, "--out", out, "--seed", "x")
+    assert code in (0, 2) and "Traceback" not in stderr
+    if code == 0:
+        sbatch = out / "roles/login/etc/gpufabric/train.sbatch"
+        assert "#SBATCH --job-name=x-touch" in sbatch.read_text()
+        from tests.configure.stubs import run_script
+
+        run_script(sbatch, tmp_path, env_file=out / "roles/compute/etc/gpufabric/nccl.env")
+        done = subprocess.run(["bash", "-n", str(sbatch)], capture_output=True, timeout=10)
+        assert done.returncode == 0
+    assert not canary.exists()
