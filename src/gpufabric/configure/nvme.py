@@ -155,7 +155,7 @@ def host_files(
         host_key = entry["dhchap"]["key"]
         port: dict[str, Any] = {"transport": transport, "traddr": traddr, "trsvcid": str(NVME_TCP), "host_traddr": own}
         if transport == "tcp":
-            port.update({"host_iface": iface, "tls": True, "keyring": ".nvme"})
+            port.update({"host_iface": iface, "tls": True})  # keyring: the default .nvme
         ports.append(port)
     config = [{"hostnqn": ident.hostnqn, "hostid": ident.hostid, "hostsymname": host, "dhchap_key": host_key,
                "subsystems": [{"nqn": DISCOVERY_NQN, "ports": ports}] if ports else []}]
