@@ -197,3 +197,101 @@ def test_tuned_loader_merges_every_profile(bundle):
         assert done.returncode == 0, done.stderr[-800:]
         assert done.stdout.split()[0] == profile.name
         assert "never" in done.stdout and "'cpu'" in done.stdout  # network-latency's cpu unit merged in
+
+
+# ---- TCP connects between namespaces loaded with the generated rulesets ------------------------
+
+LISTEN = (
+    "import socket, sys\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(16); print('ready', flush=True)\n"
+    "while True:\n"
+    "    c, _ = s.accept(); c.close()\n"
+)
+CONNECT = (
+    "import socket, sys\n"
+    "try:\n"
+    "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=1.5).close(); print('open')\n"
+    "except OSError as e:\n"
+    "    print('blocked', e)\n"
+)
+
+
+class Lab:
+    """One namespace per host, one bridge per plane in a hub namespace, rulesets loaded."""
+
+    def __init__(self, root: Path, netns: Netns) -> None:
+        import sys
+
+        self.python = sys.executable
+        doc = json.loads((root / "policy.json").read_text())
+        self.netns = netns
+        self.hub = netns.add("hub")
+        planes = {p["name"]: p for p in doc["policy"]["planes"]}
+        self.addr = {(a["host"], a["plane"]): a["address"] for a in doc["addresses"]}
+        self.role = {h["host"]: h["role"] for h in doc["hosts"]}
+        for i, name in enumerate(planes):
+            run("ip", "-n", self.hub, "link", "add", f"br{i}", "type", "bridge")
+            run("ip", "-n", self.hub, "link", "set", f"br{i}", "up")
+        self.ns: dict[str, str] = {}
+        for h, host in enumerate(sorted(self.role)):
+            ns = self.ns[host] = netns.add("h")
+            for i, (name, plane) in enumerate(planes.items()):
+                if (host, name) not in self.addr:
+                    continue
+                peer = f"h{h}p{i}"
+                run("ip", "link", "add", f"bdx{h}p{i}", "netns", ns, "type", "veth", "peer", "name", peer, "netns", self.hub)
+                run("ip", "-n", ns, "link", "set", f"bdx{h}p{i}", "name", plane["interface"])
+                prefix = plane["cidr"].split("/")[1]
+                run("ip", "-n", ns, "addr", "add", f"{self.addr[(host, name)]}/{prefix}", "dev", plane["interface"])
+                run("ip", "-n", ns, "link", "set", plane["interface"], "up")
+                run("ip", "-n", self.hub, "link", "set", peer, "master", f"br{i}", "up")
+            run("ip", "netns", "exec", ns, "nft", "-f", str(root / "roles" / self.role[host] / "etc/nftables.conf"))
+        self.listeners: list[subprocess.Popen] = []
+
+    def listen(self, host: str, plane: str, port: int) -> None:
+        proc = subprocess.Popen(["ip", "netns", "exec", self.ns[host], self.python, "-c", LISTEN,
+                                 self.addr[(host, plane)], str(port)], stdout=subprocess.PIPE, text=True)
+        self.listeners.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+
+    def connect(self, src: str, dst: str, plane: str, port: int) -> bool:
+        out = run("ip", "netns", "exec", self.ns[src], self.python, "-c", CONNECT, self.addr[(dst, plane)], str(port)).stdout
+        return out.startswith("open")
+
+    def close(self) -> None:
+        for proc in self.listeners:
+            proc.kill()  # our own listener, by its Popen handle
+            proc.wait(timeout=10)
+
+
+#: (src, dst, plane, port, allowed): what train.sbatch, srun and torchrun need, and what must stay shut.
+FLOWS = [
+    ("scheduler-1", "compute-1", "mgmt", 6818, True),    # slurmctld -> slurmd
+    ("compute-2", "compute-1", "mgmt", 6818, True),      # slurmd fan-out
+    ("compute-2", "compute-1", "mgmt", 61500, True),     # srun callbacks (SrunPortRange) on the batch host
+    ("compute-1", "login-1", "mgmt", 62000, True),       # slurmd -> srun on the login node
+    ("compute-2", "compute-1", "ctl", 29400, True),      # c10d rendezvous
+    ("compute-2", "compute-1", "ctl", 45000, True),      # NCCL bootstrap (ephemeral range)
+    ("login-1", "compute-1", "mgmt", 29400, False),      # rendezvous never on management
+    ("compute-2", "compute-1", "mgmt", 22, False),       # no lateral SSH
+    ("compute-1", "storage-1", "mgmt", 22, False),
+    ("compute-2", "compute-1", "mgmt", 60500, False),    # below SrunPortRange
+]
+
+
+@needs_root
+@needs_tool("nft")
+def test_generated_rulesets_admit_exactly_the_flows_the_scripts_need(tmp_path, netns):
+    root = render(CORPUS / "lab-ib.yaml", tmp_path / "b")
+    lab = Lab(root, netns)
+    try:
+        seen: set[tuple[str, str, int]] = set()
+        for _src, dst, plane, port, _ in FLOWS:
+            if (dst, plane, port) not in seen:
+                lab.listen(dst, plane, port)
+                seen.add((dst, plane, port))
+        got = [(src, dst, plane, port, lab.connect(src, dst, plane, port)) for src, dst, plane, port, _ in FLOWS]
+    finally:
+        lab.close()
+    assert got == FLOWS
