@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   python3-venv fio iperf3 sockperf perftest rdma-core ibverbs-utils nvme-cli nftables
   iproute2 ethtool pciutils openmpi-bin slurm-wlm chromium chromium-driver
+  shellcheck opensm ibsim-utils infiniband-diags tuned
 )
 # command that proves each package is installed (same order as above)
 probes=(
@@ -14,6 +15,7 @@ probes=(
   "command -v ib_write_lat" "command -v rdma" "command -v ibv_devinfo" "nvme version"
   "nft --version" "ip -V" "ethtool --version" "command -v lspci" "command -v mpirun"
   "command -v slurmctld" "command -v chromium" "command -v chromedriver"
+  "shellcheck --version" "command -v opensm" "command -v ibsim" "command -v smpquery" "command -v tuned-adm"
 )
 
 missing=()

@@ -295,3 +295,74 @@ def test_generated_rulesets_admit_exactly_the_flows_the_scripts_need(tmp_path, n
     finally:
         lab.close()
     assert got == FLOWS
+
+
+# ---- OpenSM against ibsim: PKey tables read back per role ---------------------------------------
+
+UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
+IB_HOSTS = {"gpu-a1": "compute", "gpu-a2": "compute", "stor-a1": "storage", "login-a1": "login", "sched-a1": "scheduler"}
+
+
+def _ib_spec(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """secure-ib.yaml with one simulated HCA per host: port GUID = ibsim's caguid + 1."""
+    import yaml
+
+    doc = yaml.safe_load(SECURE.read_text())
+    guids = {host: f"0x0002c9030000{i + 1:02x}01" for i, host in enumerate(IB_HOSTS)}
+    for role in doc["security"]["roles"]:
+        role["port_guids"] = [guids[h] for h in role["hosts"]]
+    path = tmp_path / "ib.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path, guids
+
+
+def _ibsim_net(guids: dict[str, str]) -> str:
+    hosts = list(guids)
+    lines = ['Switch 8 "S-sw1"', '[1] "H-sm"[1]'] + [f'[{i + 2}] "H-{h}"[1]' for i, h in enumerate(hosts)] + [""]
+    lines += ["caguid=0x0002c90300000f00", 'Hca 1 "H-sm"', '[1] "S-sw1"[1]', ""]
+    for i, host in enumerate(hosts):
+        lines += [f"caguid={guids[host][:-2]}00", f'Hca 1 "H-{host}"', f'[1] "S-sw1"[{i + 2}]', ""]
+    return "\n".join(lines)
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) or not UMAD2SIM.exists(),
+                    reason="needs ibsim-utils (ibsim, libumad2sim), opensm and infiniband-diags")
+def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
+    import signal
+    import time
+
+    spec, guids = _ib_spec(tmp_path)
+    root = render(spec, tmp_path / "b")
+    (tmp_path / "net").write_text(_ibsim_net(guids))
+    env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "SIM_HOST": "H-sm", "OSM_TMP_DIR": str(tmp_path),
+           "OSM_CACHE_DIR": str(tmp_path)}
+    conf = (root / "fabric/etc/opensm/opensm.conf").read_text().replace(
+        "/etc/opensm/partitions.conf", str(root / "fabric/etc/opensm/partitions.conf"))
+    (tmp_path / "opensm.conf").write_text(conf)
+    mkey = next(line.split()[1] for line in conf.splitlines() if line.startswith("m_key "))
+    sim = subprocess.Popen(["ibsim", "-s", str(tmp_path / "net")], cwd=tmp_path, stdin=subprocess.PIPE,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        time.sleep(1.0)
+        done = run("opensm", "-F", str(tmp_path / "opensm.conf"), "-f", str(tmp_path / "osm.log"), "-o", "-s", "0",
+                   env=env, check=False)
+        assert done.returncode == 0, done.stdout[-500:] + (tmp_path / "osm.log").read_text()[-1500:]
+        tables = {}
+        for i, host in enumerate(guids):
+            route = f"0,1,{i + 2}"
+            info = run("smpquery", "-y", mkey, "-D", "nodeinfo", route, env=env).stdout
+            assert guids[host][2:] in info.replace("0x", "").lower()
+            text = run("smpquery", "-y", mkey, "-D", "pkeys", route, env=env).stdout
+            values = [int(v, 16) for line in text.splitlines() if ":" in line for v in line.split(":")[1].split()]
+            tables[host] = values
+    finally:
+        os.killpg(sim.pid, signal.SIGTERM)
+        sim.wait(timeout=10)
+    full = lambda p: 0x8000 | p  # noqa: E731
+    want = {"compute": {full(0x10), full(0x20), full(0x30), 0x0040}, "storage": {full(0x10), full(0x40)},
+            "login": {full(0x10)}, "scheduler": {full(0x10)}}
+    for host, role in IB_HOSTS.items():
+        got = {v for v in tables[host] if v not in (0, 0x7FFF, 0xFFFF)}
+        assert got == want[role], (host, [hex(v) for v in sorted(got)])
+        assert 0x7FFF in tables[host] and 0xFFFF not in tables[host]  # limited in the default partition
+    assert tables["gpu-a1"][0] == full(0x30), "indx0: the compute-data PKey sits at index 0 (NCCL_IB_PKEY=0)"
