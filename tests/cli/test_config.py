@@ -75,9 +75,18 @@ def test_config_usage_errors_exit_2(cli, tmp_path):
     assert code == 2 and "not empty" in stderr
 
 
+def _plain_spec_text() -> str:
+    """lab-ib.yaml without its security section (these tests bring their own, or the default)."""
+    import yaml
+
+    doc = yaml.safe_load(SPEC.read_text())
+    doc.pop("security")
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
 def _spec_with_security(tmp_path: Path, security: str) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.read_text() + security)
+    path.write_text(_plain_spec_text() + security)
     return path
 
 
@@ -110,7 +119,8 @@ def test_config_custom_policy_renders(cli, tmp_path):
            "  roles:\n    - {name: gpu, kind: compute, hosts: [n1, n2]}\n    - {name: bastion, kind: login, count: 1}\n"
            "  flows:\n    - {src: bastion, dst: gpu, plane: m, proto: tcp, ports: [22], purpose: ssh}\n"
            "    - {src: gpu, dst: gpu, plane: c, proto: tcp, ports: ['29400-29401']}\n")
-    spec = _spec_with_security(tmp_path, sec).read_text().replace("storage: [nvmeof-tcp]", "storage: [local-nvme]")
+    spec = _spec_with_security(tmp_path, sec).read_text().replace("  storage:\n  - nvmeof-tcp", "  storage:\n  - local-nvme")
+    assert "local-nvme" in spec
     path = tmp_path / "custom.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
@@ -124,10 +134,12 @@ def test_config_custom_policy_renders(cli, tmp_path):
 
 def test_rerender_removes_files_of_hosts_that_left(cli, tmp_path):
     out = tmp_path / "b"
-    assert cli("config", SPEC, "--out", out, "--seed", "a")[0] == 0
+    plain = tmp_path / "two.yaml"
+    plain.write_text(_plain_spec_text())
+    assert cli("config", plain, "--out", out, "--seed", "a")[0] == 0
     assert (out / "hosts/compute-2/etc/nvme/config.json").exists()
     smaller = tmp_path / "one.yaml"
-    smaller.write_text(SPEC.read_text().replace("nodes: 2,", "nodes: 1,").replace("dp: 2", "dp: 1"))
+    smaller.write_text(_plain_spec_text().replace("nodes: 2\n", "nodes: 1\n").replace("dp: 2\n", "dp: 1\n"))
     code, _, err = cli("config", smaller, "--out", out, "--seed", "a")
     assert code == 0, err
     assert not (out / "hosts/compute-2/etc/nvme/config.json").exists()
