@@ -87,7 +87,7 @@ def test_failed_verification_keeps_the_old_bundle(tmp_path):
     bundle = Bundle(design=None, policy=None, policy_source="")  # type: ignore[arg-type]
     bundle.add("README.md", "new\n")
 
-    def refuse(root: Path) -> None:
+    def refuse(root: Path, _paths: list[str]) -> None:
         assert (root / "README.md").read_text() == "new\n"
         raise RuntimeError("does not load")
 

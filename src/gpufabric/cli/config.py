@@ -57,8 +57,8 @@ def config(
     artefacts = bundle.sorted_artefacts()
     reports: list[CheckReport] = []
 
-    def verify(root: Path) -> None:
-        reports.append(verify_tree(root))
+    def verify(root: Path, paths: list[str]) -> None:
+        reports.append(verify_tree(root, paths))
 
     if not dry_run and out is not None:
         write_bundle(bundle, out, verify=verify)

@@ -198,13 +198,15 @@ def _check_secrets(bundle: Bundle, keys: KeySource) -> None:
 _SECRET_TOKEN = re.compile(r"DHHC-1:\d\d:[A-Za-z0-9+/=]+:|NVMeTLSkey-1:\d\d:[A-Za-z0-9+/=]+:|0x[0-9a-f]{16}")
 
 
-def write_bundle(bundle: Bundle, out: Path, *, verify: Callable[[Path], None] | None = None) -> list[Path]:
+def write_bundle(bundle: Bundle, out: Path, *, verify: Callable[[Path, list[str]], None] | None = None) -> list[Path]:
     """Write all artefacts as a whole new ``out``: see :func:`gpufabric.configure.paths.atomic_tree`.
 
-    ``verify`` runs on the complete temporary tree before it replaces ``out`` (the
-    consumers' syntax checks): if it raises, ``out`` is left as it was."""
+    ``verify`` runs on the complete temporary tree, with the paths of the executable
+    artefacts and rulesets, before it replaces ``out`` (the consumers' syntax checks): if
+    it raises, ``out`` is left as it was."""
     with atomic_tree(out) as tmp:
-        written = [write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret) for a in bundle.artefacts]
+        made: set[Path] = set()
+        written = [write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made) for a in bundle.artefacts]
         if verify is not None:
-            verify(tmp)
+            verify(tmp, [a.path for a in bundle.artefacts if a.mode & 0o111 or a.path.endswith("nftables.conf")])
     return [out / p.relative_to(tmp) for p in written]

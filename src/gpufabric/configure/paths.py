@@ -39,19 +39,27 @@ def check_relative(rel: str) -> str:
     return rel
 
 
-def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool) -> Path:
-    """Create ``root/rel`` (never existing before, never through a symlink), mode exact."""
+def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool,
+               made: set[Path] | None = None) -> Path:
+    """Create ``root/rel`` (never existing before, never through a symlink), mode exact.
+
+    ``root`` is a fresh directory only this process writes (:func:`atomic_tree`), so every
+    directory below it is one we made (``made`` remembers them across calls); a path
+    component that exists without being ours is refused."""
     check_relative(rel)
+    made = set() if made is None else made
     parts = rel.split("/")
     current = root
     for part in parts[:-1]:
         current = current / part
+        if current in made:
+            continue
         try:
             os.mkdir(current, 0o755)
-            os.chmod(current, 0o755)  # the umask may have narrowed it
         except FileExistsError:
-            if current.is_symlink() or not current.is_dir():
-                raise InputError(f"refusing bundle path {rel!r}: {current.name} is not a plain directory") from None
+            raise InputError(f"refusing bundle path {rel!r}: {current.name} exists and is not ours") from None
+        os.chmod(current, 0o755)  # the umask may have narrowed it
+        made.add(current)
     if secret:
         os.chmod(current, 0o700)
     path = current / parts[-1]
@@ -59,8 +67,6 @@ def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool) -
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         os.fchmod(handle.fileno(), mode)
         handle.write(content)
-    if root.resolve() not in path.resolve().parents:  # belt and braces: nothing above can escape
-        raise AssertionError(f"bundle path {rel!r} resolved outside the bundle")
     return path
 
 

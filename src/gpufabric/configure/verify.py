@@ -52,10 +52,14 @@ def nft_command(path: Path) -> list[str] | None:
     return [unshare, "-rn", nft, "-c", "-f", str(path)] if unshare else None
 
 
-def check_tree(root: Path) -> CheckReport:
-    """Check every script and nftables ruleset under ``root``."""
+def check_tree(root: Path, paths: list[str] | None = None) -> CheckReport:
+    """Check every script and nftables ruleset under ``root`` (or among ``paths`` below it)."""
     report = CheckReport()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+    if paths is None:
+        candidates = sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+    else:
+        candidates = [root / rel for rel in sorted(paths)]
+    for path in candidates:
         rel = path.relative_to(root).as_posix()
         if path.name == "nftables.conf":
             argv = nft_command(path)
@@ -91,9 +95,9 @@ def _run(report: CheckReport, rel: str, argv: list[str] | None, tool: str) -> No
     report.checked.append(rel)
 
 
-def verify_tree(root: Path) -> CheckReport:
+def verify_tree(root: Path, paths: list[str] | None = None) -> CheckReport:
     """:func:`check_tree`, raising :class:`BundleCheckFailed` when a file does not load."""
-    report = check_tree(root)
+    report = check_tree(root, paths)
     if report.failed:
         raise BundleCheckFailed(f"{len(report.failed)} rendered file(s) do not load: " + "; ".join(report.failed[:5]))
     return report
