@@ -193,3 +193,43 @@ def test_hostile_spec_name_never_executes(cli, tmp_path):
         done = subprocess.run(["bash", "-n", str(sbatch)], capture_output=True, timeout=10)
         assert done.returncode == 0
     assert not canary.exists()
+
+
+def test_config_without_plan_configures_the_planners_recommendation(cli):
+    from tests.conftest import EXAMPLES
+
+    spec = EXAMPLES / "lab-2node.yaml"
+    code, stdout, _ = cli("plan", spec, "--format", "json")
+    doc = json.loads(stdout)
+    best = next(c for c in doc["candidates"] if c["id"] == doc["recommended"])
+    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json")
+    assert code == 0, stderr
+    design = json.loads(stdout)["design"]
+    assert (design["fabric"], design["storage"]) == (best["fabric"], best["storage"])
+    assert doc["recommended"] in design["source"] and "planner" in design["source"]
+    code, stdout, _ = cli("config", spec, "--dry-run")
+    assert f"from the planner's recommendation {doc['recommended']}" in stdout
+
+
+def test_design_option_overrides_and_is_checked(cli):
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--design", "fabric=roce-400g,storage=nfs")
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"] | {} == {"fabric": "roce-400g", "storage": "nfs", "fabric_kind": "roce",
+                                                 "source": "--design"}
+    for bad in ("fabric=ib-xdr9,storage=nfs", "fabric=ib-ndr", "storage=nfs,storage=nfs", "ib-ndr"):
+        code, _, stderr = cli("config", SPEC, "--dry-run", "--design", bad)
+        assert code == 2 and "--design" in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_no_feasible_design_exits_1_naming_why_unless_design_is_given(cli, tmp_path):
+    import yaml
+
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["requirements"]["budget_usd"] = 1000  # no cluster of 16 H100s costs that
+    spec = tmp_path / "poor.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    code, stdout, stderr = cli("config", spec, "--dry-run")
+    assert code == 1 and "no design meets every requirement" in stderr and "budget" in stderr, stderr
+    assert "--design fabric=" in stderr and "Traceback" not in stderr
+    code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=nvmeof-tcp")
+    assert code == 0, stderr

@@ -21,6 +21,8 @@ def register(app: typer.Typer) -> None:
 def config(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="The spec YAML file."),
     plan: Path | None = typer.Option(None, "--plan", help="A `gpufabric plan --format json` file; its recommended design is configured."),
+    design_text: str | None = typer.Option(None, "--design", metavar="fabric=ID,storage=ID",
+                                           help="Configure this design instead of the planner's recommendation."),
     out: Path | None = typer.Option(None, "--out", help="Directory to write the bundle into (required unless --dry-run)."),
     seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
     key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
@@ -28,13 +30,9 @@ def config(
     fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
-    from gpufabric.configure import (
-        KeySource,
-        design_from_plan,
-        design_from_spec,
-        render_bundle,
-        write_bundle,
-    )
+    from gpufabric.catalog import load_catalog
+    from gpufabric.configure import KeySource, design_from_plan, render_bundle, write_bundle
+    from gpufabric.configure.design import design_from_option, design_from_planner
     from gpufabric.configure.bundle import MANIFEST
     from gpufabric.configure.verify import CheckReport, verify_tree
     from gpufabric.spec import load_spec
@@ -44,8 +42,23 @@ def config(
     keys = KeySource.from_options(seed=seed, key_file=key_file)
     if seed is not None:
         typer.echo("warning: --seed makes every secret derivable from the seed; use it for tests only", err=True)
-    spec = load_spec(spec_path).spec
-    design = design_from_plan(plan) if plan is not None else design_from_spec(spec)
+    if plan is not None and design_text is not None:
+        raise InputError("give --plan or --design, not both")
+    catalog = load_catalog()
+    spec = load_spec(spec_path, known_ids=catalog.known_ids()).spec
+    if design_text is not None:
+        design = design_from_option(design_text, catalog)
+    elif plan is not None:
+        design = design_from_plan(plan)
+    else:
+        planned = design_from_planner(spec, catalog)
+        if not planned.feasible:
+            typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {planned.why}; "
+                       f"pass --design fabric=...,storage=... to configure one anyway "
+                       f"(the closest is --design fabric={planned.design.fabric},storage={planned.design.storage})",
+                       err=True)
+            return 1
+        design = planned.design
     if out is not None and out.is_symlink():
         raise InputError(f"--out {out} is a symbolic link; give the real directory")
     if out is not None and out.exists():
