@@ -124,7 +124,7 @@ def test_config_custom_policy_renders(cli, tmp_path):
     path = tmp_path / "custom.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
-    code, stdout, stderr = cli("config", path, "--out", out)
+    code, _, stderr = cli("config", path, "--out", out)
     assert code == 0, stderr
     nft = (out / "roles/gpu/etc/nftables.conf").read_text()
     assert "ip saddr @c_gpu tcp dport 29400-29401 accept" in nft
@@ -190,7 +190,7 @@ def test_hostile_spec_name_never_executes(cli, tmp_path):
         from tests.configure.stubs import run_script
 
         run_script(sbatch, tmp_path, env_file=out / "roles/compute/etc/gpufabric/nccl.env")
-        done = subprocess.run(["bash", "-n", str(sbatch)], capture_output=True, timeout=10)
+        done = subprocess.run(["bash", "-n", str(sbatch)], check=False, capture_output=True, timeout=10)
         assert done.returncode == 0
     assert not canary.exists()
 
@@ -228,7 +228,7 @@ def test_no_feasible_design_exits_1_naming_why_unless_design_is_given(cli, tmp_p
     doc["requirements"]["budget_usd"] = 1000  # no cluster of 16 H100s costs that
     spec = tmp_path / "poor.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    code, stdout, stderr = cli("config", spec, "--dry-run")
+    code, _, stderr = cli("config", spec, "--dry-run")
     assert code == 1 and "no design meets every requirement" in stderr and "budget" in stderr, stderr
     assert "--design fabric=" in stderr and "Traceback" not in stderr
     code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=nvmeof-tcp")

@@ -22,7 +22,13 @@ from jinja2 import nodes
 from gpufabric.configure import quoting
 from gpufabric.configure.bundle import template_env
 from gpufabric.errors import InputError
-from tests.configure.stubs import fake_sysfs, nft_check, payloads, run_script, source_env_file
+from tests.configure.stubs import (
+    fake_sysfs,
+    nft_check,
+    payloads,
+    run_script,
+    source_env_file,
+)
 
 TEMPLATES = sorted(p.name for p in (Path(quoting.__file__).parent / "templates").glob("*.j2"))
 
@@ -47,7 +53,7 @@ def test_strict_undefined():
 
 @pytest.mark.parametrize("value", ["$(id)", "a b", "x\\ny", "${IFS}", "'", '"', "`id`", "a;b", "*", ""])
 def test_sh_round_trips_through_a_real_shell(value):
-    done = subprocess.run(["sh", "-c", f"printf %s {quoting.sh(value)}"], capture_output=True, text=True, timeout=10)
+    done = subprocess.run(["sh", "-c", f"printf %s {quoting.sh(value)}"], check=False, capture_output=True, text=True, timeout=10)
     assert done.stdout == value
 
 
@@ -182,7 +188,7 @@ def _consume(name: str, path: Path, work: Path) -> None:
     """Hand the rendered file to the program that reads it."""
     if name.endswith(".sh.j2") or name == "train.sbatch.j2":
         shell = "sh" if path.read_text().startswith("#!/bin/sh") else "bash"
-        assert subprocess.run([shell, "-n", str(path)], capture_output=True, timeout=10).returncode == 0
+        assert subprocess.run([shell, "-n", str(path)], check=False, capture_output=True, timeout=10).returncode == 0
         env_file = work / "nccl.env"
         env_file.write_text("NCCL_X=1\n")
         run_script(path, work, env_file=env_file, sysfs=fake_sysfs(work, ["mlx5_0"], []), args=("train.py",))
@@ -212,5 +218,5 @@ def test_nft_breakout_is_refused_in_names_and_neutralised_in_comments(tmp_path):
     path = _write(tmp_path, "nftables.conf.j2", text)
     done = nft_check(path)
     assert done is not None and done.returncode == 0, done.stderr
-    listed = subprocess.run(["nft", "-c", "-e", "-f", str(path)], capture_output=True, text=True, timeout=20)
+    listed = subprocess.run(["nft", "-c", "-e", "-f", str(path)], check=False, capture_output=True, text=True, timeout=20)
     assert "hook input priority 0; policy accept" not in listed.stdout

@@ -31,9 +31,14 @@ def config(
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
     from gpufabric.catalog import load_catalog
-    from gpufabric.configure import KeySource, design_from_plan, render_bundle, write_bundle
-    from gpufabric.configure.design import design_from_option, design_from_planner
+    from gpufabric.configure import (
+        KeySource,
+        design_from_plan,
+        render_bundle,
+        write_bundle,
+    )
     from gpufabric.configure.bundle import MANIFEST
+    from gpufabric.configure.design import design_from_option, design_from_planner
     from gpufabric.configure.verify import CheckReport, verify_tree
     from gpufabric.spec import load_spec
 

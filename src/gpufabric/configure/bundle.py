@@ -8,9 +8,9 @@ their modes. Rendering is deterministic except for secrets, which come from
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,14 +19,17 @@ import jinja2
 
 from gpufabric import SCHEMA_VERSION, __version__
 from gpufabric.configure import fabric, launch, nftables, nvme, quoting
-from gpufabric.configure.paths import atomic_tree, check_relative, write_file
 from gpufabric.configure.design import Design, effective_policy
+from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
+from gpufabric.configure.paths import atomic_tree, check_relative, make_parents, write_file
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
 from gpufabric.spec.security import EPHEMERAL_RANGE, SRUN_RANGE, SecurityPolicy
 
 MANIFEST = "manifest.json"
+#: Threads creating bundle files (2,048 hosts: 8,000+ files; creation is filesystem-bound).
+WRITERS = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,13 +100,13 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         raise InputError("the security policy has no control plane; NCCL bootstrap and rendezvous need one")
 
     document = policy_document(policy, design, spec)
-    doc = json.dumps(document, indent=2) + "\n"
+    doc = json_text(document)
     bundle.add("policy.json", doc)
     for role in policy.roles:
         base = f"roles/{role.name}"
         ruleset = nftables.role_ruleset(policy, role.name)
         bundle.add(f"{base}/etc/nftables.conf", nftables.render_text(ruleset, env=env, **common), mode=0o755)
-        bundle.add(f"{base}/etc/gpufabric/nftables.json", json.dumps(nftables.render_json(ruleset), indent=2) + "\n")
+        bundle.add(f"{base}/etc/gpufabric/nftables.json", json_text(nftables.render_json(ruleset)))
         bundle.add(f"{base}/etc/gpufabric/policy.json", doc)
         bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, policy=policy, role=role.name, version=version))
         bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, version=version))
@@ -144,7 +147,7 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         "spec": spec.name, "design": document["design"], "hosts": document["hosts"],
         "files": bundle.file_list(),
     }
-    bundle.add(MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    bundle.add(MANIFEST, json_text(manifest))
     _check_secrets(bundle, keys)
     return bundle
 
@@ -166,14 +169,15 @@ def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design,
         psks = {(h, t): (keys.tls_psk(f"tls-discovery/{spec.name}/{h}/{t}"), keys.tls_psk(f"tls/{spec.name}/{h}/{t}"))
                 for t in targets for h in initiators}
     for target in targets:
-        bundle.add(f"hosts/{target}/etc/nvmet/config.json", json.dumps(nvmet[target], indent=2) + "\n", secret=True)
+        bundle.add(f"hosts/{target}/etc/nvmet/config.json", json_text(nvmet[target]), secret=True)
         if psks:
             lines = "".join(nvme.tls_key_lines(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
                             for h in initiators)
             bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
+    index = nvme.host_index(nvmet)
     for host in initiators:
         files = nvme.host_files(policy=policy, spec_name=spec.name, host=host, targets=targets, transport=transport,
-                                nvmet=nvmet, tls_psks=psks)
+                                nvmet=nvmet, tls_psks=psks, index=index)
         base = f"hosts/{host}/etc/nvme"
         bundle.add(f"{base}/hostnqn", files.hostnqn)
         bundle.add(f"{base}/hostid", files.hostid)
@@ -205,8 +209,18 @@ def write_bundle(bundle: Bundle, out: Path, *, verify: Callable[[Path, list[str]
     artefacts and rulesets, before it replaces ``out`` (the consumers' syntax checks): if
     it raises, ``out`` is left as it was."""
     with atomic_tree(out) as tmp:
-        made: set[Path] = set()
-        written = [write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made) for a in bundle.artefacts]
+        made: set[str] = set()
+        for a in bundle.artefacts:  # directories first, in one thread: the writers below only read `made`
+            make_parents(tmp, a.path, made)
+        # file creation waits on the filesystem, not the CPU: a few writers overlap that
+        with ThreadPoolExecutor(WRITERS) as pool:
+            try:
+                written = list(pool.map(
+                    lambda a: write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made),
+                    bundle.artefacts))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         if verify is not None:
             verify(tmp, [a.path for a in bundle.artefacts if a.mode & 0o111 or a.path.endswith("nftables.conf")])
     return [out / p.relative_to(tmp) for p in written]

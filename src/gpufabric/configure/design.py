@@ -56,7 +56,9 @@ def design_from_planner(spec: Spec, catalog: Catalog) -> PlannedDesign:
 
     ``feasible`` is False when no candidate meets every requirement; ``why`` then is the
     planner's rationale (the closest design and its violations)."""
-    from gpufabric.plan import make_plan  # the planner is heavy; only this path needs it
+    from gpufabric.plan import (
+        make_plan,  # the planner is heavy; only this path needs it
+    )
 
     result = make_plan(spec, catalog)
     best = result.get(result.recommended)

@@ -10,7 +10,6 @@ from gpufabric.configure.keys import KeySource
 from gpufabric.configure.quoting import ifname, refuse
 from gpufabric.spec.security import SecurityPolicy
 
-
 #: One RDMA device:port as NCCL_IB_HCA and the QoS script take it (rdma-core device names).
 _HCA = re.compile(r"[A-Za-z0-9_.-]{1,64}:[0-9]{1,3}")
 #: What ALL_CAS=full admits: every channel adapter on the subnet (opensm partition-config.txt).

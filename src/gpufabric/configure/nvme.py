@@ -10,10 +10,10 @@ DH-HMAC-CHAP host keys under ``hosts[].dhchap``; nvme-cli 2.x ``/etc/nvme/discov
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
 from gpufabric.configure.nqn import DISCOVERY_NQN, UUID_PREFIX, stable_uuid, uuid_nqn
 from gpufabric.configure.quoting import comment, ifname
@@ -114,6 +114,11 @@ def tls_key_lines(hostnqn: str, target_cfg: dict[str, Any], psks: tuple[str, str
             + tls_key_line(hostnqn, target_cfg["subsystems"][0]["nqn"], io_psk))
 
 
+def host_index(nvmet: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """target -> hostnqn -> the target's hosts[] entry (built once: 2,048 hosts x targets)."""
+    return {t: {h["nqn"]: h for h in cfg["hosts"]} for t, cfg in nvmet.items()}
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostNvmeFiles:
     hostnqn: str
@@ -126,6 +131,7 @@ class HostNvmeFiles:
 def host_files(
     *, policy: SecurityPolicy, spec_name: str, host: str, targets: list[str], transport: str,
     nvmet: dict[str, dict[str, Any]], tls_psks: dict[tuple[str, str], tuple[str, str]],
+    index: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> HostNvmeFiles:
     """hostnqn/hostid, discovery.conf (no secrets), libnvme config.json (with the host's DH-HMAC-CHAP key, 0600).
 
@@ -151,8 +157,7 @@ def host_files(
             words += [f"--host-iface={iface}", "--tls"]
         lines.append(" ".join(words))
         target_cfg = nvmet[target]
-        entry = next(h for h in target_cfg["hosts"] if h["nqn"] == ident.hostnqn)
-        host_key = entry["dhchap"]["key"]
+        host_key = (index or host_index({target: target_cfg}))[target][ident.hostnqn]["dhchap"]["key"]
         port: dict[str, Any] = {"transport": transport, "traddr": traddr, "trsvcid": str(NVME_TCP), "host_traddr": own}
         if transport == "tcp":
             port.update({"host_iface": iface, "tls": True})  # keyring: the default .nvme
@@ -161,5 +166,5 @@ def host_files(
                "subsystems": [{"nqn": DISCOVERY_NQN, "ports": ports}] if ports else []}]
     tls = "".join(tls_key_lines(ident.hostnqn, nvmet[t], tls_psks[(host, t)]) for t in targets if (host, t) in tls_psks)
     return HostNvmeFiles(hostnqn=ident.hostnqn + "\n", hostid=ident.hostid + "\n",
-                         discovery_conf="\n".join(lines) + "\n", config_json=json.dumps(config, indent=2) + "\n",
+                         discovery_conf="\n".join(lines) + "\n", config_json=json_text(config),
                          tls_keys=tls)

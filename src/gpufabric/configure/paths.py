@@ -39,35 +39,41 @@ def check_relative(rel: str) -> str:
     return rel
 
 
-def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool,
-               made: set[Path] | None = None) -> Path:
-    """Create ``root/rel`` (never existing before, never through a symlink), mode exact.
+def make_parents(root: Path, rel: str, made: set[str]) -> str:
+    """Create the directories of ``rel`` below ``root`` (0755 whatever the umask); return the last.
 
     ``root`` is a fresh directory only this process writes (:func:`atomic_tree`), so every
-    directory below it is one we made (``made`` remembers them across calls); a path
-    component that exists without being ours is refused."""
+    directory below it is one we made (``made`` remembers them); a path component that
+    exists without being ours is refused. Plain strings, not pathlib: this runs once per
+    file of a 2,048-host bundle."""
     check_relative(rel)
-    made = set() if made is None else made
-    parts = rel.split("/")
-    current = root
-    for part in parts[:-1]:
-        current = current / part
+    current = os.fspath(root)
+    for part in rel.split("/")[:-1]:
+        current = current + "/" + part
         if current in made:
             continue
         try:
             os.mkdir(current, 0o755)
         except FileExistsError:
-            raise InputError(f"refusing bundle path {rel!r}: {current.name} exists and is not ours") from None
+            raise InputError(f"refusing bundle path {rel!r}: {part} exists and is not ours") from None
         os.chmod(current, 0o755)  # the umask may have narrowed it
         made.add(current)
+    return current
+
+
+def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool,
+               made: set[str] | None = None) -> Path:
+    """Create ``root/rel`` (never existing before, never through a symlink), mode exact;
+    a secret's directory becomes 0700."""
+    parent = make_parents(root, rel, set() if made is None else made)
     if secret:
-        os.chmod(current, 0o700)
-    path = current / parts[-1]
+        os.chmod(parent, 0o700)
+    path = parent + "/" + rel.rsplit("/", 1)[-1]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         os.fchmod(handle.fileno(), mode)
         handle.write(content)
-    return path
+    return Path(path)
 
 
 @contextmanager
