@@ -366,3 +366,66 @@ def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
         assert got == want[role], (host, [hex(v) for v in sorted(got)])
         assert 0x7FFF in tables[host] and 0xFFFF not in tables[host]  # limited in the default partition
     assert tables["gpu-a1"][0] == full(0x30), "indx0: the compute-data PKey sits at index 0 (NCCL_IB_PKEY=0)"
+
+
+# ---- Slurm: sbatch --test-only on a real one-node cluster ---------------------------------------
+
+@pytest.fixture
+def slurm_one_node(tmp_path, monkeypatch):
+    """tests/bench/probes' one-node cluster (auth/none) on ports of our own, stopped by PID."""
+    import signal
+    import socket
+    import time
+
+    from tests.bench.probes.conftest import SLURM_CONF
+
+    if shutil.which("slurmctld") is None or os.geteuid() != 0:
+        pytest.skip("needs slurm-wlm and root")
+    d = tmp_path / "slurm"
+    for sub in ("state", "spool", "log"):
+        (d / sub).mkdir(parents=True)
+    conf = d / "slurm.conf"
+    text = SLURM_CONF.format(host=socket.gethostname(), d=d, cpus=os.cpu_count())
+    conf.write_text(text.replace("16910", "16934").replace("16911", "16935").replace("gfprobe", "bdconf")
+                    + "SrunPortRange=61000-63000\n")
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    procs = [subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+             for daemon in ("slurmctld", "slurmd")]
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = run("sinfo", "-h", "-o", "%T", env=env, check=False).stdout.strip()
+            if state == "idle":
+                break
+            time.sleep(0.3)
+        else:
+            pytest.skip(f"one-node slurm did not become idle: {(d / 'log/slurmctld.log').read_text()[-300:]}")
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        yield env
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_sbatch_accepts_the_generated_batch_script(slurm_one_node, tmp_path):
+    root = render(CORPUS / "lab-ib.yaml", tmp_path / "b")
+    script = root / "roles/login/etc/gpufabric/train.sbatch"
+    # the lab has one CPU-only node: the command line overrides what it cannot offer
+    # (node count, GPUs); everything else, #SBATCH lines included, is parsed as generated
+    done = run("sbatch", "--test-only", "--nodes=1", "--gpus-per-node=0", str(script), "train.py",
+               env=slurm_one_node, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "to start at" in done.stderr
+    bad = tmp_path / "bad.sbatch"
+    bad.write_text(script.read_text().replace("#SBATCH --nodes=2", "#SBATCH --nodes=two"))
+    rejected = run("sbatch", "--test-only", str(bad), env=slurm_one_node, check=False)
+    assert rejected.returncode != 0  # the consumer really parses the directives
