@@ -53,6 +53,8 @@ def make_stubs(root: Path) -> Path:
         "srun": "2: ctl0    inet 10.20.0.10/16 brd 10.20.255.255 scope global ctl0",
     }
     for name in STUBBED:
+        if (bin_dir / name).exists():
+            continue  # a test replaced this stub (a failing tool, say): keep it
         text = f'#!/bin/sh\nprintf "%s\\n" "{name} $*" >> "{log}"\n'
         if name in outputs:
             text += f"echo '{outputs[name]}'\n"

@@ -429,3 +429,38 @@ def test_sbatch_accepts_the_generated_batch_script(slurm_one_node, tmp_path):
     bad.write_text(script.read_text().replace("#SBATCH --nodes=2", "#SBATCH --nodes=two"))
     rejected = run("sbatch", "--test-only", str(bad), env=slurm_one_node, check=False)
     assert rejected.returncode != 0  # the consumer really parses the directives
+
+
+# ---- RoCE QoS script on the inbox driver's sysfs layout -----------------------------------------
+
+def test_roce_qos_runs_on_inbox_mlx5_and_targets_use_their_storage_nic(tmp_path):
+    from tests.configure.stubs import fake_sysfs, run_script
+
+    root = render(CORPUS / "lab-ib.yaml", tmp_path / "b", fabrics="roce-400g", storage="nvmeof-rdma")
+    compute = root / "roles/compute/usr/local/sbin/gpufabric-roce-qos"
+    storage = root / "roles/storage/usr/local/sbin/gpufabric-roce-qos"
+    work = tmp_path / "c"
+    work.mkdir()
+    sysfs = fake_sysfs(work, [f"mlx5_{i}" for i in range(8)], [])  # no ecn/ directories: inbox mlx5
+    for dev in range(8):
+        (sysfs / f"kernel/config/rdma_cm/mlx5_{dev}/ports/1").mkdir(parents=True)
+    done = run_script(compute, work, sysfs=sysfs)
+    assert done.returncode == 0, done.stderr  # set -eu used to die on the first missing ECN knob
+    assert "inbox driver" in done.stderr
+    assert (sysfs / "kernel/config/rdma_cm/mlx5_7/ports/1/default_roce_tos").read_text().strip() == "106"
+    log = (work / "stub.log").read_text()
+    assert "mlnx_qos -i eth7 --pfc 0,0,0,1,0,0,0,0" in log
+    # a storage target configures the NIC of its storage plane, never the GPU HCAs
+    text = storage.read_text()
+    assert "configure_netdev stor0" in text and "configure_hca" not in text
+    work = tmp_path / "s"
+    work.mkdir()
+    sysfs = fake_sysfs(work, [], ["stor0"])
+    (sysfs / "kernel/config/rdma_cm/mlx5_9/ports/1").mkdir(parents=True)
+    done = run_script(storage, work, sysfs=sysfs)
+    assert done.returncode == 0, done.stderr
+    assert (sysfs / "kernel/config/rdma_cm/mlx5_9/ports/1/default_roce_mode").read_text().strip() == "RoCE v2"
+    assert "mlnx_qos -i stor0 --trust dscp" in (work / "stub.log").read_text()
+    # a required step that fails is reported in the exit status, after trying the rest
+    (work / "stubs/mlnx_qos").write_text("#!/bin/sh\nexit 1\n")
+    assert run_script(storage, work, sysfs=sysfs).returncode == 1
