@@ -22,7 +22,12 @@ from gpufabric.configure import fabric, launch, nftables, nvme, quoting
 from gpufabric.configure.design import Design, effective_policy
 from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
-from gpufabric.configure.paths import atomic_tree, check_relative, make_parents, write_file
+from gpufabric.configure.paths import (
+    atomic_tree,
+    check_relative,
+    make_parents,
+    write_file,
+)
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
 from gpufabric.spec.security import EPHEMERAL_RANGE, SRUN_RANGE, SecurityPolicy
