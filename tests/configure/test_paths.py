@@ -133,3 +133,23 @@ def test_dotdot_host_name_never_writes_outside_out(cli, tmp_path):
     assert code == 2 and "Traceback" not in err, err
     assert not victim.exists() and not (tmp_path / "deep/er/b").exists()
     assert not (tmp_path / "deep").exists()  # refused while rendering, before any write
+
+
+def test_a_killed_configs_temporary_tree_is_removed_by_the_next_run(tmp_path):
+    import subprocess
+    import sys
+
+    # a writer that dies by SIGKILL in the middle: its temporary sibling stays behind
+    code = ("import os, signal, sys; from pathlib import Path; from gpufabric.configure.paths import atomic_tree\n"
+            "with atomic_tree(Path(sys.argv[1])) as tmp:\n"
+            "    (tmp / 'half').write_text('x'); os.kill(os.getpid(), signal.SIGKILL)\n")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b")], check=False, timeout=60,
+                          env={"PYTHONPATH": str(Path(paths.__file__).parents[2])})
+    assert done.returncode == -9
+    left = [p.name for p in tmp_path.iterdir()]
+    assert len(left) == 1 and paths.TMP_MARK in left[0]
+    # a live writer's tree is never touched
+    alive = tmp_path / f".b{paths.TMP_MARK}{os.getpid()}-x"
+    alive.mkdir()
+    render(SPEC, tmp_path / "b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["b", alive.name])

@@ -83,13 +83,14 @@ def atomic_tree(out: Path) -> Iterator[Path]:
     if out.is_symlink():
         raise InputError(f"--out {out} is a symbolic link; give the real directory")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}", dir=out.parent))
+    remove_orphans(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}{os.getpid()}-", dir=out.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o755)
         if out.exists():
             if not _exchange(tmp, out):
-                old = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}old-", dir=out.parent))
+                old = Path(tempfile.mkdtemp(prefix=f".{out.name}{TMP_MARK}{os.getpid()}-old-", dir=out.parent))
                 os.rename(out, old / "b")
                 os.rename(tmp, out)
                 tmp = old
@@ -100,6 +101,33 @@ def atomic_tree(out: Path) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(tmp, ignore_errors=True)  # the old bundle, swapped out
+
+
+def remove_orphans(out: Path) -> list[Path]:
+    """Remove temporary siblings of ``out`` left by a killed ``config`` (kill -9 skips the
+    cleanup): their names carry the writer's PID, and only dead writers' trees go."""
+    removed = []
+    for path in out.parent.glob(f".{glob_escape(out.name)}{TMP_MARK}*"):
+        pid_text = path.name[len(out.name) + 1 + len(TMP_MARK):].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)) or path.is_symlink() or not path.is_dir():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
 
 
 def _exchange(a: Path, b: Path) -> bool:
