@@ -464,3 +464,34 @@ def test_roce_qos_runs_on_inbox_mlx5_and_targets_use_their_storage_nic(tmp_path)
     # a required step that fails is reported in the exit status, after trying the rest
     (work / "stubs/mlnx_qos").write_text("#!/bin/sh\nexit 1\n")
     assert run_script(storage, work, sysfs=sysfs).returncode == 1
+
+
+# ---- discovery.conf against nvme-cli's own option grammar ---------------------------------------
+
+#: Options newer than Debian 12's nvme-cli 2.3, with the release that added them (README states it).
+NEWER_THAN_INSTALLED = {"--tls": "2.4"}
+
+
+@needs_tool("nvme")
+def test_discovery_conf_options_are_nvme_discover_options(bundle):
+    kind, root = bundle
+    confs = sorted(root.glob("hosts/*/etc/nvme/discovery.conf"))
+    if DESIGNS[kind]["storage"] == "nfs":
+        assert confs == []
+        return
+    import re
+
+    helptext = run("nvme", "discover", "--help", check=False)
+    known = set(re.findall(r"--[a-z][a-z-]+", helptext.stdout + helptext.stderr))
+    assert {"--transport", "--traddr", "--hostnqn"} <= known
+    readme = (root / "README.md").read_text()
+    for path in confs:
+        for line in path.read_text().splitlines():
+            if line.startswith("#"):
+                continue
+            for word in line.split():
+                option, _, value = word.partition("=")
+                assert option in known or option in NEWER_THAN_INSTALLED, f"{path}: {option}"
+                assert value or option in ("--tls",), word  # every other option takes a value
+                if option in NEWER_THAN_INSTALLED:
+                    assert f"`{option}` in discovery.conf ({NEWER_THAN_INSTALLED[option]})" in readme
