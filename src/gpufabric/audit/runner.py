@@ -6,7 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpufabric.audit import checks_fabric, checks_host, checks_job, checks_nvmf  # noqa: F401  (registration)
+from gpufabric.audit import (  # noqa: F401  (registration)
+    checks_bundle,
+    checks_fabric,
+    checks_host,
+    checks_job,
+    checks_nvmf,
+)
 from gpufabric.audit.collect import Facts, from_directory
 from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
 from gpufabric.audit.nft import Ruleset
