@@ -127,8 +127,6 @@ class InferenceWorkload(SpecModel):
     """Batching limits."""
     disaggregation: Literal["none", "prefill-decode", "both"] = "both"
     """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric; both: plan both."""
-    prefill_fraction: float | None = Field(None, gt=0, lt=1)
-    """Share of GPUs given to prefill when disaggregated; default: sized from the load."""
     mfu_prefill: float = Field(0.5, gt=0, le=1)
     """Achieved FLOPs utilisation of prefill (compute-bound)."""
     hbm_efficiency: float = Field(0.8, gt=0, le=1)
