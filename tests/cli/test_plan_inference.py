@@ -57,3 +57,21 @@ def test_training_spec_with_explicit_kind_still_plans(cli, tmp_path):
     code, out, err = cli("plan", spec, "--format", "json")
     assert code == 0, err
     assert "pareto" in json.loads(out)
+
+
+def test_simulate_inference_spec(cli):
+    code, out, err = cli("simulate", SERVING, "--requests", "20000", "--format", "json", "--seed", "3")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["mode"] == "inference" and doc["requests"] == 20000
+    assert doc["ttft_p99_s"] >= doc["ttft_p50_s"] > 0 and doc["tpot_p99_s"] >= doc["tpot_p50_s"] > 0
+    assert doc["meets_slo"] == (code == 0) == (not doc["violations"])
+    code2, out2, _ = cli("simulate", SERVING, "--requests", "20000", "--format", "json", "--seed", "3")
+    assert json.loads(out2)["ttft_p99_s"] == doc["ttft_p99_s"]  # same seed, same answer
+
+
+def test_simulate_inference_bad_candidate_and_requests(cli):
+    code, _, err = cli("simulate", SERVING, "--candidate", "colocated/roce-40g/nfs")
+    assert code == 2 and "did you mean 'colocated/roce-400g/nfs'" in err
+    code, _, err = cli("simulate", SERVING, "--requests", "0")
+    assert code == 2 and "--requests" in err

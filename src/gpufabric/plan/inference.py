@@ -94,6 +94,37 @@ def _smallest(lo: int, hi: int, ok: Any) -> int:
     return lo
 
 
+def serving_config(spec: InferenceSpec, catalog: Catalog, cand: ServingCandidate, *, requests: int,
+                   seed: int = 0) -> ServingConfig:
+    """The simulator configuration of one planned design (for ``gpufabric simulate``)."""
+    w = spec.workload
+    gpu = catalog.gpu(spec.cluster.gpu)
+    shape = m.shape_from_spec(w.model)
+    links = m.serving_links(catalog, spec.cluster.gpu, cand.fabric, spec.cluster.gpus_per_node)
+    perf = m.replica_perf(shape=shape, gpu=gpu, links=links, tp=cand.tp, pp=cand.pp, precision=w.model.precision,
+                          mfu=w.mfu_prefill, hbm_efficiency=w.hbm_efficiency, max_batch=w.batching.max_batch,
+                          jitter_cv=w.jitter_cv)
+    kv = m.kv_transfer(shape=shape, tp=cand.tp, links=links, fabric=catalog.fabric(cand.fabric))
+    return _config(spec, perf, kv if cand.decode_replicas else None, cand.prefill_replicas, cand.decode_replicas,
+                   cand.max_batch, requests, seed)
+
+
+def _tokens(dist: Any) -> Tokens:
+    return Tokens(mean=dist.mean, cv=dist.cv, max=dist.max)
+
+
+def _config(spec: InferenceSpec, perf: m.ReplicaPerf, kv: m.KvTransfer | None, p: int, d: int, max_batch: int,
+            requests: int, seed: int) -> ServingConfig:
+    w = spec.workload
+    slo = w.slo
+    # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
+    return ServingConfig(perf=perf, prefill_replicas=p, decode_replicas=d, kv=kv, max_batch=max_batch,
+                         rate_rps=w.traffic.rate_rps, prompt=_tokens(w.traffic.prompt_tokens),
+                         output=_tokens(w.traffic.output_tokens), requests=requests, jitter_cv=w.jitter_cv,
+                         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
+                         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")), seed=seed)
+
+
 def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, requests: int = SIZING_REQUESTS, seed: int = 0) -> ServingPlan:
     """Size, predict and cost every serving design of ``spec``.
 
@@ -121,18 +152,13 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, requests: int = 
     fleet = spec.num_gpus // per_replica
     if fleet < 1:
         raise InputError(f"one replica needs {per_replica} GPUs but the cluster has {spec.num_gpus}")
-    prompt = Tokens(mean=w.traffic.prompt_tokens.mean, cv=w.traffic.prompt_tokens.cv, max=w.traffic.prompt_tokens.max)
-    output = Tokens(mean=w.traffic.output_tokens.mean, cv=w.traffic.output_tokens.cv, max=w.traffic.output_tokens.max)
+    prompt = _tokens(w.traffic.prompt_tokens)
     slo = w.slo
     modes = ("colocated", "disaggregated") if w.disaggregation == "both" else (
         ("colocated",) if w.disaggregation == "none" else ("disaggregated",))
 
     def run(perf: m.ReplicaPerf, kv: m.KvTransfer | None, p: int, d: int) -> dict[str, Any]:
-        cfg = ServingConfig(perf=perf, prefill_replicas=p, decode_replicas=d, kv=kv, max_batch=max_batch,
-                            rate_rps=w.traffic.rate_rps, prompt=prompt, output=output, requests=requests,
-                            jitter_cv=w.jitter_cv, ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
-                            tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")), seed=seed)
-        return simulate_serving(cfg).summary()
+        return simulate_serving(_config(spec, perf, kv, p, d, max_batch, requests, seed)).summary()
 
     def ttft_ok(s: dict[str, Any]) -> bool:
         return not [v for v in _violations(s, slo) if v.startswith("ttft")]
