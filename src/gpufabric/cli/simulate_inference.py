@@ -23,7 +23,7 @@ def simulate_inference(spec_file: Path, candidate: str | None, *, requests: int 
     from gpufabric.sim.serving import simulate_serving
     from gpufabric.spec.inference import load_inference_spec, read_located
 
-    n = requests or DEFAULT_REQUESTS
+    n = DEFAULT_REQUESTS if requests is None else requests
     if not 1 <= n <= MAX_REQUESTS:
         raise InputError(f"--requests must be between 1 and {MAX_REQUESTS:,}, got {n}")
     catalog = load_catalog([])
