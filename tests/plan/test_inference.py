@@ -6,10 +6,15 @@ import pytest
 
 from gpufabric.catalog import load_catalog
 from gpufabric.errors import InputError
-from gpufabric.plan.inference import make_serving_plan
+from gpufabric.plan.inference import make_serving_plan as _make_plan
+from gpufabric.sim.serving import simulate_serving
 from gpufabric.spec.inference import InferenceSpec
 
 CAT = load_catalog([])
+
+
+def make_serving_plan(spec, catalog, **kw):
+    return _make_plan(spec, catalog, simulate=simulate_serving, **kw)
 
 
 def _spec(**over) -> InferenceSpec:

@@ -22,12 +22,13 @@ def plan_inference(spec_file: Path, fmt: ReportFormat, top: int | None, catalog_
     """Plan, print; exit 1 when no design meets the SLOs on the cluster."""
     from gpufabric.catalog import load_catalog
     from gpufabric.plan.inference import make_serving_plan
+    from gpufabric.sim.serving import simulate_serving
     from gpufabric.spec.inference import load_inference_spec, read_located
 
     catalog = load_catalog(catalog_files)
     known = catalog.known_ids()
     spec = load_inference_spec(read_located(spec_file), known_ids=known)
-    result = make_serving_plan(spec, catalog)
+    result = make_serving_plan(spec, catalog, simulate=simulate_serving)
     shown = result.candidates[: top] if top else result.candidates
     if fmt == ReportFormat.json:
         print_json({"name": result.name, "kind": "inference", "rate_rps": result.rate_rps,

@@ -28,7 +28,7 @@ def simulate_inference(spec_file: Path, candidate: str | None, *, requests: int 
         raise InputError(f"--requests must be between 1 and {MAX_REQUESTS:,}, got {n}")
     catalog = load_catalog([])
     spec = load_inference_spec(read_located(spec_file), known_ids=catalog.known_ids())
-    plan = make_serving_plan(spec, catalog, seed=seed)
+    plan = make_serving_plan(spec, catalog, simulate=simulate_serving, seed=seed)
     chosen = candidate or plan.recommended or plan.candidates[0].id
     by_id = {c.id: c for c in plan.candidates}
     if chosen not in by_id:

@@ -257,3 +257,46 @@ def serving_links(catalog: Any, gpu_id: str, fabric_id: str, gpus_per_node: int)
     """Links of one GPU/fabric pair for a two-node KV transfer (one switch hop, rail-aligned)."""
     fabric = catalog.fabric(fabric_id)
     return links_for(catalog.gpu(gpu_id), fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=gpus_per_node)
+
+
+# Inputs of the request-level simulator (sim/serving.py). They live here, with the
+# coefficients they carry, so the planner can build them without importing sim/.
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tokens:
+    """Token-count distribution: lognormal with ``mean`` and ``cv``, clipped to [1, max]."""
+
+    mean: float
+    cv: float = 0.0
+    max: float | None = None
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        if self.cv == 0:
+            return np.full(n, float(max(1, round(self.mean))))
+        sigma2 = np.log1p(self.cv**2)
+        x = rng.lognormal(np.log(self.mean) - sigma2 / 2, np.sqrt(sigma2), n)
+        return np.clip(np.rint(x), 1, self.max if self.max is not None else 8 * self.mean)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServingConfig:
+    """One design under one load."""
+
+    perf: ReplicaPerf
+    prefill_replicas: int
+    decode_replicas: int = 0            # 0: colocated, decode on the prefill replicas
+    kv: KvTransfer | None = None        # required when decode_replicas > 0
+    max_batch: int                      # effective decode slots per replica (batching and KV limits)
+    rate_rps: float
+    prompt: Tokens
+    output: Tokens
+    requests: int = 100_000
+    jitter_cv: float = 0.05
+    ttft_slo_s: float = float("inf")
+    tpot_slo_s: float = float("inf")
+    seed: int = 0
+
+    @property
+    def disaggregated(self) -> bool:
+        return self.decode_replicas > 0

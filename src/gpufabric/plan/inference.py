@@ -12,13 +12,14 @@ million output tokens that meets the SLOs on the fleet; ties go to the lower p99
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model import inference as m
-from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving
+from gpufabric.model.inference import ServingConfig, Tokens
 from gpufabric.spec.inference import InferenceSpec
 
 #: Requests per simulated design during sizing: p99 from 20,000 requests has ~200 samples
@@ -125,8 +126,12 @@ def _config(spec: InferenceSpec, perf: m.ReplicaPerf, kv: m.KvTransfer | None, p
                          tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")), seed=seed)
 
 
-def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, requests: int = SIZING_REQUESTS, seed: int = 0) -> ServingPlan:
+def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, simulate: Callable[[ServingConfig], Any],
+                      requests: int = SIZING_REQUESTS, seed: int = 0) -> ServingPlan:
     """Size, predict and cost every serving design of ``spec``.
+
+    ``simulate`` is the request-level simulator (sim/serving.py ``simulate_serving``),
+    passed in by the caller so that plan/ does not import sim/ (docs/architecture.md).
 
     Raises:
         InputError: the model does not fit a node of the spec's GPU at any TP degree.
@@ -158,7 +163,7 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, requests: int = 
         ("colocated",) if w.disaggregation == "none" else ("disaggregated",))
 
     def run(perf: m.ReplicaPerf, kv: m.KvTransfer | None, p: int, d: int) -> dict[str, Any]:
-        return simulate_serving(_config(spec, perf, kv, p, d, max_batch, requests, seed)).summary()
+        return simulate(_config(spec, perf, kv, p, d, max_batch, requests, seed)).summary()
 
     def ttft_ok(s: dict[str, Any]) -> bool:
         return not [v for v in _violations(s, slo) if v.startswith("ttft")]
@@ -177,14 +182,14 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, requests: int = 
         for mode in modes:
             if mode == "colocated":
                 if "colocated" not in colocated_cache:
-                    r = _smallest(1, fleet, lambda n: not _violations(run(perf, None, n, 0), slo))
+                    r = _smallest(1, fleet, lambda n, perf=perf: not _violations(run(perf, None, n, 0), slo))
                     colocated_cache["colocated"] = (r, 0, run(perf, None, r, 0))
                 p, d, summary = colocated_cache["colocated"]
             else:
                 if fleet < 2:
                     continue
-                p = _smallest(1, fleet - 1, lambda n: ttft_ok(run(perf, kv, n, fleet - n)))
-                d = _smallest(1, max(1, fleet - p), lambda n: not _violations(run(perf, kv, p, n), slo))
+                p = _smallest(1, fleet - 1, lambda n, perf=perf, kv=kv: ttft_ok(run(perf, kv, n, fleet - n)))
+                d = _smallest(1, max(1, fleet - p), lambda n, perf=perf, kv=kv, p=p: not _violations(run(perf, kv, p, n), slo))
                 summary = run(perf, kv, p, d)
             gpus = (p + d) * per_replica
             violations = _violations(summary, slo)

@@ -32,50 +32,13 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import KvTransfer, ReplicaPerf
+from gpufabric.model.inference import ServingConfig, Tokens
+
+__all__ = ["ServingConfig", "ServingResult", "Tokens", "fcfs_starts", "max_concurrency", "mean_active", "simulate_serving"]
 
 #: Fixed-point passes for the decode batch size; the second pass changes p99 TPOT by
 #: well under 1% in the worked example (docs/inference.md), a third by nothing visible.
 BATCH_PASSES = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Tokens:
-    """Token-count distribution: lognormal with ``mean`` and ``cv``, clipped to [1, max]."""
-
-    mean: float
-    cv: float = 0.0
-    max: float | None = None
-
-    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.cv == 0:
-            return np.full(n, float(max(1, round(self.mean))))
-        sigma2 = np.log1p(self.cv**2)
-        x = rng.lognormal(np.log(self.mean) - sigma2 / 2, np.sqrt(sigma2), n)
-        return np.clip(np.rint(x), 1, self.max if self.max is not None else 8 * self.mean)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ServingConfig:
-    """One design under one load."""
-
-    perf: ReplicaPerf
-    prefill_replicas: int
-    decode_replicas: int = 0            # 0: colocated, decode on the prefill replicas
-    kv: KvTransfer | None = None        # required when decode_replicas > 0
-    max_batch: int                      # effective decode slots per replica (batching and KV limits)
-    rate_rps: float
-    prompt: Tokens
-    output: Tokens
-    requests: int = 100_000
-    jitter_cv: float = 0.05
-    ttft_slo_s: float = float("inf")
-    tpot_slo_s: float = float("inf")
-    seed: int = 0
-
-    @property
-    def disaggregated(self) -> bool:
-        return self.decode_replicas > 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,7 +91,7 @@ def fcfs_starts(arrival_s: np.ndarray, service_s: np.ndarray, servers: int) -> t
     starts = [0.0] * n
     who = [0] * n
     replace = heapq.heapreplace
-    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist())):
+    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist(), strict=True)):
         t, k = free[0]
         begin = a if a > t else t
         starts[i] = begin
