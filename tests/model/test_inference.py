@@ -111,3 +111,22 @@ def test_cost_per_million_tokens():
     server_only = H100.node_usd / 8 / (CAT.site.amortization_years * 8760)
     assert server_only < usd < 3 * server_only
     assert not math.isnan(usd)
+
+
+def test_published_serving_points():
+    """docs/accuracy.md "Inference serving": points not used to build the model, with their bounds."""
+    from gpufabric.model.collectives import collective_times
+
+    # Llama 3.1 8B on one A100 40GB (1,555 GB/s HBM): ~75 tok/s single stream (Musgrave 2025).
+    a100_40 = CAT.gpu("a100-sxm").model_copy(update={"hbm_gbps": 1555.0, "hbm_gb": 40.0})
+    llama8 = m.ModelShape(params=8.03e9, layers=32, hidden=4096, heads=32, kv_heads=8, weight_bytes_per_param=2,
+                          kv_bytes_per_element=2)
+    perf = m.replica_perf(shape=llama8, gpu=a100_40, links=m.serving_links(CAT, "a100-sxm", "roce-400g", 1), tp=1, pp=1,
+                          precision="bf16", mfu=0.5, hbm_efficiency=0.8, max_batch=1, jitter_cv=0.0)
+    tok_s = 1 / perf.decode_step_s(1, 1024 + 64)
+    assert tok_s == pytest.approx(76.8, abs=0.1) and abs(tok_s / 75 - 1) < 0.05
+    # One 400G RDMA NIC: ~42 GB/s (Mooncake #813); eight: 190 GB/s for 40 GB (Mooncake README).
+    one = 1e9 / (collective_times("send_recv", 1e9, 2, 1, m.serving_links(CAT, "h100-sxm", "roce-400g", 1)).time_us * 1e-6)
+    eight = 40e9 / (collective_times("send_recv", 5e9, 2, 8, m.serving_links(CAT, "h100-sxm", "roce-400g", 8)).time_us * 1e-6)
+    assert one / 1e9 == pytest.approx(46.0, abs=0.1) and abs(one / 42e9 - 1) < 0.10
+    assert eight / 1e9 == pytest.approx(368, abs=1) and 1.8 < eight / 190e9 < 2.0  # the documented 2x miss
