@@ -30,6 +30,9 @@ def register(app: typer.Typer) -> None:
     from gpufabric.cli import bench_probes
 
     bench_probes.register(bench_app)
+    from gpufabric.cli import bench_inference
+
+    bench_inference.register(bench_app)
 
 
 def bench(
