@@ -62,9 +62,8 @@ def simulate(
     """
     from dataclasses import replace
 
-    from gpufabric.sim import simulate as run_sim
-
     from gpufabric.cli.plan_inference import is_inference
+    from gpufabric.sim import simulate as run_sim
 
     if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
         from gpufabric.cli.simulate_inference import simulate_inference
