@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.bench_probes import O, _argv, _dry_run, launch_options
+from gpufabric.cli.bench_probes import OPT, _argv, _dry_run, launch_options
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
@@ -22,11 +22,11 @@ def inference(
     scale: int = typer.Option(1000, "--scale", min=1, max=10**9, help="Divide the weight bytes by this for the load probe."),
     iters: int = typer.Option(20, "--iters", min=1, max=100000, help="Timed transfers per KV size."),
     warmup: int = typer.Option(3, "--warmup", min=0, max=1000, help="Untimed transfers per KV size."),
-    launcher: str = O["launcher"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-    lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"], master_port: int = O["master_port"],
-    timeout: str = O["timeout"], init_timeout: str = O["init_timeout"], op_timeout: str = O["op_timeout"],
-    work_dir: str = O["work_dir"], db: str | None = O["db"], data_ifname: str = O["data_ifname"],
-    dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+    launcher: str = OPT["launcher"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+    lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"], master_port: int = OPT["master_port"],
+    timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"], op_timeout: str = OPT["op_timeout"],
+    work_dir: str = OPT["work_dir"], db: str | None = OPT["db"], data_ifname: str = OPT["data_ifname"],
+    dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
 ) -> int:
     """Measure the plan's KV-cache messages (torch send/recv) and a safetensors weight load; judge against the model."""
     from gpufabric.bench.probes import service

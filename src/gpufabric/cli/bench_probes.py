@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 from gpufabric.units import format_size, parse_duration_s, parse_size
 
@@ -99,7 +99,7 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 
 
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
-O = {
+OPT = {
     "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
     "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
     "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
@@ -171,6 +171,40 @@ def _failures(report: dict[str, Any], console: Any) -> None:
         console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)
 
 
+def print_json_line(payload: dict[str, Any]) -> None:
+    """One compact JSON document per line on stdout, flushed (JSON lines for streaming consumers)."""
+    import json
+
+    from gpufabric.jsonable import to_jsonable
+
+    sys.stdout.write(json.dumps(to_jsonable(envelope(payload)), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
+    """The per-size callback of a sweep: nccl-tests-style lines on stderr as sizes finish (text),
+    JSON lines on stdout (``--format json --stream``), or nothing (``--quiet``, plain JSON)."""
+    if fmt is Format.json:
+        return print_json_line if stream else None
+    if quiet:
+        return None
+    err = stderr_console()
+    header = [False]
+
+    def line(row: dict[str, Any]) -> None:
+        if not header[0]:
+            err.print("# live, rank 0's timings as each size finishes (the table after the run combines all ranks)",
+                      markup=False, highlight=False)
+            err.print(f"  {'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'algbw GB/s':>12}{'busbw GB/s':>12}"
+                      f"{'#wrong':>8}", markup=False, highlight=False)
+            header[0] = True
+        err.print(f"  {row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}{row['time_p50_us']:>11.1f}"
+                  f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong']:>8d}", markup=False,
+                  highlight=False)
+
+    return line
+
+
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("collectives")
     def collectives(
@@ -180,13 +214,16 @@ def register(bench_app: typer.Typer) -> None:
         dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live per-size lines (CI logs): the final table only."),
+        stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
+                                    "finishes, then the report as the last line (JSON lines)."),
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
         die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
         die_after: str = typer.Option("0", "--inject-die-after", hidden=True),
@@ -209,9 +246,13 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("collectives", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("collectives", config, opts, fmt)
-        report, code = service.run_collectives(config, opts, db=db, argv=_argv())
+        report, code = service.run_collectives(config, opts, db=db, argv=_argv(),
+                                               on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
         if fmt is Format.json:
-            print_json(report)
+            if stream:  # the last JSON line is the report
+                print_json_line({"event": "report", **report})
+            else:
+                print_json(report)
             return code
         console = stdout_console()
         console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",
@@ -239,13 +280,13 @@ def register(bench_app: typer.Typer) -> None:
         against: str | None = typer.Option(None, "--against", help="Compare parameters with a stored train run."),
         deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
                                            help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
         delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
     ) -> int:
@@ -313,13 +354,13 @@ def register(bench_app: typer.Typer) -> None:
         size: str = typer.Option("", "--size", help="Total checkpoint size instead of the spec's (e.g. 256M)."),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
     ) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
         from gpufabric.bench.probes import service
@@ -351,11 +392,16 @@ def register(bench_app: typer.Typer) -> None:
             return code
         console = stdout_console()
         console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
-        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'write GB/s':>12}{'read s':>9}{'read GB/s':>11}"
-                      f"{'wrong':>7}", markup=False)
+        console.print("GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
+                      " commit phases of the slowest rank in ms", markup=False)
+        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
+                      f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}", markup=False)
         for row in report["results"]:
+            phases = "".join(f"{row.get(k, float('nan')) * 1e3:>8.1f}"
+                             for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s"))
             console.print(f"{row['format']:<12}{format_size(row['bytes']):>10}{row['write_duration_s']:>9.3f}"
-                          f"{row['write_gbps']:>12.3f}{row['read_duration_s']:>9.3f}{row['read_gbps']:>11.3f}"
+                          f"{row['write_gbps']:>8.3f}{row['write_min_rank_gbps']:>9.3f}{phases}"
+                          f"{row['read_duration_s']:>9.3f}{row['read_gbps']:>8.3f}{row['read_min_rank_gbps']:>9.3f}"
                           f"{row['wrong_tensors']:>7.0f}", markup=False)
         _failures(report, console)
         return code

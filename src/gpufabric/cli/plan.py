@@ -54,12 +54,23 @@ def plan(
             "rationale": result.rationale,
             "sensitivity": result.sensitivity,
             "catalog": list(catalog.files),
+            "catalog_overrides": _overrides(catalog_files),
         })
     elif fmt == ReportFormat.markdown:
         typer.echo(_markdown(result, _shown(result, top, default=None)))
     else:
         _text(result, _shown(result, top, default=12), spec)
+        for o in _overrides(catalog_files):
+            typer.echo(f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
+                       if isinstance(o["value"], float) else
+                       f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})")
     return 0
+
+
+def _overrides(files: list[Path]) -> list[dict[str, Any]]:
+    from gpufabric.plan.calibrate import overrides_in
+
+    return overrides_in(files)
 
 
 def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:

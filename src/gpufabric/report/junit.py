@@ -15,7 +15,6 @@ import xml.etree.ElementTree as ET
 from gpufabric.report import common
 from gpufabric.results.records import Outcome, RunRecord, Status
 
-
 #: Characters XML 1.0 forbids even escaped; tool output carries them (sockperf's ANSI colour codes).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -42,8 +41,9 @@ def render_junit(run: RunRecord) -> str:
                              time=f"{durations.get((v.test, v.host), 0.0):.3f}")
         counts["tests"] += 1
         detail = v.reason + "".join(f"\nwarning: {w}" for w in v.warnings)
-        if v.outcome == Outcome.failed:
-            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met", type="slo").text = detail
+        if v.outcome in (Outcome.failed, Outcome.not_planned):
+            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met",
+                          type="slo" if v.outcome == Outcome.failed else "not_planned_hardware").text = detail
             counts["failures"] += 1
         elif v.outcome in (Outcome.skipped, Outcome.noisy):
             ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {v.reason}"[:500])
@@ -64,11 +64,11 @@ def render_junit(run: RunRecord) -> str:
         elif r.status == Status.skipped:
             ET.SubElement(case, "skipped", message=r.reason or "skipped")
             counts["skipped"] += 1
-    for key, value in counts.items():
-        suite.set(key, str(value))
+    for key, count in counts.items():
+        suite.set(key, str(count))
     total = sum(r.duration_s for r in run.results)
     suite.set("time", f"{total:.3f}")
-    root = ET.Element("testsuites", name="gpufabric", time=f"{total:.3f}", **{k: str(v) for k, v in counts.items()})
+    root = ET.Element("testsuites", {"name": "gpufabric", "time": f"{total:.3f}", **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     _clean(root)
     ET.indent(root)

@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpufabric.bench import launch
+from gpufabric.bench.probes.live import Tail
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
 from gpufabric.errors import InputError
 
@@ -120,13 +123,19 @@ def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -
                     owns_dir=True)
 
 
-def execute(prep: Prepared, opts: LaunchOptions) -> Executed:
-    """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit."""
+def execute(prep: Prepared, opts: LaunchOptions,
+            on_record: Callable[[dict[str, Any]], None] | None = None) -> Executed:
+    """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit.
+
+    ``on_record`` sees rank 0's records as they are written (``live.Tail``), from a thread.
+    """
     # One thread per rank keeps a 2-core machine from oversubscribing itself with intra-op pools.
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **opts.env}
     launch.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
-    outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir, env=env,
-                             peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2))
+    tail = Tail(prep.out_dir / "rank0.jsonl", on_record) if on_record is not None else nullcontext()
+    with tail:
+        outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir, env=env,
+                                 peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2))
     logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
     error = diagnose(logs)
     if outcome.timed_out:
