@@ -54,7 +54,7 @@ def simulate(
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
     no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
     format: Format = typer.Option(Format.text, "--format", help="Output format."),
-    requests: Optional[int] = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
+    requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
 
