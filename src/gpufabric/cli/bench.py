@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
 
     bench_probes.register(bench_app)
     bench_app.command("thresholds")(write_thresholds)
+    from gpufabric.cli import bench_inference
+
+    bench_inference.register(bench_app)
 
 
 def write_thresholds(

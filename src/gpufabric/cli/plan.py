@@ -31,6 +31,10 @@ def plan(
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
 ) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
+    from gpufabric.cli.plan_inference import is_inference, plan_inference
+
+    if is_inference(spec_file):  # workload.kind: inference -> serving designs (docs/inference.md)
+        return plan_inference(spec_file, fmt, top, catalog_files)
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import make_plan
     from gpufabric.spec import load_spec

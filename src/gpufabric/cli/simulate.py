@@ -54,6 +54,7 @@ def simulate(
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
     no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
     format: Format = typer.Option(Format.text, "--format", help="Output format."),
+    requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
 
@@ -61,8 +62,13 @@ def simulate(
     """
     from dataclasses import replace
 
+    from gpufabric.cli.plan_inference import is_inference
     from gpufabric.sim import simulate as run_sim
 
+    if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
+        from gpufabric.cli.simulate_inference import simulate_inference
+
+        return simulate_inference(spec, candidate, requests=requests, seed=seed, fmt=format)
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")

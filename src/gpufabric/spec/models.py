@@ -94,6 +94,8 @@ class Dataset(SpecModel):
 class Workload(SpecModel):
     """The training job."""
 
+    kind: Literal["training"] = "training"
+    """Workload kind; ``inference`` specs are validated by spec/inference.py (InferenceSpec)."""
     model: ModelShape
     """Shape of the model."""
     parallelism: Parallelism = Parallelism()
