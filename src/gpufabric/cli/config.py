@@ -38,8 +38,9 @@ def config(
         write_bundle,
     )
     from gpufabric.configure.bundle import MANIFEST
-    from gpufabric.configure.design import design_from_option, design_from_planner
+    from gpufabric.configure.design import design_from_candidate, design_from_option
     from gpufabric.configure.verify import CheckReport, verify_tree
+    from gpufabric.plan import make_plan
     from gpufabric.spec import load_spec
 
     if out is None and not dry_run:
@@ -56,14 +57,17 @@ def config(
     elif plan is not None:
         design = design_from_plan(plan)
     else:
-        planned = design_from_planner(spec, catalog)
-        if not planned.feasible:
-            typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {planned.why}; "
+        # Without --plan or --design, configure what `gpufabric plan` would recommend.
+        result = make_plan(spec, catalog)
+        best = result.get(result.recommended)
+        design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id)
+        if not best.meets_requirements:
+            why = "; ".join(best.violations) or result.rationale
+            typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {why}; "
                        f"pass --design fabric=...,storage=... to configure one anyway "
-                       f"(the closest is --design fabric={planned.design.fabric},storage={planned.design.storage})",
+                       f"(the closest is --design fabric={design.fabric},storage={design.storage})",
                        err=True)
             return 1
-        design = planned.design
     if out is not None and out.is_symlink():
         raise InputError(f"--out {out} is a symbolic link; give the real directory")
     if out is not None and out.exists():

@@ -42,31 +42,11 @@ def design_from_plan(path: Path) -> Design:
     return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlannedDesign:
-    """What the planner recommends: the design, or why none is feasible."""
-
-    design: Design
-    feasible: bool
-    why: str
-
-
-def design_from_planner(spec: Spec, catalog: Catalog) -> PlannedDesign:
-    """Run the planner (as ``gpufabric plan`` does) and take its recommended design.
-
-    ``feasible`` is False when no candidate meets every requirement; ``why`` then is the
-    planner's rationale (the closest design and its violations)."""
-    from gpufabric.plan import (
-        make_plan,  # the planner is heavy; only this path needs it
-    )
-
-    result = make_plan(spec, catalog)
-    best = result.get(result.recommended)
-    _check_kind(best.fabric, f"planner candidate {best.id!r}")
-    design = Design(fabric=best.fabric, storage=best.storage,
-                    source=f"the planner's recommendation {best.id} (as `gpufabric plan` ranks it)")
-    why = "; ".join(best.violations) if best.violations else ""
-    return PlannedDesign(design=design, feasible=best.meets_requirements, why=why or result.rationale)
+def design_from_candidate(*, fabric: str, storage: str, candidate_id: str) -> Design:
+    """The design of a candidate the planner recommends (``gpufabric plan`` ranks them)."""
+    _check_kind(fabric, f"planner candidate {candidate_id!r}")
+    return Design(fabric=fabric, storage=storage,
+                  source=f"the planner's recommendation {candidate_id} (as `gpufabric plan` ranks it)")
 
 
 def design_from_option(text: str, catalog: Catalog) -> Design:
