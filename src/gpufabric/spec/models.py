@@ -7,7 +7,7 @@ typo is an error with a did-you-mean, never a silently ignored setting.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -35,38 +35,77 @@ class ModelShape(SpecModel):
     """Shape of the transformer being trained."""
 
     params: float = Field(gt=0)
-    """Total parameter count (for example 70e9)."""
+    """Total parameter count, embeddings and every expert included (for example 70e9)."""
     layers: int = Field(gt=0)
     """Number of transformer layers."""
     hidden: int = Field(gt=0)
     """Hidden (model) dimension."""
     seq_len: int = Field(gt=0)
-    """Training sequence length in tokens."""
+    """Training sequence length in tokens (attention FLOPs and activation memory grow with it)."""
     heads: int | None = Field(None, gt=0)
     """Attention heads; defaults to hidden/128."""
     vocab: int = Field(128256, gt=0)
-    """Vocabulary size (default: Llama 3's 128,256)."""
+    """Vocabulary size (default: Llama 3's 128,256); embeddings are taken as untied (input and output)."""
     experts: int = Field(1, gt=0)
     """Experts per MoE layer; 1 for a dense model."""
+    top_k: int = Field(1, gt=0)
+    """Experts each token is routed to (MoE)."""
+    expert_params: float | None = Field(None, ge=0)
+    """Parameters in all experts together (MoE); the rest of params is dense. Give this or active_params."""
+    active_params: float | None = Field(None, gt=0)
+    """Parameters one token uses (MoE; FLOPs follow these). Give this or expert_params."""
+    capacity_factor: float = Field(1.0, ge=1, le=16)
+    """MoE expert capacity factor: all-to-all volume is top_k x capacity_factor x the tokens (1 = dropless)."""
+
+    @model_validator(mode="after")
+    def _moe_consistent(self) -> ModelShape:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k = {self.top_k} exceeds experts = {self.experts}; route to at most every expert")
+        if self.experts > 1 and self.expert_params is None and self.active_params is None:
+            raise ValueError("an MoE model (experts > 1) needs model.expert_params or model.active_params")
+        if self.expert_params is not None and self.expert_params >= self.params:
+            raise ValueError(f"expert_params = {self.expert_params:g} must be below params = {self.params:g}")
+        if self.active_params is not None and self.active_params > self.params:
+            raise ValueError(f"active_params = {self.active_params:g} exceeds params = {self.params:g}")
+        return self
+
+
+AUTO = "auto"
+Auto = Literal["auto"]
+PosInt = Annotated[int, Field(gt=0)]
 
 
 class Parallelism(SpecModel):
-    """How the model is split across GPUs (Megatron-style)."""
+    """How the model is split across GPUs (Megatron-style); any field may be ``auto`` to search it."""
 
-    tp: int = Field(1, gt=0)
-    """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp."""
-    pp: int = Field(1, gt=0)
+    tp: PosInt | Auto = 1
+    """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp. auto: searched within the NVLink domain."""
+    pp: PosInt | Auto = 1
     """Pipeline-parallel degree (number of stages)."""
-    dp: int = Field(1, gt=0)
+    dp: PosInt | Auto = 1
     """Data-parallel degree. tp x pp x dp must equal the GPU count."""
     ep: int = Field(1, gt=0)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
+    microbatch_size: PosInt | Auto = 1
+    """Sequences per microbatch."""
     microbatches: int | None = Field(None, gt=0)
-    """Microbatches per step per pipeline; defaults to 4 x pp, capped at the sequences each data-parallel replica gets."""
-    virtual_stages: int = Field(1, gt=0)
+    """Microbatches per step per pipeline; defaults to the sequences each data-parallel replica gets over microbatch_size."""
+    virtual_stages: PosInt | Auto = 1
     """Interleaved (virtual) pipeline stages per rank; the 1F1B bubble shrinks to (pp-1)/(virtual_stages x microbatches)."""
+    zero_stage: Annotated[int, Field(ge=0, le=3)] | Auto = 0
+    """ZeRO sharding over data-parallel ranks: 0 none, 1 optimizer state (Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)."""
+    sequence_parallel: bool = True
+    """Megatron sequence parallelism with tp: TP all-reduces become all-gather + reduce-scatter and activations shard by tp."""
+    tp_overlap: float = Field(0.0, ge=0, le=1)
+    """Fraction of tensor-parallel communication hidden behind compute (0: Megatron-LM without --tp-comm-overlap)."""
     allow_cross_node_tp: bool = False
     """Allow a tensor-parallel group to span nodes (slow: TP traffic then crosses the NIC)."""
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """Names of the fields set to auto."""
+        return tuple(k for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+                     if getattr(self, k) == AUTO)
 
 
 class Checkpoint(SpecModel):
@@ -91,25 +130,110 @@ class Dataset(SpecModel):
     """Bytes read from storage per training token (tokenised data: 2-4)."""
 
 
+class MeasuredAt(SpecModel):
+    """The layout and fabric a throughput figure was measured on."""
+
+    gpus: int = Field(gt=0)
+    """GPUs of the measurement (a multiple of cluster.gpus_per_node)."""
+    tp: int = Field(gt=0)
+    """Tensor-parallel degree of the measurement."""
+    pp: int = Field(gt=0)
+    """Pipeline-parallel degree of the measurement."""
+    dp: int = Field(gt=0)
+    """Data-parallel degree of the measurement (tp x pp x dp = gpus)."""
+    microbatches: int | None = Field(None, gt=0)
+    """Microbatches per step; defaults to the global batch over dp and the microbatch size."""
+    virtual_stages: int = Field(1, gt=0)
+    """Interleaved pipeline stages of the measurement."""
+    fabric: str | None = None
+    """Fabric id of the measurement; defaults to the first of options.fabrics."""
+    microbatch_size: int = Field(1, gt=0)
+    """Sequences per microbatch of the measurement."""
+    zero_stage: int | None = Field(None, ge=0, le=3)
+    """ZeRO stage of the measurement; defaults to the spec's (0 when that is auto)."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Recomputation of the measurement; defaults to the spec's (when auto: full for megatron FLOPs, else none)."""
+
+    @model_validator(mode="after")
+    def _product(self) -> MeasuredAt:
+        if self.tp * self.pp * self.dp != self.gpus:
+            raise ValueError(f"tp x pp x dp = {self.tp * self.pp * self.dp} but gpus = {self.gpus}; make them equal")
+        return self
+
+
+class Throughput(SpecModel):
+    """A throughput figure as it is published: give exactly one of mfu, tflops_per_gpu, compute_efficiency."""
+
+    mfu: float | None = Field(None, gt=0, le=1)
+    """End-to-end model FLOPs utilisation (the published convention: model FLOPs per step / (GPUs x peak x step time))."""
+    tflops_per_gpu: float | None = Field(None, gt=0, le=1e5)
+    """End-to-end model TFLOP/s per GPU (same convention, in TFLOP/s)."""
+    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    """Efficiency of the compute part only (executed FLOPs / peak while computing); bubble and communication come on top."""
+    flops: Literal["6pt", "megatron"] = "6pt"
+    """FLOP convention of the figure: 6pt = 6 x params x tokens (Kaplan et al. 2020); megatron = Narayanan et al. SC'21 eq. 3 (attention and recomputation counted)."""
+    measured_at: MeasuredAt | None = None
+    """Layout and fabric the figure was measured on; omitted: the spec's own layout on the first of options.fabrics."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Throughput:
+        given = [k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of mfu, tflops_per_gpu, compute_efficiency (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """Which figure was given."""
+        return next(k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None)
+
+
 class Workload(SpecModel):
     """The training job."""
 
     model: ModelShape
     """Shape of the model."""
     parallelism: Parallelism = Parallelism()
-    """Parallel layout."""
+    """Parallel layout; ``auto`` searches every field (see docs/planner.md)."""
     global_batch_tokens: int = Field(gt=0)
     """Tokens per optimizer step across all data-parallel replicas."""
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     """Compute precision; selects the GPU's peak FLOP/s from the catalog."""
-    mfu: float = Field(0.40, gt=0, le=1)
-    """Achieved model FLOPs utilisation of the compute part of a step (0-1)."""
+    throughput: Throughput = Throughput(mfu=0.40)
+    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency."""
+    recompute: Literal["none", "selective", "full", "auto"] = "none"
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full (every layer), auto (searched)."""
+    flash_attention: bool = True
+    """Attention kernels that never store the seq x seq scores (FlashAttention; Dao et al. 2022)."""
+    memory_reserve_gb: float | None = Field(None, ge=0, le=1e4)
+    """HBM (GiB) held by the framework (CUDA context, NCCL buffers, allocator fragmentation); default 10% of the GPU's HBM."""
     total_tokens: float = Field(gt=0)
     """Tokens to train on in total (for example 15e12)."""
     checkpoint: Checkpoint = Checkpoint()
     """Checkpoint policy."""
     dataset: Dataset | None = None
     """Dataset; omit to ignore data-loading bandwidth."""
+    notes: tuple[str, ...] = Field(default=(), exclude=True)
+    """(read-only) notes the loader adds, for example how an old field was read."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_mfu(cls, data: object) -> object:
+        # Specs before issue 14 gave a bare workload.mfu (then the compute-only efficiency
+        # under a misleading name); read it as the published convention, with a note.
+        if isinstance(data, dict) and "mfu" in data:
+            data = dict(data)
+            if "throughput" in data:
+                raise ValueError("give workload.throughput or the old workload.mfu, not both")
+            mfu = data.pop("mfu")
+            data["throughput"] = {"mfu": mfu}
+            data["notes"] = (*data.get("notes", ()), f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
+                             " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning")
+        if isinstance(data, dict) and data.get("parallelism") == AUTO:
+            data = dict(data)
+            data["parallelism"] = {k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")}
+            data.setdefault("recompute", AUTO)
+        return data
 
 
 class Reliability(SpecModel):
@@ -183,22 +307,35 @@ class Spec(SpecModel):
         return self.cluster.nodes * self.cluster.gpus_per_node
 
     @property
+    def searched(self) -> bool:
+        """True when any layout field is auto (the planner searches layouts)."""
+        return bool(self.workload.parallelism.searched) or self.workload.recompute == AUTO
+
+    @property
     def sequences_per_replica(self) -> int:
-        """Whole sequences each data-parallel replica gets per step."""
+        """Whole sequences each data-parallel replica gets per step (fixed layouts only)."""
         return self.workload.global_batch_tokens // (self.workload.model.seq_len * self.workload.parallelism.dp)
 
     @property
     def microbatches(self) -> int:
-        """Microbatches per step: the spec's, else 4 x pp capped at the sequences per replica."""
+        """Microbatches per step: the spec's, else the sequences per replica over the microbatch size."""
         par = self.workload.parallelism
         if par.microbatches is not None:
             return par.microbatches
-        return max(1, min(4 * par.pp, self.sequences_per_replica))
+        return max(1, self.sequences_per_replica // par.microbatch_size)
 
     @model_validator(mode="after")
     def _parallelism_fits(self) -> Spec:
         par = self.workload.parallelism
         gpus = self.num_gpus
+        if par.searched:
+            fixed = [getattr(par, k) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO]
+            product = 1
+            for v in fixed:
+                product *= v
+            if gpus % product:
+                raise ValueError(f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs")
+            return self
         if par.tp * par.pp * par.dp != gpus:
             raise ValueError(
                 f"tp x pp x dp = {par.tp} x {par.pp} x {par.dp} = {par.tp * par.pp * par.dp}"
@@ -212,6 +349,11 @@ class Spec(SpecModel):
             raise ValueError(
                 f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"
                 f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp"
+            )
+        if par.microbatch_size > sequences_per_replica:
+            raise ValueError(
+                f"microbatch_size = {par.microbatch_size} exceeds the {sequences_per_replica} sequences each data-parallel"
+                " replica gets per step; lower microbatch_size"
             )
         if par.microbatches is not None and par.microbatches > sequences_per_replica:
             raise ValueError(
