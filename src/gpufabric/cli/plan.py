@@ -20,7 +20,8 @@ CANDIDATE_KEYS = (
     "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
     "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
     "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
-    "young_interval_min", "meets_requirements", "violations",
+    "young_interval_min", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
+    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
 )
 
 
@@ -49,13 +50,16 @@ def plan(
             "binding_constraint": result.binding,
             "rationale": result.rationale,
             "sensitivity": result.sensitivity,
+            "throughput": result.throughput,
+            "layout_search": result.layout_search,
             "catalog": list(catalog.files),
         })
     elif fmt == ReportFormat.markdown:
         typer.echo(_markdown(result, _shown(result, top, default=None)))
     else:
         _text(result, _shown(result, top, default=12), spec)
-    return 0
+    # Nothing recommendable (no layout fits in memory) is a failed check.
+    return 0 if result.recommended is not None else 1
 
 
 def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
@@ -63,6 +67,8 @@ def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
     if limit is None:
         return list(result.candidates)
     keep = result.candidates[:limit]
+    if result.recommended is None:
+        return keep
     rec = result.get(result.recommended)
     return keep if rec in keep else [rec, *keep[: limit - 1]]
 
@@ -71,7 +77,7 @@ def _ok(c: Any) -> str:
     if c.meets_requirements:
         return "yes"
     short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
-             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput"}
+             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
     return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
 
 
@@ -82,12 +88,12 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
         mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
         f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
         f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
-        f"{c.run_cost_usd / 1e6:,.3g}", _ok(c),
+        f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
     ]
 
 
 HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "ckpt", "stall", "good", "days",
-           "capex", "$/GPU-h", "run", "meets")
+           "capex", "$/GPU-h", "run", "MFU", "mem", "meets")
 
 
 def _text(result: Any, shown: list[Any], spec: Any) -> None:
@@ -96,7 +102,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     from rich.table import Table
 
     probe = Console()
-    console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
+    console = Console(highlight=False, width=min(150, probe.width) if probe.is_terminal else 150)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1), title=f"{result.name}: {len(result.candidates)} designs"
                   f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)", title_justify="left")
     for i, h in enumerate(HEADERS):
@@ -108,8 +114,16 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print(table)
     console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm/ckpt in s (mean and p99 step,"
                   " exposed comm per step, checkpoint write)\nstall: wall time blocked on checkpoints  capex and run"
-                  " (cost of the whole run) in $M  dim rows miss a requirement[/dim]")
-    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended}")
+                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
+    for note in result.throughput.get("notes", []):
+        console.print(f"[yellow]note[/yellow]: {note}")
+    if result.layout_search:
+        ls = result.layout_search
+        console.print(f"Layout search: {ls['searched']} layouts, {ls['fit_in_memory']} fit in memory,"
+                      f" {ls['evaluated']:,} layout x design evaluations; best layout per design:")
+        for c in shown[:4]:
+            console.print(f"- {c.id}: {c.layout.text}")
+    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'}")
     for sentence in result.rationale.split(". "):
         console.print(sentence if sentence.endswith(".") else sentence + ".")
     console.print("\n[bold]Sensitivity[/bold]")
@@ -123,6 +137,6 @@ def _markdown(result: Any, shown: list[Any]) -> str:
              "|" + "---|" * len(HEADERS)]
     for c in shown:
         lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
-    lines += ["", f"**Recommendation:** `{result.recommended}`", "", result.rationale, "", "**Sensitivity**", ""]
+    lines += ["", f"**Recommendation:** `{result.recommended or 'none'}`", "", result.rationale, "", "**Sensitivity**", ""]
     lines += [f"- {s['text']}" for s in result.sensitivity]
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -10,8 +11,10 @@ from gpufabric.catalog import Catalog
 from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
+from gpufabric.plan.anchor import Anchor, solve_anchor
 from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
+from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
@@ -97,23 +100,36 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
     return records
 
 
-def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]]) -> list[list[Candidate]]:
-    """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """What every scenario of one plan shares: the throughput anchor and the chosen layouts."""
 
-    The throughput anchor is solved and the layout searched once, at (1, 1); the
-    scenarios then re-evaluate the chosen layouts.
-    """
-    from gpufabric.plan.anchor import solve_anchor
-    from gpufabric.plan.search import search_layouts
+    anchor: Anchor
+    designs: list[Design]
+    choice: LayoutChoice
 
+
+def prepare(spec: Spec, catalog: Catalog) -> Prepared:
+    """Solve the throughput anchor and search the layouts (once per plan)."""
     anchor = solve_anchor(spec, catalog)
     designs = enumerate_designs(spec)
-    choice = search_layouts(spec, catalog, designs, anchor.compute_efficiency)
-    base = build_table(spec, catalog, designs, choice.layouts, pairs=(np.arange(len(designs)), np.arange(len(designs))),
+    return Prepared(anchor=anchor, designs=designs, choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
+
+
+def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]],
+                       prepared: Prepared | None = None) -> list[list[Candidate]]:
+    """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass.
+
+    The throughput anchor is solved and the layout searched once, at (1, 1) (``prepare``);
+    the scenarios then re-evaluate the chosen layouts exactly.
+    """
+    p = prepared or prepare(spec, catalog)
+    designs, choice, anchor = p.designs, p.choice, p.anchor
+    k = len(designs)
+    base = build_table(spec, catalog, designs, choice.layouts, pairs=(np.arange(k), np.arange(k)),
                        compute_efficiency=anchor.compute_efficiency)
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
-    k = len(designs)
     figure = anchor.figure_flops_per_token(choice.layouts)
     return [to_records(spec, designs, choice.layouts, out.take(slice(i * k, (i + 1) * k)), peak_tflops=anchor.peak_tflops,
                        figure_flops_per_token=figure, compute_efficiency=anchor.compute_efficiency,

@@ -49,7 +49,7 @@ class Recommendation:
     """The chosen design, the frontier it was taken from, and the reasons in plain language."""
 
     pareto: list[str]
-    recommended: str
+    recommended: str | None         # None when no design has a layout that fits in memory
     runner_up: str | None
     binding: str | None
     rationale: str
@@ -90,6 +90,14 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     Args:
         requirements: the spec's requirements, to name the tightest one (optional).
     """
+    fits = [c for c in cands if not any(_req_name(v) == "memory" for v in c.violations)]
+    if not fits:
+        worst = min(cands, key=lambda c: c.memory_gb - c.memory_capacity_gb) if cands else None
+        text = "No design is recommended: no layout fits in GPU memory."
+        if worst is not None:
+            text += f" Closest: {worst.id} with {worst.layout.text}: " + worst.violations[0] + "."
+        return Recommendation(pareto=[], recommended=None, runner_up=None, binding="memory", rationale=text)
+    cands = fits  # a layout that does not fit is never recommended
     feasible = [c for c in cands if c.meets_requirements]
     pool = feasible or list(cands)
     front = pareto_front(pool)
@@ -167,8 +175,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
 
 
 def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate],
-                     requirements: Any = None) -> dict:
-    """How the recommendation changes when ``label`` doubles."""
+                     requirements: Any = None) -> dict | None:
+    """How the recommendation changes when ``label`` doubles (None when nothing was recommended)."""
+    if rec.recommended is None:
+        return None
     alt_rec = recommend(alt, requirements)
     before = next(c for c in base if c.id == rec.recommended)
     after = next(c for c in alt if c.id == rec.recommended)
