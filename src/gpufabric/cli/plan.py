@@ -86,14 +86,14 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     topo = "rail" if c.topology == "rail-optimized" else "fat"
     return [
         mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
-        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
-        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
+        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
+        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
         f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
     ]
 
 
-HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "ckpt", "stall", "good", "days",
-           "capex", "$/GPU-h", "run", "MFU", "mem", "meets")
+HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "stall", "good", "days",
+           "capex", "run", "MFU", "mem", "meets")
 
 
 def _text(result: Any, shown: list[Any], spec: Any) -> None:
@@ -102,7 +102,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     from rich.table import Table
 
     probe = Console()
-    console = Console(highlight=False, width=min(150, probe.width) if probe.is_terminal else 150)
+    console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1), title=f"{result.name}: {len(result.candidates)} designs"
                   f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)", title_justify="left")
     for i, h in enumerate(HEADERS):
@@ -112,8 +112,8 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
         table.add_row(*_row(c, result.recommended, pareto), style=style)
     console.print(table)
-    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm/ckpt in s (mean and p99 step,"
-                  " exposed comm per step, checkpoint write)\nstall: wall time blocked on checkpoints  capex and run"
+    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
+                  " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
                   " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
     for note in result.throughput.get("notes", []):
         console.print(f"[yellow]note[/yellow]: {note}")
