@@ -113,6 +113,9 @@ def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndar
 
 def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray):
     """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP."""
+    if not np.any(active):  # e.g. no expert parallelism anywhere: skip the whole model
+        zero = np.zeros(np.broadcast(size, nodes).shape)
+        return zero, zero, zero.astype(int)
     free = collective_times(op, size, nodes, gpn, links)
     fixed = collective_times(op, size, nodes, gpn, links, deterministic=True) if det.any() else free
     time = np.where(det, fixed.time_us, free.time_us) * 1e-6
