@@ -129,3 +129,19 @@ def test_table_is_typed_and_quantised_tail_stays_close():
     exact, quant = step_tail(**kw), step_tail(**kw, quantise=True)
     assert np.max(np.abs(quant.mean_s / exact.mean_s - 1)) < 1e-3
     assert np.max(np.abs(quant.p99_s / exact.p99_s - 1)) < 5e-3
+
+
+def test_objective_selects_and_near_ties_are_called_out():
+    base = make_plan(SPEC_70B, CAT)
+    assert "objective run_cost" in base.rationale
+    # ib-ndr and roce-400g are ~1% apart on run cost: a near-tie, said so.
+    assert "Caveat: the runner-up is within" in base.rationale
+    for objective, key in (("capex", "capex_usd"), ("time_to_train", "time_to_train_days")):
+        data = SPEC_70B.model_dump()
+        data["workload"].pop("notes", None)
+        data["requirements"]["objective"] = objective
+        plan = make_plan(Spec.model_validate(data), CAT)
+        best = plan.get(plan.recommended)
+        ok = [c for c in plan.candidates if c.meets_requirements]
+        assert getattr(best, key) == min(getattr(c, key) for c in ok)
+        assert f"objective {objective}" in plan.rationale

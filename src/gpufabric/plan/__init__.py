@@ -37,7 +37,7 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     """Evaluate, rank, recommend and test the recommendation's sensitivity."""
     prep = prepare(spec, catalog)
     base, slow_net, slow_storage = evaluate_scenarios(spec, catalog, [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0)], prep)
-    cands = rank(base)
+    cands = rank(base, spec.requirements.objective)
     req = spec.requirements
     rec = recommend(cands, req)
     sens = [s for s in (sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),

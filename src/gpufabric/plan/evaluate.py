@@ -27,7 +27,8 @@ from gpufabric.model.step import (
     zero_dp_factor,
 )
 from gpufabric.model.tail import step_tail
-from gpufabric.model.topology import size_fabric, switch_hops
+from gpufabric.model.congestion import cross_fraction, uplink_slowdown
+from gpufabric.model.topology import leaf_ports, size_fabric, switch_hops
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.table import Table
 
@@ -84,6 +85,9 @@ class Evaluation:
     run_cost_usd: np.ndarray
     network_wait_usd: np.ndarray
     storage_wait_usd: np.ndarray
+    dp_congestion: np.ndarray
+    ep_congestion: np.ndarray
+    storage_congestion: np.ndarray
     memory_bytes: np.ndarray
     memory_capacity_bytes: np.ndarray
     memory_weights_bytes: np.ndarray
@@ -102,10 +106,11 @@ class Evaluation:
 EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
 
 
-def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray) -> Links:
+def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
+    """Link parameters; ``slowdown`` divides the NIC bandwidth (congestion above the leaf)."""
     return Links(
         nvl_busbw_gbps=t.nvl_busbw, intra_is_pci=t.intra_pci, nvls_busbw_gbps=t.nvls_busbw,
-        nvls_latency_us=t.nvls_lat, nic_gbps=t.nic_gbps, nics_per_node=nics, net_latency_scale=t.net_scale,
+        nvls_latency_us=t.nvls_lat, nic_gbps=t.nic_gbps / slowdown, nics_per_node=nics, net_latency_scale=t.net_scale,
         extra_hop_us=(hops - 1) * t.switch_ns / 1e3, in_network_reduction=t.sharp, launch_us=t.launch_us,
         oversubscription=t.oversub, ranks_per_leaf=ranks_per_leaf,
     )
@@ -168,7 +173,16 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     n_dp = np.ceil(dp / g_dp)
     hops_dp = switch_hops(n_dp, size)
     ranks_leaf = size.nodes_per_leaf * g
-    links_dp = _links(t, hops_dp, g_dp, ranks_leaf)
+    # Congestion above the leaf (model.congestion): ECMP collisions and oversubscription.
+    down, up = leaf_ports(t.radix, t.oversub)
+    multi_tier = size.tiers > 1
+
+    def slowdown(cross: np.ndarray, demand: Any = 1.0) -> np.ndarray:
+        s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
+        return np.where(multi_tier, s, 1.0)
+
+    cong_dp = slowdown(cross_fraction(group_nodes=n_dp, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered))
+    links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
     grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
     t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)
     # ZeRO 1-2: reduce-scatter + all-gather move what an all-reduce moves; ZeRO 3 gathers
@@ -192,7 +206,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
 
     g_ep = np.maximum(1, np.minimum(ep, g_dp))
     n_ep = np.ceil(ep / g_ep)
-    links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf)
+    cross_ep = cross_fraction(group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered,
+                              all_to_all=True)
+    # The all-to-all model already divides by max(1, r x cross): add only the collisions.
+    cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
+    links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf, cong_ep)
     a2a = act * t.top_k * t.capacity_factor / np.where(sp, tp, 1.0)
     t_ep1, steps_ep, _ = _coll("all_to_all", a2a, n_ep, g_ep, links_ep, det, ep > 1)
     n_a2a = ep_all_to_alls_per_layer(rc)
@@ -206,8 +224,10 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     local = t.st_local  # local NVMe: units are the durable tier it drains to, sized for capacity
     units = np.maximum(storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
                        np.where(local, 0.0, storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w)))
-    write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w, units * t.st_unit_w))
-    read_bw = np.where(local, N * t.st_client_r, np.minimum(N * t.st_client_r, units * t.st_unit_r))
+    # Remote storage traffic leaves every leaf; each NIC asks for its share of the client rate.
+    cong_st = np.where(local, 1.0, slowdown(np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
+    write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w / cong_st, units * t.st_unit_w))
+    read_bw = np.where(local, N * t.st_client_r, np.minimum(N * t.st_client_r / cong_st, units * t.st_unit_r))
     commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t.st_commit_ms, jitter_ms=t.st_commit_jitter_ms,
                                    concurrency=t.st_concurrency, per_node=t.st_per_node)
     write_s = storage.write_time_s(size_bytes=ckpt, bandwidth_gbps=write_bw, commit_s=commit)
@@ -309,6 +329,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         run_cost_usd=run_usd,
         network_wait_usd=run_usd * net_frac,
         storage_wait_usd=run_usd * storage_frac,
+        dp_congestion=cong_dp, ep_congestion=cong_ep, storage_congestion=cong_st,
         memory_bytes=mem.total_bytes, memory_capacity_bytes=mem.capacity_bytes, memory_weights_bytes=mem.weights_bytes,
         memory_grads_bytes=mem.grads_bytes, memory_optimizer_bytes=mem.optimizer_bytes,
         memory_activations_bytes=mem.activations_bytes, memory_reserve_bytes=mem.reserve_bytes,

@@ -3,9 +3,11 @@
 - Frontier: candidates not dominated on (capex, time to train, step-time CV), all
   minimised; taken over the candidates that meet every requirement, or over all of them
   when none does.
-- Recommendation: the frontier candidate with the lowest cost of the whole run (it
-  prices time: a faster design finishes sooner and costs fewer GPU-hours); ties go to
-  the shorter run, then the lower capex. When no design meets every requirement, the
+- Recommendation: the frontier candidate best on ``requirements.objective``: by default
+  the lowest cost of the whole run (it prices time: a faster design finishes sooner and
+  costs fewer GPU-hours), else the lowest capex or the shortest time to train; ties go to
+  the other two in turn. A runner-up within the model's uncertainty (2%) on the
+  objective is reported as a near-tie. When no design meets every requirement, the
   frontier candidate with the fewest violations comes first.
 - Binding constraint: the requirement most often violated by the designs that would
   have been cheaper than the recommendation.
@@ -22,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from gpufabric.model.congestion import MODEL_UNCERTAINTY
 from gpufabric.plan.evaluate import Candidate
 
 OBJECTIVES = ("capex_usd", "time_to_train_days", "step_time_cv")
@@ -38,10 +41,25 @@ def pareto_front(cands: Sequence[Candidate], objectives: Sequence[str] = OBJECTI
     return [c.id for c, d in zip(cands, dominated) if not d]
 
 
-def rank(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates meeting requirements first, then by run cost, time, capex."""
-    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations), c.run_cost_usd,
-                                        c.time_to_train_days, c.capex_usd, c.id))
+#: Sort keys per objective (requirements.objective), ties broken by the others.
+_OBJECTIVE_KEYS = {
+    "run_cost": ("run_cost_usd", "time_to_train_days", "capex_usd"),
+    "capex": ("capex_usd", "run_cost_usd", "time_to_train_days"),
+    "time_to_train": ("time_to_train_days", "run_cost_usd", "capex_usd"),
+}
+_OBJECTIVE_TEXT = {"run_cost": "lowest cost for the whole run", "capex": "lowest capex",
+                   "time_to_train": "shortest time to train"}
+
+
+def rank(cands: Sequence[Candidate], objective: str = "run_cost") -> list[Candidate]:
+    """Candidates meeting requirements first, then by the objective (run cost, capex or time), then the others."""
+    keys = _OBJECTIVE_KEYS[objective]
+    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations),
+                                        *(getattr(c, k) for k in keys), c.id))
+
+
+def _objective_value(c: Candidate, objective: str) -> float:
+    return float(getattr(c, _OBJECTIVE_KEYS[objective][0]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,13 +116,14 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
             text += f" Closest: {worst.id} with {worst.layout.text}: " + worst.violations[0] + "."
         return Recommendation(pareto=[], recommended=None, runner_up=None, binding="memory", rationale=text)
     cands = fits  # a layout that does not fit is never recommended
+    objective = getattr(requirements, "objective", "run_cost") or "run_cost"
     feasible = [c for c in cands if c.meets_requirements]
     pool = feasible or list(cands)
     front = pareto_front(pool)
     on_front_ids = set(front)
     on_front = [c for c in pool if c.id in on_front_ids]
-    best = rank(on_front)[0]  # with no feasible design: fewest violations, then cheapest run
-    others = [c for c in rank(pool) if c.id != best.id]
+    best = rank(on_front, objective)[0]  # with no feasible design: fewest violations, then the objective
+    others = [c for c in rank(pool, objective) if c.id != best.id]
     # The runner-up answers "why not the other fabric?" first, then "why not the other storage?".
     runner = next((c for c in others if c.fabric != best.fabric),
                   next((c for c in others if c.storage != best.storage), others[0] if others else None))
@@ -116,7 +135,7 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     if feasible:
         lines.append(
             f"Recommended {best.id}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
-            f"lowest cost for the whole run ({_money(best.run_cost_usd)}; capex {_money(best.capex_usd)}, "
+            f"{_OBJECTIVE_TEXT[objective]} (objective {objective}; run {_money(best.run_cost_usd)}, capex {_money(best.capex_usd)}, "
             f"{best.time_to_train_days:.1f} days, step {best.step_time_s:.3g} s with CV {best.step_time_cv:.2%}, "
             f"goodput {best.goodput:.1%})."
         )
@@ -154,6 +173,11 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
             diffs.append(f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s")
         lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
+        a, b = _objective_value(best, objective), _objective_value(runner, objective)
+        if a > 0 and runner.meets_requirements and b <= a * (1 + MODEL_UNCERTAINTY):
+            lines.append(f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
+                         f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
+                         " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time).")
     if binding:
         n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
         lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")

@@ -133,6 +133,7 @@ class Table:
     sw_xcvr_ports: A
     cable_usd: A
     rail: A
+    scattered: A               # options.placement == scattered (a job on leaves shared with others)
     oversub: A
     st_local: A
     st_client_w: A
@@ -163,9 +164,9 @@ class Table:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Table))
-_DESIGN_FIELDS = FIELDS[FIELDS.index("nic_gbps"):]
+_DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps"):] if f != "scattered")
 _LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "microbatches", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
-_BOOL = {"sharp", "rail", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
+_BOOL = {"sharp", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
          "sequence_parallel", "flash_attention"}
 
 
@@ -206,7 +207,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "launch_us": site.launch_us, "usd_per_kwh": site.usd_per_kwh, "pue": site.pue,
         "years": site.amortization_years, "kept": site.checkpoints_kept,
-        "ckpt_target_s": site.checkpoint_write_target_s,
+        "ckpt_target_s": site.checkpoint_write_target_s, "scattered": spec.options.placement == "scattered",
     }
 
 

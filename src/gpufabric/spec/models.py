@@ -258,6 +258,8 @@ class Requirements(SpecModel):
     """Largest acceptable capex of the cluster in US dollars."""
     reproducibility: Literal["bitwise", "statistical", "none"] = "statistical"
     """bitwise pins NCCL algorithms and deterministic kernels (costs some bandwidth)."""
+    objective: Literal["run_cost", "capex", "time_to_train"] = "run_cost"
+    """What the recommendation minimises among designs meeting every requirement: run_cost (default: the cheapest run within budget and deadline), capex, or time_to_train."""
 
 
 class Options(SpecModel):
@@ -275,6 +277,8 @@ class Options(SpecModel):
         default_factory=lambda: ["rail-optimized"], min_length=1
     )
     """Topologies to consider."""
+    placement: Literal["contiguous", "scattered"] = "contiguous"
+    """How the job's nodes sit under leaf switches: contiguous (topology-aware scheduling), or scattered over leaves shared with other jobs (ring neighbours then cross leaves)."""
 
     @model_validator(mode="after")
     def _oversubscription_at_least_one(self) -> Options:
