@@ -126,6 +126,10 @@ class Gpu(Entry):
     """GPUs in the server that node_usd and node_power_kw describe."""
     cloud_usd_per_gpu_hour: float = Field(gt=0)
     """Reference cloud on-demand price, USD per GPU-hour (for comparison)."""
+    nic_pcie_gen: int = Field(5, ge=3, le=7)
+    """PCIe generation of each scale-out NIC's host slot in this server."""
+    nic_pcie_lanes: int = Field(16, gt=0, le=32)
+    """PCIe lanes per scale-out NIC."""
 
 
 class Fabric(Entry):

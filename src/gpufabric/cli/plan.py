@@ -52,6 +52,7 @@ def plan(
             "sensitivity": result.sensitivity,
             "throughput": result.throughput,
             "layout_search": result.layout_search,
+            "notes": result.notes,
             "catalog": list(catalog.files),
         })
     elif fmt == ReportFormat.markdown:
@@ -115,7 +116,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
                   " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
                   " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
-    for note in result.throughput.get("notes", []):
+    for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
     if result.layout_search:
         ls = result.layout_search

@@ -27,6 +27,7 @@ class Plan:
     rationale: str
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
     throughput: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     layout_search: dict[str, Any] = field(default_factory=dict)
 
     def get(self, cand_id: str) -> Candidate:
@@ -58,4 +59,4 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
               "evaluated": prep.choice.evaluated_rows} if spec.searched else {}
     return Plan(name=spec.name, candidates=cands, pareto=rec.pareto, recommended=rec.recommended,
                 runner_up=rec.runner_up, binding=rec.binding, rationale=rationale, sensitivity=sens,
-                throughput=throughput, layout_search=search)
+                throughput=throughput, layout_search=search, notes=list(prep.notes))

@@ -10,7 +10,9 @@ import numpy as np
 from gpufabric.catalog import Catalog
 from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
+from gpufabric.errors import InputError
 from gpufabric.model.step import StepBreakdown
+from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, solve_anchor
 from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
@@ -107,13 +109,36 @@ class Prepared:
     anchor: Anchor
     designs: list[Design]
     choice: LayoutChoice
+    notes: tuple[str, ...] = ()
+
+
+def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tuple[list[Design], list[str]]:
+    """Designs whose NIC the server's PCIe slot can feed, and a note per fabric left out.
+
+    Raises:
+        InputError: no fabric in options.fabrics fits the server's host interface.
+    """
+    gpu = catalog.gpu(spec.cluster.gpu)
+    host = float(nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes))
+    keep, notes = [], []
+    for fabric in dict.fromkeys(d.fabric for d in designs):
+        line = catalog.fabric(fabric).nic_line_gbps
+        if line > host:
+            notes.append(f"{fabric} left out: its NIC moves {line:g} GB/s but a {spec.cluster.gpu} server gives each NIC"
+                         f" PCIe Gen{gpu.nic_pcie_gen} x{gpu.nic_pcie_lanes} ({host:.1f} GB/s usable)")
+    dropped = {n.split(" ", 1)[0] for n in notes}
+    keep = [d for d in designs if d.fabric not in dropped]
+    if not keep:
+        raise InputError(f"no fabric in options.fabrics fits the host interface of {spec.cluster.gpu}: " + "; ".join(notes))
+    return keep, notes
 
 
 def prepare(spec: Spec, catalog: Catalog) -> Prepared:
-    """Solve the throughput anchor and search the layouts (once per plan)."""
+    """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
     anchor = solve_anchor(spec, catalog)
-    designs = enumerate_designs(spec)
-    return Prepared(anchor=anchor, designs=designs, choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
+    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec))
+    return Prepared(anchor=anchor, designs=designs, notes=tuple(notes),
+                    choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
 
 
 def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]],
