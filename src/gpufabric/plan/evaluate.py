@@ -67,6 +67,11 @@ class Evaluation:
     restart_s: np.ndarray
     job_mttf_s: np.ndarray
     young_interval_s: np.ndarray
+    checkpoint_interval_s: np.ndarray
+    optimal_interval_s: np.ndarray
+    goodput_at_optimal: np.ndarray
+    failure_usd: np.ndarray
+    failures_expected: np.ndarray
     goodput: np.ndarray
     time_to_train_days: np.ndarray
     dataset_read_gbps_needed: np.ndarray
@@ -104,6 +109,11 @@ class Evaluation:
 
 
 EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
+
+
+#: Candidate checkpoint intervals: 64 geometric steps from Daly's / 4 to 4x the larger of
+#: Daly's and the durability lag (the exact goodput is flat near its optimum).
+_TAU_GRID = np.linspace(0.0, 1.0, 64)
 
 
 def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
@@ -234,9 +244,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     drain_bw = np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_w)
     drain_s = np.where(t.st_drain, ckpt / (drain_bw * 1e9), 0.0)
     snap = storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t.host_copy)
-    interval = t.interval_s
-    block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=write_s + drain_s,
-                                 interval_s=interval)
+    durable = write_s + drain_s
     lag = np.where(t.sync, drain_s, write_s + drain_s)
     restore_bw = np.where(local, np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_r), read_bw)
     restore_s = ckpt / (restore_bw * 1e9) + commit
@@ -255,9 +263,27 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
                      dependent_steps=dep_steps, group_size=N, jitter_s=t.jitter_us * 1e-6 * congestion,
                      hiccup_prob=hiccup_q, hiccup_s=t.hiccup_ms * 1e-3, quantise=quantise_tail)
 
-    # Reliability.
+    # Reliability: goodput at the spec's interval and at the optimal one (exact goodput
+    # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
     mttf = reliability.job_mttf_s(t.mttf_h, G)
     restart = t.restart_s + restore_s
+    block_free = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
+                                      interval_s=np.inf)
+    daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf), 1.0)
+    # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
+    lo, hi = 0.25 * daly, np.maximum(4.0 * daly, 4.0 * lag)
+    taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
+    goods = reliability.goodput(
+        block_s=storage.block_time_s(mode_sync=t.sync[:, None], write_s=write_s[:, None], snapshot_s=snap[:, None],
+                                     durable_s=durable[:, None], interval_s=taus),
+        interval_s=taus, mttf_s=mttf[:, None], restart_s=restart[:, None], lag_s=lag[:, None])
+    goods = np.where(np.isfinite(goods), goods, 0.0)
+    best = np.argmax(goods, axis=1)
+    tau_opt = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
+    good_opt = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
+    interval = np.where(t.interval_auto, tau_opt, t.interval_s)
+    block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
+                                 interval_s=interval)
     good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
     young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
     steps_total = t.total_tokens / t.batch_tokens
@@ -278,7 +304,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
                                       usd_per_kwh=t.usd_per_kwh)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
     net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
-    storage_frac = block / interval + (lag + restore_s) / mttf
+    # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
+    # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
+    # average, and restart + restore each time), as the simulator's timeline splits them.
+    storage_frac = good * block / interval
+    failure_frac = np.maximum(0.0, 1.0 - good - storage_frac)
 
     return Evaluation(
         step_time_s=tail.mean_s,
@@ -311,6 +341,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         restart_s=restart,
         job_mttf_s=mttf,
         young_interval_s=young,
+        checkpoint_interval_s=interval, optimal_interval_s=tau_opt, goodput_at_optimal=good_opt,
+        failure_usd=run_usd * failure_frac, failures_expected=train_s / mttf,
         goodput=good,
         time_to_train_days=train_s / 86400,
         dataset_read_gbps_needed=need_gbps,
@@ -375,6 +407,11 @@ class Candidate:
     dataset_read_gbps_needed: float
     storage_read_gbps: float
     young_interval_min: float
+    checkpoint_interval_min: float
+    optimal_interval_min: float
+    goodput_at_optimal: float
+    failure_usd: float
+    failures_expected: float
     meets_requirements: bool
     violations: tuple[str, ...]
     layout: Layout

@@ -188,8 +188,14 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if tight:
             lines.append(tight)
     if best.run_cost_usd > 0:
-        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives, tail) and "
-                     f"{_money(best.storage_wait_usd)} on checkpoints, lost work and restores.")
+        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives,"
+                     f" tail), {_money(best.storage_wait_usd)} blocked on checkpoints and {_money(best.failure_usd)} lost to"
+                     f" {best.failures_expected:,.0f} expected failures (each redoes half an interval plus the durability lag"
+                     " on average, then restarts and restores).")
+    if best.goodput_at_optimal > best.goodput + 0.005:
+        lines.append(f"Checkpoints every {best.checkpoint_interval_min:.3g} min give goodput {best.goodput:.1%}; the optimum for"
+                     f" this design is every {best.optimal_interval_min:.3g} min with {best.goodput_at_optimal:.1%}"
+                     " (exact goodput, Daly 2006): set checkpoint.interval_min: auto.")
     bd = best.breakdown
     if not bd.checkpoint_async and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
         lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "

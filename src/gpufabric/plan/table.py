@@ -91,7 +91,8 @@ class Table:
     hbm_gib: A
     reserve_gib: A
     ckpt_bpp: A
-    interval_s: A
+    interval_s: A              # 0 with interval_auto
+    interval_auto: A           # checkpoint.interval_min: auto (the optimal interval per row)
     sync: A
     dataset_tb: A
     bytes_per_token: A
@@ -167,7 +168,7 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Table))
 _DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps"):] if f != "scattered")
 _LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "microbatches", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
 _BOOL = {"sharp", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
-         "sequence_parallel", "flash_attention"}
+         "sequence_parallel", "flash_attention", "interval_auto"}
 
 
 def _peak(gpu: Any, precision: str) -> float:
@@ -195,7 +196,8 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "peak_tflops": _peak(gpu, w.precision), "act_bytes": ACT_BYTES[w.precision], "grad_bytes": GRAD_BYTES[w.precision],
         "w_bpp": wb, "g_bpp": gb, "o_bpp": ob, "hbm_gib": gpu.hbm_gb,
         "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else RESERVE_FRACTION * gpu.hbm_gb,
-        "ckpt_bpp": w.checkpoint.bytes_per_param, "interval_s": w.checkpoint.interval_min * 60.0,
+        "ckpt_bpp": w.checkpoint.bytes_per_param, "interval_auto": w.checkpoint.interval_min == "auto",
+        "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
         "sync": w.checkpoint.mode == "sync", "dataset_tb": ds.size_tb if ds else 0.0,
         "bytes_per_token": ds.bytes_per_token if ds else 0.0, "random_read": bool(ds and ds.pattern == "random"),
         "mttf_h": spec.reliability.gpu_mttf_hours, "restart_s": spec.reliability.restart_min * 60.0,

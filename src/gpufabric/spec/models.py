@@ -111,8 +111,8 @@ class Parallelism(SpecModel):
 class Checkpoint(SpecModel):
     """How often and how checkpoints are written."""
 
-    interval_min: float = Field(30, gt=0)
-    """Minutes between checkpoints."""
+    interval_min: Annotated[float, Field(gt=0)] | Literal["auto"] = 30
+    """Minutes between checkpoints; auto: the interval that maximises goodput for each design (Young/Daly, exact goodput)."""
     mode: Literal["sync", "async"] = "async"
     """sync blocks training for the whole write; async blocks only for the snapshot copy."""
     bytes_per_param: float = Field(14, gt=0)
