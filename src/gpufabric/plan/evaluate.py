@@ -297,11 +297,12 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
                                      nics=nics, nic_usd=t.nic_usd)
     storage_usd = units * t.st_unit_usd
     server_usd = N * t.node_usd
-    capex = server_usd + net_usd + storage_usd
+    capex = server_usd + net_usd + storage_usd + N * t.other_networks_usd_per_node
     power_kw = (N * t.node_kw + (size.switches * t.switch_w + nics * t.nic_w + size.nic_transceivers * t.nic_xcvr_w
                 + size.switch_transceivers * t.sw_xcvr_w + units * t.st_unit_w_power) / 1e3)
-    per_gpu_h = cost.usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue,
-                                      usd_per_kwh=t.usd_per_kwh)
+    per_gpu_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue,
+                                          usd_per_kwh=t.usd_per_kwh, facility_usd_per_mw=t.facility_usd_per_mw,
+                                          facility_years=t.facility_years, staff_usd_per_gpu_year=t.staff_usd_per_gpu_year)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
     net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
     # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures

@@ -112,6 +112,10 @@ class Table:
     usd_per_kwh: A
     pue: A
     years: A
+    facility_usd_per_mw: A     # 0 unless site.tco (total cost of ownership)
+    facility_years: A
+    staff_usd_per_gpu_year: A
+    other_networks_usd_per_node: A  # front-end + storage networks
     kept: A
     ckpt_target_s: A
     # Design.
@@ -176,6 +180,28 @@ def _peak(gpu: Any, precision: str) -> float:
             "fp32": gpu.peak_fp32_tflops}[precision]
 
 
+def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
+    """Cost inputs: the spec's site section over the catalog's; TCO extras only with site.tco."""
+    ss = spec.site
+
+    def pick(name: str, catalog_name: str | None = None, tco_only: bool = False) -> float:
+        given = getattr(ss, name)
+        if given is not None:
+            return float(given)
+        if tco_only and not ss.tco:
+            return 0.0
+        return float(getattr(site, catalog_name or name))
+
+    return {
+        "usd_per_kwh": pick("usd_per_kwh"), "pue": pick("pue"), "years": pick("amortization_years"),
+        "facility_usd_per_mw": pick("facility_usd_per_mw", tco_only=True),
+        "facility_years": float(ss.facility_years or site.facility_years),
+        "staff_usd_per_gpu_year": pick("staff_usd_per_gpu_year", tco_only=True),
+        "other_networks_usd_per_node": pick("frontend_network_usd_per_node", tco_only=True)
+        + pick("storage_network_usd_per_node", tco_only=True),
+    }
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
@@ -207,8 +233,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "host_copy": gpu.host_copy_gbps, "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
-        "launch_us": site.launch_us, "usd_per_kwh": site.usd_per_kwh, "pue": site.pue,
-        "years": site.amortization_years, "kept": site.checkpoints_kept,
+        "launch_us": site.launch_us, **_site_columns(spec, site), "kept": site.checkpoints_kept,
         "ckpt_target_s": site.checkpoint_write_target_s, "scattered": spec.options.placement == "scattered",
     }
 

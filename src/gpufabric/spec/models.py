@@ -288,6 +288,29 @@ class Options(SpecModel):
         return self
 
 
+class Site(SpecModel):
+    """Site cost inputs; omitted fields come from the catalog's site entry (sources there)."""
+
+    tco: bool = False
+    """Price $/GPU-hour as a total cost of ownership: add the facility, staff, front-end and storage networks."""
+    usd_per_kwh: float | None = Field(None, gt=0, le=10)
+    """Electricity price, USD per kWh."""
+    pue: float | None = Field(None, ge=1, le=5)
+    """Power usage effectiveness of the data centre."""
+    amortization_years: float | None = Field(None, gt=0, le=50)
+    """Years over which the cluster's capex is amortised."""
+    facility_usd_per_mw: float | None = Field(None, ge=0, le=1e9)
+    """Data-centre build cost per MW of IT load, USD (with tco)."""
+    facility_years: float | None = Field(None, gt=0, le=100)
+    """Years over which the facility is amortised (with tco)."""
+    staff_usd_per_gpu_year: float | None = Field(None, ge=0, le=1e6)
+    """Operations staff cost per GPU and year, USD (with tco)."""
+    frontend_network_usd_per_node: float | None = Field(None, ge=0, le=1e7)
+    """Front-end network per node, USD (with tco)."""
+    storage_network_usd_per_node: float | None = Field(None, ge=0, le=1e7)
+    """Separate storage network per node, USD (with tco)."""
+
+
 class Spec(SpecModel):
     """A gpufabric spec: the cluster, the job, and what the design must achieve."""
 
@@ -303,6 +326,8 @@ class Spec(SpecModel):
     """What a design must achieve."""
     options: Options = Options()
     """The design space to enumerate."""
+    site: Site = Site()
+    """Site cost inputs (power price, PUE, amortisation; facility, staff and other networks for a TCO)."""
     security: SecurityPolicy | None = None
     """Planes, roles and allowed flows; a least-privilege default when omitted."""
 
