@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from gpufabric.model.rows import unique_rows
+
 #: Flows (queue pairs) per NIC that ECMP hashes independently [U, estimate].
 FLOWS_PER_NIC = 2.0
 #: Relative uncertainty of a step time from the congestion and tail models [U]: designs
@@ -61,10 +63,10 @@ def _expected_max_scalar(balls: int, bins: int) -> float:
 def expected_max_load(balls: Any, bins: Any) -> np.ndarray:
     """E[max over ``bins`` of the flows hashed there] for ``balls`` flows (arrays ok; Poisson approximation)."""
     b, n = np.broadcast_arrays(np.rint(np.asarray(balls, dtype=float)), np.rint(np.asarray(bins, dtype=float)))
-    keys = np.stack([b.ravel(), n.ravel()], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    vals = np.array([_expected_max_scalar(int(x), int(y)) for x, y in uniq])
-    return vals[inv.reshape(-1)].reshape(b.shape)
+    bb, nn = b.ravel(), n.ravel()
+    first, inv = unique_rows(bb, nn)
+    vals = np.array([_expected_max_scalar(int(bb[i]), int(nn[i])) for i in first])
+    return vals[inv].reshape(b.shape)
 
 
 def cross_fraction(*, group_nodes: Any, nodes_per_leaf: Any, scattered: Any, all_to_all: bool = False) -> np.ndarray:

@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from gpufabric.model.rows import unique_rows
+
 
 def ndtr(x: Any) -> np.ndarray:
     """Standard normal CDF via erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7).
@@ -188,17 +190,9 @@ def barrier_stats(n: Any, q: Any, d: Any, *, quantise: bool = False) -> tuple[np
     if quantise:
         with np.errstate(divide="ignore"):
             d = np.where(d > 0, np.exp(np.round(np.log(np.maximum(d, 1e-300)) / 0.02) * 0.02), 0.0)
-    cols = (np.maximum(np.rint(n.ravel()), 1.0), q, d)
-    # Distinct rows via one integer code per row: three 1-d uniques and one of int64 codes
-    # sort far faster than np.unique(axis=0) (a lexsort of void rows) at 10^5 rows.
-    values, codes = zip(*(np.unique(c, return_inverse=True) for c in cols))
-    code = (codes[0].astype(np.int64) * len(values[1]) + codes[1]) * len(values[2]) + codes[2]
-    ucode, inv = np.unique(code, return_inverse=True)
-    inv = inv.reshape(-1)
-    i_d = ucode % len(values[2])
-    i_q = (ucode // len(values[2])) % len(values[1])
-    i_n = ucode // (len(values[2]) * len(values[1]))
-    mean, var, p99 = _barrier_unique(values[0][i_n], values[1][i_q], values[2][i_d])
+    n1 = np.maximum(np.rint(n.ravel()), 1.0)
+    first, inv = unique_rows(n1, q, d)
+    mean, var, p99 = _barrier_unique(n1[first], q[first], d[first])
     return mean[inv].reshape(shape), var[inv].reshape(shape), p99[inv].reshape(shape)
 
 

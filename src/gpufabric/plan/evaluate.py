@@ -17,6 +17,7 @@ from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
 from gpufabric.model.flops import flops_per_token
 from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
+from gpufabric.model.rows import unique_rows
 from gpufabric.model.step import (
     StepBreakdown,
     bubble_time_s,
@@ -114,6 +115,32 @@ EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
 #: Candidate checkpoint intervals: 64 geometric steps from Daly's / 4 to 4x the larger of
 #: Daly's and the durability lag (the exact goodput is flat near its optimum).
 _TAU_GRID = np.linspace(0.0, 1.0, 64)
+
+
+def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.ndarray, durable_s: np.ndarray,
+                      mttf_s: np.ndarray, restart_s: np.ndarray, lag_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Interval maximising the exact goodput, and that goodput, per row (on _TAU_GRID).
+
+    The inputs depend on the design, not the layout: computed once per distinct row.
+    """
+    first, inv = unique_rows(sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s)
+    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s = (
+        np.asarray(a)[first] for a in (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s))
+    block_free = storage.block_time_s(mode_sync=sync, write_s=write_s, snapshot_s=snapshot_s, durable_s=durable_s,
+                                      interval_s=np.inf)
+    daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf_s), 1.0)
+    # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
+    lo, hi = 0.25 * daly, np.maximum(4.0 * daly, 4.0 * lag_s)
+    taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
+    goods = reliability.goodput(
+        block_s=storage.block_time_s(mode_sync=sync[:, None], write_s=write_s[:, None], snapshot_s=snapshot_s[:, None],
+                                     durable_s=durable_s[:, None], interval_s=taus),
+        interval_s=taus, mttf_s=mttf_s[:, None], restart_s=restart_s[:, None], lag_s=lag_s[:, None])
+    goods = np.where(np.isfinite(goods), goods, 0.0)
+    best = np.argmax(goods, axis=1)
+    tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
+    good = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
+    return tau[inv], good[inv]
 
 
 def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
@@ -267,20 +294,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
     mttf = reliability.job_mttf_s(t.mttf_h, G)
     restart = t.restart_s + restore_s
-    block_free = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
-                                      interval_s=np.inf)
-    daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf), 1.0)
-    # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
-    lo, hi = 0.25 * daly, np.maximum(4.0 * daly, 4.0 * lag)
-    taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
-    goods = reliability.goodput(
-        block_s=storage.block_time_s(mode_sync=t.sync[:, None], write_s=write_s[:, None], snapshot_s=snap[:, None],
-                                     durable_s=durable[:, None], interval_s=taus),
-        interval_s=taus, mttf_s=mttf[:, None], restart_s=restart[:, None], lag_s=lag[:, None])
-    goods = np.where(np.isfinite(goods), goods, 0.0)
-    best = np.argmax(goods, axis=1)
-    tau_opt = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
-    good_opt = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
+    tau_opt, good_opt = _optimal_interval(sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, mttf_s=mttf,
+                                          restart_s=restart, lag_s=lag)
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
     block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
                                  interval_s=interval)
