@@ -259,8 +259,14 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # Storage: checkpoints and data loading.
     ckpt = storage.checkpoint_bytes(t.params, t.ckpt_bpp)
     local = t.st_local  # local NVMe: units are the durable tier it drains to, sized for capacity
+    need_gbps = storage.dataset_read_gbps(tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token,
+                                          random=t.random_read)
+    # Shared storage is sized for capacity, for the checkpoint write target and for the
+    # data loader's read bandwidth, whichever needs the most units.
     units = np.maximum(storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
-                       np.where(local, 0.0, storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w)))
+                       np.where(local, 0.0, np.maximum(
+                           storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w),
+                           storage.units_for_bandwidth(need_gbps, t.st_unit_r))))
     # Remote storage traffic leaves every leaf; each NIC asks for its share of the client rate.
     cong_st = np.where(local, 1.0, slowdown(np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
     write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w / cong_st, units * t.st_unit_w))
@@ -275,8 +281,6 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     lag = np.where(t.sync, drain_s, write_s + drain_s)
     restore_bw = np.where(local, np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_r), read_bw)
     restore_s = ckpt / (restore_bw * 1e9) + commit
-    need_gbps = storage.dataset_read_gbps(tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token,
-                                          random=t.random_read)
     # A data loader slower than the step stretches it.
     load_s = np.where(t.bytes_per_token > 0, need_gbps * step_det / read_bw, 0.0)
     step_det = np.maximum(step_det, load_s)
