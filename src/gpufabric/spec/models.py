@@ -7,9 +7,10 @@ typo is an error with a did-you-mean, never a silently ignored setting.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
 from gpufabric.spec.security import SecurityPolicy
 
@@ -71,28 +72,53 @@ class ModelShape(SpecModel):
 
 
 AUTO = "auto"
-Auto = Literal["auto"]
-PosInt = Annotated[int, Field(gt=0)]
+
+
+def _number_or_auto(*, integer: bool, lo: float, hi: float | None = None, strict_lo: bool = False) -> Any:
+    """A validator for 'a number in range, or auto', whose errors name the field alone
+    (a plain union would add its member's tag, 'constrained-int', to the field path)."""
+    kind = "an integer" if integer else "a number"
+    bound = f"{'>' if strict_lo else '>='} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+
+    def check(value: Any) -> Any:
+        if value == AUTO:
+            return AUTO
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or not math.isfinite(value):
+            raise ValueError(f"expected {kind} {bound}, or auto")
+        if (value <= lo if strict_lo else value < lo) or (hi is not None and value > hi):
+            raise ValueError(f"expected {kind} {bound}, or auto")
+        return value if integer else float(value)
+
+    schema = {"anyOf": [{"type": "integer" if integer else "number",
+                         ("exclusiveMinimum" if strict_lo else "minimum"): lo,
+                         **({"maximum": hi} if hi is not None else {})}, {"const": AUTO}]}
+    return (PlainValidator(check), WithJsonSchema(schema))
+
+
+PosIntOrAuto = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=1)]
+ZeroStage = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=0, hi=3)]
+MinutesOrAuto = Annotated[float | Literal["auto"], *_number_or_auto(integer=False, lo=0, strict_lo=True)]
 
 
 class Parallelism(SpecModel):
     """How the model is split across GPUs (Megatron-style); any field may be ``auto`` to search it."""
 
-    tp: PosInt | Auto = 1
+    tp: PosIntOrAuto = 1
     """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp. auto: searched within the NVLink domain."""
-    pp: PosInt | Auto = 1
+    pp: PosIntOrAuto = 1
     """Pipeline-parallel degree (number of stages)."""
-    dp: PosInt | Auto = 1
+    dp: PosIntOrAuto = 1
     """Data-parallel degree. tp x pp x dp must equal the GPU count."""
     ep: int = Field(1, gt=0)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
-    microbatch_size: PosInt | Auto = 1
+    microbatch_size: PosIntOrAuto = 1
     """Sequences per microbatch."""
     microbatches: int | None = Field(None, gt=0)
     """Microbatches per step per pipeline; defaults to the sequences each data-parallel replica gets over microbatch_size."""
-    virtual_stages: PosInt | Auto = 1
+    virtual_stages: PosIntOrAuto = 1
     """Interleaved (virtual) pipeline stages per rank; the 1F1B bubble shrinks to (pp-1)/(virtual_stages x microbatches)."""
-    zero_stage: Annotated[int, Field(ge=0, le=3)] | Auto = 0
+    zero_stage: ZeroStage = 0
     """ZeRO sharding over data-parallel ranks: 0 none, 1 optimizer state (Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)."""
     sequence_parallel: bool = True
     """Megatron sequence parallelism with tp: TP all-reduces become all-gather + reduce-scatter and activations shard by tp."""
@@ -111,7 +137,7 @@ class Parallelism(SpecModel):
 class Checkpoint(SpecModel):
     """How often and how checkpoints are written."""
 
-    interval_min: Annotated[float, Field(gt=0)] | Literal["auto"] = 30
+    interval_min: MinutesOrAuto = 30.0
     """Minutes between checkpoints; auto: the interval that maximises goodput for each design (Young/Daly, exact goodput)."""
     mode: Literal["sync", "async"] = "async"
     """sync blocks training for the whole write; async blocks only for the snapshot copy."""
