@@ -166,3 +166,8 @@ def test_parallelism_auto_and_interval_auto_load(tmp_path):
     assert partial.workload.parallelism.searched == ("pp", "dp") and partial.workload.recompute == "none"
     with pytest.raises(SpecError, match="do not divide|does not divide"):
         load_spec(write(tmp_path, GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 3, pp: auto, dp: auto")))
+
+
+def test_workload_notes_are_read_only(tmp_path):
+    with pytest.raises(SpecError, match="workload.notes is read-only"):
+        load_spec(write(tmp_path, GOOD + "  notes: [hello]\n"))

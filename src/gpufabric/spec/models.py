@@ -245,6 +245,8 @@ class Workload(SpecModel):
     @model_validator(mode="before")
     @classmethod
     def _legacy_mfu(cls, data: object) -> object:
+        if isinstance(data, dict) and "notes" in data:
+            raise ValueError("workload.notes is read-only (the loader's notes on how it read the spec); remove it")
         # Specs before issue 14 gave a bare workload.mfu (then the compute-only efficiency
         # under a misleading name); read it as the published convention, with a note.
         if isinstance(data, dict) and "mfu" in data:
@@ -253,8 +255,8 @@ class Workload(SpecModel):
                 raise ValueError("give workload.throughput or the old workload.mfu, not both")
             mfu = data.pop("mfu")
             data["throughput"] = {"mfu": mfu}
-            data["notes"] = (*data.get("notes", ()), f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
-                             " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning")
+            data["notes"] = (f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
+                             " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning",)
         if isinstance(data, dict) and data.get("parallelism") == AUTO:
             data = dict(data)
             data["parallelism"] = {k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")}
