@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXAMPLE ?= examples/llama3-70b-1k.yaml
 
-.PHONY: setup deps demo test bench clean
+.PHONY: setup deps demo test check bench clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -20,6 +20,11 @@ deps:
 
 demo: deps setup
 	$(VENV)/bin/gpufabric plan $(EXAMPLE)
+
+check: setup
+	$(VENV)/bin/ruff check src
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
+	$(VENV)/bin/mypy
 
 test: deps setup
 	$(PY) -m pytest -q -p no:cacheprovider

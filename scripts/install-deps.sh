@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   python3-venv fio iperf3 sockperf perftest rdma-core ibverbs-utils nvme-cli nftables
-  iproute2 ethtool pciutils openmpi-bin slurm-wlm chromium chromium-driver
+  iproute2 ethtool pciutils openmpi-bin slurm-wlm chromium chromium-driver munge util-linux
 )
 # command that proves each package is installed (same order as above)
 probes=(
@@ -14,6 +14,7 @@ probes=(
   "command -v ib_write_lat" "command -v rdma" "command -v ibv_devinfo" "nvme version"
   "nft --version" "ip -V" "ethtool --version" "command -v lspci" "command -v mpirun"
   "command -v slurmctld" "command -v chromium" "command -v chromedriver"
+  "command -v munged && command -v mungekey" "command -v nsenter && command -v unshare"
 )
 
 missing=()

@@ -30,7 +30,8 @@ def read(rel: str) -> str:
 
 def test_fio_jsonplus_psync_write_two_jobs():
     parsed = parse_fio(read("fio/psync_write_fsync.jsonplus.json"), source="x.json")
-    assert [p.case for p in parsed] == ["ckpt_write", "ckpt_write"]
+    # numjobs=2 without group_reporting: each clone under its own name, plus the group aggregate
+    assert [p.case for p in parsed] == ["ckpt_write.0", "ckpt_write.1", "ckpt_write"]
     doc = json.loads(read("fio/psync_write_fsync.jsonplus.json"))
     job = doc["jobs"][0]
     first = parsed[0]

@@ -129,3 +129,93 @@ def test_from_plan_without_spec_has_only_hardware_slos():
                          ("perftest.ib_write_lat", "lat_p99_us")}
     with pytest.raises(InputError, match="unknown fabric or storage"):
         slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)
+
+
+def test_bitwise_spec_expects_ring_not_nvls(spec):
+    """Issue 16: the busbw SLO was an NVLS figure while the bundle disables NVLS for bitwise runs."""
+    cat = load_catalog()
+    bitwise = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "bitwise"})})
+    loose = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "none"})})
+    b = by_key(slo.from_spec(bitwise, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[("nccl.all_reduce", "busbw_gbps")]
+    n = by_key(slo.from_spec(loose, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[("nccl.all_reduce", "busbw_gbps")]
+    assert "nvls" not in b.source and "bitwise" in b.source and b.tolerance == 0.15
+    if cat.gpu(spec.cluster.gpu).nvls:
+        assert "nvls" in n.source and n.expected > b.expected
+
+
+def test_checkpoint_slo_expects_the_planned_per_node_share(spec):
+    ckpt = spec.workload.model.params * spec.workload.checkpoint.bytes_per_param
+    s = by_key(slo.from_spec(spec, fabric="ib-ndr", storage="nvmeof-rdma", checkpoint_write_s=30.0))
+    w = s[("fio.checkpoint_write", "write_bw_gbps")]
+    assert w.expected == pytest.approx(ckpt / spec.cluster.nodes / 30.0 / 1e9) and w.tolerance == 0.2
+    assert w.minimum is not None and "per node" in w.source
+    # Without the modelled write time only the requirement floor applies.
+    assert by_key(slo.from_spec(spec, fabric="ib-ndr", storage="nvmeof-rdma"))[
+        ("fio.checkpoint_write", "write_bw_gbps")].expected is None
+
+
+def _fingerprint(gpus, speed, rdma):
+    return {"gpus": gpus or "unavailable", "rdma": rdma or "unavailable",
+            "nics": {"lo": {"speed_mbps": None, "operstate": "unknown"},
+                     "eth0": {"speed_mbps": speed, "operstate": "up"}}}
+
+
+def test_planned_hardware_fingerprint(spec):
+    from gpufabric.bench.planned import mismatches, planned_hardware
+
+    plan = {"recommended": "a", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nvmeof-rdma"}]}
+    hw = planned_hardware(plan, spec)
+    assert hw.gpu == spec.cluster.gpu and hw.nic_gbit_s == 400 and hw.rdma
+    h100 = [{"name": "NVIDIA H100 80GB HBM3"}] * spec.cluster.gpus_per_node
+    assert mismatches(hw, _fingerprint(h100, 400_000, [{"name": "mlx5_0"}])) == ()
+    vm = mismatches(hw, _fingerprint(None, None, None))  # this machine: no GPU, virtio NIC, no RDMA
+    assert len(vm) == 3 and vm[0].startswith("no GPU found") and "no link speed" in vm[1] and "RDMA" in vm[2]
+    a100 = mismatches(hw, _fingerprint([{"name": "NVIDIA A100-SXM4-80GB"}] * 8, 200_000, [{"name": "mlx5_0"}]))
+    assert "is not the planned h100-sxm" in a100[0] and "200 Gbit/s, planned 400" in a100[1]
+    assert mismatches(hw, _fingerprint(h100[:4], 400_000, [{"name": "mlx5_0"}])) == (
+        f"4 GPUs, planned {spec.cluster.gpus_per_node} per node",)
+    tcp = planned_hardware({"recommended": "a", "candidates": [{"id": "a", "fabric": "tcp-100g", "storage": "nfs"}]})
+    assert tcp.gpu is None and not tcp.rdma
+    assert mismatches(tcp, _fingerprint(h100, 100_000, None)) == ()
+
+
+def test_not_planned_hardware_relabels_verdicts_and_fails_the_run():
+    from gpufabric.bench.planned import mark_not_planned
+    from gpufabric.bench.suite import run_status
+    from gpufabric.results.records import Outcome, Verdict
+
+    v = Verdict(test="fio.checkpoint_write", metric="write_bw_gbps", host="vm", outcome=Outcome.passed,
+                measured=0.8, expected=0.004, direction=Direction.higher, margin=199.0, reason="within")
+    marked = mark_not_planned([v], ("no GPU found",))
+    assert marked[0].outcome == Outcome.not_planned and marked[0].measured == 0.8
+    assert marked[0].reason == "not the planned hardware: no GPU found (would have passed: within)"
+    assert run_status([], marked) == "failed" and run_status([], [v]) == "passed"
+    assert mark_not_planned([v], ()) == [v]
+
+
+def test_thresholds_calibrated_from_a_run_pass_that_run_and_fail_a_slower_one(tmp_path):
+    from gpufabric.results.records import Metric, RunRecord, Status, TestResult
+    from gpufabric.results.verdicts import evaluate
+
+    def result(gbps, p99):
+        return TestResult(name="fio.small_file_commit", tool="fio", host="vm", status=Status.ok, metrics=(
+            Metric(name="write_bw_gbps", value=gbps, unit="GB/s"),
+            Metric(name="fsync_lat_p99_us", value=p99, unit="us", direction=Direction.lower),
+            Metric(name="fsync_count", value=100.0, unit="count"),
+        ))
+
+    def run(scale, p99_scale=1.0):
+        return RunRecord(id=7, kind="bench", status="passed", started_at=0, finished_at=1, argv=(),
+                         fingerprint={"host": "vm"},
+                         results=tuple(result(g * scale, p * p99_scale) for g, p in ((1.0, 8000), (1.1, 9000), (0.9, 7000))))
+    golden = run(1.0)
+    path = tmp_path / "t.yaml"
+    path.write_text(slo.thresholds_from_run(golden, hardware="vm"))
+    slos = by_key(slo.load_thresholds(path))
+    bw, p99 = slos[("fio.small_file_commit", "write_bw_gbps")], slos[("fio.small_file_commit", "fsync_lat_p99_us")]
+    assert bw.expected == 1.0 and bw.tolerance == pytest.approx(0.3) and "vm" in bw.source  # 3 x CV 10 %
+    assert p99.expected == 8000 and p99.tolerance == 1.0  # a tail: at least 2x golden
+    assert ("fio.small_file_commit", "fsync_count") not in slos  # counts are not calibrated
+    assert all(v.outcome.value == "passed" for v in evaluate(golden.results, list(slos.values())))
+    slower = evaluate(run(0.5, p99_scale=1.5).results, list(slos.values()))
+    assert {v.metric: v.outcome.value for v in slower} == {"write_bw_gbps": "failed", "fsync_lat_p99_us": "passed"}

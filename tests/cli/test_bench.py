@@ -251,3 +251,48 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path):
     assert len(run.results) <= 5
     assert not (tmp_path / "target").exists()  # the scratch directory was cleaned up
     assert _pids_of_our_servers(("5201", "11111")) == []
+
+
+def _has_h100() -> bool:
+    import shutil
+    import subprocess
+
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and "H100" in subprocess.run([smi, "-L"], capture_output=True, text=True).stdout
+
+
+@needs_tool("sockperf")
+@pytest.mark.slow
+@pytest.mark.skipif(_has_h100(), reason="this test needs hardware that is NOT the planned H100 nodes")
+def test_plan_for_h100_nodes_is_not_the_planned_hardware_here(cli, tmp_path):
+    """Issue 16 bar: on this machine a plan for H100 nodes must not pass its SLOs by orders of magnitude."""
+    spec = Path(__file__).resolve().parents[2] / "examples" / "llama3-70b-1k.yaml"
+    code, out, err = cli("plan", spec, "--format", "json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--plan", plan, "--spec", spec,
+                         "--db", tmp_path / "r.db", "--format", "json")
+    assert code == 1, err
+    assert "not the planned hardware: no GPU found (planned 8 x h100-sxm per node)" in err
+    # Live output: each test on stderr as it finishes; no progress bar when not at a terminal.
+    assert "[1/" in err and "fio.checkpoint_write" in err and "\u2501" not in err
+    verdicts = json.loads(out)["verdicts"]
+    assert verdicts and {v["outcome"] for v in verdicts} == {"not_planned_hardware"}
+    ckpt = next(v for v in verdicts if v["test"] == "fio.checkpoint_write")
+    assert ckpt["measured"] > 0 and "would have" in ckpt["reason"]
+
+
+def test_bench_thresholds_writes_a_file_bench_can_read(cli, tmp_path):
+    from gpufabric.bench.slo import load_thresholds
+    from tests.results.factories import make_db
+
+    db = make_db(tmp_path / "r.db")
+    out = tmp_path / "golden.yaml"
+    code, text, err = cli("bench", "thresholds", "latest", "--out", out, "--db", db)
+    assert code == 0, err
+    slos = {(s.test, s.metric): s for s in load_thresholds(out)}
+    assert slos[("iperf3.data", "throughput_gbps")].expected == 9.4  # the stored run's median
+    assert "(node1)" in slos[("iperf3.data", "throughput_gbps")].source
+    code, _, err = cli("bench", "thresholds", "99", "--out", out, "--db", db)
+    assert code == 2 and "no run 99" in err

@@ -79,3 +79,86 @@ def test_unknown_fabric_and_empty_run(cli, tmp_path):
     assert code == 2 and "no collective sweep" in err
     code, _, err = cli("calibrate", str(run_id), "--fabric", "tcp-9g", "--db", db, "--dry-run")
     assert code == 2 and "unknown fabric" in err
+
+
+# ------------------------------------------------------- calibrate from ingested public tables
+
+DATA = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+
+
+def _ingest(cli, db, name):
+    code, out, err = cli("ingest", "--tool", "auto", DATA / name, "--db", db, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["run_id"]
+
+
+def test_calibrate_ingested_log_reads_gpu_and_ranks_from_the_header(cli, tmp_path):
+    db = tmp_path / "r.db"
+    run_id = _ingest(cli, db, "public_h100_dgx_1node_llmb.txt")
+    code, out, err = cli("calibrate", "latest", "--db", db, "--out", tmp_path / "c.yaml", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["run_id"] == run_id and doc["gpu"] == "h100-sxm"
+    assert "GPU h100-sxm read from the run" in doc["notes"]
+    assert {p["ranks"] for p in doc["points"]} == {8} and {p["nodes"] for p in doc["points"]} == {1}
+    # 32 sizes, out-of-place and in-place rows as two repeats of each
+    assert len(doc["points"]) == 32 and {p["repeats"] for p in doc["points"]} == {2}
+    row = next(p for p in doc["points"] if p["size_bytes"] == 17179869184)
+    assert row["measured_time_us"] == pytest.approx((62648 + 62636) / 2)
+    gpu = yaml.safe_load((tmp_path / "c.yaml").read_text())["gpus"]["h100-sxm"]
+    assert gpu["nvls_busbw_gbps"] == pytest.approx(480, rel=0.02)   # the table's top busbw, 479.9-480.2
+    # the latency-dominated rows take 13-17 us; the graph-mode model gives 10.2 us of that
+    assert 1 < gpu["eager_launch_us"] < 12
+
+
+def test_multi_node_log_needs_fabric_and_unidentifiable_alpha_is_refused(cli, tmp_path):
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_h100_ndr_2node_issue309.txt")
+    code, _, err = cli("calibrate", "latest", "--db", db, "--dry-run")
+    assert code == 2 and "spans 2 nodes: name the fabric it ran over with --fabric" in err
+    code, out, err = cli("calibrate", "latest", "--db", db, "--dry-run", "--fabric", "ib-ndr", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["override"]["fabrics"]["ib-ndr"]["source"].startswith("measured")
+    db2 = tmp_path / "r2.db"
+    _ingest(cli, db2, "public_h100_2node_srun_issue290.txt")   # sizes start at 8 MiB
+    code, _, err = cli("calibrate", "latest", "--db", db2, "--dry-run", "--fabric", "ib-ndr")
+    assert code == 2 and "cannot identify alpha" in err and "add small sizes" in err and "Traceback" not in err
+
+
+def _two_size_run(name):
+    from types import SimpleNamespace
+
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+
+    (p,) = parse_nccl_tests((DATA / name).read_text(), source=name)
+    sizes = sorted(int(m.name.split("@")[1][:-1]) for m in p.metrics if m.name.startswith("time_us@"))
+    keep = {sizes[0], int(p.info["max_size_bytes"])}
+    ends = tuple(m for m in p.metrics if "@" not in m.name or int(m.name.split("@")[1][:-1]) in keep)
+    make = lambda metrics: TestResult(name="nccl.all_reduce", tool="nccl-tests", host="x", status=Status.ok,
+                                      metrics=metrics, params=p.params())
+    return SimpleNamespace(id=1, results=(make(ends),)), SimpleNamespace(id=2, results=(make(p.metrics),)), keep
+
+
+@pytest.mark.parametrize(("name", "fabric", "bound"), [
+    ("public_h100_dgx_1node_llmb.txt", None, 17), ("public_h100_ndr_2node_issue309.txt", "ib-ndr", 17),
+    ("public_a3mega_h100_2node.txt", "ib-ndr", 15), ("public_h100_2node_mpirun_g8.txt", "ib-ndr", 15),
+])
+def test_calibrating_on_smallest_and_largest_predicts_mid_sizes(tmp_path, name, fabric, bound):
+    """Issue 13 bar: within 10% on mid sizes. Measured: median 13-16%, so the bar is missed
+    (docs/accuracy.md says by how much); this test pins what is achieved."""
+    import statistics
+
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan.calibrate import _predict, calibrate, points_from_run
+
+    ends, full, keep = _two_size_run(name)
+    cal = calibrate(ends, fabric=fabric)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cal.override))
+    cat, base = load_catalog([path]), load_catalog()
+    mid = [p for p in points_from_run(full) if p.size_bytes not in keep]
+    after = statistics.median(abs(_predict(p, cat, cal.gpu, cal.fabric).time_us / p.time_us - 1) for p in mid) * 100
+    before = statistics.median(abs(_predict(p, base, cal.gpu, cal.fabric).time_us / p.time_us - 1) for p in mid) * 100
+    assert after <= bound
+    if before > 30:   # a cluster unlike the catalog: calibration must fix most of it
+        assert after < before / 3

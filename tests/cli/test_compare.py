@@ -21,17 +21,19 @@ def test_significant_regression_exits_1(cli, tmp_path):
     code, out, _ = cli("compare", str(base), str(cand), "--db", db)
     assert code == 1
     first = out.splitlines()[1]
-    assert first.startswith("REGRESSION") and "lat_p50_us" in first and "mann-whitney" in first
-    assert "9.988 -> 11.98 us (+19.9%, lower is better" in first
+    assert first.startswith("REGRESSION") and "lat_p50_us" in first and "batch medians" in first
+    assert "9.988 -> 11.98 us (+19.9%, lower is better" in first and "p_adj=" in first
 
 
 def test_no_change_exits_0_and_json(cli, tmp_path):
     db, base, cand = _db(tmp_path, cand_latency_us=10.0)
     code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["failed"] is False and data["regressions"] == 0
-    methods = {d["metric"]: d["method"] for d in data["deltas"]}
-    assert methods == {"lat_p50_us": "mann-whitney", "lat_p99_us": "not testable", "throughput_gbps": "bootstrap"}
+    assert code == 0 and data["failed"] is False and data["regressions"] == 0 and data["correction"] == "holm"
+    methods = {d["metric"]: (d["method"], d["verdict"]) for d in data["deltas"]}
+    assert methods == {"lat_p50_us": ("batch medians", "unchanged"), "lat_p99_us": ("-", "inconclusive"),
+                       "throughput_gbps": ("repeats", "unchanged")}
+    assert data["tested"] == 2 and data["counts"]["inconclusive"] == 1 and data["min_effect"]["tail"] == 0.10
 
 
 def test_tolerance_decides(cli, tmp_path):
@@ -63,7 +65,7 @@ def test_strict_fails_untestable_moves(cli, tmp_path):
         make_run(store, [bw_result(gbps=9.4)], verdicts=[])
         make_run(store, [bw_result(gbps=6.0)], verdicts=[])
     code, out, _ = cli("compare", "latest~1", "latest", "--db", db)
-    assert code == 0 and "UNTESTABLE" in out
+    assert code == 0 and "INCONCLUSIVE" in out and "one value per side" in out
     code, _, _ = cli("compare", "latest~1", "latest", "--db", db, "--strict")
     assert code == 1
 
@@ -72,6 +74,10 @@ def test_bad_input(cli, tmp_path):
     db, base, cand = _db(tmp_path, cand_latency_us=10.0)
     code, _, err = cli("compare", "1", "2", "--db", db, "--alpha", "2")
     assert code == 2 and "--alpha" in err
+    code, _, err = cli("compare", "1", "2", "--db", db, "--min-effect", "tail")
+    assert code == 2 and "CLASS=FRACTION" in err
+    code, _, err = cli("compare", "1", "2", "--db", db, "--correction", "bonf")
+    assert code == 2 and "unknown correction" in err
     code, _, err = cli("compare", "1", "99", "--db", db)
     assert code == 2 and "no run 99" in err
     bogus = tmp_path / "x.json"

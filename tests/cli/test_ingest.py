@@ -130,3 +130,84 @@ def test_missing_file_and_unknown_tool(cli, tmp_path):
     assert code == 2 and "nope.json: cannot read" in err
     code, _, err = cli("ingest", "--tool", "qperf", DATA / "fio/psync_read.json", "--db", tmp_path / "r.db")
     assert code == 2 and "choose one of fio, iperf3" in err
+
+
+# ------------------------------------------------- issue 13 / issue 9 item 8
+
+
+def test_tool_auto_detects_each_file_and_wrong_tool_names_the_right_one(cli, tmp_path):
+    db = tmp_path / "r.db"
+    files = [DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt", DATA / "perftest/public_cx7_ndr_ib_send_lat.txt",
+             DATA / "fio/public_cbt_nvme_randwrite_json_normal.txt", DATA / "iperf3/public_gke_tcp_200mb.json"]
+    code, out, err = cli("ingest", "--tool", "auto", *files, "--db", db, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert [r["name"] for r in doc["results"]] == ["nccl.all_reduce", "perftest.ib_send_lat", "fio./dev/nvme8n13",
+                                                   "iperf3.tcp"]
+    with Store.open(db) as store:
+        run = store.get_run(doc["run_id"])
+    assert run.meta["tool"] == "fio,iperf3,nccl-tests,perftest" and len(run.meta["sha256"]) == 4
+    nccl = run.results[0]
+    assert (nccl.params["tool_ranks"], nccl.params["tool_nodes"], nccl.params["tool_gpus_per_node"]) == ("16", "2", "8")
+    assert nccl.params["tool_gpu_model"] == "NVIDIA H100 80GB HBM3"
+    code, _, err = cli("ingest", "--tool", "fio", DATA / "perftest/public_cx7_ndr_ib_send_lat.txt", "--db", db)
+    assert code == 2 and "it looks like perftest output: use --tool perftest or --tool auto" in err
+    code, _, err = cli("ingest", "--tool", "auto", DATA / "audit/ss-tulpnH.txt", "--db", db)
+    assert code == 2 and "cannot tell which tool wrote it" in err
+
+
+def test_same_file_twice_is_refused_unless_allowed(cli, tmp_path):
+    db = tmp_path / "r.db"
+    f = DATA / "nccl-tests/public_h100_1node_issue290.txt"
+    assert cli("ingest", "--tool", "nccl-tests", f, "--db", db)[0] == 0
+    copy = tmp_path / "renamed.log"
+    copy.write_text(f.read_text())
+    code, _, err = cli("ingest", "--tool", "nccl-tests", copy, "--db", db)
+    assert code == 2 and "already ingested as run 1 (same content)" in err and "--allow-duplicate" in err
+    assert runs_in(db) == 1
+    code, _, err = cli("ingest", "--tool", "nccl-tests", f, f, "--db", tmp_path / "other.db")
+    assert code == 2 and "given twice" in err
+    assert cli("ingest", "--tool", "nccl-tests", copy, "--db", db, "--allow-duplicate")[0] == 0
+    assert runs_in(db) == 2
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    # a negative bandwidth, a NaN time and a size that is not count x 4 B, each put into a real table
+    (lambda t: t.replace("  382.99 ", " -382.99 ", 1), "negative busbw -382.99 at 134217728 B"),
+    (lambda t: t.replace("   613.3 ", "     nan ", 1), "time is nan at 134217728 B"),
+    (lambda t: t.replace("   134217728      33554432 ", "   134217728      33554431 ", 1),
+     "size 134217728 B does not match count 33554431 x 4 B (float)"),
+])
+def test_impossible_values_are_stored_invalid_never_ok(cli, tmp_path, edit, why):
+    bad = tmp_path / "all_reduce_perf.log"
+    bad.write_text(edit((DATA / "nccl-tests/public_h100_1node_issue290.txt").read_text()))
+    db = tmp_path / "r.db"
+    code, out, _ = cli("ingest", "--tool", "nccl-tests", bad, "--db", db, "--format", "json")
+    assert code == 1
+    (row,) = json.loads(out)["results"]
+    assert row["status"] == "failed"
+    with Store.open(db) as store:
+        result = store.get_run("latest").results[0]
+    assert result.status.value == "failed" and why in result.params["invalid"] and "invalid data" in result.reason
+
+
+def test_perftest_negative_value_is_invalid(tmp_path):
+    from gpufabric.bench.parsers import parser_for
+
+    text = (DATA / "perftest/public_cx7_ndr_ib_send_lat.txt").read_text().replace(" 1.24  ", "-1.24  ", 1)
+    (p,) = parser_for("perftest")(text)
+    assert "-1.24" in p.invalid
+
+
+def test_negative_fio_bandwidth_is_invalid_not_ok(cli, tmp_path):
+    doc = json.loads((DATA / "fio/psync_read.json").read_text())
+    doc["jobs"][0]["read"]["bw_bytes"] = -doc["jobs"][0]["read"]["bw_bytes"]
+    bad = tmp_path / "neg.json"
+    bad.write_text(json.dumps(doc))
+    code, out, _ = cli("ingest", "--tool", "fio", bad, "--db", tmp_path / "r.db", "--format", "json")
+    assert code == 1
+    (row,) = json.loads(out)["results"]
+    assert row["status"] == "failed"
+    with Store.open(tmp_path / "r.db") as store:
+        result = store.get_run("latest").results[0]
+    assert "impossible values read_bw_gbps=-" in result.params["invalid"]

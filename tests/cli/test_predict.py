@@ -53,3 +53,20 @@ def test_bad_catalog_file(cli, tmp_path):
     bad.write_text("gpus:\n  h100-sxm:\n    tdp_w: -5\n")
     code, _, err = cli("predict", "collective", "--catalog", bad)
     assert code == 2 and f"{bad}:3:5: gpus.h100-sxm.tdp_w" in err
+
+
+def test_timing_sharp_and_breakdown_in_json(cli):
+    base = ["predict", "collective", "--op", "all_reduce", "--bytes", "8", "--nodes", "2", "--format", "json"]
+    eager = json.loads(cli(*base)[1])
+    graph = json.loads(cli(*base, "--timing", "graph")[1])
+    assert eager["timing"] == "eager" and graph["timing"] == "graph"
+    # H100 eager launch 6.8 us replaces the 1.0 us graph launch; ib-ndr proxy 3.4 us x log2(2)
+    assert eager["time_us"] - graph["time_us"] == pytest.approx(6.8 - 1.0 + 3.4)
+    parts = eager["breakdown"]
+    assert parts["launch_us"] + parts["latency_us"] + parts["bandwidth_us"] == pytest.approx(eager["time_us"])
+    big = ["predict", "collective", "--bytes", "1G", "--nodes", "16", "--format", "json"]
+    assert json.loads(cli(*big)[1])["algorithm"] != "collnet"
+    sharp = json.loads(cli(*big, "--sharp")[1])
+    assert sharp["algorithm"] == "collnet" and sharp["sharp"] is True
+    code, _, err = cli(*base, "--timing", "lazy")
+    assert code == 2 and "unknown timing 'lazy'" in err

@@ -62,7 +62,7 @@ def test_html_report_to_file(cli, db, tmp_path):
     html = out_file.read_text()
     assert code == 0 and html.startswith("<!DOCTYPE html>")
     assert html.count("<svg") == 4 and "<script" not in html and "<link" not in html
-    assert "Bus bandwidth vs message size" in html and "NCCL_IB_HCA" in html
+    assert "nccl.all_reduce: bus bandwidth" in html and "NCCL_IB_HCA" in html
 
 
 def test_unknown_run_and_format(cli, db):

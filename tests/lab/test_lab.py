@@ -77,3 +77,31 @@ def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
         busbw[plane] = row["busbw_gbps"]
     assert busbw["data"] < 0.125 * 1.05
     assert busbw["storage"] > 2 * busbw["data"]
+
+
+@pytest.mark.slow
+def test_torchrun_across_lab_hosts_rendezvous_on_the_management_plane(cli, tmp_path):
+    """torchrun per host: static rendezvous at host 1's mgmt address, each agent's --local-addr its own."""
+    from gpufabric.lab import net
+
+    lab_name = f"ln{os.getpid() % 10000}"
+    assert cli("lab", "up", lab_name)[0] == 0
+    try:
+        _torchrun_on(cli, lab_name, tmp_path)
+    finally:
+        net.down(lab_name)
+
+
+def _torchrun_on(cli, lab_name, tmp_path):
+    argv = ("bench", "collectives", "--launcher", "torchrun", "--lab", lab_name, "--nproc", "1", "--ops",
+            "all_reduce", "--sizes", "64K", "--iters", "2", "--master-port", "29632", "--run-dir", tmp_path / "run",
+            "--db", tmp_path / "r.db", "--format", "json")
+    code, out, err = cli(*argv, "--dry-run")
+    commands = json.loads(out)["commands"]
+    assert code == 0 and "--rdzv-endpoint=10.210.0.1:29632" in commands[1] and "--local-addr=10.210.0.2" in commands[1]
+    code, out, err = cli(*argv)
+    assert code == 0, err + out
+    assert json.loads(out)["results"][0]["num_ranks"] == 2
+    from gpufabric.bench.probes.results import read_ranks
+
+    assert {r: log.host for r, log in read_ranks(tmp_path / "run", 2).items()} == {0: "h1", 1: "h2"}

@@ -27,7 +27,8 @@ def test_nccl_tests_bus_factors():
 
 def test_small_message_is_ring_ll_tuner_latency():
     # tuning.cc: ring LL baseLat 3.6 + 2(p-1) x NVLink LL 0.47 us, plus 1 us launch (catalog site).
-    p = predict_collective(op="all_reduce", size_bytes=8, nodes=1, gpus_per_node=2, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
+    p = predict_collective(op="all_reduce", size_bytes=8, nodes=1, gpus_per_node=2, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT,
+                           timing="graph")
     assert (p.algorithm, p.protocol) == ("ring", "LL")
     assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / (369e3 * 0.25), rel=1e-6)
 
@@ -35,7 +36,7 @@ def test_small_message_is_ring_ll_tuner_latency():
 def test_large_ring_matches_alpha_beta_by_hand():
     size = 2**30
     p = predict_collective(op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-                           catalog=CAT, algorithm="ring")
+                           catalog=CAT, algorithm="ring", timing="graph")
     lat = 1.0 + 8.4 + 14 * 3.4
     assert p.protocol == "Simple"
     assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
@@ -45,12 +46,28 @@ def test_large_ring_matches_alpha_beta_by_hand():
 def test_algorithm_choice_responds_to_scale_and_size():
     kw = dict(gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
     assert predict_collective(op="all_reduce", size_bytes=2**33, nodes=1, gpus_per_node=8, **kw).algorithm == "nvls"
-    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, **kw).algorithm == "collnet"
-    det = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, deterministic=True, **kw)
-    assert det.algorithm not in ("nvls", "collnet")
+    # In-network reduction only when asked for (--sharp); NVLSTree otherwise on NVLS GPUs.
+    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, sharp=True,
+                              **kw).algorithm == "collnet"
+    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=2, gpus_per_node=8, **kw).algorithm == "nvls_tree"
+    det = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, deterministic=True, sharp=True,
+                             **kw)
+    assert det.algorithm not in ("nvls", "collnet", "nvls_tree")
     roce = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, gpu="h100-sxm",
-                              fabric="roce-400g", catalog=CAT)
+                              fabric="roce-400g", catalog=CAT, sharp=True)
     assert roce.algorithm != "collnet"  # no SHARP on Ethernet
+
+
+def test_eager_timing_adds_fitted_launch_and_proxy_and_breakdown_sums():
+    kw = dict(op="all_reduce", size_bytes=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT, gpus_per_node=8)
+    for nodes in (1, 4):
+        graph = predict_collective(nodes=nodes, timing="graph", **kw)
+        eager = predict_collective(nodes=nodes, **kw)
+        # catalog: eager_launch_us 6.8 (H100) replaces the 1.0 us graph launch; proxy 3.4 us x log2(nodes)
+        assert eager.time_us - graph.time_us == pytest.approx(6.8 - 1.0 + 3.4 * np.log2(nodes))
+        assert eager.launch_us + eager.latency_us + eager.bandwidth_us == pytest.approx(eager.time_us)
+    with pytest.raises(InputError, match="unknown timing"):
+        predict_collective(nodes=1, timing="lazy", **kw)
 
 
 @pytest.mark.parametrize("op", OPS)

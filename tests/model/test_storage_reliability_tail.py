@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufabric.model import reliability, storage, tail
-from gpufabric.model.accuracy import MLPERF_SHAPES, MLPERF_SIZES
 from gpufabric.model.tail import (
     Z99,
     barrier_stats,
@@ -21,6 +20,9 @@ from gpufabric.model.tail import (
     slow_step_probability,
     step_tail,
 )
+from tests.model.test_accuracy import acc  # the accuracy script holds the MLPerf shapes
+
+MLPERF_SHAPES, MLPERF_SIZES = acc.MLPERF_SHAPES, acc.MLPERF_SIZES
 
 
 @pytest.mark.parametrize("name", ["8B", "70B", "405B"])

@@ -24,7 +24,7 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 CHROME_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-    "--window-size=1200,1600",
+    "--window-size=1280,1600",  # issue 16: readable at 1280 px
 ]
 
 

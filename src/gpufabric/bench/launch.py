@@ -1,4 +1,4 @@
-"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun.
+"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun (k8s: bench/k8s.py).
 
 ``build()`` turns (launcher, hosts, nodes, nproc) into the exact commands to run, so
 ``--dry-run`` prints them and tests check them without running anything; ``execute()``
@@ -10,25 +10,35 @@ Hosts are ``local`` (this machine), ``netns:NAME`` (a network namespace, as the 
 makes) or a hostname reached with ``ssh``. The rendezvous (``MASTER_ADDR``) binds to the
 first host's control-plane address; ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` pin
 the data traffic to the data-plane interface of each host.
+
+Under Slurm the launching host does not know the allocation, so ``MASTER_ADDR`` is
+evaluated on it: the first host of ``scontrol show hostnames "$SLURM_JOB_NODELIST"``,
+translated to that node's ``NodeAddr`` (the address slurmctld reaches it on, the control
+plane). Ranks on several machines read their config and write their records in a run
+directory every node sees; :func:`visibility_commands` checks that before the launch.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpufabric.bench.process import kill_group
-from gpufabric.errors import InputError, ToolNotFound
+from gpufabric.bench.process import kill_group, run
+from gpufabric.errors import CommandTimeout, InputError, ToolNotFound
 
 LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
+#: Linux interface names: IFNAMSIZ 16 including the NUL (include/uapi/linux/if.h).
+_IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 #: Seconds a surviving rank gets to notice a dead peer before its group is killed.
 PEER_FAILURE_GRACE_S = 10.0
@@ -108,14 +118,52 @@ def _host_env(host: Host) -> dict[str, str]:
     return env
 
 
+#: Shell that sets MASTER_ADDR on the allocation: the first node, as the address slurmctld
+#: reaches it on (NodeAddr; the node name when NodeAddr is unset or unreadable).
+SLURM_MASTER_ADDR = (
+    'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
+    'addr=$(scontrol -o show node "$head" 2>/dev/null | sed -n "s/.* NodeAddr=\\([^ ]*\\).*/\\1/p" || true); '
+    'MASTER_ADDR=${addr:-$head}; export MASTER_ADDR'
+)
+#: Per-task prologue: the Slurm node name labels the rank's host (lab nodes share a hostname).
+SLURM_TASK = 'export GPUFABRIC_HOST="${SLURMD_NODENAME:-$(hostname)}"; exec "$@"'
+#: Seconds a task waits for rank 0 to publish its control-plane address (0.1 s polls).
+CONTROL_ADDR_WAIT_S = 60
+
+
+def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
+    """The per-task prologue; with ``control_ifname`` the rendezvous is rank 0's address on it.
+
+    Only rank 0 can read that address, so it publishes it in the run directory (checked to
+    be visible from every node) and the other tasks wait for the file.
+    """
+    if not control_ifname:
+        return SLURM_TASK
+    path = shlex.quote(f"{run_dir}/.master-addr-") + '"$SLURM_JOB_ID"'
+    ifname = shlex.quote(control_ifname)
+    fail = f'{{ echo "gpufabric: no IPv4 address on {control_ifname} from rank 0" >&2; exit 2; }}'
+    return (
+        f"f={path}; "
+        'if [ "$SLURM_PROCID" = 0 ]; then '
+        f"a=$(ip -4 -o addr show dev {ifname} | awk '{{split($4, x, \"/\"); print x[1]; exit}}'); "
+        f'[ -n "$a" ] || {fail}; echo "$a" > "$f.tmp" && mv "$f.tmp" "$f"; fi; '
+        f'i=0; while [ ! -s "$f" ] && [ $i -lt {CONTROL_ADDR_WAIT_S * 10} ]; do sleep 0.1; i=$((i+1)); done; '
+        f'[ -s "$f" ] || {fail}; MASTER_ADDR=$(cat "$f"); export MASTER_ADDR; ' + SLURM_TASK
+    )
+
+
 def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc: int,
           hosts: Sequence[Host] | None = None, master_port: int = 29500, python: str = sys.executable,
           env: Mapping[str, str] | None = None, time_limit_min: int = 30, job_name: str = "gpufabric",
-          out_dir: str = ".", slurm_mode: str = "srun") -> LaunchPlan:
+          out_dir: str = ".", slurm_mode: str = "srun", gpus_per_node: int = 0,
+          control_ifname: str = "", data_ifname: str = "") -> LaunchPlan:
     """The commands that start ``nodes x nproc`` ranks of ``python -m module args``.
 
     ``slurm_mode`` "sbatch" submits the generated script with ``sbatch`` and waits for the
     job (:func:`sbatch_wait`) instead of calling srun directly; :func:`execute` writes it.
+    ``gpus_per_node`` > 0 requests GPUs from Slurm (``--gpus-per-node``). ``control_ifname``
+    pins the rendezvous / MPI out-of-band traffic, ``data_ifname`` the collectives' traffic
+    (for hosts that do not name their own data interface).
     """
     if launcher not in LAUNCHERS:
         raise InputError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
@@ -125,6 +173,13 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
     if len(hosts) < nodes:
         raise InputError(f"--nodes {nodes} but only {len(hosts)} host(s) given in --hosts")
     hosts = hosts[:nodes]
+    if data_ifname:
+        hosts = [h if h.data_ifname else replace(h, data_ifname=data_ifname) for h in hosts]
+    for name in (control_ifname, data_ifname):
+        if name and not _IFNAME.fullmatch(name):
+            raise InputError(f"interface name {name!r}: 1-15 characters of letters, digits, '.', '_' or '-'")
+    if gpus_per_node < 0:
+        raise InputError(f"gpus per node must be >= 0, got {gpus_per_node}")
     world = nodes * nproc
     base_env = {**(env or {}), "MASTER_ADDR": hosts[0].control_addr, "MASTER_PORT": str(master_port)}
     worker = [python, "-m", module, *args]
@@ -137,10 +192,13 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
                             "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(nproc)}
                 commands.append(_wrap(host, worker, rank_env))
     elif launcher == "torchrun":
+        # Static rendezvous at the first host's control-plane address; --local-addr makes each
+        # agent advertise its own control-plane address, not whatever its hostname resolves to.
         for node, host in enumerate(hosts):
             argv = [python, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={nproc}",
-                    f"--node-rank={node}", f"--master-addr={hosts[0].control_addr}", f"--master-port={master_port}",
-                    "--max-restarts=0", "--module", module, *args]
+                    f"--node-rank={node}", "--rdzv-backend=static",
+                    f"--rdzv-endpoint={_hostport(hosts[0].control_addr, master_port)}",
+                    f"--local-addr={host.control_addr}", "--max-restarts=0", "--module", module, *args]
             commands.append(_wrap(host, argv, {**base_env, **_host_env(host)}))
     elif launcher == "mpirun":
         if any(h.netns for h in hosts):
@@ -148,7 +206,12 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
         argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--bind-to", "none"]
         if any(h.ssh for h in hosts):
             argv += ["--host", ",".join(f"{h.ssh}:{nproc}" for h in hosts)]
+        if control_ifname:
+            # ORTE's daemons and MPI's own TCP traffic stay on the control plane (OpenMPI 4.1 MCA names).
+            argv += ["--mca", "oob_tcp_if_include", control_ifname, "--mca", "btl_tcp_if_include", control_ifname]
         full_env = {**base_env, "GPUFABRIC_HOST": hosts[0].name if nodes == 1 else ""}
+        if hosts[0].data_ifname:
+            full_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
         for key in sorted(full_env):
             if full_env[key]:
                 argv += ["-x", key]
@@ -159,10 +222,16 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
             raise InputError(f"--slurm-mode {slurm_mode!r}: use srun or sbatch")
         srun = ["srun", f"--nodes={nodes}", f"--ntasks={world}", f"--ntasks-per-node={nproc}",
                 "--kill-on-bad-exit=1", f"--job-name={job_name}", f"--time={time_limit_min}"]
-        if any(h.ssh for h in hosts):
-            srun.append(f"--nodelist={','.join(h.ssh for h in hosts)}")
-        script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, master_port=master_port,
-                               env=env or {}, time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir)
+        if gpus_per_node:
+            srun.append(f"--gpus-per-node={gpus_per_node}")
+        srun += _nodelist(hosts)
+        slurm_env = {**(env or {}), "MASTER_PORT": str(master_port)}
+        if hosts[0].data_ifname:
+            slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
+        script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, env=slurm_env,
+                               time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir,
+                               gpus_per_node=gpus_per_node, nodelist=[h.ssh for h in hosts if h.ssh],
+                               task_prologue=slurm_task(control_ifname, out_dir))
         if slurm_mode == "sbatch":
             script_path = str(Path(out_dir) / "job.sbatch")
             # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
@@ -170,29 +239,94 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
                                     host=hosts[0].name))
             return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts),
                               script=script, script_path=script_path)
-        commands.append(Command(argv=(*srun, *worker), env=base_env, host=hosts[0].name))
+        # MASTER_ADDR is not exported from here: this host is not part of the allocation.
+        task = ["bash", "-c", f"{SLURM_MASTER_ADDR}; {slurm_task(control_ifname, out_dir)}", "gpufabric-rank", *worker]
+        commands.append(Command(argv=(*srun, *task), env=slurm_env, host=hosts[0].name))
     return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
 
 
-def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, master_port: int, env: Mapping[str, str],
-                  time_limit_min: int, job_name: str, out_dir: str) -> str:
+def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, env: Mapping[str, str],
+                  time_limit_min: int, job_name: str, out_dir: str, gpus_per_node: int = 0,
+                  nodelist: Sequence[str] = (), task_prologue: str = SLURM_TASK) -> str:
     """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
+    for key in env:
+        if not _ENV_KEY.fullmatch(key):
+            raise InputError(f"environment name {key!r}: use letters, digits and '_'")
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={job_name}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={nproc}",
+        *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
+        *([f"#SBATCH --nodelist={','.join(nodelist)}"] if nodelist else []),
         f"#SBATCH --time={time_limit_min}",
         f"#SBATCH --output={out_dir}/slurm-%j.out",
         "set -euo pipefail",
-        'MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)',
-        "export MASTER_ADDR",
-        f"export MASTER_PORT={master_port}",
+        SLURM_MASTER_ADDR,
         *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
-        "srun --kill-on-bad-exit=1 " + shlex.join(worker),
+        "srun --kill-on-bad-exit=1 " + shlex.join(["bash", "-c", task_prologue, "gpufabric-rank", *worker]),
         "",
     ]
     return "\n".join(lines)
+
+
+def spans_machines(launcher: str, nodes: int, hosts: Sequence[Host]) -> bool:
+    """Whether ranks may run on other machines (so a local temporary directory will not do)."""
+    if launcher == "slurm":
+        return nodes > 1
+    return any(h.ssh for h in hosts[:nodes])
+
+
+def check_run_dir(plan: LaunchPlan, run_dir: Path, *, timeout_s: float = 60.0,
+                  env: Mapping[str, str] | None = None) -> None:
+    """Fail unless every node of ``plan`` reads back a fresh token written into ``run_dir``."""
+    token = secrets.token_hex(8)
+    marker = run_dir / f".gpufabric-visible-{token}"
+    commands = visibility_commands(plan, str(marker))
+    if not commands:
+        return
+    marker.write_text(token + "\n", encoding="utf-8")
+    try:
+        for cmd in commands:
+            expected = len(plan.hosts) if plan.launcher == "slurm" else 1
+            try:
+                done = run(cmd.argv, timeout_s=timeout_s, env={**os.environ, **(env or {}), **cmd.env})
+            except CommandTimeout as exc:
+                raise InputError(f"run directory {run_dir}: the visibility check timed out on {cmd.host}"
+                                 f" ({shlex.join(cmd.argv)})") from exc
+            seen = done.stdout.split().count(token)
+            if done.returncode or seen != expected:
+                detail = (done.stderr.strip().splitlines() or [""])[-1][:200]
+                raise InputError(f"run directory {run_dir} is not visible from every node ({seen} of {expected}"
+                                 f" read it back via {cmd.argv[0]}{': ' + detail if detail else ''}); pass"
+                                 " --run-dir on storage all nodes mount (NFS, Lustre, ...)")
+    finally:
+        marker.unlink(missing_ok=True)
+
+
+def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
+    """Commands that print ``marker`` (a file in the run directory) once from every node.
+
+    Each prints the file's content; :func:`check_visible` compares it with what was written,
+    so a node that sees another directory of the same name does not pass.
+    """
+    if plan.launcher == "slurm":
+        nodes = len(plan.hosts)
+        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--job-name=gpufabric-rundir",
+                "--time=2", *_nodelist(plan.hosts), "cat", marker]
+        return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
+    if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
+        return [_wrap(h, ["cat", marker], {}) for h in plan.hosts]
+    return [_wrap(h, ["cat", marker], {}) for h in plan.hosts if h.netns or h.ssh]
+
+
+def _nodelist(hosts: Sequence[Host]) -> list[str]:
+    names = [h.ssh for h in hosts if h.ssh]
+    return [f"--nodelist={','.join(names)}"] if names else []
+
+
+def _hostport(addr: str, port: int) -> str:
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,9 +386,9 @@ _TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF
              "BOOT_FAIL", "DEADLINE"}
 
 
-def sbatch_wait(script: str, *, poll_s: float = 0.2) -> int:
-    """Submit ``script`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
-    sub = subprocess.run(["sbatch", "--parsable", script], capture_output=True, text=True, check=False,
+def sbatch_wait(script: str, *args: str, poll_s: float = 0.2) -> int:
+    """Submit ``script args`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
+    sub = subprocess.run(["sbatch", "--parsable", script, *args], capture_output=True, text=True, check=False,
                          stdin=subprocess.DEVNULL)
     if sub.returncode:
         sys.stderr.write(sub.stderr)
@@ -297,6 +431,6 @@ def _tail(path: Path, limit: int = 4000) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "sbatch-wait":
-        sys.exit(sbatch_wait(sys.argv[2]))
-    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT")
+    if len(sys.argv) >= 3 and sys.argv[1] == "sbatch-wait":
+        sys.exit(sbatch_wait(sys.argv[2], *sys.argv[3:]))
+    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT [ARGS...]")

@@ -20,9 +20,14 @@ From the plan (or the spec with its first fabric/storage option), per node:
 * ``iperf3.tcp throughput_gbit_s`` on TCP fabrics: line rate x 1448/1538, the TCP
   payload share of an MTU-1500 Ethernet frame (1500 - 52 bytes IP+TCP with timestamps,
   over 1500 + 38 bytes of Ethernet framing, preamble and gap), 10 % tolerance.
+* ``fio.checkpoint_write write_bw_gbps ~`` this node's share of the bandwidth the plan's
+  checkpoint model assumed (checkpoint bytes / nodes / the candidate's modelled
+  ``checkpoint_write_s``), 20 % tolerance, when the plan gives it.
 * ``nccl.all_reduce busbw_gbps`` expected from ``predict_collective`` for this node's
-  GPUs, with 25 % tolerance (DCGM sets its thresholds at about 0.75 x the measured
-  golden value, bench-tools.md section 6).
+  GPUs with the algorithms the bundle allows (bitwise reproducibility: no NVLS or
+  CollNet), with the 15 % error bound docs/accuracy.md records for collective predictions.
+
+Whether the node is the planned hardware at all is ``bench.planned``'s question.
 
 A thresholds file (one per hardware type) sets targets directly::
 
@@ -51,8 +56,15 @@ from gpufabric.spec.plan_file import load_plan, recommended_candidate
 #: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
 #: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).
 TCP_PAYLOAD_EFFICIENCY = 1448 / 1538
-#: DCGM diag thresholds sit at ~0.75 x golden (bench-tools.md section 6, diag-skus.yaml).
-PREDICT_TOLERANCE = 0.25
+#: Tolerance of a collective busbw expectation: the error bound docs/accuracy.md records for
+#: collective predictions (15 %; tests/model/test_accuracy.py holds the model to it). The
+#: DCGM-style 0.75 x golden (bench-tools.md section 6) was wider than the model's own error,
+#: and with NVLS predicted where the bundle pins ring a healthy node sat on the edge (issue 16).
+PREDICT_TOLERANCE = 0.15
+#: Tolerance of the per-node storage bandwidth the plan's checkpoint model assumed: the
+#: catalog client bandwidths are fio inputs or estimates [U] (docs/accuracy.md, storage rows),
+#: and fio's sequential write runs ~10 % from run to run on one node; 20 % covers both.
+STORAGE_TOLERANCE = 0.20
 
 _LOWER_HINTS = ("_us", "_ms", "retransmits", "lost", "wrong", "dropped", "jitter", "cpu_")
 
@@ -110,8 +122,13 @@ def load_thresholds(path: Path) -> list[Slo]:
 
 
 def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, step_time_s: float | None = None,
-              catalog=None, source: str = "spec") -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
-    """SLOs for one node of the design (see the module docstring for each rule)."""
+              checkpoint_write_s: float | None = None, catalog=None,
+              source: str = "spec") -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
+    """SLOs for one node of the design (see the module docstring for each rule).
+
+    ``checkpoint_write_s``: the plan's modelled checkpoint write time; with it the
+    checkpoint write SLO also expects this node's share of the modelled bandwidth.
+    """
     if catalog is None:
         from gpufabric.catalog import load_catalog
 
@@ -139,7 +156,15 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
     else:
         write_budget_s = interval_s
         why = f"async checkpoint of {ckpt_bytes / 1e9:.0f} GB drained before the next one ({interval_s / 60:g} min)"
+    expected = None
+    if checkpoint_write_s:
+        # The model writes the whole checkpoint in checkpoint_write_s with the backend's bandwidth
+        # shared by all nodes (min(N x client, units x unit)): this node's share of it.
+        expected = ckpt_bytes / nodes / checkpoint_write_s / 1e9
+        why += f"; plan models {expected:.3g} GB/s per node ({ckpt_bytes / 1e9:.0f} GB over {nodes} nodes" \
+               f" in {checkpoint_write_s:.3g} s)"
     slos.append(Slo(test="fio.checkpoint_write", metric="write_bw_gbps", direction=Direction.higher,
+                    expected=expected, tolerance=STORAGE_TOLERANCE,
                     minimum=ckpt_bytes / nodes / write_budget_s / 1e9, source=f"{tag}: {why}"))
     restart_s = spec.reliability.restart_min * 60
     if restart_s > 0:
@@ -151,10 +176,13 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
         slos.append(Slo(test="fio.dataset_read", metric="read_bw_gbps", direction=Direction.higher,
                         minimum=need / 1e9, source=f"{tag}: data loading at the planned step time {step_time_s:.3g} s"))
     slos += _hardware_slos(fab, sto, tag)
-    busbw = _predicted_busbw(spec, fabric_id, catalog)
-    if busbw is not None:
+    predicted = _predicted_busbw(spec, fabric_id, catalog)
+    if predicted is not None:
+        busbw, algorithm = predicted
+        pin = " (bitwise: no NVLS/CollNet)" if spec.requirements.reproducibility == "bitwise" else ""
         slos.append(Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, expected=busbw,
-                        tolerance=PREDICT_TOLERANCE, source=f"{tag}: predict_collective all_reduce 128 MiB"))
+                        tolerance=PREDICT_TOLERANCE,
+                        source=f"{tag}: predict_collective all_reduce 128 MiB, {algorithm}{pin}"))
     return slos
 
 
@@ -178,15 +206,18 @@ def _hardware_slos(fab, sto, tag: str) -> list[Slo]:  # noqa: ANN001 - catalog F
     return slos
 
 
-def _predicted_busbw(spec, fabric_id: str, catalog) -> float | None:  # noqa: ANN001
+def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:  # noqa: ANN001
+    """(busbw, algorithm) of one node's all-reduce as the bundle configures it: a bitwise spec
+    pins NCCL to deterministic algorithms (configure/launch.py), so NVLS is not predicted."""
     try:
         from gpufabric.model.collectives import predict_collective
     except ModuleNotFoundError:  # the planner's model is optional for bench
         return None
     prediction = predict_collective(op="all_reduce", size_bytes=128 * 1024 * 1024, nodes=1,
                                     gpus_per_node=spec.cluster.gpus_per_node, gpu=spec.cluster.gpu,
-                                    fabric=fabric_id, catalog=catalog)
-    return float(prediction.busbw_gbps)
+                                    fabric=fabric_id, catalog=catalog,
+                                    deterministic=spec.requirements.reproducibility == "bitwise")
+    return float(prediction.busbw_gbps), str(prediction.algorithm)
 
 
 def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:  # noqa: ANN001
@@ -198,8 +229,11 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
     candidate = recommended_candidate(plan, path)
     source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
     if spec is not None:
+        breakdown = candidate.get("breakdown") if isinstance(candidate.get("breakdown"), Mapping) else {}
+        write_s = breakdown.get("checkpoint_write_s")
         return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
-                         step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source)
+                         step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source,
+                         checkpoint_write_s=float(write_s) if isinstance(write_s, int | float) and write_s > 0 else None)
     if catalog is None:
         from gpufabric.catalog import load_catalog
 
@@ -224,3 +258,73 @@ def describe(slos: Sequence[Slo]) -> list[str]:
             parts.append(f"<= {s.maximum:.4g}")
         lines.append(f"{s.test} {s.metric} {' and '.join(parts)}  [{s.source}]")
     return lines
+
+
+#: Metrics the plan-derived SLOs above judge (whatever the test).
+PLAN_SLO_METRICS = ("write_bw_gbps", "read_bw_gbps", "fsync_lat_p99_us", "lat_p50_us", "lat_p99_us",
+                    "throughput_gbit_s", "busbw_gbps")
+
+#: Calibrated thresholds sit at least this far from the golden value on the bad side:
+#: DCGM's diagnostics fail a node below ~0.75 x its golden figure (bench-tools.md section 6).
+CALIBRATION_TOLERANCE = 0.25
+#: ... or this many coefficients of variation of the calibration repeats, when wider (a
+#: noisy metric must not flap) ...
+CALIBRATION_CVS = 3.0
+#: ... but never wider than this: a bandwidth bound below 40 % of golden tests nothing.
+CALIBRATION_MAX_TOLERANCE = 0.6
+#: Tails (p99 and beyond, max; results.compare.metric_class) vary far more between runs
+#: than within one: fio's fsync p99 here was 7.9 ms in one quick run and 15.3 ms in the
+#: next (2026-12-01, shared 2-vCPU VM). Their bound is at least 2x golden, at most 3x.
+CALIBRATION_TAIL_TOLERANCE = (1.0, 2.0)
+
+
+def thresholds_from_run(run, *, hardware: str) -> str:  # noqa: ANN001 - RunRecord
+    """A thresholds YAML whose targets are ``run``'s medians ("golden values" of this hardware).
+
+    Metrics: those the run's SLO verdicts judged, each test's headline (first) metric, and
+    any metric the plan's SLOs use (``PLAN_SLO_METRICS``).
+    Tolerance per metric: ``max(CALIBRATION_TOLERANCE, CALIBRATION_CVS x CV across repeats)``,
+    capped at ``CALIBRATION_MAX_TOLERANCE``; tail latencies ``CALIBRATION_TAIL_TOLERANCE``. Counts and failed or skipped results are left out.
+    """
+    import statistics
+
+    import yaml
+
+    from gpufabric.results.compare import metric_class
+    from gpufabric.results.records import Status
+
+    values: dict[tuple[str, str], list[float]] = {}
+    directions: dict[tuple[str, str], Direction] = {}
+    units: dict[tuple[str, str], str] = {}
+    wanted = {(v.test, v.metric) for v in run.verdicts}
+    for r in run.results:
+        if r.status != Status.ok or not r.metrics:
+            continue
+        wanted.add((r.name, r.metrics[0].name))
+        wanted.update((r.name, m.name) for m in r.metrics if m.name in PLAN_SLO_METRICS)
+    for r in run.results:
+        if r.status != Status.ok:
+            continue
+        for m in r.metrics:
+            if (r.name, m.name) in wanted and m.unit != "count" and m.value == m.value:
+                values.setdefault((r.name, m.name), []).append(m.value)
+                directions[(r.name, m.name)] = m.direction
+                units[(r.name, m.name)] = m.unit
+    tests: dict[str, dict[str, dict[str, Any]]] = {}
+    for (test, metric), xs in sorted(values.items()):
+        median = statistics.median(xs)
+        if median == 0:
+            continue  # no relative scale
+        cv = statistics.stdev(xs) / abs(statistics.mean(xs)) if len(xs) > 1 else 0.0
+        direction = directions[(test, metric)]
+        floor, cap = (CALIBRATION_TAIL_TOLERANCE if direction == Direction.lower
+                      and metric_class(metric, units[(test, metric)]) == "tail"
+                      else (CALIBRATION_TOLERANCE, CALIBRATION_MAX_TOLERANCE))
+        tol = round(min(cap, max(floor, CALIBRATION_CVS * cv)), 3)
+        # A thresholds tolerance is at most 1 (a fraction); a wider bound on a time is an absolute max.
+        tests.setdefault(test, {})[metric] = (
+            {"target": float(f"{median:.6g}"), "tolerance": tol, "direction": direction.value} if tol <= 1
+            else {"max": float(f"{median * (1 + tol):.6g}"), "direction": direction.value})
+    header = (f"# Calibrated from run {run.id} on {run.fingerprint.get('host', '?')}: targets are that run's medians;\n"
+              f"# tolerance max({CALIBRATION_TOLERANCE:g}, {CALIBRATION_CVS:g} x CV of its repeats).\n")
+    return header + yaml.safe_dump({"hardware": hardware, "tests": tests}, sort_keys=False)

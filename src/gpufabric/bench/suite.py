@@ -114,8 +114,9 @@ def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTes
 
 
 def run_status(results: Sequence[TestResult], verdicts: Sequence[Verdict]) -> str:
-    """failed when an SLO failed or a tool failed or hung; skipped tests and noisy verdicts do not fail a run."""
-    if any(v.outcome == Outcome.failed for v in verdicts):
+    """failed when an SLO failed, the hardware is not the planned one, or a tool failed or hung;
+    skipped tests and noisy verdicts do not fail a run."""
+    if any(v.outcome in (Outcome.failed, Outcome.not_planned) for v in verdicts):
         return "failed"
     if any(r.status in (Status.failed, Status.timeout) for r in results):
         return "failed"
@@ -123,8 +124,13 @@ def run_status(results: Sequence[TestResult], verdicts: Sequence[Verdict]) -> st
 
 
 def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: ResultSink, run_id: int,
-              slos: Sequence[Slo] = (), progress: Callable[[Progress], None] | None = None) -> SuiteOutcome:
-    """Run ``tests`` in order, storing each result as it arrives, then judge and finish the run."""
+              slos: Sequence[Slo] = (), progress: Callable[[Progress], None] | None = None,
+              not_planned: tuple[str, ...] = ()) -> SuiteOutcome:
+    """Run ``tests`` in order, storing each result as it arrives, then judge and finish the run.
+
+    ``not_planned``: why this node is not the hardware the SLOs were derived for
+    (``bench.planned.mismatches``); every verdict then says so instead of passing.
+    """
     from gpufabric.results.verdicts import evaluate
 
     start = time.monotonic()
@@ -145,6 +151,10 @@ def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: Result
     except KeyboardInterrupt:
         interrupted.set()
     verdicts = evaluate(results, slos) if slos else []
+    if not_planned:
+        from gpufabric.bench.planned import mark_not_planned
+
+        verdicts = mark_not_planned(verdicts, not_planned)
     if verdicts:
         store.add_verdicts(run_id, verdicts)
     status = "interrupted" if interrupted.is_set() else run_status(results, verdicts)

@@ -110,6 +110,9 @@ class Gpu(Entry):
     """Achievable NVLS all-reduce busbw (nccl-tests factor 2(n-1)/n), GB/s; 0 without NVLS."""
     nvls_latency_us: float = Field(0, ge=0)
     """NVLS all-reduce latency term, us."""
+    eager_launch_us: float = Field(0, ge=0)
+    """Per-collective launch and host overhead when kernels are launched eagerly (nccl-tests
+    without -G), us; 0 means the site's CUDA-graph ``launch_us``."""
     intra_link: Literal["nvlink", "pci"] = "nvlink"
     """Which NCCL hardware-latency class applies inside a node."""
     host_copy_gbps: float = Field(gt=0)
@@ -155,6 +158,9 @@ class Fabric(Entry):
     """Probability per rank per step of a rare long delay (retransmit timeout, PFC pause storm)."""
     hiccup_ms: float = Field(ge=0)
     """Length of that delay, ms."""
+    proxy_us: float = Field(0, ge=0)
+    """Per-collective network proxy overhead of an eagerly launched op, per level of the
+    inter-node tree (x log2 nodes), us."""
     in_network_reduction: bool = False
     """Switches reduce in the network (SHARP)."""
     switch: str

@@ -3,11 +3,12 @@
 ``bench`` is a group: without a subcommand it runs a suite; ``gpufabric.cli.bench_probes``
 adds ``bench collectives|checkpoint|train``.
 Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
-failed or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
+failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,29 @@ def register(app: typer.Typer) -> None:
     from gpufabric.cli import bench_probes
 
     bench_probes.register(bench_app)
+    bench_app.command("thresholds")(write_thresholds)
+
+
+def write_thresholds(
+    run_ref: str = typer.Argument("latest", metavar="RUN", help="A bench run on known-good hardware: id or 'latest'."),
+    out: Path = typer.Option(..., "--out", help="Thresholds YAML to write (then: bench --thresholds FILE)."),
+    hardware: str = typer.Option("", "--hardware", help="What the thresholds are for (default: the run's host)."),
+    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+) -> int:
+    """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
+    from gpufabric.bench.slo import thresholds_from_run
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        run = store.get_run(run_ref)
+    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    stdout_console().print(f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}",
+                           markup=False)
+    return 0
 
 
 def bench(
@@ -46,6 +70,7 @@ def bench(
     repeats: int = typer.Option(None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."),
     server: str = typer.Option(None, "--server", help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here."),
     timeout: float = typer.Option(None, "--timeout", min=0.1, help="Per-test timeout in seconds (default: the test's duration plus a grace)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no live per-test lines (CI); the report only."),
 ) -> None:
     """Run the validation suite: real tools, each result stored as it arrives, verdicts against SLOs."""
     if ctx.invoked_subcommand is not None:
@@ -66,7 +91,13 @@ def bench(
                            server_addr=server, timeout_s=timeout, detect=False)
         _print_dry_run(tests, slos, fmt)
         return
-    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt)
+    planned = None
+    if plan_doc is not None:
+        from gpufabric.bench.planned import planned_hardware
+
+        planned = planned_hardware(plan_doc, loaded_spec, path=str(plan))
+    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt,
+                planned, quiet)
     if code:
         raise typer.Exit(code)
 
@@ -128,7 +159,7 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
 
 def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
          force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
-         fmt: Format) -> int:
+         fmt: Format, planned: Any = None, quiet: bool = False) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -146,25 +177,42 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
     scratch = scratch_mod.prepare(target_dir, force=force)
     try:
         tests = plan_suite(suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout)
+        fingerprint = collect_fingerprint()
+        not_planned: tuple[str, ...] = ()
+        if planned is not None:
+            from gpufabric.bench.planned import mismatches
+
+            not_planned = mismatches(planned, fingerprint)
+            if not_planned:
+                stderr_console().print("not the planned hardware: " + "; ".join(not_planned), markup=False)
         with Store.open(db) as store:
-            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=collect_fingerprint(),
+            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=fingerprint,
                                      spec_name=spec.name if spec is not None else "", plan=plan_doc,
                                      meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
                                            "slos": len(slos)})
             store.add_artifact(run_id, "commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+            err = stderr_console()
+            # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
+            show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
             bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=stderr_console(), transient=False)
+                           console=err, transient=True, disable=not show_bar)
             task = bar.add_task(f"bench {suite}", total=len(tests))
+            width = max((len(t.name) for t in tests), default=10)
 
             def progress(event) -> None:  # noqa: ANN001 - suite.Progress
                 if event.result is None:
                     bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
-                else:
-                    bar.advance(task)
+                    return
+                bar.advance(task)
+                if not quiet:  # each test as it finishes, above the bar (stderr: stdout stays the report)
+                    r = event.result
+                    bar.console.print(f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
+                                      f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}", markup=False,
+                                      highlight=False)
 
             with bar:
                 outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos,
-                                    progress=progress)
+                                    progress=progress, not_planned=not_planned)
     finally:
         scratch.cleanup()
     _report(outcome, fmt)

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 from gpufabric.units import format_size, parse_duration_s, parse_size
 
@@ -50,12 +50,13 @@ def _csv(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
 
 def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: str, plane: str,
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
-                   work_dir: str, slurm_mode: str = "srun") -> Any:
+                   work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "",
+                   k8s_image: str = "", k8s_namespace: str = "default", k8s_rdma: str = "") -> Any:
     from gpufabric.bench import launch
     from gpufabric.bench.probes.run import LaunchOptions
 
-    if launcher not in launch.LAUNCHERS:
-        raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}")
+    if launcher not in (*launch.LAUNCHERS, "k8s"):
+        raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}, k8s")
     if not 1 <= master_port <= 65535:
         raise InputError(f"--master-port {master_port}: not a port")
     host_list: list[launch.Host] = []
@@ -74,7 +75,9 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
     return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
                          master_port=master_port, timeout_s=parse_duration_s(timeout),
                          init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
-                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                         control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
+                         k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
 
 
 def _argv() -> list[str]:
@@ -91,12 +94,13 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
     for cmd in prep.plan.commands:
         sys.stdout.write(cmd.shell() + "\n")
     if prep.plan.script:
-        sys.stdout.write("# sbatch script (kept with the run):\n" + prep.plan.script)
+        what = "TrainJob manifest" if prep.plan.launcher == "k8s" else "sbatch script (kept with the run)"
+        sys.stdout.write(f"# {what}:\n" + prep.plan.script)
 
 
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
 O = {
-    "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun."),
+    "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
     "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
     "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
     "nproc": typer.Option(2, "--nproc", min=1, help="Ranks per node."),
@@ -108,7 +112,16 @@ O = {
     "timeout": typer.Option("600s", "--timeout", help="Limit for the whole launch."),
     "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init."),
     "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write."),
-    "work_dir": typer.Option("", "--work-dir", help="Directory for rank records (shared across hosts)."),
+    "work_dir": typer.Option("", "--run-dir", "--work-dir",
+                             help="Run directory for the rank config and records; on storage every node sees"
+                                  " (checked before launch; required for multi-node slurm and ssh hosts)."),
+    "control_ifname": typer.Option("", "--control-ifname",
+                                   help="Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."),
+    "data_ifname": typer.Option("", "--data-ifname", help="Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME."),
+    "k8s_image": typer.Option("", "--k8s-image", help="k8s launcher: container image with gpufabric and torch."),
+    "k8s_namespace": typer.Option("default", "--k8s-namespace", help="k8s launcher: namespace of the TrainJob."),
+    "k8s_rdma": typer.Option("", "--k8s-rdma", help="k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
+                             " (default rdma/rdma_shared_device_a=1 for nccl; none)."),
     "db": typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": typer.Option(Format.text, "--format", help="Output format."),
@@ -126,6 +139,28 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
     return 0
 
 
+def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
+    """Apply the TrainJob with kubectl and follow it; the ranks' records stay in the pods, the logs are the output."""
+    from gpufabric.bench import launch
+    from gpufabric.bench.probes import run as probe_run
+    from gpufabric.errors import ToolNotFound
+
+    if shutil.which("kubectl") is None:
+        raise ToolNotFound("kubectl")
+    prep = probe_run.prepare(kind, config, opts)
+    try:
+        outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir)
+    finally:
+        probe_run.cleanup(prep)
+    code = 0 if outcome.returncodes == (0,) else 1
+    if fmt is Format.json:
+        print_json({"launcher": "k8s", "manifest": prep.plan.script, "returncode": outcome.returncodes[0],
+                    "timed_out": outcome.timed_out, "log": outcome.logs[0], "status": "passed" if code == 0 else "failed"})
+    else:
+        sys.stdout.write(outcome.logs[0])
+    return code
+
+
 def _failures(report: dict[str, Any], console: Any) -> None:
     for line in report["failures"]:
         console.print(f"FAIL {line}", markup=False)
@@ -134,6 +169,40 @@ def _failures(report: dict[str, Any], console: Any) -> None:
     if report["error"]:
         console.print(f"error: {report['error']}", markup=False)
         console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)
+
+
+def print_json_line(payload: dict[str, Any]) -> None:
+    """One compact JSON document per line on stdout, flushed (JSON lines for streaming consumers)."""
+    import json
+
+    from gpufabric.jsonable import to_jsonable
+
+    sys.stdout.write(json.dumps(to_jsonable(envelope(payload)), separators=(",", ":")) + "\n")
+    sys.stdout.flush()
+
+
+def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
+    """The per-size callback of a sweep: nccl-tests-style lines on stderr as sizes finish (text),
+    JSON lines on stdout (``--format json --stream``), or nothing (``--quiet``, plain JSON)."""
+    if fmt is Format.json:
+        return print_json_line if stream else None
+    if quiet:
+        return None
+    err = stderr_console()
+    header = [False]
+
+    def line(row: dict[str, Any]) -> None:
+        if not header[0]:
+            err.print("# live, rank 0's timings as each size finishes (the table after the run combines all ranks)",
+                      markup=False, highlight=False)
+            err.print(f"  {'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'algbw GB/s':>12}{'busbw GB/s':>12}"
+                      f"{'#wrong':>8}", markup=False, highlight=False)
+            header[0] = True
+        err.print(f"  {row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}{row['time_p50_us']:>11.1f}"
+                  f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong']:>8d}", markup=False,
+                  highlight=False)
+
+    return line
 
 
 def register(bench_app: typer.Typer) -> None:
@@ -149,7 +218,12 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
+        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live per-size lines (CI logs): the final table only."),
+        stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
+                                    "finishes, then the report as the last line (JSON lines)."),
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
         die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
         die_after: str = typer.Option("0", "--inject-die-after", hidden=True),
@@ -161,16 +235,24 @@ def register(bench_app: typer.Typer) -> None:
 
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
+                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
         config = {"ops": _csv(ops, OPS, "--ops"), "sizes": parse_sizes(sizes),
                   "dtypes": _csv(dtypes, DTYPES, "--dtypes"), "iters": iters, "warmup": warmup,
                   "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
                   "die_rank": die_rank if die_rank >= 0 else None, "die_after": parse_size(die_after)}
         if dry_run:
             return _dry_run("collectives", config, opts, fmt)
-        report, code = service.run_collectives(config, opts, db=db, argv=_argv())
+        if opts.launcher == "k8s":
+            return _k8s_apply("collectives", config, opts, fmt)
+        report, code = service.run_collectives(config, opts, db=db, argv=_argv(),
+                                               on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
         if fmt is Format.json:
-            print_json(report)
+            if stream:  # the last JSON line is the report
+                print_json_line({"event": "report", **report})
+            else:
+                print_json(report)
             return code
         console = stdout_console()
         console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",
@@ -202,6 +284,8 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
+        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
         delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
@@ -221,12 +305,16 @@ def register(bench_app: typer.Typer) -> None:
             loaded = load_spec(spec).spec
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode)
+                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
+                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
         config = {**train_shape(loaded, scale=scale, blocks=blocks).as_config(), "steps": steps, "warmup": warmup,
                   "seed": seed, "mode": mode, "deterministic": deterministic,
                   "delay_rank": delay_rank if delay_rank >= 0 else None, "delay_rank_ms": delay_ms}
         if dry_run:
             return _dry_run("train", config, opts, fmt)
+        if opts.launcher == "k8s":
+            return _k8s_apply("train", config, opts, fmt)
         report, code = service.run_train(config, opts, repeat=repeat, against=against, db=db,
                                          argv=_argv(), env=dict(os.environ))
         if fmt is Format.json:
@@ -270,6 +358,8 @@ def register(bench_app: typer.Typer) -> None:
         lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
         master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
         op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
+        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
+        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
         dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
     ) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
@@ -287,22 +377,31 @@ def register(bench_app: typer.Typer) -> None:
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                               op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
-                              work_dir=work_dir, slurm_mode=slurm_mode)
+                              work_dir=work_dir, slurm_mode=slurm_mode,
+                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
+                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
         config = {**shape.as_config(), "directory": str(directory.resolve()), "keep": keep,
                   "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
         if dry_run:
             return _dry_run("checkpoint", config, opts, fmt)
+        if opts.launcher == "k8s":
+            return _k8s_apply("checkpoint", config, opts, fmt)
         report, code = service.run_checkpoint(config, opts, db=db, argv=_argv())
         if fmt is Format.json:
             print_json(report)
             return code
         console = stdout_console()
         console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
-        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'write GB/s':>12}{'read s':>9}{'read GB/s':>11}"
-                      f"{'wrong':>7}", markup=False)
+        console.print("GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
+                      " commit phases of the slowest rank in ms", markup=False)
+        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
+                      f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}", markup=False)
         for row in report["results"]:
+            phases = "".join(f"{row.get(k, float('nan')) * 1e3:>8.1f}"
+                             for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s"))
             console.print(f"{row['format']:<12}{format_size(row['bytes']):>10}{row['write_duration_s']:>9.3f}"
-                          f"{row['write_gbps']:>12.3f}{row['read_duration_s']:>9.3f}{row['read_gbps']:>11.3f}"
+                          f"{row['write_gbps']:>8.3f}{row['write_min_rank_gbps']:>9.3f}{phases}"
+                          f"{row['read_duration_s']:>9.3f}{row['read_gbps']:>8.3f}{row['read_min_rank_gbps']:>9.3f}"
                           f"{row['wrong_tensors']:>7.0f}", markup=False)
         _failures(report, console)
         return code

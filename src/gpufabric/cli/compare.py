@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
@@ -30,45 +29,67 @@ def _load(refs: tuple[str, str], db: Path | None) -> list:
     return [load_json_report(ref) if f else stored[ref] for ref, f in zip(refs, is_file)]
 
 
+def _min_effects(items: list[str] | None) -> dict[str, float]:
+    out = {}
+    for item in items or []:
+        cls, sep, value = item.partition("=")
+        try:
+            out[cls.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise InputError(f"--min-effect {item!r}: expected CLASS=FRACTION, e.g. tail=0.15")
+    return out
+
+
 def compare(
     base: str = typer.Argument(..., help="Baseline: run id, 'latest~N', or a JSON report file (report --format json)."),
     cand: str = typer.Argument("latest", help="Candidate: run id, 'latest', or a JSON report file."),
     db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    tolerance: float = typer.Option(0.05, "--tolerance", help="Relative change that counts (0.05 = 5 %)."),
-    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of each metric's test."),
-    strict: bool = typer.Option(False, "--strict", help="Also fail on untestable moves beyond the tolerance (single values, no samples)."),
+    tolerance: float = typer.Option(0.05, "--tolerance", help="Minimum effect of latency and throughput metrics (0.05 = 5 %)."),
+    min_effect: list[str] = typer.Option(None, "--min-effect", help="Per-class minimum effect, CLASS=FRACTION "
+                                         "(latency, throughput, tail, spread, other); repeatable."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Error rate across all metrics compared (after --correction)."),
+    correction: str = typer.Option("holm", "--correction", help="Multiple-comparison correction: holm (family-wise), "
+                                   "bh (false discovery rate) or none."),
+    strict: bool = typer.Option(False, "--strict", help="Also fail on inconclusive metrics that moved the bad way "
+                                "beyond their minimum effect."),
     fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
 ) -> int:
-    """Compare two runs metric by metric (Mann-Whitney U on raw samples, else bootstrap over repeats).
+    """Compare two runs metric by metric: per-repeat summaries, minimum effect, Holm-corrected.
 
-    Exit 1 when a metric got significantly worse by more than --tolerance.
+    Exit 1 when a metric got significantly worse by more than its minimum effect.
     """
     from gpufabric.report.common import num, pct
-    from gpufabric.results.compare import Change, compare_runs, untestable_regressions
+    from gpufabric.results.compare import Change, compare_runs, inconclusive_regressions
 
-    if tolerance < 0:
-        raise InputError(f"--tolerance must be >= 0, got {tolerance}")
-    if not 0 < alpha < 1:
-        raise InputError(f"--alpha must be between 0 and 1, got {alpha}")
+    if not 0 < alpha < 0.5:
+        raise InputError(f"--alpha must be between 0 and 0.5, got {alpha}")
+    overrides = _min_effects(min_effect)
     a, b = _load((base, cand), db)
-    result = compare_runs(a, b, tolerance=tolerance, alpha=alpha)
-    failing = list(result.regressions) + (list(untestable_regressions(result)) if strict else [])
+    result = compare_runs(a, b, tolerance=tolerance, alpha=alpha, correction=correction, min_effect=overrides)
+    failing = list(result.regressions) + (list(inconclusive_regressions(result)) if strict else [])
+    counts = {c.value: sum(d.verdict == c and not d.duplicate_of for d in result.deltas) for c in Change}
     if fmt is Format.json:
-        print_json({"base": a.id, "cand": b.id, "tolerance": tolerance, "alpha": alpha, "strict": strict,
-                    "deltas": result.deltas, "regressions": len(result.regressions), "failed": bool(failing)})
+        print_json({"base": a.id, "cand": b.id, "alpha": alpha, "correction": result.correction,
+                    "min_effect": result.min_effect, "strict": strict, "tested": result.tested,
+                    "deltas": result.deltas, "counts": counts, "regressions": len(result.regressions),
+                    "failed": bool(failing)})
         return 1 if failing else 0
     console = stdout_console()
-    console.print(f"compare run {a.id} (base) -> run {b.id} (candidate): tolerance {tolerance:.0%}, alpha {alpha:g}",
-                  markup=False)
-    order = {Change.regression: 0, Change.untestable: 1, Change.improvement: 2, Change.missing: 3, Change.unchanged: 4}
-    for d in sorted(result.deltas, key=lambda d: order[d.change]):
-        evidence = ((f"p={d.p_value:.2g}" if d.p_value > 0 else "p<1e-300") if d.p_value is not None else
-                    f"CI [{d.ci_low:+.1%}, {d.ci_high:+.1%}]" if d.ci_low is not None and math.isfinite(d.ci_low) else "")
-        line = (f"{d.change.value.upper():12} {d.test} @{d.host} {d.metric}: {num(d.base)} -> {num(d.cand)} {d.unit}"
+    console.print(f"compare run {a.id} (base) -> run {b.id} (candidate): {result.tested} metrics tested, "
+                  f"{result.correction} at alpha {alpha:g}, minimum effect "
+                  + ", ".join(f"{k} {v:.0%}" for k, v in result.min_effect.items()), markup=False)
+    order = {Change.regression: 0, Change.inconclusive: 1, Change.improvement: 2, Change.unchanged: 3}
+    for d in sorted(result.deltas, key=lambda d: (order[d.verdict], bool(d.duplicate_of))):
+        evidence = ""
+        if d.p_adjusted is not None:
+            evidence = (f"effect {pct(d.effect)} [{pct(d.ci_low)}, {pct(d.ci_high)}], "
+                        f"p_adj={d.p_adjusted:.2g}, n={d.n_base}/{d.n_cand}")
+        line = (f"{d.verdict.value.upper():12} {d.test} @{d.host} {d.metric}: {num(d.base)} -> {num(d.cand)} {d.unit}"
                 f" ({pct(d.delta)}, {d.direction.value} is better; {d.method}{', ' + evidence if evidence else ''})")
         if d.note:
             line += f" [{d.note}]"
         console.print(line, markup=False)
-    counts = {c: sum(d.change == c for d in result.deltas) for c in Change}
-    console.print(", ".join(f"{n} {c.value}" for c, n in counts.items() if n) or "nothing to compare", markup=False)
+    console.print(", ".join(f"{n} {c}" for c, n in counts.items() if n) or "nothing to compare", markup=False)
     return 1 if failing else 0

@@ -7,10 +7,17 @@ written: one malformed file is a one-line error naming it and what is wrong (exi
 and nothing is stored. Files of the same tool and test case are repeats of one test.
 Exit 1 when an imported run reports its own failure (iperf3 ``error``, nccl-tests
 ``#wrong``) or an SLO from ``--thresholds`` fails.
+
+``--tool auto`` detects each file's tool; a file that is not the named tool's output is
+refused (exit 2) with the tool it looks like. A result whose values cannot be true
+(negative bandwidth, NaN time, sizes that do not match counts) is stored as failed and
+marked invalid, never ok. A file whose content was already ingested into the database
+is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from pathlib import Path
 
@@ -27,26 +34,27 @@ def register(app: typer.Typer) -> None:
 
 def ingest(
     files: list[Path] = typer.Argument(..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."),
-    tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest or nccl-tests."),
+    tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."),
     db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
     host: str = typer.Option(None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
+    allow_duplicate: bool = typer.Option(False, "--allow-duplicate", help="Store a file even if the same content was ingested before."),
     fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from gpufabric.bench.parsers import TOOLS, parser_for
+    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
     from gpufabric.bench.suite import run_status
+    from gpufabric.errors import ParseError
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
-    if tool not in TOOLS:
-        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)}")
-    parse = parser_for(tool)
-    # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
-    prefix = "nccl" if tool == "nccl-tests" else tool
+    if tool not in (*TOOLS, "auto"):
+        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
     results: list[TestResult] = []
+    digests: list[str] = []
+    tools_seen: list[str] = []
     for path in files:
         try:
             text = path.read_text(encoding="utf-8", errors="strict")
@@ -55,12 +63,35 @@ def ingest(
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
         except UnicodeDecodeError:
             raise InputError(f"{path}: not a text file (is it {tool} output?)") from None
-        for parsed in parse(text, source=str(path)):  # a ParseError names the file
+        detected = detect_tool(text)
+        file_tool = tool
+        if tool == "auto":
+            if not detected:
+                raise InputError(f"{path}: cannot tell which tool wrote it; name it with --tool {'|'.join(TOOLS)}")
+            file_tool = detected
+        try:
+            parsed_all = parser_for(file_tool)(text, source=str(path))  # a ParseError names the file
+        except ParseError as exc:
+            if detected and detected != file_tool:
+                raise InputError(f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto") from None
+            raise
+        digests.append(hashlib.sha256(text.encode()).hexdigest())
+        tools_seen.append(file_tool)
+        # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
+        prefix = "nccl" if file_tool == "nccl-tests" else file_tool
+        raw = text[:RAW_OUTPUT_LIMIT]
+        for index, parsed in enumerate(parsed_all):
+            invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
+            reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
             results.append(TestResult(
-                name=f"{prefix}.{parsed.case}", tool=tool,
+                name=f"{prefix}.{parsed.case}", tool=file_tool,
                 host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                status=Status.failed if parsed.error else Status.ok, metrics=parsed.metrics, reason=parsed.error,
-                started_at=mtime, raw_output=text[:RAW_OUTPUT_LIMIT], params={"file": str(path), **parsed.params()}))
+                status=Status.failed if reason else Status.ok, metrics=parsed.metrics, reason=reason,
+                # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
+                # tables would otherwise store 10,000 copies of the same 200 kB.
+                started_at=mtime, raw_output=raw if index == 0 else "",
+                params={"file": str(path), **parsed.params(), **({"invalid": invalid} if invalid else {}),
+                        **({"raw_output": "stored with the file's first result"} if index else {})}))
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
@@ -73,9 +104,12 @@ def ingest(
         from gpufabric.results.store import Store
 
         with Store.open(db) as store:
+            if not allow_duplicate:
+                _refuse_duplicates(store, files, digests)
             run_id = store.begin_run(kind="ingest", argv=["ingest", "--tool", tool, *map(str, files)],
                                      fingerprint={"source": "ingested", "files": [str(f) for f in files]},
-                                     meta={"tool": tool, "imported_at": time.time()})
+                                     meta={"tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
+                                           "imported_at": time.time(), "sha256": digests})
             for result in results:
                 store.add_result(run_id, result)
             if verdicts:
@@ -86,7 +120,31 @@ def ingest(
         raise typer.Exit(1)
 
 
-def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:  # noqa: ANN001
+def _impossible(metrics) -> str:  # noqa: ANN001
+    """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
+    a negative or non-finite value cannot be a measurement, whatever the tool."""
+    import math
+
+    bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
+    return f"impossible values {', '.join(bad[:5])}" if bad else ""
+
+
+def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
+    seen: dict[str, int] = {}
+    for run in store.list_runs(limit=1_000_000):
+        if run.kind == "ingest":
+            for digest in run.meta.get("sha256") or ():
+                seen.setdefault(digest, run.id)
+    for path, digest in zip(files, digests, strict=True):
+        if digest in seen:
+            raise InputError(f"{path}: already ingested as run {seen[digest]} (same content); "
+                             "pass --allow-duplicate to store it again")
+    if len(set(digests)) < len(digests):
+        dup = next(p for p, d in zip(files, digests, strict=True) if digests.count(d) > 1)
+        raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
+
+
+def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
     if fmt == Format.json:
         print_json({"run_id": run_id, "dry_run": dry_run, "status": status,
                     "results": [result_row(r, host=r.host, file=r.params.get("file")) for r in results],

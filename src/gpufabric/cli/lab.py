@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import typer
@@ -103,6 +104,64 @@ def register(app: typer.Typer) -> None:
         else:
             net.start_noise(name, plane)
         return 0
+
+    _register_slurm(lab_app)
+
+
+def _register_slurm(lab_app: typer.Typer) -> None:
+    slurm_app = typer.Typer(help="A Slurm cluster on the lab: slurmctld on the login namespace, one slurmd per host.",
+                            no_args_is_help=True)
+    lab_app.add_typer(slurm_app, name="slurm")
+
+    @slurm_app.command("up")
+    def slurm_up(name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
+                 hosts: int = typer.Option(2, "--hosts", help="Number of Slurm nodes (2-16)."),
+                 gpus_per_node: int = typer.Option(0, "--gpus-per-node", help="Placeholder gres/gpu per node (0-16)."),
+                 auth: str = typer.Option("auto", "--auth", help="auto (auth/none if built, else munge), none, munge."),
+                 fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+        """Create lab NAME and start Slurm on it; run srun/sbatch with `ip netns exec gfl-NAME-sw` and SLURM_CONF."""
+        from gpufabric.lab import slurm
+
+        _need_root()
+        slurm.up(name, hosts=hosts, gpus_per_node=gpus_per_node, auth=auth)
+        doc = slurm.status(name)
+        if fmt is Format.json:
+            print_json(doc)
+        else:
+            console = stdout_console()
+            console.print(f"slurm lab {name}: {', '.join(n['name'] + '=' + n['state'] for n in doc['nodes'])}",
+                          markup=False)
+            console.print(f"  SLURM_CONF={doc['conf']} ip netns exec {doc['login_netns']} srun -N{hosts} hostname",
+                          markup=False)
+        return 0
+
+    @slurm_app.command("down")
+    def slurm_down(name: str = typer.Argument("lab", help="Lab name."),
+                   fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+        """Stop slurmctld and the slurmds, then remove the lab (safe to repeat)."""
+        from gpufabric.lab import slurm
+
+        _need_root()
+        removed = slurm.down(name)
+        if fmt is Format.json:
+            print_json({"name": name, "removed": removed})
+        else:
+            stdout_console().print(f"slurm lab {name}: removed {len(removed)} namespace(s)", markup=False)
+        return 0
+
+    @slurm_app.command("status")
+    def slurm_status(name: str = typer.Argument("lab", help="Lab name."),
+                     fmt: Format = typer.Option(Format.json, "--format", help="Output format.")) -> int:
+        """Slurm node states as slurmctld reports them (exit 1 when not up)."""
+        from gpufabric.lab import slurm
+
+        _need_root()
+        doc = slurm.status(name)
+        if fmt is Format.json:
+            print_json(doc)
+        else:
+            stdout_console().print(json.dumps(doc, indent=1), markup=False)
+        return 0 if doc["up"] else 1
 
 
 def _print_status(doc: dict) -> None:

@@ -55,13 +55,24 @@ def plan(
             "layout_search": result.layout_search,
             "notes": result.notes,
             "catalog": list(catalog.files),
+            "catalog_overrides": _overrides(catalog_files),
         })
     elif fmt == ReportFormat.markdown:
         typer.echo(_markdown(result, _shown(result, top, default=None)))
     else:
         _text(result, _shown(result, top, default=12), spec)
+        for o in _overrides(catalog_files):
+            typer.echo(f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
+                       if isinstance(o["value"], float) else
+                       f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})")
     # Nothing recommendable (no layout fits in memory) is a failed check.
     return 0 if result.recommended is not None else 1
+
+
+def _overrides(files: list[Path]) -> list[dict[str, Any]]:
+    from gpufabric.plan.calibrate import overrides_in
+
+    return overrides_in(files)
 
 
 def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:

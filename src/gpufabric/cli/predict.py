@@ -22,7 +22,9 @@ def collective(
     gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs (ranks) per node."),
     gpu: str = typer.Option("h100-sxm", "--gpu", help="GPU catalog id."),
     fabric: str = typer.Option("ib-ndr", "--fabric", help="Scale-out fabric catalog id."),
-    algorithm: str = typer.Option(None, "--algorithm", help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls."),
+    algorithm: str = typer.Option(None, "--algorithm", help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree."),
+    timing: str = typer.Option("eager", "--timing", help="eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."),
+    sharp: bool = typer.Option(False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."),
     deterministic: bool = typer.Option(False, "--deterministic", help="Only algorithms with a fixed reduction order (bitwise runs)."),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable)."),
     fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
@@ -35,19 +37,23 @@ def collective(
     size_bytes = parse_size(size)
     catalog = load_catalog(catalog_files)
     pred = predict_collective(op=op, size_bytes=size_bytes, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu,
-                              fabric=fabric, catalog=catalog, algorithm=algorithm, deterministic=deterministic)
+                              fabric=fabric, catalog=catalog, algorithm=algorithm, deterministic=deterministic,
+                              sharp=sharp, timing=timing)
     if fmt == Format.json:
         print_json({
             "op": pred.op, "bytes": pred.size_bytes, "ranks": pred.num_ranks, "algorithm": pred.algorithm,
             "protocol": pred.protocol, "time_us": pred.time_us, "algbw_gbps": pred.algbw_gbps,
             "busbw_gbps": pred.busbw_gbps, "gpu": gpu, "fabric": fabric, "switch_hops": pred.switch_hops,
+            "timing": pred.timing, "sharp": pred.sharp,
+            "breakdown": {"launch_us": pred.launch_us, "latency_us": pred.latency_us, "bandwidth_us": pred.bandwidth_us},
         })
         return 0
     typer.echo(
         f"{pred.op} {format_size(pred.size_bytes)} on {nodes} x {gpus_per_node} {gpu} over {fabric}"
         f" ({pred.num_ranks} ranks, {pred.switch_hops} switch hop{'' if pred.switch_hops == 1 else 's'})\n"
-        f"  algorithm {pred.algorithm}/{pred.protocol}\n"
-        f"  time      {pred.time_us:,.1f} us\n"
+        f"  algorithm {pred.algorithm}/{pred.protocol} ({pred.timing} timing{', SHARP allowed' if sharp else ''})\n"
+        f"  time      {pred.time_us:,.1f} us = launch {pred.launch_us:,.1f} + latency {pred.latency_us:,.1f}"
+        f" + bandwidth {pred.bandwidth_us:,.1f}\n"
         f"  algbw     {pred.algbw_gbps:,.2f} GB/s\n"
         f"  busbw     {pred.busbw_gbps:,.2f} GB/s"
     )

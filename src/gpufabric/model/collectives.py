@@ -21,6 +21,21 @@ the same formula. Algorithms:
 - ``collnet``: in-network reduction (InfiniBand SHARP): every byte crosses the host
   link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
 - ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
+- ``nvls_tree``: NCCL's NVLSTree across nodes (NCCL >= 2.18): NVSwitch reduction inside
+  each node, a tree across nodes, one slice per NIC. Its algbw combines the NVLS algbw
+  A_nvls and the node's network bandwidth A_net as ``1 / (1/A_nvls + KAPPA (N-1)/A_net)``:
+  an empirical form whose KAPPA is fitted on one published table (docs/accuracy.md).
+
+Timing (``timing``): ``graph`` is one CUDA-graph-captured op (the site's ``launch_us``,
+the tuner's view); ``eager`` is what nccl-tests prints without ``-G`` and what almost
+everyone posts: every op pays the GPU generation's eager launch and host overhead
+(``Gpu.eager_launch_us``) and, across nodes, the network proxy thread's per-op cost per
+tree level (``Fabric.proxy_us`` x log2 N). Both constants are fitted to public nccl-tests
+tables (docs/accuracy.md lists the fit and held-out points).
+
+In-network reduction (``collnet``, InfiniBand SHARP) is considered only with ``sharp=True``
+and a SHARP-capable fabric: most clusters do not run the SHARP plugin, and points
+measured with SHARP are compared with ``sharp=True`` predictions.
 
 Bitwise reproducibility excludes nvls and collnet: NVLS "is known to be less
 deterministic" (nccl #1497), and in-network reduction order is not under NCCL control.
@@ -40,7 +55,8 @@ from gpufabric.errors import InputError
 from gpufabric.model.topology import size_fabric, switch_hops
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
-ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p")
+ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p", "nvls_tree")
+TIMINGS = ("eager", "graph")
 PROTOCOLS = ("LL", "LL128", "Simple")
 
 # NCCL tuning.cc (commit 01afd20, models.md 2.3) [V]: {LL, LL128, Simple}, microseconds.
@@ -54,6 +70,10 @@ HW_LAT_US = {
 RING_PLATEAU = 1.9
 #: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
 LL_MULTINODE_INTRA = 1.8
+#: NVLSTree network share, fitted (least squares on 1/algbw) to the 16 GiB point of the
+#: 2-node 8xH100 NDR table of NVIDIA/nccl-tests#309 (algbw 250.2 GB/s); the 4- and 8-node
+#: tables of the same issue are held out (docs/accuracy.md). Empirical, not from NCCL.
+NVLS_TREE_KAPPA = 0.132
 
 
 def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
@@ -88,6 +108,8 @@ class Links:
     launch_us: Any = 1.0
     oversubscription: Any = 1.0
     ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
+    eager_launch_us: Any = 0.0  # per-op launch + host overhead without CUDA graphs; 0 = launch_us
+    proxy_us: Any = 0.0         # per-op network proxy overhead per log2(nodes), eager only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,6 +120,9 @@ class CollectiveTimes:
     algorithm: np.ndarray       # index into ALGORITHMS
     protocol: np.ndarray        # index into PROTOCOLS
     latency_steps: np.ndarray   # dependent inter-node latency steps of the chosen algorithm
+    launch_us: np.ndarray | None = None     # breakdown of time_us: launch/host/proxy overhead,
+    latency_us: np.ndarray | None = None    # the algorithm's latency term
+    bandwidth_us: np.ndarray | None = None  # and its bandwidth term
 
 
 def _hw(algo: str, proto: int, is_pci: Any) -> Any:
@@ -114,6 +139,8 @@ def collective_times(
     *,
     deterministic: bool = False,
     algorithms: tuple[str, ...] | None = None,
+    sharp: bool = False,
+    timing: str = "graph",
 ) -> CollectiveTimes:
     """Best predicted time of ``op`` for every design in the broadcast of the inputs.
 
@@ -125,7 +152,12 @@ def collective_times(
         links: link parameters.
         deterministic: exclude algorithms whose reduction order is not reproducible.
         algorithms: restrict to these algorithms (like NCCL_ALGO).
+        sharp: allow in-network reduction (collnet) where the fabric supports it.
+        timing: "graph" (one CUDA-graph launch, the default here for the planner) or "eager"
+            (nccl-tests without -G).
     """
+    if timing not in TIMINGS:
+        raise InputError(f"unknown timing {timing!r}; choose from {', '.join(TIMINGS)}")
     if op not in OPS:
         raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
     S = np.asarray(size_bytes, dtype=float)
@@ -141,19 +173,24 @@ def collective_times(
     b_ring = np.where(multi, np.minimum(nvl_ring, net_node), nvl)
     scale = np.asarray(L.net_latency_scale, dtype=float)
     hop = np.asarray(L.extra_hop_us, dtype=float)
-    launch = np.asarray(L.launch_us, dtype=float)
+    graph_launch = np.asarray(L.launch_us, dtype=float)
+    if timing == "eager":
+        eager = np.asarray(L.eager_launch_us, dtype=float)
+        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(L.proxy_us, dtype=float) * np.log2(np.maximum(N, 1))
+    else:
+        launch = graph_launch + 0 * N
     factor = busbw_factor(op, p)
     log2n = np.floor(np.log2(np.maximum(N, 1)))
 
-    cands: list[tuple[int, int, Any, Any]] = []  # (algo index, proto index, time, dependent steps)
+    cands: list[tuple[int, int, Any, Any, Any, Any]] = []  # (algo, proto, time, steps, latency, bandwidth)
 
-    def add(algo: str, proto: int, time: Any, steps: Any, valid: Any = True) -> None:
+    def add(algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
         if algorithms is not None and algo not in algorithms:
             return
-        if deterministic and algo in ("nvls", "collnet"):
+        if deterministic and algo in ("nvls", "collnet", "nvls_tree"):
             return
-        t = np.where(valid, launch + time, np.inf)
-        cands.append((ALGORITHMS.index(algo), proto, t, steps))
+        t = np.where(valid, launch + lat + bw, np.inf)
+        cands.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
 
     for pi in range(3):
         intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
@@ -173,18 +210,18 @@ def collective_times(
             lat = base + (nsteps - ninter) * intra + ninter * inter
             if op == "all_reduce" and pi == 2:
                 lat = np.where(multi & (S >= p / 16 * 65536), lat * RING_PLATEAU, lat)
-            add("ring", pi, lat + S * factor / (b_ring * pf), ninter)
+            add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.
             t_intra = _hw("tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
             t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
             tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
             lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
-            add("tree", pi, lat_t + 2 * S / (b_ring * tpf), 2 * log2n, p > 1)
+            add("tree", pi, lat_t, 2 * S / (b_ring * tpf), 2 * log2n, p > 1)
             # Hierarchical: NVLink RS, per-rail ring AR of S/g, NVLink AG (not pipelined).
             lat_h = base + 2 * (g - 1) * intra + 2 * (N - 1) * inter
             bw_h = 2 * (g - 1) / g * S / (nvl * pf) + 2 * (N - 1) / N * S / (net_node * pf)
-            add("hierarchical", pi, lat_h + bw_h, 2 * (N - 1), multi & (g > 1))
+            add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), multi & (g > 1))
             # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
             if pi != 1:
                 c_intra = _hw("collnet", pi, L.intra_is_pci)
@@ -193,11 +230,20 @@ def collective_times(
                 intra_bw = np.maximum(nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3))
                 bw_c = np.maximum(S / net_node, 2 * (g - 1) / g * S / intra_bw) / cpf
                 lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c_intra + c_inter
-                add("collnet", pi, lat_c + bw_c, 2 + 0 * N, multi & np.asarray(L.in_network_reduction, dtype=bool))
+                add("collnet", pi, lat_c, bw_c, 2 + 0 * N,
+                    multi & np.asarray(L.in_network_reduction, dtype=bool) & bool(sharp))
             if pi == 2:
                 nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
-                t_nvls = np.asarray(L.nvls_latency_us, dtype=float) + S * factor / np.maximum(nvls_bw, 1e-9)
-                add("nvls", pi, t_nvls - launch, 0 * N, (~multi) & (nvls_bw > 0) & (g > 1))
+                # nvls_latency_us was fitted to eager nccl-tests (launch included): keep it in
+                # the latency term, minus the launch this call adds separately.
+                nvls_lat = np.maximum(np.asarray(L.nvls_latency_us, dtype=float) - launch, 0.0)
+                add("nvls", pi, nvls_lat, S * factor / np.maximum(nvls_bw, 1e-9), 0 * N,
+                    (~multi) & (nvls_bw > 0) & (g > 1))
+                # NVLSTree: NVSwitch reduction in the node, tree across nodes (one slice per NIC).
+                a_nvls = nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9)   # NVLS algbw
+                algbw_nt = 1.0 / (1.0 / np.maximum(a_nvls, 1e-9) + NVLS_TREE_KAPPA * (N - 1) / net_node)
+                lat_nt = nvls_lat + 2 * log2n * (HW_LAT_US["net"]["tree"][2] * scale + hop)
+                add("nvls_tree", pi, lat_nt, S / algbw_nt, 2 * log2n, multi & (nvls_bw > 0) & (g > 1))
         if op == "all_to_all" and pi != 0:
             # Pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest link class.
             lat_a = base + (g - 1) * intra + (p - g) * inter
@@ -205,11 +251,11 @@ def collective_times(
             f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
             penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
             bw_a = np.maximum(S * (g - 1) / p / (nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
-            add("pairwise", pi, lat_a + bw_a, p - g)
+            add("pairwise", pi, lat_a, bw_a, p - g)
         if op == "send_recv":
             lat_s = base + np.where(multi, inter, intra)
             b_p2p = np.where(multi, net_node / g, nvl)
-            add("p2p", pi, lat_s + S / (b_p2p * pf), np.where(multi, 1, 0))
+            add("p2p", pi, lat_s, S / (b_p2p * pf), np.where(multi, 1, 0))
 
     if not cands:
         raise InputError(f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else ""))
@@ -221,7 +267,14 @@ def collective_times(
     steps = np.stack([np.broadcast_to(np.asarray(c[3], dtype=float), shape) for c in cands])
     chosen = np.take_along_axis(times, best[None, ...], axis=0)[0]
     dep = np.take_along_axis(steps, best[None, ...], axis=0)[0]
-    return CollectiveTimes(time_us=chosen, algorithm=algo_idx, protocol=proto_idx, latency_steps=dep)
+
+    def pick(k: int) -> np.ndarray:
+        stack = np.stack([np.broadcast_to(np.asarray(c[k], dtype=float), shape) for c in cands])
+        return np.take_along_axis(stack, best[None, ...], axis=0)[0]
+
+    lat_part, bw_part = pick(4), pick(5)
+    return CollectiveTimes(time_us=chosen, algorithm=algo_idx, protocol=proto_idx, latency_steps=dep,
+                           launch_us=chosen - lat_part - bw_part, latency_us=lat_part, bandwidth_us=bw_part)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -237,6 +290,11 @@ class CollectivePrediction:
     algbw_gbps: float
     busbw_gbps: float
     switch_hops: int
+    timing: str = "graph"
+    launch_us: float = 0.0       # launch, host and proxy overhead of the op
+    latency_us: float = 0.0      # the algorithm's latency term (tuner constants x steps)
+    bandwidth_us: float = 0.0    # bytes over the bottleneck link class
+    sharp: bool = False
 
 
 def links_for(gpu: Any, fabric: Any, site: Any, switch: Any, *, nics_per_node: Any, hops: Any = 1,
@@ -255,6 +313,8 @@ def links_for(gpu: Any, fabric: Any, site: Any, switch: Any, *, nics_per_node: A
         launch_us=site.launch_us,
         oversubscription=oversubscription,
         ranks_per_leaf=ranks_per_leaf,
+        eager_launch_us=getattr(gpu, "eager_launch_us", 0.0),
+        proxy_us=getattr(fabric, "proxy_us", 0.0),
     )
 
 
@@ -270,6 +330,8 @@ def predict_collective(
     algorithm: str | None = None,
     deterministic: bool = False,
     oversubscription: float = 1.0,
+    sharp: bool = False,
+    timing: str = "eager",
 ) -> CollectivePrediction:
     """Predict nccl-tests time, algbw and busbw of one collective.
 
@@ -279,6 +341,8 @@ def predict_collective(
     Args:
         algorithm: force one algorithm (like NCCL_ALGO), e.g. "ring".
         deterministic: only algorithms with a fixed reduction order (bitwise runs).
+        sharp: allow in-network reduction (InfiniBand SHARP) where the fabric supports it.
+        timing: "eager" (nccl-tests without -G, the default) or "graph" (CUDA-graph capture).
 
     Raises:
         InputError: unknown op or algorithm, or non-positive sizes/counts.
@@ -298,7 +362,7 @@ def predict_collective(
     links = links_for(g, f, catalog.site, sw, nics_per_node=gpus_per_node, hops=max(hops, 1),
                       oversubscription=oversubscription, ranks_per_leaf=float(size.nodes_per_leaf) * gpus_per_node)
     res = collective_times(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic,
-                           algorithms=(algorithm,) if algorithm else None)
+                           algorithms=(algorithm,) if algorithm else None, sharp=sharp, timing=timing)
     t_us = float(res.time_us)
     if not np.isfinite(t_us):
         raise InputError(f"algorithm {algorithm!r} does not apply to {op} on {nodes} node(s) of {gpu} over {fabric}")
@@ -307,5 +371,7 @@ def predict_collective(
     return CollectivePrediction(
         op=op, size_bytes=int(size_bytes), num_ranks=ranks, algorithm=ALGORITHMS[int(res.algorithm)],
         protocol=PROTOCOLS[int(res.protocol)], time_us=t_us, algbw_gbps=algbw,
-        busbw_gbps=float(algbw * busbw_factor(op, ranks)), switch_hops=hops,
+        busbw_gbps=float(algbw * busbw_factor(op, ranks)), switch_hops=hops, timing=timing,
+        launch_us=float(res.launch_us), latency_us=float(res.latency_us), bandwidth_us=float(res.bandwidth_us),
+        sharp=sharp,
     )

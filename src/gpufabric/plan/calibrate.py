@@ -1,24 +1,41 @@
 """Fit the collective model to a measured run and write a catalog override.
 
-Each measured collective point (op, size S, time t) of a stored ``bench collectives`` run
-is reduced to the alpha-beta form the model uses (NCCL tuning.cc: ``time = lat +
-bytes/bw``, reference/models.md 1.6 item 2) with nccl-tests' bus factor f:
-``t = alpha + f*S / beta``, so beta is the busbw asymptote. Points are grouped by link
-class: ``inter`` when the ranks span hosts (the scale-out fabric) and ``intra`` when they
-share one (the node's scale-up link). The fit is least squares on relative error,
-non-negative (scipy nnls), so small sizes weigh as much as large ones.
+Works on every run that holds collective timings: ``bench collectives`` probe runs
+(one result per op and size, ``time_p50_us``), suite and ingested nccl-tests results
+(one result per table: ``time_us`` at the largest size and ``time_us@<size>B`` for the
+others, with ranks, nodes, GPUs per node and the GPU model read from the nccl-tests
+header). Ranks and nodes come from the run; the GPU too where the header names it
+(``--gpu`` otherwise); the fabric cannot be read from any tool output, so multi-node
+points need ``--fabric``.
 
-The fitted figures become catalog fields through the model itself: the fabric's
-``nic_efficiency`` (and ``nic_line_gbps`` when the measured rate exceeds it) and
-``net_latency_scale`` are scaled until the model's large-message busbw and small-message
-time match beta and alpha; intra-node sweeps set the GPU's ``nvlink_busbw_gbps``. Storage
-figures come straight from fio results (write/read bandwidth, fsync p50 latency).
+Each point (op, size S, time t) is reduced to the alpha-beta form the model uses (NCCL
+tuning.cc: ``time = lat + bytes/bw``, reference/models.md 1.6 item 2) with nccl-tests'
+bus factor f: ``t = alpha + f*S / beta``, so beta is the busbw asymptote. Repeats of a
+point are reduced to their median first; the fit is a Huber regression on relative
+residuals (scipy least_squares, loss="huber", f_scale 5%), so one slow repeat or one
+outlier size (nccl-tests tables often have one) does not drag the line. Points are
+grouped by link class: ``inter`` when the ranks span nodes, ``intra`` otherwise.
+
+A parameter the sweep cannot identify is refused, not guessed: alpha needs a size whose
+time is mostly latency (at least half at the smallest size), beta a size whose time is
+mostly bytes (at least half at the largest).
+
+The fit becomes catalog fields through the model itself (iterated so the model, with all
+its protocol and algorithm choices, reproduces the fitted line at the smallest and the
+largest measured size): ``inter`` sets the fabric's ``nic_efficiency`` (and
+``nic_line_gbps`` when the measured rate exceeds it) and ``proxy_us``; ``intra`` sets the
+GPU's ``nvlink_busbw_gbps`` and ``nvls_busbw_gbps`` (scaled together) and
+``eager_launch_us``. Storage figures come from fio results: the median over repeats of
+write/read bandwidth and fsync p50 latency.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
+import re
+import statistics
 import tempfile
 from collections import defaultdict
 from collections.abc import Sequence
@@ -28,14 +45,19 @@ from typing import Any
 
 import numpy as np
 import yaml
-from scipy.optimize import nnls
+from scipy.optimize import least_squares
 
 from gpufabric.bench.probes.stats import busbw_gbps
 from gpufabric.errors import InputError
-from gpufabric.model.collectives import busbw_factor
+from gpufabric.model.collectives import OPS, busbw_factor
 
-#: Size the model is asked for its bandwidth asymptote (large enough that latency is < 1%).
-_ASYMPTOTE_BYTES = 16 << 30
+#: nccl-tests binary names -> model op names.
+_NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
+#: GPU model strings of the nccl-tests header -> catalog ids (first match wins).
+GPU_MODELS = ((r"H200", "h200"), (r"H100", "h100-sxm"), (r"A100", "a100-sxm"), (r"B200", "b200"), (r"L40S", "l40s"))
+#: Share of the time that must be latency (smallest size) / bytes (largest size) to identify alpha / beta.
+IDENTIFY_SHARE = 0.5
+_SIZE_METRIC = re.compile(r"^time_us@(\d+)B$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,6 +69,8 @@ class Point:
     nodes: int
     gpus_per_node: int
     busbw_gbps: float
+    timing: str = "eager"
+    repeats: int = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,54 +80,125 @@ class Fit:
     beta_gbps: float       # busbw asymptote, GB/s
     points: int
     rms_rel_error: float
+    latency_anchor_us: float = 0.0    # median time of the latency-dominated sizes (what the model must match)
+    busbw_anchor_gbps: float = 0.0    # median busbw of the largest sizes (at most 3)
+
+
+def gpu_id(model: str) -> str | None:
+    """Catalog GPU id of an nccl-tests GPU model string ("NVIDIA H100 80GB HBM3" -> "h100-sxm")."""
+    return next((gid for pattern, gid in GPU_MODELS if re.search(pattern, model or "")), None)
+
+
+def _nccl_points(r: Any) -> list[Point]:
+    p = r.params
+    op = _NCCL_OPS.get(p.get("tool_op", ""), p.get("tool_op", ""))
+    if op not in OPS or "tool_ranks" not in p:
+        return []
+    ranks, nodes = int(p["tool_ranks"]), int(p.get("tool_nodes", "1"))
+    g = int(p.get("tool_gpus_per_node", str(max(1, ranks // nodes))))
+    timing = "graph" if p.get("tool_graph") == "1" else "eager"
+    # Out-of-place and in-place rows time the same transfer: the parser keeps both as the
+    # metric's samples, two repeats of one point.
+    sized = [(int(m.group(1)), v) for x in r.metrics if (m := _SIZE_METRIC.match(x.name)) for v in (x.samples or (x.value,))]
+    top = r.metric("time_us")
+    if top is not None and "tool_max_size_bytes" in p:
+        sized += [(int(p["tool_max_size_bytes"]), v) for v in (top.samples or (top.value,))]
+    return [Point(op=op, size_bytes=s, time_us=t, num_ranks=ranks, nodes=nodes, gpus_per_node=g, timing=timing,
+                  busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks))
+            for s, t in sized if s > 0 and t > 0 and math.isfinite(t)]
 
 
 def points_from_run(run: Any) -> list[Point]:
-    """Measured collective points of a run (torch probe or nccl-tests results with op/size params)."""
-    out = []
+    """Measured collective points of a run: torch probes and nccl-tests results (suite or ingested).
+
+    Repeats of one (op, size, ranks, nodes, timing) are reduced to their median time.
+    """
+    raw: list[Point] = []
     for r in run.results:
+        if r.status.value != "ok":
+            continue
+        if r.tool == "nccl-tests":
+            raw += _nccl_points(r)
+            continue
         p = r.params
         t = r.metric("time_p50_us") or r.metric("time_us")
-        if "op" not in p or "size_bytes" not in p or t is None or r.status.value != "ok":
+        if "op" not in p or "size_bytes" not in p or t is None:
             continue
         n = int(p.get("num_ranks", "0") or 0)
         hosts = json.loads(p["rank_hosts"]) if "rank_hosts" in p else {}
         nodes = len(set(hosts.values())) if hosts else int(p.get("nodes", "1"))
         size = int(p["size_bytes"])
-        busbw = r.metric("busbw_gbps")
-        out.append(Point(op=p["op"], size_bytes=size, time_us=t.value, num_ranks=n, nodes=nodes,
-                         gpus_per_node=max(1, n // nodes),
-                         busbw_gbps=busbw.value if busbw else busbw_gbps(p["op"], size, t.value * 1e-6, n)))
-    return out
+        raw.append(Point(op=p["op"], size_bytes=size, time_us=t.value, num_ranks=n, nodes=nodes,
+                         gpus_per_node=max(1, n // nodes), busbw_gbps=busbw_gbps(p["op"], size, t.value * 1e-6, n)))
+    groups: dict[tuple, list[Point]] = defaultdict(list)
+    for pt in raw:
+        groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing)].append(pt)
+    out = []
+    for pts in groups.values():
+        t = statistics.median(p.time_us for p in pts)
+        first = pts[0]
+        out.append(replace(first, time_us=t, repeats=len(pts),
+                           busbw_gbps=busbw_gbps(first.op, first.size_bytes, t * 1e-6, first.num_ranks)))
+    return sorted(out, key=lambda p: (p.op, p.nodes, p.size_bytes))
 
 
 def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
-    """t = alpha + f*S/beta by non-negative least squares on relative residuals."""
-    if len(points) < 2:
-        raise InputError(f"calibrate needs at least 2 measured sizes for the {link_class} link class, got {len(points)}")
-    x = np.array([busbw_factor(p.op, p.num_ranks) * p.size_bytes for p in points], dtype=float)
-    t = np.array([p.time_us for p in points], dtype=float)
-    a = np.column_stack([np.ones_like(x), x]) / t[:, None]
-    (alpha, inv_beta), _ = nnls(a, np.ones_like(t))
-    beta_bytes_per_us = 1.0 / inv_beta if inv_beta > 0 else float("inf")
+    """t = alpha + f*S/beta, Huber regression on relative residuals, alpha and 1/beta >= 0.
+
+    Raises:
+        InputError: fewer than 2 sizes, or a parameter the sizes cannot identify.
+    """
+    sizes = {p.size_bytes for p in points}
+    if len(sizes) < 2:
+        raise InputError(f"calibrate needs at least 2 measured sizes for the {link_class} link class, got {len(sizes)}")
+    x = np.array([float(busbw_factor(p.op, p.num_ranks)) * p.size_bytes for p in points])
+    t = np.array([p.time_us for p in points])
+    # Start from the ordinary least-squares line on relative residuals, then make it robust.
+    a0 = np.column_stack([np.ones_like(x), x]) / t[:, None]
+    start, *_ = np.linalg.lstsq(a0, np.ones_like(t), rcond=None)
+    start = np.clip(start, 1e-12, None)
+    scale = np.array([max(float(np.min(t)), 1e-6), max(float(np.max(t) / np.max(x)), 1e-18)])
+
+    def resid(v: np.ndarray) -> np.ndarray:
+        return (v[0] * scale[0] + x * v[1] * scale[1]) / t - 1
+
+    sol = least_squares(resid, start / scale, loss="huber", f_scale=0.05, bounds=(0, np.inf), x_scale="jac")
+    alpha, inv_beta = float(sol.x[0] * scale[0]), float(sol.x[1] * scale[1])
+    small, big = int(np.argmin(x)), int(np.argmax(x))
+    lat_share = alpha / (alpha + x[small] * inv_beta) if alpha + x[small] * inv_beta > 0 else 0.0
+    bw_share = x[big] * inv_beta / (alpha + x[big] * inv_beta) if alpha + x[big] * inv_beta > 0 else 0.0
+    if lat_share < IDENTIFY_SHARE:
+        raise InputError(
+            f"the {link_class} sweep cannot identify alpha (latency): at its smallest size, {min(sizes)} B, only "
+            f"{lat_share:.0%} of the time is latency; add small sizes (nccl-tests -b 8, bench collectives --sizes 8:...)")
+    if bw_share < IDENTIFY_SHARE or inv_beta <= 0:
+        raise InputError(
+            f"the {link_class} sweep cannot identify beta (bandwidth): at its largest size, {max(sizes)} B, only "
+            f"{bw_share:.0%} of the time moves bytes; add large sizes (nccl-tests -e 1G or more)")
     pred = alpha + x * inv_beta
-    return Fit(link_class=link_class, alpha_us=float(alpha), beta_gbps=float(beta_bytes_per_us * 1e6 / 1e9),
-               points=len(points), rms_rel_error=float(np.sqrt(np.mean(((pred - t) / t) ** 2))))
+    # Anchors for mapping the fit onto the model: a straight alpha-beta line bends away from
+    # real curves in the protocol-switch region, so the model is matched where each parameter
+    # rules: the median time of the sizes that are >= 80% latency, the median busbw of the
+    # largest (up to 3) sizes.
+    latency_sizes = [float(ti) for xi, ti in zip(x, t, strict=True) if alpha / (alpha + xi * inv_beta) >= 0.8]
+    top = [p for p in sorted(points, key=lambda p: p.size_bytes) if p.size_bytes * 8 >= max(sizes)][-3:]
+    return Fit(link_class=link_class, alpha_us=alpha, beta_gbps=1.0 / inv_beta * 1e6 / 1e9, points=len(points),
+               rms_rel_error=float(np.sqrt(np.mean(((pred - t) / t) ** 2))),
+               latency_anchor_us=statistics.median(latency_sizes) if latency_sizes else float(pred[small]),
+               busbw_anchor_gbps=statistics.median(p.busbw_gbps for p in top))
 
 
-def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> float:
+def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> Any:
     from gpufabric.model.collectives import predict_collective
 
     return predict_collective(op=p.op, size_bytes=p.size_bytes, nodes=p.nodes, gpus_per_node=p.gpus_per_node,
-                              gpu=gpu, fabric=fabric, catalog=catalog).busbw_gbps
+                              gpu=gpu, fabric=fabric, catalog=catalog, timing=p.timing)
 
 
 def _error(points: Sequence[Point], catalog: Any, gpu: str, fabric: str) -> dict[str, float]:
-    """Median and max |log(pred/measured)| as percentages of busbw."""
-    ratios = np.array([_predict(p, catalog, gpu, fabric) / p.busbw_gbps for p in points])
-    err = np.abs(np.log(ratios))
-    return {"median_abs_error_pct": float((np.exp(np.median(err)) - 1) * 100),
-            "max_abs_error_pct": float((np.exp(err.max()) - 1) * 100)}
+    """Median and max |predicted/measured - 1| of time, in percent."""
+    err = np.array([abs(_predict(p, catalog, gpu, fabric).time_us / p.time_us - 1) for p in points])
+    return {"median_abs_error_pct": float(np.median(err) * 100), "max_abs_error_pct": float(err.max() * 100)}
 
 
 def _load(files: Sequence[Path]) -> Any:
@@ -120,59 +215,102 @@ class Calibration:
     before: dict[str, dict[str, float]]
     after: dict[str, dict[str, float]]
     comparison: tuple[dict[str, Any], ...]   # per point: measured, predicted before/after
+    gpu: str = ""
+    fabric: str = ""
+    notes: tuple[str, ...] = ()
 
 
-def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
-              base_catalog: Sequence[Path] = (), iterations: int = 4) -> Calibration:
-    """Fit alpha/beta per link class of ``run`` and build the override for ``gpu``/``fabric``/``storage``."""
+def _run_gpu(run: Any) -> str | None:
+    models = {r.params.get("tool_gpu_model", "") for r in run.results if r.params.get("tool_gpu_model")}
+    ids = {gpu_id(m) for m in models} - {None}
+    return ids.pop() if len(ids) == 1 else None
+
+
+def calibrate(run: Any, *, gpu: str | None = None, fabric: str | None = None, storage: str | None = None,
+              base_catalog: Sequence[Path] = (), iterations: int = 6) -> Calibration:
+    """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
+
+    ``gpu`` and ``fabric`` override what the run says; the fabric is needed only when the
+    run has multi-node points.
+
+    Raises:
+        InputError: nothing to fit, a parameter cannot be identified, or the GPU/fabric is unknown.
+    """
     points = points_from_run(run)
     catalog = _load(base_catalog)
-    gpu_entry = catalog.gpu(gpu)
-    fab = catalog.fabric(fabric)
+    for check, value in ((catalog.gpu, gpu), (catalog.fabric, fabric)):
+        if value is not None:
+            check(value)   # an unknown id is a CatalogError before anything else
     groups: dict[str, list[Point]] = defaultdict(list)
     for p in points:
         groups["inter" if p.nodes > 1 else "intra"].append(p)
     storage_fields = _storage_fields(run) if storage else {}
     if not groups and not storage_fields:
-        raise InputError(f"run {run.id} has no collective sweep results (or fio results with --storage) to fit")
+        raise InputError(f"run {run.id} has no collective sweep results (torch probes or nccl-tests tables)"
+                         " or fio results with --storage to fit")
+    notes: list[str] = []
+    run_gpu = _run_gpu(run)
+    if gpu is None:
+        gpu = run_gpu
+        if gpu is None and points:
+            if any(p.gpus_per_node > 1 for p in points):
+                raise InputError(f"run {run.id} does not name its GPU model (no nccl-tests '# Rank' header);"
+                                 " name it with --gpu (e.g. h100-sxm)")
+            gpu = "h100-sxm"
+            notes.append("GPU unknown; h100-sxm assumed (one rank per node: only its launch overhead matters)")
+        elif gpu is not None:
+            notes.append(f"GPU {gpu} read from the run")
+    if "inter" in groups and fabric is None:
+        n = max(p.nodes for p in groups["inter"])
+        raise InputError(f"run {run.id} spans {n} nodes: name the fabric it ran over with --fabric"
+                         " (a catalog id such as ib-ndr or roce-400g); no tool output says it")
+    fabric = fabric or "ib-ndr"   # intra-node only: the fabric never enters the prediction
+    gpu = gpu or "h100-sxm"
+    gpu_entry = catalog.gpu(gpu)
+    fab = catalog.fabric(fabric)
     fits = tuple(fit_alpha_beta(groups[c], c) for c in ("inter", "intra") if c in groups)
     stamp = {"source": f"measured, run {run.id}", "as_of": datetime.date.today().isoformat(), "tag": "user"}
     fab_fields = {"nic_line_gbps": float(fab.nic_line_gbps), "nic_efficiency": float(fab.nic_efficiency),
-                  "net_latency_scale": float(fab.net_latency_scale)}
-    gpu_fields = {"nvlink_busbw_gbps": float(gpu_entry.nvlink_busbw_gbps)}
+                  "proxy_us": float(getattr(fab, "proxy_us", 0.0))}
+    gpu_fields = {"nvlink_busbw_gbps": float(gpu_entry.nvlink_busbw_gbps),
+                  "eager_launch_us": float(getattr(gpu_entry, "eager_launch_us", 0.0) or catalog.site.launch_us)}
+    if gpu_entry.nvls:
+        gpu_fields["nvls_busbw_gbps"] = float(gpu_entry.nvls_busbw_gbps)
+
+    def doc() -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        if "inter" in groups:
+            d["fabrics"] = {fabric: {**stamp, **fab_fields}}
+        if "intra" in groups:
+            d["gpus"] = {gpu: {**stamp, **gpu_fields}}
+        if storage_fields:
+            d["storage"] = {storage: {**stamp, **storage_fields}}
+        return d
+
     with tempfile.TemporaryDirectory(prefix="gpufabric-calibrate-") as tmp:
         path = Path(tmp) / "override.yaml"
-
-        def doc() -> dict[str, Any]:
-            d: dict[str, Any] = {}
-            if "inter" in groups:
-                d["fabrics"] = {fabric: {**stamp, **fab_fields}}
-            if "intra" in groups:
-                d["gpus"] = {gpu: {**stamp, **gpu_fields}}
-            if storage_fields:
-                d["storage"] = {storage: {**stamp, **storage_fields}}
-            return d
-
         for _ in range(iterations):
             path.write_text(yaml.safe_dump(doc(), sort_keys=False), encoding="utf-8")
             cat = _load([*base_catalog, path])
             for fit in fits:
-                big = max(groups[fit.link_class], key=lambda p: p.size_bytes)
-                asym = _predict(replace(big, size_bytes=_ASYMPTOTE_BYTES), cat, gpu, fabric)
+                pts = groups[fit.link_class]
+                big = max(pts, key=lambda p: p.size_bytes)
+                small = min(pts, key=lambda p: p.size_bytes)
+                ratio = fit.busbw_anchor_gbps / _predict(big, cat, gpu, fabric).busbw_gbps  # > 1: model too slow
+                delta = fit.latency_anchor_us - _predict(small, cat, gpu, fabric).time_us   # > 0: model too fast
                 if fit.link_class == "inter":
-                    eff = fab_fields["nic_efficiency"] * fit.beta_gbps / asym
+                    eff = fab_fields["nic_efficiency"] * ratio
                     if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong
                         fab_fields["nic_line_gbps"] = float(fab_fields["nic_line_gbps"] * eff)
                         eff = 1.0
                     fab_fields["nic_efficiency"] = float(eff)
-                    small = min(groups["inter"], key=lambda p: p.size_bytes)
-                    t_model = small.size_bytes * busbw_factor(small.op, small.num_ranks) / (
-                        _predict(small, cat, gpu, fabric) * 1e3)
-                    t_fit = fit.alpha_us + busbw_factor(small.op, small.num_ranks) * small.size_bytes / (fit.beta_gbps * 1e3)
-                    fab_fields["net_latency_scale"] = float(fab_fields["net_latency_scale"] * max(t_fit, 1e-3)
-                                                            / max(t_model, 1e-3))
+                    levels = max(math.log2(small.nodes), 1.0)
+                    fab_fields["proxy_us"] = float(max(fab_fields["proxy_us"] + delta / levels, 0.0))
                 else:
-                    gpu_fields["nvlink_busbw_gbps"] = float(gpu_fields["nvlink_busbw_gbps"] * fit.beta_gbps / asym)
+                    for key in ("nvlink_busbw_gbps", "nvls_busbw_gbps"):
+                        if key in gpu_fields:
+                            gpu_fields[key] = float(gpu_fields[key] * ratio)
+                    gpu_fields["eager_launch_us"] = float(max(gpu_fields["eager_launch_us"] + delta, 0.1))
         final = doc()
         path.write_text(yaml.safe_dump(final, sort_keys=False), encoding="utf-8")
         after_cat = _load([*base_catalog, path])
@@ -181,24 +319,32 @@ def calibrate(run: Any, *, gpu: str, fabric: str, storage: str | None = None,
             before[c] = _error(pts, catalog, gpu, fabric)
             after[c] = _error(pts, after_cat, gpu, fabric)
             for p in pts:
-                rows.append({"link_class": c, "op": p.op, "size_bytes": p.size_bytes, "measured_busbw_gbps": p.busbw_gbps,
-                             "predicted_before_gbps": _predict(p, catalog, gpu, fabric),
-                             "predicted_after_gbps": _predict(p, after_cat, gpu, fabric)})
-    return Calibration(run_id=run.id, fits=fits, override=final, before=before, after=after, comparison=tuple(rows))
+                b, a = _predict(p, catalog, gpu, fabric), _predict(p, after_cat, gpu, fabric)
+                rows.append({"link_class": c, "op": p.op, "size_bytes": p.size_bytes, "nodes": p.nodes,
+                             "ranks": p.num_ranks, "repeats": p.repeats, "timing": p.timing,
+                             "measured_time_us": p.time_us, "predicted_before_us": b.time_us,
+                             "predicted_after_us": a.time_us, "measured_busbw_gbps": p.busbw_gbps,
+                             "predicted_before_gbps": b.busbw_gbps, "predicted_after_gbps": a.busbw_gbps})
+    return Calibration(run_id=run.id, fits=fits, override=final, before=before, after=after, comparison=tuple(rows),
+                       gpu=gpu, fabric=fabric, notes=tuple(notes))
+
+
+def _median(run: Any, metric: str) -> float | None:
+    values = [m.value for r in run.results if r.tool == "fio" and r.status.value == "ok"
+              and (m := r.metric(metric)) and m.value > 0 and math.isfinite(m.value)]
+    return statistics.median(values) if values else None
 
 
 def _storage_fields(run: Any) -> dict[str, float]:
-    """client_write/read_gbps and commit_latency_ms from the run's fio results (best of each)."""
-    write = [m.value for r in run.results if r.tool == "fio" and (m := r.metric("write_bw_gbps")) and m.value > 0]
-    read = [m.value for r in run.results if r.tool == "fio" and (m := r.metric("read_bw_gbps")) and m.value > 0]
-    fsync = [m.value for r in run.results if r.tool == "fio" and (m := r.metric("fsync_lat_p50_us"))]
+    """client_write/read_gbps and commit_latency_ms: medians over the run's fio results (a robust
+    statistic: one lucky or unlucky repeat does not set the catalog)."""
     out: dict[str, float] = {}
-    if write:
-        out["client_write_gbps"] = max(write)
-    if read:
-        out["client_read_gbps"] = max(read)
-    if fsync:
-        out["commit_latency_ms"] = min(fsync) / 1e3
+    if (w := _median(run, "write_bw_gbps")) is not None:
+        out["client_write_gbps"] = w
+    if (r := _median(run, "read_bw_gbps")) is not None:
+        out["client_read_gbps"] = r
+    if (f := _median(run, "fsync_lat_p50_us")) is not None:
+        out["commit_latency_ms"] = f / 1e3
     return out
 
 
@@ -206,3 +352,33 @@ def render_yaml(cal: Calibration) -> str:
     header = (f"# Catalog override written by `gpufabric calibrate` from run {cal.run_id}.\n"
               "# Use it with: gpufabric plan SPEC --catalog THIS_FILE\n")
     return header + yaml.safe_dump(cal.override, sort_keys=False)
+
+
+_META_KEYS = frozenset({"source", "as_of", "tag", "name"})
+
+
+def overrides_in(files: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The catalog fields that user override files set (for ``plan --catalog`` to list).
+
+    Each entry: ``file``, ``field`` (section.id.key), ``value`` and the entry's ``source``.
+    The files were validated by the catalog loader already; this only reads them again.
+    """
+    out: list[dict[str, Any]] = []
+    for file in files:
+        try:
+            doc = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise InputError(f"{file}: cannot read catalog override: {exc}") from None
+        for section, entries in doc.items() if isinstance(doc, dict) else ():
+            for entry_id, fields in (entries or {}).items() if isinstance(entries, dict) else ():
+                if not isinstance(fields, dict):
+                    continue
+                source = str(fields.get("source", "user"))
+                for key, value in fields.items():
+                    if key in _META_KEYS:
+                        continue
+                    if isinstance(value, dict):   # {value, source, ...}
+                        source, value = str(value.get("source", source)), value.get("value")
+                    out.append({"file": str(file), "field": f"{section}.{entry_id}.{key}", "value": value,
+                                "source": source})
+    return out

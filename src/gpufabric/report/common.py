@@ -5,7 +5,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import statistics
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from gpufabric.results.records import RunRecord, Status, TestResult
@@ -52,8 +54,9 @@ def param_tag(result: TestResult) -> str:
 def duration(run: RunRecord) -> str:
     if run.finished_at is None:
         return ""
-    seconds = run.finished_at - run.started_at
-    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    from gpufabric.units import format_duration
+
+    return format_duration(run.finished_at - run.started_at)
 
 
 def flatten(data: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -81,3 +84,79 @@ def outcome_counts(run: RunRecord) -> dict[str, int]:
         if not is_judged(r, judged) and r.status != Status.ok:
             counts[f"test {r.status.value}"] += 1
     return dict(counts)
+
+
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
+
+
+def human(value: float | None, unit: str = "") -> str:
+    """A value in the unit people read: times as us/ms/s/min ('11.6 ms', not '1.16e+04 us'),
+    byte counts as KiB-GiB, the rest with 4 significant digits and its unit."""
+    from gpufabric.units import format_duration, format_size
+
+    if value is None or not math.isfinite(value):
+        return "-"
+    if unit in _SECONDS:
+        return format_duration(value * _SECONDS[unit])
+    if unit in ("B", "bytes"):
+        return format_size(value)
+    text = f"{value:,.0f}" if abs(value) >= 1e4 and unit in ("count", "") else num(value)
+    return f"{text} {unit}".strip()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Straggler:
+    test: str
+    case: str
+    rank: int
+    host: str
+    p50_us: float
+    median_us: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeSection:
+    """What one node did in a run: its results by status, its verdicts by outcome, its slow ranks."""
+
+    host: str
+    statuses: dict[str, int]
+    outcomes: dict[str, int]
+    stragglers: tuple[Straggler, ...]
+
+
+def node_sections(run: RunRecord) -> list[NodeSection]:
+    """One section per node. Probe results are recorded for the whole 'cluster'; their per-rank
+    figures (``rank_time_p50_us``, ``rank_hosts``, ``stragglers`` params) are spread to the nodes."""
+    statuses: dict[str, Counter] = {}
+    outcomes: dict[str, Counter] = {}
+    slow: dict[str, list[Straggler]] = {}
+    for r in run.results:
+        hosts = _json_dict(r.params.get("rank_hosts"))
+        for host in set(hosts.values()) or {r.host}:
+            statuses.setdefault(host, Counter())[r.status.value] += 1
+        p50 = _json_dict(r.params.get("rank_time_p50_us"))
+        try:
+            flagged = json.loads(r.params.get("stragglers", "[]"))
+        except json.JSONDecodeError:
+            flagged = []
+        if p50 and flagged:
+            median = statistics.median(float(v) for v in p50.values())
+            for rank in flagged:
+                host = hosts.get(str(rank), r.host)
+                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=int(rank), host=host,
+                                                           p50_us=float(p50.get(str(rank), math.nan)), median_us=median))
+    for v in run.verdicts:
+        outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
+    hosts = sorted(set(statuses) | set(outcomes))
+    return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
+                        stragglers=tuple(slow.get(h, ()))) for h in hosts]
+
+
+def _json_dict(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -15,19 +15,8 @@ def render_html(run: RunRecord) -> str:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    charts: list[tuple[str, str]] = []
-    busbw = series.busbw_series(run)
-    if busbw:
-        charts.append(("busbw vs message size", plots.busbw_chart(busbw)))
+    charts = _charts(run)
     samples = series.latency_samples(run)
-    if samples:
-        charts.append(("latency CDF", plots.cdf_chart(samples)))
-    fio = series.percentile_series(run, tool="fio")
-    if fio:
-        charts.append(("fio completion latency percentiles", plots.percentile_chart(fio)))
-    others = [s for s in series.percentile_series(run) if s not in fio]
-    if others:
-        charts.append(("latency percentiles", plots.percentile_chart(others, title="Latency percentiles")))
     summaries = [(label, summarize(values, unit=unit)) for label, unit, values in samples]
     return env.get_template("report.html.j2").render(
         run=run,
@@ -37,9 +26,34 @@ def render_html(run: RunRecord) -> str:
         counts=common.outcome_counts(run),
         charts=charts,
         summaries=summaries,
+        nodes=common.node_sections(run),
+        human=common.human,
         fingerprint_rows=common.flatten(run.fingerprint),
         num=common.num,
         pct=common.pct,
         ratio=common.ratio,
         tag=common.param_tag,
     )
+
+
+def _charts(run: RunRecord) -> list[tuple[str, str]]:
+    """(title, svg) per test: a sweep's busbw, a test's latency percentiles, its latency CDF.
+
+    One chart per test keeps each legend short (21 lines under one legend was unreadable,
+    issue 16); repeats are combined into a median line and a min-max band.
+    """
+    expected: dict[str, list[tuple[str, float]]] = {}
+    for v in run.verdicts:
+        if v.metric == "busbw_gbps" and v.expected is not None and v.expected > 0:
+            name = v.test.split("[", 1)[0]
+            label = f"expected {v.expected:.4g} GB/s" + (f" ({v.source.split(':', 1)[0]})" if v.source else "")
+            if (label, v.expected) not in expected.get(name, []):
+                expected.setdefault(name, []).append((label, v.expected))
+    charts = []
+    for test, bands in series.sweep_bands(run).items():
+        charts.append((f"{test} busbw vs message size", plots.sweep_chart(test, bands, expected.get(test, ()))))
+    for test, bands in series.percentile_bands(run).items():
+        charts.append((f"{test} latency percentiles", plots.percentile_band_chart(test, bands)))
+    for test, curves in series.pooled_samples(run).items():
+        charts.append((f"{test} latency CDF", plots.cdf_chart(curves, title=f"{test}: latency CDF (repeats pooled)")))
+    return charts

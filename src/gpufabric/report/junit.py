@@ -42,8 +42,9 @@ def render_junit(run: RunRecord) -> str:
                              time=f"{durations.get((v.test, v.host), 0.0):.3f}")
         counts["tests"] += 1
         detail = v.reason + "".join(f"\nwarning: {w}" for w in v.warnings)
-        if v.outcome == Outcome.failed:
-            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met", type="slo").text = detail
+        if v.outcome in (Outcome.failed, Outcome.not_planned):
+            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met",
+                          type="slo" if v.outcome == Outcome.failed else "not_planned_hardware").text = detail
             counts["failures"] += 1
         elif v.outcome in (Outcome.skipped, Outcome.noisy):
             ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {v.reason}"[:500])

@@ -24,7 +24,8 @@ def _figure(title: str, xlabel: str, ylabel: str):  # noqa: ANN202
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
-    fig = Figure(figsize=(7.5, 3.8), dpi=96, layout="constrained")
+    # 10.5 x 4 in at 96 dpi = 1008 x 384 px: fits the 1100 px page at 1280 px with the legend outside.
+    fig = Figure(figsize=(10.5, 4.0), dpi=96, layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(title, fontsize=11)
     ax.set_xlabel(xlabel)
@@ -63,8 +64,85 @@ def _plain_log_ticks(axis) -> None:  # noqa: ANN001
 
 
 def _legend(ax, n: int) -> None:  # noqa: ANN001
+    """Outside the axes, on the right: a legend inside covered the curves (issue 16)."""
     if n:
-        ax.legend(fontsize=8, loc="best")
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
+
+
+#: Seconds per unit, to draw times in the unit that keeps ticks short (us, ms, s).
+_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _time_ticks(axis, unit: str) -> None:  # noqa: ANN001
+    """Tick labels like '500 us', '1.2 ms', '3 s' for an axis whose data are in ``unit``."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    from gpufabric.units import format_duration
+
+    from matplotlib.ticker import LogLocator
+
+    scale = _SECONDS.get(unit)
+    if scale is None:
+        return
+    if axis.get_scale() == "log":
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 100 us, 200 us, 500 us, 1 ms ...
+    axis.set_major_formatter(FuncFormatter(lambda v, _: format_duration(v * scale) if v > 0 else "0"))
+    lo, hi = axis.get_view_interval()
+    if lo > 0 and hi / lo < 20:
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: format_duration(v * scale)))
+    else:
+        axis.set_minor_formatter(NullFormatter())
+
+
+def _size_ticks(axis) -> None:  # noqa: ANN001
+    """Message sizes as 1 KiB ... 1 GiB on a log2 axis, every other power of two labelled when crowded."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    from gpufabric.units import format_size
+
+    lo, hi = axis.get_view_interval()
+    powers = [2.0**k for k in range(max(0, int(np.floor(np.log2(max(lo, 1))))), int(np.ceil(np.log2(max(hi, 2)))) + 1)]
+    step = max(1, len(powers) // 10)
+    axis.set_major_locator(FixedLocator(powers[::step]))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: format_size(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def sweep_chart(test: str, bands, expected: Sequence[tuple[str, float]] = ()) -> str:  # noqa: ANN001
+    """busbw against message size for one test: median of repeats as a line, min-max as a band,
+    and each expected value (SLO from the plan's prediction) as a dashed line."""
+    fig, ax = _figure(f"{test}: bus bandwidth", "message size", "busbw (GB/s)")
+    for b in bands:
+        (line,) = ax.plot(b.x, b.median, marker="o", markersize=3,
+                          label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""))
+        if b.repeats > 1:
+            ax.fill_between(b.x, b.lo, b.hi, color=line.get_color(), alpha=0.2, linewidth=0, label=f"{b.label} min-max")
+    for label, value in expected:
+        ax.axhline(value, linestyle="--", color="#555", linewidth=1, label=label)
+    ax.set_xscale("log", base=2)
+    _size_ticks(ax.xaxis)
+    _legend(ax, len(bands) + len(expected))
+    return _svg(fig, "sweep_" + test)
+
+
+def percentile_band_chart(test: str, bands) -> str:  # noqa: ANN001
+    """Latency against percentile on a 'nines' axis for one test, repeats as median and min-max band."""
+    unit = bands[0].unit if bands else ""
+    fig, ax = _figure(f"{test}: latency percentiles", "percentile", "latency")
+    ticks: set[float] = set()
+    for b in bands:
+        nines = [-np.log10(1 - p / 100) for p in b.x]
+        (line,) = ax.plot(nines, b.median, marker="o", markersize=3,
+                          label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""))
+        if b.repeats > 1:
+            ax.fill_between(nines, b.lo, b.hi, color=line.get_color(), alpha=0.2, linewidth=0, label=f"{b.label} min-max")
+        ticks.update(b.x)
+    positions = sorted(ticks)
+    ax.set_xticks([-np.log10(1 - p / 100) for p in positions], [f"p{p:g}" for p in positions])
+    ax.set_yscale("log")
+    _time_ticks(ax.yaxis, unit)
+    _legend(ax, len(bands))
+    return _svg(fig, "pctband_" + test)
 
 
 def busbw_chart(series: Sequence[Series]) -> str:
@@ -76,9 +154,9 @@ def busbw_chart(series: Sequence[Series]) -> str:
     return _svg(fig, "busbw")
 
 
-def cdf_chart(curves: Sequence[tuple[str, str, Sequence[float]]]) -> str:
+def cdf_chart(curves: Sequence[tuple[str, str, Sequence[float]]], *, title: str = "Latency CDF") -> str:
     """Empirical CDFs, x log-scaled: tails of latency distributions span decades."""
-    fig, ax = _figure("Latency CDF", "latency" + (f" ({curves[0][1]})" if curves else ""), "fraction of samples <=")
+    fig, ax = _figure(title, "latency", "fraction of samples <=")
     for label, _unit, samples in curves:
         x = np.sort(np.asarray(samples, dtype=float))
         x = x[np.isfinite(x)]
@@ -90,9 +168,11 @@ def cdf_chart(curves: Sequence[tuple[str, str, Sequence[float]]]) -> str:
         ax.step(x[idx], q, where="post", label=f"{label} (n={x.size})")
     ax.set_xscale("log")
     _plain_log_ticks(ax.xaxis)
+    if curves:
+        _time_ticks(ax.xaxis, curves[0][1])
     ax.set_ylim(0, 1.01)
     _legend(ax, len(curves))
-    return _svg(fig, "cdf")
+    return _svg(fig, "cdf" if title == "Latency CDF" else "cdf_" + title)
 
 
 def percentile_chart(series: Sequence[Series], *, title: str = "Completion latency percentiles") -> str:

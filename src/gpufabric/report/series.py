@@ -16,6 +16,7 @@ Conventions read here (the bench parsers and probes write them):
 from __future__ import annotations
 
 import math
+import statistics
 import re
 from dataclasses import dataclass
 
@@ -102,4 +103,90 @@ def latency_samples(run: RunRecord) -> list[tuple[str, str, tuple[float, ...]]]:
                 # parsers hang the distribution on the p50 metric: name it by what it is
                 name = re.sub(r"_p\d+(?:_\d+)?(?=_)", "", m.name)
                 out.append((_label(r, f" {name}"), m.unit, m.samples))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Band:
+    """Repeats combined: the median at each x, and the min-max range of the repeats."""
+
+    label: str
+    x: tuple[float, ...]
+    median: tuple[float, ...]
+    lo: tuple[float, ...]
+    hi: tuple[float, ...]
+    repeats: int                     # most repeats behind one point
+    unit: str = ""
+
+
+def _bands(groups: dict[tuple[str, str], dict[float, list[float]]], unit_of: dict[tuple[str, str], str],
+           label_of) -> dict[str, list[Band]]:  # noqa: ANN001 - (test, label) -> str
+    out: dict[str, list[Band]] = {}
+    for (test, label), points in groups.items():
+        xs = sorted(points)
+        if not xs:
+            continue
+        out.setdefault(test, []).append(Band(
+            label=label_of(test, label), x=tuple(xs), median=tuple(statistics.median(points[x]) for x in xs),
+            lo=tuple(min(points[x]) for x in xs), hi=tuple(max(points[x]) for x in xs),
+            repeats=max(len(points[x]) for x in xs), unit=unit_of[(test, label)]))
+    return out
+
+
+def sweep_bands(run: RunRecord) -> dict[str, list[Band]]:
+    """busbw (GB/s) against message size per test, one band per host, repeats combined."""
+    groups: dict[tuple[str, str], dict[float, list[float]]] = {}
+    units: dict[tuple[str, str], str] = {}
+    for r in run.results:
+        if r.status != Status.ok or r.metric("busbw_gbps") is None:
+            continue
+        key = (r.name, r.host)
+        row = groups.setdefault(key, {})
+        units[key] = "GB/s"
+        for m in r.metrics:
+            match = _AT_SIZE.match(m.name)
+            if match and math.isfinite(m.value):
+                row.setdefault(float(match.group(1)), []).append(m.value)
+        top = _top_size(r)
+        value = r.metric("busbw_gbps").value
+        if top is not None and math.isfinite(value) and not any(
+                _AT_SIZE.match(m.name) and float(_AT_SIZE.match(m.name).group(1)) == top for m in r.metrics):
+            row.setdefault(top, []).append(value)
+    return _bands(groups, units, lambda test, host: f"@{host}" if host else test)
+
+
+def percentile_bands(run: RunRecord) -> dict[str, list[Band]]:
+    """Latency against percentile per test, one band per (host, metric prefix), repeats combined."""
+    groups: dict[tuple[str, str], dict[float, list[float]]] = {}
+    units: dict[tuple[str, str], str] = {}
+    for r in run.results:
+        if r.status != Status.ok:
+            continue
+        per_prefix: dict[tuple[str, str], dict[float, float]] = {}
+        for m in r.metrics:
+            match = _PCT.match(m.name)
+            if match and math.isfinite(m.value):
+                pct = float(match.group("int") + ("." + match.group("frac") if match.group("frac") else ""))
+                per_prefix.setdefault((match.group("prefix"), match.group("unit")), {})[pct] = m.value
+        for (prefix, unit), row in per_prefix.items():
+            if len(row) < 2:
+                continue
+            key = (r.name, f"{prefix} @{r.host}" if r.host else prefix)
+            units[key] = unit
+            for pct, value in row.items():
+                groups.setdefault(key, {}).setdefault(pct, []).append(value)
+    return _bands(groups, units, lambda test, label: label)
+
+
+def pooled_samples(run: RunRecord) -> dict[str, list[tuple[str, str, tuple[float, ...]]]]:
+    """Raw time samples per test: one (label, unit, samples) per host and metric, repeats pooled."""
+    pooled: dict[tuple[str, str, str], list[float]] = {}
+    for r in run.results:
+        for m in r.metrics:
+            if m.samples and m.unit in TIME_UNITS:
+                name = re.sub(r"_p\d+(?:_\d+)?(?=_)", "", m.name)
+                pooled.setdefault((r.name, f"{name} @{r.host}" if r.host else name, m.unit), []).extend(m.samples)
+    out: dict[str, list[tuple[str, str, tuple[float, ...]]]] = {}
+    for (test, label, unit), xs in pooled.items():
+        out.setdefault(test, []).append((label, unit, tuple(xs)))
     return out

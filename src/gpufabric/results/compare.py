@@ -1,51 +1,88 @@
-"""Compare two runs metric by metric: relative deltas, significance, regressions.
+"""Compare two runs metric by metric with statistics fit for a CI gate (issue 16).
 
 Matching: a metric is identified by (test case, host, metric name), the case being the
 test name plus ``records.CASE_PARAMS`` (each size of a sweep is its own case); results
-with the same case and host are repeats. The compared value of each side is the median of its
-repeats, and ``delta`` is ``(cand - base) / |base|``.
+with the same case and host are repeats. ``base``/``cand`` shown are the medians of the
+repeats and ``delta`` their relative change; the verdict rests on ``effect``, below.
 
-Significance, best evidence first:
+What is tested, and how (``inference`` has the statistics and their sources):
 
-1. **Mann-Whitney U** (two-sided) on the raw samples when both sides have at least
-   ``MIN_SAMPLES_MWU`` of them: distribution-free, so latency tails do not break it.
-   Very long sample logs are thinned to ``MWU_MAX_SAMPLES`` by a seeded draw, which
-   keeps the test's power far beyond any tolerance that matters.
-2. **Bootstrap** over repeats when both sides have at least two: the percentile
-   interval (level ``1 - alpha``) of the relative difference of means, from
-   ``BOOTSTRAP_RESAMPLES`` seeded resamples; significant when it excludes 0.
-3. Otherwise **not testable**: a single number per side says nothing about noise.
+* **Performance only.** Counts (``observations``, ``fsync_count``, ``retransmits``) and
+  percentages (CPU use, loss) are not performance and get no verdict of their own (class
+  ``count``/``percent``, method ``not performance``, verdict ``unchanged``): SLOs judge them.
+* **Each distinct quantity once.** Metrics of one case and host whose values are identical
+  or proportional repeat by repeat in both runs, with the same better direction
+  (sockperf's max and p99.999 of a few thousand samples, a sweep's headline busbw and its
+  largest size, fio's bandwidth and IOPS) are one quantity: the first is tested, the
+  others copy its verdict with ``duplicate_of`` and do not count again.
+* **Per-repeat summaries.** With at least two repeats on each side, the repeats' values
+  are the evidence (Welch on logs). A side with one repeat falls back to the medians of
+  batches of its raw samples, long enough to respect their autocorrelation. Otherwise, or
+  with too few batches, the metric is **inconclusive**.
+* **Minimum effect per metric class** (``DEFAULT_MIN_EFFECT``): central latency and
+  throughput 5 %, tails (p99 and beyond, max) 10 %, spreads (stddev, CV, jitter) 25 %.
+* **Multiple comparisons.** The p-values of all tested metrics are adjusted together
+  (Holm by default, Benjamini-Hochberg on request).
 
-A metric **regresses** when it moved in its bad direction by more than ``tolerance``
-and the move is significant at ``alpha``. ``alpha`` is per metric; with many metrics
-some false alarms are expected at 5 %, which is why the tolerance must also be exceeded.
+Verdicts: **regression** / **improvement** when the adjusted p-value is below ``alpha``
+and the effect exceeds the class's minimum effect; **unchanged** when the effect's
+interval (confidence ``1 - 2 alpha``, the two one-sided tests convention of Schuirmann
+1987) lies within the minimum effect, or the change is significant but smaller than it;
+**inconclusive** otherwise (the data cannot tell a relevant change from noise).
 """
 
 from __future__ import annotations
 
 import enum
 import math
+import re
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpufabric.errors import InputError
+from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, relative_effect
 from gpufabric.results.records import Direction, RunRecord, Status
-
-#: Below this many samples per side the U test's normal approximation is poor; use repeats.
-MIN_SAMPLES_MWU = 8
-#: Thinning cap for the U test (its ranking is O(n log n)).
-MWU_MAX_SAMPLES = 200_000
-BOOTSTRAP_RESAMPLES = 4000
-SEED = 20240601
 
 
 class Change(str, enum.Enum):
     regression = "regression"
     improvement = "improvement"
-    unchanged = "unchanged"          # within tolerance or not significant
-    untestable = "untestable"        # beyond tolerance but no way to test significance
-    missing = "missing"              # present in only one run
+    unchanged = "unchanged"
+    inconclusive = "inconclusive"
+
+
+#: Smallest relative change that counts, per metric class. Tails and spreads move more
+#: from run to run on a healthy system (a p99 of 1,000 samples rests on 10 of them), so a
+#: gate with the central 5 % on them would cry wolf.
+DEFAULT_MIN_EFFECT: dict[str, float] = {"latency": 0.05, "throughput": 0.05, "tail": 0.10, "spread": 0.25,
+                                        "other": 0.05}
+#: Classes that are not performance and get no test.
+UNTESTED_CLASSES = ("count", "percent")
+METRIC_CLASSES = tuple(DEFAULT_MIN_EFFECT) + UNTESTED_CLASSES
+
+_TIME_UNITS = {"ns", "us", "ms", "s", "usec", "msec", "sec"}
+_TAIL = re.compile(r"(^|_)(p99\w*|p9{3,}\w*|max)(_|$)")
+_SPREAD = re.compile(r"(^|_)(stddev|std|cv|jitter|mad)(_|$)")
+
+
+def metric_class(name: str, unit: str) -> str:
+    """latency | throughput | tail | spread | other | count | percent, from the name and unit."""
+    if unit == "count":
+        return "count"
+    if unit == "%":
+        return "percent"
+    if _SPREAD.search(name):
+        return "spread"
+    if _TAIL.search(name):
+        return "tail"
+    if unit in _TIME_UNITS:
+        return "latency"
+    if "/s" in unit or unit in ("IOPS", "Mpps") or unit.endswith("ps"):
+        return "throughput"
+    return "other"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,129 +92,208 @@ class MetricDelta:
     metric: str
     unit: str
     direction: Direction
-    base: float | None
+    metric_class: str
+    base: float | None               # median of the base run's repeats
     cand: float | None
-    delta: float | None              # (cand - base) / |base|
-    method: str                      # mann-whitney | bootstrap | not testable | -
-    p_value: float | None = None
-    ci_low: float | None = None      # bootstrap interval of delta
+    delta: float | None              # (cand - base) / |base| of those medians
+    method: str                      # repeats | batch medians | not performance | duplicate | -
+    verdict: Change = Change.inconclusive
+    effect: float | None = None      # the tested relative change (ratio of geometric means - 1)
+    ci_low: float | None = None      # interval of effect, confidence 1 - 2 alpha
     ci_high: float | None = None
-    significant: bool | None = None
-    change: Change = Change.unchanged
+    p_value: float | None = None     # two-sided, H0: no change
+    p_adjusted: float | None = None  # after the multiple-comparison correction
+    min_effect: float | None = None
+    n_base: int = 0                  # summaries tested per side (repeats or batches)
+    n_cand: int = 0
+    duplicate_of: str = ""
     note: str = ""
+
+    @property
+    def worse(self) -> bool:
+        """Moved in the bad direction (by the tested effect, else the medians' delta)."""
+        x = self.effect if self.effect is not None else self.delta
+        return x is not None and (x < 0 if self.direction == Direction.higher else x > 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Comparison:
     base_id: int
     cand_id: int
-    tolerance: float
     alpha: float
+    correction: str
+    min_effect: dict[str, float]
+    tested: int                      # metrics in the multiple-comparison family
     deltas: tuple[MetricDelta, ...]
 
     @property
     def regressions(self) -> tuple[MetricDelta, ...]:
-        return tuple(d for d in self.deltas if d.change == Change.regression)
+        return tuple(d for d in self.deltas if d.verdict == Change.regression and not d.duplicate_of)
 
 
-def _collect(run: RunRecord) -> dict[tuple[str, str, str], tuple[list[float], list[float], str, Direction]]:
-    out: dict[tuple[str, str, str], tuple[list[float], list[float], str, Direction]] = {}
+@dataclass(slots=True)
+class _Side:
+    values: list[float]              # one per repeat
+    samples: list[float]             # raw samples of all repeats, in measurement order
+    unit: str
+    direction: Direction
+
+
+def _collect(run: RunRecord) -> dict[tuple[str, str, str], _Side]:
+    out: dict[tuple[str, str, str], _Side] = {}
     for result in run.results:
         if result.status != Status.ok:
             continue
         for m in result.metrics:
             if not math.isfinite(m.value):
                 continue
-            values, samples, _, _ = out.setdefault((result.case, result.host, m.name), ([], [], m.unit, m.direction))
-            values.append(m.value)
-            samples.extend(m.samples)
+            side = out.setdefault((result.case, result.host, m.name), _Side([], [], m.unit, m.direction))
+            side.values.append(m.value)
+            side.samples.extend(m.samples)
     return out
 
 
-def _mwu(a: list[float], b: list[float]) -> float:
-    from scipy.stats import mannwhitneyu
-
-    rng = np.random.default_rng(SEED)
-    xa, xb = np.asarray(a), np.asarray(b)
-    if xa.size > MWU_MAX_SAMPLES:
-        xa = rng.choice(xa, MWU_MAX_SAMPLES, replace=False)
-    if xb.size > MWU_MAX_SAMPLES:
-        xb = rng.choice(xb, MWU_MAX_SAMPLES, replace=False)
-    if np.ptp(np.concatenate([xa, xb])) == 0:
-        return 1.0  # identical constants: no difference at all (scipy would warn)
-    return float(mannwhitneyu(xa, xb, alternative="two-sided").pvalue)
+def _shape(values: list[float]) -> tuple[float, ...] | None:
+    """The values scaled by their first one, rounded: equal for series that are the same
+    quantity in another unit or scale (fio's bandwidth and IOPS, algbw and busbw of one sweep)."""
+    first = values[0]
+    if first == 0 or not all(math.isfinite(v) for v in values):
+        return tuple(values)
+    # 6 digits: tools round bandwidth and rates separately (fio bw_bytes is an integer, iops a float)
+    return tuple(float(f"{v / first:.6g}") for v in values)
 
 
-def _bootstrap(a: list[float], b: list[float], alpha: float) -> tuple[float, float]:
-    rng = np.random.default_rng(SEED)
-    xa, xb = np.asarray(a), np.asarray(b)
-    ma = xa[rng.integers(0, xa.size, (BOOTSTRAP_RESAMPLES, xa.size))].mean(axis=1)
-    mb = xb[rng.integers(0, xb.size, (BOOTSTRAP_RESAMPLES, xb.size))].mean(axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rel = (mb - ma) / np.abs(ma)
-    rel = rel[np.isfinite(rel)]
-    if rel.size == 0:
-        return math.nan, math.nan
-    lo, hi = np.quantile(rel, [alpha / 2, 1 - alpha / 2])
-    return float(lo), float(hi)
+def _rel(base: float, cand: float) -> float:
+    if base:
+        return (cand - base) / abs(base)
+    return 0.0 if cand == base else math.copysign(math.inf, cand - base)
 
 
-def compare_runs(base: RunRecord, cand: RunRecord, *, tolerance: float = 0.05, alpha: float = 0.05) -> Comparison:
-    """Per-metric deltas of ``cand`` against ``base``; see the module docstring."""
+def _effect(a: _Side, b: _Side, level: float) -> tuple[str, Effect | None, str]:
+    """(method, effect or None, why not) for one metric present in both runs."""
+    if len(a.values) >= 2 and len(b.values) >= 2:
+        return "repeats", relative_effect(np.asarray(a.values), np.asarray(b.values), level=level), ""
+    if a.samples and b.samples:
+        ba, bb = batch_medians(np.asarray(a.samples)), batch_medians(np.asarray(b.samples))
+        if ba is None or bb is None:
+            return "batch medians", None, "one repeat and too few or too autocorrelated samples for independent batches"
+        return "batch medians", relative_effect(ba, bb, level=level), ""
+    return "-", None, "one value per side: nothing measures the noise (run more repeats)"
+
+
+def resolve_min_effect(tolerance: float | None = None, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Class -> minimum effect: the defaults, ``tolerance`` for the central classes, then ``overrides``.
+
+    Raises:
+        InputError: an unknown class or a negative or non-finite effect.
+    """
+    out = dict(DEFAULT_MIN_EFFECT)
+    if tolerance is not None:
+        out.update(latency=tolerance, throughput=tolerance, other=tolerance)
+    for cls, value in (overrides or {}).items():
+        if cls not in DEFAULT_MIN_EFFECT:
+            raise InputError(f"unknown metric class {cls!r} for a minimum effect; one of {', '.join(DEFAULT_MIN_EFFECT)}")
+        out[cls] = value
+    for cls, value in out.items():
+        if not (math.isfinite(value) and 0 <= value < 10):
+            raise InputError(f"minimum effect for {cls} must be between 0 and 10 (a fraction), got {value}")
+    return out
+
+
+def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, correction: str = "holm",
+                 tolerance: float | None = None, min_effect: Mapping[str, float] | None = None) -> Comparison:
+    """Per-metric verdicts of ``cand`` against ``base``; see the module docstring.
+
+    Args:
+        alpha: family-wise (Holm) or false-discovery (BH) error rate across the tested metrics.
+        correction: ``holm``, ``bh`` or ``none``.
+        tolerance: minimum effect of the latency, throughput and other classes (default 5 %).
+        min_effect: per-class overrides of the minimum effect.
+    """
+    if correction not in CORRECTIONS:
+        raise InputError(f"unknown correction {correction!r}; one of {', '.join(CORRECTIONS)}")
+    if not 0 < alpha < 0.5:
+        raise InputError(f"alpha must be between 0 and 0.5, got {alpha}")
+    thresholds = resolve_min_effect(tolerance, min_effect)
     a, b = _collect(base), _collect(cand)
-    deltas = []
+    deltas: list[MetricDelta] = []
+    effects: dict[int, Effect] = {}          # index in deltas -> effect, for the tested ones
+    first_of: dict[tuple, str] = {}          # (case, host, values of both sides) -> metric tested
     for key in list(a) + [k for k in b if k not in a]:
         test, host, metric = key
-        if key not in a or key not in b:
-            side = a.get(key) or b[key]
-            deltas.append(MetricDelta(
-                test=test, host=host, metric=metric, unit=side[2], direction=side[3],
-                base=statistics.median(a[key][0]) if key in a else None,
-                cand=statistics.median(b[key][0]) if key in b else None,
-                delta=None, method="-", change=Change.missing,
-                note="only in base" if key in a else "only in candidate",
-            ))
+        sa, sb = a.get(key), b.get(key)
+        side = sa or sb
+        cls = metric_class(metric, side.unit)
+        common = dict(test=test, host=host, metric=metric, unit=side.unit, direction=side.direction, metric_class=cls,
+                      base=statistics.median(sa.values) if sa else None, cand=statistics.median(sb.values) if sb else None)
+        if sa is None or sb is None:
+            deltas.append(MetricDelta(**common, delta=None, method="-", verdict=Change.inconclusive,
+                                      note="only in base" if sa else "only in candidate"))
             continue
-        (va, sa, unit, _), (vb, sb, _, direction) = a[key], b[key]
-        base_v, cand_v = statistics.median(va), statistics.median(vb)
-        delta = (cand_v - base_v) / abs(base_v) if base_v else (0.0 if cand_v == base_v else math.copysign(math.inf, cand_v - base_v))
-        p = lo = hi = None
-        if len(sa) >= MIN_SAMPLES_MWU and len(sb) >= MIN_SAMPLES_MWU:
-            method = "mann-whitney"
-            p = _mwu(sa, sb)
-            significant = p < alpha
-        elif len(va) >= 2 and len(vb) >= 2:
-            method = "bootstrap"
-            lo, hi = _bootstrap(va, vb, alpha)
-            significant = bool(math.isfinite(lo) and (lo > 0 or hi < 0))
-        else:
-            method = "not testable"
-            significant = None
-        worse = delta < 0 if direction == Direction.higher else delta > 0
-        beyond = abs(delta) > tolerance
-        if not beyond:
-            change = Change.unchanged
-        elif significant is None:
-            change = Change.untestable
-        elif not significant:
-            change = Change.unchanged
-        else:
-            change = Change.regression if worse else Change.improvement
-        note = ""
-        if change == Change.untestable:
-            note = f"{'worse' if worse else 'better'} by {abs(delta):.1%} but no samples or repeats to test it"
-        deltas.append(MetricDelta(
-            test=test, host=host, metric=metric, unit=unit, direction=direction, base=base_v, cand=cand_v,
-            delta=delta, method=method, p_value=p, ci_low=lo, ci_high=hi, significant=significant, change=change,
-            note=note,
-        ))
-    return Comparison(base_id=base.id, cand_id=cand.id, tolerance=tolerance, alpha=alpha, deltas=tuple(deltas))
+        delta = _rel(common["base"], common["cand"])
+        if cls in UNTESTED_CLASSES:
+            deltas.append(MetricDelta(**common, delta=delta, method="not performance", verdict=Change.unchanged,
+                                      note=f"a {cls}, not performance: judged by SLOs, not compared"))
+            continue
+        ident = (test, host, side.direction, _shape(sa.values + sb.values))
+        if ident in first_of:
+            deltas.append(MetricDelta(**common, delta=delta, method="duplicate", duplicate_of=first_of[ident]))
+            continue
+        first_of[ident] = metric
+        method, eff, why = _effect(sa, sb, 1 - 2 * alpha)
+        if eff is None:
+            deltas.append(MetricDelta(**common, delta=delta, method=method, verdict=Change.inconclusive,
+                                      min_effect=thresholds[cls], note=why))
+            continue
+        effects[len(deltas)] = eff
+        deltas.append(MetricDelta(**common, delta=delta, method=method, effect=eff.effect, ci_low=eff.ci_low,
+                                  ci_high=eff.ci_high, p_value=eff.p_value, min_effect=thresholds[cls],
+                                  n_base=eff.n_base, n_cand=eff.n_cand))
+    idx = list(effects)
+    adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else []
+    for i, p_adj in zip(idx, adjusted, strict=True):
+        deltas[i] = _judge(deltas[i], float(p_adj), alpha, correction, len(idx))
+    by_metric = {(d.test, d.host, d.metric): d for d in deltas}
+    for i, d in enumerate(deltas):
+        if d.duplicate_of:
+            src = by_metric[(d.test, d.host, d.duplicate_of)]
+            deltas[i] = replace(d, verdict=src.verdict, effect=src.effect, ci_low=src.ci_low, ci_high=src.ci_high,
+                                p_value=src.p_value, p_adjusted=src.p_adjusted, min_effect=src.min_effect,
+                                n_base=src.n_base, n_cand=src.n_cand,
+                                note=f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once")
+    return Comparison(base_id=base.id, cand_id=cand.id, alpha=alpha, correction=correction, min_effect=thresholds,
+                      tested=len(idx), deltas=tuple(deltas))
 
 
-def untestable_regressions(comparison: Comparison) -> tuple[MetricDelta, ...]:
-    """Untestable deltas that moved the bad way beyond the tolerance (``compare --strict`` fails on them)."""
-    return tuple(
-        d for d in comparison.deltas
-        if d.change == Change.untestable and d.delta is not None
-        and (d.delta < 0 if d.direction == Direction.higher else d.delta > 0)
-    )
+def _judge(d: MetricDelta, p_adj: float, alpha: float, correction: str, family: int) -> MetricDelta:
+    assert d.effect is not None and d.min_effect is not None and d.ci_low is not None and d.ci_high is not None
+    beyond = abs(d.effect) > d.min_effect
+    significant = p_adj < alpha
+    if significant and beyond:
+        verdict, note = (Change.regression if d.worse else Change.improvement), ""
+    elif -d.min_effect <= d.ci_low and d.ci_high <= d.min_effect:
+        verdict, note = Change.unchanged, ""
+    elif significant:
+        verdict, note = Change.unchanged, f"a real change of {d.effect:+.1%}, below the {d.min_effect:.0%} minimum effect"
+    elif beyond:
+        verdict = Change.inconclusive
+        note = (f"moved {d.effect:+.1%} but not significant"
+                + (f" after {correction} over {family} metrics" if correction != "none" else ""))
+    else:
+        verdict = Change.inconclusive
+        note = (f"interval [{d.ci_low:+.1%}, {d.ci_high:+.1%}] does not rule out a {d.min_effect:.0%} change;"
+                " more repeats would tell")
+    return replace(d, verdict=verdict, p_adjusted=p_adj, note=note)
+
+
+def inconclusive_regressions(comparison: Comparison) -> tuple[MetricDelta, ...]:
+    """Inconclusive metrics that moved the bad way beyond their minimum effect (``compare --strict`` fails on them)."""
+    out = []
+    for d in comparison.deltas:
+        if d.verdict != Change.inconclusive or d.duplicate_of or not d.worse:
+            continue
+        moved = d.effect if d.effect is not None else d.delta
+        threshold = d.min_effect if d.min_effect is not None else DEFAULT_MIN_EFFECT["other"]
+        if moved is not None and abs(moved) > threshold:
+            out.append(d)
+    return tuple(out)

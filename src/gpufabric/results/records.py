@@ -35,6 +35,7 @@ class Outcome(str, enum.Enum):
     failed = "failed"
     noisy = "noisy"        # too noisy or too few samples to judge
     skipped = "skipped"
+    not_planned = "not_planned_hardware"  # derived from a plan for other hardware (bench.planned)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

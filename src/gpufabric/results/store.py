@@ -139,8 +139,10 @@ class Store:
         spec_name: str = "",
         plan: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        started_at: float | None = None,
     ) -> int:
-        """Record a new run with status 'running'; returns its id."""
+        """Record a new run with status 'running'; returns its id. ``started_at`` (unix s, default
+        now) lets a probe recorded after it ran keep its real start, so its duration is right."""
 
         def insert(cur: sqlite3.Cursor) -> int:
             cur.execute(
@@ -148,7 +150,7 @@ class Store:
                 " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
                 (
                     kind,
-                    time.time(),
+                    time.time() if started_at is None else started_at,
                     _dumps(list(argv)),
                     _dumps(dict(fingerprint)),
                     spec_name,

@@ -20,7 +20,7 @@ def test_srun_launch_and_script_kept_with_run(cli, slurm_cluster, tmp_path):
         ("all_reduce", 2, 0), ("all_gather", 2, 0)]
     with Store.open(db) as store:
         run = store.get_run(doc["run_id"])
-    assert run.artifacts["launch_commands"].startswith("MASTER_ADDR=")
+    assert "MASTER_PORT=29552" in run.artifacts["launch_commands"] and "MASTER_ADDR=1" not in run.artifacts["launch_commands"]
     assert "srun --nodes=1 --ntasks=2" in run.artifacts["launch_commands"]
     assert "#SBATCH --ntasks-per-node=2" in run.artifacts["sbatch_script"]
 

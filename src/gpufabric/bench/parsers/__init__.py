@@ -33,6 +33,7 @@ class Parsed:
     metrics: tuple[Metric, ...]
     error: str = ""                             # the tool reported failure (not a parse problem)
     warnings: tuple[str, ...] = ()              # quality warnings: values not to be trusted
+    invalid: str = ""                           # values that cannot be true (negative, NaN, size != count)
     info: dict[str, str] = field(default_factory=dict)  # tool version, engine, host, ...
 
     def metric(self, name: str) -> Metric | None:
@@ -44,6 +45,8 @@ class Parsed:
         params = {f"tool_{k}": v for k, v in self.info.items()}
         if self.warnings:
             params["quality_warnings"] = "; ".join(self.warnings)
+        if self.invalid:
+            params["invalid"] = self.invalid
         return params
 
 
@@ -63,7 +66,7 @@ def _reject_constant(token: str) -> float:
     raise ValueError(f"non-finite number {token}")
 
 
-def load_json(text: str, *, source: str, tool: str) -> Any:
+def load_json(text: str, *, source: str, tool: str, trailing_ok: str = "") -> Any:
     """Strict JSON: NaN/Infinity are errors (fio and iperf3 have emitted them), text
     before the document (tools print warnings to stdout) is skipped up to the first brace
     that starts a line, concatenated documents yield the last, trailing text is an error."""
@@ -101,6 +104,8 @@ def load_json(text: str, *, source: str, tool: str) -> Any:
             if getattr(exc, "lineno", None):
                 what += f" at line {exc.lineno}"
         raise ParseError(f"{what} in {tool} output", source=source, excerpt=body[max(0, pos - 60) : pos + 60]) from None
+    if rest and trailing_ok and re.match(trailing_ok, rest):
+        rest = ""
     if rest:
         # iperf3 has printed error text after its JSON (esnet/iperf#1143): not a clean run.
         raise ParseError(f"unexpected text after the {tool} JSON document", source=source, excerpt=rest[:120])
@@ -136,3 +141,32 @@ def parser_for(tool: str) -> Callable[..., list[Parsed]]:
 
 #: The tools with a parser (the keys of :func:`parser_for`'s table).
 TOOLS = ("fio", "iperf3", "sockperf", "perftest", "nccl-tests")
+
+
+def detect_tool(text: str) -> str:
+    """Which tool printed ``text`` (one of TOOLS), or "" when nothing identifies it.
+
+    JSON documents are told apart by their top-level keys (fio ``"fio version"``, iperf3
+    ``start``/``end``, perftest ``test_info``, nccl-tests ``out_of_bounds``); text by the
+    headers each tool prints (nccl-tests ``# nThread`` or its size-table header, perftest's
+    ``#bytes #iterations``, sockperf's ``sockperf:`` lines and its --full-log CSV header).
+    Launcher prefixes and leading warnings do not hide them: only markers are searched.
+    """
+    head = strip_ansi(text[:1_000_000])
+    if '"fio version"' in head and '"jobs"' in head:
+        return "fio"
+    if '"out_of_bounds"' in head and '"results"' in head:
+        return "nccl-tests"
+    if '"test_info"' in head and '"results"' in head:
+        return "perftest"
+    if re.search(r'"start"\s*:', head) and re.search(r'"end"\s*:', head) and ('"intervals"' in head or '"error"' in head):
+        return "iperf3"
+    if '"error"' in head and "iperf" in head.lower():
+        return "iperf3"
+    if re.search(r"#\s*nThread \d+ nGpus \d+", head) or re.search(r"#\s+size\s+count\s+type", head):
+        return "nccl-tests"
+    if re.search(r"#bytes\s+#iterations", head):
+        return "perftest"
+    if "sockperf" in head.lower():
+        return "sockperf"
+    return ""

@@ -117,12 +117,102 @@ def _drop_impossible(metrics: list[Metric], runtime_us: float) -> tuple[list[Met
     return metrics, ""
 
 
+def _merge_lat(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One latency distribution of several jobs, as fio's sum_stat() merges them: N-weighted mean,
+    min of mins, max of maxes; percentiles only from json+ bins (exact), never guessed."""
+    parts = [p for p in parts if p and p.get("N")]
+    if not parts:
+        return {}
+    n = sum(int(p["N"]) for p in parts)
+    out: dict[str, Any] = {"N": n, "mean": sum(float(p["mean"]) * int(p["N"]) for p in parts) / n,
+                           "max": max(float(p["max"]) for p in parts), "min": min(float(p.get("min", 0)) for p in parts)}
+    if all(p.get("bins") for p in parts):
+        bins: dict[int, int] = {}
+        for p in parts:
+            for k, v in p["bins"].items():
+                bins[int(k)] = bins.get(int(k), 0) + int(v)
+        out["bins"] = {str(k): v for k, v in bins.items()}
+        ordered = sorted(bins.items())
+        total = sum(bins.values())
+        out["percentile"] = {}
+        for key in PERCENTILES:
+            target, seen = float(key) / 100 * total, 0
+            for value, count in ordered:
+                seen += count
+                if seen >= target:
+                    out["percentile"][key] = value
+                    break
+    return out
+
+
+def _group(jobs: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    """A job-shaped dict of a whole reporting group, as ``group_reporting`` computes it: bytes and
+    I/Os summed over jobs and divided by the longest job runtime (fio stat.c sum_thread_stats)."""
+    agg: dict[str, Any] = {"jobname": name, "groupid": jobs[0].get("groupid", 0), "error": 0,
+                           "job options": dict(jobs[0].get("job options") or {}),
+                           "job_runtime": max(float(j.get("job_runtime") or 0) for j in jobs),
+                           "elapsed": max(float(j.get("elapsed") or 0) for j in jobs)}
+    for ddir in ("read", "write", "trim"):
+        stats = [j.get(ddir) or {} for j in jobs]
+        ios = sum(int(s.get("total_ios") or 0) for s in stats)
+        if not ios:
+            continue
+        runtime_ms = max(float(s.get("runtime") or 0) for s in stats)
+        io_bytes = sum(float(s.get("io_bytes") or 0) for s in stats)
+        bw = io_bytes / runtime_ms * 1000 if runtime_ms and io_bytes else sum(float(s.get("bw_bytes") or 0) for s in stats)
+        agg[ddir] = {"total_ios": ios, "io_bytes": io_bytes, "runtime": runtime_ms, "bw_bytes": bw,
+                     "iops": ios / runtime_ms * 1000 if runtime_ms else sum(float(s.get("iops") or 0) for s in stats),
+                     "clat_ns": _merge_lat([s.get("clat_ns") or {} for s in stats])}
+    syncs = [j.get("sync") or {} for j in jobs]
+    if any(s.get("total_ios") for s in syncs):
+        agg["sync"] = {"total_ios": sum(int(s.get("total_ios") or 0) for s in syncs),
+                       "lat_ns": _merge_lat([s.get("lat_ns") or {} for s in syncs])}
+    return agg
+
+
+def _grouped(doc: dict[str, Any], source: str) -> list[Parsed]:
+    """Per job, each under its own name (clones of one job get ``.N`` like fio's file names), plus
+    one aggregate per reporting group of several jobs, under the job's name (``groupN`` when the
+    group mixes job names), as ``group_reporting`` would print it."""
+    jobs = doc["jobs"]
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[str(job.get("jobname", "?"))] = counts.get(str(job.get("jobname", "?")), 0) + 1
+    seen: dict[str, int] = {}
+    out = []
+    groups: dict[int, list[dict[str, Any]]] = {}
+    for job in jobs:
+        name = str(job.get("jobname", "?"))
+        groups.setdefault(int(job.get("groupid", 0)), []).append(job)
+        if counts[name] > 1:
+            index = seen.get(name, 0)
+            seen[name] = index + 1
+            job = {**job, "jobname": f"{name}.{index}"}
+        out.append(_job(job, doc, source=source))
+    for gid, members in groups.items():
+        if len(members) < 2:
+            continue
+        names = {str(j.get("jobname", "?")) for j in members}
+        name = names.pop() if len(names) == 1 else f"group{gid}"
+        agg = _job(_group([j for j in members if not j.get("error")] or members, name), doc, source=source)
+        warnings = list(agg.warnings)
+        if not all((j.get(d) or {}).get("clat_ns", {}).get("bins") for j in members for d in ("read", "write")
+                   if (j.get(d) or {}).get("total_ios")):
+            warnings.append("group percentiles omitted: they need json+ latency bins (--output-format=json+)")
+        info = {**agg.info, "aggregate": f"group {gid} of {len(members)} jobs (group_reporting)"}
+        out.append(Parsed(tool="fio", case=name, metrics=agg.metrics, warnings=tuple(warnings), info=info,
+                          error=agg.error))
+    return out
+
+
 def parse_fio(text: str, *, source: str = "") -> list[Parsed]:
-    """Parse fio JSON or json+ output; one :class:`Parsed` per job (or per group with group_reporting)."""
-    doc = load_json(text, source=source, tool="fio")
+    """Parse fio JSON or json+ output: one :class:`Parsed` per job, plus one per reporting group of
+    several jobs (fio already aggregates when the run used ``group_reporting``)."""
+    # --output-format=json,normal appends fio's text report ("<job>: (groupid=0, jobs=1): err=...").
+    doc = load_json(text, source=source, tool="fio", trailing_ok=r"\S[^\n]*: \(groupid=\d+, jobs=\d+\)")
     if not isinstance(doc, dict) or "jobs" not in doc or "fio version" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not fio JSON output: no 'fio version' and 'jobs' keys", source=source, excerpt=keys)
     if not doc["jobs"]:
         raise ParseError("fio output has no jobs", source=source, excerpt=text[:120])
-    return [_job(job, doc, source=source) for job in doc["jobs"]]
+    return _grouped(doc, source)

@@ -1,173 +1,374 @@
-"""nccl-tests parser: the ``-J`` JSON file and the classic text table.
+"""nccl-tests parser: the ``-J`` JSON file and the text tables, as users really have them.
 
 Formats (reference/bench-tools.md section 1, NVIDIA/nccl-tests@a0b82b2 src/util.cu and
-src/common.cu): each size row carries ``size count type redop root`` then, for
-out-of-place and in-place, ``time algbw busbw #wrong`` (older builds have no ``root``
-column). GB/s is 1e9 bytes/s. The footer prints ``# Out of bounds values : N OK|FAILED``
-and ``# Avg bus bandwidth : X`` (the mean over every size and both placements, so small
-sizes pull it down; we report it but headline the largest size). JSON (version 3):
-``results[]`` with ``size``, ``out_of_place``/``in_place`` ``{time, alg_bw, bus_bw,
-nwrong}``, ``out_of_bounds{count, okay}``, ``average_bus_bandwidth{bandwidth}``,
-``devices[]``.
+src/common.cu): each size row carries ``size count type [redop [root]]`` then, for
+out-of-place and in-place, ``time algbw busbw #wrong`` (``root`` appeared in 2.x, older
+builds have neither or only ``redop``; ``#wrong`` is ``N/A`` when ``-c 0`` skips the
+check and was ``error`` before 2.0). GB/s is 1e9 bytes/s. The footer prints ``# Out of
+bounds values : N OK|FAILED`` and ``# Avg bus bandwidth : X``. The header names the
+devices, one line per rank: ``#  Rank  3 Group  0 Pid 1234 on HOST device  3 [0x18]
+NVIDIA H100 80GB HBM3``, which gives ranks, nodes (distinct hosts), GPUs per node and
+the GPU model, and ``graph: 1`` when the run timed CUDA-graph launches (``-G``).
 
-A non-zero ``#wrong`` or out-of-bounds FAILED is data corruption: ``Parsed.error``.
+Real logs add more: launcher prefixes on every line (see :mod:`.prefixes`), NCCL INFO
+lines of other ranks between rows, several binaries or several runs of one binary in a
+file (``# Collective test starting: X_perf`` or a new ``# nThread`` header starts a
+run). Each run becomes one :class:`Parsed`.
+
+Values that cannot be true (a negative time or bandwidth, NaN where nccl-tests prints a
+number, a size that is not count x type size) make the run *invalid*: its metrics are
+kept for inspection but ``Parsed.invalid`` says why, and ingest never stores it as ok.
+Cells nccl-tests leaves empty (``N/A``) stay absent. A non-zero ``#wrong`` or
+out-of-bounds FAILED is data corruption: ``Parsed.error``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from itertools import repeat
+from typing import Any, NamedTuple
 
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(OK|FAILED)", re.M)
-_AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|-nan|inf)", re.M)
-_DEVICE = re.compile(r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)", re.M)
-_BINARY = re.compile(r"(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|alltoallv|hypercube)_perf")
+_OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.MULTILINE)
+_AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.MULTILINE)
+_DEVICE_M = re.compile(
+    r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
+    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$", re.MULTILINE)
+_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.MULTILINE)
+_GRAPH = re.compile(r"\bgraph:\s*(\d+)")
+_START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
+_BINARY = re.compile(
+    r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|hypercube)_perf")
+_VERSION = re.compile(r"#\s*nccl-tests version (\S+).*?nccl-library=(\d+)|NCCL version (\S+)")
+#: Bytes per element of the nccl-tests ``-d`` types (src/common.cu ncclTypeSize).
+TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 4, "int64": 8, "uint64": 8,
+              "half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8,
+              "f8e4m3": 1, "f8e5m2": 1}
+#: Suite op names (gpufabric's) of the nccl-tests binaries.
+OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
+#: Ops whose ``count`` column is per rank (size = count x type size x ranks).
+_PER_RANK_COUNT = ("all_gather", "reduce_scatter", "alltoall", "gather", "scatter")
 
 
-@dataclass(frozen=True, slots=True)
-class _Row:
+class Row(NamedTuple):
+    """One size row; ``None`` where nccl-tests printed ``N/A`` (a NamedTuple: a 100 MB log
+    has ~350,000 of them, and tuples are the cheapest record Python builds)."""
+
     size: int
-    oop_time_us: float
-    oop_algbw: float
-    oop_busbw: float
-    ip_time_us: float
-    ip_algbw: float
-    ip_busbw: float
-    wrong: int
+    count: int
+    dtype: str
+    oop_time_us: float | None
+    oop_algbw: float | None
+    oop_busbw: float | None
+    ip_time_us: float | None
+    ip_algbw: float | None
+    ip_busbw: float | None
+    wrong: int | None
 
 
-def _wrong(token: Any) -> int:
+def _cell(token: str) -> float | None:
+    """A measurement cell: N/A -> None; 'nan'/'-nan'/'inf' stay NaN/inf so validation sees them."""
+    if token.upper() == "N/A":
+        return None
+    return float(token)
+
+
+def _wrong(tokens: list[str]) -> int | None:
     """#wrong is a count, 'N/A' when not checked; the pre-2.0 'error' column is a float."""
-    if token is None or str(token).upper() == "N/A":
-        return 0
-    value = float(token)
-    return int(value) if value >= 1 else (1 if value > 0 else 0)
+    values = [t for t in tokens if t is not None and str(t).upper() != "N/A"]
+    if not values:
+        return None
+    total = 0
+    for token in values:
+        value = float(token)
+        total += int(value) if value >= 1 else (1 if value > 0 else 0)
+    return total
 
 
-def _float(token: str, *, what: str, source: str, line: str) -> float:
-    try:
-        return float(token)
+#: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
+_ROW = re.compile(
+    r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
+    + r"[ \t]+(\S+)" * 8 + r"[ \t]*$", re.MULTILINE)
+
+
+def _row(m: re.Match[str], source: str) -> Row:
+    g = m.groups()
+    try:   # fast path: six numbers and two zero #wrong cells, by far the common row
+        if g[8] == "0" and g[12] == "0":
+            return Row(int(g[0]), int(g[1]), g[2], float(g[5]), float(g[6]), float(g[7]), float(g[9]),
+                       float(g[10]), float(g[11]), 0)
     except ValueError:
-        raise ParseError(f"nccl-tests row has a non-numeric {what}", source=source, excerpt=line) from None
-
-
-def _text_rows(text: str, source: str) -> list[_Row]:
-    rows: list[_Row] = []
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#") or not stripped[0].isdigit():
-            continue
-        fields = stripped.split()
-        if len(fields) not in (12, 13):
-            raise ParseError(f"nccl-tests size row has {len(fields)} columns, expected 12 or 13", source=source, excerpt=line)
-        tail = fields[-8:]
-        rows.append(
-            _Row(
-                size=int(_float(fields[0], what="size", source=source, line=line)),
-                oop_time_us=_float(tail[0], what="time", source=source, line=line),
-                oop_algbw=_float(tail[1], what="algbw", source=source, line=line),
-                oop_busbw=_float(tail[2], what="busbw", source=source, line=line),
-                ip_time_us=_float(tail[4], what="time", source=source, line=line),
-                ip_algbw=_float(tail[5], what="algbw", source=source, line=line),
-                ip_busbw=_float(tail[6], what="busbw", source=source, line=line),
-                wrong=_wrong(tail[3]) + _wrong(tail[7]),
-            )
-        )
-    return rows
-
-
-def _json_rows(doc: dict[str, Any], source: str) -> list[_Row]:
-    rows: list[_Row] = []
-    for entry in doc.get("results") or []:
-        oop, ip = entry.get("out_of_place") or {}, entry.get("in_place") or {}
+        pass
+    cells = []
+    for name, token in zip(("time", "algbw", "busbw", "time", "algbw", "busbw"),
+                           (m.group(6), m.group(7), m.group(8), m.group(10), m.group(11), m.group(12)), strict=True):
         try:
-            rows.append(
-                _Row(
-                    size=int(entry["size"]),
-                    oop_time_us=finite(oop.get("time", oop.get("cpu_time")), what="time", source=source),
-                    oop_algbw=finite(oop["alg_bw"], what="alg_bw", source=source),
-                    oop_busbw=finite(oop["bus_bw"], what="bus_bw", source=source),
-                    ip_time_us=finite(ip.get("time", ip.get("cpu_time", 0)), what="time", source=source),
-                    ip_algbw=finite(ip.get("alg_bw", 0), what="alg_bw", source=source),
-                    ip_busbw=finite(ip.get("bus_bw", 0), what="bus_bw", source=source),
-                    wrong=_wrong(oop.get("nwrong")) + _wrong(ip.get("nwrong")),
-                )
-            )
-        except KeyError as exc:
-            raise ParseError(f"nccl-tests JSON result lacks {exc}", source=source, excerpt=str(entry)[:200]) from None
-    return rows
+            cells.append(_cell(token))
+        except ValueError:
+            raise ParseError(f"nccl-tests row has a non-numeric {name}", source=source, excerpt=m.group(0)) from None
+    try:
+        wrong = _wrong([m.group(9), m.group(13)])
+    except ValueError:
+        raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)) from None
+    return Row(int(m.group(1)), int(m.group(2)), m.group(3), *cells, wrong)
 
 
-def _metrics(rows: list[_Row], avg_busbw: float | None) -> list[Metric]:
-    rows = sorted(rows, key=lambda r: r.size)
-    top = rows[-1]
-    metrics = [
-        higher("busbw_gbps", top.oop_busbw, "GB/s"),
-        higher("algbw_gbps", top.oop_algbw, "GB/s"),
-        lower("time_us", top.oop_time_us, "us"),
-        higher("busbw_peak_gbps", max(max(r.oop_busbw, r.ip_busbw) for r in rows), "GB/s"),
-        lower("wrong_total", float(sum(r.wrong for r in rows)), "count"),
-    ]
+@dataclass
+class _Run:
+    op: str = ""
+    rows: list[Row] | None = None
+    devices: list[tuple[int, str, str]] | None = None   # (rank, host, gpu model)
+    graph: str = ""
+    oob: tuple[int, str] | None = None
+    avg: str | None = None
+    version: str = ""
+
+
+def _segments(text: str) -> list[str]:
+    """The text cut where runs start: at a "Collective test starting" or nThread header line,
+    and after an "Avg bus bandwidth" footer line (it stays with its run). Literal searches
+    (str.find) rather than a MULTILINE regex: they skip megabytes of rows at memchr speed."""
+    cuts = [0]
+    for needle, after in (("Collective test starting", False), ("nThread", False), ("Avg bus bandwidth", True)):
+        i = text.find(needle)
+        while i != -1:
+            start = text.rfind("\n", 0, i) + 1
+            if text[start:i].strip() == "#":
+                if after:
+                    end = text.find("\n", i)
+                    cuts.append(len(text) if end == -1 else end + 1)
+                else:
+                    cuts.append(start)
+            i = text.find(needle, i + len(needle))
+    cuts = sorted(set(cuts)) + [len(text)]
+    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _rows(seg: str, source: str) -> list[Row]:
+    """The size rows of one segment, converted column by column (map over C-built tuples:
+    no Python frame per cell); rows with N/A, non-numeric or non-zero #wrong cells go
+    through _row one by one."""
+    found = _ROW.findall(seg)
+    if not found:
+        return []
+    cols = list(zip(*found))
+    try:
+        if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
+            raise ValueError
+        nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
+        return list(map(Row, map(int, cols[0]), map(int, cols[1]), cols[2], *nums, repeat(0, len(found))))
+    except ValueError:
+        return [_row(m, source) for m in _ROW.finditer(seg)]
+
+
+def _runs(text: str, source: str) -> list[_Run]:
+    """Every run of a prefix-free nccl-tests text. Regexes over whole segments (C speed):
+    a 100 MB log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
+    runs: list[_Run] = []
+    pending_op, version = "", ""
+    for seg in _segments(text):
+        first = _ROW.search(seg)
+        head = seg[: first.start()] if first else seg   # header lines come before the rows
+        if "ersion" in head and (v := _VERSION.search(head)):
+            version = v.group(1) or v.group(3)
+        if "Collective test starting" in head and (m := _START.search(head)):
+            pending_op = m.group(1)
+        rows = _rows(seg, source) if first else []
+        if not rows:
+            if not pending_op and "_perf" in seg and (b := _BINARY.search(seg)):
+                pending_op = b.group(1)
+            continue
+        op = pending_op
+        if not op and "_perf" in head and (b := _BINARY.search(head)):
+            op = b.group(1)
+        run = _Run(op=op, rows=rows, devices=[], version=version)
+        pending_op = ""
+        if "Rank" in head:
+            for d in _DEVICE_M.finditer(head):
+                run.devices.append((int(d.group(1)), d.group(2), d.group(4)))
+        if "nThread" in head and (g := _NTHREAD_M.search(head)):
+            graph = _GRAPH.search(g.group(0))
+            run.graph = graph.group(1) if graph else ""
+        foot = seg[seg.rfind("\n", 0, max(0, len(seg) - 300)) + 1:]   # the footer is the segment's end
+        if o := _OOB_M.search(foot):
+            run.oob = (int(o.group(1)), o.group(2))
+        if a := _AVG_M.search(foot):
+            run.avg = a.group(1)
+        runs.append(run)
+    return runs
+
+
+def _factor_op(rows: list[Row], ranks: int) -> str:
+    """Infer the op from busbw/algbw when the log never names the binary."""
+    for r in rows:
+        if r.oop_algbw and r.oop_busbw and r.oop_algbw > 0.5:
+            ratio = r.oop_busbw / r.oop_algbw
+            if ranks > 1 and abs(ratio - 2 * (ranks - 1) / ranks) < 0.02 * ratio and ranks > 2:
+                return "all_reduce"
+            return ""
+    return ""
+
+
+def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
+    problems: list[str] = []
+    for r in rows:
+        cells = r[3:9]
+        if None not in cells:
+            if math.isfinite(sum(cells)) and min(cells) >= 0:   # all finite (NaN/inf propagate) and >= 0
+                cells = ()
+        for name, value in () if not cells else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
+                            ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),
+                            ("in-place busbw", r.ip_busbw)):
+            if value is None:
+                continue
+            if math.isnan(value) or math.isinf(value):
+                if r.size == 0 and "bw" in name:
+                    continue   # 0 bytes / t: nccl-tests prints nan busbw for empty sizes of some ops
+                problems.append(f"{name} is {value} at {r.size} B")
+            elif value < 0:
+                problems.append(f"negative {name} {value:g} at {r.size} B")
+        tb = TYPE_BYTES.get(r.dtype.lower())
+        if tb and r.size:
+            ok = {r.count * tb}
+            if ranks:
+                ok.add(r.count * tb * ranks)
+            if op in _PER_RANK_COUNT and not ranks:
+                ok = {r.size}   # per-rank counts need the rank count; nothing to check without it
+            if r.size not in ok:
+                problems.append(f"size {r.size} B does not match count {r.count} x {tb} B ({r.dtype})")
+    return problems[:5]
+
+
+def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
+    measured = sorted((r for r in rows if r.size > 0 and r.oop_time_us is not None), key=lambda r: r.size)
+    if not measured:
+        return []
+    top = measured[-1]
+    metrics = [lower("time_us", top.oop_time_us, "us")]
+    if top.oop_busbw is not None:
+        metrics.append(higher("busbw_gbps", top.oop_busbw, "GB/s"))
+    if top.oop_algbw is not None:
+        metrics.append(higher("algbw_gbps", top.oop_algbw, "GB/s"))
+    peaks = [x for r in measured for x in (r.oop_busbw, r.ip_busbw) if x is not None and math.isfinite(x)]
+    if peaks:
+        metrics.append(higher("busbw_peak_gbps", max(peaks), "GB/s"))
+    wrong = [r.wrong for r in rows if r.wrong is not None]
+    if wrong:
+        metrics.append(lower("wrong_total", float(sum(wrong)), "count"))
     if avg_busbw is not None:
         metrics.append(higher("avg_busbw_gbps", avg_busbw, "GB/s"))
-    for r in rows[:-1]:
-        metrics.append(higher(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s"))
-        metrics.append(lower(f"time_us@{r.size}B", r.oop_time_us, "us"))
+    # The in-place time is a second measurement of the same transfer: kept as the samples of
+    # the size's time metric (out-of-place first), so calibration takes their median.
+    for r in measured[:-1]:
+        if r.oop_busbw is not None:
+            metrics.append(higher(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s"))
+        samples = (r.oop_time_us, r.ip_time_us) if r.ip_time_us is not None else ()
+        metrics.append(lower(f"time_us@{r.size}B", r.oop_time_us, "us", samples))
+    if top.ip_time_us is not None:
+        metrics[0] = lower("time_us", top.oop_time_us, "us", (top.oop_time_us, top.ip_time_us))
     return metrics
 
 
-def _info(rank_hosts: list[str]) -> dict[str, str]:
-    """One host name per rank -> the rank count and the distinct hosts."""
-    return {"ranks": str(len(rank_hosts)), "hosts": ",".join(sorted(set(rank_hosts)))}
+def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, version: str) -> dict[str, str]:
+    info = {"max_size_bytes": str(max_size)}
+    if devices:
+        hosts: dict[str, int] = {}
+        for _, host, _ in devices:
+            hosts[host] = hosts.get(host, 0) + 1
+        models = sorted({model for _, _, model in devices if model})
+        info.update({"ranks": str(len(devices)), "nodes": str(len(hosts)), "gpus_per_node": str(max(hosts.values())),
+                     "hosts": ",".join(sorted(hosts))})
+        if models:
+            info["gpu_model"] = "; ".join(models)
+    if graph:
+        info["graph"] = graph
+    if version:
+        info["nccl_version"] = version
+    return info
 
 
-def _wrong_errors(rows: list[_Row]) -> list[str]:
-    wrong = sum(r.wrong for r in rows)
-    return [f"{wrong} wrong elements (#wrong) - data corruption"] if wrong else []
-
-
-def _op(*texts: str) -> str:
-    for text in texts:
-        match = _BINARY.search(text or "")
-        if match:
-            return match.group(1)
-    return "collective"
+def _op(name: str) -> str:
+    return OP_NAMES.get(name, name)
 
 
 def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
-    """Parse nccl-tests output: a ``-J`` JSON file or the text a ``*_perf`` binary prints."""
+    """Parse nccl-tests output: a ``-J`` JSON file or the text the ``*_perf`` binaries print.
+
+    One :class:`Parsed` per run (binary invocation) found in the text.
+    """
     if text.lstrip().startswith("{"):
         return [_parse_json(text, source)]
-    clean = strip_ansi(text)
-    rows = _text_rows(clean, source)
-    if not rows:
+    clean = strip_all(strip_ansi(text).replace("\r\n", "\n"))
+    runs = _runs(clean, source)
+    if not runs:
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
-            raise ParseError("not nccl-tests output (no '# nThread' header and no size rows)", source=source, excerpt=clean[:120])
-        raise ParseError("nccl-tests output has no size rows (the run stopped before measuring?)", source=source, excerpt=clean[-200:])
-    oob = _OOB.search(clean)
-    avg = _AVG.search(clean)
-    avg_busbw = float(avg.group(1)) if avg and avg.group(1).lstrip("-") not in ("nan", "inf") else None
-    devices = _DEVICE.findall(clean)
-    info = _info([host for _, host, _ in devices])
-    errors = _wrong_errors(rows)
-    if oob and oob.group(2) == "FAILED":
-        errors.append(f"out of bounds values: {oob.group(1)} FAILED")
-    if not oob:
-        errors.append("no 'Out of bounds values' footer (run cut short?)")
-    return [
-        Parsed(
-            tool="nccl-tests",
-            case=_op(clean[:2000], source),
-            metrics=tuple(_metrics(rows, avg_busbw)),
-            error="; ".join(errors),
-            info=info,
-        )
-    ]
+            raise ParseError("not nccl-tests output (no '# nThread' header and no size rows)", source=source,
+                             excerpt=clean[:120])
+        raise ParseError("nccl-tests output has no size rows (the run stopped before measuring?)", source=source,
+                         excerpt=clean[-200:])
+    file_op = ""
+    if m := _BINARY.search(source or ""):
+        file_op = m.group(1)
+    out = []
+    for run in runs:
+        ranks = len(run.devices)
+        op = run.op or file_op or _factor_op(run.rows, ranks) or "collective"
+        avg = None
+        if run.avg is not None:
+            try:
+                avg = float(run.avg)
+            except ValueError:
+                avg = None
+            if avg is not None and not math.isfinite(avg):
+                avg = None
+        errors = []
+        wrong = sum(r.wrong or 0 for r in run.rows)
+        if wrong:
+            errors.append(f"{wrong} wrong elements (#wrong) - data corruption")
+        if run.oob and run.oob[1] == "FAILED":
+            errors.append(f"out of bounds values: {run.oob[0]} FAILED")
+        if run.oob is None:
+            errors.append("no 'Out of bounds values' footer (run cut short?)")
+        info = _info(run.devices, max_size=max(r.size for r in run.rows), graph=run.graph, version=run.version)
+        info["op"] = _op(op)
+        out.append(Parsed(tool="nccl-tests", case=op, metrics=tuple(_metrics(run.rows, avg)),
+                          error="; ".join(errors), invalid="; ".join(_validate(run.rows, op, ranks)), info=info))
+    return out
+
+
+def rows_of(text: str, *, source: str = "") -> list[list[Row]]:
+    """The size rows of every run in ``text`` (for calibration and tests)."""
+    return [r.rows for r in _runs(strip_all(strip_ansi(text).replace("\r\n", "\n")), source)]
+
+
+def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
+    rows: list[Row] = []
+    for entry in doc.get("results") or []:
+        oop, ip = entry.get("out_of_place") or {}, entry.get("in_place") or {}
+        try:
+            def num(d: dict[str, Any], *keys: str) -> float | None:
+                for k in keys:
+                    if d.get(k) is not None:
+                        return finite(d[k], what=k, source=source)
+                return None
+
+            rows.append(Row(
+                int(entry["size"]), int(entry.get("count") or 0), str(entry.get("type", "")),
+                num(oop, "time", "cpu_time"), num(oop, "alg_bw"), num(oop, "bus_bw"),
+                num(ip, "time", "cpu_time"), num(ip, "alg_bw"), num(ip, "bus_bw"),
+                _wrong([oop.get("nwrong"), ip.get("nwrong")]),
+            ))
+            if rows[-1].oop_busbw is None:
+                raise KeyError("out_of_place.bus_bw")
+        except KeyError as exc:
+            raise ParseError(f"nccl-tests JSON result lacks {exc}", source=source, excerpt=str(entry)[:200]) from None
+    return rows
 
 
 def _parse_json(text: str, source: str) -> Parsed:
@@ -179,18 +380,28 @@ def _parse_json(text: str, source: str) -> Parsed:
     if not rows:
         raise ParseError("nccl-tests JSON has no results", source=source, excerpt=text[:120])
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
-    info = _info([str(d.get("hostname", "")) for d in doc.get("devices") or []])
-    errors = _wrong_errors(rows)
+    devices = [(i, str(d.get("hostname", "")), str(d.get("device_name", d.get("name", ""))))
+               for i, d in enumerate(doc.get("devices") or [])]
+    errors = []
+    wrong = sum(r.wrong or 0 for r in rows)
+    if wrong:
+        errors.append(f"{wrong} wrong elements (#wrong) - data corruption")
     oob = doc.get("out_of_bounds") or {}
     if oob.get("okay") is False or int(oob.get("count") or 0):
         errors.append(f"out of bounds values: {oob.get('count')} FAILED")
     if doc.get("errors"):
         errors.append(f"errors: {doc['errors']}")
     config = doc.get("config") or {}
+    m = _BINARY.search(" ".join(str(v) for v in config.values())) or _BINARY.search(source)
+    op = m.group(1) if m else (_factor_op(rows, len(devices)) or "collective")
+    info = _info(devices, max_size=max(r.size for r in rows), graph=str(config.get("cudagraph", config.get("graph", ""))),
+                 version="")
+    info["op"] = _op(op)
     return Parsed(
         tool="nccl-tests",
-        case=_op(" ".join(str(v) for v in config.values()), source),
+        case=op,
         metrics=tuple(_metrics(rows, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)),
         error="; ".join(errors),
+        invalid="; ".join(_validate(rows, op, len(devices))),
         info=info,
     )

@@ -1,5 +1,17 @@
 """perftest (``ib_write_lat``, ``ib_write_bw``, ``ib_send_lat``, ``ib_read_lat``, ...)
-``--out_json`` parser.
+parser: the ``--out_json`` file and the text every ``ib_*`` binary prints by default.
+
+Text (linux-rdma/perftest src/perftest_parameters.c ``ctx_print_test_info`` and the
+``RESULT_FMT*`` lines of src/perftest_resources.h): a title line (``RDMA_Write BW
+Test``, ``Send Latency Test``, ...), ``key : value`` settings (two per line, tab
+separated: Device, Connection type RC/UC/UD/DC, Link type, Mtu, Number of qps), then a
+results header (``#bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]``
+-- MB means MiB, newer builds print MiB, ``--report_gbits`` prints Gb/sec -- or ``#bytes
+#iterations t_min[usec] t_max[usec] t_typical[usec] t_avg[usec] t_stdev[usec] 99%
+percentile[usec] 99.9% percentile[usec]``; older builds stop after t_typical) and one
+row per size. Warnings (``Conflicting CPU frequency values detected``) land between
+rows; they are kept as quality warnings. A transcript with several tests gives one
+result per test.
 
 Format (reference/bench-tools.md section 2, from linux-rdma/perftest@00b55b6): a
 ``test_info`` object (Device, Link_type, Mtu, Connection_type, ...) and ``results``:
@@ -60,7 +72,11 @@ def _rows(doc: dict[str, Any], source: str) -> list[dict[str, Any]]:
 
 
 def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
-    """Parse one perftest ``--out_json`` file."""
+    """Parse perftest output: one ``--out_json`` file, or the text of one or more tests."""
+    if not text.lstrip().startswith("{") and "#bytes" in text:
+        from gpufabric.bench.parsers.perftest_text import parse_perftest_text
+
+        return parse_perftest_text(text, source=source)
     doc = load_json(text, source=source, tool="perftest")
     if not isinstance(doc, dict) or "results" not in doc or "test_info" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__

@@ -1,12 +1,23 @@
 """Checkpoint probe worker: ``python -m gpufabric.bench.probes.checkpoint CONFIG.json``.
 
 Each rank builds its shard of a state dict shaped like the spec's (deterministic
-contents), then for each format (torch.save, safetensors, torch.distributed.checkpoint):
-writes it with fsync enforced, drops the written pages from the page cache
-(posix_fadvise DONTNEED after fsync, so the read comes from the device), reads it back
-and verifies every tensor bit for bit. Ranks start each phase together behind a
-barrier; the parent takes duration = max over ranks and throughput = min over ranks
-(MLPerf Storage convention).
+contents), then for each format (torch.save, safetensors, torch.distributed.checkpoint)
+commits it the way a crash-safe trainer does and the storage model prices a commit
+(model/storage.py: create + fsync + rename per shard), timing each phase:
+
+1. ``write``: serialise into a temporary name (``<name>.tmp``); the bytes may still sit
+   in the page cache;
+2. ``fsync``: the file's data and metadata reach the device;
+3. ``rename``: the temporary name becomes the real one (atomic on POSIX);
+4. ``dir_fsync``: fsync of the directory, so the rename itself survives a crash
+   (rename(2) is atomic but not durable until the directory is synced).
+
+dcp writes a directory of per-rank files and fsyncs them itself (``sync_files=True``),
+so its write and fsync phases are one; rank 0 renames the directory once every rank has
+written (a barrier) and fsyncs the parent. Then every file is dropped from the page cache
+(posix_fadvise DONTNEED after fsync, so the read comes from the device), read back and
+verified bit for bit. Ranks start each phase together behind a barrier; the parent
+(summaries.checkpoint_results) derives the throughputs.
 """
 
 from __future__ import annotations
@@ -54,23 +65,46 @@ def drop_cache(path: Path) -> None:
             os.close(fd)
 
 
-def _write(fmt: str, state: dict[str, Any], target: Path) -> None:
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _commit(fmt: str, state: dict[str, Any], target: Path, *, rank: int, barrier: Any) -> dict[str, float]:
+    """Write, fsync, rename and fsync the directory; seconds per phase."""
     import torch
 
+    tmp = target.with_name(target.name + ".tmp")
+    t0 = time.perf_counter()
     if fmt == "torch":
-        with open(target, "wb") as fh:
+        with open(tmp, "wb") as fh:
             torch.save(state, fh)
             fh.flush()
+            t1 = time.perf_counter()
             os.fsync(fh.fileno())
     elif fmt == "safetensors":
         from safetensors.torch import save_file
 
-        save_file(state, str(target))
-        _fsync_path(target)
+        save_file(state, str(tmp))
+        t1 = time.perf_counter()
+        _fsync_path(tmp)
     else:
         import torch.distributed.checkpoint as dcp
 
-        dcp.save(state, storage_writer=dcp.FileSystemWriter(str(target), sync_files=True))
+        dcp.save(state, storage_writer=dcp.FileSystemWriter(str(tmp), sync_files=True))
+        t1 = time.perf_counter()
+        barrier()  # the directory is complete only when every rank has written its files
+    t2 = time.perf_counter()
+    if fmt != "dcp" or rank == 0:
+        os.rename(tmp, target)
+    t3 = time.perf_counter()
+    if fmt != "dcp" or rank == 0:
+        _fsync_dir(target.parent)
+    t4 = time.perf_counter()
+    return {"write_data_s": t1 - t0, "fsync_s": t2 - t1, "rename_s": t3 - t2, "dir_fsync_s": t4 - t3}
 
 
 def _read(fmt: str, target: Path, like: dict[str, Any]) -> dict[str, Any]:
@@ -107,11 +141,15 @@ def run(w: Any) -> None:
         # dcp writes one directory for all ranks (each rank its own file); the others one file per rank.
         target = base / fmt / ("ckpt" if fmt == "dcp" else f"rank{w.rank}.{'pt' if fmt == 'torch' else 'safetensors'}")
         target.parent.mkdir(parents=True, exist_ok=True)
+        if fmt == "dcp" and w.rank == 0 and target.exists():
+            shutil.rmtree(target)  # a kept checkpoint of an earlier run: rename(2) cannot replace a full directory
         w.arm(f"checkpoint write {fmt}", timeout)
         dist.barrier()
         t0 = time.perf_counter()
-        _write(fmt, state, target)
+        phases = _commit(fmt, state, target, rank=w.rank, barrier=dist.barrier)
         write_s = time.perf_counter() - t0
+        if fmt == "dcp":
+            dist.barrier()  # rank 0 renames the directory after the others stopped their clocks
         on_disk = (sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir()
                    else target.stat().st_size)
         w.arm(f"checkpoint read {fmt}", timeout)
@@ -126,7 +164,7 @@ def run(w: Any) -> None:
         w.disarm()
         w.record("checkpoint", format=fmt, bytes=state_bytes,
                  file_bytes=on_disk if fmt != "dcp" else on_disk // w.world,
-                 write_s=write_s, read_s=read_s, wrong_tensors=wrong, tensors=len(state))
+                 write_s=write_s, read_s=read_s, wrong_tensors=wrong, tensors=len(state), **phases)
         dist.barrier()
         if w.rank == 0 and not cfg.get("keep", False):
             shutil.rmtree(base / fmt, ignore_errors=True)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.bench.probes import run as probe_run
+from gpufabric.bench.probes.live import size_row
 from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError
@@ -30,8 +32,12 @@ MAX_PARAMS_ARTIFACT_BYTES = 16 << 20
 
 def store_run(*, db: str | None, kind: str, argv: Sequence[str], executed: Sequence[Any], results: Sequence[TestResult],
               verdicts: Sequence[Verdict], status: str, meta: dict[str, Any],
-              artifacts: dict[str, str] | None = None) -> int:
-    """Record the run: fingerprint with the rank map, results, verdicts, launch artifacts."""
+              artifacts: dict[str, str] | None = None, started_at: float | None = None) -> int:
+    """Record the run: fingerprint with the rank map, results, verdicts, launch artifacts.
+
+    ``started_at``: when the probe started (the run is recorded after it ran; without it
+    a 53 s sweep would show as lasting the 0.3 s its recording took).
+    """
     from gpufabric.bench import fingerprint
     from gpufabric.results.store import Store
 
@@ -39,7 +45,8 @@ def store_run(*, db: str | None, kind: str, argv: Sequence[str], executed: Seque
     prep = first.prepared
     run_info = {"launcher": prep.plan.launcher, "backend": prep.config["backend"], "ranks": first.rank_map()}
     with Store.open(db) as store:
-        run_id = store.begin_run(kind=kind, argv=list(argv), fingerprint=fingerprint.collect(run=run_info), meta=meta)
+        run_id = store.begin_run(kind=kind, argv=list(argv), fingerprint=fingerprint.collect(run=run_info), meta=meta,
+                                 started_at=started_at)
         for result in results:
             store.add_result(run_id, result)
         if verdicts:
@@ -84,17 +91,27 @@ def _straggler_verdicts(r: TestResult, label: str, metric: str) -> list[Verdict]
 
 
 def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
-                    argv: Sequence[str]) -> tuple[dict[str, Any], int]:
+                    argv: Sequence[str], on_size: Callable[[dict[str, Any]], None] | None = None,
+                    ) -> tuple[dict[str, Any], int]:
+    """Run a sweep; ``on_size`` gets a ``live.size_row`` for each size rank 0 finishes, as it finishes."""
+    started = time.time()
     prep = probe_run.prepare("collectives", config, opts)
+
+    def on_record(record: dict[str, Any]) -> None:
+        row = size_row(record, prep.plan.num_ranks)
+        if row is not None:
+            on_size(row)
+
     try:
-        ex = probe_run.execute(prep, opts)
+        ex = probe_run.execute(prep, opts, on_record if on_size is not None else None)
         results = collective_results(ex.logs, argv=tuple(prep.plan.commands[0].argv))
     finally:
         probe_run.cleanup(prep)
     verdicts = collective_verdicts(results)
     status, code = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.collectives", argv=argv, executed=[ex], results=results, verdicts=verdicts,
-                       status=status, meta={"num_ranks": prep.plan.num_ranks, "launcher": opts.launcher})
+                       status=status, meta={"num_ranks": prep.plan.num_ranks, "launcher": opts.launcher},
+                       started_at=started)
     rows = [{"op": r.params["op"], "dtype": r.params["dtype"], "size_bytes": int(r.params["size_bytes"]),
              "num_ranks": int(r.params["num_ranks"]), **{m.name: m.value for m in r.metrics},
              "status": r.status.value, "reason": r.reason} for r in results]
@@ -130,6 +147,7 @@ def _setup(result: TestResult, ex: Any) -> dict[str, Any]:
 def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: int, against: str | None,
               db: str | None, argv: Sequence[str], env: dict[str, str]) -> tuple[dict[str, Any], int]:
     """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run."""
+    started = time.time()
     reference = _load_reference(db, against) if against else None
     executed, results, vectors, setups = [], [], [], []
     for i in range(repeat):
@@ -172,7 +190,8 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
         artifacts["train_params_npy_zlib_b64"] = _params_artifact(vectors[0])
         artifacts["train_setup"] = json.dumps(setups[0])
     run_id = store_run(db=db, kind="bench.train", argv=argv, executed=executed, results=results, verdicts=verdicts,
-                       status=status, meta={"repeat": repeat, "launcher": opts.launcher}, artifacts=artifacts)
+                       status=status, meta={"repeat": repeat, "launcher": opts.launcher}, artifacts=artifacts,
+                       started_at=started)
     rows = [{"repeat": int(r.params["repeat"]), "num_ranks": int(r.params["num_ranks"]), "sha256": r.params["sha256"],
              **{m.name: m.value for m in r.metrics},
              "rank_step_p50_s": json.loads(r.params["rank_step_p50_s"]),
@@ -200,6 +219,7 @@ def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
 def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
                    argv: Sequence[str]) -> tuple[dict[str, Any], int]:
     Path(config["directory"]).mkdir(parents=True, exist_ok=True)
+    started = time.time()
     prep = probe_run.prepare("checkpoint", config, opts)
     try:
         ex = probe_run.execute(prep, opts)
@@ -212,7 +232,8 @@ def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db:
                         reason=r.reason or "read back identical") for r in results]
     status, code = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.checkpoint", argv=argv, executed=[ex], results=results, verdicts=verdicts,
-                       status=status, meta={"launcher": opts.launcher, "directory": config["directory"]})
+                       status=status, meta={"launcher": opts.launcher, "directory": config["directory"]},
+                       started_at=started)
     rows = [{"format": r.params["format"], "bytes": int(r.params["bytes"]), **{m.name: m.value for m in r.metrics}}
             for r in results]
     return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,

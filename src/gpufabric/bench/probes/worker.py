@@ -37,8 +37,12 @@ def rank_env() -> tuple[int, int, int]:
 
 
 def host_name() -> str:
-    """The host a rank runs on; GPUFABRIC_HOST names lab hosts that share one kernel hostname."""
-    return os.environ.get("GPUFABRIC_HOST") or socket.gethostname()
+    """The host a rank runs on; GPUFABRIC_HOST names lab hosts that share one kernel hostname.
+
+    Under Slurm (a generated train.sbatch starts ranks through torchrun, which sets no
+    GPUFABRIC_HOST) the node name slurmd gives every task is the next best label.
+    """
+    return os.environ.get("GPUFABRIC_HOST") or os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 class Worker:

@@ -1,0 +1,90 @@
+"""Launcher line prefixes: strip them and keep which rank (or host) wrote each line.
+
+Tools started under a launcher rarely print clean lines. What the common launchers
+prepend (each documented in the launcher's manual):
+
+- Slurm ``srun -l`` / ``--label``: ``0: `` (task id, right-aligned, then ``: ``).
+- Open MPI ``--tag-output``: ``[1,0]<stdout>:`` (job id, rank, stream);
+  ``--timestamp-output`` puts a date before it (``Mon Mar  4 10:11:12 2024`` or
+  ISO 8601, depending on the version).
+- MPICH/Hydra ``-prepend-rank`` (``-l``): ``[0] ``.
+- torchrun ``--tee``/``--log-dir`` with the default prefix: ``[rank0]:`` or ``[default0]:``.
+- pdsh, clush and ``dshbak``-style tools: ``host: `` (a host name then a colon).
+
+A line keeps its prefix's rank (or host) as ``stream`` so lines of several ranks that
+interleave can be separated again. Only one prefix is stripped per line, the outermost,
+after an optional timestamp; nccl-tests' own ``# `` lines are untouched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+_TIMESTAMP = (
+    r"(?:\[?(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) [ \d]\d"
+    r" \d\d:\d\d:\d\d \d{4}\]?[ \t]*"
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t]*)?"
+)
+# Horizontal whitespace only ([ \t], never \s): the same pattern strips whole texts in
+# MULTILINE mode, where \s would run into the next line.
+_BODY = (
+    r"(?:"
+    r"\[(?P<job>\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:[ \t]?"    # Open MPI --tag-output
+    r"|\((?P<ray>[^()\n]*rank=(?P<rayrank>\d+)[^()\n]*)\)[ \t]"   # Ray/actor style "(head, rank=0, pid=..)"
+    r"|\[(?:rank|default)(?P<torch>\d+)\]:[ \t]?"                  # torchrun
+    r"|\[(?P<mpich>\d+)\][ \t]"                                    # MPICH -prepend-rank
+    r"|[ \t]*(?P<srun>\d+):(?:[ \t]|$)"                             # srun -l
+    r")"
+)
+_PREFIX = re.compile("^" + _TIMESTAMP + _BODY)
+_PREFIX_M = re.compile("^" + _TIMESTAMP + _BODY, re.MULTILINE)
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """One output line without its launcher prefix."""
+
+    stream: str      # rank (or "" when the line had no prefix)
+    text: str
+
+
+#: One launcher's prefix alone (no timestamp), for texts where only that launcher appears.
+_SIMPLE = {
+    "srun": re.compile(r"^[ \t]*\d+:(?:[ \t]|$)", re.MULTILINE),
+    "mpi": re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:[ \t]?", re.MULTILINE),
+    "torch": re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.MULTILINE),
+}
+
+
+def strip_all(text: str) -> str:
+    """``text`` without any launcher prefix, in one regex pass over the whole text (C speed).
+
+    The launchers present are read off the first 64 KiB: none means nothing to strip; one
+    simple kind gets its own short pattern (a 100 MB srun log strips several times faster);
+    anything else (timestamps, mixed launchers) gets the full pattern.
+    """
+    kinds = set()
+    for m in _PREFIX_M.finditer(text[:65536]):
+        kind = next((k for k in ("mpi", "rayrank", "torch", "mpich", "srun") if m.group(k) is not None), "")
+        has_time = m.group(0)[:1] not in "[( \t0123456789"
+        kinds.add(kind + ("+time" if has_time else ""))
+    if not kinds:
+        return text
+    if len(kinds) == 1 and (kind := next(iter(kinds))) in _SIMPLE:
+        return _SIMPLE[kind].sub("", text)
+    return _PREFIX_M.sub("", text)
+
+
+def strip_prefixes(lines: Iterable[str]) -> list[Line]:
+    """Every line without its launcher prefix, labelled with the rank that printed it."""
+    out = []
+    for raw in lines:
+        match = _PREFIX.match(raw)
+        if match is None or match.end() == 0:
+            out.append(Line("", raw))
+            continue
+        rank = next((match.group(k) for k in ("mpi", "rayrank", "torch", "mpich", "srun") if match.group(k) is not None), "")
+        out.append(Line(rank, raw[match.end():]))
+    return out
