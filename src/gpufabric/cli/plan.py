@@ -70,6 +70,8 @@ def plan(
 
 
 def _overrides(files: list[Path]) -> list[dict[str, Any]]:
+    if not files:  # plan.calibrate imports scipy.optimize (~1 s): only when there is something to read
+        return []
     from gpufabric.plan.calibrate import overrides_in
 
     return overrides_in(files)
