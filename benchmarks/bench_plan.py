@@ -21,7 +21,7 @@ import resource
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,7 +86,7 @@ def main() -> int:
     wall = time.perf_counter() - wall0
     total_cpu = build_cpu + eval_cpu
     print(f"machine: {platform.node()} {platform.machine()} {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs (pinned to 1); date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC;"
+          f"{os.cpu_count()} CPUs (pinned to 1); date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC;"
           f" load average {os.getloadavg()[0]:.1f}")
     print(f"candidates (layout x design): {rows:,} ({D} designs; {sum(len(lay) for _, lay in work):,} layouts in"
           f" {len(work)} workloads, as many as needed)")

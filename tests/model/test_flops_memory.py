@@ -10,12 +10,13 @@ from gpufabric.model.memory import activation_bytes_per_layer, model_state_bytes
 
 
 def test_full_recompute_count_is_megatron_eq3():
-    # GPT-3 175B shape (Narayanan et al. SC'21 Table 1): 12 l h^2 layer parameters and
-    # tied... here untied V h twice, as model.flops assumes; eq. 3 counts the logit layer once.
-    l, h, s, V, B = 96, 12288, 2048, 51200, 1536
-    params = 12 * l * h * h + 2 * V * h
-    ours = flops_per_token(params_active=params, layers=l, hidden=h, seq_len=s, vocab=V, recompute=2) * B * s
-    assert float(ours) == pytest.approx(megatron_eq3_flops(batch=B, seq_len=s, layers=l, hidden=h, vocab=V), rel=1e-12)
+    # GPT-3 175B shape (Narayanan et al. SC'21 Table 1): 12 L h^2 layer parameters plus the
+    # input and output embeddings (V h each, untied as model.flops assumes); eq. 3 counts
+    # the logit layer's matmul once per pass and the input embedding (a lookup) not at all.
+    L, h, s, V, B = 96, 12288, 2048, 51200, 1536
+    params = 12 * L * h * h + 2 * V * h
+    ours = flops_per_token(params_active=params, layers=L, hidden=h, seq_len=s, vocab=V, recompute=2) * B * s
+    assert float(ours) == pytest.approx(megatron_eq3_flops(batch=B, seq_len=s, layers=L, hidden=h, vocab=V), rel=1e-12)
 
 
 def test_recompute_and_attention_add_flops_and_6pt_ignores_them():

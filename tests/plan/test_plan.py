@@ -49,8 +49,8 @@ def test_step_time_adds_up():
     assert bd.step_time_s == pytest.approx(bd.compute_s + bd.bubble_s + bd.comm_exposed_s)
     # Executed FLOPs (Megatron count, no recomputation) / (N peak efficiency): per token
     # 3 (2 P_layers + 4 s h l + 2 h V), P_layers = 70e9 - 2 V h.
-    h, s, l, V = 8192, 8192, 80, 128256
-    per_token = 3 * (2 * (70e9 - 2 * V * h) + 4 * s * h * l + 2 * h * V)
+    h, s, L, V = 8192, 8192, 80, 128256
+    per_token = 3 * (2 * (70e9 - 2 * V * h) + 4 * s * h * L + 2 * h * V)
     assert bd.compute_s == pytest.approx(per_token * 4194304 / (1024 * 989e12 * c.compute_efficiency))
     assert bd.bubble_s == pytest.approx(bd.compute_s * 3 / 16)
     assert bd.job_mttf_s == pytest.approx(50000 * 3600 / 1024)

@@ -11,7 +11,6 @@ from gpufabric.errors import InputError
 from gpufabric.plan import evaluate_candidates
 from gpufabric.plan.sweep import parse_vary, run_sweep
 from gpufabric.spec import load_spec
-from gpufabric.spec.models import Spec
 from tests.conftest import EXAMPLES
 
 CAT = load_catalog()
@@ -56,3 +55,19 @@ def test_sweep_cli_writes_csv(tmp_path, cli):
     assert min(full) > max(none)
     code, _, err = cli("sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodez=1", "--out", str(out))
     assert code == 2 and "nodez" in err
+
+
+def test_parquet_needs_pyarrow_or_writes_a_table(tmp_path, cli):
+    out = tmp_path / "s.parquet"
+    code, _, err = cli("sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodes=2", "--out", str(out))
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        assert code == 2 and "pyarrow" in err and not out.exists()
+        return
+    assert code == 0 and pq.read_table(out).num_rows > 0
+
+
+def test_sweep_refuses_other_suffixes(tmp_path, cli):
+    code, _, err = cli("sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodes=2", "--out", str(tmp_path / "x.txt"))
+    assert code == 2 and ".csv or .parquet" in err

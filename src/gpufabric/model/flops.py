@@ -77,5 +77,5 @@ def flops_per_token(*, params_active: Any, layers: Any, hidden: Any, seq_len: An
 
 def megatron_eq3_flops(*, batch: float, seq_len: float, layers: float, hidden: float, vocab: float) -> float:
     """Narayanan et al. SC'21 eq. 3 verbatim (full recomputation, GPT shapes), for tests."""
-    B, s, l, h, V = batch, seq_len, layers, hidden, vocab
-    return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    B, s, L, h, V = batch, seq_len, layers, hidden, vocab
+    return 96.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h))

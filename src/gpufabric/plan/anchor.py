@@ -143,7 +143,7 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
             f" step at {gpus:,} GPUs ({layout.text}) on {fabric}, but even a compute efficiency of 1 gives {s[-1]:.3g} s"
             " there (bubble and communication); check the figure, its flops convention and measured_at")
     if target > s[0]:
-        raise InputError(f"workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure")
+        raise InputError("workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure")
     k = int(np.searchsorted(-s, -target))  # s decreasing: first index with s <= target
     fine = np.linspace(grid[k - 1], grid[k], 65)
     sf = steps(fine)

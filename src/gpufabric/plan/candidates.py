@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.errors import InputError
 from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
-from gpufabric.errors import InputError
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, solve_anchor
@@ -66,7 +66,7 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
                notes: Sequence[str] | None = None) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
     records = []
-    for i, (d, lay) in enumerate(zip(designs, layouts)):
+    for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
         r = out.take(i)
         bd = StepBreakdown(
             step_time_s=float(r.step_time_det_s), compute_s=float(r.compute_s), bubble_s=float(r.bubble_s),

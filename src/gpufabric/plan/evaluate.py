@@ -15,6 +15,7 @@ import numpy as np
 
 from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
+from gpufabric.model.congestion import cross_fraction, uplink_slowdown
 from gpufabric.model.flops import flops_per_token
 from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
 from gpufabric.model.rows import unique_rows
@@ -28,7 +29,6 @@ from gpufabric.model.step import (
     zero_dp_factor,
 )
 from gpufabric.model.tail import step_tail
-from gpufabric.model.congestion import cross_fraction, uplink_slowdown
 from gpufabric.model.topology import leaf_ports, size_fabric, switch_hops
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.table import Table

@@ -38,7 +38,7 @@ def pareto_front(cands: Sequence[Candidate], objectives: Sequence[str] = OBJECTI
     le = (x[:, None, :] <= x[None, :, :]).all(axis=2)
     lt = (x[:, None, :] < x[None, :, :]).any(axis=2)
     dominated = (le & lt).any(axis=0)
-    return [c.id for c, d in zip(cands, dominated) if not d]
+    return [c.id for c, d in zip(cands, dominated, strict=True) if not d]
 
 
 #: Sort keys per objective (requirements.objective), ties broken by the others.

@@ -57,11 +57,8 @@ def parse_vary(text: str) -> Vary:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
-        if isinstance(value, str):
-            try:
-                value = float(value) if re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", value) else value
-            except ValueError:
-                pass
+        if isinstance(value, str) and re.fullmatch(r"[-+]?\d+(\.\d*)?[eE][-+]?\d+", value):
+            value = float(value)  # YAML 1.1 reads 7e9 as a string
         if not isinstance(value, (int, float, str, bool)):
             raise InputError(f"--vary {key}: value {raw!r} is not a scalar")
         parsed.append(value)
@@ -97,14 +94,14 @@ def variants(spec: Spec, varies: Sequence[Vary]) -> tuple[list[tuple[tuple[Any, 
     for combo in combos:
         data = yaml.safe_load(yaml.safe_dump(base))  # deep copy of plain data
         data["workload"].pop("notes", None)
-        for vary, value in zip(varies, combo):
+        for vary, value in zip(varies, combo, strict=True):
             _set(data, vary.key, value)
         try:
             variant = Spec.model_validate(data)
         except ValidationError as exc:
             err = exc.errors(include_url=False)[0]
             where = ".".join(str(p) for p in err["loc"]) or "spec"
-            label = ", ".join(f"{v.key}={c}" for v, c in zip(varies, combo))
+            label = ", ".join(f"{v.key}={c}" for v, c in zip(varies, combo, strict=True))
             skipped.append(f"--vary {label}: {where}: {err['msg'].removeprefix('Value error, ')}")
             continue
         if variant.searched:
