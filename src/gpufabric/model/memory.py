@@ -57,7 +57,7 @@ class MemoryBreakdown:
 
 
 def model_state_bytes(*, dense_params: Any, expert_params: Any, tp: Any, pp: Any, dp: Any, ep: Any, zero_stage: Any,
-                      bytes_per_param: tuple[float, float, float] = STATE_BYTES["bf16"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weights, gradients and optimizer bytes per GPU under ZeRO ``zero_stage``."""
     tp, pp, dp, ep, z = (np.asarray(x, dtype=float) for x in (tp, pp, dp, ep, zero_stage))
     dense = np.asarray(dense_params, dtype=float) / (tp * pp)
@@ -89,7 +89,7 @@ def per_gpu_memory(*, dense_params: Any, expert_params: Any, layers: Any, hidden
                    vocab: Any, tp: Any, pp: Any, dp: Any, ep: Any, zero_stage: Any, microbatch_size: Any,
                    microbatches: Any, virtual_stages: Any, sequence_parallel: Any, recompute: Any,
                    flash_attention: Any, hbm_gib: Any, reserve_gib: Any,
-                   bytes_per_param: tuple[float, float, float] = STATE_BYTES["bf16"]) -> MemoryBreakdown:
+                   bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"]) -> MemoryBreakdown:
     """Memory of the busiest pipeline stage per GPU (module docstring; arrays broadcast)."""
     w, g, o = model_state_bytes(dense_params=dense_params, expert_params=expert_params, tp=tp, pp=pp, dp=dp, ep=ep,
                                 zero_stage=zero_stage, bytes_per_param=bytes_per_param)

@@ -63,6 +63,7 @@ class Anchor:
                     " end-to-end MFU follows from its step time (reported in " + conv + ").")
         what = f"end-to-end MFU {self.figure:g}" if self.kind == "mfu" else f"end-to-end {self.figure:g} TFLOP/s per GPU"
         lay = self.measured_layout
+        assert lay is not None  # set for every figure but compute_efficiency (handled above)
         where = (f"{self.measured_gpus:,} GPUs, tp{lay.tp} pp{lay.pp} dp{lay.dp}"
                  f"{f' v{lay.virtual_stages}' if lay.virtual_stages > 1 else ''}, {lay.microbatches} microbatches,"
                  f" recompute {lay.recompute}, on {self.measured_fabric}")
@@ -92,7 +93,7 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
         raise InputError(f"workload.throughput.measured_at: dp = {ma.dp} leaves less than one microbatch per replica"
                          f" of the global batch ({seqs} sequences)")
     rc = ma.recompute or (w.recompute if w.recompute != AUTO else ("full" if th.flops == "megatron" else "none"))
-    zero = ma.zero_stage if ma.zero_stage is not None else (par.zero_stage if par.zero_stage != AUTO else 0)
+    zero = ma.zero_stage if ma.zero_stage is not None else (int(par.zero_stage) if par.zero_stage != AUTO else 0)
     ep = par.ep if ma.dp % par.ep == 0 else 1
     lay = Layout(tp=ma.tp, pp=ma.pp, dp=ma.dp, ep=ep, microbatch_size=ma.microbatch_size,
                  microbatches=ma.microbatches or seqs // ma.dp // ma.microbatch_size, virtual_stages=ma.virtual_stages,
@@ -112,22 +113,26 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     scal = workload_scalars(spec, catalog)
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
-    common = dict(kind=th.kind, flops=th.flops, peak_tflops=peak, params_active=float(scal["params_active"]),
-                  model_shape=shape, notes=w.notes)
+    figure = th.value
+
+    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float,
+               step_s: float | None) -> Anchor:
+        return Anchor(kind=th.kind, figure=figure, flops=th.flops, measured_gpus=gpus, measured_layout=layout,
+                      measured_fabric=fabric, assumed=assumed, compute_efficiency=efficiency, peak_tflops=peak,
+                      anchor_step_s=step_s, params_active=float(scal["params_active"]), model_shape=shape,
+                      notes=w.notes)
+
     if th.kind == "compute_efficiency":
-        return Anchor(figure=th.compute_efficiency, measured_gpus=spec.num_gpus, measured_layout=None,
-                      measured_fabric=None, assumed=False, compute_efficiency=th.compute_efficiency,
-                      anchor_step_s=None, **common)
+        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure, step_s=None)
     layout, gpus, fabric, assumed = _measured(spec)
     catalog.fabric(fabric)  # unknown id: CatalogError naming the known ones
     o = spec.options
     design = Design(fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]),
                     storage=o.storage[0])
     at = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node})})
-    anchor0 = Anchor(figure=0.0, measured_gpus=gpus, measured_layout=layout, measured_fabric=fabric, assumed=assumed,
-                     compute_efficiency=0.0, anchor_step_s=0.0, **common)
-    f_fig = float(anchor0.figure_flops_per_token([layout])[0])
-    tflops = th.mfu * peak if th.kind == "mfu" else th.tflops_per_gpu
+    f_fig = float(anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0,
+                         step_s=None).figure_flops_per_token([layout])[0])
+    tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * w.global_batch_tokens / (gpus * tflops * 1e12)
 
     def steps(effs: np.ndarray) -> np.ndarray:
@@ -139,7 +144,7 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     s = steps(grid)
     if target < s[-1]:
         raise InputError(
-            f"workload.throughput.{th.kind} = {th.mfu if th.kind == 'mfu' else th.tflops_per_gpu:g} implies a {target:.3g} s"
+            f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
             f" step at {gpus:,} GPUs ({layout.text}) on {fabric}, but even a compute efficiency of 1 gives {s[-1]:.3g} s"
             " there (bubble and communication); check the figure, its flops convention and measured_at")
     if target > s[0]:
@@ -152,6 +157,4 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     x0, x1, y0, y1 = 1 / fine[j - 1], 1 / fine[j], sf[j - 1], sf[j]
     x = x0 + (target - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
     eff = float(min(1.0, 1.0 / x))
-    figure = th.mfu if th.kind == "mfu" else th.tflops_per_gpu
-    return Anchor(figure=figure, measured_gpus=gpus, measured_layout=layout, measured_fabric=fabric, assumed=assumed,
-                  compute_efficiency=eff, anchor_step_s=float(target), **common)
+    return anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=eff, step_s=float(target))

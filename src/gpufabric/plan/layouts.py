@@ -15,7 +15,9 @@ and recomputation. The search space (``parallelism: auto`` or any field ``auto``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from gpufabric.model.flops import RECOMPUTE
 from gpufabric.spec.models import AUTO, Spec
@@ -54,11 +56,22 @@ def _pow2_upto(n: int) -> list[int]:
     return out
 
 
+def _fixed(value: int | str) -> int:
+    """A layout field of a spec without auto (the validator has checked it is an int)."""
+    return cast(int, value)
+
+
+def _choices(value: int | str, searched: Sequence[int]) -> list[int]:
+    """``searched`` for an auto field, else the spec's value."""
+    return list(searched) if value == AUTO else [_fixed(value)]
+
+
 def spec_layout(spec: Spec) -> Layout:
     """The layout a fully fixed spec names."""
     par = spec.workload.parallelism
-    return Layout(tp=par.tp, pp=par.pp, dp=par.dp, ep=par.ep, microbatch_size=par.microbatch_size,
-                  microbatches=spec.microbatches, virtual_stages=par.virtual_stages, zero_stage=par.zero_stage,
+    return Layout(tp=_fixed(par.tp), pp=_fixed(par.pp), dp=_fixed(par.dp), ep=par.ep,
+                  microbatch_size=_fixed(par.microbatch_size), microbatches=spec.microbatches,
+                  virtual_stages=_fixed(par.virtual_stages), zero_stage=_fixed(par.zero_stage),
                   recompute=spec.workload.recompute)
 
 
@@ -76,11 +89,11 @@ def enumerate_layouts(spec: Spec) -> list[Layout]:
     G, gpn = spec.num_gpus, spec.cluster.gpus_per_node
     seqs = w.global_batch_tokens // w.model.seq_len
     heads = heads_of(spec)
-    tps = [par.tp] if par.tp != AUTO else [t for t in _pow2_upto(gpn) if heads % t == 0]
-    pps = [par.pp] if par.pp != AUTO else _pow2_upto(w.model.layers)
-    mbss = [par.microbatch_size] if par.microbatch_size != AUTO else list(MICROBATCH_SIZES)
-    vss = [par.virtual_stages] if par.virtual_stages != AUTO else list(VIRTUAL_STAGES)
-    zeros = [par.zero_stage] if par.zero_stage != AUTO else [0, 1, 2, 3]
+    tps = _choices(par.tp, [t for t in _pow2_upto(gpn) if heads % t == 0])
+    pps = _choices(par.pp, _pow2_upto(w.model.layers))
+    mbss = _choices(par.microbatch_size, MICROBATCH_SIZES)
+    vss = _choices(par.virtual_stages, VIRTUAL_STAGES)
+    zeros = _choices(par.zero_stage, (0, 1, 2, 3))
     recs = [w.recompute] if w.recompute != AUTO else list(RECOMPUTE)
     out = []
     for tp in tps:

@@ -37,7 +37,7 @@ def pareto_front(cands: Sequence[Candidate], objectives: Sequence[str] = OBJECTI
     x = np.array([[getattr(c, k) for k in objectives] for c in cands], dtype=float)
     le = (x[:, None, :] <= x[None, :, :]).all(axis=2)
     lt = (x[:, None, :] < x[None, :, :]).any(axis=2)
-    dominated = (le & lt).any(axis=0)
+    dominated = np.asarray((le & lt).any(axis=0)).tolist()
     return [c.id for c, d in zip(cands, dominated, strict=True) if not d]
 
 
@@ -110,10 +110,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     """
     fits = [c for c in cands if not any(_req_name(v) == "memory" for v in c.violations)]
     if not fits:
-        worst = min(cands, key=lambda c: c.memory_gb - c.memory_capacity_gb) if cands else None
+        closest = min(cands, key=lambda c: c.memory_gb - c.memory_capacity_gb) if cands else None
         text = "No design is recommended: no layout fits in GPU memory."
-        if worst is not None:
-            text += f" Closest: {worst.id} with {worst.layout.text}: " + worst.violations[0] + "."
+        if closest is not None:
+            text += f" Closest: {closest.id} with {closest.layout.text}: " + closest.violations[0] + "."
         return Recommendation(pareto=[], recommended=None, runner_up=None, binding="memory", rationale=text)
     cands = fits  # a layout that does not fit is never recommended
     objective = getattr(requirements, "objective", "run_cost") or "run_cost"
@@ -144,10 +144,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
             f"No design meets every requirement. Closest: {best.id} with {len(best.violations)} violation(s): "
             + "; ".join(best.violations) + "."
         )
-        worst = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
-        all_fail = all(any(_req_name(v) == worst for v in c.violations) for c in cands)
-        msg = f"{'Every' if all_fail else 'Most'} candidate{'' if all_fail else 's'} fail{'s' if all_fail else ''} on {worst}"
-        if worst == "time_to_train_days":
+        most = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
+        all_fail = all(any(_req_name(v) == most for v in c.violations) for c in cands)
+        msg = f"{'Every' if all_fail else 'Most'} candidate{'' if all_fail else 's'} fail{'s' if all_fail else ''} on {most}"
+        if most == "time_to_train_days":
             bd = best.breakdown
             floor_days = best.time_to_train_days * (bd.compute_s + bd.bubble_s) / best.step_time_s
             msg += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s step"

@@ -210,7 +210,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
     ds = w.dataset
-    kw = dict(experts=m.experts, top_k=m.top_k, expert_params=m.expert_params, active=m.active_params)
+    kw: dict[str, Any] = {"experts": m.experts, "top_k": m.top_k, "expert_params": m.expert_params, "active": m.active_params}
     wb, gb, ob = STATE_BYTES[w.precision]
     return {
         "nodes": spec.cluster.nodes, "gpn": spec.cluster.gpus_per_node,

@@ -8,7 +8,7 @@ typo is an error with a did-you-mean, never a silently ignored setting.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
@@ -213,6 +213,11 @@ class Throughput(SpecModel):
         """Which figure was given."""
         return next(k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None)
 
+    @property
+    def value(self) -> float:
+        """The figure given (MFU, TFLOP/s per GPU or compute efficiency)."""
+        return float(getattr(self, self.kind))
+
 
 class Workload(SpecModel):
     """The training job."""
@@ -371,7 +376,8 @@ class Spec(SpecModel):
     @property
     def sequences_per_replica(self) -> int:
         """Whole sequences each data-parallel replica gets per step (fixed layouts only)."""
-        return self.workload.global_batch_tokens // (self.workload.model.seq_len * self.workload.parallelism.dp)
+        dp = cast(int, self.workload.parallelism.dp)
+        return self.workload.global_batch_tokens // (self.workload.model.seq_len * dp)
 
     @property
     def microbatches(self) -> int:
@@ -379,37 +385,37 @@ class Spec(SpecModel):
         par = self.workload.parallelism
         if par.microbatches is not None:
             return par.microbatches
-        return max(1, self.sequences_per_replica // par.microbatch_size)
+        return max(1, self.sequences_per_replica // cast(int, par.microbatch_size))
 
     @model_validator(mode="after")
     def _parallelism_fits(self) -> Spec:
         par = self.workload.parallelism
         gpus = self.num_gpus
         if par.searched:
-            fixed = [getattr(par, k) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO]
-            product = 1
-            for v in fixed:
-                product *= v
+            product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO)
             if gpus % product:
                 raise ValueError(f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs")
             return self
-        if par.tp * par.pp * par.dp != gpus:
+        # Fully fixed from here on (no auto field).
+        tp, pp, dp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp)
+        mbs, vs = cast(int, par.microbatch_size), cast(int, par.virtual_stages)
+        if tp * pp * dp != gpus:
             raise ValueError(
-                f"tp x pp x dp = {par.tp} x {par.pp} x {par.dp} = {par.tp * par.pp * par.dp}"
+                f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}"
                 f" but the cluster has {gpus} GPUs ({self.cluster.nodes} nodes x {self.cluster.gpus_per_node});"
                 " make the product equal the GPU count"
             )
-        if par.dp % par.ep:
-            raise ValueError(f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)")
+        if dp % par.ep:
+            raise ValueError(f"ep = {par.ep} must divide dp = {dp} (experts are sharded across data-parallel ranks)")
         sequences_per_replica = self.sequences_per_replica
         if sequences_per_replica < 1:
             raise ValueError(
-                f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"
+                f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {dp} replicas"
                 f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp"
             )
-        if par.microbatch_size > sequences_per_replica:
+        if mbs > sequences_per_replica:
             raise ValueError(
-                f"microbatch_size = {par.microbatch_size} exceeds the {sequences_per_replica} sequences each data-parallel"
+                f"microbatch_size = {mbs} exceeds the {sequences_per_replica} sequences each data-parallel"
                 " replica gets per step; lower microbatch_size"
             )
         if par.microbatches is not None and par.microbatches > sequences_per_replica:
@@ -417,14 +423,14 @@ class Spec(SpecModel):
                 f"microbatches = {par.microbatches} exceeds the {sequences_per_replica} sequences each data-parallel"
                 " replica gets per step (global_batch_tokens / seq_len / dp); lower microbatches"
             )
-        if par.pp * par.virtual_stages > self.workload.model.layers:
+        if pp * vs > self.workload.model.layers:
             raise ValueError(
-                f"pp x virtual_stages = {par.pp * par.virtual_stages} exceeds layers = {self.workload.model.layers};"
+                f"pp x virtual_stages = {pp * vs} exceeds layers = {self.workload.model.layers};"
                 " every virtual stage needs at least one layer"
             )
-        if par.tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
+        if tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
             raise ValueError(
-                f"tp = {par.tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
+                f"tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
                 " reduce tp or set parallelism.allow_cross_node_tp: true"
             )
         return self
