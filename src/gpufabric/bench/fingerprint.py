@@ -131,10 +131,11 @@ def _memory() -> dict[str, Any]:
         m = re.search(rf"^{key}:\s*(\d+) kB", info, re.M)
         return int(m.group(1)) * 1024 if m else None
     thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    thp_mode = re.search(r"\[(\w+)\]", thp) if thp else None   # the bracketed word is the active mode
     return {
         "total_bytes": kib("MemTotal"),
         "available_bytes": kib("MemAvailable"),
-        "transparent_hugepages": re.search(r"\[(\w+)\]", thp).group(1) if thp and "[" in thp else UNAVAILABLE,
+        "transparent_hugepages": thp_mode.group(1) if thp_mode else UNAVAILABLE,
     }
 
 

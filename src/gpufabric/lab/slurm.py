@@ -150,10 +150,7 @@ def up(name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str,
         nodes = tuple(node_name(name, i) for i in range(1, hosts + 1))
         addrs = tuple(net.addr("mgmt", i) for i in range(1, hosts + 1))
         pids: dict[str, int] = {}
-        if auth == "munge":
-            auth_lines = _start_munge(d, login_ns, pids)
-        else:
-            auth_lines = "AuthType=auth/none\nCredType=cred/none"
+        auth_lines = _start_munge(d, login_ns, pids) if auth == "munge" else "AuthType=auth/none\nCredType=cred/none"
         gres = f" Gres=gpu:{gpus_per_node}" if gpus_per_node else ""
         node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={os.cpu_count() or 1} RealMemory=1000{gres}"
                                f" State=UNKNOWN" for n, a in zip(nodes, addrs, strict=True))

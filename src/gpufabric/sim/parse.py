@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -38,6 +39,8 @@ from gpufabric.units import parse_duration_s
 _ARITY = {"const": (1,), "normal": (1, 2), "lognormal": (2,), "exp": (1, 2), "hiccup": (2,)}
 KINDS = (*_ARITY, "empirical")
 _UNITS = ("ns", "us", "ms", "s", "min", "h")
+#: Checkpoint modes as typed values (CheckpointPolicy.mode is a Literal).
+_CKPT_MODES: dict[str, Literal["sync", "async"]] = {"sync": "sync", "async": "async"}
 
 
 def _dur(text: str, what: str, spec: str, unit: str) -> float:
@@ -136,8 +139,8 @@ def parse_checkpoint(text: str) -> CheckpointPolicy:
         raise InputError(f"{text!r}: checkpoint interval must be a whole number of steps") from None
     if every < 1:
         raise InputError(f"{text!r}: checkpoint interval must be >= 1 step")
-    mode = parts[2].lower() if len(parts) > 2 else "sync"
-    if mode not in ("sync", "async"):
+    mode = _CKPT_MODES.get(parts[2].lower() if len(parts) > 2 else "sync")
+    if mode is None:
         raise InputError(f"{text!r}: checkpoint mode must be sync or async")
     if mode == "sync" and len(parts) > 3:
         raise InputError(f"{text!r}: snapshot time and slowdown apply to async checkpoints only")

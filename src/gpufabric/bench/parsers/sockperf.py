@@ -70,7 +70,9 @@ def parse_sockperf(text: str, *, source: str = "", full_log: str | None = None) 
     info["measure"] = "one-way (RTT/2)" if kind == "lat" else "round trip"
     samples: tuple[float, ...] = ()
     for blob in (strip_ansi(full_log) if full_log is not None else None, clean):
-        header = _CSV_HEADER.search(blob) if blob is not None else None
+        if blob is None:
+            continue
+        header = _CSV_HEADER.search(blob)
         if header:
             samples = _csv_samples(blob, header, source=source)
             break
