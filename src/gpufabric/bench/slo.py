@@ -143,6 +143,9 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
     nodes = spec.cluster.nodes
     work = spec.workload
     ckpt_bytes = work.model.params * work.checkpoint.bytes_per_param
+    if work.checkpoint.interval_min == "auto":  # chosen per design by the planner
+        raise InputError(f"{source}: checkpoint.interval_min is auto; set the interval in minutes for bench SLOs"
+                         " (the plan's checkpoint_interval_min gives the one it chose)")
     interval_s = work.checkpoint.interval_min * 60
     stall = spec.requirements.max_checkpoint_stall_fraction
     slos: list[Slo] = []

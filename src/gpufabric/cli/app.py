@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "init",
     "schema",
     "plan",
+    "sweep",
     "predict",
     "simulate",
     "config",
