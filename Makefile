@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXAMPLE ?= examples/llama3-70b-1k.yaml
 
-.PHONY: setup deps demo test check bench fuzz clean
+.PHONY: setup deps demo test check bench differential fuzz clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -37,6 +37,11 @@ fuzz: setup
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+# Issue 12: hundreds of generated rulesets, static proof against real packets (root).
+DIFFERENTIAL_N ?= 300
+differential: setup
+	GPUFABRIC_DIFFERENTIAL_N=$(DIFFERENTIAL_N) $(PY) -m pytest -q -p no:cacheprovider -s tests/audit/test_differential.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist src/*.egg-info

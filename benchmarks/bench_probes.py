@@ -59,8 +59,8 @@ def _worker(config_path: str) -> None:
 
 
 def collectives(rounds: int, size: int) -> list[dict]:
-    from gpufabric.bench import launch
-    from gpufabric.bench.probes.stats import busbw_gbps
+    from gpufabric.exec import launch
+    from gpufabric.model.collectives import busbw_gbps
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = {"out_dir": tmp, "ops": ["all_reduce", "all_gather"], "size": size, "iters": 10, "rounds": rounds,
@@ -89,7 +89,7 @@ def collectives(rounds: int, size: int) -> list[dict]:
 def checkpoint(rounds: int, size: int, directory: Path) -> list[dict]:
     from gpufabric.bench.probes import run as probe_run
     from gpufabric.bench.probes import service
-    from gpufabric.bench.process import run
+    from gpufabric.exec.process import run
 
     rows = []
     db = directory / "bench.db"

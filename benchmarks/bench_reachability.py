@@ -10,7 +10,11 @@ rulesets are evaluated once. Modes:
 - unique: worst case, every host's ruleset differs (one extra host-specific rule each,
   which the intent does not allow), so nothing is shared: 1,000 rulesets evaluated.
 
-Run: .venv/bin/python benchmarks/bench_reachability.py [--repeat 3] [--worst-case]
+Kernel mode (``--kernel``, root; target: under 30 s for one role): role r1's rendered
+nftables.conf is loaded into a namespace with the 4 planes' interfaces and every cell of
+the proof with r1 as destination is probed with real packets (audit.kernel.check_role).
+
+Run: .venv/bin/python benchmarks/bench_reachability.py [--repeat 3] [--worst-case] [--kernel]
 """
 
 from __future__ import annotations
@@ -89,6 +93,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--hosts", type=int, default=1000)
     parser.add_argument("--worst-case", action="store_true", help="also run the 'unique' mode (slow: ~40 s)")
+    parser.add_argument("--kernel", action="store_true", help="also time the kernel cross-check of one role (root)")
     args = parser.parse_args()
     policy = build_policy(hosts=args.hosts)
     texts = collected_rulesets(policy)
@@ -108,6 +113,33 @@ def main() -> None:
         print(f"{mode:9s} median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f});"
               f" {proof.cells_evaluated} cells, {proof.evaluations} chain evaluations,"
               f" {proof.rulesets_evaluated} rulesets evaluated, {len(proof.violations())} violations")
+
+    if args.kernel:
+        kernel_mode(policy, texts)
+
+
+def kernel_mode(policy: SecurityPolicy, texts: dict[str, str]) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from gpufabric.audit import kernel
+    from gpufabric.configure.bundle import template_env
+
+    role = "r1"
+    parsed = {host: nft.parse(json.loads(text)) for host, text in texts.items()}
+    proof = prove(policy, parsed)
+    text = nftables.render_text(nftables.role_ruleset(policy, role), env=template_env(), version="bench",
+                                spec_name="bench")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "nftables.conf"
+        path.write_text(text)
+        start = time.perf_counter()
+        check = kernel.check_role(policy, proof, role, path)
+        seconds = time.perf_counter() - start
+    opened = sum(p.kernel == "accept" for p in check.probes)
+    print(f"kernel    role {role}: {seconds:.2f} s for {len(check.probes)} probes ({opened} accepted),"
+          f" {len(check.disagreements())} disagreements")
+
 
 if __name__ == "__main__":
     main()

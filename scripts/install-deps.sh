@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   python3-venv fio iperf3 sockperf perftest rdma-core ibverbs-utils nvme-cli nftables
   iproute2 ethtool pciutils openmpi-bin slurm-wlm chromium chromium-driver munge util-linux
+  shellcheck opensm ibsim-utils infiniband-diags tuned
 )
 # command that proves each package is installed (same order as above)
 probes=(
@@ -15,6 +16,7 @@ probes=(
   "nft --version" "ip -V" "ethtool --version" "command -v lspci" "command -v mpirun"
   "command -v slurmctld" "command -v chromium" "command -v chromedriver"
   "command -v munged && command -v mungekey" "command -v nsenter && command -v unshare"
+  "shellcheck --version" "command -v opensm" "command -v ibsim" "command -v smpquery" "command -v tuned-adm"
 )
 
 missing=()

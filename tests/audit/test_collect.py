@@ -49,8 +49,11 @@ def test_copy_of_etc_with_an_unloadable_ruleset(clean_bundle, tmp_path):
     conf = root / "etc" / "nftables.conf"
     conf.write_text(conf.read_text().replace("policy drop;", "policy dorp;", 1))
     report = audit(from_directory(root))
-    fw = [f for f in report.findings if f.check_id == "FW-01"]
-    assert fw and "rejected" in fw[0].evidence
+    # a load failure is reported as such (FW-08) with nft's whole message, never as FW-01
+    # (behaviour changed by issue 12: it used to be FW-01 with only nft's caret line)
+    fw = [f for f in report.findings if f.check_id == "FW-08"]
+    assert fw and "rejected" in fw[0].evidence and "Error:" in fw[0].evidence and "dorp" in fw[0].evidence
+    assert not [f for f in report.findings if f.check_id == "FW-01"]
 
 
 def test_live_collector_reports_sources():

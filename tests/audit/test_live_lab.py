@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.audit import nft
+from gpufabric.audit import nft, probe_agent
 from gpufabric.audit.reachability import cell_at, prove
 from gpufabric.spec.security import SecurityPolicy
 from tests.audit.conftest import clean_bundle  # noqa: F401  (fixture)
 from tests.conftest import needs_root, needs_tool
 
-AGENT = Path(__file__).with_name("lab_agent.py")
+AGENT = Path(probe_agent.__file__)
 PREFIX = "gfa-lab"
 SWITCH = f"{PREFIX}-sw"
 

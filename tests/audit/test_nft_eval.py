@@ -89,9 +89,13 @@ def test_every_input_base_chain_must_accept():
     assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=1)) == spans("192.168.0.0/16")
 
 
-def test_unknown_expression_is_may_match_and_reported():
+def test_unknown_expression_is_unknown_and_reported():
+    """An expression the evaluator cannot decide (fib without its lookup flags) makes the
+    sources it could admit unknown, never accepted or dropped (behaviour changed by issue 12:
+    it used to count as 'may match', which reported them as accepted)."""
     rs = ruleset({"input": [[m({"fib": {"result": "type"}}, "local"), ACCEPT]]})
-    assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=1)) == iv.IPV4_ALL
+    got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=1))
+    assert got.accept == () and got.drop == () and got.unknown_spans() == iv.IPV4_ALL
     assert any("fib" in u for u in rs.unsupported)
 
 
@@ -171,3 +175,18 @@ def test_proof_cells_tile_the_port_axis_fully_merged(clean_bundle):
             assert a.port_hi + 1 == b.port_lo
             assert (a.allowed, a.intended) != (b.allowed, b.intended)
     assert keys > 20 and len(proof.cells) > keys
+
+
+def test_unreadable_table_flags_make_its_drops_unknown():
+    """nft 1.0.6 prints a table's flags as garbage in JSON; without the text listing
+    (augment) the table might be dormant, so what it would drop is unknown."""
+    items = [{"table": {"family": "inet", "name": "t", "flags": [{"match": {}}]}},
+             {"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": "drop"}},
+             {"rule": {"family": "inet", "table": "t", "chain": "input", "expr": [m(TCP_DPORT, 22), ACCEPT]}}]
+    rs = nft.parse({"nftables": items})
+    assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=22)).accept == iv.IPV4_ALL
+    got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23))
+    assert got.accept == () and got.unknown_spans() == iv.IPV4_ALL
+    text = "table inet t {\n\tflags dormant\n\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n"
+    rs = nft.parse(nft.augment({"nftables": items}, text))
+    assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23)).accept == iv.IPV4_ALL  # dormant: not run

@@ -75,9 +75,18 @@ def test_config_usage_errors_exit_2(cli, tmp_path):
     assert code == 2 and "not empty" in stderr
 
 
+def _plain_spec_text() -> str:
+    """lab-ib.yaml without its security section (these tests bring their own, or the default)."""
+    import yaml
+
+    doc = yaml.safe_load(SPEC.read_text())
+    doc.pop("security")
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
 def _spec_with_security(tmp_path: Path, security: str) -> Path:
     path = tmp_path / "spec.yaml"
-    path.write_text(SPEC.read_text() + security)
+    path.write_text(_plain_spec_text() + security)
     return path
 
 
@@ -110,11 +119,12 @@ def test_config_custom_policy_renders(cli, tmp_path):
            "  roles:\n    - {name: gpu, kind: compute, hosts: [n1, n2]}\n    - {name: bastion, kind: login, count: 1}\n"
            "  flows:\n    - {src: bastion, dst: gpu, plane: m, proto: tcp, ports: [22], purpose: ssh}\n"
            "    - {src: gpu, dst: gpu, plane: c, proto: tcp, ports: ['29400-29401']}\n")
-    spec = _spec_with_security(tmp_path, sec).read_text().replace("storage: [nvmeof-tcp]", "storage: [local-nvme]")
+    spec = _spec_with_security(tmp_path, sec).read_text().replace("  storage:\n  - nvmeof-tcp", "  storage:\n  - local-nvme")
+    assert "local-nvme" in spec
     path = tmp_path / "custom.yaml"
     path.write_text(spec)
     out = tmp_path / "out"
-    code, stdout, stderr = cli("config", path, "--out", out)
+    code, _, stderr = cli("config", path, "--out", out)
     assert code == 0, stderr
     nft = (out / "roles/gpu/etc/nftables.conf").read_text()
     assert "ip saddr @c_gpu tcp dport 29400-29401 accept" in nft
@@ -124,11 +134,102 @@ def test_config_custom_policy_renders(cli, tmp_path):
 
 def test_rerender_removes_files_of_hosts_that_left(cli, tmp_path):
     out = tmp_path / "b"
-    assert cli("config", SPEC, "--out", out, "--seed", "a")[0] == 0
+    plain = tmp_path / "two.yaml"
+    plain.write_text(_plain_spec_text())
+    assert cli("config", plain, "--out", out, "--seed", "a")[0] == 0
     assert (out / "hosts/compute-2/etc/nvme/config.json").exists()
     smaller = tmp_path / "one.yaml"
-    smaller.write_text(SPEC.read_text().replace("nodes: 2,", "nodes: 1,").replace("dp: 2", "dp: 1"))
+    smaller.write_text(_plain_spec_text().replace("nodes: 2\n", "nodes: 1\n").replace("dp: 2\n", "dp: 1\n"))
     code, _, err = cli("config", smaller, "--out", out, "--seed", "a")
     assert code == 0, err
     assert not (out / "hosts/compute-2/etc/nvme/config.json").exists()
     assert (out / "hosts/compute-1/etc/nvme/config.json").exists()
+
+
+def test_config_exits_1_when_a_ruleset_does_not_load(cli, tmp_path, monkeypatch):
+    import shutil
+
+    import pytest
+
+    if shutil.which("nft") is None:
+        pytest.skip("nft not installed")
+    from gpufabric.configure import nftables
+
+    real = nftables.render_text
+    monkeypatch.setattr(nftables, "render_text", lambda *a, **k: real(*a, **k).replace("policy drop;", "policy dorp;", 1))
+    out = tmp_path / "b"
+    code, _, stderr = cli("config", SPEC, "--out", out)
+    assert code == 1 and "do not load" in stderr and "nftables.conf" in stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_config_reports_the_checks_it_ran(cli):
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json")
+    assert code == 0, stderr
+    checks = json.loads(stdout)["checks"]
+    assert any(p.endswith("nftables.conf") for p in checks["passed"] + checks["skipped"])
+    assert any(p.endswith("gpufabric-torchrun") for p in checks["passed"])
+
+
+def test_hostile_spec_name_never_executes(cli, tmp_path):
+    import subprocess
+
+    import yaml
+
+    canary = tmp_path / "canary"
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["name"] = f"x\n$(touch {canary})`touch {canary}`'\"; touch {canary}"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "b"
+    code, _, stderr = cli("config", spec, "--out", out, "--seed", "x")
+    assert code in (0, 2) and "Traceback" not in stderr
+    if code == 0:
+        sbatch = out / "roles/login/etc/gpufabric/train.sbatch"
+        assert "#SBATCH --job-name=x-touch" in sbatch.read_text()
+        from tests.configure.stubs import run_script
+
+        run_script(sbatch, tmp_path, env_file=out / "roles/compute/etc/gpufabric/nccl.env")
+        done = subprocess.run(["bash", "-n", str(sbatch)], check=False, capture_output=True, timeout=10)
+        assert done.returncode == 0
+    assert not canary.exists()
+
+
+def test_config_without_plan_configures_the_planners_recommendation(cli):
+    from tests.conftest import EXAMPLES
+
+    spec = EXAMPLES / "lab-2node.yaml"
+    code, stdout, _ = cli("plan", spec, "--format", "json")
+    doc = json.loads(stdout)
+    best = next(c for c in doc["candidates"] if c["id"] == doc["recommended"])
+    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json")
+    assert code == 0, stderr
+    design = json.loads(stdout)["design"]
+    assert (design["fabric"], design["storage"]) == (best["fabric"], best["storage"])
+    assert doc["recommended"] in design["source"] and "planner" in design["source"]
+    code, stdout, _ = cli("config", spec, "--dry-run")
+    assert f"from the planner's recommendation {doc['recommended']}" in stdout
+
+
+def test_design_option_overrides_and_is_checked(cli):
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--design", "fabric=roce-400g,storage=nfs")
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"] | {} == {"fabric": "roce-400g", "storage": "nfs", "fabric_kind": "roce",
+                                                 "source": "--design"}
+    for bad in ("fabric=ib-xdr9,storage=nfs", "fabric=ib-ndr", "storage=nfs,storage=nfs", "ib-ndr"):
+        code, _, stderr = cli("config", SPEC, "--dry-run", "--design", bad)
+        assert code == 2 and "--design" in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_no_feasible_design_exits_1_naming_why_unless_design_is_given(cli, tmp_path):
+    import yaml
+
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["requirements"]["budget_usd"] = 1000  # no cluster of 16 H100s costs that
+    spec = tmp_path / "poor.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    code, _, stderr = cli("config", spec, "--dry-run")
+    assert code == 1 and "no design meets every requirement" in stderr and "budget" in stderr, stderr
+    assert "--design fabric=" in stderr and "Traceback" not in stderr
+    code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=nvmeof-tcp")
+    assert code == 0, stderr

@@ -75,7 +75,8 @@ def test_nvmetcli_json_shape(bundle):
             if addr["trtype"] == "tcp":
                 assert (addr["tsas"], addr["treq"]) == ("tls1.3", "required")
             assert port["subsystems"] == [doc["subsystems"][0]["nqn"]]
-        assert {p["addr"]["trsvcid"] for p in doc["ports"]} == ({"4420", "8009"} if kind == "ib" else {"4420"})
+        # discovery is served on the I/O port: no separate 8009 listener (issue 11)
+        assert {p["addr"]["trsvcid"] for p in doc["ports"]} == {"4420"}
         assert DISCOVERY_NQN not in json.dumps(doc["subsystems"])
 
 
@@ -87,8 +88,12 @@ def test_host_files(bundle):
     nqns = [p.read_text().strip() for p in sorted(root.glob("hosts/compute-*/etc/nvme/hostnqn"))]
     assert len(nqns) == 2 and len(set(nqns)) == 2 and all(nqn_problem(n) is None for n in nqns)
     conf = json.loads((root / "hosts/compute-1/etc/nvme/config.json").read_text())
-    assert conf["hosts"][0]["hostnqn"] == nqns[0]
-    assert len(conf["hosts"][0]["subsystems"]) == 2
+    # libnvme reads only a top-level array; it lists only discovery controllers (issue 11)
+    assert isinstance(conf, list) and conf[0]["hostnqn"] == nqns[0]
+    assert [s["nqn"] for s in conf[0]["subsystems"]] == [DISCOVERY_NQN]
+    assert len(conf[0]["subsystems"][0]["ports"]) == 2
+    hostid = (root / "hosts/compute-1/etc/nvme/hostid").read_text().strip()
+    assert nqns[0].endswith(":uuid:" + hostid) and conf[0]["hostid"] == hostid
     discovery = (root / "hosts/compute-1/etc/nvme/discovery.conf").read_text().splitlines()
     assert sum(not line.startswith("#") for line in discovery) == 2
     assert all(f"--hostnqn={nqns[0]}" in line for line in discovery if not line.startswith("#"))
@@ -111,7 +116,8 @@ def test_fabric_artefacts_per_kind(bundle):
     if kind == "roce":
         script = (root / "roles/compute/usr/local/sbin/gpufabric-roce-qos").read_text()
         assert "PFC=0,0,0,1,0,0,0,0" in script and "--trust dscp" in script and "TOS=106" in script
-        assert "NCCL_IB_TC=106" in env and "NCCL_IB_GID_INDEX=3" in env
+        # NCCL picks the GID itself (issue 11: a pinned index breaks with VLAN netdevs)
+        assert "NCCL_IB_TC=106" in env and "NCCL_IB_GID_INDEX=" not in env
     if kind == "tcp":
         assert "NCCL_IB_DISABLE=1" in env and "NCCL_IB_HCA" not in env
 
@@ -156,7 +162,7 @@ def test_renderer_refuses_to_leak_a_secret(monkeypatch):
 
     def leaky(**kwargs):
         files = real(**kwargs)
-        key = json.loads(files.config_json)["hosts"][0]["dhchap_key"]
+        key = json.loads(files.config_json)[0]["dhchap_key"]
         return nvme.HostNvmeFiles(hostnqn=files.hostnqn, hostid=files.hostid, config_json=files.config_json,
                                   tls_keys=files.tls_keys, discovery_conf=files.discovery_conf + f"# {key}\n")
 

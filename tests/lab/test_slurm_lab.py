@@ -154,7 +154,7 @@ def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):
     assert prep.returncode == 0, prep.stderr
     sbatch = bundle / "login" / "etc" / "gpufabric" / "train.sbatch"
     env = _env(lab, GPUFABRIC_NCCL_ENV=str(bundle / "compute" / "etc" / "gpufabric" / "nccl.env"))
-    done = on_login(lab, sys.executable, "-m", "gpufabric.bench.launch", "sbatch-wait", str(sbatch),
+    done = on_login(lab, sys.executable, "-m", "gpufabric.exec.launch", "sbatch-wait", str(sbatch),
                     "-m", "gpufabric.bench.probes.train", str(run_dir / "config.json"), cwd=run_dir, env=env)
     out = "".join(p.read_text() for p in run_dir.glob("slurm-*.out"))
     assert done.returncode == 0, done.stdout + done.stderr + out[-2000:]

@@ -31,7 +31,10 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_examples_load(example):
     loaded = load_spec(example)
     par = loaded.spec.workload.parallelism
-    assert par.tp * par.pp * par.dp == loaded.spec.num_gpus
+    if loaded.spec.searched:  # parallelism: auto
+        assert par.searched == ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+    else:
+        assert par.tp * par.pp * par.dp == loaded.spec.num_gpus
 
 
 def test_scientific_notation_without_dot_is_a_number(tmp_path):
@@ -121,9 +124,13 @@ def test_microbatches_cannot_exceed_sequences_per_replica(tmp_path):
     assert load_spec(write(tmp_path, GOOD.replace("dp: 2}", "dp: 2, microbatches: 128}"))).spec.microbatches == 128
 
 
-def test_default_microbatches_capped_by_the_batch(tmp_path):
+def test_default_microbatches_are_the_batch_over_dp_and_microbatch_size(tmp_path):
+    # Behaviour changed with issue 14: the default was 4 x pp capped by the batch; it is now
+    # the sequences per replica over the microbatch size (what Megatron runs).
     spec = load_spec(write(tmp_path, GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8"))).spec
-    assert spec.microbatches == 32  # 4 x pp
+    assert spec.microbatches == 128  # 1,048,576 / 4,096 / dp 2
+    two = load_spec(write(tmp_path, GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8, microbatch_size: 2"))).spec
+    assert two.microbatches == 64
     small = GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8").replace("1048576", "16384")
     assert load_spec(write(tmp_path, small)).spec.microbatches == 2  # 16,384 / 4,096 / 2 replicas
 
@@ -137,3 +144,30 @@ def test_virtual_stages_need_a_layer_each(tmp_path):
     text = GOOD.replace("tp: 8, pp: 1", "tp: 1, pp: 8").replace("dp: 2}", "dp: 2, virtual_stages: 5}")
     with pytest.raises(SpecError, match="pp x virtual_stages = 40 exceeds layers = 32"):
         load_spec(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("tp", "0", "workload.parallelism.tp: expected an integer >= 1, or auto"),
+    ("tp", "eight", "workload.parallelism.tp: expected an integer >= 1, or auto"),
+    ("zero_stage", "4", "workload.parallelism.zero_stage: expected an integer >= 0 and <= 3, or auto"),
+])
+def test_auto_fields_name_the_field_and_the_choice(tmp_path, field, value, message):
+    text = GOOD.replace("dp: 2}", f"dp: 2, {field}: {value}}}") if field != "tp" else GOOD.replace("tp: 8", f"tp: {value}")
+    with pytest.raises(SpecError, match=message):
+        load_spec(write(tmp_path, text))
+
+
+def test_parallelism_auto_and_interval_auto_load(tmp_path):
+    text = GOOD.replace("parallelism: {tp: 8, pp: 1, dp: 2}", "parallelism: auto") + "  checkpoint: {interval_min: auto}\n"
+    spec = load_spec(write(tmp_path, text)).spec
+    assert spec.searched and spec.workload.recompute == "auto"
+    assert spec.workload.checkpoint.interval_min == "auto"
+    partial = load_spec(write(tmp_path, GOOD.replace("pp: 1, dp: 2", "pp: auto, dp: auto"))).spec
+    assert partial.workload.parallelism.searched == ("pp", "dp") and partial.workload.recompute == "none"
+    with pytest.raises(SpecError, match="do not divide|does not divide"):
+        load_spec(write(tmp_path, GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 3, pp: auto, dp: auto")))
+
+
+def test_workload_notes_are_read_only(tmp_path):
+    with pytest.raises(SpecError, match="workload.notes is read-only"):
+        load_spec(write(tmp_path, GOOD + "  notes: [hello]\n"))

@@ -162,15 +162,8 @@ def roce04(facts: Facts) -> Iterator[Finding]:
             yield finding("ROCE-04", view.name, f"NCCL_IB_TC={tc} but rdma_cm default_roce_tos={tos}")
 
 
-@check("ROCE-05", "GID index not pinned to RoCE v2", Severity.high,
-       "set NCCL_IB_GID_INDEX to the RoCE v2 GID of the compute-data netdev")
-def roce05(facts: Facts) -> Iterator[Finding]:
-    for view in _roce_views(facts):
-        nccl = nccl_settings(view)
-        if nccl is None or facts.role_kind(view.role) != "compute":
-            continue
-        if "NCCL_IB_GID_INDEX" not in nccl[0]:
-            yield finding("ROCE-05", view.name, "NCCL_IB_GID_INDEX unset: NCCL auto-selects (may pick RoCE v1 or another netdev)")
+# ROCE-05 ("GID index not pinned") is gone: a pinned NCCL_IB_GID_INDEX is the defect
+# (issue 11); audit/checks_bundle.py BND-02 reports it.
 
 
 PKEYS = "/sys/class/infiniband/*/ports/*/pkeys/*"

@@ -16,6 +16,7 @@ from gpufabric.audit.collect import Facts, HostView, run_tool
 from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.exposure import admitted, firewalled_views, planes_of
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
+from gpufabric.audit.nfteval import explore
 from gpufabric.audit.sysinfo import (
     TOPO_ORDER,
     parse_cpulist,
@@ -84,10 +85,7 @@ def fw01(facts: Facts) -> Iterator[Finding]:
             continue
         rs = view.ruleset()
         if rs is None:
-            if view.ruleset_error and "rejected" in view.ruleset_error:
-                seen = True
-                yield finding("FW-01", view.name, view.ruleset_error)
-            continue
+            continue  # a ruleset nft refuses is FW-08's finding, not a missing policy
         seen = True
         chains = rs.base_chains("input")
         if not chains:
@@ -145,9 +143,25 @@ def fw04(facts: Facts) -> Iterator[Finding]:
             present = {link.get("ifname") for link in view.addrs}
             for name in sorted((rs.interfaces() & known) - present - {"lo"}):
                 yield finding("FW-04", view.name, f"iifname {name!r} does not exist on this host (ip -j addr)")
-        if rs.unsupported:
-            yield finding("FW-04", view.name, f"expressions the proof cannot model: {', '.join(sorted(rs.unsupported))}",
+        # after the proof (runner.audit evaluates first) and after exploring every packet
+        # class of this host's planes: every construct the evaluator could not decide
+        for construct in sorted(explore(rs, [iface for _p, _k, iface in planes_of(facts, view) if iface])):
+            yield finding("FW-04", view.name, f"undecided (cells it guards are 'not proven'): {construct}",
                           severity=Severity.info)
+
+
+@check("FW-08", "Ruleset does not load", Severity.high,
+       "fix the ruleset until `nft -c -f` accepts it (nft's message names the line)")
+def fw08(facts: Facts) -> Iterator[Finding]:
+    seen = False
+    for view in facts.hosts:
+        if not view.has_firewall_source() or view.live:
+            continue
+        seen = True
+        if view.ruleset() is None and view.ruleset_rejected:
+            yield finding("FW-08", view.name, view.ruleset_error or "nft rejected the ruleset")
+    if not seen:
+        raise NotAvailable("no nftables ruleset file to load")
 
 
 @check("FW-05", "RDMA isolation rests on the host firewall", Severity.high,

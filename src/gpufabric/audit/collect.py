@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.audit import nft
-from gpufabric.bench.process import Completed, run
+from gpufabric.exec.process import Completed, run
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.spec.security import SecurityPolicy
 
@@ -40,8 +41,10 @@ class HostView:
     listeners: list[dict[str, Any]] | None = None
     addrs: list[dict[str, Any]] | None = None
     root: Path | None = None  # "/" live; a directory with sys/, proc/, commands/ ...; None for bundles
+    interfaces: tuple[str, ...] = ()  # the policy's plane interfaces (created before loading a ruleset)
     _ruleset: Any = None
     ruleset_error: str | None = None
+    ruleset_rejected: bool = False  # nft refused to load the ruleset (FW-08), ruleset_error has its message
     _outputs: dict[str, str | None] = field(default_factory=dict)
 
     def has(self, path: str) -> bool:
@@ -113,6 +116,7 @@ class HostView:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
         if self._ruleset is None and self.ruleset_error is None:
             self._ruleset, self.ruleset_error = _load_ruleset(self)
+            self.ruleset_rejected = (self.ruleset_error or "").startswith("nft rejected")
         return self._ruleset
 
 
@@ -216,8 +220,16 @@ def from_directory(root: Path) -> Facts:
     policy = _policy(doc)
     hostname = (files.get("/etc/hostname").read_text().strip() if "/etc/hostname" in files else "") or root.name
     role = dict(policy.hosts()).get(hostname) if policy else None
-    return Facts(source=f"copy of /etc at {root}", hosts=[HostView(name=hostname, role=role, files=files, root=sys_root)],
-                 policy_doc=doc, policy=policy)
+    view = HostView(name=hostname, role=role, files=files, root=sys_root, interfaces=plane_interfaces(policy))
+    return Facts(source=f"copy of /etc at {root}", hosts=[view], policy_doc=doc, policy=policy)
+
+
+def plane_interfaces(policy: SecurityPolicy | None) -> tuple[str, ...]:
+    """The planes' interface names: a ruleset naming them (``iif "mgmt0"``) loads only
+    where they exist, so the text path creates them before loading."""
+    if policy is None:
+        return ()
+    return tuple(sorted({p.interface for p in policy.planes if p.interface}))
 
 
 def _from_bundle(root: Path) -> Facts:
@@ -232,7 +244,7 @@ def _from_bundle(root: Path) -> Facts:
             role_trees[role] = _tree(root / "roles" / str(role))
         files = dict(role_trees[role])
         files.update(_tree(root / "hosts" / host["host"]))
-        views.append(HostView(name=host["host"], role=role, files=files))
+        views.append(HostView(name=host["host"], role=role, files=files, interfaces=plane_interfaces(policy)))
     fabric = _tree(root / "fabric")
     if fabric:
         views.append(HostView(name="subnet-manager", role=None, files=fabric))
@@ -245,6 +257,7 @@ def _from_bundle(root: Path) -> Facts:
         first = shared.setdefault(local, view)
         if first is not view:
             view._ruleset, view.ruleset_error = first.ruleset(), first.ruleset_error
+            view.ruleset_rejected = first.ruleset_rejected
     return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
 
 
@@ -256,21 +269,44 @@ def run_tool(argv: list[str]) -> Completed | None:
         return None
 
 
-def nft_text_to_json(path: Path) -> tuple[Any | None, str | None]:
+#: Linux interface names: 1-15 characters, no slash, colon or white space (IFNAMSIZ 16).
+IFNAME = re.compile(r"[A-Za-z0-9_.@+-]{1,15}")
+#: nft's whole error message is kept, up to this many characters (a runaway file stays bounded).
+NFT_MESSAGE_MAX = 4000
+#: Loads and lists a ruleset in the current (throwaway) namespace after creating the
+#: interfaces given as arguments: a dummy device, or one end of a veth pair where the
+#: kernel has no dummy driver (this machine, reference/this-machine.md). The JSON
+#: listing, a separator line, then the text listing (for table flags and ingress devices).
+LOAD_SCRIPT = r"""
+f=$1; shift; i=0
+for name in "$@"; do
+  ip link add "$name" type dummy 2>/dev/null || ip link add "$name" type veth peer name "gfpeer$i" || exit 3
+  ip link set "$name" up; i=$((i+1))
+done
+nft -f "$f" || exit 4
+nft -j list ruleset && echo "--- text ---" && nft list ruleset
+"""
+
+
+def nft_text_to_json(path: Path, interfaces: tuple[str, ...] = ()) -> tuple[Any | None, str | None]:
     """Load a ruleset file into a throwaway network namespace with the real nft and list
-    it as JSON: nft's own parser is the only faithful reader of nft syntax."""
-    if shutil.which("nft") is None or shutil.which("unshare") is None:
-        return None, "nft or unshare not installed"
+    it as JSON: nft's own parser is the only faithful reader of nft syntax. The planes'
+    interfaces exist there first, so rules naming them (``iif "mgmt0"``) load."""
+    if shutil.which("nft") is None or shutil.which("unshare") is None or shutil.which("ip") is None:
+        return None, "nft, ip or unshare not installed"
+    names = [n for n in interfaces if IFNAME.fullmatch(n) and n != "lo"]
     argv = ["unshare", "--net"] + ([] if os.geteuid() == 0 else ["--user", "--map-root-user"])
-    script = 'nft -f "$1" && nft -j list ruleset'
-    result = run_tool([*argv, "sh", "-c", script, "sh", str(path)])
+    result = run_tool([*argv, "sh", "-c", LOAD_SCRIPT, "sh", str(path), *names])
     if result is None:
         return None, "unshare/nft did not run"
     err = result.stderr.strip()
+    if result.returncode == 4:
+        return None, f"nft rejected {path}:\n{err[:NFT_MESSAGE_MAX] or 'no message'}"
     if result.returncode != 0:
-        return None, f"nft rejected {path}: {err.splitlines()[-1] if err else result.returncode}"
+        return None, f"could not prepare a namespace for {path}: {err[:NFT_MESSAGE_MAX] or result.returncode}"
+    listing, _sep, text = result.stdout.partition("\n--- text ---\n")
     try:
-        return json.loads(result.stdout), None
+        return nft.augment(json.loads(listing), text), None
     except json.JSONDecodeError:
         return None, "nft -j printed no JSON"
 
@@ -280,17 +316,21 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         result = run_tool(["nft", "-j", "list", "ruleset"])
         if result is None or result.returncode != 0:
             return None, "nft -j list ruleset unavailable (nft missing or not root)"
+        listing = run_tool(["nft", "list", "ruleset"])
         try:
-            return nft.parse(json.loads(result.stdout), "nft -j list ruleset"), None
+            doc = json.loads(result.stdout)
+            if listing is not None and listing.returncode == 0:
+                doc = nft.augment(doc, listing.stdout)
+            return nft.parse(doc, "nft -j list ruleset"), None
         except (json.JSONDecodeError, ParseError) as exc:
             return None, f"nft -j output unreadable: {exc}"
     text = view.files.get("/etc/nftables.conf")
     error = None
     if text is not None:
-        doc, error = nft_text_to_json(text)
+        doc, error = nft_text_to_json(text, view.interfaces)
         if doc is not None:
             return nft.parse(doc, str(text)), None
-        if "rejected" in (error or ""):
+        if (error or "").startswith("nft rejected"):
             return None, error
     js = view.files.get("/etc/gpufabric/nftables.json")
     if js is None and error is not None:

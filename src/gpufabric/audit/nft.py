@@ -1,28 +1,30 @@
-"""Evaluate an nftables ruleset (``nft -j list ruleset`` JSON, schema v1) symbolically.
+"""Parse an nftables ruleset (``nft -j list ruleset`` JSON, schema v1) for the proof.
 
-For a new connection arriving on interface ``iif`` to ``proto``/``dport`` (and
-optionally a destination address) the evaluator returns the exact set of IPv4 source
-addresses that the input hook accepts: it walks base chains in priority order, follows
-jumps, gotos, returns and verdict maps, and splits the source-address space at every
-``ip saddr`` match instead of trying addresses one by one (the Batfish searchFilters
-idea, reference/security-config.md 1.2). Expressions it does not model are treated as
-"may match" and reported in :attr:`Ruleset.unsupported`, so the result is never
-silently optimistic about a rule it did not understand.
+The evaluator lives in :mod:`gpufabric.audit.nfteval`; this module holds the parsed form
+(tables, chains in hook order, sets and maps with their annotated elements), the port
+breakpoints of the rules and the interface names they mention.
+
+nft 1.0.6 prints table flags wrongly in JSON and omits the device of ingress chains
+(reference/security-config.md; seen on this machine): :func:`augment` fills both from
+the text listing (``nft list ruleset``). A table whose flags cannot be read is kept with
+``flags_readable=False`` and the evaluator treats its chains as undecided.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufabric.audit import intervals as iv
 from gpufabric.errors import ParseError
 
 Spans = tuple[tuple[int, int], ...]
-_FAMILIES_V4 = ("inet", "ip")
+#: Families whose base chains see an IPv4 packet arriving on an interface.
+FAMILIES_V4 = ("inet", "ip", "netdev")
+#: Hooks an incoming packet addressed to this host passes, in order (netfilter).
+HOOK_ORDER = ("ingress", "prerouting", "input")
 
 
 @dataclass(slots=True)
@@ -33,14 +35,19 @@ class Chain:
     hook: str | None = None
     prio: int = 0
     policy: str = "accept"
+    kind: str = "filter"  # filter | nat | route
+    devices: tuple[str, ...] | None = None  # ingress chains: None when unknown
     rules: list[list[dict[str, Any]]] = field(default_factory=list)
+    handles: list[int | None] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class Ruleset:
     chains: dict[tuple[str, str, str], Chain]
     sets: dict[tuple[str, str, str], list[Any]]
-    unsupported: set[str] = field(default_factory=set)
+    set_flags: dict[tuple[str, str, str], set[str]] = field(default_factory=dict)
+    tables: dict[tuple[str, str], set[str] | None] = field(default_factory=dict)  # flags; None: unreadable
+    unsupported: set[str] = field(default_factory=set)  # undecided constructs met while evaluating
     fingerprint: str = ""  # content hash without handles: equal rulesets are evaluated once
     span_cache: dict[Any, Any] = field(default_factory=dict)
 
@@ -54,20 +61,77 @@ class Ruleset:
         return points
 
     def base_chains(self, hook: str) -> list[Chain]:
-        found = [c for c in self.chains.values() if c.hook == hook and c.family in _FAMILIES_V4]
+        found = [c for c in self.chains.values() if c.hook == hook and c.family in FAMILIES_V4 and self.active(c)]
         return sorted(found, key=lambda c: c.prio)
 
+    def pipeline(self) -> list[Chain]:
+        """Every base chain an incoming IPv4 packet for this host can pass, in kernel order."""
+        out: list[Chain] = []
+        for hook in HOOK_ORDER:
+            out.extend(self.base_chains(hook))
+        return out
+
+    def active(self, chain: Chain) -> bool:
+        """False for chains of a dormant table (the kernel does not run them)."""
+        flags = self.tables.get((chain.family, chain.table), set())
+        return flags is None or "dormant" not in flags
+
+    def table_readable(self, chain: Chain) -> bool:
+        return self.tables.get((chain.family, chain.table), set()) is not None
+
+    def lookup(self, chain: Chain, name: str) -> list[Any] | None:
+        return self.sets.get((chain.family, chain.table, name))
+
     def interfaces(self) -> set[str]:
-        """Interface names the ruleset matches on (iifname rules and vmap keys)."""
+        """Interface names the ruleset matches on (iifname/iif rules, sets and map keys)."""
         names: set[str] = set()
         for chain in self.chains.values():
             for rule in chain.rules:
                 for expr in rule:
-                    if "match" in expr and _meta_key(expr["match"]["left"]) in ("iifname", "iif"):
-                        names.update(v for v in _flat(expr["match"]["right"]) if isinstance(v, str))
-                    if "vmap" in expr and _meta_key(expr["vmap"]["key"]) in ("iifname", "iif"):
-                        names.update(k for k, _ in _vmap_items(expr["vmap"]))
+                    left = right = None
+                    if "match" in expr:
+                        left, right = expr["match"].get("left"), expr["match"].get("right")
+                    elif "vmap" in expr:
+                        left, right = expr["vmap"].get("key"), expr["vmap"].get("data")
+                    if meta_key(left) not in ("iifname", "iif"):
+                        continue
+                    values = self.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else None
+                    for value in values if values is not None else flat(right):
+                        value = elem_val(value[0] if isinstance(value, list) else value)
+                        if isinstance(value, str):
+                            names.add(value)
         return names
+
+
+def meta_key(left: Any) -> str | None:
+    if isinstance(left, dict) and "meta" in left:
+        return left["meta"].get("key")
+    return None
+
+
+def flat(right: Any) -> list[Any]:
+    if isinstance(right, dict) and "set" in right:
+        return list(right["set"]) if isinstance(right["set"], list) else [right["set"]]
+    if isinstance(right, list):
+        return right
+    return [right]
+
+
+def elem_val(value: Any) -> Any:
+    """The value of a set element, without its annotations (comment, counter, timeout)."""
+    while isinstance(value, dict) and "elem" in value:
+        value = value["elem"].get("val")
+    return value
+
+
+def _flags(raw: Any) -> set[str] | None:
+    if raw is None:
+        return set()
+    if isinstance(raw, str):
+        return {raw}
+    if isinstance(raw, list) and all(isinstance(f, str) for f in raw):
+        return set(raw)
+    return None  # nft 1.0.6 prints garbage here; augment() repairs it from the text listing
 
 
 def parse(doc: Any, source: str = "nft -j") -> Ruleset:
@@ -76,328 +140,238 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
         raise ParseError("not nft JSON (no top-level 'nftables' list)", source=source, excerpt=str(doc)[:200])
     chains: dict[tuple[str, str, str], Chain] = {}
     sets: dict[tuple[str, str, str], list[Any]] = {}
+    set_flags: dict[tuple[str, str, str], set[str]] = {}
+    tables: dict[tuple[str, str], set[str] | None] = {}
     rules: list[dict[str, Any]] = []
-    for item in doc["nftables"]:
-        if "chain" in item:
-            c = item["chain"]
-            prio = c.get("prio", 0)
-            chains[(c["family"], c["table"], c["name"])] = Chain(
-                family=c["family"], table=c["table"], name=c["name"], hook=c.get("hook"),
-                prio=prio if isinstance(prio, int) else 0, policy=c.get("policy", "accept"),
-            )
-        elif "set" in item or "map" in item:
-            s = item.get("set") or item.get("map")
-            sets[(s["family"], s["table"], s["name"])] = list(s.get("elem", []))
-        elif "rule" in item:
-            rules.append(item["rule"])
-        elif "element" in item:
-            e = item["element"]
-            sets.setdefault((e["family"], e["table"], e["name"]), []).extend(e.get("elem", []))
-    for r in rules:
-        key = (r["family"], r["table"], r["chain"])
-        if key in chains:
-            chains[key].rules.append(list(r.get("expr", [])))
+    try:
+        for item in doc["nftables"]:
+            if not isinstance(item, dict):
+                continue
+            if "table" in item:
+                t = item["table"]
+                tables[(t["family"], t["name"])] = _flags(t.get("flags"))
+            elif "chain" in item:
+                c = item["chain"]
+                prio = c.get("prio", 0)
+                dev = c.get("dev", c.get("devices"))
+                devices = (dev,) if isinstance(dev, str) else tuple(dev) if isinstance(dev, list) else None
+                chains[(c["family"], c["table"], c["name"])] = Chain(
+                    family=c["family"], table=c["table"], name=c["name"], hook=c.get("hook"),
+                    prio=prio if isinstance(prio, int) else 0, policy=c.get("policy", "accept"),
+                    kind=c.get("type", "filter"), devices=devices)
+            elif "set" in item or "map" in item:
+                s = item.get("set") or item.get("map") or {}
+                key = (s["family"], s["table"], s["name"])
+                sets[key] = list(s.get("elem", []))
+                flags = _flags(s.get("flags")) or set()
+                if s.get("stmt") is not None and any("limit" in st or "quota" in st for st in s.get("stmt", [])):
+                    flags.add("stateful")
+                set_flags[key] = flags
+            elif "rule" in item:
+                rules.append(item["rule"])
+            elif "element" in item:
+                e = item["element"]
+                sets.setdefault((e["family"], e["table"], e["name"]), []).extend(e.get("elem", []))
+        for r in rules:
+            key = (r["family"], r["table"], r["chain"])
+            if key in chains:
+                chains[key].rules.append(list(r.get("expr", [])))
+                chains[key].handles.append(r.get("handle"))
+    except (KeyError, TypeError) as exc:
+        raise ParseError(f"nft JSON item without {exc}", source=source, excerpt=str(doc)[:200]) from exc
+    _mark_dynamic(chains, set_flags)
     canonical = json.dumps(
-        [[list(k), c.hook, c.prio, c.policy, c.rules] for k, c in sorted(chains.items())]
-        + [[list(k), v] for k, v in sorted(sets.items())], sort_keys=True, default=str,
+        [[list(k), c.hook, c.prio, c.policy, c.kind, c.devices, c.rules] for k, c in sorted(chains.items())]
+        + [[list(k), v] for k, v in sorted(sets.items())]
+        + [[list(k), sorted(v) if v is not None else None] for k, v in sorted(tables.items())],
+        sort_keys=True, default=str,
     )
-    return Ruleset(chains=chains, sets=sets, fingerprint=hashlib.sha256(canonical.encode()).hexdigest())
+    return Ruleset(chains=chains, sets=sets, set_flags=set_flags, tables=tables,
+                   fingerprint=hashlib.sha256(canonical.encode()).hexdigest())
 
 
-@dataclass(frozen=True, slots=True)
-class Packet:
-    """A new connection: everything concrete except the source address."""
-
-    iif: str
-    proto: str
-    dport: int
-    daddr: int | None = None
-
-
-def accepted_sources(rs: Ruleset, pkt: Packet, space: Spans = iv.IPV4_ALL) -> Spans:
-    """Source addresses (within ``space``) whose packet the input hook accepts."""
-    alive = space
-    for chain in rs.base_chains("input"):
-        acc, _drop, fall = _run(rs, chain, pkt, alive, depth=0)
-        alive = iv.union(acc, fall) if chain.policy == "accept" else acc
-        if not alive:
-            break
-    return alive
+def _mark_dynamic(chains: dict[tuple[str, str, str], Chain], set_flags: dict[tuple[str, str, str], set[str]]) -> None:
+    """Sets that rules add to or update hold more than their listed elements at run time."""
+    for chain in chains.values():
+        for rule in chain.rules:
+            for expr in rule:
+                for key in ("set", "map", "meter"):
+                    stmt = expr.get(key) if isinstance(expr, dict) else None
+                    if isinstance(stmt, dict) and isinstance(stmt.get("set") or stmt.get("name"), str):
+                        name = str(stmt.get("set") or stmt.get("name")).lstrip("@")
+                        set_flags.setdefault((chain.family, chain.table, name), set()).add("dynamic")
 
 
-def _run(rs: Ruleset, chain: Chain, pkt: Packet, space: Spans, depth: int) -> tuple[Spans, Spans, Spans]:
-    """(accepted, dropped, fell through) parts of ``space`` in ``chain``."""
-    if depth > 16:
-        rs.unsupported.add("jump depth > 16")
-        return (), (), space
-    remaining = space
-    acc: Spans = ()
-    drop: Spans = ()
-    ret: Spans = ()
-    for rule in chain.rules:
-        if not remaining:
-            break
-        matched = remaining
-        verdict: Any = None
-        for expr in rule:
-            if "match" in expr:
-                matched = _match(rs, chain, expr["match"], pkt, matched)
-                if not matched:
-                    break
-            elif "vmap" in expr:
-                verdict = _vmap_verdict(expr["vmap"], pkt, rs)
-                if verdict is None:
-                    matched = ()
-                break
-            elif any(k in expr for k in ("accept", "drop", "reject", "jump", "goto", "return")):
-                verdict = expr
-                break
-            elif any(k in expr for k in ("counter", "log", "comment", "meta_set", "mangle", "notrack")):
-                continue
-            else:
-                rs.unsupported.add(next(iter(expr)))
-        if not matched or verdict is None:
-            continue
-        if "accept" in verdict:
-            acc = iv.union(acc, matched)
-        elif "drop" in verdict or "reject" in verdict:
-            drop = iv.union(drop, matched)
-        elif "return" in verdict:
-            ret = iv.union(ret, matched)
-        elif "jump" in verdict or "goto" in verdict:
-            target = _jump_target(verdict)
-            sub = rs.chains.get((chain.family, chain.table, target))
-            if sub is None:
-                rs.unsupported.add(f"jump to missing chain {target}")
-                continue
-            a, d, f = _run(rs, sub, pkt, matched, depth + 1)
-            acc, drop = iv.union(acc, a), iv.union(drop, d)
-            if "jump" in verdict:
-                remaining = iv.union(iv.subtract(remaining, matched), f)
-                continue
-            ret = iv.union(ret, f)
-        remaining = iv.subtract(remaining, matched)
-    return acc, drop, iv.union(remaining, ret)
+_TABLE = re.compile(r"^table (\S+) (\S+) \{$")
+_CHAIN = re.compile(r"^\tchain (\S+) \{$")
+_HOOK = re.compile(r'hook (\S+)(?: device "?([^"\s;]+)"?| devices = \{([^}]*)\})? priority')
 
 
-def _meta_key(left: Any) -> str | None:
-    if isinstance(left, dict) and "meta" in left:
-        return left["meta"].get("key")
-    return None
+def augment(doc: dict[str, Any], text: str) -> dict[str, Any]:
+    """Fill table flags and ingress devices from ``nft list ruleset`` text (nft 1.0.6 JSON
+    loses both). Returns ``doc`` changed in place."""
+    flags: dict[tuple[str, str], list[str]] = {}
+    devices: dict[tuple[str, str, str], list[str]] = {}
+    table = chain = None
+    for line in text.splitlines():
+        if m := _TABLE.match(line):
+            table, chain = (m.group(1), m.group(2)), None
+            flags[table] = []
+        elif table and line.startswith("\tflags ") and chain is None:
+            flags[table] = [f.strip() for f in line[7:].split(",")]
+        elif table and (m := _CHAIN.match(line)):
+            chain = m.group(1)
+        elif table and chain and (m := _HOOK.search(line)) and (m.group(2) or m.group(3)):
+            names = [m.group(2)] if m.group(2) else [d.strip().strip('"') for d in m.group(3).split(",")]
+            devices[(*table, chain)] = names
+    for item in doc.get("nftables", []):
+        if "table" in item and (key := (item["table"].get("family"), item["table"].get("name"))) in flags:
+            item["table"]["flags"] = flags[key]
+        elif "chain" in item:
+            c = item["chain"]
+            if (key3 := (c.get("family"), c.get("table"), c.get("name"))) in devices:
+                c["dev"] = devices[key3]
+    return doc
 
 
-def _flat(right: Any) -> list[Any]:
-    if isinstance(right, dict) and "set" in right:
-        return list(right["set"])
-    if isinstance(right, list):
-        return right
-    return [right]
-
-
-def _vmap_items(vmap: dict[str, Any]) -> list[tuple[Any, Any]]:
-    data = vmap.get("data", {})
-    items = data.get("set", []) if isinstance(data, dict) else []
-    return [(k, v) for k, v in items]
-
-
-def _iface_hit(iif: str, pattern: Any) -> bool:
-    """``iif`` matches an iifname value (nft ``*`` wildcard; JSON escapes it as ``\\*``)."""
-    return isinstance(pattern, str) and fnmatch.fnmatchcase(iif, pattern.replace("\\*", "*"))
-
-
-def _jump_target(verdict: Any) -> str | None:
-    """The chain a jump/goto verdict names, None for any other verdict."""
-    if isinstance(verdict, dict) and ("jump" in verdict or "goto" in verdict):
-        return (verdict.get("jump") or verdict.get("goto"))["target"]
-    return None
-
-
-def _vmap_verdict(vmap: dict[str, Any], pkt: Packet, rs: Ruleset) -> Any:
-    key = _meta_key(vmap.get("key"))
-    if key not in ("iifname", "iif"):
-        rs.unsupported.add(f"vmap on {key}")
-        return None
-    for k, verdict in _vmap_items(vmap):
-        if _iface_hit(pkt.iif, k):
-            return verdict
-    return None
-
-
-def _set_values(rs: Ruleset, chain: Chain, right: Any) -> list[Any]:
-    if isinstance(right, str) and right.startswith("@"):
-        return rs.sets.get((chain.family, chain.table, right[1:]), [])
-    return _flat(right)
-
-
-def _elem(value: Any) -> Any:
-    return value["elem"]["val"] if isinstance(value, dict) and "elem" in value else value
-
-
-def _addr_spans(values: list[Any]) -> Spans:
-    spans = []
+def _port_values(op: str, values: list[Any], points: set[int]) -> None:
+    """Add the boundaries of port values: a port p cuts at p and p+1, a range at lo and
+    hi+1, a comparison at the first port on each side."""
     for value in values:
-        value = _elem(value)
-        if isinstance(value, str):
-            if "/" in value:
-                spans.append(iv.cidr_span(value))
-            else:
-                spans.append((iv.ip(value), iv.ip(value)))
-        elif isinstance(value, dict) and "prefix" in value:
-            spans.append(iv.cidr_span(f"{value['prefix']['addr']}/{value['prefix']['len']}"))
+        value = elem_val(value)
+        if isinstance(value, dict) and "concat" in value:
+            continue
+        if isinstance(value, int):
+            cut = {"<": (value,), "<=": (value + 1,), ">": (value + 1,), ">=": (value,)}.get(op, (value, value + 1))
+            points.update(cut)
         elif isinstance(value, dict) and "range" in value:
             lo, hi = value["range"]
-            spans.append((iv.ip(lo), iv.ip(hi)))
-    return iv.normalize(spans)
+            if isinstance(lo, int) and isinstance(hi, int):
+                points.update((lo, hi + 1))
 
 
-def _cached_spans(rs: Ruleset, chain: Chain, right: Any) -> Spans:
-    """Address spans of a match's right-hand side, parsed once per ruleset (IP parsing
-    dominated the proof's run time before this cache)."""
-    key = (chain.family, chain.table, right) if isinstance(right, str) else id(right)
-    spans = rs.span_cache.get(key)
-    if spans is None:
-        spans = rs.span_cache[key] = _addr_spans(_set_values(rs, chain, right))
-    return spans
-
-
-def _port_hit(values: list[Any], port: int) -> bool:
-    for value in values:
-        value = _elem(value)
-        if isinstance(value, int) and value == port:
-            return True
-        if isinstance(value, dict) and "range" in value and value["range"][0] <= port <= value["range"][1]:
-            return True
-    return False
-
-
-_PROTO_NUM = {"tcp": 6, "udp": 17}
-
-
-def _match(rs: Ruleset, chain: Chain, m: dict[str, Any], pkt: Packet, space: Spans) -> Spans:
-    op = m.get("op", "==")
-    left, right = m.get("left"), m.get("right")
-    negate = op == "!="
-    if isinstance(left, dict) and "payload" in left:
-        proto, fieldname = left["payload"].get("protocol"), left["payload"].get("field")
-        if proto == "ip" and fieldname == "saddr":
-            spans = _cached_spans(rs, chain, right)
-            return iv.subtract(space, spans) if negate else iv.intersect(space, spans)
-        if proto == "ip" and fieldname == "daddr":
-            if pkt.daddr is None:
-                rs.unsupported.add("ip daddr without a destination address")
-                return space
-            hit = any(lo <= pkt.daddr <= hi for lo, hi in _cached_spans(rs, chain, right))
-            return space if hit != negate else ()
-        if proto == "ip" and fieldname == "protocol":
-            hit = any(v in (pkt.proto, _PROTO_NUM.get(pkt.proto)) for v in _set_values(rs, chain, right))
-            return space if hit != negate else ()
-        if proto in ("tcp", "udp", "th") and fieldname == "dport":
-            if proto != "th" and proto != pkt.proto:
-                return ()
-            hit = _port_hit(_set_values(rs, chain, right), pkt.dport)
-            return space if hit != negate else ()
-        if proto in ("ip6", "icmp", "icmpv6"):
-            return ()  # an IPv4 TCP/UDP packet never matches these
-        if proto in ("tcp", "udp", "th") and fieldname == "sport":
-            rs.unsupported.add(f"{proto} sport")
-            return space
-        rs.unsupported.add(f"payload {proto} {fieldname}")
-        return space
-    if isinstance(left, dict) and "meta" in left:
-        key = left["meta"].get("key")
-        values = _set_values(rs, chain, right)
-        if key in ("iifname", "iif"):
-            hit = any(_iface_hit(pkt.iif, v) for v in values)
-        elif key == "l4proto":
-            hit = any(v in (pkt.proto, _PROTO_NUM.get(pkt.proto)) for v in values)
-        elif key == "nfproto":
-            hit = "ipv4" in values
-        elif key in ("oifname", "oif"):
-            return ()  # no output interface on the input hook
-        elif key == "pkttype":
-            hit = "unicast" in values
-        else:
-            rs.unsupported.add(f"meta {key}")
-            return space
-        return space if hit != negate else ()
-    if isinstance(left, dict) and "ct" in left:
-        key = left["ct"].get("key")
-        if key == "state":
-            hit = "new" in _flat(right)
-            return space if hit != negate else ()
-        rs.unsupported.add(f"ct {key}")
-        return space
-    rs.unsupported.add(f"match on {next(iter(left)) if isinstance(left, dict) else left!r}")
-    return space
-
-
-def _add_points(points: set[int], values: list[Any]) -> None:
-    """Add the boundaries of port values (a port p cuts at p and p+1, a range at lo and hi+1)."""
-    for value in values:
-        value = _elem(value)
-        if isinstance(value, int):
-            points.update((value, value + 1))
-        elif isinstance(value, dict) and "range" in value:
-            points.update((value["range"][0], value["range"][1] + 1))
+def _is_dport(expr: Any) -> bool:
+    return isinstance(expr, dict) and isinstance(expr.get("payload"), dict) and expr["payload"].get("field") == "dport"
 
 
 def port_breakpoints(rs: Ruleset) -> set[int]:
-    """Every port boundary the ruleset mentions: each elementary interval between them
-    is treated identically by every rule, so one representative port per interval
-    covers all 65,535 ports exactly."""
+    """Every port boundary the ruleset mentions (matches, comparisons, sets, map keys and
+    concatenations): each elementary interval between them is treated identically by
+    every rule, so one representative port per interval covers all 65,535 ports exactly."""
     points: set[int] = set()
     for chain in rs.chains.values():
         for rule in chain.rules:
-            for expr in rule:
-                m = expr.get("match")
-                if m and isinstance(m.get("left"), dict) and m["left"].get("payload", {}).get("field") == "dport":
-                    _add_points(points, _set_values(rs, chain, m.get("right")))
+            _rule_points(rs, chain, rule, points)
     return points
+
+
+def _rule_points(rs: Ruleset, chain: Chain, rule: list[dict[str, Any]], points: set[int]) -> None:
+    for expr in rule:
+        left = right = None
+        op = "=="
+        if "match" in expr:
+            left, right, op = expr["match"].get("left"), expr["match"].get("right"), expr["match"].get("op", "==")
+        elif "vmap" in expr:
+            left, right = expr["vmap"].get("key"), expr["vmap"].get("data")
+        elif "redirect" in expr or "dnat" in expr:
+            continue
+        if left is None:
+            continue
+        values = rs.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else None
+        values = values if values is not None else flat(right)
+        if "vmap" in expr or (isinstance(values, list) and values and isinstance(values[0], list)):
+            values = [v[0] if isinstance(v, list) else v for v in values]
+        if _is_dport(left):
+            _port_values(op, values, points)
+        elif isinstance(left, dict) and "concat" in left:
+            for i, part in enumerate(left["concat"]):
+                if _is_dport(part):
+                    for value in values:
+                        value = elem_val(value)
+                        if isinstance(value, dict) and "concat" in value and i < len(value["concat"]):
+                            _port_values("==", [value["concat"][i]], points)
+
+
+def _excludes(rs: Ruleset, chain: Chain, expr: dict[str, Any], iif: str, proto: str) -> bool:
+    """True when a match certainly fails for every packet on ``iif``/``proto`` (a plain
+    interface or protocol test); anything less certain keeps the rule."""
+    m = expr.get("match")
+    if not isinstance(m, dict) or m.get("op", "==") != "==":
+        return False
+    left, right = m.get("left"), m.get("right")
+    if meta_key(left) in ("iifname", "iif"):
+        values = rs.lookup(chain, right[1:]) if isinstance(right, str) and right.startswith("@") else flat(right)
+        names = [elem_val(v) for v in values or []]
+        if not names or not all(isinstance(n, str) for n in names):
+            return False
+        return not any(iface_hit(iif, n) for n in names)
+    if isinstance(left, dict) and isinstance(left.get("payload"), dict):
+        return left["payload"].get("protocol") in ("tcp", "udp") and left["payload"]["protocol"] != proto
+    return False
+
+
+def iface_hit(iif: str, pattern: str) -> bool:
+    """nft interface names: a trailing unescaped ``*`` is a prefix wildcard; everything
+    else, ``?`` and ``\\*`` included, is literal."""
+    if pattern.endswith("*") and not pattern.endswith("\\*"):
+        return iif.startswith(pattern[:-1].replace("\\*", "*"))
+    return iif == pattern.replace("\\*", "*")
+
+
+def _targets(rs: Ruleset, chain: Chain, expr: dict[str, Any], iif: str) -> list[str]:
+    verdicts: list[Any] = []
+    if "jump" in expr or "goto" in expr:
+        verdicts.append(expr)
+    elif "vmap" in expr:
+        data = expr["vmap"].get("data")
+        items = rs.lookup(chain, data[1:]) if isinstance(data, str) and data.startswith("@") else flat(data)
+        for item in items or []:
+            if isinstance(item, list) and len(item) == 2:
+                key = elem_val(item[0])
+                if meta_key(expr["vmap"].get("key")) in ("iifname", "iif") and isinstance(key, str) \
+                        and not iface_hit(iif, key):
+                    continue
+                verdicts.append(item[1])
+    out = []
+    for v in verdicts:
+        if isinstance(v, dict) and ("jump" in v or "goto" in v):
+            target = (v.get("jump") or v.get("goto") or {}).get("target")
+            if isinstance(target, str):
+                out.append(target)
+    return out
 
 
 def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
     """Port breakpoints of the rules reachable for packets on ``iif`` with ``proto``:
     rules whose interface or protocol match excludes the packet are skipped, and only
-    the verdict-map entry for ``iif`` is followed. Anything not understood is kept."""
+    the verdict-map entries for ``iif`` are followed. Anything not understood is kept."""
     points: set[int] = set()
     seen: set[tuple[str, str, str]] = set()
-
-    def visit(chain: Chain) -> None:
+    todo = [c for c in rs.pipeline()]
+    while todo:
+        chain = todo.pop()
         key = (chain.family, chain.table, chain.name)
         if key in seen:
-            return
+            continue
         seen.add(key)
         for rule in chain.rules:
-            ports: list[Any] = []
-            targets: list[str | None] = []
-            excluded = False
-            for expr in rule:
-                m = expr.get("match")
-                if m is not None:
-                    left, right, negate = m.get("left"), m.get("right"), m.get("op") == "!="
-                    if _meta_key(left) in ("iifname", "iif"):
-                        hit = any(_iface_hit(iif, v) for v in _set_values(rs, chain, right))
-                        excluded |= hit == negate
-                    elif isinstance(left, dict) and left.get("payload", {}).get("field") == "dport":
-                        excluded |= left["payload"].get("protocol") not in (proto, "th")
-                        ports.extend(_set_values(rs, chain, right))
-                elif "jump" in expr or "goto" in expr:
-                    targets.append(_jump_target(expr))
-                elif "vmap" in expr:
-                    items = _vmap_items(expr["vmap"])
-                    if _meta_key(expr["vmap"].get("key")) in ("iifname", "iif"):
-                        items = [next(((k, v) for k, v in items if _iface_hit(iif, k)), (None, None))]
-                    targets.extend(_jump_target(verdict) for _k, verdict in items)
-                if excluded:
-                    break
-            if excluded:
+            if any(_excludes(rs, chain, expr, iif, proto) for expr in rule):
                 continue
-            _add_points(points, ports)
-            for target in targets:
-                sub = rs.chains.get((chain.family, chain.table, target)) if target else None
-                if sub is not None:
-                    visit(sub)
-
-    for base in rs.base_chains("input"):
-        visit(base)
+            _rule_points(rs, chain, rule, points)
+            for expr in rule:
+                for target in _targets(rs, chain, expr, iif):
+                    sub = rs.chains.get((chain.family, chain.table, target))
+                    if sub is not None:
+                        todo.append(sub)
     return points
+
+
+from gpufabric.audit.nfteval import (  # re-export (imported last: nfteval imports this module)
+    Packet,
+    Verdicts,
+    accepted_sources,
+    evaluate,
+)
+
+__all__ = ["Chain", "Packet", "Ruleset", "Verdicts", "accepted_sources", "augment", "evaluate", "parse",
+           "port_breakpoints"]

@@ -9,6 +9,12 @@ treats all ports of an interval alike). Sources are covered exactly too: the eva
 returns the accepted source-address set, which is intersected with each role's
 addresses on the plane; addresses that belong to no role are the pseudo-role
 ``(other)``, which no flow ever allows.
+
+Cells are three-valued: the firewall admits a source role ``all``/``none``/``partial``,
+or ``unknown`` when a rule the evaluator cannot decide (a rate limit, a routing lookup,
+an unmodelled expression) stands between some of its sources and a verdict. An unknown
+cell is neither isolated nor reachable: its verdict is ``not-proven`` and the audit fails
+closed on it (docs/security.md, "Proof of segmentation").
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.nft import Packet, Ruleset, accepted_sources
+from gpufabric.audit.nft import Packet, Ruleset, Verdicts, evaluate
 from gpufabric.spec.security import SecurityPolicy
 
 OTHER = "(other)"
@@ -39,8 +45,9 @@ class Cell:
     proto: str
     port_lo: int
     port_hi: int
-    allowed: str  # "all" | "none" | "partial" (some source or destination hosts only)
+    allowed: str  # "all" | "none" | "partial" (some source or destination hosts only) | "unknown"
     intended: bool
+    reason: str = ""  # for "unknown": the rule that made it undecidable
 
     @property
     def ports(self) -> str:
@@ -48,6 +55,8 @@ class Cell:
 
     @property
     def verdict(self) -> str:
+        if self.allowed == "unknown":
+            return "not-proven"
         if self.intended and self.allowed != "all":
             return "blocked"
         if not self.intended and self.allowed != "none":
@@ -71,6 +80,10 @@ class Proof:
 
     def violations(self) -> list[Cell]:
         return [c for c in self.cells if c.verdict != "ok"]
+
+    def not_proven(self) -> list[Cell]:
+        """Cells the proof could not decide (never counted as isolated or reachable)."""
+        return [c for c in self.cells if c.allowed == "unknown"]
 
 
 def intent(policy: SecurityPolicy) -> dict[tuple[str, str, str, str], tuple[tuple[int, int], ...]]:
@@ -103,7 +116,7 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     missing: list[str] = []
     # A ruleset treats every port between two of its own breakpoints alike, so results
     # are cached per (ruleset, interface, proto, local interval), not per global interval.
-    cache: dict[tuple[int, str, str, int], tuple[tuple[int, int], ...]] = {}
+    cache: dict[tuple[int, str, str, str, int], Verdicts] = {}
     hosts_done = 0
     cells_evaluated = 0
     # Hosts whose rulesets have the same content (a role's hosts, usually) share one evaluation.
@@ -124,6 +137,8 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
             continue
         for plane_name in policy.role_planes(role.name):
             iif = policy.plane(plane_name).interface or ""
+            # ip daddr rules are decided only where every host of the role agrees
+            daddr = iv.ip_spans(addresses[(h, plane_name)] for h in role.host_names if (h, plane_name) in addresses)
             srcs = list(sources[plane_name].items())
             sizes = [iv.size(spans) for _name, spans in srcs]
             for proto in PROTOS:
@@ -142,10 +157,10 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                 for lo, hi in grid:
                     accs = []
                     for rs in groups.values():
-                        key = (id(rs), iif, proto, bisect_right(rs.port_points(iif, proto), lo))
+                        key = (id(rs), role.name, iif, proto, bisect_right(rs.port_points(iif, proto), lo))
                         acc = cache.get(key)
                         if acc is None:
-                            acc = cache[key] = accepted_sources(rs, Packet(iif=iif, proto=proto, dport=lo))
+                            acc = cache[key] = evaluate(rs, Packet(iif=iif, proto=proto, dport=lo, daddr=daddr or None))
                         accs.append(acc)
                     statuses = tuple(_status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes))
                     intended = tuple(bool(span) and _covers(span, lo) for span in intent_spans)
@@ -157,13 +172,14 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                 for i, (name, _spans) in enumerate(srcs):
                     last: Cell | None = None
                     for lo, hi, statuses, intended in runs:
-                        if last is not None and (last.allowed, last.intended) == (statuses[i], intended[i]):
+                        allowed, reason = statuses[i]
+                        if last is not None and (last.allowed, last.reason, last.intended) == (allowed, reason, intended[i]):
                             last = cells[-1] = Cell(src=name, dst=role.name, plane=plane_name, proto=proto,
-                                                    port_lo=last.port_lo, port_hi=hi, allowed=statuses[i],
-                                                    intended=intended[i])
+                                                    port_lo=last.port_lo, port_hi=hi, allowed=allowed,
+                                                    intended=intended[i], reason=reason)
                         else:
                             last = Cell(src=name, dst=role.name, plane=plane_name, proto=proto, port_lo=lo,
-                                        port_hi=hi, allowed=statuses[i], intended=intended[i])
+                                        port_hi=hi, allowed=allowed, intended=intended[i], reason=reason)
                             cells.append(last)
     unsupported = sorted({u for rs in rulesets.values() for u in rs.unsupported})
     return Proof(
@@ -173,15 +189,19 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     )
 
 
-def _status(accs: list[tuple[tuple[int, int], ...]], spans: tuple[tuple[int, int], ...], size: int) -> str:
+def _status(accs: list[Verdicts], spans: tuple[tuple[int, int], ...], size: int) -> tuple[str, str]:
+    """(outcome, reason) of one source role: unknown wins over everything (fail closed)."""
     seen = set()
-    for acc in dict.fromkeys(accs):
-        if not acc or not spans:
+    for acc in {id(a): a for a in accs}.values():  # by identity: hashing span tuples costs more than it saves
+        for reason, undecided in acc.unknown:
+            if spans and iv.intersect(undecided, spans):
+                return "unknown", reason
+        if not acc.accept or not spans:
             seen.add("none")
             continue
-        got = iv.size(iv.intersect(acc, spans))
+        got = iv.size(iv.intersect(acc.accept, spans))
         seen.add("none" if got == 0 else "all" if got == size else "partial")
-    return seen.pop() if len(seen) == 1 else "partial"
+    return (seen.pop() if len(seen) == 1 else "partial"), ""
 
 
 def _covers(spans: tuple[tuple[int, int], ...], port: int) -> bool:
@@ -214,7 +234,7 @@ class Change:
 
     @property
     def direction(self) -> str:
-        rank = {"none": 0, "partial": 1, "all": 2}
+        rank = {"none": 0, "partial": 1, "unknown": 1, "all": 2}
         return "opens" if rank[self.new] > rank[self.old] else "closes"
 
 

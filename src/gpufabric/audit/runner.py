@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gpufabric.audit import checks_fabric, checks_host, checks_job, checks_nvmf  # noqa: F401  (registration)
+from gpufabric.audit import (  # noqa: F401  (registration)
+    checks_bundle,
+    checks_fabric,
+    checks_host,
+    checks_job,
+    checks_nvmf,
+)
 from gpufabric.audit.collect import Facts, from_directory
 from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
 from gpufabric.audit.nft import Ruleset
 from gpufabric.audit.reachability import Change, Proof, cell_at, diff, prove
 from gpufabric.errors import InputError
+
+if TYPE_CHECKING:
+    from gpufabric.audit.kernel import KernelCheck
 
 RDMA_STATEMENT = (
     "Host firewalls do not see RDMA traffic: InfiniBand and RoCE data bypass netfilter in the NIC, so the nftables "
@@ -27,6 +37,7 @@ class AuditReport:
     passed: list[str] = field(default_factory=list)
     proof: Proof | None = None
     changes: list[Change] | None = None
+    kernel: list[KernelCheck] | None = None  # audit --kernel: static and kernel verdicts per probe
 
     def fails(self, threshold: Severity) -> bool:
         return any(f.severity.rank >= threshold.rank for f in self.findings)
@@ -58,10 +69,11 @@ def host_rulesets(facts: Facts) -> dict[str, Ruleset]:
     return rulesets
 
 
-def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
+def audit(facts: Facts, *, reachability: bool = False, kernel: bool = False) -> AuditReport:
+    """The proof runs first, so FW-04 lists every construct its evaluation met. ``kernel``
+    (root) also loads each role's ruleset into a namespace and probes every cell."""
     report = AuditReport(source=facts.source)
-    run_checks(facts, report)
-    if reachability:
+    if reachability or kernel:
         if facts.policy is None:
             report.not_available["VER-01"] = "no policy.json: no intent to prove against"
         else:
@@ -71,12 +83,49 @@ def audit(facts: Facts, *, reachability: bool = False) -> AuditReport:
             else:
                 report.proof = prove(facts.policy, rulesets)
                 report.findings.extend(proof_findings(report.proof))
+                if kernel:
+                    report.kernel = kernel_checks(facts, report.proof)
+                    report.findings.extend(kernel_findings(report.kernel))
+    run_checks(facts, report)
     return report
+
+
+def kernel_checks(facts: Facts, proof: Proof) -> list[KernelCheck]:
+    """One kernel check per role that has a ruleset file (the first host of the role holding one)."""
+    from gpufabric.audit.kernel import check_role
+
+    assert facts.policy is not None
+    done: list[KernelCheck] = []
+    for role in facts.policy.roles:
+        view = next((v for v in facts.hosts if v.role == role.name and v.has("/etc/nftables.conf")), None)
+        if view is None or view.ruleset() is None:
+            continue
+        done.append(check_role(facts.policy, proof, role.name, view.files["/etc/nftables.conf"]))
+    return done
+
+
+def kernel_findings(checks: list[KernelCheck]) -> list[Finding]:
+    return [Finding(
+        check_id="VER-03", severity=Severity.high, title="Static proof and kernel disagree",
+        subject=f"{p.src} ({p.src_addr}) -> {p.dst} on {p.plane} {p.proto}/{p.port}",
+        evidence=f"static proof: {p.static}, kernel: {p.kernel}",
+        remedy="report the ruleset (a bug of the proof); trust the kernel's verdict meanwhile",
+    ) for check in checks for p in check.disagreements()]
 
 
 def proof_findings(proof: Proof) -> list[Finding]:
     out = []
     for cell in proof.violations():
+        if cell.verdict == "not-proven":
+            # fail closed: an undecided isolation cell is a high finding, an undecided intended one medium
+            out.append(Finding(
+                check_id="VER-01", severity=Severity.medium if cell.intended else Severity.high,
+                title="Plane-pair reachability not proven",
+                subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
+                evidence=f"not proven ({'intended' if cell.intended else 'must be isolated'}): {cell.reason}",
+                remedy="replace the undecidable rule (FW-04 lists them) or check it with `audit --kernel`",
+            ))
+            continue
         what = "allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked"
         out.append(Finding(
             check_id="VER-01", severity=Severity.high, title="Plane-pair reachability differs from intent",

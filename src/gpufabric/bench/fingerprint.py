@@ -25,9 +25,7 @@ import importlib.metadata
 import os
 import platform
 import re
-import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -35,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpufabric.errors import EnvironmentFailure, InputError
+from gpufabric.exec.process import run
 from gpufabric.jsonable import to_jsonable
 
 UNAVAILABLE = "unavailable"
@@ -96,17 +96,14 @@ def _read(path: str | Path) -> str | None:
 def _run(argv: tuple[str, ...]) -> str | None:
     """Output of a short query command, or None when it is missing, fails or hangs.
 
-    Not gpufabric.bench.process.run: a missing source must never raise here, and these
-    are sub-second queries whose failure is simply recorded as unavailable.
+    A missing source must never fail a fingerprint: these are sub-second queries whose
+    failure is simply recorded as unavailable.
     """
-    if shutil.which(argv[0]) is None:
-        return None
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=_SUBPROCESS_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, start_new_session=True, check=False)
-    except (OSError, subprocess.SubprocessError):
+        done = run(argv, timeout_s=_SUBPROCESS_TIMEOUT_S)
+    except (EnvironmentFailure, InputError, OSError):
         return None
-    text = (done.stdout or "") + (done.stderr or "")
+    text = done.stdout + done.stderr
     return text if done.returncode == 0 or text.strip() else None
 
 
@@ -131,10 +128,11 @@ def _memory() -> dict[str, Any]:
         m = re.search(rf"^{key}:\s*(\d+) kB", info, re.M)
         return int(m.group(1)) * 1024 if m else None
     thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
+    thp_mode = re.search(r"\[(\w+)\]", thp) if thp else None   # the bracketed word is the active mode
     return {
         "total_bytes": kib("MemTotal"),
         "available_bytes": kib("MemAvailable"),
-        "transparent_hugepages": re.search(r"\[(\w+)\]", thp).group(1) if thp and "[" in thp else UNAVAILABLE,
+        "transparent_hugepages": thp_mode.group(1) if thp_mode else UNAVAILABLE,
     }
 
 

@@ -74,7 +74,8 @@ def mismatches(planned: PlannedHardware, fingerprint: Mapping[str, Any]) -> tupl
             out.append(f"{len(gpus)} GPUs, planned {planned.gpus_per_node} per node")
     elif not gpus:
         out.append("no GPU found (the plan is for GPU nodes)")
-    nics = fingerprint.get("nics") if isinstance(fingerprint.get("nics"), Mapping) else {}
+    raw_nics = fingerprint.get("nics")
+    nics = raw_nics if isinstance(raw_nics, Mapping) else {}
     speeds = [n.get("speed_mbps") for name, n in nics.items()
               if name != "lo" and isinstance(n, Mapping) and n.get("operstate") == "up"]
     known = [s for s in speeds if isinstance(s, int) and s > 0]

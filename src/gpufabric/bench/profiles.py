@@ -184,8 +184,8 @@ def build(suite: str, spec=None) -> SuiteProfiles:  # noqa: ANN001 - gpufabric.s
                    Iperf3Profile(name="udp", duration_s=knobs["iperf3_s"], streams=1, udp=True, bitrate="1G")]
         sockperf.append(SockperfProfile(name="tcp", duration_s=int(knobs["sockperf_s"]), tcp=True,
                                         port=SOCKPERF_PORT + 1))
-        perftest = ("ib_write_lat", "ib_send_lat", "ib_read_lat", "ib_write_bw")
-        nccl = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
+        perftest: tuple[str, ...] = ("ib_write_lat", "ib_send_lat", "ib_read_lat", "ib_write_bw")
+        nccl: tuple[str, ...] = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
     else:
         perftest = ("ib_write_lat",)
         nccl = ("all_reduce_perf",)

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Slo
-from gpufabric.spec.plan_file import load_plan, recommended_candidate
+from gpufabric.spec.plan_file import recommended_candidate
 
 #: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
 #: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).
@@ -143,6 +143,9 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
     nodes = spec.cluster.nodes
     work = spec.workload
     ckpt_bytes = work.model.params * work.checkpoint.bytes_per_param
+    if work.checkpoint.interval_min == "auto":  # chosen per design by the planner
+        raise InputError(f"{source}: checkpoint.interval_min is auto; set the interval in minutes for bench SLOs"
+                         " (the plan's checkpoint_interval_min gives the one it chose)")
     interval_s = work.checkpoint.interval_min * 60
     stall = spec.requirements.max_checkpoint_stall_fraction
     slos: list[Slo] = []
@@ -230,7 +233,8 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
     candidate = recommended_candidate(plan, path, catalog.known_ids())
     source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
     if spec is not None:
-        breakdown = candidate.get("breakdown") if isinstance(candidate.get("breakdown"), Mapping) else {}
+        raw_breakdown = candidate.get("breakdown")
+        breakdown = raw_breakdown if isinstance(raw_breakdown, Mapping) else {}
         write_s = breakdown.get("checkpoint_write_s")
         return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
                          step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source,

@@ -136,6 +136,10 @@ class Gpu(Entry):
     """GPUs in the server that node_usd and node_power_kw describe."""
     cloud_usd_per_gpu_hour: float = Field(gt=0)
     """Reference cloud on-demand price, USD per GPU-hour (for comparison)."""
+    nic_pcie_gen: int = Field(5, ge=3, le=7)
+    """PCIe generation of each scale-out NIC's host slot in this server."""
+    nic_pcie_lanes: int = Field(16, gt=0, le=32)
+    """PCIe lanes per scale-out NIC."""
 
 
 class Fabric(Entry):
@@ -252,6 +256,16 @@ class Site(Entry):
     """Collective launch overhead with CUDA graphs, us."""
     checkpoint_write_target_s: float = Field(gt=0)
     """Shared storage is sized to write one checkpoint in this time (as well as to hold them), s."""
+    facility_usd_per_mw: float = Field(0, ge=0)
+    """Data-centre build cost per MW of IT load, USD (total cost of ownership only)."""
+    facility_years: float = Field(15, gt=0)
+    """Years over which the facility is amortised."""
+    staff_usd_per_gpu_year: float = Field(0, ge=0)
+    """Operations staff cost per GPU and year, USD (total cost of ownership only)."""
+    frontend_network_usd_per_node: float = Field(0, ge=0)
+    """Front-end (in-band management, data ingest) network per node, USD (total cost of ownership only)."""
+    storage_network_usd_per_node: float = Field(0, ge=0)
+    """Storage network per node when storage has its own fabric, USD (total cost of ownership only)."""
 
 
 #: Catalog sections (the top-level keys of a catalog or --catalog file) and their entry models.

@@ -45,6 +45,7 @@ COMMAND_MODULES = (
     "init",
     "schema",
     "plan",
+    "sweep",
     "predict",
     "simulate",
     "config",

@@ -33,6 +33,9 @@ def register(app: typer.Typer) -> None:
 
     bench_probes.register(bench_app)
     bench_app.command("thresholds")(write_thresholds)
+    from gpufabric.cli import bench_inference
+
+    bench_inference.register(bench_app)
 
 
 def write_thresholds(
@@ -148,7 +151,7 @@ def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tupl
             typer.echo(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
                        " spec's sizes; only fabric and storage SLOs apply", err=True)
         slos += slo.from_plan(plan_doc, loaded, path=str(plan))
-    elif loaded is not None:
+    elif loaded is not None and spec is not None:   # loaded comes from spec; the test narrows spec too
         slos += slo.from_spec(loaded, source=f"spec {spec.name}")
     if thresholds is not None:
         slos += slo.load_thresholds(thresholds)

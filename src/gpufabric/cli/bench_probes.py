@@ -52,7 +52,7 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
                    work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "",
                    k8s_image: str = "", k8s_namespace: str = "default", k8s_rdma: str = "") -> Any:
-    from gpufabric.bench import launch
+    from gpufabric.exec import launch
     from gpufabric.bench.probes.run import LaunchOptions
 
     if launcher not in (*launch.LAUNCHERS, "k8s"):
@@ -99,7 +99,7 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 
 
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
-O = {
+OPT = {
     "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
     "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
     "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
@@ -141,7 +141,7 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
 
 def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
     """Apply the TrainJob with kubectl and follow it; the ranks' records stay in the pods, the logs are the output."""
-    from gpufabric.bench import launch
+    from gpufabric.exec import launch
     from gpufabric.bench.probes import run as probe_run
     from gpufabric.errors import ToolNotFound
 
@@ -214,13 +214,13 @@ def register(bench_app: typer.Typer) -> None:
         dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
         quiet: bool = typer.Option(False, "--quiet", "-q", help="No live per-size lines (CI logs): the final table only."),
         stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
                                     "finishes, then the report as the last line (JSON lines)."),
@@ -280,13 +280,13 @@ def register(bench_app: typer.Typer) -> None:
         against: str | None = typer.Option(None, "--against", help="Compare parameters with a stored train run."),
         deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
                                            help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
         delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
     ) -> int:
@@ -354,13 +354,13 @@ def register(bench_app: typer.Typer) -> None:
         size: str = typer.Option("", "--size", help="Total checkpoint size instead of the spec's (e.g. 256M)."),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
-        launcher: str = O["launcher"], slurm_mode: str = O["slurm_mode"], nodes: int = O["nodes"], nproc: int = O["nproc"], hosts: str = O["hosts"],
-        lab: str = O["lab"], plane: str = O["plane"], backend: str = O["backend"],
-        master_port: int = O["master_port"], timeout: str = O["timeout"], init_timeout: str = O["init_timeout"],
-        op_timeout: str = O["op_timeout"], work_dir: str = O["work_dir"], db: str | None = O["db"],
-        control_ifname: str = O["control_ifname"], data_ifname: str = O["data_ifname"],
-        k8s_image: str = O["k8s_image"], k8s_namespace: str = O["k8s_namespace"], k8s_rdma: str = O["k8s_rdma"],
-        dry_run: bool = O["dry_run"], fmt: Format = O["fmt"],
+        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
     ) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
         from gpufabric.bench.probes import service

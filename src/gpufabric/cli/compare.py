@@ -25,8 +25,8 @@ def _load(refs: tuple[str, str], db: Path | None) -> list:
     stored = {}
     if not all(is_file):
         with Store.open(db, create=False) as store:
-            stored = {ref: store.get_run(ref) for ref, f in zip(refs, is_file) if not f}
-    return [load_json_report(ref) if f else stored[ref] for ref, f in zip(refs, is_file)]
+            stored = {ref: store.get_run(ref) for ref, f in zip(refs, is_file, strict=True) if not f}
+    return [load_json_report(ref) if f else stored[ref] for ref, f in zip(refs, is_file, strict=True)]
 
 
 def _min_effects(items: list[str] | None) -> dict[str, float]:

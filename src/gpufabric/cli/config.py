@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import typer
@@ -20,6 +21,8 @@ def register(app: typer.Typer) -> None:
 def config(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="The spec YAML file."),
     plan: Path | None = typer.Option(None, "--plan", help="A `gpufabric plan --format json` file; its recommended design is configured."),
+    design_text: str | None = typer.Option(None, "--design", metavar="fabric=ID,storage=ID",
+                                           help="Configure this design instead of the planner's recommendation."),
     out: Path | None = typer.Option(None, "--out", help="Directory to write the bundle into (required unless --dry-run)."),
     seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
     key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
@@ -27,14 +30,17 @@ def config(
     fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
+    from gpufabric.catalog import load_catalog
     from gpufabric.configure import (
         KeySource,
         design_from_plan,
-        design_from_spec,
         render_bundle,
         write_bundle,
     )
     from gpufabric.configure.bundle import MANIFEST
+    from gpufabric.configure.design import design_from_candidate, design_from_option
+    from gpufabric.configure.verify import CheckReport, verify_tree
+    from gpufabric.plan import make_plan
     from gpufabric.spec import load_spec
 
     if out is None and not dry_run:
@@ -42,8 +48,28 @@ def config(
     keys = KeySource.from_options(seed=seed, key_file=key_file)
     if seed is not None:
         typer.echo("warning: --seed makes every secret derivable from the seed; use it for tests only", err=True)
-    spec = load_spec(spec_path).spec
-    design = design_from_plan(plan) if plan is not None else design_from_spec(spec)
+    if plan is not None and design_text is not None:
+        raise InputError("give --plan or --design, not both")
+    catalog = load_catalog()
+    spec = load_spec(spec_path, known_ids=catalog.known_ids()).spec
+    if design_text is not None:
+        design = design_from_option(design_text, catalog)
+    elif plan is not None:
+        design = design_from_plan(plan)
+    else:
+        # Without --plan or --design, configure what `gpufabric plan` would recommend.
+        result = make_plan(spec, catalog)
+        best = result.get(result.recommended)
+        design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id)
+        if not best.meets_requirements:
+            why = "; ".join(best.violations) or result.rationale
+            typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {why}; "
+                       f"pass --design fabric=...,storage=... to configure one anyway "
+                       f"(the closest is --design fabric={design.fabric},storage={design.storage})",
+                       err=True)
+            return 1
+    if out is not None and out.is_symlink():
+        raise InputError(f"--out {out} is a symbolic link; give the real directory")
     if out is not None and out.exists():
         if not out.is_dir():
             raise InputError(f"--out {out} is not a directory")
@@ -51,14 +77,24 @@ def config(
             raise InputError(f"--out {out} is not empty and holds no gpufabric bundle; choose an empty directory")
     bundle = render_bundle(spec, design, keys)
     artefacts = bundle.sorted_artefacts()
+    reports: list[CheckReport] = []
+
+    def verify(root: Path, paths: list[str]) -> None:
+        reports.append(verify_tree(root, paths))
+
     if not dry_run and out is not None:
-        write_bundle(bundle, out)
+        write_bundle(bundle, out, verify=verify)
+    else:
+        with tempfile.TemporaryDirectory(prefix="gpufabric-config-") as scratch:
+            write_bundle(bundle, Path(scratch) / "bundle", verify=verify)
+    checks = reports[0]
     if fmt is Format.json:
         print_json({
             "spec": spec.name, "dry_run": dry_run, "out": str(out) if out else None,
             "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind,
                        "source": design.source},
             "policy_source": bundle.policy_source, "notes": bundle.notes, "files": bundle.file_list(),
+            "checks": {"passed": checks.checked, "skipped": checks.skipped},
         })
         return 0
     verb = "would write" if dry_run else "wrote"
@@ -67,6 +103,9 @@ def config(
     typer.echo(f"policy: {bundle.policy_source}")
     for note in bundle.notes:
         typer.echo(f"note: {note}")
+    typer.echo(f"checked: {len(checks.checked)} files load in their consumer (bash -n, sh -n, nft -c)")
+    for skipped in checks.skipped:
+        typer.echo(f"warning: not checked: {skipped}", err=True)
     typer.echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
     if len(artefacts) <= MAX_LISTED:
         for a in artefacts:

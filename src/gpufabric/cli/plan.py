@@ -20,7 +20,9 @@ CANDIDATE_KEYS = (
     "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
     "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
     "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
-    "young_interval_min", "meets_requirements", "violations",
+    "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
+    "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
+    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
 )
 
 
@@ -31,6 +33,10 @@ def plan(
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
 ) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
+    from gpufabric.cli.plan_inference import is_inference, plan_inference
+
+    if is_inference(spec_file):  # workload.kind: inference -> serving designs (docs/inference.md)
+        return plan_inference(spec_file, fmt, top, catalog_files)
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import make_plan
     from gpufabric.spec import load_spec
@@ -49,6 +55,9 @@ def plan(
             "binding_constraint": result.binding,
             "rationale": result.rationale,
             "sensitivity": result.sensitivity,
+            "throughput": result.throughput,
+            "layout_search": result.layout_search,
+            "notes": result.notes,
             "catalog": list(catalog.files),
             "catalog_overrides": _overrides(catalog_files),
         })
@@ -60,10 +69,13 @@ def plan(
             typer.echo(f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
                        if isinstance(o["value"], float) else
                        f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})")
-    return 0
+    # Nothing recommendable (no layout fits in memory) is a failed check.
+    return 0 if result.recommended is not None else 1
 
 
 def _overrides(files: list[Path]) -> list[dict[str, Any]]:
+    if not files:  # plan.calibrate imports scipy.optimize (~1 s): only when there is something to read
+        return []
     from gpufabric.plan.calibrate import overrides_in
 
     return overrides_in(files)
@@ -74,6 +86,8 @@ def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
     if limit is None:
         return list(result.candidates)
     keep = result.candidates[:limit]
+    if result.recommended is None:
+        return keep
     rec = result.get(result.recommended)
     return keep if rec in keep else [rec, *keep[: limit - 1]]
 
@@ -82,7 +96,7 @@ def _ok(c: Any) -> str:
     if c.meets_requirements:
         return "yes"
     short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
-             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput"}
+             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
     return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
 
 
@@ -91,14 +105,14 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     topo = "rail" if c.topology == "rail-optimized" else "fat"
     return [
         mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
-        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_write_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
-        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}", f"{c.usd_per_gpu_hour:.2f}",
-        f"{c.run_cost_usd / 1e6:,.3g}", _ok(c),
+        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
+        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
+        f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
     ]
 
 
-HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "ckpt", "stall", "good", "days",
-           "capex", "$/GPU-h", "run", "meets")
+HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "stall", "good", "days",
+           "capex", "run", "MFU", "mem", "meets")
 
 
 def _text(result: Any, shown: list[Any], spec: Any) -> None:
@@ -117,10 +131,18 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
         table.add_row(*_row(c, result.recommended, pareto), style=style)
     console.print(table)
-    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm/ckpt in s (mean and p99 step,"
-                  " exposed comm per step, checkpoint write)\nstall: wall time blocked on checkpoints  capex and run"
-                  " (cost of the whole run) in $M  dim rows miss a requirement[/dim]")
-    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended}")
+    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
+                  " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
+                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
+    for note in [*result.throughput.get("notes", []), *result.notes]:
+        console.print(f"[yellow]note[/yellow]: {note}")
+    if result.layout_search:
+        ls = result.layout_search
+        console.print(f"Layout search: {ls['searched']} layouts, {ls['fit_in_memory']} fit in memory,"
+                      f" {ls['evaluated']:,} layout x design evaluations; best layout per design:")
+        for c in shown[:4]:
+            console.print(f"- {c.id}: {c.layout.text}")
+    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'}")
     for sentence in result.rationale.split(". "):
         console.print(sentence if sentence.endswith(".") else sentence + ".")
     console.print("\n[bold]Sensitivity[/bold]")
@@ -134,6 +156,6 @@ def _markdown(result: Any, shown: list[Any]) -> str:
              "|" + "---|" * len(HEADERS)]
     for c in shown:
         lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
-    lines += ["", f"**Recommendation:** `{result.recommended}`", "", result.rationale, "", "**Sensitivity**", ""]
+    lines += ["", f"**Recommendation:** `{result.recommended or 'none'}`", "", result.rationale, "", "**Sensitivity**", ""]
     lines += [f"- {s['text']}" for s in result.sensitivity]
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from gpufabric.cli.runs import DB_HELP
 from gpufabric.errors import InputError
 
 
-class ReportKind(str, enum.Enum):
+class ReportKind(enum.StrEnum):
     html = "html"
     json = "json"
     junit = "junit"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -28,9 +28,9 @@ def register(app: typer.Typer) -> None:
 
 
 def simulate(
-    spec: Optional[Path] = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
-    candidate: Optional[str] = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
-    ranks: Optional[int] = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
+    spec: Path | None = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
+    candidate: str | None = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
+    ranks: int | None = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
     ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
     steps: int = typer.Option(10_000, "--steps", help="Steps simulated per run."),
@@ -38,23 +38,24 @@ def simulate(
     runs: int = typer.Option(1, "--runs", help="Independent runs R (run-to-run spread)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
     compute_ms: float = typer.Option(100.0, "--compute-ms", help="Mean per-rank compute time per step, ms."),
-    jitter: Optional[str] = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
-    compute_cv: Optional[float] = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate; use a measured value)."),
-    hiccup: Optional[str] = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
-    straggler: Optional[str] = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
-    leaf_jitter: Optional[str] = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
+    jitter: str | None = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
+    compute_cv: float | None = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate; use a measured value)."),
+    hiccup: str | None = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
+    straggler: str | None = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
+    leaf_jitter: str | None = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
     fixed_ms: float = typer.Option(0.0, "--fixed-ms", help="Deterministic critical-path time per step (bubble, bandwidth term), ms."),
-    comm_latency: Optional[str] = typer.Option(None, "--comm-latency", help="Latency of one transfer in one dependent collective step: " + _DIST_HELP),
+    comm_latency: str | None = typer.Option(None, "--comm-latency", help="Latency of one transfer in one dependent collective step: " + _DIST_HELP),
     ring_steps: int = typer.Option(0, "--ring-steps", help="Dependent collective steps per step (2(p-1) for a flat ring all-reduce)."),
     ring_width: int = typer.Option(0, "--ring-width", help="Transfers each dependent step waits for (default: nodes)."),
-    slow_links: Optional[str] = typer.Option(None, "--slow-links", help="FRACTIONxFACTOR: persistently slow links among them."),
-    checkpoint_every: Optional[str] = typer.Option(None, "--checkpoint-every", help="STEPS:WRITE[:sync|async[:SNAPSHOT[:SLOWDOWN]]], e.g. 500:8s:sync or 500:8s:async:1s:0.1."),
+    slow_links: str | None = typer.Option(None, "--slow-links", help="FRACTIONxFACTOR: persistently slow links among them."),
+    checkpoint_every: str | None = typer.Option(None, "--checkpoint-every", help="STEPS:WRITE[:sync|async[:SNAPSHOT[:SLOWDOWN]]], e.g. 500:8s:sync or 500:8s:async:1s:0.1."),
     node_mttf_h: float = typer.Option(0.0, "--node-mttf-h", help="Mean time to failure per node, hours (0: no failures)."),
     restart_min: float = typer.Option(10.0, "--restart-min", help="Minutes from a failure to training again."),
     tokens_per_step: float = typer.Option(0.0, "--tokens-per-step", help="Tokens per step, to report tokens/s."),
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
     no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
     format: Format = typer.Option(Format.text, "--format", help="Output format."),
+    requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
 
@@ -62,6 +63,7 @@ def simulate(
     """
     from dataclasses import replace
 
+    from gpufabric.cli.plan_inference import is_inference
     from gpufabric.sim import simulate as run_sim
 
     for flag, value, high in (("--ranks", ranks, 1 << 31), ("--ranks-per-node", ranks_per_node, 1 << 31),
@@ -73,6 +75,10 @@ def simulate(
                               ("--restart-min", restart_min, 1e7), ("--tokens-per-step", tokens_per_step, 1e15),
                               ("--compute-cv", compute_cv, 1e3)):
         check_max(flag, value, high)
+    if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
+        from gpufabric.cli.simulate_inference import simulate_inference
+
+        return simulate_inference(spec, candidate, requests=requests, seed=seed, fmt=format)
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
@@ -113,6 +119,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     from gpufabric.sim import (
         CommLatency,
         Constant,
+        Distribution,
         Failures,
         Normal,
         SimConfig,
@@ -131,7 +138,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     if ranks < 1 or steps < 1 or ranks_per_node < 1:
         raise InputError("--ranks, --steps and --ranks-per-node must be >= 1")
     base_s = compute_ms * 1e-3
-    compute = Constant(value_s=base_s)
+    compute: Distribution = Constant(value_s=base_s)
     if jitter:
         j = parse_distribution(jitter)
         # A normal jitter is centred on the compute time and the total is truncated at 0;
@@ -214,7 +221,7 @@ def _payload(r, meta: dict[str, Any]) -> dict[str, Any]:
 def _bar_chart(edges: list[float], counts: list[int], width: int = 50) -> list[str]:
     top = max(counts) or 1
     lines = []
-    for lo, hi, n in zip(edges[:-1], edges[1:], counts):
+    for lo, hi, n in zip(edges[:-1], edges[1:], counts, strict=True):
         bar = "#" * max(1 if n else 0, round(width * n / top))
         lines.append(f"  {lo:10.3f} - {hi:10.3f} ms | {bar} {n}")
     return lines

@@ -8,9 +8,9 @@ their modes. Rendering is deterministic except for secrets, which come from
 
 from __future__ import annotations
 
-import json
-import os
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,14 +18,23 @@ from typing import Any
 import jinja2
 
 from gpufabric import SCHEMA_VERSION, __version__
-from gpufabric.configure import fabric, launch, nftables, nvme
+from gpufabric.configure import fabric, launch, nftables, nvme, quoting
 from gpufabric.configure.design import Design, effective_policy
+from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
+from gpufabric.configure.paths import (
+    atomic_tree,
+    check_relative,
+    make_parents,
+    write_file,
+)
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
-from gpufabric.spec.security import SecurityPolicy
+from gpufabric.spec.security import EPHEMERAL_RANGE, SRUN_RANGE, SecurityPolicy
 
 MANIFEST = "manifest.json"
+#: Threads creating bundle files (2,048 hosts: 8,000+ files; creation is filesystem-bound).
+WRITERS = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,6 +54,7 @@ class Bundle:
     notes: list[str] = field(default_factory=list)
 
     def add(self, path: str, content: str, *, mode: int = 0o644, secret: bool = False) -> None:
+        check_relative(path)
         self.artefacts.append(Artefact(path=path, content=content, mode=0o600 if secret else mode, secret=secret))
 
     def sorted_artefacts(self) -> list[Artefact]:
@@ -56,12 +66,16 @@ class Bundle:
 
 
 def template_env() -> jinja2.Environment:
-    return jinja2.Environment(
+    """StrictUndefined (a missing value is an error, never an empty string) and the
+    context filters of :mod:`gpufabric.configure.quoting`, one of which ends every output."""
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("gpufabric.configure", "templates"),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
     )
+    quoting.install(env)
+    return env
 
 
 def policy_document(policy: SecurityPolicy, design: Design, spec: Spec) -> dict[str, Any]:
@@ -91,15 +105,15 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         raise InputError("the security policy has no control plane; NCCL bootstrap and rendezvous need one")
 
     document = policy_document(policy, design, spec)
-    doc = json.dumps(document, indent=2) + "\n"
+    doc = json_text(document)
     bundle.add("policy.json", doc)
     for role in policy.roles:
         base = f"roles/{role.name}"
         ruleset = nftables.role_ruleset(policy, role.name)
         bundle.add(f"{base}/etc/nftables.conf", nftables.render_text(ruleset, env=env, **common), mode=0o755)
-        bundle.add(f"{base}/etc/gpufabric/nftables.json", json.dumps(nftables.render_json(ruleset), indent=2) + "\n")
+        bundle.add(f"{base}/etc/gpufabric/nftables.json", json_text(nftables.render_json(ruleset)))
         bundle.add(f"{base}/etc/gpufabric/policy.json", doc)
-        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, role=role.name, version=version))
+        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, policy=policy, role=role.name, version=version))
         bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, version=version))
         if role.kind == "compute":
             nccl = launch.nccl_env(env, spec=spec, policy=policy, design=design, role=role.name, version=version)
@@ -115,7 +129,7 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
                                   gpus_per_node=spec.cluster.gpus_per_node)
             bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", qos, mode=0o755)
         if design.storage_transport == "tcp" and role.kind in ("compute", "storage"):
-            bundle.add(f"{base}/etc/tlshd.conf", env.get_template("tlshd.conf.j2").render())
+            bundle.add(f"{base}/etc/tlshd/config", env.get_template("tlshd.conf.j2").render(version=version))
     if design.fabric_kind == "ib":
         parts, notes = fabric.partitions(policy)
         bundle.notes.extend(notes)
@@ -129,7 +143,8 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
     readme = env.get_template("README.md.j2").render(
         design=design, policy=policy, policy_source=source, interfaces=interfaces, files=bundle.sorted_artefacts(),
         notes=bundle.notes,
-        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, **common,
+        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, placeholder=nvme.PLACEHOLDER_DEVICE,
+        srun_range=SRUN_RANGE, ephemeral_range=EPHEMERAL_RANGE, **common,
     )
     bundle.add("README.md", readme)
     manifest = {
@@ -137,7 +152,7 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         "spec": spec.name, "design": document["design"], "hosts": document["hosts"],
         "files": bundle.file_list(),
     }
-    bundle.add(MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    bundle.add(MANIFEST, json_text(manifest))
     _check_secrets(bundle, keys)
     return bundle
 
@@ -154,18 +169,20 @@ def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design,
             raise InputError(f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry")
     nvmet = {t: nvme.nvmet_config(policy=policy, spec_name=spec.name, target=t, initiators=initiators,
                                   transport=transport, keys=keys) for t in targets}
-    psks: dict[tuple[str, str], str] = {}
+    psks: dict[tuple[str, str], tuple[str, str]] = {}
     if transport == "tcp":
-        psks = {(h, t): keys.tls_psk(f"tls/{spec.name}/{h}/{t}") for t in targets for h in initiators}
+        psks = {(h, t): (keys.tls_psk(f"tls-discovery/{spec.name}/{h}/{t}"), keys.tls_psk(f"tls/{spec.name}/{h}/{t}"))
+                for t in targets for h in initiators}
     for target in targets:
-        bundle.add(f"hosts/{target}/etc/nvmet/config.json", json.dumps(nvmet[target], indent=2) + "\n", secret=True)
+        bundle.add(f"hosts/{target}/etc/nvmet/config.json", json_text(nvmet[target]), secret=True)
         if psks:
-            lines = "".join(nvme.tls_key_line(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
+            lines = "".join(nvme.tls_key_lines(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
                             for h in initiators)
             bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
+    index = nvme.host_index(nvmet)
     for host in initiators:
         files = nvme.host_files(policy=policy, spec_name=spec.name, host=host, targets=targets, transport=transport,
-                                nvmet=nvmet, tls_psks=psks)
+                                nvmet=nvmet, tls_psks=psks, index=index)
         base = f"hosts/{host}/etc/nvme"
         bundle.add(f"{base}/hostnqn", files.hostnqn)
         bundle.add(f"{base}/hostid", files.hostid)
@@ -190,29 +207,25 @@ def _check_secrets(bundle: Bundle, keys: KeySource) -> None:
 _SECRET_TOKEN = re.compile(r"DHHC-1:\d\d:[A-Za-z0-9+/=]+:|NVMeTLSkey-1:\d\d:[A-Za-z0-9+/=]+:|0x[0-9a-f]{16}")
 
 
-def write_bundle(bundle: Bundle, out: Path) -> list[Path]:
-    """Write all artefacts under ``out``; secret files are created 0600 (never wider, not even briefly)."""
-    written = []
-    # files of an earlier render that this one no longer has (a host removed) must go,
-    # or a stale key file would linger; only paths the old manifest lists are touched
-    old_manifest = out / MANIFEST
-    if old_manifest.exists():
-        try:
-            old = {f["path"] for f in json.loads(old_manifest.read_text())["files"]}
-        except (OSError, ValueError, KeyError, TypeError):
-            old = set()
-        for rel in sorted(old - {a.path for a in bundle.artefacts}):
-            stale = out / rel
-            if stale.is_file() and out.resolve() in stale.resolve().parents:
-                stale.unlink()
-    for artefact in bundle.artefacts:
-        path = out / artefact.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.exists():
-            path.unlink()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, artefact.mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(artefact.content)
-        os.chmod(path, artefact.mode)  # umask may have narrowed the create mode
-        written.append(path)
-    return written
+def write_bundle(bundle: Bundle, out: Path, *, verify: Callable[[Path, list[str]], None] | None = None) -> list[Path]:
+    """Write all artefacts as a whole new ``out``: see :func:`gpufabric.configure.paths.atomic_tree`.
+
+    ``verify`` runs on the complete temporary tree, with the paths of the executable
+    artefacts and rulesets, before it replaces ``out`` (the consumers' syntax checks): if
+    it raises, ``out`` is left as it was."""
+    with atomic_tree(out) as tmp:
+        made: set[str] = set()
+        for a in bundle.artefacts:  # directories first, in one thread: the writers below only read `made`
+            make_parents(tmp, a.path, made)
+        # file creation waits on the filesystem, not the CPU: a few writers overlap that
+        with ThreadPoolExecutor(WRITERS) as pool:
+            try:
+                written = list(pool.map(
+                    lambda a: write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made),
+                    bundle.artefacts))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+        if verify is not None:
+            verify(tmp, [a.path for a in bundle.artefacts if a.mode & 0o111 or a.path.endswith("nftables.conf")])
+    return [out / p.relative_to(tmp) for p in written]

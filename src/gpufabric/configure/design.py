@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
 from gpufabric.spec.plan_file import load_plan, recommended_candidate
@@ -41,8 +42,33 @@ def design_from_plan(path: Path) -> Design:
     return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})")
 
 
+def design_from_candidate(*, fabric: str, storage: str, candidate_id: str) -> Design:
+    """The design of a candidate the planner recommends (``gpufabric plan`` ranks them)."""
+    _check_kind(fabric, f"planner candidate {candidate_id!r}")
+    return Design(fabric=fabric, storage=storage,
+                  source=f"the planner's recommendation {candidate_id} (as `gpufabric plan` ranks it)")
+
+
+def design_from_option(text: str, catalog: Catalog) -> Design:
+    """``--design fabric=ib-ndr,storage=nvmeof-tcp``: both ids checked against the catalog."""
+    fields: dict[str, str] = {}
+    for item in text.split(","):
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or key not in ("fabric", "storage") or not value or key in fields:
+            raise InputError(f"--design {text!r}: expected fabric=<id>,storage=<id> (each once)")
+        fields[key] = value
+    if set(fields) != {"fabric", "storage"}:
+        raise InputError(f"--design {text!r}: give both fabric=<id> and storage=<id>")
+    for key, known in (("fabric", catalog.fabrics), ("storage", catalog.storage)):
+        if fields[key] not in known:
+            raise InputError(f"--design: unknown {key} {fields[key]!r}; known: {', '.join(sorted(known))}")
+    _check_kind(fields["fabric"], "--design fabric")
+    return Design(fabric=fields["fabric"], storage=fields["storage"], source="--design")
+
+
 def design_from_spec(spec: Spec) -> Design:
-    """Without a plan: the first fabric and storage in spec.options."""
+    """The first fabric and storage in spec.options (tests and fixtures; the CLI plans)."""
     fabric, storage = spec.options.fabrics[0], spec.options.storage[0]
     _check_kind(fabric, "spec options.fabrics[0]")
     return Design(fabric=fabric, storage=storage, source="spec options (first fabric and storage)")
@@ -57,4 +83,5 @@ def effective_policy(spec: Spec, design: Design) -> SecurityPolicy:
     """The spec's policy, or the least-privilege default sized to the cluster."""
     if spec.security is not None:
         return spec.security
-    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage)
+    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage,
+                          fabric_kind=design.fabric_kind)

@@ -21,15 +21,14 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gpufabric.bench.launch import Host
-from gpufabric.bench.process import run
 from gpufabric.errors import CommandFailed, InputError
+from gpufabric.exec.launch import Host
+from gpufabric.exec.process import kill_pgid, run, spawn_detached
 
 PREFIX = "gfl-"
 PLANES = {"mgmt": 0, "data": 1, "storage": 2}
@@ -166,19 +165,13 @@ def start_noise(name: str, plane: str) -> LabState:
     stop_noise(name)
     last = state.hosts
     log = STATE_DIR / f"{name}-noise.log"
-    pids = []
-    with open(log, "ab") as fh:
-        server = subprocess.Popen(["ip", "netns", "exec", ns_host(name, last), "iperf3", "-s", "-B", addr(plane, last),
-                                   "-p", str(NOISE_PORT)], stdin=subprocess.DEVNULL, stdout=fh,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
-        pids.append(server.pid)
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and not _listening(ns_host(name, last), NOISE_PORT):
-            time.sleep(0.05)
-        client = subprocess.Popen(["ip", "netns", "exec", ns_host(name, 1), "iperf3", "-c", addr(plane, last),
-                                   "-p", str(NOISE_PORT), "-t", "86400", "--bidir"], stdin=subprocess.DEVNULL,
-                                  stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-        pids.append(client.pid)
+    pids = [spawn_detached(["ip", "netns", "exec", ns_host(name, last), "iperf3", "-s", "-B", addr(plane, last),
+                            "-p", str(NOISE_PORT)], log=log)]
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not _listening(ns_host(name, last), NOISE_PORT):
+        time.sleep(0.05)
+    pids.append(spawn_detached(["ip", "netns", "exec", ns_host(name, 1), "iperf3", "-c", addr(plane, last),
+                                "-p", str(NOISE_PORT), "-t", "86400", "--bidir"], log=log))
     state = replace(state, noise_plane=plane, noise_pids=tuple(pids))
     _save_state(state)
     return state
@@ -195,27 +188,8 @@ def stop_noise(name: str) -> None:
     if state is None:
         return
     for pid in state.noise_pids:
-        _kill_group(pid)
+        kill_pgid(pid)
     _save_state(replace(state, noise_plane="", noise_pids=()))
-
-
-def _kill_group(pid: int) -> None:
-    """Kill a noise process group we started (each has its own session; pgid == pid)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        for _ in range(40):
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            try:
-                os.killpg(pid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.05)
 
 
 def down(name: str) -> list[str]:

@@ -24,17 +24,15 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.bench.process import run
 from gpufabric.errors import EnvironmentFailure, InputError, ToolNotFound
+from gpufabric.exec.process import kill_pgid, run, spawn_detached
 from gpufabric.lab import net
 
 #: Address of the login/controller node on the management plane (net.py hands out .1-.16).
@@ -150,10 +148,7 @@ def up(name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str,
         nodes = tuple(node_name(name, i) for i in range(1, hosts + 1))
         addrs = tuple(net.addr("mgmt", i) for i in range(1, hosts + 1))
         pids: dict[str, int] = {}
-        if auth == "munge":
-            auth_lines = _start_munge(d, login_ns, pids)
-        else:
-            auth_lines = "AuthType=auth/none\nCredType=cred/none"
+        auth_lines = _start_munge(d, login_ns, pids) if auth == "munge" else "AuthType=auth/none\nCredType=cred/none"
         gres = f" Gres=gpu:{gpus_per_node}" if gpus_per_node else ""
         node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={os.cpu_count() or 1} RealMemory=1000{gres}"
                                f" State=UNKNOWN" for n, a in zip(nodes, addrs, strict=True))
@@ -221,10 +216,7 @@ def _spawn(ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds
         mounts = " && ".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)}" for dst, src in binds.items())
         argv = ["unshare", "--mount", "--propagation", "slave", "sh", "-c", f'{mounts} && exec "$@"',
                 "gpufabric-node", *argv]
-    with open(log, "ab") as fh:
-        proc = subprocess.Popen(["nsenter", f"--net=/run/netns/{ns}", *argv], stdin=subprocess.DEVNULL, stdout=fh,
-                                stderr=subprocess.STDOUT, env=dict(env), start_new_session=True)
-    return proc.pid
+    return spawn_detached(["nsenter", f"--net=/run/netns/{ns}", *argv], log=log, env=env)
 
 
 def _wait_idle(lab: SlurmLab) -> None:
@@ -259,30 +251,10 @@ def down(name: str) -> list[str]:
     if lab is not None:
         # Daemons first, so slurmd does not see its controller vanish mid-shutdown.
         for daemon in sorted(lab.pids, key=lambda k: k in ("slurmctld", "munged")):
-            _stop(lab.pids[daemon])
+            kill_pgid(lab.pids[daemon], grace_s=5.0)  # slurmd drains its steps on SIGTERM
     removed = net.down(name)
     shutil.rmtree(_dir(name), ignore_errors=True)
     return removed
-
-
-def _stop(pid: int) -> None:
-    """Stop a daemon group we started (own session: pgid == pid)."""
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 2.0)):
-        try:
-            os.killpg(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    return
-            except ChildProcessError:
-                try:
-                    os.killpg(pid, 0)
-                except ProcessLookupError:
-                    return
-            time.sleep(0.05)
 
 
 def status(name: str) -> dict[str, Any]:

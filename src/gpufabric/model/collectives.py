@@ -120,9 +120,19 @@ class CollectiveTimes:
     algorithm: np.ndarray       # index into ALGORITHMS
     protocol: np.ndarray        # index into PROTOCOLS
     latency_steps: np.ndarray   # dependent inter-node latency steps of the chosen algorithm
-    launch_us: np.ndarray | None = None     # breakdown of time_us: launch/host/proxy overhead,
-    latency_us: np.ndarray | None = None    # the algorithm's latency term
-    bandwidth_us: np.ndarray | None = None  # and its bandwidth term
+    launch_us: np.ndarray       # breakdown of time_us: launch/host/proxy overhead,
+    latency_us: np.ndarray      # the algorithm's latency term
+    bandwidth_us: np.ndarray    # and its bandwidth term
+
+
+def algbw_gbps(size_bytes: int, time_s: float) -> float:
+    """algbw = S / t in GB/s (1e9 bytes/s); S is the nccl-tests ``size`` column for the op."""
+    return size_bytes / time_s / 1e9
+
+
+def busbw_gbps(op: str, size_bytes: int, time_s: float, num_ranks: int) -> float:
+    """busbw = algbw x the nccl-tests bus factor of ``op`` (:func:`busbw_factor`)."""
+    return algbw_gbps(size_bytes, time_s) * float(busbw_factor(op, num_ranks))
 
 
 def _hw(algo: str, proto: int, is_pci: Any) -> Any:
@@ -196,6 +206,7 @@ def collective_times(
         intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
         inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
         base = BASE_LAT_US["ring"][pi]
+        pf: np.ndarray | float   # protocol efficiency: per-element where it depends on the layout
         if pi == 0:
             pf = np.where(multi | (op == "all_reduce"), 0.25, 1 / 3)
         elif pi == 1:
@@ -209,7 +220,8 @@ def collective_times(
                 nsteps, ninter = p - 1, N - 1
             lat = base + (nsteps - ninter) * intra + ninter * inter
             if op == "all_reduce" and pi == 2:
-                lat = np.where(multi & (S >= p / 16 * 65536), lat * RING_PLATEAU, lat)
+                plateau_bytes = p / 16 * 65536
+                lat = np.where(multi & (plateau_bytes <= S), lat * RING_PLATEAU, lat)
             add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.

@@ -5,6 +5,9 @@
 - Power (kW) = servers + switches + NICs + optics + storage; energy cost per hour =
   kW * PUE * $/kWh.
 - $/GPU-hour (owned) = (capex / (years * 8760 h) + energy per hour) / N_GPU.
+- Total cost of ownership (spec ``site.tco``): + facility $/MW x IT MW / (facility years
+  x 8760 h) + staff $/GPU-year x N_GPU / 8760 h, per GPU; the front-end and storage
+  networks join the capex.
 - Run cost = $/GPU-hour * N_GPU * wall hours.
 - Waiting cost: the share of the run cost spent while GPUs wait on the network
   (exposed communication and tail) or on storage (checkpoint blocks, lost work).
@@ -35,6 +38,16 @@ def usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years: Any
     """Owned-cluster cost of one GPU-hour: amortised capex plus energy."""
     per_hour = np.asarray(capex_usd) / (np.asarray(years) * HOURS_PER_YEAR) + energy_usd_per_hour(power_kw, pue, usd_per_kwh)
     return per_hour / np.asarray(num_gpus)
+
+
+def tco_usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years: Any, pue: Any, usd_per_kwh: Any,
+                         facility_usd_per_mw: Any, facility_years: Any, staff_usd_per_gpu_year: Any) -> Any:
+    """Total cost of ownership per GPU-hour: ``usd_per_gpu_hour`` plus the facility (build
+    cost per MW of IT load, amortised over its own years) and operations staff."""
+    facility = np.asarray(facility_usd_per_mw) * np.asarray(power_kw) / 1e3 / (np.asarray(facility_years) * HOURS_PER_YEAR)
+    staff = np.asarray(staff_usd_per_gpu_year) * np.asarray(num_gpus) / HOURS_PER_YEAR
+    return usd_per_gpu_hour(capex_usd=capex_usd, power_kw=power_kw, num_gpus=num_gpus, years=years, pue=pue,
+                            usd_per_kwh=usd_per_kwh) + (facility + staff) / np.asarray(num_gpus)
 
 
 def run_cost_usd(*, usd_per_gpu_hour: Any, num_gpus: Any, wall_hours: Any) -> Any:

@@ -52,9 +52,6 @@ class StepBreakdown:
 #: Bytes per activation/gradient element by precision (fp8 training keeps bf16 grads).
 ACT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp32": 4}
 GRAD_BYTES = {"bf16": 2, "fp16": 2, "fp8": 2, "fp32": 4}
-#: Fraction of tensor-parallel all-reduce time hidden behind compute (sequence
-#: parallelism + TransformerEngine comm overlap hide part of it) [U, estimate].
-TP_OVERLAP = 0.5
 #: Fraction of the last microbatch's backward that the bucketed DP gradient reduction
 #: can hide behind (PyTorch DDP / Megatron overlap_grad_reduce) [U, estimate].
 DP_OVERLAP_EFFICIENCY = 0.8
@@ -65,9 +62,36 @@ def training_flops_per_step(params: np.ndarray | float, tokens: np.ndarray | flo
     return 6.0 * np.asarray(params, dtype=float) * np.asarray(tokens, dtype=float)
 
 
-def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, mfu: object) -> np.ndarray:
-    """Per-rank compute time of one step: F / (N peak MFU)."""
-    return np.asarray(flops) / (np.asarray(num_gpus) * np.asarray(peak_tflops) * 1e12 * np.asarray(mfu))
+def compute_time_s(flops: object, num_gpus: object, peak_tflops: object, efficiency: object) -> np.ndarray:
+    """Per-rank compute time of one step: executed F / (N peak efficiency)."""
+    return np.asarray(flops) / (np.asarray(num_gpus) * np.asarray(peak_tflops) * 1e12 * np.asarray(efficiency))
+
+
+def tp_collectives_per_layer(recompute: object) -> np.ndarray:
+    """Tensor-parallel collectives per layer and microbatch on Megatron's schedule.
+
+    Forward: one after attention, one after the MLP (the g operators of Shoeybi et al.
+    2019, "Megatron-LM", arXiv:1909.08053, fig. 4); backward: the two conjugate f
+    operators; full recomputation runs the forward's two again (Korthikanti et al. 2022,
+    sec. 4.2.2: "6 all-reduces" per layer). With sequence parallelism each all-reduce is
+    an all-gather + reduce-scatter pair of the same bytes (Korthikanti sec. 4.2.2).
+    """
+    return np.where(np.asarray(recompute) == 2, 6.0, 4.0)
+
+
+def ep_all_to_alls_per_layer(recompute: object) -> np.ndarray:
+    """Expert-parallel all-to-alls per MoE layer and microbatch: dispatch and combine in the
+    forward and again in the backward (Lepikhin et al. 2020, "GShard", arXiv:2006.16668,
+    sec. 2.2; Fedus et al. 2022, "Switch Transformers"), plus the forward's pair again
+    under full recomputation."""
+    return np.where(np.asarray(recompute) == 2, 6.0, 4.0)
+
+
+def zero_dp_factor(zero_stage: object) -> np.ndarray:
+    """Data-parallel traffic relative to an all-reduce of the gradients: ZeRO 1 and 2
+    (reduce-scatter + all-gather) move the same bytes, ZeRO 3 gathers the weights once
+    more for the backward: 1.5x (Rajbhandari et al. 2020, arXiv:1910.02054, sec. 7)."""
+    return np.where(np.asarray(zero_stage) >= 3, 1.5, 1.0)
 
 
 def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> np.ndarray:

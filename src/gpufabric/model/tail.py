@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from gpufabric.model.rows import unique_rows
+
 
 def ndtr(x: Any) -> np.ndarray:
     """Standard normal CDF via erf (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7).
@@ -169,11 +171,15 @@ def _barrier_unique(n: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[np.nda
     return mean, var, 0.5 * (lo + hi)
 
 
-def barrier_stats(n: Any, q: Any, d: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def barrier_stats(n: Any, q: Any, d: Any, *, quantise: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, variance and p99 of max over ``n`` ranks of (Z + d B), Z standard normal,
     B Bernoulli(q): the compute barrier with hiccups in units of sigma_c (arrays ok).
 
-    Rows with equal (n, q, d) are computed once (a plan has few distinct ones).
+    Rows with equal (n, q, d) are computed once (a plan has few distinct ones). With
+    ``quantise`` d is rounded to a 2% geometric grid first, so a layout search (where
+    every layout has its own compute time, hence its own d) shares a few hundred
+    quadratures: the tabulated form of the integral. The error is bounded by the
+    barrier's change over 1% of d (below 1% of the hiccup's contribution).
     """
     n, q, d = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (n, q, d)))
     shape = n.shape
@@ -181,10 +187,12 @@ def barrier_stats(n: Any, q: Any, d: Any) -> tuple[np.ndarray, np.ndarray, np.nd
     # Without hiccups d is irrelevant; dropping it keeps those rows on one grid (the grid's
     # placement moves the quadrature by ~1e-4 sigma).
     d = np.where(q > 0, np.maximum(d.ravel(), 0.0), 0.0)
-    keys = np.stack([np.maximum(np.rint(n.ravel()), 1.0), q, d], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    mean, var, p99 = _barrier_unique(uniq[:, 0], uniq[:, 1], uniq[:, 2])
+    if quantise:
+        with np.errstate(divide="ignore"):
+            d = np.where(d > 0, np.exp(np.round(np.log(np.maximum(d, 1e-300)) / 0.02) * 0.02), 0.0)
+    n1 = np.maximum(np.rint(n.ravel()), 1.0)
+    first, inv = unique_rows(n1, q, d)
+    mean, var, p99 = _barrier_unique(n1[first], q[first], d[first])
     return mean[inv].reshape(shape), var[inv].reshape(shape), p99[inv].reshape(shape)
 
 
@@ -209,6 +217,7 @@ def step_tail(
     jitter_s: Any,
     hiccup_prob: Any,
     hiccup_s: Any,
+    quantise: bool = False,
 ) -> TailStats:
     """Mean, std, p99 and CV of a synchronous step (vectorised; module docstring).
 
@@ -219,13 +228,14 @@ def step_tail(
             the ranks each waits for, and the per-step latency std-dev.
         hiccup_prob, hiccup_s: per-rank per-step probability and length of a rare delay
             of one rank.
+        quantise: share quadratures across rows on a 2% grid of d (``barrier_stats``).
     """
     sigma_c = np.asarray(compute_s, dtype=float) * np.asarray(compute_cv, dtype=float)
     D = np.asarray(hiccup_s, dtype=float)
     # Without compute jitter the hiccup is a plain Bernoulli delay; a floor of 1e-9 D keeps
     # d = D / sigma finite (and its grid representable) at no visible cost.
     sigma = np.maximum(sigma_c, 1e-9 * D + 1e-300)
-    mu_z, var_z, p99_z = barrier_stats(num_ranks, hiccup_prob, D / sigma)
+    mu_z, var_z, p99_z = barrier_stats(num_ranks, hiccup_prob, D / sigma, quantise=quantise)
     m_j, v_j = max_normal_moments(group_size)
     steps = np.asarray(dependent_steps, dtype=float)
     jit = np.asarray(jitter_s, dtype=float)

@@ -122,3 +122,19 @@ def switch_hops(group_nodes: Any, size: FabricSize) -> Any:
     """
     n = np.asarray(group_nodes, dtype=float)
     return np.where(n <= size.nodes_per_leaf, 1, np.where(n <= size.nodes_per_pod, 3, 5))
+
+
+#: PCIe bandwidth per lane per direction after line encoding, GB/s (PCI-SIG base
+#: specifications: Gen3 8 GT/s 128b/130b, Gen4 16, Gen5 32, Gen6 64 GT/s FLIT 242/256,
+#: Gen7 128 GT/s).
+PCIE_LANE_GBPS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563, 7: 15.125}
+#: Share of that left after transaction- and link-layer overhead at 256-byte payloads [U,
+#: estimate: 256 / (256 + 24 header bytes + DLLP) ~ 0.86; measured Gen5 x16 NICs reach ~52 GB/s].
+PCIE_EFFICIENCY = 0.85
+
+
+def nic_host_gbps(pcie_gen: Any, lanes: Any) -> Any:
+    """Bandwidth a NIC can move to and from host/GPU memory per direction, GB/s."""
+    gen = np.asarray(pcie_gen)
+    lane = np.vectorize(lambda g: PCIE_LANE_GBPS[int(g)])(gen) if gen.ndim else PCIE_LANE_GBPS[int(gen)]
+    return np.asarray(lanes, dtype=float) * lane * PCIE_EFFICIENCY

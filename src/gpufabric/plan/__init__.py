@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.catalog import Catalog
-from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios
+from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
 from gpufabric.plan.evaluate import Candidate
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec
@@ -21,11 +21,14 @@ class Plan:
     name: str
     candidates: list[Candidate]
     pareto: list[str]
-    recommended: str
+    recommended: str | None
     runner_up: str | None
     binding: str | None
     rationale: str
     sensitivity: list[dict[str, Any]] = field(default_factory=list)
+    throughput: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    layout_search: dict[str, Any] = field(default_factory=dict)
 
     def get(self, cand_id: str) -> Candidate:
         return next(c for c in self.candidates if c.id == cand_id)
@@ -33,13 +36,27 @@ class Plan:
 
 def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     """Evaluate, rank, recommend and test the recommendation's sensitivity."""
-    base, slow_net, slow_storage = evaluate_scenarios(spec, catalog, [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0)])
-    cands = rank(base)
+    prep = prepare(spec, catalog)
+    base, slow_net, slow_storage = evaluate_scenarios(spec, catalog, [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0)], prep)
+    cands = rank(base, spec.requirements.objective)
     req = spec.requirements
     rec = recommend(cands, req)
-    sens = [
-        sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
-        sensitivity_text(cands, rec, "storage commit latency", slow_storage, req),
-    ]
+    sens = [s for s in (sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
+                        sensitivity_text(cands, rec, "storage commit latency", slow_storage, req)) if s is not None]
+    a = prep.anchor
+    best = next((c for c in cands if c.id == rec.recommended), None)
+    rationale = a.text + " " + rec.rationale
+    if spec.searched and best is not None:
+        rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."
+    throughput = {
+        "given": a.kind, "figure": a.figure, "flops": a.flops, "compute_efficiency": a.compute_efficiency,
+        "measured_at": None if a.measured_layout is None else {
+            "gpus": a.measured_gpus, "layout": a.measured_layout, "fabric": a.measured_fabric,
+            "assumed_from_spec": a.assumed, "step_time_s": a.anchor_step_s},
+        "text": a.text, "notes": list(a.notes),
+    }
+    search = {"searched": prep.choice.searched, "fit_in_memory": prep.choice.feasible,
+              "evaluated": prep.choice.evaluated_rows} if spec.searched else {}
     return Plan(name=spec.name, candidates=cands, pareto=rec.pareto, recommended=rec.recommended,
-                runner_up=rec.runner_up, binding=rec.binding, rationale=rec.rationale, sensitivity=sens)
+                runner_up=rec.runner_up, binding=rec.binding, rationale=rationale, sensitivity=sens,
+                throughput=throughput, layout_search=search, notes=list(prep.notes))

@@ -47,9 +47,8 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from gpufabric.bench.probes.stats import busbw_gbps
 from gpufabric.errors import InputError
-from gpufabric.model.collectives import OPS, busbw_factor
+from gpufabric.model.collectives import OPS, busbw_factor, busbw_gbps
 
 #: nccl-tests binary names -> model op names.
 _NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}

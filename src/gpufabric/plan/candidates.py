@@ -1,39 +1,61 @@
-"""Evaluate a spec's designs into :class:`Candidate` records, with their requirement checks."""
+"""Evaluate a spec's designs (each with its best layout) into :class:`Candidate` records, with their requirement checks."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.errors import InputError
 from gpufabric.model.collectives import ALGORITHMS
+from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
-from gpufabric.plan.evaluate import Candidate, evaluate_table
+from gpufabric.model.topology import nic_host_gbps
+from gpufabric.plan.anchor import Anchor, solve_anchor
+from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
+from gpufabric.plan.layouts import Layout
+from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
 
-def violations_of(spec: Spec, out: dict[str, np.ndarray], i: int) -> tuple[str, ...]:
-    """Requirement violations of row ``i``, each 'what actual > limit'."""
+def memory_violation(out: Evaluation, i: int) -> str | None:
+    """'memory ... short by ...' when row ``i`` does not fit in HBM, else None."""
+    need, cap = out.memory_bytes[i], out.memory_capacity_bytes[i]
+    if need <= cap:
+        return None
+    return (f"memory {need / GIB:.1f} GiB per GPU > {cap / GIB:.0f} GiB HBM (short by {(need - cap) / GIB:.1f} GiB:"
+            f" weights {out.memory_weights_bytes[i] / GIB:.1f}, grads {out.memory_grads_bytes[i] / GIB:.1f},"
+            f" optimizer {out.memory_optimizer_bytes[i] / GIB:.1f}, activations {out.memory_activations_bytes[i] / GIB:.1f},"
+            f" reserve {out.memory_reserve_bytes[i] / GIB:.1f}); raise zero_stage, tp or pp, or recompute")
+
+
+def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
+    """Requirement violations of row ``i``, each 'what actual > limit'; memory first."""
     req = spec.requirements
     found = []
-    if req.max_step_time_cv is not None and out["step_time_cv"][i] > req.max_step_time_cv:
-        found.append(f"step_time_cv {out['step_time_cv'][i]:.3g} > {req.max_step_time_cv:g}")
-    if req.max_checkpoint_stall_fraction is not None and out["checkpoint_stall_fraction"][i] > req.max_checkpoint_stall_fraction:
-        found.append(f"checkpoint_stall_fraction {out['checkpoint_stall_fraction'][i]:.3g} > {req.max_checkpoint_stall_fraction:g}")
-    if req.max_time_to_train_days is not None and out["time_to_train_days"][i] > req.max_time_to_train_days:
-        found.append(f"time_to_train_days {out['time_to_train_days'][i]:.1f} > {req.max_time_to_train_days:g}")
-    if req.budget_usd is not None and out["capex_usd"][i] > req.budget_usd:
-        found.append(f"capex_usd {out['capex_usd'][i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
-    if out["dataset_read_gbps_needed"][i] > out["storage_read_gbps"][i]:
-        found.append(f"dataset_read_gbps {out['dataset_read_gbps_needed'][i]:.3g} > storage {out['storage_read_gbps'][i]:.3g}")
-    if out["goodput"][i] <= 0:
+    mem = memory_violation(out, i)
+    if mem:
+        found.append(mem)
+    if req.max_step_time_cv is not None and out.step_time_cv[i] > req.max_step_time_cv:
+        found.append(f"step_time_cv {out.step_time_cv[i]:.3g} > {req.max_step_time_cv:g}")
+    if req.max_checkpoint_stall_fraction is not None and out.checkpoint_stall_fraction[i] > req.max_checkpoint_stall_fraction:
+        found.append(f"checkpoint_stall_fraction {out.checkpoint_stall_fraction[i]:.3g} > {req.max_checkpoint_stall_fraction:g}")
+    if req.max_time_to_train_days is not None and out.time_to_train_days[i] > req.max_time_to_train_days:
+        found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
+    if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
+        found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+    if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
+        found.append(f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}")
+    if out.goodput[i] <= 0:
         found.append("goodput 0: failures arrive faster than checkpoints complete")
     return tuple(found)
 
 
-def invalid_outputs(out: dict[str, np.ndarray]) -> dict[int, tuple[str, ...]]:
+def invalid_outputs(out: Evaluation | dict[str, np.ndarray]) -> dict[int, tuple[str, ...]]:
     """Rows whose model outputs include a NaN, an infinity or a negative number, with those columns.
 
     Every output is a time, a size, a count, a fraction or money, so none may be negative
@@ -42,8 +64,9 @@ def invalid_outputs(out: dict[str, np.ndarray]) -> dict[int, tuple[str, ...]]:
     ``model_output`` and is never recommended while a design with sound numbers exists.
     One vectorised pass over the columns: the check costs microseconds per plan.
     """
-    names = list(out)
-    values = np.vstack([np.asarray(out[n], dtype=float) for n in names])
+    columns = out if isinstance(out, dict) else {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+    names = [n for n, col in columns.items() if np.ndim(col) == 1 and np.asarray(col).dtype.kind in "biuf"]
+    values = np.vstack([np.asarray(columns[n], dtype=float) for n in names])
     bad = ~(np.isfinite(values) & (values >= 0))
     return {int(i): tuple(names[j] for j in np.flatnonzero(bad[:, i])) for i in np.flatnonzero(bad.any(axis=0))}
 
@@ -55,55 +78,121 @@ def _output_violation(columns: tuple[str, ...], design_id: str) -> tuple[str, ..
     return (f"model_output {shown} not a finite non-negative number for design {design_id}",)
 
 
-def to_records(spec: Spec, designs: Sequence[Design], out: dict[str, np.ndarray]) -> list[Candidate]:
-    """Candidate records (with StepBreakdown) from evaluated columns."""
+def end_to_end(out: Evaluation, i: int, spec: Spec, peak_tflops: float, figure_flops_per_token: float) -> tuple[float, float]:
+    """(MFU, TFLOP/s per GPU) end to end under the spec's FLOP convention."""
+    tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * out.step_time_s[i]) / 1e12
+    return tflops / peak_tflops, tflops
+
+
+def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout], out: Evaluation, *,
+               peak_tflops: float, figure_flops_per_token: Sequence[float] | np.ndarray,
+               compute_efficiency: float, runner_ups: Sequence[str | None] | None = None,
+               notes: Sequence[str] | None = None) -> list[Candidate]:
+    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
     records = []
     invalid = invalid_outputs(out)
-    for i, d in enumerate(designs):
-        r = {name: float(col[i]) for name, col in out.items()}
+    for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
+        r = out.take(i)
         bd = StepBreakdown(
-            step_time_s=r["step_time_det_s"], compute_s=r["compute_s"], bubble_s=r["bubble_s"],
-            comm_exposed_s=r["comm_exposed_s"], dependent_latency_steps=round(r["dependent_steps"]),
-            latency_per_step_s=r["latency_per_step_s"], jitter_per_step_s=r["jitter_per_step_s"],
-            num_ranks=spec.num_gpus, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(r["nodes_per_leaf"]),
-            checkpoint_write_s=r["checkpoint_write_s"], checkpoint_block_s=r["checkpoint_block_s"],
-            checkpoint_interval_s=spec.workload.checkpoint.interval_min * 60.0,
-            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=r["restart_s"],
-            job_mttf_s=r["job_mttf_s"], compute_cv=r["compute_cv"], hiccup_prob=r["hiccup_prob"],
-            hiccup_s=r["hiccup_s"], checkpoint_lag_s=r["checkpoint_lag_s"],
+            step_time_s=float(r.step_time_det_s), compute_s=float(r.compute_s), bubble_s=float(r.bubble_s),
+            comm_exposed_s=float(r.comm_exposed_s), dependent_latency_steps=round(float(r.dependent_steps)),
+            latency_per_step_s=float(r.latency_per_step_s), jitter_per_step_s=float(r.jitter_per_step_s),
+            num_ranks=spec.num_gpus, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(r.nodes_per_leaf),
+            checkpoint_write_s=float(r.checkpoint_write_s), checkpoint_block_s=float(r.checkpoint_block_s),
+            checkpoint_interval_s=float(r.checkpoint_interval_s),
+            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=float(r.restart_s),
+            job_mttf_s=float(r.job_mttf_s), compute_cv=float(r.compute_cv), hiccup_prob=float(r.hiccup_prob),
+            hiccup_s=float(r.hiccup_s), checkpoint_lag_s=float(r.checkpoint_lag_s),
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
+        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
         records.append(Candidate(
             id=d.id, fabric=d.fabric, topology=d.topology, oversubscription=d.oversubscription, storage=d.storage,
-            tiers=int(r["tiers"]), step_time_s=r["step_time_s"], step_time_p99_s=r["step_time_p99_s"],
-            step_time_cv=r["step_time_cv"], comm_exposed_s=r["comm_exposed_s"], checkpoint_write_s=r["checkpoint_write_s"],
-            checkpoint_stall_fraction=r["checkpoint_stall_fraction"], goodput=r["goodput"],
-            time_to_train_days=r["time_to_train_days"], capex_usd=r["capex_usd"], network_capex_usd=r["network_capex_usd"],
-            storage_capex_usd=r["storage_capex_usd"], usd_per_gpu_hour=r["usd_per_gpu_hour"], run_cost_usd=r["run_cost_usd"],
-            network_wait_usd=r["network_wait_usd"], storage_wait_usd=r["storage_wait_usd"],
-            dp_algorithm=ALGORITHMS[int(r["dp_algorithm"])] if spec.workload.parallelism.dp > 1 else "none",
-            switches=int(r["switches"]), transceivers=int(r["transceivers"]), cables=int(r["cables"]),
-            power_kw=r["power_kw"], dataset_read_gbps_needed=r["dataset_read_gbps_needed"],
-            storage_read_gbps=r["storage_read_gbps"], young_interval_min=r["young_interval_s"] / 60,
-            meets_requirements=not v, violations=v, breakdown=bd,
+            tiers=int(r.tiers), step_time_s=float(r.step_time_s), step_time_p99_s=float(r.step_time_p99_s),
+            step_time_cv=float(r.step_time_cv), comm_exposed_s=float(r.comm_exposed_s),
+            checkpoint_write_s=float(r.checkpoint_write_s), checkpoint_stall_fraction=float(r.checkpoint_stall_fraction),
+            goodput=float(r.goodput), time_to_train_days=float(r.time_to_train_days), capex_usd=float(r.capex_usd),
+            network_capex_usd=float(r.network_capex_usd), storage_capex_usd=float(r.storage_capex_usd),
+            usd_per_gpu_hour=float(r.usd_per_gpu_hour), run_cost_usd=float(r.run_cost_usd),
+            network_wait_usd=float(r.network_wait_usd), storage_wait_usd=float(r.storage_wait_usd),
+            dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
+            switches=int(r.switches), transceivers=int(r.transceivers), cables=int(r.cables),
+            power_kw=float(r.power_kw), dataset_read_gbps_needed=float(r.dataset_read_gbps_needed),
+            storage_read_gbps=float(r.storage_read_gbps), young_interval_min=float(r.young_interval_s) / 60,
+            checkpoint_interval_min=float(r.checkpoint_interval_s) / 60, optimal_interval_min=float(r.optimal_interval_s) / 60,
+            goodput_at_optimal=float(r.goodput_at_optimal), failure_usd=float(r.failure_usd),
+            failures_expected=float(r.failures_expected),
+            meets_requirements=not v, violations=v, layout=lay,
+            layout_runner_up=runner_ups[i] if runner_ups else None, layout_note=notes[i] if notes else "",
+            memory_gb=float(r.memory_bytes) / GIB, memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
+            mfu=mfu, tflops_per_gpu=tflops, compute_efficiency=compute_efficiency, breakdown=bd,
         ))
     return records
 
 
-def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]]) -> list[list[Candidate]]:
-    """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass."""
-    designs = enumerate_designs(spec)
-    base = build_table(spec, catalog, designs)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """What every scenario of one plan shares: the throughput anchor and the chosen layouts."""
+
+    anchor: Anchor
+    designs: list[Design]
+    choice: LayoutChoice
+    notes: tuple[str, ...] = ()
+
+
+def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tuple[list[Design], list[str]]:
+    """Designs whose NIC the server's PCIe slot can feed, and a note per fabric left out.
+
+    Raises:
+        InputError: no fabric in options.fabrics fits the server's host interface.
+    """
+    gpu = catalog.gpu(spec.cluster.gpu)
+    host = float(nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes))
+    keep, notes = [], []
+    for fabric in dict.fromkeys(d.fabric for d in designs):
+        line = catalog.fabric(fabric).nic_line_gbps
+        if line > host:
+            notes.append(f"{fabric} left out: its NIC moves {line:g} GB/s but a {spec.cluster.gpu} server gives each NIC"
+                         f" PCIe Gen{gpu.nic_pcie_gen} x{gpu.nic_pcie_lanes} ({host:.1f} GB/s usable)")
+    dropped = {n.split(" ", 1)[0] for n in notes}
+    keep = [d for d in designs if d.fabric not in dropped]
+    if not keep:
+        raise InputError(f"no fabric in options.fabrics fits the host interface of {spec.cluster.gpu}: " + "; ".join(notes))
+    return keep, notes
+
+
+def prepare(spec: Spec, catalog: Catalog) -> Prepared:
+    """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
+    anchor = solve_anchor(spec, catalog)
+    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec))
+    return Prepared(anchor=anchor, designs=designs, notes=tuple(notes),
+                    choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
+
+
+def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]],
+                       prepared: Prepared | None = None) -> list[list[Candidate]]:
+    """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass.
+
+    The throughput anchor is solved and the layout searched once, at (1, 1) (``prepare``);
+    the scenarios then re-evaluate the chosen layouts exactly.
+    """
+    p = prepared or prepare(spec, catalog)
+    designs, choice, anchor = p.designs, p.choice, p.anchor
+    k = len(designs)
+    base = build_table(spec, catalog, designs, choice.layouts, pairs=(np.arange(k), np.arange(k)),
+                       compute_efficiency=anchor.compute_efficiency)
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
-    k = len(designs)
-    return [to_records(spec, designs, {name: col[i * k:(i + 1) * k] for name, col in out.items()})
+    figure = anchor.figure_flops_per_token(choice.layouts)
+    return [to_records(spec, designs, choice.layouts, out.take(slice(i * k, (i + 1) * k)), peak_tflops=anchor.peak_tflops,
+                       figure_flops_per_token=figure, compute_efficiency=anchor.compute_efficiency,
+                       runner_ups=choice.runner_ups, notes=choice.notes)
             for i in range(len(scenarios))]
 
 
 def evaluate_candidates(spec: Spec, catalog: Catalog, *, network_latency: float = 1.0,
                         storage_latency: float = 1.0) -> list[Candidate]:
-    """Evaluate every design the spec's options allow.
+    """Evaluate every design the spec's options allow (with the best layout for each).
 
     Args:
         network_latency, storage_latency: multipliers for sensitivity analysis.

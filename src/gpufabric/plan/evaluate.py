@@ -1,35 +1,163 @@
 """Evaluate every candidate design in one vectorised pass (formulas: docs/models.md).
 
-``evaluate_table`` maps input columns (plan/table.py) to output columns;
+``evaluate_table`` maps a :class:`~gpufabric.plan.table.Table` to an :class:`Evaluation`;
 ``plan.candidates.to_records`` turns them into :class:`Candidate` records, each with its
 :class:`StepBreakdown`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
-from gpufabric.model.step import TP_OVERLAP, StepBreakdown, bubble_time_s, compute_time_s, exposed_dp_s, training_flops_per_step
+from gpufabric.model.congestion import cross_fraction, uplink_slowdown
+from gpufabric.model.flops import flops_per_token
+from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
+from gpufabric.model.rows import unique_rows
+from gpufabric.model.step import (
+    StepBreakdown,
+    bubble_time_s,
+    compute_time_s,
+    ep_all_to_alls_per_layer,
+    exposed_dp_s,
+    tp_collectives_per_layer,
+    zero_dp_factor,
+)
 from gpufabric.model.tail import step_tail
-from gpufabric.model.topology import size_fabric, switch_hops
+from gpufabric.model.topology import leaf_ports, size_fabric, switch_hops
+from gpufabric.plan.layouts import Layout
 from gpufabric.plan.table import Table
 
 
-def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray) -> Links:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evaluation:
+    """Model outputs, one array element per table row (units in the names)."""
+
+    step_time_s: np.ndarray
+    step_time_det_s: np.ndarray
+    step_time_p99_s: np.ndarray
+    step_time_cv: np.ndarray
+    compute_s: np.ndarray
+    bubble_s: np.ndarray
+    comm_exposed_s: np.ndarray
+    tp_exposed_s: np.ndarray
+    dp_exposed_s: np.ndarray
+    pp_exposed_s: np.ndarray
+    ep_exposed_s: np.ndarray
+    dp_allreduce_s: np.ndarray
+    dp_algorithm: np.ndarray
+    dependent_steps: np.ndarray
+    latency_per_step_s: np.ndarray
+    jitter_per_step_s: np.ndarray
+    nodes_per_leaf: np.ndarray
+    compute_cv: np.ndarray
+    hiccup_prob: np.ndarray
+    hiccup_s: np.ndarray
+    checkpoint_lag_s: np.ndarray
+    checkpoint_bytes: np.ndarray
+    checkpoint_write_s: np.ndarray
+    checkpoint_block_s: np.ndarray
+    checkpoint_durable_s: np.ndarray
+    checkpoint_stall_fraction: np.ndarray
+    restore_s: np.ndarray
+    restart_s: np.ndarray
+    job_mttf_s: np.ndarray
+    young_interval_s: np.ndarray
+    checkpoint_interval_s: np.ndarray
+    optimal_interval_s: np.ndarray
+    goodput_at_optimal: np.ndarray
+    failure_usd: np.ndarray
+    failures_expected: np.ndarray
+    goodput: np.ndarray
+    time_to_train_days: np.ndarray
+    dataset_read_gbps_needed: np.ndarray
+    storage_read_gbps: np.ndarray
+    storage_units: np.ndarray
+    tiers: np.ndarray
+    switches: np.ndarray
+    transceivers: np.ndarray
+    cables: np.ndarray
+    server_capex_usd: np.ndarray
+    network_capex_usd: np.ndarray
+    storage_capex_usd: np.ndarray
+    capex_usd: np.ndarray
+    power_kw: np.ndarray
+    usd_per_gpu_hour: np.ndarray
+    run_cost_usd: np.ndarray
+    network_wait_usd: np.ndarray
+    storage_wait_usd: np.ndarray
+    dp_congestion: np.ndarray
+    ep_congestion: np.ndarray
+    storage_congestion: np.ndarray
+    memory_bytes: np.ndarray
+    memory_capacity_bytes: np.ndarray
+    memory_weights_bytes: np.ndarray
+    memory_grads_bytes: np.ndarray
+    memory_optimizer_bytes: np.ndarray
+    memory_activations_bytes: np.ndarray
+    memory_reserve_bytes: np.ndarray
+    model_flops_6pt: np.ndarray
+    executed_flops: np.ndarray
+
+    def take(self, index: Any) -> Evaluation:
+        """Rows ``index``."""
+        return Evaluation(**{f: getattr(self, f)[index] for f in EVAL_FIELDS})
+
+
+EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
+
+
+#: Candidate checkpoint intervals: 64 geometric steps from Daly's / 4 to 4x the larger of
+#: Daly's and the durability lag (the exact goodput is flat near its optimum).
+_TAU_GRID = np.linspace(0.0, 1.0, 64)
+
+
+def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.ndarray, durable_s: np.ndarray,
+                      mttf_s: np.ndarray, restart_s: np.ndarray, lag_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Interval maximising the exact goodput, and that goodput, per row (on _TAU_GRID).
+
+    The inputs depend on the design, not the layout: computed once per distinct row.
+    """
+    first, inv = unique_rows(sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s)
+    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s = (
+        np.asarray(a)[first] for a in (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s))
+    block_free = storage.block_time_s(mode_sync=sync, write_s=write_s, snapshot_s=snapshot_s, durable_s=durable_s,
+                                      interval_s=np.inf)
+    daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf_s), 1.0)
+    # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
+    lo, hi = 0.25 * daly, np.maximum(4.0 * daly, 4.0 * lag_s)
+    taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
+    goods = reliability.goodput(
+        block_s=storage.block_time_s(mode_sync=sync[:, None], write_s=write_s[:, None], snapshot_s=snapshot_s[:, None],
+                                     durable_s=durable_s[:, None], interval_s=taus),
+        interval_s=taus, mttf_s=mttf_s[:, None], restart_s=restart_s[:, None], lag_s=lag_s[:, None])
+    goods = np.where(np.isfinite(goods), goods, 0.0)
+    best = np.argmax(goods, axis=1)
+    tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
+    good = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
+    return tau[inv], good[inv]
+
+
+def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
+    """Link parameters; ``slowdown`` divides the NIC bandwidth (congestion above the leaf)."""
     return Links(
-        nvl_busbw_gbps=t["nvl_busbw"], intra_is_pci=t["intra_pci"], nvls_busbw_gbps=t["nvls_busbw"],
-        nvls_latency_us=t["nvls_lat"], nic_gbps=t["nic_gbps"], nics_per_node=nics, net_latency_scale=t["net_scale"],
-        extra_hop_us=(hops - 1) * t["switch_ns"] / 1e3, in_network_reduction=t["sharp"], launch_us=t["launch_us"],
-        oversubscription=t["oversub"], ranks_per_leaf=ranks_per_leaf,
+        nvl_busbw_gbps=t.nvl_busbw, intra_is_pci=t.intra_pci, nvls_busbw_gbps=t.nvls_busbw,
+        nvls_latency_us=t.nvls_lat, nic_gbps=t.nic_gbps / slowdown, nics_per_node=nics, net_latency_scale=t.net_scale,
+        extra_hop_us=(hops - 1) * t.switch_ns / 1e3, in_network_reduction=t.sharp, launch_us=t.launch_us,
+        oversubscription=t.oversub, ranks_per_leaf=ranks_per_leaf,
     )
 
 
 def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray):
     """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP."""
+    if not np.any(active):  # e.g. no expert parallelism anywhere: skip the whole model
+        zero = np.zeros(np.broadcast(size, nodes).shape)
+        return zero, zero, zero.astype(int)
     free = collective_times(op, size, nodes, gpn, links)
     fixed = collective_times(op, size, nodes, gpn, links, deterministic=True) if det.any() else free
     time = np.where(det, fixed.time_us, free.time_us) * 1e-6
@@ -38,39 +166,75 @@ def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: 
     return np.where(active, time, 0.0), np.where(active, steps, 0.0), algo
 
 
-def evaluate_table(t: Table) -> dict[str, np.ndarray]:
-    """All model outputs for every row of ``t``."""
-    N, g = t["nodes"], t["gpn"]
-    G = N * g
-    tp, pp, dp, ep, m = t["tp"], t["pp"], t["dp"], t["ep"], t["microbatches"]
-    det = t["deterministic"]
+def memory_of(t: Table) -> MemoryBreakdown:
+    """Per-GPU memory of the busiest pipeline stage for every row (model.memory)."""
+    return per_gpu_memory(dense_params=t.params - t.expert_params, expert_params=t.expert_params, layers=t.layers,
+                          hidden=t.hidden, heads=t.heads, seq_len=t.seq_len, vocab=t.vocab, tp=t.tp, pp=t.pp, dp=t.dp,
+                          ep=t.ep, zero_stage=t.zero_stage, microbatch_size=t.microbatch_size, microbatches=t.microbatches,
+                          virtual_stages=t.virtual_stages, sequence_parallel=t.sequence_parallel, recompute=t.recompute,
+                          flash_attention=t.flash_attention, hbm_gib=t.hbm_gib, reserve_gib=t.reserve_gib,
+                          bytes_per_param=(t.w_bpp, t.g_bpp, t.o_bpp))
 
-    # Compute and bubble.
-    compute = compute_time_s(training_flops_per_step(t["params"], t["batch_tokens"]), G, t["peak_tflops"], t["mfu"])
-    bubble = bubble_time_s(compute, pp, m, t["virtual_stages"])
+
+def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
+    """All model outputs for every row of ``t``.
+
+    Args:
+        quantise_tail: round the tail's hiccup-to-jitter ratio to a 2% grid so rows share
+            one quadrature (the layout search; ``model.tail.barrier_stats``).
+    """
+    N, g = t.nodes, t.gpn
+    G = N * g
+    tp, pp, dp, ep, m = t.tp, t.pp, t.dp, t.ep, t.microbatches
+    det = t.deterministic
+    rc = t.recompute
+
+    # Compute (executed FLOPs: attention and recomputation included) and bubble.
+    flops_tok = flops_per_token(params_active=t.params_active, layers=t.layers, hidden=t.hidden, seq_len=t.seq_len,
+                                vocab=t.vocab, recompute=rc)
+    compute = compute_time_s(flops_tok * t.batch_tokens, G, t.peak_tflops, t.compute_eff)
+    bubble = bubble_time_s(compute, pp, m, t.virtual_stages)
+
+    mem = memory_of(t)
 
     # Fabric sizing.
-    size = size_fabric(nodes=N, nics_per_node=g, radix=t["radix"], oversubscription=t["oversub"],
-                       rail_optimized=t["rail"], switch_ports_per_module=t["sw_xcvr_ports"])
+    size = size_fabric(nodes=N, nics_per_node=g, radix=t.radix, oversubscription=t.oversub,
+                       rail_optimized=t.rail, switch_ports_per_module=t.sw_xcvr_ports)
 
     # Communication per parallelism dimension.
-    tokens_mb = t["batch_tokens"] / (dp * m)
-    act = tokens_mb * t["hidden"] * t["act_bytes"]
-    layers_stage = t["layers"] / pp
+    tokens_mb = t.batch_tokens / (dp * m)
+    act = tokens_mb * t.hidden * t.act_bytes
+    layers_stage = t.layers / pp
     # DP group: Megatron rank order tp, dp, pp => g // tp DP ranks share a node.
     g_dp = np.maximum(1, np.minimum(dp, np.floor(g / tp)))
     n_dp = np.ceil(dp / g_dp)
     hops_dp = switch_hops(n_dp, size)
     ranks_leaf = size.nodes_per_leaf * g
-    links_dp = _links(t, hops_dp, g_dp, ranks_leaf)
-    grad = t["params"] / (tp * pp) * t["grad_bytes"]
+    # Congestion above the leaf (model.congestion): ECMP collisions and oversubscription.
+    down, up = leaf_ports(t.radix, t.oversub)
+    multi_tier = size.tiers > 1
+
+    def slowdown(cross: np.ndarray, demand: Any = 1.0) -> np.ndarray:
+        s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
+        return np.where(multi_tier, s, 1.0)
+
+    cong_dp = slowdown(cross_fraction(group_nodes=n_dp, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered))
+    links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
+    grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
     t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)
+    # ZeRO 1-2: reduce-scatter + all-gather move what an all-reduce moves; ZeRO 3 gathers
+    # the weights again for the backward (1.5x; Rajbhandari et al. 2020 sec. 7).
+    t_dp = t_dp * zero_dp_factor(t.zero_stage)
     dp_exp = exposed_dp_s(t_dp, compute, m)
 
     tp_nodes = np.maximum(1, np.ceil(tp / g))
     links_tp = _links(t, np.ones_like(N), np.minimum(tp, g), ranks_leaf)
-    t_tp1, _, _ = _coll("all_reduce", act, tp_nodes, np.minimum(tp, g), links_tp, det, tp > 1)
-    tp_exp = t_tp1 * 4 * layers_stage * m * (1 - TP_OVERLAP)
+    sp = t.sequence_parallel
+    t_ar, _, _ = _coll("all_reduce", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & ~sp)
+    t_ag, _, _ = _coll("all_gather", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & sp)
+    t_rs, _, _ = _coll("reduce_scatter", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & sp)
+    t_tp1 = np.where(sp, t_ag + t_rs, t_ar)
+    tp_exp = t_tp1 * tp_collectives_per_layer(rc) * layers_stage * m * (1 - t.tp_overlap)
 
     hops_pp = switch_hops(np.minimum(N, 2 * np.ceil(N / pp)), size)
     links_pp = _links(t, hops_pp, np.ones_like(N), ranks_leaf)
@@ -79,93 +243,160 @@ def evaluate_table(t: Table) -> dict[str, np.ndarray]:
 
     g_ep = np.maximum(1, np.minimum(ep, g_dp))
     n_ep = np.ceil(ep / g_ep)
-    links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf)
-    t_ep1, steps_ep, _ = _coll("all_to_all", act, n_ep, g_ep, links_ep, det, ep > 1)
-    ep_exp = t_ep1 * 4 * layers_stage * m
+    cross_ep = cross_fraction(group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered,
+                              all_to_all=True)
+    # The all-to-all model already divides by max(1, r x cross): add only the collisions.
+    cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
+    links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf, cong_ep)
+    a2a = act * t.top_k * t.capacity_factor / np.where(sp, tp, 1.0)
+    t_ep1, steps_ep, _ = _coll("all_to_all", a2a, n_ep, g_ep, links_ep, det, ep > 1)
+    n_a2a = ep_all_to_alls_per_layer(rc)
+    ep_exp = t_ep1 * n_a2a * layers_stage * m
 
     comm = tp_exp + dp_exp + pp_exp + ep_exp
     step_det = compute + bubble + comm
 
     # Storage: checkpoints and data loading.
-    ckpt = storage.checkpoint_bytes(t["params"], t["ckpt_bpp"])
-    local = t["st_local"]  # local NVMe: units are the durable tier it drains to, sized for capacity
-    units = np.maximum(storage.units_needed(t["kept"] * ckpt / 1e12 + t["dataset_tb"], t["st_unit_tb"]),
-                       np.where(local, 0.0, storage.units_for_bandwidth(ckpt / t["ckpt_target_s"] / 1e9, t["st_unit_w"])))
-    write_bw = np.where(local, N * t["st_client_w"], np.minimum(N * t["st_client_w"], units * t["st_unit_w"]))
-    read_bw = np.where(local, N * t["st_client_r"], np.minimum(N * t["st_client_r"], units * t["st_unit_r"]))
-    commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t["st_commit_ms"], jitter_ms=t["st_commit_jitter_ms"],
-                                   concurrency=t["st_concurrency"], per_node=t["st_per_node"])
+    ckpt = storage.checkpoint_bytes(t.params, t.ckpt_bpp)
+    local = t.st_local  # local NVMe: units are the durable tier it drains to, sized for capacity
+    need_gbps = storage.dataset_read_gbps(tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token,
+                                          random=t.random_read)
+    # Shared storage is sized for capacity, for the checkpoint write target and for the
+    # data loader's read bandwidth, whichever needs the most units.
+    units = np.maximum(storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
+                       np.where(local, 0.0, np.maximum(
+                           storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w),
+                           storage.units_for_bandwidth(need_gbps, t.st_unit_r))))
+    # Remote storage traffic leaves every leaf; each NIC asks for its share of the client rate.
+    cong_st = np.where(local, 1.0, slowdown(np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
+    write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w / cong_st, units * t.st_unit_w))
+    read_bw = np.where(local, N * t.st_client_r, np.minimum(N * t.st_client_r / cong_st, units * t.st_unit_r))
+    commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t.st_commit_ms, jitter_ms=t.st_commit_jitter_ms,
+                                   concurrency=t.st_concurrency, per_node=t.st_per_node)
     write_s = storage.write_time_s(size_bytes=ckpt, bandwidth_gbps=write_bw, commit_s=commit)
-    drain_bw = np.minimum(N * np.maximum(t["st_drain_gbps"], 1e-9), units * t["st_unit_w"])
-    drain_s = np.where(t["st_drain"], ckpt / (drain_bw * 1e9), 0.0)
-    snap = storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t["host_copy"])
-    interval = t["interval_s"]
-    block = storage.block_time_s(mode_sync=t["sync"], write_s=write_s, snapshot_s=snap, durable_s=write_s + drain_s,
-                                 interval_s=interval)
-    lag = np.where(t["sync"], drain_s, write_s + drain_s)
-    restore_bw = np.where(local, np.minimum(N * np.maximum(t["st_drain_gbps"], 1e-9), units * t["st_unit_r"]), read_bw)
+    drain_bw = np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_w)
+    drain_s = np.where(t.st_drain, ckpt / (drain_bw * 1e9), 0.0)
+    snap = storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t.host_copy)
+    durable = write_s + drain_s
+    lag = np.where(t.sync, drain_s, write_s + drain_s)
+    restore_bw = np.where(local, np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_r), read_bw)
     restore_s = ckpt / (restore_bw * 1e9) + commit
-    need_gbps = storage.dataset_read_gbps(tokens_per_s=t["batch_tokens"] / step_det, bytes_per_token=t["bytes_per_token"],
-                                          random=t["random_read"])
     # A data loader slower than the step stretches it.
-    load_s = np.where(t["bytes_per_token"] > 0, need_gbps * step_det / read_bw, 0.0)
+    load_s = np.where(t.bytes_per_token > 0, need_gbps * step_det / read_bw, 0.0)
     step_det = np.maximum(step_det, load_s)
 
     # Tail: jitter on dependent inter-node steps, compute barrier, hiccups.
     cross = np.clip(1 - size.nodes_per_leaf / n_dp, 0, 1)
-    congestion = 1 + (t["oversub"] - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
-    dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * 4 * layers_stage * m
-    hiccup_q = np.minimum(1.0, t["hiccup_q"] * congestion)
-    tail = step_tail(base_s=step_det, compute_s=compute, compute_cv=t["compute_cv"], num_ranks=G,
-                     dependent_steps=dep_steps, group_size=N, jitter_s=t["jitter_us"] * 1e-6 * congestion,
-                     hiccup_prob=hiccup_q, hiccup_s=t["hiccup_ms"] * 1e-3)
+    congestion = 1 + (t.oversub - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
+    dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * n_a2a * layers_stage * m
+    hiccup_q = np.minimum(1.0, t.hiccup_q * congestion)
+    tail = step_tail(base_s=step_det, compute_s=compute, compute_cv=t.compute_cv, num_ranks=G,
+                     dependent_steps=dep_steps, group_size=N, jitter_s=t.jitter_us * 1e-6 * congestion,
+                     hiccup_prob=hiccup_q, hiccup_s=t.hiccup_ms * 1e-3, quantise=quantise_tail)
 
-    # Reliability.
-    mttf = reliability.job_mttf_s(t["mttf_h"], G)
-    restart = t["restart_s"] + restore_s
+    # Reliability: goodput at the spec's interval and at the optimal one (exact goodput
+    # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
+    mttf = reliability.job_mttf_s(t.mttf_h, G)
+    restart = t.restart_s + restore_s
+    tau_opt, good_opt = _optimal_interval(sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, mttf_s=mttf,
+                                          restart_s=restart, lag_s=lag)
+    interval = np.where(t.interval_auto, tau_opt, t.interval_s)
+    block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
+                                 interval_s=interval)
     good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
     young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
-    steps_total = t["total_tokens"] / t["batch_tokens"]
+    steps_total = t.total_tokens / t.batch_tokens
     train_s = steps_total * tail.mean_s / np.maximum(good, 1e-9)
 
     # Cost.
     nics = G  # one scale-out NIC per GPU
-    net_usd = cost.network_capex_usd(switches=size.switches, switch_usd=t["switch_usd"], nic_xcvrs=size.nic_transceivers,
-                                     nic_xcvr_usd=t["nic_xcvr_usd"], switch_xcvrs=size.switch_transceivers,
-                                     switch_xcvr_usd=t["sw_xcvr_usd"], cables=size.cables, cable_usd=t["cable_usd"],
-                                     nics=nics, nic_usd=t["nic_usd"])
-    storage_usd = units * t["st_unit_usd"]
-    server_usd = N * t["node_usd"]
-    capex = server_usd + net_usd + storage_usd
-    power_kw = (N * t["node_kw"] + (size.switches * t["switch_w"] + nics * t["nic_w"] + size.nic_transceivers * t["nic_xcvr_w"]
-                + size.switch_transceivers * t["sw_xcvr_w"] + units * t["st_unit_w_power"]) / 1e3)
-    per_gpu_h = cost.usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t["years"], pue=t["pue"],
-                                      usd_per_kwh=t["usd_per_kwh"])
+    net_usd = cost.network_capex_usd(switches=size.switches, switch_usd=t.switch_usd, nic_xcvrs=size.nic_transceivers,
+                                     nic_xcvr_usd=t.nic_xcvr_usd, switch_xcvrs=size.switch_transceivers,
+                                     switch_xcvr_usd=t.sw_xcvr_usd, cables=size.cables, cable_usd=t.cable_usd,
+                                     nics=nics, nic_usd=t.nic_usd)
+    storage_usd = units * t.st_unit_usd
+    server_usd = N * t.node_usd
+    capex = server_usd + net_usd + storage_usd + N * t.other_networks_usd_per_node
+    power_kw = (N * t.node_kw + (size.switches * t.switch_w + nics * t.nic_w + size.nic_transceivers * t.nic_xcvr_w
+                + size.switch_transceivers * t.sw_xcvr_w + units * t.st_unit_w_power) / 1e3)
+    per_gpu_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue,
+                                          usd_per_kwh=t.usd_per_kwh, facility_usd_per_mw=t.facility_usd_per_mw,
+                                          facility_years=t.facility_years, staff_usd_per_gpu_year=t.staff_usd_per_gpu_year)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
     net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
-    storage_frac = block / interval + (lag + restore_s) / mttf
+    # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
+    # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
+    # average, and restart + restore each time), as the simulator's timeline splits them.
+    storage_frac = good * block / interval
+    failure_frac = np.maximum(0.0, 1.0 - good - storage_frac)
 
-    return {
-        "step_time_s": tail.mean_s, "step_time_det_s": step_det, "step_time_p99_s": tail.p99_s, "step_time_cv": tail.cv,
-        "compute_s": compute, "bubble_s": bubble, "comm_exposed_s": comm, "tp_exposed_s": tp_exp, "dp_exposed_s": dp_exp,
-        "pp_exposed_s": pp_exp, "ep_exposed_s": ep_exp, "dp_allreduce_s": t_dp, "dp_algorithm": algo_dp,
-        "dependent_steps": dep_steps, "latency_per_step_s": (HW_LAT_US["net"]["ring"][2] * t["net_scale"] + links_dp.extra_hop_us) * 1e-6,
-        "jitter_per_step_s": t["jitter_us"] * 1e-6 * congestion, "nodes_per_leaf": size.nodes_per_leaf,
-        "compute_cv": t["compute_cv"], "hiccup_prob": hiccup_q, "hiccup_s": t["hiccup_ms"] * 1e-3, "checkpoint_lag_s": lag,
-        "checkpoint_bytes": ckpt, "checkpoint_write_s": write_s, "checkpoint_block_s": block, "checkpoint_durable_s": write_s + drain_s,
-        "checkpoint_stall_fraction": block / interval, "restore_s": restore_s, "restart_s": restart, "job_mttf_s": mttf,
-        "young_interval_s": young, "goodput": good, "time_to_train_days": train_s / 86400,
-        "dataset_read_gbps_needed": need_gbps, "storage_read_gbps": read_bw, "storage_units": units,
-        "tiers": size.tiers, "switches": size.switches, "transceivers": size.nic_transceivers + size.switch_transceivers,
-        "cables": size.cables, "server_capex_usd": server_usd, "network_capex_usd": net_usd, "storage_capex_usd": storage_usd,
-        "capex_usd": capex, "power_kw": power_kw, "usd_per_gpu_hour": per_gpu_h, "run_cost_usd": run_usd,
-        "network_wait_usd": run_usd * net_frac, "storage_wait_usd": run_usd * storage_frac,
-    }
+    return Evaluation(
+        step_time_s=tail.mean_s,
+        step_time_det_s=step_det,
+        step_time_p99_s=tail.p99_s,
+        step_time_cv=tail.cv,
+        compute_s=compute,
+        bubble_s=bubble,
+        comm_exposed_s=comm,
+        tp_exposed_s=tp_exp,
+        dp_exposed_s=dp_exp,
+        pp_exposed_s=pp_exp,
+        ep_exposed_s=ep_exp,
+        dp_allreduce_s=t_dp,
+        dp_algorithm=algo_dp,
+        dependent_steps=dep_steps,
+        latency_per_step_s=(HW_LAT_US["net"]["ring"][2] * t.net_scale + links_dp.extra_hop_us) * 1e-6,
+        jitter_per_step_s=t.jitter_us * 1e-6 * congestion,
+        nodes_per_leaf=size.nodes_per_leaf,
+        compute_cv=t.compute_cv,
+        hiccup_prob=hiccup_q,
+        hiccup_s=t.hiccup_ms * 1e-3,
+        checkpoint_lag_s=lag,
+        checkpoint_bytes=ckpt,
+        checkpoint_write_s=write_s,
+        checkpoint_block_s=block,
+        checkpoint_durable_s=write_s + drain_s,
+        checkpoint_stall_fraction=block / interval,
+        restore_s=restore_s,
+        restart_s=restart,
+        job_mttf_s=mttf,
+        young_interval_s=young,
+        checkpoint_interval_s=interval, optimal_interval_s=tau_opt, goodput_at_optimal=good_opt,
+        failure_usd=run_usd * failure_frac, failures_expected=train_s / mttf,
+        goodput=good,
+        time_to_train_days=train_s / 86400,
+        dataset_read_gbps_needed=need_gbps,
+        storage_read_gbps=read_bw,
+        storage_units=units,
+        tiers=size.tiers,
+        switches=size.switches,
+        transceivers=size.nic_transceivers + size.switch_transceivers,
+        cables=size.cables,
+        server_capex_usd=server_usd,
+        network_capex_usd=net_usd,
+        storage_capex_usd=storage_usd,
+        capex_usd=capex,
+        power_kw=power_kw,
+        usd_per_gpu_hour=per_gpu_h,
+        run_cost_usd=run_usd,
+        network_wait_usd=run_usd * net_frac,
+        storage_wait_usd=run_usd * storage_frac,
+        dp_congestion=cong_dp, ep_congestion=cong_ep, storage_congestion=cong_st,
+        memory_bytes=mem.total_bytes, memory_capacity_bytes=mem.capacity_bytes, memory_weights_bytes=mem.weights_bytes,
+        memory_grads_bytes=mem.grads_bytes, memory_optimizer_bytes=mem.optimizer_bytes,
+        memory_activations_bytes=mem.activations_bytes, memory_reserve_bytes=mem.reserve_bytes,
+        model_flops_6pt=6.0 * t.params_active * t.batch_tokens, executed_flops=flops_tok * t.batch_tokens,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
-    """One evaluated design (JSON keys of ``gpufabric plan``; docs/spec.md lists them)."""
+    """One evaluated design with its best layout (JSON keys of ``gpufabric plan``; docs/spec.md lists them).
+
+    ``mfu`` and ``tflops_per_gpu`` are end to end (model FLOPs of the spec's throughput
+    convention per step / (GPUs x peak x mean step time)); ``memory_gb`` is the busiest
+    stage's per-GPU memory in GiB against ``memory_capacity_gb``.
+    """
 
     id: str
     fabric: str
@@ -196,6 +427,19 @@ class Candidate:
     dataset_read_gbps_needed: float
     storage_read_gbps: float
     young_interval_min: float
+    checkpoint_interval_min: float
+    optimal_interval_min: float
+    goodput_at_optimal: float
+    failure_usd: float
+    failures_expected: float
     meets_requirements: bool
     violations: tuple[str, ...]
+    layout: Layout
+    layout_runner_up: str | None
+    layout_note: str
+    memory_gb: float
+    memory_capacity_gb: float
+    mfu: float
+    tflops_per_gpu: float
+    compute_efficiency: float
     breakdown: StepBreakdown = field(repr=False)

@@ -3,9 +3,11 @@
 - Frontier: candidates not dominated on (capex, time to train, step-time CV), all
   minimised; taken over the candidates that meet every requirement, or over all of them
   when none does.
-- Recommendation: the frontier candidate with the lowest cost of the whole run (it
-  prices time: a faster design finishes sooner and costs fewer GPU-hours); ties go to
-  the shorter run, then the lower capex. When no design meets every requirement, the
+- Recommendation: the frontier candidate best on ``requirements.objective``: by default
+  the lowest cost of the whole run (it prices time: a faster design finishes sooner and
+  costs fewer GPU-hours), else the lowest capex or the shortest time to train; ties go to
+  the other two in turn. A runner-up within the model's uncertainty (2%) on the
+  objective is reported as a near-tie. When no design meets every requirement, the
   frontier candidate with the fewest violations comes first.
 - Binding constraint: the requirement most often violated by the designs that would
   have been cheaper than the recommendation.
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufabric.errors import InputError
+from gpufabric.model.congestion import MODEL_UNCERTAINTY
 from gpufabric.plan.evaluate import Candidate
 
 OBJECTIVES = ("capex_usd", "time_to_train_days", "step_time_cv")
@@ -35,14 +37,29 @@ def pareto_front(cands: Sequence[Candidate], objectives: Sequence[str] = OBJECTI
     x = np.array([[getattr(c, k) for k in objectives] for c in cands], dtype=float)
     le = (x[:, None, :] <= x[None, :, :]).all(axis=2)
     lt = (x[:, None, :] < x[None, :, :]).any(axis=2)
-    dominated = (le & lt).any(axis=0)
-    return [c.id for c, d in zip(cands, dominated) if not d]
+    dominated = np.asarray((le & lt).any(axis=0)).tolist()
+    return [c.id for c, d in zip(cands, dominated, strict=True) if not d]
 
 
-def rank(cands: Sequence[Candidate]) -> list[Candidate]:
-    """Candidates meeting requirements first, then by run cost, time, capex."""
-    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations), c.run_cost_usd,
-                                        c.time_to_train_days, c.capex_usd, c.id))
+#: Sort keys per objective (requirements.objective), ties broken by the others.
+_OBJECTIVE_KEYS = {
+    "run_cost": ("run_cost_usd", "time_to_train_days", "capex_usd"),
+    "capex": ("capex_usd", "run_cost_usd", "time_to_train_days"),
+    "time_to_train": ("time_to_train_days", "run_cost_usd", "capex_usd"),
+}
+_OBJECTIVE_TEXT = {"run_cost": "lowest cost for the whole run", "capex": "lowest capex",
+                   "time_to_train": "shortest time to train"}
+
+
+def rank(cands: Sequence[Candidate], objective: str = "run_cost") -> list[Candidate]:
+    """Candidates meeting requirements first, then by the objective (run cost, capex or time), then the others."""
+    keys = _OBJECTIVE_KEYS[objective]
+    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations),
+                                        *(getattr(c, k) for k in keys), c.id))
+
+
+def _objective_value(c: Candidate, objective: str) -> float:
+    return float(getattr(c, _OBJECTIVE_KEYS[objective][0]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +67,7 @@ class Recommendation:
     """The chosen design, the frontier it was taken from, and the reasons in plain language."""
 
     pareto: list[str]
-    recommended: str
+    recommended: str | None         # None when no design has a layout that fits in memory
     runner_up: str | None
     binding: str | None
     rationale: str
@@ -91,18 +108,28 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     Args:
         requirements: the spec's requirements, to name the tightest one (optional).
     """
+    fits = [c for c in cands if not any(_req_name(v) == "memory" for v in c.violations)]
+    if not fits:
+        closest = min(cands, key=lambda c: c.memory_gb - c.memory_capacity_gb) if cands else None
+        text = "No design is recommended: no layout fits in GPU memory."
+        if closest is not None:
+            text += f" Closest: {closest.id} with {closest.layout.text}: " + closest.violations[0] + "."
+        return Recommendation(pareto=[], recommended=None, runner_up=None, binding="memory", rationale=text)
+    cands = fits  # a layout that does not fit is never recommended
+    objective = getattr(requirements, "objective", "run_cost") or "run_cost"
     feasible = [c for c in cands if c.meets_requirements]
     # A design whose model outputs are NaN/inf/negative cannot be judged: never recommended.
     sound = [c for c in cands if not any(v.startswith("model_output") for v in c.violations)]
     if not sound:
-        raise InputError(f"the models give no finite answer for any design: {cands[0].violations[0]};"
-                         " check the spec's and catalog's values for extremes")
+        text = ("No design is recommended: the models give no finite answer for any design"
+                f" ({cands[0].violations[0]}); check the spec's and catalog's values for extremes.")
+        return Recommendation(pareto=[], recommended=None, runner_up=None, binding="model_output", rationale=text)
     pool = feasible or sound
     front = pareto_front(pool)
     on_front_ids = set(front)
     on_front = [c for c in pool if c.id in on_front_ids]
-    best = rank(on_front)[0]  # with no feasible design: fewest violations, then cheapest run
-    others = [c for c in rank(pool) if c.id != best.id]
+    best = rank(on_front, objective)[0]  # with no feasible design: fewest violations, then the objective
+    others = [c for c in rank(pool, objective) if c.id != best.id]
     # The runner-up answers "why not the other fabric?" first, then "why not the other storage?".
     runner = next((c for c in others if c.fabric != best.fabric),
                   next((c for c in others if c.storage != best.storage), others[0] if others else None))
@@ -114,7 +141,7 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     if feasible:
         lines.append(
             f"Recommended {best.id}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
-            f"lowest cost for the whole run ({_money(best.run_cost_usd)}; capex {_money(best.capex_usd)}, "
+            f"{_OBJECTIVE_TEXT[objective]} (objective {objective}; run {_money(best.run_cost_usd)}, capex {_money(best.capex_usd)}, "
             f"{best.time_to_train_days:.1f} days, step {best.step_time_s:.3g} s with CV {best.step_time_cv:.2%}, "
             f"goodput {best.goodput:.1%})."
         )
@@ -123,10 +150,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
             f"No design meets every requirement. Closest: {best.id} with {len(best.violations)} violation(s): "
             + "; ".join(best.violations) + "."
         )
-        worst = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
-        all_fail = all(any(_req_name(v) == worst for v in c.violations) for c in cands)
-        msg = f"{'Every' if all_fail else 'Most'} candidate{'' if all_fail else 's'} fail{'s' if all_fail else ''} on {worst}"
-        if worst == "time_to_train_days":
+        most = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
+        all_fail = all(any(_req_name(v) == most for v in c.violations) for c in cands)
+        msg = f"{'Every' if all_fail else 'Most'} candidate{'' if all_fail else 's'} fail{'s' if all_fail else ''} on {most}"
+        if most == "time_to_train_days":
             bd = best.breakdown
             floor_days = best.time_to_train_days * (bd.compute_s + bd.bubble_s) / best.step_time_s
             msg += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s step"
@@ -152,6 +179,11 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
             diffs.append(f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s")
         lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
+        a, b = _objective_value(best, objective), _objective_value(runner, objective)
+        if a > 0 and runner.meets_requirements and b <= a * (1 + MODEL_UNCERTAINTY):
+            lines.append(f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
+                         f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
+                         " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time).")
     if binding:
         n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
         lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
@@ -162,8 +194,14 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if tight:
             lines.append(tight)
     if best.run_cost_usd > 0:
-        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives, tail) and "
-                     f"{_money(best.storage_wait_usd)} on checkpoints, lost work and restores.")
+        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives,"
+                     f" tail), {_money(best.storage_wait_usd)} blocked on checkpoints and {_money(best.failure_usd)} lost to"
+                     f" {best.failures_expected:,.0f} expected failures (each redoes half an interval plus the durability lag"
+                     " on average, then restarts and restores).")
+    if best.goodput_at_optimal > best.goodput + 0.005:
+        lines.append(f"Checkpoints every {best.checkpoint_interval_min:.3g} min give goodput {best.goodput:.1%}; the optimum for"
+                     f" this design is every {best.optimal_interval_min:.3g} min with {best.goodput_at_optimal:.1%}"
+                     " (exact goodput, Daly 2006): set checkpoint.interval_min: auto.")
     bd = best.breakdown
     if not bd.checkpoint_async and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
         lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
@@ -173,8 +211,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
 
 
 def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate],
-                     requirements: Any = None) -> dict:
-    """How the recommendation changes when ``label`` doubles."""
+                     requirements: Any = None) -> dict | None:
+    """How the recommendation changes when ``label`` doubles (None when nothing was recommended)."""
+    if rec.recommended is None:
+        return None
     alt_rec = recommend(alt, requirements)
     before = next(c for c in base if c.id == rec.recommended)
     after = next(c for c in alt if c.id == rec.recommended)

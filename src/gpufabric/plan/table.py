@@ -1,23 +1,27 @@
-"""Enumerate candidate designs and lay them out as columns (one numpy array per input).
+"""Enumerate candidate designs and lay them out as typed columns (one numpy array per input).
 
-A *design* is fabric x topology x oversubscription x storage. The table holds every
-input the evaluator needs for every candidate, so one vectorised pass evaluates them
-all; the benchmark concatenates tables of many workloads the same way.
+A *design* is fabric x topology x oversubscription x storage; a *row* is one layout
+(plan/layouts.py) on one design. :class:`Table` holds every input the evaluator needs
+for every row, so one vectorised pass evaluates them all; the benchmark and ``sweep``
+concatenate tables of many workloads the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
+from gpufabric.model.memory import RESERVE_FRACTION, STATE_BYTES
 from gpufabric.model.step import ACT_BYTES, GRAD_BYTES
+from gpufabric.plan.layouts import Layout, heads_of
 from gpufabric.spec.models import Spec
-
-Table = dict[str, np.ndarray]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,27 +47,183 @@ def enumerate_designs(spec: Spec) -> list[Design]:
     ]
 
 
-def _peak(gpu, precision: str) -> float:
+A = np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Table:
+    """Evaluator inputs, one array element per row (units in the names where not obvious)."""
+
+    # Cluster and workload.
+    nodes: A
+    gpn: A
+    tp: A
+    pp: A
+    dp: A
+    ep: A
+    microbatches: A
+    microbatch_size: A
+    virtual_stages: A
+    zero_stage: A
+    recompute: A               # 0 none, 1 selective, 2 full (model.flops.RECOMPUTE)
+    sequence_parallel: A
+    tp_overlap: A
+    flash_attention: A
+    params: A
+    params_active: A
+    expert_params: A
+    top_k: A
+    capacity_factor: A
+    layers: A
+    hidden: A
+    heads: A
+    seq_len: A
+    vocab: A
+    batch_tokens: A
+    total_tokens: A
+    compute_eff: A             # executed FLOPs / (peak x compute time); solved by plan.anchor
+    peak_tflops: A
+    act_bytes: A
+    grad_bytes: A
+    w_bpp: A                   # weights, gradient, optimizer bytes per parameter (model.memory)
+    g_bpp: A
+    o_bpp: A
+    hbm_gib: A
+    reserve_gib: A
+    ckpt_bpp: A
+    interval_s: A              # 0 with interval_auto
+    interval_auto: A           # checkpoint.interval_min: auto (the optimal interval per row)
+    sync: A
+    dataset_tb: A
+    bytes_per_token: A
+    random_read: A
+    mttf_h: A
+    restart_s: A
+    deterministic: A
+    nvl_busbw: A
+    intra_pci: A
+    nvls_busbw: A
+    nvls_lat: A
+    host_copy: A
+    compute_cv: A
+    node_usd: A
+    node_kw: A
+    launch_us: A
+    usd_per_kwh: A
+    pue: A
+    years: A
+    facility_usd_per_mw: A     # 0 unless site.tco (total cost of ownership)
+    facility_years: A
+    staff_usd_per_gpu_year: A
+    other_networks_usd_per_node: A  # front-end + storage networks
+    kept: A
+    ckpt_target_s: A
+    # Design.
+    nic_gbps: A
+    net_scale: A
+    jitter_us: A
+    hiccup_q: A
+    hiccup_ms: A
+    sharp: A
+    nic_usd: A
+    nic_w: A
+    radix: A
+    switch_ns: A
+    switch_usd: A
+    switch_w: A
+    nic_xcvr_usd: A
+    nic_xcvr_w: A
+    sw_xcvr_usd: A
+    sw_xcvr_w: A
+    sw_xcvr_ports: A
+    cable_usd: A
+    rail: A
+    scattered: A               # options.placement == scattered (a job on leaves shared with others)
+    oversub: A
+    st_local: A
+    st_client_w: A
+    st_client_r: A
+    st_unit_w: A
+    st_unit_r: A
+    st_unit_tb: A
+    st_unit_usd: A
+    st_unit_w_power: A
+    st_commit_ms: A
+    st_commit_jitter_ms: A
+    st_concurrency: A
+    st_per_node: A
+    st_drain: A
+    st_drain_gbps: A
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def take(self, index: Any) -> Table:
+        """Rows ``index`` (an index array or slice)."""
+        return Table(**{f: getattr(self, f)[index] for f in FIELDS})
+
+    def replace(self, **columns: Any) -> Table:
+        """A copy with some columns replaced (scalars broadcast)."""
+        n = len(self)
+        return dataclasses.replace(self, **{k: np.broadcast_to(np.asarray(v), (n,)).copy() for k, v in columns.items()})
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Table))
+_DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps"):] if f != "scattered")
+_LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "microbatches", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
+_BOOL = {"sharp", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
+         "sequence_parallel", "flash_attention", "interval_auto"}
+
+
+def _peak(gpu: Any, precision: str) -> float:
     return {"bf16": gpu.peak_bf16_tflops, "fp16": gpu.peak_bf16_tflops, "fp8": gpu.peak_fp8_tflops,
             "fp32": gpu.peak_fp32_tflops}[precision]
 
 
-def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> Table:
-    """Columns of inputs for ``designs`` under ``spec`` (workload columns are broadcast)."""
-    n = len(designs)
+def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
+    """Cost inputs: the spec's site section over the catalog's; TCO extras only with site.tco."""
+    ss = spec.site
+
+    def pick(name: str, catalog_name: str | None = None, tco_only: bool = False) -> float:
+        given = getattr(ss, name)
+        if given is not None:
+            return float(given)
+        if tco_only and not ss.tco:
+            return 0.0
+        return float(getattr(site, catalog_name or name))
+
+    return {
+        "usd_per_kwh": pick("usd_per_kwh"), "pue": pick("pue"), "years": pick("amortization_years"),
+        "facility_usd_per_mw": pick("facility_usd_per_mw", tco_only=True),
+        "facility_years": float(ss.facility_years or site.facility_years),
+        "staff_usd_per_gpu_year": pick("staff_usd_per_gpu_year", tco_only=True),
+        "other_networks_usd_per_node": pick("frontend_network_usd_per_node", tco_only=True)
+        + pick("storage_network_usd_per_node", tco_only=True),
+    }
+
+
+def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
+    """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
+    m = w.model
     par = w.parallelism
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
-    m = spec.microbatches
     ds = w.dataset
-    scalars = {
+    kw: dict[str, Any] = {"experts": m.experts, "top_k": m.top_k, "expert_params": m.expert_params, "active": m.active_params}
+    wb, gb, ob = STATE_BYTES[w.precision]
+    return {
         "nodes": spec.cluster.nodes, "gpn": spec.cluster.gpus_per_node,
-        "tp": par.tp, "pp": par.pp, "dp": par.dp, "ep": par.ep, "microbatches": m, "virtual_stages": par.virtual_stages,
-        "params": w.model.params, "layers": w.model.layers, "hidden": w.model.hidden,
-        "batch_tokens": w.global_batch_tokens, "total_tokens": w.total_tokens, "mfu": w.mfu,
+        "sequence_parallel": par.sequence_parallel, "tp_overlap": par.tp_overlap, "flash_attention": w.flash_attention,
+        "params": m.params, "params_active": active_params(m.params, **kw), "expert_params": expert_params_of(m.params, **kw),
+        "top_k": m.top_k, "capacity_factor": m.capacity_factor,
+        "layers": m.layers, "hidden": m.hidden, "heads": heads_of(spec), "seq_len": m.seq_len, "vocab": m.vocab,
+        "batch_tokens": w.global_batch_tokens, "total_tokens": w.total_tokens, "compute_eff": 0.5,
         "peak_tflops": _peak(gpu, w.precision), "act_bytes": ACT_BYTES[w.precision], "grad_bytes": GRAD_BYTES[w.precision],
-        "ckpt_bpp": w.checkpoint.bytes_per_param, "interval_s": w.checkpoint.interval_min * 60.0,
+        "w_bpp": wb, "g_bpp": gb, "o_bpp": ob, "hbm_gib": gpu.hbm_gb,
+        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else RESERVE_FRACTION * gpu.hbm_gb,
+        "ckpt_bpp": w.checkpoint.bytes_per_param, "interval_auto": w.checkpoint.interval_min == "auto",
+        "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
         "sync": w.checkpoint.mode == "sync", "dataset_tb": ds.size_tb if ds else 0.0,
         "bytes_per_token": ds.bytes_per_token if ds else 0.0, "random_read": bool(ds and ds.pattern == "random"),
         "mttf_h": spec.reliability.gpu_mttf_hours, "restart_s": spec.reliability.restart_min * 60.0,
@@ -73,42 +233,77 @@ def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> Tabl
         "host_copy": gpu.host_copy_gbps, "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
-        "launch_us": site.launch_us, "usd_per_kwh": site.usd_per_kwh, "pue": site.pue,
-        "years": site.amortization_years, "kept": site.checkpoints_kept,
-        "ckpt_target_s": site.checkpoint_write_target_s,
+        "launch_us": site.launch_us, **_site_columns(spec, site), "kept": site.checkpoints_kept,
+        "ckpt_target_s": site.checkpoint_write_target_s, "scattered": spec.options.placement == "scattered",
     }
-    t: Table = {k: np.full(n, v) for k, v in scalars.items()}
-    rows = []
+
+
+def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.ndarray]:
+    """Design columns, one element per design."""
+    cols: dict[str, list[float]] = {k: [] for k in _DESIGN_FIELDS}
     for d in designs:
         f = catalog.fabric(d.fabric)
         sw = catalog.switches[f.switch]
         s = catalog.storage_backend(d.storage)
         nic_x, sw_x, fib = catalog.optics[f.nic_optic], catalog.optics[f.switch_optic], catalog.optics[f.fiber]
-        rows.append((
-            f.nic_line_gbps * f.nic_efficiency, f.net_latency_scale, f.jitter_us, f.hiccup_prob, f.hiccup_ms,
-            f.in_network_reduction, f.nic_usd, f.nic_power_w, sw.radix, sw.latency_ns, sw.price_usd, sw.power_w,
-            nic_x.price_usd, nic_x.power_w, sw_x.price_usd, sw_x.power_w, sw_x.ports_per_module, fib.price_usd,
-            d.topology == "rail-optimized", d.oversubscription,
-            s.kind == "local", s.client_write_gbps, s.client_read_gbps, s.unit_write_gbps, s.unit_read_gbps,
-            s.unit_capacity_tb, s.unit_usd, s.unit_power_w, s.commit_latency_ms, s.commit_jitter_ms,
-            s.commit_concurrency, s.commit_scope == "node", s.async_drain, s.drain_gbps_per_node,
-        ))
-    names = ("nic_gbps", "net_scale", "jitter_us", "hiccup_q", "hiccup_ms", "sharp", "nic_usd", "nic_w", "radix",
-             "switch_ns", "switch_usd", "switch_w", "nic_xcvr_usd", "nic_xcvr_w", "sw_xcvr_usd", "sw_xcvr_w",
-             "sw_xcvr_ports", "cable_usd", "rail", "oversub", "st_local", "st_client_w", "st_client_r",
-             "st_unit_w", "st_unit_r", "st_unit_tb", "st_unit_usd", "st_unit_w_power", "st_commit_ms",
-             "st_commit_jitter_ms", "st_concurrency", "st_per_node", "st_drain", "st_drain_gbps")
-    cols = np.array(rows, dtype=float).T if rows else np.zeros((len(names), 0))
-    for name, col in zip(names, cols):
-        t[name] = col
-    for flag in ("sharp", "rail", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci"):
-        t[flag] = t[flag].astype(bool)
-    return t
+        values = dict(
+            nic_gbps=f.nic_line_gbps * f.nic_efficiency, net_scale=f.net_latency_scale, jitter_us=f.jitter_us,
+            hiccup_q=f.hiccup_prob, hiccup_ms=f.hiccup_ms, sharp=f.in_network_reduction, nic_usd=f.nic_usd,
+            nic_w=f.nic_power_w, radix=sw.radix, switch_ns=sw.latency_ns, switch_usd=sw.price_usd, switch_w=sw.power_w,
+            nic_xcvr_usd=nic_x.price_usd, nic_xcvr_w=nic_x.power_w, sw_xcvr_usd=sw_x.price_usd, sw_xcvr_w=sw_x.power_w,
+            sw_xcvr_ports=sw_x.ports_per_module, cable_usd=fib.price_usd, rail=d.topology == "rail-optimized",
+            oversub=d.oversubscription, st_local=s.kind == "local", st_client_w=s.client_write_gbps,
+            st_client_r=s.client_read_gbps, st_unit_w=s.unit_write_gbps, st_unit_r=s.unit_read_gbps,
+            st_unit_tb=s.unit_capacity_tb, st_unit_usd=s.unit_usd, st_unit_w_power=s.unit_power_w,
+            st_commit_ms=s.commit_latency_ms, st_commit_jitter_ms=s.commit_jitter_ms, st_concurrency=s.commit_concurrency,
+            st_per_node=s.commit_scope == "node", st_drain=s.async_drain, st_drain_gbps=s.drain_gbps_per_node,
+        )
+        for k in _DESIGN_FIELDS:
+            cols[k].append(float(values[k]))
+    return {k: np.array(v, dtype=float) for k, v in cols.items()}
+
+
+def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
+    """Layout columns, one element per layout."""
+    out = {k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in _LAYOUT_FIELDS if k != "recompute"}
+    out["recompute"] = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
+    return out
+
+
+def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design], layouts: Sequence[Layout] | None = None, *,
+                pairs: tuple[np.ndarray, np.ndarray] | None = None, compute_efficiency: float | None = None) -> Table:
+    """Columns of inputs under ``spec``.
+
+    Rows are every layout x design (layout-major: row = layout index x len(designs) +
+    design index), or exactly the (layout index, design index) ``pairs``. ``layouts``
+    defaults to the spec's own; ``compute_efficiency`` to 0.5 (plan.anchor solves it).
+    """
+    from gpufabric.plan.layouts import spec_layout
+
+    layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
+    if pairs is None:
+        li = np.repeat(np.arange(len(layouts)), len(designs))
+        di = np.tile(np.arange(len(designs)), len(layouts))
+    else:
+        li, di = pairs
+    n = len(li)
+    cols: dict[str, np.ndarray] = {k: np.full(n, v, dtype=float) for k, v in workload_scalars(spec, catalog).items()}
+    if compute_efficiency is not None:
+        cols["compute_eff"] = np.full(n, float(compute_efficiency))
+    dcols = design_columns(catalog, designs)
+    lcols = layout_columns(layouts)
+    for k, v in dcols.items():
+        cols[k] = v[di] if len(v) else np.zeros(n)
+    for k, v in lcols.items():
+        cols[k] = v[li] if len(v) else np.zeros(n)
+    for k in _BOOL:
+        cols[k] = cols[k].astype(bool)
+    return Table(**cols)
 
 
 def concat_tables(tables: Sequence[Table]) -> Table:
-    """Stack tables row-wise (same columns)."""
-    return {k: np.concatenate([t[k] for t in tables]) for k in tables[0]}
+    """Stack tables row-wise."""
+    return Table(**{k: np.concatenate([getattr(t, k) for t in tables]) for k in FIELDS})
 
 
 def scale_table(t: Table, *, network_latency: float = 1.0, storage_latency: float = 1.0) -> Table:
@@ -117,9 +312,7 @@ def scale_table(t: Table, *, network_latency: float = 1.0, storage_latency: floa
     Network: NCCL NET step latencies, switch latency, per-step jitter and hiccup length
     (launch overhead and NVLink latencies stay). Storage: commit latency and its jitter.
     """
-    out = dict(t)
-    for k in ("net_scale", "jitter_us", "switch_ns", "hiccup_ms"):
-        out[k] = t[k] * network_latency
-    for k in ("st_commit_ms", "st_commit_jitter_ms"):
-        out[k] = t[k] * storage_latency
-    return out
+    return dataclasses.replace(
+        t, net_scale=t.net_scale * network_latency, jitter_us=t.jitter_us * network_latency,
+        switch_ns=t.switch_ns * network_latency, hiccup_ms=t.hiccup_ms * network_latency,
+        st_commit_ms=t.st_commit_ms * storage_latency, st_commit_jitter_ms=t.st_commit_jitter_ms * storage_latency)

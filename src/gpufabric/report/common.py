@@ -33,12 +33,12 @@ def ratio(value: float | None) -> str:
 def when(ts: float | None) -> str:
     if not ts:
         return ""
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def iso(ts: float | None) -> str:
     """ISO 8601 without zone suffix, as JUnit's ``timestamp`` attribute wants it."""
-    return dt.datetime.fromtimestamp(ts or 0, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return dt.datetime.fromtimestamp(ts or 0, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 #: Params that tell repeats of one test apart in tables (a collective sweep's sizes).
@@ -147,9 +147,8 @@ def node_sections(run: RunRecord) -> list[NodeSection]:
                                                            p50_us=float(p50.get(str(rank), math.nan)), median_us=median))
     for v in run.verdicts:
         outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
-    hosts = sorted(set(statuses) | set(outcomes))
     return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
-                        stragglers=tuple(slow.get(h, ()))) for h in hosts]
+                        stragglers=tuple(slow.get(h, ()))) for h in sorted(set(statuses) | set(outcomes))]
 
 
 def _json_dict(text: str | None) -> dict[str, Any]:

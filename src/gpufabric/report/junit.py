@@ -15,7 +15,6 @@ import xml.etree.ElementTree as ET
 from gpufabric.report import common
 from gpufabric.results.records import Outcome, RunRecord, Status
 
-
 #: Characters XML 1.0 forbids even escaped; tool output carries them (sockperf's ANSI colour codes).
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -65,11 +64,11 @@ def render_junit(run: RunRecord) -> str:
         elif r.status == Status.skipped:
             ET.SubElement(case, "skipped", message=r.reason or "skipped")
             counts["skipped"] += 1
-    for key, value in counts.items():
-        suite.set(key, str(value))
+    for key, count in counts.items():
+        suite.set(key, str(count))
     total = sum(r.duration_s for r in run.results)
     suite.set("time", f"{total:.3f}")
-    root = ET.Element("testsuites", name="gpufabric", time=f"{total:.3f}", **{k: str(v) for k, v in counts.items()})
+    root = ET.Element("testsuites", {"name": "gpufabric", "time": f"{total:.3f}", **{k: str(v) for k, v in counts.items()}})
     root.append(suite)
     _clean(root)
     ET.indent(root)

@@ -75,11 +75,9 @@ _SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 def _time_ticks(axis, unit: str) -> None:  # noqa: ANN001
     """Tick labels like '500 us', '1.2 ms', '3 s' for an axis whose data are in ``unit``."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     from gpufabric.units import format_duration
-
-    from matplotlib.ticker import LogLocator
 
     scale = _SECONDS.get(unit)
     if scale is None:

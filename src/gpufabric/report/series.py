@@ -16,8 +16,8 @@ Conventions read here (the bench parsers and probes write them):
 from __future__ import annotations
 
 import math
-import statistics
 import re
+import statistics
 from dataclasses import dataclass
 
 from gpufabric.results.records import RunRecord, Status, TestResult
@@ -56,7 +56,8 @@ def busbw_series(run: RunRecord) -> list[Series]:
     """busbw (GB/s) against message size (bytes), one series per test and host."""
     points: dict[str, dict[float, float]] = {}
     for r in run.results:
-        if r.status != Status.ok or r.metric("busbw_gbps") is None:
+        busbw = r.metric("busbw_gbps")
+        if r.status != Status.ok or busbw is None:
             continue
         label = _label(r)
         row = points.setdefault(label, {})
@@ -65,7 +66,7 @@ def busbw_series(run: RunRecord) -> list[Series]:
             if match and math.isfinite(m.value):
                 row[float(match.group(1))] = m.value
         top = _top_size(r)
-        value = r.metric("busbw_gbps").value
+        value = busbw.value
         if top is not None and math.isfinite(value):
             row[top] = value
     return [
@@ -138,7 +139,8 @@ def sweep_bands(run: RunRecord) -> dict[str, list[Band]]:
     groups: dict[tuple[str, str], dict[float, list[float]]] = {}
     units: dict[tuple[str, str], str] = {}
     for r in run.results:
-        if r.status != Status.ok or r.metric("busbw_gbps") is None:
+        busbw = r.metric("busbw_gbps")
+        if r.status != Status.ok or busbw is None:
             continue
         key = (r.name, r.host)
         row = groups.setdefault(key, {})
@@ -148,9 +150,9 @@ def sweep_bands(run: RunRecord) -> dict[str, list[Band]]:
             if match and math.isfinite(m.value):
                 row.setdefault(float(match.group(1)), []).append(m.value)
         top = _top_size(r)
-        value = r.metric("busbw_gbps").value
+        value = busbw.value
         if top is not None and math.isfinite(value) and not any(
-                _AT_SIZE.match(m.name) and float(_AT_SIZE.match(m.name).group(1)) == top for m in r.metrics):
+                (hit := _AT_SIZE.match(m.name)) and float(hit.group(1)) == top for m in r.metrics):
             row.setdefault(top, []).append(value)
     return _bands(groups, units, lambda test, host: f"@{host}" if host else test)
 

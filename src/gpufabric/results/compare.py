@@ -39,6 +39,7 @@ import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -47,7 +48,7 @@ from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, rela
 from gpufabric.results.records import Direction, RunRecord, Status
 
 
-class Change(str, enum.Enum):
+class Change(enum.StrEnum):
     regression = "regression"
     improvement = "improvement"
     unchanged = "unchanged"
@@ -222,35 +223,39 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
     for key in list(a) + [k for k in b if k not in a]:
         test, host, metric = key
         sa, sb = a.get(key), b.get(key)
-        side = sa or sb
+        side = sa if sa is not None else b[key]   # every key is in a or in b
         cls = metric_class(metric, side.unit)
-        common = dict(test=test, host=host, metric=metric, unit=side.unit, direction=side.direction, metric_class=cls,
-                      base=statistics.median(sa.values) if sa else None, cand=statistics.median(sb.values) if sb else None)
+        about = partial(MetricDelta, test=test, host=host, metric=metric, unit=side.unit, direction=side.direction,
+                        metric_class=cls)
         if sa is None or sb is None:
-            deltas.append(MetricDelta(**common, delta=None, method="-", verdict=Change.inconclusive,
-                                      note="only in base" if sa else "only in candidate"))
+            deltas.append(about(base=statistics.median(sa.values) if sa else None,
+                                cand=statistics.median(sb.values) if sb else None,
+                                delta=None, method="-", verdict=Change.inconclusive,
+                                note="only in base" if sa else "only in candidate"))
             continue
-        delta = _rel(common["base"], common["cand"])
+        base_med, cand_med = statistics.median(sa.values), statistics.median(sb.values)
+        delta = _rel(base_med, cand_med)
+        common = partial(about, base=base_med, cand=cand_med)
         if cls in UNTESTED_CLASSES:
-            deltas.append(MetricDelta(**common, delta=delta, method="not performance", verdict=Change.unchanged,
-                                      note=f"a {cls}, not performance: judged by SLOs, not compared"))
+            deltas.append(common(delta=delta, method="not performance", verdict=Change.unchanged,
+                                 note=f"a {cls}, not performance: judged by SLOs, not compared"))
             continue
         ident = (test, host, side.direction, _shape(sa.values + sb.values))
         if ident in first_of:
-            deltas.append(MetricDelta(**common, delta=delta, method="duplicate", duplicate_of=first_of[ident]))
+            deltas.append(common(delta=delta, method="duplicate", duplicate_of=first_of[ident]))
             continue
         first_of[ident] = metric
         method, eff, why = _effect(sa, sb, 1 - 2 * alpha)
         if eff is None:
-            deltas.append(MetricDelta(**common, delta=delta, method=method, verdict=Change.inconclusive,
-                                      min_effect=thresholds[cls], note=why))
+            deltas.append(common(delta=delta, method=method, verdict=Change.inconclusive,
+                                 min_effect=thresholds[cls], note=why))
             continue
         effects[len(deltas)] = eff
-        deltas.append(MetricDelta(**common, delta=delta, method=method, effect=eff.effect, ci_low=eff.ci_low,
-                                  ci_high=eff.ci_high, p_value=eff.p_value, min_effect=thresholds[cls],
-                                  n_base=eff.n_base, n_cand=eff.n_cand))
+        deltas.append(common(delta=delta, method=method, effect=eff.effect, ci_low=eff.ci_low,
+                             ci_high=eff.ci_high, p_value=eff.p_value, min_effect=thresholds[cls],
+                             n_base=eff.n_base, n_cand=eff.n_cand))
     idx = list(effects)
-    adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else []
+    adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else np.empty(0)
     for i, p_adj in zip(idx, adjusted, strict=True):
         deltas[i] = _judge(deltas[i], float(p_adj), alpha, correction, len(idx))
     by_metric = {(d.test, d.host, d.metric): d for d in deltas}

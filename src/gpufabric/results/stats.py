@@ -24,6 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from gpufabric.errors import InputError
 
@@ -180,10 +181,10 @@ class Summary:
         )
 
 
-_GAMMA = (1 + SKETCH_ACCURACY) / (1 - SKETCH_ACCURACY)
+_GAMMA: float = (1 + SKETCH_ACCURACY) / (1 - SKETCH_ACCURACY)
 
 
-def summarize(samples: np.ndarray, *, unit: str = "") -> Summary:
+def summarize(samples: npt.ArrayLike, *, unit: str = "") -> Summary:
     """Summarise raw samples (any float array-like); non-finite values are dropped with a warning."""
     x = np.asarray(samples, dtype=np.float64).ravel()
     finite = np.isfinite(x)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from gpufabric.sim.config import SimConfig
+from gpufabric.sim.config import CommLatency, SimConfig
 from gpufabric.sim.distributions import Distribution, Hiccup, draw_max, max_moments
 
 #: Random numbers per chunk; bounds memory at ~tens of MiB whatever the scale.
@@ -59,7 +59,7 @@ def draw_layout(cfg: SimConfig, rng: np.random.Generator, *, stragglers: bool = 
     nodes_per_leaf = rpl // cfg.ranks_per_node
     slow_per_leaf = mask.reshape(-1, nodes_per_leaf).sum(axis=1) * cfg.ranks_per_node
     values, counts = np.unique(slow_per_leaf, return_counts=True)
-    types = tuple((rpl - int(s), int(s), int(g)) for s, g in zip(values, counts))
+    types = tuple((rpl - int(s), int(s), int(g)) for s, g in zip(values, counts, strict=True))
     return Layout(slow_node_mask=mask, slow_link_count=slow_links, leaf_types=types)
 
 
@@ -117,34 +117,33 @@ def _compute_brute(cfg: SimConfig, lay: Layout, rng: np.random.Generator, m: int
     return x.max(axis=1)
 
 
-def comm_max_classes(cfg: SimConfig, lay: Layout) -> list[tuple[Distribution, int]]:
+def comm_max_classes(c: CommLatency, lay: Layout) -> list[tuple[Distribution, int]]:
     """(distribution, count) classes of the p transfers of one dependent step."""
-    c = cfg.comm
     classes = [(c.alpha, c.width - lay.slow_link_count)]
-    if lay.slow_link_count:
+    if lay.slow_link_count and c.slow_links is not None:   # draw_layout draws slow links only from slow_links
         classes.append((c.alpha.affine(scale=c.slow_links.factor), lay.slow_link_count))
     return [(d, n) for d, n in classes if n > 0]
 
 
-def _comm_fast(cfg: SimConfig, lay: Layout, rng: np.random.Generator, m: int, moments) -> np.ndarray:
-    s = cfg.comm.dependent_steps
+def _comm_fast(cfg: SimConfig, c: CommLatency, lay: Layout, rng: np.random.Generator, m: int,
+               moments: tuple[float, float] | None) -> np.ndarray:
+    s = c.dependent_steps
     if s == 0:
         return np.zeros(m)
-    if s <= cfg.exact_ring_steps:
+    if s <= cfg.exact_ring_steps or moments is None:   # step_times computes moments exactly when s > exact_ring_steps
         total = np.full((m, s), -np.inf)
-        for dist, n in comm_max_classes(cfg, lay):
+        for dist, n in comm_max_classes(c, lay):
             total = np.maximum(total, draw_max(dist, n, rng.random((m, s))))
         return total.sum(axis=1)
     mean, var = moments
     return s * mean + np.sqrt(s * var) * special.ndtri(rng.random(m))
 
 
-def _comm_brute(cfg: SimConfig, lay: Layout, rng: np.random.Generator, m: int) -> np.ndarray:
-    c = cfg.comm
+def _comm_brute(c: CommLatency, lay: Layout, rng: np.random.Generator, m: int) -> np.ndarray:
     if c.dependent_steps == 0:
         return np.zeros(m)
     a = c.alpha.sample(rng, (m, c.dependent_steps, c.width))
-    if lay.slow_link_count:
+    if lay.slow_link_count and c.slow_links is not None:   # draw_layout draws slow links only from slow_links
         k = lay.slow_link_count
         a[:, :, :k] = c.alpha.affine(scale=c.slow_links.factor).sample(rng, (m, c.dependent_steps, k))
     return a.max(axis=2).sum(axis=1)
@@ -164,18 +163,19 @@ def step_times(cfg: SimConfig, lay: Layout, rng: np.random.Generator, *, brute_f
     """Step times (s) of ``cfg.steps`` steps of one run with layout ``lay``."""
     out = np.empty(cfg.steps)
     chunk = chunk_steps(cfg, brute_force=brute_force)
+    comm = cfg.comm
     moments = None
-    if not brute_force and cfg.comm is not None and cfg.comm.dependent_steps > cfg.exact_ring_steps:
-        moments = max_moments(comm_max_classes(cfg, lay))
+    if not brute_force and comm is not None and comm.dependent_steps > cfg.exact_ring_steps:
+        moments = max_moments(comm_max_classes(comm, lay))
     for start in range(0, cfg.steps, chunk):
         m = min(chunk, cfg.steps - start)
         if brute_force:
             t = _compute_brute(cfg, lay, rng, m)
-            if cfg.comm is not None:
-                t += _comm_brute(cfg, lay, rng, m)
+            if comm is not None:
+                t += _comm_brute(comm, lay, rng, m)
         else:
             t = _compute_fast(cfg, lay, rng, m)
-            if cfg.comm is not None:
-                t += _comm_fast(cfg, lay, rng, m, moments)
+            if comm is not None:
+                t += _comm_fast(cfg, comm, lay, rng, m, moments)
         out[start : start + m] = t + cfg.fixed_s
     return out

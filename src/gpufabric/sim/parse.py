@@ -18,11 +18,14 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
-from gpufabric.errors import InputError
 from gpufabric.boundary import read_capped
+from gpufabric.errors import InputError
+
+from gpufabric.results.samples import sockperf_full_log_samples
 from gpufabric.sim.config import CheckpointPolicy, Stragglers
 from gpufabric.sim.distributions import (
     Constant,
@@ -39,6 +42,8 @@ from gpufabric.units import parse_duration_s
 _ARITY = {"const": (1,), "normal": (1, 2), "lognormal": (2,), "exp": (1, 2), "hiccup": (2,)}
 KINDS = (*_ARITY, "empirical")
 _UNITS = ("ns", "us", "ms", "s", "min", "h")
+#: Checkpoint modes as typed values (CheckpointPolicy.mode is a Literal).
+_CKPT_MODES: dict[str, Literal["sync", "async"]] = {"sync": "sync", "async": "async"}
 
 
 def _dur(text: str, what: str, spec: str, unit: str) -> float:
@@ -137,8 +142,8 @@ def parse_checkpoint(text: str) -> CheckpointPolicy:
         raise InputError(f"{text!r}: checkpoint interval must be a whole number of steps") from None
     if every < 1:
         raise InputError(f"{text!r}: checkpoint interval must be >= 1 step")
-    mode = parts[2].lower() if len(parts) > 2 else "sync"
-    if mode not in ("sync", "async"):
+    mode = _CKPT_MODES.get(parts[2].lower() if len(parts) > 2 else "sync")
+    if mode is None:
         raise InputError(f"{text!r}: checkpoint mode must be sync or async")
     if mode == "sync" and len(parts) > 3:
         raise InputError(f"{text!r}: snapshot time and slowdown apply to async checkpoints only")
@@ -199,10 +204,8 @@ def load_empirical(arg: str, *, spec: str = "") -> Empirical:
 
 
 def _sockperf_full_log(text: str, source: str) -> Empirical:
-    # The bench parser reads the per-packet CSV (latency is RTT/2 in microseconds) into the
-    # raw samples of its p50 metric.
-    from gpufabric.bench.parsers.sockperf import parse_sockperf
-
-    [parsed] = parse_sockperf(text, source=source)
-    samples = next((m.samples for m in parsed.metrics if m.samples), ())
+    # Per-packet latency (RTT/2) in microseconds, read by the same reader the bench parser uses.
+    samples = sockperf_full_log_samples(text, source=source) or ()
+    if not samples:
+        raise InputError(f"{source}: the sockperf full log has no per-packet rows")
     return Empirical.from_samples(np.array(samples) * 1e-6, source=source)

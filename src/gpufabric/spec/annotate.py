@@ -21,6 +21,8 @@ def annotated_yaml(model: BaseModel, indent: int = 0) -> str:
     lines: list[str] = []
     pad = "  " * indent
     for name, field in type(model).model_fields.items():
+        if field.exclude:  # read-only fields the loader fills (workload.notes)
+            continue
         value = getattr(model, name)
         if field.description:
             lines.append(f"{pad}# {field.description}")

@@ -7,9 +7,10 @@ typo is an error with a did-you-mean, never a silently ignored setting.
 
 from __future__ import annotations
 
-from typing import Literal
+import math
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
 from gpufabric.spec.security import SecurityPolicy
 from gpufabric.spec.types import CatalogId, Description, FieldsError, Slug, StrictModel
@@ -55,45 +56,109 @@ class ModelShape(SpecModel):
     """Shape of the transformer being trained."""
 
     params: float = Field(gt=0, le=MAX_PARAMS)
-    """Total parameter count (for example 70e9)."""
+    """Total parameter count, embeddings and every expert included (for example 70e9)."""
     layers: int = Field(gt=0, le=100_000)
     """Number of transformer layers."""
     hidden: int = Field(gt=0, le=10_000_000)
     """Hidden (model) dimension."""
     seq_len: int = Field(gt=0, le=1 << 30)
-    """Training sequence length in tokens."""
+    """Training sequence length in tokens (attention FLOPs and activation memory grow with it)."""
     heads: int | None = Field(None, gt=0, le=1_000_000)
     """Attention heads; defaults to hidden/128."""
     vocab: int = Field(128256, gt=0, le=1 << 30)
-    """Vocabulary size (default: Llama 3's 128,256)."""
+    """Vocabulary size (default: Llama 3's 128,256); embeddings are taken as untied (input and output)."""
     experts: int = Field(1, gt=0, le=1_000_000)
     """Experts per MoE layer; 1 for a dense model."""
+    top_k: int = Field(1, gt=0)
+    """Experts each token is routed to (MoE)."""
+    expert_params: float | None = Field(None, ge=0)
+    """Parameters in all experts together (MoE); the rest of params is dense. Give this or active_params."""
+    active_params: float | None = Field(None, gt=0)
+    """Parameters one token uses (MoE; FLOPs follow these). Give this or expert_params."""
+    capacity_factor: float = Field(1.0, ge=1, le=16)
+    """MoE expert capacity factor: all-to-all volume is top_k x capacity_factor x the tokens (1 = dropless)."""
+
+    @model_validator(mode="after")
+    def _moe_consistent(self) -> ModelShape:
+        if self.top_k > self.experts:
+            raise ValueError(f"top_k = {self.top_k} exceeds experts = {self.experts}; route to at most every expert")
+        if self.experts > 1 and self.expert_params is None and self.active_params is None:
+            raise ValueError("an MoE model (experts > 1) needs model.expert_params or model.active_params")
+        if self.expert_params is not None and self.expert_params >= self.params:
+            raise ValueError(f"expert_params = {self.expert_params:g} must be below params = {self.params:g}")
+        if self.active_params is not None and self.active_params > self.params:
+            raise ValueError(f"active_params = {self.active_params:g} exceeds params = {self.params:g}")
+        return self
+
+
+AUTO = "auto"
+
+
+def _number_or_auto(*, integer: bool, lo: float, hi: float | None = None, strict_lo: bool = False) -> Any:
+    """A validator for 'a number in range, or auto', whose errors name the field alone
+    (a plain union would add its member's tag, 'constrained-int', to the field path)."""
+    kind = "an integer" if integer else "a number"
+    bound = f"{'>' if strict_lo else '>='} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+
+    def check(value: Any) -> Any:
+        if value == AUTO:
+            return AUTO
+        ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok or not math.isfinite(value):
+            raise ValueError(f"expected {kind} {bound}, or auto")
+        if (value <= lo if strict_lo else value < lo) or (hi is not None and value > hi):
+            raise ValueError(f"expected {kind} {bound}, or auto")
+        return value if integer else float(value)
+
+    schema = {"anyOf": [{"type": "integer" if integer else "number",
+                         ("exclusiveMinimum" if strict_lo else "minimum"): lo,
+                         **({"maximum": hi} if hi is not None else {})}, {"const": AUTO}]}
+    return (PlainValidator(check), WithJsonSchema(schema))
+
+
+PosIntOrAuto = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=1)]
+ZeroStage = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=0, hi=3)]
+MinutesOrAuto = Annotated[float | Literal["auto"], *_number_or_auto(integer=False, lo=0, strict_lo=True)]
 
 
 class Parallelism(SpecModel):
-    """How the model is split across GPUs (Megatron-style)."""
+    """How the model is split across GPUs (Megatron-style); any field may be ``auto`` to search it."""
 
-    tp: int = Field(1, gt=0, le=MAX_RANKS)
-    """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp."""
-    pp: int = Field(1, gt=0, le=MAX_RANKS)
+    tp: PosIntOrAuto = 1
+    """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp. auto: searched within the NVLink domain."""
+    pp: PosIntOrAuto = 1
     """Pipeline-parallel degree (number of stages)."""
-    dp: int = Field(1, gt=0, le=MAX_RANKS)
+    dp: PosIntOrAuto = 1
     """Data-parallel degree. tp x pp x dp must equal the GPU count."""
     ep: int = Field(1, gt=0, le=MAX_RANKS)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
+    microbatch_size: PosIntOrAuto = 1
+    """Sequences per microbatch."""
     microbatches: int | None = Field(None, gt=0, le=1 << 24)
-    """Microbatches per step per pipeline; defaults to 4 x pp, capped at the sequences each data-parallel replica gets."""
-    virtual_stages: int = Field(1, gt=0, le=100_000)
+    """Microbatches per step per pipeline; defaults to the sequences each data-parallel replica gets over microbatch_size."""
+    virtual_stages: PosIntOrAuto = 1
     """Interleaved (virtual) pipeline stages per rank; the 1F1B bubble shrinks to (pp-1)/(virtual_stages x microbatches)."""
+    zero_stage: ZeroStage = 0
+    """ZeRO sharding over data-parallel ranks: 0 none, 1 optimizer state (Megatron distributed optimizer), 2 + gradients, 3 + weights (FSDP)."""
+    sequence_parallel: bool = True
+    """Megatron sequence parallelism with tp: TP all-reduces become all-gather + reduce-scatter and activations shard by tp."""
+    tp_overlap: float = Field(0.0, ge=0, le=1)
+    """Fraction of tensor-parallel communication hidden behind compute (0: Megatron-LM without --tp-comm-overlap)."""
     allow_cross_node_tp: bool = False
     """Allow a tensor-parallel group to span nodes (slow: TP traffic then crosses the NIC)."""
+
+    @property
+    def searched(self) -> tuple[str, ...]:
+        """Names of the fields set to auto."""
+        return tuple(k for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+                     if getattr(self, k) == AUTO)
 
 
 class Checkpoint(SpecModel):
     """How often and how checkpoints are written."""
 
-    interval_min: float = Field(30, gt=0, le=MAX_MINUTES)
-    """Minutes between checkpoints."""
+    interval_min: MinutesOrAuto = 30.0
+    """Minutes between checkpoints; auto: the interval that maximises goodput for each design (Young/Daly, exact goodput)."""
     mode: Literal["sync", "async"] = "async"
     """sync blocks training for the whole write; async blocks only for the snapshot copy."""
     bytes_per_param: float = Field(14, gt=0, le=1024)
@@ -111,25 +176,119 @@ class Dataset(SpecModel):
     """Bytes read from storage per training token (tokenised data: 2-4)."""
 
 
+class MeasuredAt(SpecModel):
+    """The layout and fabric a throughput figure was measured on."""
+
+    gpus: int = Field(gt=0)
+    """GPUs of the measurement (a multiple of cluster.gpus_per_node)."""
+    tp: int = Field(gt=0)
+    """Tensor-parallel degree of the measurement."""
+    pp: int = Field(gt=0)
+    """Pipeline-parallel degree of the measurement."""
+    dp: int = Field(gt=0)
+    """Data-parallel degree of the measurement (tp x pp x dp = gpus)."""
+    microbatches: int | None = Field(None, gt=0)
+    """Microbatches per step; defaults to the global batch over dp and the microbatch size."""
+    virtual_stages: int = Field(1, gt=0)
+    """Interleaved pipeline stages of the measurement."""
+    fabric: str | None = None
+    """Fabric id of the measurement; defaults to the first of options.fabrics."""
+    microbatch_size: int = Field(1, gt=0)
+    """Sequences per microbatch of the measurement."""
+    zero_stage: int | None = Field(None, ge=0, le=3)
+    """ZeRO stage of the measurement; defaults to the spec's (0 when that is auto)."""
+    recompute: Literal["none", "selective", "full"] | None = None
+    """Recomputation of the measurement; defaults to the spec's (when auto: full for megatron FLOPs, else none)."""
+
+    @model_validator(mode="after")
+    def _product(self) -> MeasuredAt:
+        if self.tp * self.pp * self.dp != self.gpus:
+            raise ValueError(f"tp x pp x dp = {self.tp * self.pp * self.dp} but gpus = {self.gpus}; make them equal")
+        return self
+
+
+class Throughput(SpecModel):
+    """A throughput figure as it is published: give exactly one of mfu, tflops_per_gpu, compute_efficiency."""
+
+    mfu: float | None = Field(None, gt=0, le=1)
+    """End-to-end model FLOPs utilisation (the published convention: model FLOPs per step / (GPUs x peak x step time))."""
+    tflops_per_gpu: float | None = Field(None, gt=0, le=1e5)
+    """End-to-end model TFLOP/s per GPU (same convention, in TFLOP/s)."""
+    compute_efficiency: float | None = Field(None, gt=0, le=1)
+    """Efficiency of the compute part only (executed FLOPs / peak while computing); bubble and communication come on top."""
+    flops: Literal["6pt", "megatron"] = "6pt"
+    """FLOP convention of the figure: 6pt = 6 x params x tokens (Kaplan et al. 2020); megatron = Narayanan et al. SC'21 eq. 3 (attention and recomputation counted)."""
+    measured_at: MeasuredAt | None = None
+    """Layout and fabric the figure was measured on; omitted: the spec's own layout on the first of options.fabrics."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Throughput:
+        given = [k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of mfu, tflops_per_gpu, compute_efficiency (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """Which figure was given."""
+        return next(k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None)
+
+    @property
+    def value(self) -> float:
+        """The figure given (MFU, TFLOP/s per GPU or compute efficiency)."""
+        return float(getattr(self, self.kind))
+
+
 class Workload(SpecModel):
     """The training job."""
 
+    kind: Literal["training"] = "training"
+    """Workload kind; ``inference`` specs are validated by spec/inference.py (InferenceSpec)."""
     model: ModelShape
     """Shape of the model."""
     parallelism: Parallelism = Parallelism()
-    """Parallel layout."""
+    """Parallel layout; ``auto`` searches every field (see docs/planner.md)."""
     global_batch_tokens: int = Field(gt=0, le=int(MAX_TOKENS))
     """Tokens per optimizer step across all data-parallel replicas."""
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     """Compute precision; selects the GPU's peak FLOP/s from the catalog."""
-    mfu: float = Field(0.40, gt=0, le=1)
-    """Achieved model FLOPs utilisation of the compute part of a step (0-1)."""
+    throughput: Throughput = Throughput(mfu=0.40)
+    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency."""
+    recompute: Literal["none", "selective", "full", "auto"] = "none"
+    """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full (every layer), auto (searched)."""
+    flash_attention: bool = True
+    """Attention kernels that never store the seq x seq scores (FlashAttention; Dao et al. 2022)."""
+    memory_reserve_gb: float | None = Field(None, ge=0, le=1e4)
+    """HBM (GiB) held by the framework (CUDA context, NCCL buffers, allocator fragmentation); default 10% of the GPU's HBM."""
     total_tokens: float = Field(gt=0, le=MAX_TOKENS)
     """Tokens to train on in total (for example 15e12)."""
     checkpoint: Checkpoint = Checkpoint()
     """Checkpoint policy."""
     dataset: Dataset | None = None
     """Dataset; omit to ignore data-loading bandwidth."""
+    notes: tuple[str, ...] = Field(default=(), exclude=True)
+    """(read-only) notes the loader adds, for example how an old field was read."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_mfu(cls, data: object) -> object:
+        if isinstance(data, dict) and "notes" in data:
+            raise ValueError("workload.notes is read-only (the loader's notes on how it read the spec); remove it")
+        # Specs before issue 14 gave a bare workload.mfu (then the compute-only efficiency
+        # under a misleading name); read it as the published convention, with a note.
+        if isinstance(data, dict) and "mfu" in data:
+            data = dict(data)
+            if "throughput" in data:
+                raise ValueError("give workload.throughput or the old workload.mfu, not both")
+            mfu = data.pop("mfu")
+            data["throughput"] = {"mfu": mfu}
+            data["notes"] = (f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
+                             " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning",)
+        if isinstance(data, dict) and data.get("parallelism") == AUTO:
+            data = dict(data)
+            data["parallelism"] = {k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")}
+            data.setdefault("recompute", AUTO)
+        return data
 
 
 class Reliability(SpecModel):
@@ -154,6 +313,8 @@ class Requirements(SpecModel):
     """Largest acceptable capex of the cluster in US dollars."""
     reproducibility: Literal["bitwise", "statistical", "none"] = "statistical"
     """bitwise pins NCCL algorithms and deterministic kernels (costs some bandwidth)."""
+    objective: Literal["run_cost", "capex", "time_to_train"] = "run_cost"
+    """What the recommendation minimises among designs meeting every requirement: run_cost (default: the cheapest run within budget and deadline), capex, or time_to_train."""
 
 
 class Options(SpecModel):
@@ -173,6 +334,8 @@ class Options(SpecModel):
         default_factory=lambda: ["rail-optimized"], min_length=1, max_length=2
     )
     """Topologies to consider."""
+    placement: Literal["contiguous", "scattered"] = "contiguous"
+    """How the job's nodes sit under leaf switches: contiguous (topology-aware scheduling), or scattered over leaves shared with other jobs (ring neighbours then cross leaves)."""
 
     @model_validator(mode="after")
     def _oversubscription_at_least_one(self) -> Options:
@@ -181,6 +344,29 @@ class Options(SpecModel):
                 raise FieldsError(f"oversubscription ratios are down:up and must be 1-64, got {ratio:g}",
                                   fields=(f"oversubscription[{n}]",))
         return self
+
+
+class Site(SpecModel):
+    """Site cost inputs; omitted fields come from the catalog's site entry (sources there)."""
+
+    tco: bool = False
+    """Price $/GPU-hour as a total cost of ownership: add the facility, staff, front-end and storage networks."""
+    usd_per_kwh: float | None = Field(None, gt=0, le=10)
+    """Electricity price, USD per kWh."""
+    pue: float | None = Field(None, ge=1, le=5)
+    """Power usage effectiveness of the data centre."""
+    amortization_years: float | None = Field(None, gt=0, le=50)
+    """Years over which the cluster's capex is amortised."""
+    facility_usd_per_mw: float | None = Field(None, ge=0, le=1e9)
+    """Data-centre build cost per MW of IT load, USD (with tco)."""
+    facility_years: float | None = Field(None, gt=0, le=100)
+    """Years over which the facility is amortised (with tco)."""
+    staff_usd_per_gpu_year: float | None = Field(None, ge=0, le=1e6)
+    """Operations staff cost per GPU and year, USD (with tco)."""
+    frontend_network_usd_per_node: float | None = Field(None, ge=0, le=1e7)
+    """Front-end network per node, USD (with tco)."""
+    storage_network_usd_per_node: float | None = Field(None, ge=0, le=1e7)
+    """Separate storage network per node, USD (with tco)."""
 
 
 class Spec(SpecModel):
@@ -200,6 +386,8 @@ class Spec(SpecModel):
     """What a design must achieve."""
     options: Options = Options()
     """The design space to enumerate."""
+    site: Site = Site()
+    """Site cost inputs (power price, PUE, amortisation; facility, staff and other networks for a TCO)."""
     security: SecurityPolicy | None = None
     """Planes, roles and allowed flows; a least-privilege default when omitted."""
 
@@ -208,40 +396,58 @@ class Spec(SpecModel):
         return self.cluster.nodes * self.cluster.gpus_per_node
 
     @property
+    def searched(self) -> bool:
+        """True when any layout field is auto (the planner searches layouts)."""
+        return bool(self.workload.parallelism.searched) or self.workload.recompute == AUTO
+
+    @property
     def sequences_per_replica(self) -> int:
-        """Whole sequences each data-parallel replica gets per step."""
-        return self.workload.global_batch_tokens // (self.workload.model.seq_len * self.workload.parallelism.dp)
+        """Whole sequences each data-parallel replica gets per step (fixed layouts only)."""
+        dp = cast(int, self.workload.parallelism.dp)
+        return self.workload.global_batch_tokens // (self.workload.model.seq_len * dp)
 
     @property
     def microbatches(self) -> int:
-        """Microbatches per step: the spec's, else 4 x pp capped at the sequences per replica."""
+        """Microbatches per step: the spec's, else the sequences per replica over the microbatch size."""
         par = self.workload.parallelism
         if par.microbatches is not None:
             return par.microbatches
-        return max(1, min(4 * par.pp, self.sequences_per_replica))
+        return max(1, self.sequences_per_replica // cast(int, par.microbatch_size))
 
     @model_validator(mode="after")
     def _parallelism_fits(self) -> Spec:
         par = self.workload.parallelism
         gpus = self.num_gpus
-        if par.tp * par.pp * par.dp != gpus:
+        if par.searched:
+            product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO)
+            if gpus % product:
+                raise ValueError(f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs")
+            return self
+        # Fully fixed from here on (no auto field).
+        tp, pp, dp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp)
+        mbs, vs = cast(int, par.microbatch_size), cast(int, par.virtual_stages)
+        if tp * pp * dp != gpus:
             raise FieldsError(
-                f"tp x pp x dp = {par.tp} x {par.pp} x {par.dp} = {par.tp * par.pp * par.dp}"
+                f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}"
                 f" but the cluster has {gpus} GPUs ({self.cluster.nodes} nodes x {self.cluster.gpus_per_node});"
                 " make the product equal the GPU count",
                 fields=(_P + "tp", _P + "pp", _P + "dp", "cluster.nodes", "cluster.gpus_per_node"),
             )
-        if par.dp % par.ep:
-            raise FieldsError(
-                f"ep = {par.ep} must divide dp = {par.dp} (experts are sharded across data-parallel ranks)",
-                fields=(_P + "ep", _P + "dp"),
-            )
+        if dp % par.ep:
+            raise FieldsError(f"ep = {par.ep} must divide dp = {dp} (experts are sharded across data-parallel ranks)",
+                              fields=(_P + "ep", _P + "dp"))
         sequences_per_replica = self.sequences_per_replica
         if sequences_per_replica < 1:
             raise FieldsError(
-                f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {par.dp} replicas"
+                f"global_batch_tokens = {self.workload.global_batch_tokens} gives each of the dp = {dp} replicas"
                 f" less than one sequence of {self.workload.model.seq_len} tokens; raise the batch or lower dp",
                 fields=("workload.global_batch_tokens", "workload.model.seq_len", _P + "dp"),
+            )
+        if mbs > sequences_per_replica:
+            raise FieldsError(
+                f"microbatch_size = {mbs} exceeds the {sequences_per_replica} sequences each data-parallel"
+                " replica gets per step; lower microbatch_size",
+                fields=(_P + "microbatch_size", "workload.global_batch_tokens", _P + "dp"),
             )
         if par.microbatches is not None and par.microbatches > sequences_per_replica:
             raise FieldsError(
@@ -249,15 +455,15 @@ class Spec(SpecModel):
                 " replica gets per step (global_batch_tokens / seq_len / dp); lower microbatches",
                 fields=(_P + "microbatches", "workload.global_batch_tokens", "workload.model.seq_len", _P + "dp"),
             )
-        if par.pp * par.virtual_stages > self.workload.model.layers:
+        if pp * vs > self.workload.model.layers:
             raise FieldsError(
-                f"pp x virtual_stages = {par.pp * par.virtual_stages} exceeds layers = {self.workload.model.layers};"
+                f"pp x virtual_stages = {pp * vs} exceeds layers = {self.workload.model.layers};"
                 " every virtual stage needs at least one layer",
                 fields=(_P + "pp", _P + "virtual_stages", "workload.model.layers"),
             )
-        if par.tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
+        if tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
             raise FieldsError(
-                f"tp = {par.tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
+                f"tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
                 " reduce tp or set parallelism.allow_cross_node_tp: true",
                 fields=(_P + "tp", "cluster.gpus_per_node"),
             )

@@ -304,7 +304,7 @@ HOST_OFFSET = 9
 SSH = 22
 SLURMCTLD = 6817
 SLURMD = 6818
-SRUN_RANGE = "60001-63000"
+SRUN_RANGE = "61000-63000"  # above the ephemeral range: srun never collides with it
 TORCH_STATIC = 29500
 TORCH_C10D = 29400
 EPHEMERAL_RANGE = "32768-60999"
@@ -315,7 +315,9 @@ NFS = 2049
 NCCL_RAS = 28028
 
 
-def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str = "nvmeof-tcp") -> SecurityPolicy:
+def default_policy(
+    *, compute_nodes: int, gpus_per_node: int = 8, storage: str = "nvmeof-tcp", fabric_kind: str = "roce"
+) -> SecurityPolicy:
     """Least-privilege default for a training cluster.
 
     SSH only on management from the bastion; Slurm on management; rendezvous and NCCL
@@ -332,8 +334,10 @@ def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str =
     ]
     # Two targets so a checkpoint survives one target failing; a placeholder to override.
     roles = [
-        Role(name="compute", kind="compute", count=compute_nodes),
-        Role(name="storage", kind="storage", count=2),
+        # compute sits on the data plane even without a host-firewall flow there (IB
+        # collectives bypass the host firewall but still need the PKey)
+        Role(name="compute", kind="compute", count=compute_nodes, planes=["mgmt", "ctl", "data", "stor"]),
+        Role(name="storage", kind="storage", count=2, planes=["mgmt", "stor"]),
         Role(name="login", kind="login", count=1),
         Role(name="scheduler", kind="scheduler", count=1),
     ]
@@ -346,6 +350,10 @@ def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str =
         Flow(src="scheduler", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="slurmctld -> slurmd"),
         Flow(src="login", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="srun -> slurmd"),
         Flow(src="compute", dst="login", plane="mgmt", proto="tcp", ports=[SRUN_RANGE], purpose="slurmd -> srun (SrunPortRange)"),
+        # srun inside a batch script runs on the first compute node: slurmd fans out to
+        # the other compute nodes, and their slurmd/tasks call back to srun there
+        Flow(src="compute", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="slurmd fan-out"),
+        Flow(src="compute", dst="compute", plane="mgmt", proto="tcp", ports=[SRUN_RANGE], purpose="srun callbacks (SrunPortRange)"),
         Flow(
             src="compute", dst="compute", plane="ctl", proto="tcp", ports=[TORCH_C10D, TORCH_STATIC],
             purpose="torchrun c10d/static rendezvous",
@@ -354,16 +362,16 @@ def default_policy(*, compute_nodes: int, gpus_per_node: int = 8, storage: str =
             src="compute", dst="compute", plane="ctl", proto="tcp", ports=[EPHEMERAL_RANGE],
             purpose="NCCL/gloo bootstrap (ephemeral ports)",
         ),
-        Flow(src="compute", dst="compute", plane="data", proto="udp", ports=[ROCE_UDP], purpose="RoCEv2 (NIC-offloaded)"),
     ]
+    if fabric_kind == "roce":
+        flows.append(Flow(src="compute", dst="compute", plane="data", proto="udp", ports=[ROCE_UDP], purpose="RoCEv2 (NIC-offloaded)"))
     if storage == "nfs":
         flows.append(Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NFS], purpose="NFSv4"))
-    else:
+    elif storage == "nvmeof-tcp":
+        # discovery is served on the I/O port (4420): no separate 8009 listener
         flows.append(
-            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_TCP], purpose="NVMe/TCP I/O")
+            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_TCP], purpose="NVMe/TCP I/O and discovery")
         )
-        flows.append(
-            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_DISCOVERY], purpose="NVMe/TCP discovery")
-        )
+    elif storage == "nvmeof-rdma" and fabric_kind == "roce":
         flows.append(Flow(src="compute", dst="storage", plane="stor", proto="udp", ports=[ROCE_UDP], purpose="NVMe/RDMA over RoCEv2"))
     return SecurityPolicy(planes=planes, roles=roles, flows=flows)

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from gpufabric.bench import k8s
+from gpufabric.exec import k8s
 from gpufabric.errors import InputError
 
 api = pytest.importorskip("kubeflow_trainer_api.models", reason="pip install 'gpufabric[test]' (kubeflow-trainer-api)")
@@ -83,7 +83,7 @@ def test_cli_dry_run_prints_the_manifest(cli):
                          "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["launcher"] == "k8s" and "gpufabric.bench.k8s follow" in doc["commands"][0]
+    assert doc["launcher"] == "k8s" and "gpufabric.exec.k8s follow" in doc["commands"][0]
     import yaml
 
     manifest = yaml.safe_load(doc["sbatch_script"])

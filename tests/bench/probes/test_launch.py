@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gpufabric.bench import launch
+from gpufabric.exec import launch
 from gpufabric.errors import InputError
 
 W = ["cfg.json"]
@@ -94,7 +94,7 @@ def test_timeout_kills_everything(tmp_path):
 def test_sbatch_mode_submits_the_script(tmp_path):
     plan = launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, python="py", out_dir=str(tmp_path),
                         slurm_mode="sbatch")
-    assert plan.commands[0].argv == ("py", "-m", "gpufabric.bench.launch", "sbatch-wait", str(tmp_path / "job.sbatch"))
+    assert plan.commands[0].argv == ("py", "-m", "gpufabric.exec.launch", "sbatch-wait", str(tmp_path / "job.sbatch"))
     assert plan.script_path == str(tmp_path / "job.sbatch") and plan.script.startswith("#!/bin/bash")
     with pytest.raises(InputError, match="slurm-mode"):
         launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, slurm_mode="salloc")

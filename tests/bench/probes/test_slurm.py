@@ -35,5 +35,5 @@ def test_sbatch_mode_runs_the_generated_script(cli, slurm_cluster, tmp_path):
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("broadcast", 2, 0)]
     with Store.open(tmp_path / "r.db") as store:
         run = store.get_run(doc["run_id"])
-    assert "gpufabric.bench.launch sbatch-wait" in run.artifacts["launch_commands"]
+    assert "gpufabric.exec.launch sbatch-wait" in run.artifacts["launch_commands"]
     assert "#SBATCH --ntasks-per-node=2" in run.artifacts["sbatch_script"]

@@ -91,17 +91,17 @@ def load_json(text: str, *, source: str, tool: str, trailing_ok: str = "") -> An
             doc, end = decoder.raw_decode(rest)
             rest = rest[end:].lstrip()
     except ValueError as exc:
-        pos = getattr(exc, "pos", None)
-        if pos is None:
+        if not isinstance(exc, json.JSONDecodeError):
             # parse_constant errors carry no position; locate the token ourselves.
             hit = re.search(r"-?\b(NaN|nan|Infinity|inf)\b", body)
             pos = hit.start() if hit else 0
             what = str(exc)
         else:
+            pos = exc.pos
             # More opening than closing braces: the document was cut off (killed tool, partial copy).
             truncated = body.count("{") + body.count("[") > body.count("}") + body.count("]")
             what = "truncated JSON" if truncated else f"invalid JSON ({exc.msg})"
-            if getattr(exc, "lineno", None):
+            if exc.lineno:
                 what += f" at line {exc.lineno}"
         raise ParseError(f"{what} in {tool} output", source=source, excerpt=body[max(0, pos - 60) : pos + 60]) from None
     if rest and trailing_ok and re.match(trailing_ok, rest):

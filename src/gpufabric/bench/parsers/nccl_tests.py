@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
@@ -61,7 +61,7 @@ class Row(NamedTuple):
     has ~350,000 of them, and tuples are the cheapest record Python builds)."""
 
     size: int
-    count: int
+    elem_count: int   # not ``count``: that would shadow tuple.count
     dtype: str
     oop_time_us: float | None
     oop_algbw: float | None
@@ -79,7 +79,7 @@ def _cell(token: str) -> float | None:
     return float(token)
 
 
-def _wrong(tokens: list[str]) -> int | None:
+def _wrong(tokens: list[str | float | None]) -> int | None:
     """#wrong is a count, 'N/A' when not checked; the pre-2.0 'error' column is a float."""
     values = [t for t in tokens if t is not None and str(t).upper() != "N/A"]
     if not values:
@@ -116,14 +116,15 @@ def _row(m: re.Match[str], source: str) -> Row:
         wrong = _wrong([m.group(9), m.group(13)])
     except ValueError:
         raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)) from None
-    return Row(int(m.group(1)), int(m.group(2)), m.group(3), *cells, wrong)
+    return Row(int(m.group(1)), int(m.group(2)), m.group(3), cells[0], cells[1], cells[2], cells[3], cells[4], cells[5],
+               wrong)
 
 
 @dataclass
 class _Run:
     op: str = ""
-    rows: list[Row] | None = None
-    devices: list[tuple[int, str, str]] | None = None   # (rank, host, gpu model)
+    rows: list[Row] = field(default_factory=list)
+    devices: list[tuple[int, str, str]] = field(default_factory=list)   # (rank, host, gpu model)
     graph: str = ""
     oob: tuple[int, str] | None = None
     avg: str | None = None
@@ -157,7 +158,7 @@ def _rows(seg: str, source: str) -> list[Row]:
     found = _ROW.findall(seg)
     if not found:
         return []
-    cols = list(zip(*found))
+    cols = list(zip(*found, strict=True))  # one regex: every match has the same group count
     try:
         if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
             raise ValueError
@@ -219,10 +220,9 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
     problems: list[str] = []
     for r in rows:
         cells = r[3:9]
-        if None not in cells:
-            if math.isfinite(sum(cells)) and min(cells) >= 0:   # all finite (NaN/inf propagate) and >= 0
-                cells = ()
-        for name, value in () if not cells else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
+        nums = cast("tuple[float, ...]", cells)   # read only once `None not in cells` held (mypy cannot narrow by `in`)
+        clean = None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0   # all finite (NaN/inf propagate) and >= 0
+        for name, value in () if clean else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
                             ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),
                             ("in-place busbw", r.ip_busbw)):
             if value is None:
@@ -235,27 +235,29 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
                 problems.append(f"negative {name} {value:g} at {r.size} B")
         tb = TYPE_BYTES.get(r.dtype.lower())
         if tb and r.size:
-            ok = {r.count * tb}
+            ok = {r.elem_count * tb}
             if ranks:
-                ok.add(r.count * tb * ranks)
+                ok.add(r.elem_count * tb * ranks)
             if op in _PER_RANK_COUNT and not ranks:
                 ok = {r.size}   # per-rank counts need the rank count; nothing to check without it
             if r.size not in ok:
-                problems.append(f"size {r.size} B does not match count {r.count} x {tb} B ({r.dtype})")
+                problems.append(f"size {r.size} B does not match count {r.elem_count} x {tb} B ({r.dtype})")
     return problems[:5]
 
 
 def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
-    measured = sorted((r for r in rows if r.size > 0 and r.oop_time_us is not None), key=lambda r: r.size)
+    # (row, out-of-place time) of the measured sizes, smallest first
+    measured = sorted(((r, r.oop_time_us) for r in rows if r.size > 0 and r.oop_time_us is not None),
+                      key=lambda rt: rt[0].size)
     if not measured:
         return []
-    top = measured[-1]
-    metrics = [lower("time_us", top.oop_time_us, "us")]
+    top, top_time_us = measured[-1]
+    metrics = [lower("time_us", top_time_us, "us")]
     if top.oop_busbw is not None:
         metrics.append(higher("busbw_gbps", top.oop_busbw, "GB/s"))
     if top.oop_algbw is not None:
         metrics.append(higher("algbw_gbps", top.oop_algbw, "GB/s"))
-    peaks = [x for r in measured for x in (r.oop_busbw, r.ip_busbw) if x is not None and math.isfinite(x)]
+    peaks = [x for r, _ in measured for x in (r.oop_busbw, r.ip_busbw) if x is not None and math.isfinite(x)]
     if peaks:
         metrics.append(higher("busbw_peak_gbps", max(peaks), "GB/s"))
     wrong = [r.wrong for r in rows if r.wrong is not None]
@@ -265,13 +267,13 @@ def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
         metrics.append(higher("avg_busbw_gbps", avg_busbw, "GB/s"))
     # The in-place time is a second measurement of the same transfer: kept as the samples of
     # the size's time metric (out-of-place first), so calibration takes their median.
-    for r in measured[:-1]:
+    for r, time_us in measured[:-1]:
         if r.oop_busbw is not None:
             metrics.append(higher(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s"))
-        samples = (r.oop_time_us, r.ip_time_us) if r.ip_time_us is not None else ()
-        metrics.append(lower(f"time_us@{r.size}B", r.oop_time_us, "us", samples))
+        samples = (time_us, r.ip_time_us) if r.ip_time_us is not None else ()
+        metrics.append(lower(f"time_us@{r.size}B", time_us, "us", samples))
     if top.ip_time_us is not None:
-        metrics[0] = lower("time_us", top.oop_time_us, "us", (top.oop_time_us, top.ip_time_us))
+        metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, top.ip_time_us))
     return metrics
 
 

@@ -83,7 +83,7 @@ def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
         raise ParseError("not perftest --out_json output: no 'test_info' and 'results' keys", source=source, excerpt=keys)
     test_info: dict[str, Any] = doc["test_info"] or {}
     rows = _rows(doc, source)
-    info = {k: str(test_info[k]) for k in ("Device", "Link_type", "Connection_type", "Mtu", "Number_of_qps") if k in test_info}
+    info: dict[str, str] = {k: str(test_info[k]) for k in ("Device", "Link_type", "Connection_type", "Mtu", "Number_of_qps") if k in test_info}
     metrics: list[Metric] = []
     latency = "t_avg" in rows[0] or "t_typical" in rows[0]
     if latency:

@@ -48,9 +48,8 @@ def _parse_section(lines: list[str], source: str) -> Parsed | None:
             continue
         if _ROW.match(line):
             rows.append([float(t) for t in stripped.replace("\\\\", " ").split()])
-        elif stripped and not stripped.startswith("---") and "$" not in stripped:
-            if stripped not in warnings:
-                warnings.append(stripped)
+        elif stripped and not stripped.startswith("---") and "$" not in stripped and stripped not in warnings:
+            warnings.append(stripped)
     if not header or not rows:
         return None
     metrics: list[Metric] = []

@@ -15,6 +15,7 @@ import re
 from gpufabric.bench.parsers import Parsed, higher, lower, strip_ansi
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
+from gpufabric.results.samples import sockperf_full_log_samples
 
 _AVG = re.compile(r"====> avg-(latency|rtt)=([0-9.]+) \(std-dev=([0-9.]+)")
 _OBS = re.compile(r"Total (\d+) observations")
@@ -23,28 +24,11 @@ _MAXMIN = re.compile(r"---> <(MAX|MIN)> observation = +([0-9.]+)")
 _DROPPED = re.compile(r"# dropped messages = (\d+); # duplicated messages = (\d+); # out-of-order messages = (\d+)")
 _VERSION = re.compile(r"== version #([^ ]+) ==")
 _PROTOCOL = re.compile(r"PORT = +\d+ # (UDP|TCP)")
-_CSV_HEADER = re.compile(r"^packet, txTime\(sec\), rxTime\(sec\), (latency|rtt)\(usec\)\s*$", re.M)
 
 
 def _label(percentile: str) -> str:
     """'99.990' -> 'p99_99', '50.000' -> 'p50'."""
     return "p" + percentile.rstrip("0").rstrip(".").replace(".", "_")
-
-
-def _csv_samples(text: str, header: re.Match[str], *, source: str) -> tuple[float, ...]:
-    samples: list[float] = []
-    for number, line in enumerate(text[header.end() :].splitlines(), start=1):
-        line = line.strip()
-        if not line or line.startswith("-"):
-            continue
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 4:
-            raise ParseError(f"sockperf full-log row {number} has {len(parts)} fields, expected 4", source=source, excerpt=line)
-        try:
-            samples.append(float(parts[3]))
-        except ValueError:
-            raise ParseError(f"sockperf full-log row {number} has a non-numeric latency", source=source, excerpt=line) from None
-    return tuple(samples)
 
 
 def parse_sockperf(text: str, *, source: str = "", full_log: str | None = None) -> list[Parsed]:
@@ -70,9 +54,9 @@ def parse_sockperf(text: str, *, source: str = "", full_log: str | None = None) 
     info["measure"] = "one-way (RTT/2)" if kind == "lat" else "round trip"
     samples: tuple[float, ...] = ()
     for blob in (strip_ansi(full_log) if full_log is not None else None, clean):
-        header = _CSV_HEADER.search(blob) if blob is not None else None
-        if header:
-            samples = _csv_samples(blob, header, source=source)
+        found = sockperf_full_log_samples(blob, source=source) if blob is not None else None
+        if found is not None:
+            samples = found
             break
     metrics: list[Metric] = [
         lower(f"{kind}_avg_us", float(avg.group(2)), "us"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,12 +69,12 @@ def diagnose(logs: dict[int, RankLog]) -> str:
         after = f" after {_describe(last[0])}" if last else (" before starting" if not first.records else "")
         names = ", ".join(f"rank {s.rank} ({s.host})" for s in silent)
         return f"{names} died without an error record{after}; the other ranks stopped"
-    errors = [log for log in logs.values() if log.error is not None]
-    primary = next((e for e in errors if not _peer_consequence(e.error)), errors[0])
-    return f"rank {primary.rank} ({primary.host}) failed: {primary.error['message']}"
+    errors = [(log, log.error) for log in logs.values() if log.error is not None]
+    primary, error = next(((log, err) for log, err in errors if not _peer_consequence(err)), errors[0])
+    return f"rank {primary.rank} ({primary.host}) failed: {error['message']}"
 
 
-def oversubscribed(logs: dict[int, RankLog]) -> str:
+def oversubscribed(logs: Mapping[int, RankLog]) -> str:
     """Why straggler verdicts cannot be trusted: a host running more ranks than it has CPUs.
 
     Ranks that share cores are descheduled in turn, so one of them always looks slow; that

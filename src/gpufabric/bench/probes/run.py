@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.bench import launch
+from gpufabric.exec import launch
 from gpufabric.bench.probes.live import Tail
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
 from gpufabric.errors import InputError
@@ -106,7 +106,7 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
 
 def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
     """The TrainJob carries the config; ranks write records inside their pods (``--run-dir`` there)."""
-    from gpufabric.bench import k8s
+    from gpufabric.exec import k8s
 
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-"))
     config = {**probe_config, "out_dir": opts.work_dir or "/tmp/gpufabric-run", "backend": opts.backend,

@@ -67,7 +67,7 @@ def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
     """#wrong must be 0 for every size; a straggler fails the size and names its rank and host."""
     verdicts = []
     for r in results:
-        wrong = r.metric("wrong_elements").value
+        wrong = r.require("wrong_elements").value
         label = f"{r.name} {r.params['dtype']} {r.params['size_bytes']} B"
         verdicts.append(Verdict(test=label, metric="wrong_elements", host=r.host,
                                 outcome=Outcome.failed if wrong else Outcome.passed, measured=wrong, expected=0.0,
@@ -99,7 +99,7 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
 
     def on_record(record: dict[str, Any]) -> None:
         row = size_row(record, prep.plan.num_ranks)
-        if row is not None:
+        if row is not None and on_size is not None:   # installed only with on_size; re-tested to narrow it here
             on_size(row)
 
     try:
@@ -227,8 +227,8 @@ def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db:
         probe_run.cleanup(prep)
     results = checkpoint_results(ex.logs, directory=config["directory"], argv=tuple(prep.plan.commands[0].argv))
     verdicts = [Verdict(test=r.name, metric="wrong_tensors", host="cluster",
-                        outcome=Outcome.failed if r.metric("wrong_tensors").value else Outcome.passed,
-                        measured=r.metric("wrong_tensors").value, expected=0.0, direction=Direction.lower, margin=None,
+                        outcome=Outcome.failed if r.require("wrong_tensors").value else Outcome.passed,
+                        measured=r.require("wrong_tensors").value, expected=0.0, direction=Direction.lower, margin=None,
                         reason=r.reason or "read back identical") for r in results]
     status, code = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.checkpoint", argv=argv, executed=[ex], results=results, verdicts=verdicts,

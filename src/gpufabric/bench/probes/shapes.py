@@ -39,7 +39,8 @@ def train_shape(spec: Any | None, *, scale: int, blocks: int) -> TrainShape:
     heads = max(1, min(heads_full, hidden // 32))
     hidden -= hidden % heads
     seq_len = max(16, m.seq_len // scale)
-    per_replica_tokens = spec.workload.global_batch_tokens // par.dp
+    dp = par.dp if isinstance(par.dp, int) else spec.num_gpus  # dp: auto (searched): the most replicas it can be
+    per_replica_tokens = spec.workload.global_batch_tokens // dp
     batch = max(1, min(8, per_replica_tokens // m.seq_len // scale))
     return TrainShape(hidden=hidden, layers=min(blocks, m.layers), heads=heads, seq_len=seq_len,
                       vocab=max(256, m.vocab // scale), batch=batch,

@@ -12,17 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufabric.model.collectives import busbw_factor
-
-
-def algbw_gbps(size_bytes: int, time_s: float) -> float:
-    """algbw = S / t in GB/s (1e9 bytes/s); S is the nccl-tests ``size`` column for the op."""
-    return size_bytes / time_s / 1e9
-
-
-def busbw_gbps(op: str, size_bytes: int, time_s: float, num_ranks: int) -> float:
-    """busbw = algbw x the nccl-tests bus factor of ``op`` (:func:`gpufabric.model.collectives.busbw_factor`)."""
-    return algbw_gbps(size_bytes, time_s) * float(busbw_factor(op, num_ranks))
+# The nccl-tests bandwidth definitions live with the collective model; the probes use them from here.
+from gpufabric.model.collectives import algbw_gbps as algbw_gbps
+from gpufabric.model.collectives import busbw_gbps as busbw_gbps
 
 
 def element_count(op: str, size_bytes: int, elem_bytes: int, num_ranks: int) -> int:

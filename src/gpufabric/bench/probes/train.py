@@ -23,8 +23,11 @@ from typing import Any
 
 def build_model(torch: Any, cfg: dict[str, Any]) -> Any:
     nn = torch.nn
+    # torch arrives as a parameter (imported lazily by the worker): its Module is a value here,
+    # so it is named as an Any-typed base rather than as the attribute of a module.
+    module_base: Any = nn.Module
 
-    class Probe(nn.Module):
+    class Probe(module_base):
         def __init__(self) -> None:
             super().__init__()
             h = cfg["hidden"]

@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpufabric.bench import process
+from gpufabric.exec import process
 from gpufabric.bench.parsers import Parsed, parser_for
 from gpufabric.errors import CommandFailed, CommandTimeout, ParseError, ToolNotFound
 from gpufabric.results.records import Status, TestResult

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gpufabric.bench import process
+from gpufabric.exec import process
 from gpufabric.bench.runners import PlannedTest, ServerSpec
 from gpufabric.errors import CommandTimeout, ToolNotFound
 

@@ -1,6 +1,9 @@
-"""Packet agent for the live lab test, run inside a network namespace with ``ip netns exec``.
+"""Packet agent run inside a network namespace with ``ip netns exec`` (the live lab test
+and ``audit --kernel``).
 
-``listen PORTS``: accept TCP connections and echo UDP datagrams on 0.0.0.0 for every port
+``send PROBES_JSON``: open every probe at once (a TCP SYN or one UDP datagram) and print
+{"id": local source port} as JSON: the kernel cross-check sees which of them the
+destination's input hook accepted by their source port. ``listen PORTS``: accept TCP connections and echo UDP datagrams on 0.0.0.0 for every port
 until killed. ``probe PROBES_JSON TIMEOUT_S``: fire every probe at once (non-blocking),
 wait up to TIMEOUT_S, print {"id": "open" | "closed"} as JSON. A probe is
 [id, proto, src_addr, dst_addr, port]. Probes run concurrently so a dropped SYN costs
@@ -80,8 +83,35 @@ def probe(probes: list[list], timeout_s: float) -> dict[str, str]:
     return result
 
 
+def send(probes: list[list], linger_s: float) -> dict[str, int]:
+    """Fire every probe (one SYN or datagram each); keep the sockets open ``linger_s`` so
+    that no two probes share a source port while the observer reads them."""
+    socks = []
+    ports: dict[str, int] = {}
+    for pid, proto, src, dst, port in probes:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM if proto == "tcp" else socket.SOCK_DGRAM)
+        sock.setblocking(False)
+        sock.bind((src, 0))
+        ports[pid] = sock.getsockname()[1]
+        if proto == "tcp":
+            sock.connect_ex((dst, port))
+        else:
+            try:
+                sock.sendto(pid.encode(), (dst, port))
+            except OSError:
+                pass
+        socks.append(sock)
+    time.sleep(linger_s)
+    for sock in socks:
+        sock.close()
+    return ports
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "listen":
+    if sys.argv[1] == "send":
+        with open(sys.argv[2]) as handle:
+            print(json.dumps(send(json.load(handle), float(sys.argv[3]))), flush=True)
+    elif sys.argv[1] == "listen":
         listen([int(p) for p in sys.argv[2].split(",")])
     else:
         with open(sys.argv[2]) as handle:

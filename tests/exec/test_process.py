@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.bench.process import port_open, run, start_server
+from gpufabric.exec.process import port_open, run, start_server
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
 
 PY = sys.executable
@@ -157,7 +157,7 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     pidfile = tmp_path / "server.pid"
     parent = (
         "import time\n"
-        "from gpufabric.bench.process import start_server\n"
+        "from gpufabric.exec.process import start_server\n"
         f"with start_server([{PY!r}, '-c', 'import time; time.sleep(60)'], ready=lambda: True) as s:\n"
         f"    open({str(pidfile)!r}, 'w').write(str(s.pid))\n"
         "    time.sleep(60)\n"

@@ -10,6 +10,7 @@ what the tool printed before it was killed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -105,6 +106,40 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:  # a member changed user (setuid tool): still alive
         pass
     return True
+
+
+def spawn_detached(argv: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None) -> int:
+    """Start a process that must outlive this command (the lab's noisy neighbour, its daemons).
+
+    Own session (its pid is its process-group id), no stdin, stdout and stderr appended to
+    ``log``, the complete environment ``env`` (default: this process's), and no parent-death signal, because it is stopped later by another command
+    with :func:`kill_pgid`. Returns the pid.
+    """
+    argv = _resolve(argv, env)
+    with open(log, "ab") as fh:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
+                                env=dict(env) if env is not None else None, start_new_session=True)
+    return proc.pid
+
+
+def kill_pgid(pgid: int, grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM, then SIGKILL, a process group started earlier by :func:`spawn_detached`.
+
+    Reaps the leader when it is our child; returns once the group is gone or SIGKILL was
+    sent and ``grace_s`` passed. A group that no longer exists is not an error.
+    """
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pgid, os.WNOHANG)
+            if not _group_alive(pgid):
+                return
+            time.sleep(0.02)
 
 
 class _Drain:

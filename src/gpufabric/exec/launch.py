@@ -1,4 +1,4 @@
-"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun (k8s: bench/k8s.py).
+"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun (k8s: exec/k8s.py).
 
 ``build()`` turns (launcher, hosts, nodes, nproc) into the exact commands to run, so
 ``--dry-run`` prints them and tests check them without running anything; ``execute()``
@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpufabric.bench.process import kill_group, run
 from gpufabric.errors import CommandTimeout, InputError, ToolNotFound
+from gpufabric.exec.process import kill_group, run
 
 LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
 #: Linux interface names: IFNAMSIZ 16 including the NUL (include/uapi/linux/if.h).
@@ -235,7 +235,7 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
         if slurm_mode == "sbatch":
             script_path = str(Path(out_dir) / "job.sbatch")
             # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
-            commands.append(Command(argv=(python, "-m", "gpufabric.bench.launch", "sbatch-wait", script_path),
+            commands.append(Command(argv=(python, "-m", "gpufabric.exec.launch", "sbatch-wait", script_path),
                                     host=hosts[0].name))
             return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts),
                               script=script, script_path=script_path)
@@ -433,4 +433,4 @@ def _tail(path: Path, limit: int = 4000) -> str:
 if __name__ == "__main__":
     if len(sys.argv) >= 3 and sys.argv[1] == "sbatch-wait":
         sys.exit(sbatch_wait(sys.argv[2], *sys.argv[3:]))
-    sys.exit("usage: python -m gpufabric.bench.launch sbatch-wait SCRIPT [ARGS...]")
+    sys.exit("usage: python -m gpufabric.exec.launch sbatch-wait SCRIPT [ARGS...]")

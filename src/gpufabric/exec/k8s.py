@@ -30,8 +30,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufabric.bench.launch import Command, LaunchPlan
 from gpufabric.errors import InputError
+from gpufabric.exec.launch import Command, LaunchPlan
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = "torch-distributed"
@@ -211,7 +211,7 @@ def to_yaml(doc: Mapping[str, Any]) -> str:
 
 def follow_argv(manifest: str, *, name: str, namespace: str, python: str) -> list[str]:
     """The command :func:`execute` runs: apply, wait for the TrainJob, print its logs."""
-    return [python, "-m", "gpufabric.bench.k8s", "follow", manifest, name, namespace]
+    return [python, "-m", "gpufabric.exec.k8s", "follow", manifest, name, namespace]
 
 
 def follow(manifest: str, name: str, namespace: str, *, poll_s: float = 2.0, kubectl: Sequence[str] = ("kubectl",)) -> int:
@@ -264,4 +264,4 @@ def _state(doc: Mapping[str, Any]) -> str:
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "follow":
         sys.exit(follow(sys.argv[2], sys.argv[3], sys.argv[4]))
-    sys.exit("usage: python -m gpufabric.bench.k8s follow MANIFEST NAME NAMESPACE")
+    sys.exit("usage: python -m gpufabric.exec.k8s follow MANIFEST NAME NAMESPACE")

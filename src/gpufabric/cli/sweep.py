@@ -1,0 +1,37 @@
+"""``gpufabric sweep SPEC --vary key=v1,v2``: many variants of a spec in one vectorised pass, to CSV/Parquet."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep")(sweep)
+
+
+def sweep(
+    spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
+    vary: list[str] = typer.Option(..., "--vary", help="key=v1,v2,... with a dotted spec path (repeatable; combinations multiply)."),
+    out: Path = typer.Option(..., "--out", help="Output file: .csv, or .parquet (needs pyarrow)."),
+    catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
+) -> int:
+    """Evaluate every combination of the varied fields x every design; write one row each."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.errors import InputError
+    from gpufabric.plan.sweep import parse_vary, run_sweep, write_sweep
+    from gpufabric.spec import load_spec
+
+    if out.suffix not in (".csv", ".parquet"):
+        raise InputError(f"--out {out}: use a .csv or .parquet file name")
+    if not out.parent.is_dir():
+        raise InputError(f"--out {out}: directory {out.parent} does not exist")
+    catalog = load_catalog(catalog_files)
+    spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
+    result = run_sweep(spec, catalog, [parse_vary(v) for v in vary])
+    write_sweep(result, out)
+    typer.echo(f"{len(result):,} rows ({len(set(result.combos))} variants x designs) -> {out}")
+    if result.skipped:
+        typer.echo(f"skipped {len(result.skipped)} invalid combination(s), first: {result.skipped[0]}", err=True)
+    return 0

@@ -1,0 +1,58 @@
+"""`gpufabric bench inference`: real torch send/recv (gloo) of the plan's KV blocks and a safetensors load."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpufabric.bench.probes.inference import KV_SLO_FACTOR, KvProbeSize, kv_probe_sizes, kv_verdicts
+from gpufabric.catalog import load_catalog
+from gpufabric.spec.inference import load_inference_spec, read_located
+from tests.conftest import EXAMPLES
+
+SERVING = EXAMPLES / "serving" / "llama3-70b-serving.yaml"
+torch = pytest.importorskip("torch")
+
+
+def test_kv_sizes_follow_the_model():
+    cat = load_catalog([])
+    spec = load_inference_spec(read_located(SERVING))
+    sizes = kv_probe_sizes(spec, cat, fabric="roce-400g", tp=8)
+    # 2,048 tokens x 327,680 B / (8 ranks x 80 layers) = 1 MiB per message; longest = 8 x mean.
+    assert [s.size_bytes for s in sizes] == [1_048_576, 8_388_608]
+    slow = kv_probe_sizes(spec, cat, fabric="tcp-100g", tp=8)
+    assert all(t.model_time_us > r.model_time_us for t, r in zip(slow, sizes, strict=True))
+
+
+def test_kv_verdicts_judge_p99_against_the_model():
+    probe = KvProbeSize(label="mean prompt", prompt_tokens=2048, size_bytes=1000, model_time_us=100.0)
+    ok = kv_verdicts([probe], [{"size_bytes": 1000, "time_p99_us": 100 * KV_SLO_FACTOR}], fabric="x")[0]
+    bad = kv_verdicts([probe], [{"size_bytes": 998, "time_p99_us": 100 * KV_SLO_FACTOR + 1}], fabric="x")[0]
+    none = kv_verdicts([probe], [], fabric="x")[0]
+    assert ok.outcome.value == "passed" and bad.outcome.value == "failed" and none.outcome.value == "failed"
+    assert bad.measured == 100 * KV_SLO_FACTOR + 1 and bad.expected == pytest.approx(150.0)
+
+
+def test_bench_inference_runs_and_stores(cli, tmp_path):
+    db = tmp_path / "runs.db"
+    code, out, err = cli("bench", "inference", SERVING, "--dir", tmp_path / "w", "--db", db, "--iters", "3",
+                         "--warmup", "1", "--scale", "20000", "--fabric", "roce-400g", "--format", "json")
+    assert code in (0, 1), err
+    doc = json.loads(out)
+    assert doc["kind"] == "inference" and doc["fabric"] == "roce-400g"
+    measured = {r["size_bytes"] for r in doc["kv_run"]["results"]}
+    assert measured == {1_048_576, 8_388_608} and doc["kv_run"]["status"] == "passed"  # exact bytes received
+    assert len(doc["kv_verdicts"]) == 2 and all(v["measured"] > 0 for v in doc["kv_verdicts"])
+    assert (code == 1) == any(v["outcome"] == "failed" for v in doc["kv_verdicts"])
+    load = doc["weight_load_run"]["results"]
+    assert load and load[0]["format"] == "safetensors" and load[0]["read_gbps"] > 0
+    code, out, _ = cli("runs", "--db", db, "--format", "json")
+    assert code == 0 and len(json.loads(out)["runs"]) == 2  # the KV run and the weight-load run
+
+
+def test_bench_inference_dry_run_and_bad_input(cli, tmp_path):
+    code, out, _ = cli("bench", "inference", SERVING, "--dry-run")
+    assert code == 0 and "gpufabric.bench.probes.collectives" in out
+    code, _, err = cli("bench", "inference", SERVING, "--fabric", "roce-40g")
+    assert code == 2 and "roce-400g" in err

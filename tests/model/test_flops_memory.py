@@ -1,0 +1,118 @@
+"""FLOP conventions (model.flops) and per-GPU memory (model.memory) against published figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufabric.model.flops import active_params, expert_params_of, flops_per_token, megatron_eq3_flops
+from gpufabric.model.memory import activation_bytes_per_layer, model_state_bytes, per_gpu_memory
+
+
+def test_full_recompute_count_is_megatron_eq3():
+    # GPT-3 175B shape (Narayanan et al. SC'21 Table 1): 12 L h^2 layer parameters plus the
+    # input and output embeddings (V h each, untied as model.flops assumes); eq. 3 counts
+    # the logit layer's matmul once per pass and the input embedding (a lookup) not at all.
+    L, h, s, V, B = 96, 12288, 2048, 51200, 1536
+    params = 12 * L * h * h + 2 * V * h
+    ours = flops_per_token(params_active=params, layers=L, hidden=h, seq_len=s, vocab=V, recompute=2) * B * s
+    assert float(ours) == pytest.approx(megatron_eq3_flops(batch=B, seq_len=s, layers=L, hidden=h, vocab=V), rel=1e-12)
+
+
+def test_recompute_and_attention_add_flops_and_6pt_ignores_them():
+    kw = dict(params_active=70e9, layers=80, hidden=8192, seq_len=8192, vocab=128256)
+    none, sel, full = (float(flops_per_token(**kw, recompute=r)) for r in (0, 1, 2))
+    assert none < sel < full
+    assert sel - none == pytest.approx(4 * 8192 * 8192 * 80)  # attention scores re-run
+    assert float(flops_per_token(**kw, recompute=2, convention="6pt")) == 6 * 70e9
+    # Attention grows with the sequence: at 8k it adds ~ 4 s h l x 3 over 6 P.
+    short = float(flops_per_token(**{**kw, "seq_len": 2048}, recompute=0))
+    assert none - short == pytest.approx(3 * 4 * (8192 - 2048) * 8192 * 80)
+
+
+def test_moe_active_and_expert_params_are_consistent():
+    # Mixtral 8x7B (Jiang et al. 2024, arXiv:2401.04088): 46.7B total, 12.9B active, top-2 of 8.
+    e = expert_params_of(46.7e9, experts=8, top_k=2, active=12.9e9)
+    assert active_params(46.7e9, experts=8, top_k=2, expert_params=e) == pytest.approx(12.9e9)
+    assert e == pytest.approx((46.7e9 - 12.9e9) / 0.75)
+    assert active_params(8e9) == 8e9 and expert_params_of(8e9) == 0.0
+
+
+# Rajbhandari et al., "ZeRO" (SC'20, arXiv:1910.02054) Table 1: per-device model-state memory
+# in GB for mixed-precision Adam (K = 12): baseline, P_os (ZeRO-1), P_os+g (2), P_os+g+p (3).
+ZERO_TABLE1 = [
+    (7.5e9, 64, (120, 31.4, 16.6, 1.88)),
+    (7.5e9, 4, (120, 52.5, 41.3, 30)),
+    (128e9, 64, (2048, 536, 284, 32)),
+    (128e9, 1024, (2048, 513, 257, 2)),
+    (1e12, 1024, (16000, 4011, 2013, 15.6)),
+    (1e12, 16, (16000, 4750, 2875, 1000)),
+]
+
+
+@pytest.mark.parametrize(("params", "dp", "published"), ZERO_TABLE1)
+def test_model_states_match_zero_paper_table1(params, dp, published):
+    for stage, gb in enumerate(published):
+        w, g, o = model_state_bytes(dense_params=params, expert_params=0, tp=1, pp=1, dp=dp, ep=1, zero_stage=stage)
+        assert float(w + g + o) / 1e9 == pytest.approx(gb, rel=0.10), f"stage {stage}"
+
+
+def test_activations_follow_korthikanti():
+    # Korthikanti et al. 2022 eq. 2 and Table 2: s b h (34 + 5 a s / h) without parallelism;
+    # t-way TP + sequence parallelism divides all of it by t; full recomputation keeps 2 s b h / t.
+    s, b, h, a, t = 2048, 1, 12288, 96, 8
+    base = dict(seq_len=s, microbatch_size=b, hidden=h, heads=a, flash_attention=False)
+    none1 = activation_bytes_per_layer(**base, tp=1, sequence_parallel=False, recompute=0)
+    assert float(none1) == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    sp = activation_bytes_per_layer(**base, tp=t, sequence_parallel=True, recompute=0)
+    assert float(sp) == pytest.approx(float(none1) / t)
+    tp_only = activation_bytes_per_layer(**base, tp=t, sequence_parallel=False, recompute=0)
+    assert float(tp_only) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    sel = activation_bytes_per_layer(**base, tp=t, sequence_parallel=True, recompute=1)
+    assert float(sel) == pytest.approx(s * b * h * 34 / t)
+    flash = activation_bytes_per_layer(**{**base, "flash_attention": True}, tp=t, sequence_parallel=True, recompute=0)
+    assert float(flash) == float(sel)
+    full = activation_bytes_per_layer(**base, tp=t, sequence_parallel=True, recompute=2)
+    assert float(full) == pytest.approx(2 * s * b * h / t)
+
+
+def _mem(**kw):
+    base = dict(dense_params=70e9, expert_params=0, layers=80, hidden=8192, heads=64, seq_len=8192, vocab=128256,
+                tp=8, pp=4, dp=32, ep=1, zero_stage=0, microbatch_size=1, microbatches=16, virtual_stages=1,
+                sequence_parallel=True, recompute=0, flash_attention=True, hbm_gib=80, reserve_gib=8)
+    return per_gpu_memory(**{**base, **kw})
+
+
+def test_70b_on_pure_data_parallelism_does_not_fit_without_zero():
+    # Issue 14's bar: 70B at tp1 pp1 dp1024 needs ~1.1 TB of model states per GPU at ZeRO 0.
+    m = _mem(tp=1, pp=1, dp=1024)
+    assert float(m.weights_bytes + m.grads_bytes + m.optimizer_bytes) == pytest.approx(70e9 * 16)
+    assert float(m.shortfall_bytes) > 1e12
+    assert float(_mem().shortfall_bytes) == 0  # tp8 pp4 dp32 fits in 80 GiB
+
+
+def test_pipeline_in_flight_and_interleaving_raise_the_first_stage():
+    one = _mem(pp=4, microbatches=16)
+    # The first stage holds min(pp, m) = 4 microbatches of its 20 layers: 80 layers' worth.
+    per_layer = float(activation_bytes_per_layer(seq_len=8192, microbatch_size=1, hidden=8192, heads=64, tp=8,
+                                                 sequence_parallel=True, recompute=0, flash_attention=True))
+    assert float(one.activations_bytes) == pytest.approx(per_layer * 80)
+    inter = _mem(pp=4, microbatches=16, virtual_stages=2)
+    assert float(inter.activations_bytes) == pytest.approx(per_layer * 80 * (1 + 3 / 8))
+    assert float(_mem(pp=4, microbatches=2).activations_bytes) < float(one.activations_bytes)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_each_zero_stage_never_needs_more_memory(stage):
+    lower = _mem(tp=1, pp=1, dp=1024, zero_stage=max(stage - 1, 0))
+    higher = _mem(tp=1, pp=1, dp=1024, zero_stage=stage)
+    assert float(higher.total_bytes) <= float(lower.total_bytes)
+    if stage:
+        assert float(higher.total_bytes) < float(lower.total_bytes)
+
+
+def test_experts_shard_over_ep():
+    dense = model_state_bytes(dense_params=10e9, expert_params=40e9, tp=1, pp=1, dp=64, ep=1, zero_stage=0)
+    ep8 = model_state_bytes(dense_params=10e9, expert_params=40e9, tp=1, pp=1, dp=64, ep=8, zero_stage=0)
+    assert float(np.sum(ep8)) == pytest.approx(16 * (10e9 + 40e9 / 8))
+    assert float(np.sum(dense)) == pytest.approx(16 * 50e9)

@@ -1,0 +1,78 @@
+"""Serving planner: sizing by simulation, SLOs, fabric and storage effects, infeasible specs."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufabric.catalog import load_catalog
+from gpufabric.errors import InputError
+from gpufabric.plan.inference import make_serving_plan as _make_plan
+from gpufabric.sim.serving import simulate_serving
+from gpufabric.spec.inference import InferenceSpec
+
+CAT = load_catalog([])
+
+
+def make_serving_plan(spec, catalog, **kw):
+    return _make_plan(spec, catalog, simulate=simulate_serving, **kw)
+
+
+def _spec(**over) -> InferenceSpec:
+    workload = {
+        "kind": "inference",
+        "model": {"params": 70.6e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8},
+        "traffic": {"rate_rps": 10, "prompt_tokens": {"mean": 2048, "cv": 0.5}, "output_tokens": {"mean": 256, "cv": 0.5}},
+        "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.015},
+        "replica": {"tp": 8},
+    }
+    workload.update(over.pop("workload", {}))
+    doc = {"name": "t", "cluster": {"nodes": over.pop("nodes", 8), "gpu": "h100-sxm"}, "workload": workload,
+           "options": {"fabrics": ["ib-ndr", "tcp-100g"], "storage": ["local-nvme", "nfs"]}}
+    return InferenceSpec.model_validate(doc)
+
+
+PLAN = make_serving_plan(_spec(), CAT, requests=5000)
+BY_ID = {c.id: c for c in PLAN.candidates}
+
+
+def test_every_design_is_listed_and_the_recommendation_meets_the_slo():
+    assert len(PLAN.candidates) == 2 * 2 * 2  # modes x fabrics x storage
+    rec = BY_ID[PLAN.recommended]
+    assert rec.meets_slo and rec.fits_cluster and rec.ttft_p99_s <= 1.0 and rec.tpot_p99_s <= 0.015
+    assert rec.usd_per_million_output_tokens == min(c.usd_per_million_output_tokens for c in PLAN.candidates if c.meets_slo)
+    assert PLAN.recommended in PLAN.rationale
+
+
+def test_fabric_sets_kv_transfer_and_storage_sets_cold_start():
+    ib, tcp = BY_ID["disaggregated/ib-ndr/local-nvme"], BY_ID["disaggregated/tcp-100g/local-nvme"]
+    assert ib.kv_transfer_s_at_mean_prompt < tcp.kv_transfer_s_at_mean_prompt
+    assert ib.kv_transfer_p99_s < tcp.kv_transfer_p99_s
+    assert BY_ID["colocated/ib-ndr/local-nvme"].kv_transfer_p99_s == 0
+    assert BY_ID["colocated/ib-ndr/nfs"].weight_load_s > BY_ID["colocated/ib-ndr/local-nvme"].weight_load_s
+
+
+def test_disaggregation_removes_prefill_interference_from_tpot():
+    colo, dis = BY_ID["colocated/ib-ndr/local-nvme"], BY_ID["disaggregated/ib-ndr/local-nvme"]
+    # With the TPOT SLO binding, colocated serving needs more replicas to dilute prefill stalls.
+    assert colo.gpus > dis.gpus
+
+
+def test_higher_rate_never_needs_fewer_gpus():
+    low = make_serving_plan(_spec(workload={"traffic": {"rate_rps": 5, "prompt_tokens": {"mean": 2048, "cv": 0.5},
+                                                        "output_tokens": {"mean": 256, "cv": 0.5}}}), CAT, requests=5000)
+    low_by = {c.id: c for c in low.candidates}
+    for cid, c in BY_ID.items():
+        assert low_by[cid].gpus <= c.gpus
+
+
+def test_infeasible_rate_has_no_recommendation():
+    plan = make_serving_plan(_spec(nodes=1), CAT, requests=3000)
+    assert plan.recommended is None
+    assert all(not c.meets_slo for c in plan.candidates)
+    assert "No design meets" in plan.rationale
+
+
+def test_model_that_does_not_fit_is_an_input_error():
+    spec = _spec(workload={"replica": {"tp": 1}})
+    with pytest.raises(InputError, match="KV cache"):
+        make_serving_plan(spec, CAT, requests=1000)
