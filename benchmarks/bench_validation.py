@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,14 +68,17 @@ def measure() -> dict[str, dict[str, float]]:
     return out
 
 
-_IMPORT = ("import time; t = time.perf_counter(); import gpufabric.spec, gpufabric.catalog.loader, gpufabric.plan;"
-           " print(time.perf_counter() - t)")
+_IMPORT = (
+    "import time; t = time.perf_counter(); import gpufabric.spec, gpufabric.catalog.loader, gpufabric.plan;"
+    " print(time.perf_counter() - t)"
+)
 
 
 def _import_once(src: str) -> float:
     env = {**os.environ, "PYTHONPATH": src}
-    return float(subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True,
-                                check=True).stdout)
+    return float(
+        subprocess.run([sys.executable, "-c", _IMPORT], env=env, capture_output=True, text=True, check=True).stdout
+    )
 
 
 def import_ms(srcs: list[str], runs: int = 21) -> list[float]:
@@ -103,8 +106,10 @@ def main() -> None:
         env = {**os.environ, "PYTHONPATH": args.baseline}
         done = subprocess.run([sys.executable, __file__, "--json"], env=env, capture_output=True, text=True, check=True)
         base = json.loads(done.stdout)
-    print(f"# {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()},"
-          f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()}")
+    print(
+        f"# {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {platform.processor() or platform.machine()},"
+        f" {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, Python {platform.python_version()}"
+    )
     if args.baseline:
         here, there = import_ms([str(ROOT / "src"), args.baseline])
         print(f"\nimport + model build: {here:.1f} ms (baseline {there:.1f} ms, added {here - there:+.1f} ms)\n")
@@ -119,8 +124,10 @@ def main() -> None:
             extra = f"{b:.2f} | {total - b:+.2f}"
         else:
             extra = "- | -"
-        print(f"| {name} | {row.get('candidates', '-')} | {row['spec_ms']:.2f} | {row['catalog_ms']:.2f} |"
-              f" {row['outputs_ms']:.3f} | {total:.2f} | {extra} |")
+        print(
+            f"| {name} | {row.get('candidates', '-')} | {row['spec_ms']:.2f} | {row['catalog_ms']:.2f} |"
+            f" {row['outputs_ms']:.3f} | {total:.2f} | {extra} |"
+        )
 
 
 if __name__ == "__main__":

@@ -23,22 +23,31 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 
 def gpufabric(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gpufabric", *args], capture_output=True, text=True, env=ENV,
-                          timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "gpufabric", *args], capture_output=True, text=True, env=ENV, timeout=120, **kwargs
+    )
 
 
 def test_output_to_dev_full_is_one_line_exit_1():
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "gpufabric", "plan", str(LAB), "--format", "json"], stdout=full,
-                              stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpufabric", "plan", str(LAB), "--format", "json"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            timeout=120,
+        )
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == ["gpufabric: failed: No space left on device (free some space,"
-                                                " or point the output elsewhere)"]
+    assert done.stderr.strip().splitlines() == [
+        "gpufabric: failed: No space left on device (free some space, or point the output elsewhere)"
+    ]
 
 
 def test_closed_stdout_is_quiet():
-    proc = subprocess.Popen([sys.executable, "-m", "gpufabric", "schema"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gpufabric", "schema"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV
+    )
     proc.stdout.close()  # like `gpufabric schema | head -c0`
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
@@ -50,15 +59,18 @@ def test_name_too_long_is_a_user_error(cli, tmp_path):
     assert code == 2 and "File name too long" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "flag"), [
-    (["predict", "collective", "--nodes", str(10**30)], "--nodes"),
-    (["predict", "collective", "--gpus-per-node", "0"], "--gpus-per-node"),
-    (["predict", "collective", "--bytes", "1e300"], "--bytes"),
-    (["simulate", "--ranks", str(10**30)], "--ranks"),
-    (["simulate", "--ranks", "8", "--seed", str(10**30)], "--seed"),
-    (["simulate", "--ranks", "8", "--ring-steps", str(10**30), "--comm-latency", "const:1us"], "--ring-steps"),
-    (["runs", "--limit", str(10**30)], "--limit"),
-])
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["predict", "collective", "--nodes", str(10**30)], "--nodes"),
+        (["predict", "collective", "--gpus-per-node", "0"], "--gpus-per-node"),
+        (["predict", "collective", "--bytes", "1e300"], "--bytes"),
+        (["simulate", "--ranks", str(10**30)], "--ranks"),
+        (["simulate", "--ranks", "8", "--seed", str(10**30)], "--seed"),
+        (["simulate", "--ranks", "8", "--ring-steps", str(10**30), "--comm-latency", "const:1us"], "--ring-steps"),
+        (["runs", "--limit", str(10**30)], "--limit"),
+    ],
+)
 def test_huge_integers_are_range_checked(cli, args, flag):
     code, out, err = cli(*args)
     assert code == 2 and flag in err and "Traceback" not in err and out == ""
@@ -83,8 +95,10 @@ def test_reading_commands_refuse_db_in_missing_directory(cli, tmp_path):
     assert not (tmp_path / "no").exists()  # nothing was created
 
 
-SYNC = ("import os, sys, runpy; sys.argv = ['gpufabric', 'plan', {spec!r}]; import gpufabric; os.write(2, b'@');"
-        " runpy.run_module('gpufabric', run_name='__main__')")
+SYNC = (
+    "import os, sys, runpy; sys.argv = ['gpufabric', 'plan', {spec!r}]; import gpufabric; os.write(2, b'@');"
+    " runpy.run_module('gpufabric', run_name='__main__')"
+)
 
 
 @pytest.mark.parametrize("delay_s", [0.0, 0.01, 0.02, 0.04, 0.08, 0.12, 0.2, 0.3])
@@ -92,8 +106,12 @@ def test_ctrl_c_during_start_up_exits_130_without_traceback(delay_s):
     # The child writes '@' once Python has found and imported the gpufabric package (the
     # interpreter's own start-up and module lookup come before any of our code and are not
     # ours to guard); SIGINT then lands in our imports, the app building or the command.
-    proc = subprocess.Popen([sys.executable, "-c", SYNC.format(spec=str(EXAMPLES / "llama3-405b-16k.yaml"))],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SYNC.format(spec=str(EXAMPLES / "llama3-405b-16k.yaml"))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     assert proc.stderr.read(1) == b"@"
     time.sleep(delay_s)
     proc.send_signal(signal.SIGINT)
@@ -150,19 +168,21 @@ def test_full_disk_marks_the_run_failed_with_one_line(small_fs):
 @needs_root
 def test_full_disk_from_the_cli_is_exit_1(small_fs, cli):
     for n, chunk in enumerate((65536, 512, 1)):  # fill to the last byte
-        with pytest.raises(OSError):
-            with open(small_fs / f"filler{n}", "wb", buffering=0) as handle:
-                while True:
-                    handle.write(b"x" * chunk)
+        with pytest.raises(OSError), open(small_fs / f"filler{n}", "wb", buffering=0) as handle:
+            while True:
+                handle.write(b"x" * chunk)
     code, _, err = cli("init", small_fs / "spec.yaml")
     assert code == 1 and "No space left on device" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["calibrate", "latest", "--fabric", "ib-xdr9"], "unknown fabric id 'ib-xdr9' (did you mean 'ib-xdr'?)"),
-    (["calibrate", "latest", "--fabric", "ib-ndr", "--storage", "nfs\nx"], "unknown storage backend id"),
-    (["predict", "collective", "--fabric", "ib-xdr9"], "did you mean 'ib-xdr'?"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["calibrate", "latest", "--fabric", "ib-xdr9"], "unknown fabric id 'ib-xdr9' (did you mean 'ib-xdr'?)"),
+        (["calibrate", "latest", "--fabric", "ib-ndr", "--storage", "nfs\nx"], "unknown storage backend id"),
+        (["predict", "collective", "--fabric", "ib-xdr9"], "did you mean 'ib-xdr'?"),
+    ],
+)
 def test_catalog_ids_on_the_command_line_are_checked(cli, tmp_path, args, message):
     code, _, err = cli(*args, *(["--db", tmp_path / "r.db"] if args[0] == "calibrate" else []))
     assert code == 2 and message in err

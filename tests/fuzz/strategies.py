@@ -29,15 +29,63 @@ DATA = ROOT / "tests" / "data"
 
 #: Strings that mean something to a shell, nftables, OpenSM, YAML or a path resolver.
 METACHARACTERS = (
-    "$(id)", "`id`", "; touch /tmp/sf-pwned", "a\nb", "a\r\nb", "\"; drop", "'", "\\", "${IFS}", "|", "&&",
-    "} accept; {", "# comment", "@set", "\"quoted\"", "../", "../../etc/passwd", "/etc/shadow", "a/b", ".", "..",
-    "", " ", "\t", "\x00", "\x1b[31m", "-rf", "--help", "*", "?", "~root", "%n%s", "{{ 7*7 }}", "{% raw %}",
-    "nqn.2014-08.org.nvmexpress:uuid:$(id)", "mlx5_0:1;id", "eth0:1", "x" * 300,
+    "$(id)",
+    "`id`",
+    "; touch /tmp/sf-pwned",
+    "a\nb",
+    "a\r\nb",
+    '"; drop',
+    "'",
+    "\\",
+    "${IFS}",
+    "|",
+    "&&",
+    "} accept; {",
+    "# comment",
+    "@set",
+    '"quoted"',
+    "../",
+    "../../etc/passwd",
+    "/etc/shadow",
+    "a/b",
+    ".",
+    "..",
+    "",
+    " ",
+    "\t",
+    "\x00",
+    "\x1b[31m",
+    "-rf",
+    "--help",
+    "*",
+    "?",
+    "~root",
+    "%n%s",
+    "{{ 7*7 }}",
+    "{% raw %}",
+    "nqn.2014-08.org.nvmexpress:uuid:$(id)",
+    "mlx5_0:1;id",
+    "eth0:1",
+    "x" * 300,
 )
 UNICODE = ("ünïcødé", "名前", "\u202e", "\ufeff", "e\u0301", "🙂", "\u2028", "Ⅻ")
 NUMBERS = (
-    math.nan, math.inf, -math.inf, 0, -1, -0.0, 1e-320, 1e308, 10**30, -(10**30), 2**63, 2**64 + 1, 0.5, 1.5,
-    True, False,
+    math.nan,
+    math.inf,
+    -math.inf,
+    0,
+    -1,
+    -0.0,
+    1e-320,
+    1e308,
+    10**30,
+    -(10**30),
+    2**63,
+    2**64 + 1,
+    0.5,
+    1.5,
+    True,
+    False,
 )
 
 
@@ -131,8 +179,10 @@ def _dump(doc: Any) -> str:
     return yaml.safe_dump(doc, allow_unicode=True, sort_keys=False)
 
 
-BOMB = "".join(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 10) if i else 'x, x, x, x, x'}]\n"
-               for i in range(9))
+BOMB = "".join(
+    f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 10) if i else 'x, x, x, x, x'}]\n"
+    for i in range(9)
+)
 
 
 @st.composite
@@ -156,9 +206,14 @@ def spec_bytes(draw: st.DrawFn) -> bytes:
 #: (tool, sample file) pairs ingest accepts, from authentic captured outputs.
 TOOL_SAMPLES = tuple(
     (tool, path)
-    for tool, pattern in (("fio", "fio/*.json"), ("iperf3", "iperf3/*.json"), ("perftest", "perftest/*.json"),
-                          ("nccl-tests", "nccl-tests/*.json"), ("nccl-tests", "nccl-tests/*.txt"),
-                          ("sockperf", "sockperf/pingpong_*.txt"))
+    for tool, pattern in (
+        ("fio", "fio/*.json"),
+        ("iperf3", "iperf3/*.json"),
+        ("perftest", "perftest/*.json"),
+        ("nccl-tests", "nccl-tests/*.json"),
+        ("nccl-tests", "nccl-tests/*.txt"),
+        ("sockperf", "sockperf/pingpong_*.txt"),
+    )
     for path in sorted(DATA.glob(pattern))
 )
 

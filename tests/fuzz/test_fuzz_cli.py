@@ -23,8 +23,11 @@ from gpufabric.cli.app import main
 from tests.fuzz.strategies import hostile_values, json_numbers_finite, mutated_tool_output, spec_bytes
 
 EXAMPLES = int(os.environ.get("GPUFABRIC_FUZZ_EXAMPLES", "60"))
-FUZZ = settings(max_examples=EXAMPLES, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
@@ -63,19 +66,58 @@ def test_simulate_spec_never_crashes(spec: bytes) -> None:
 
 
 def _flag_value() -> st.SearchStrategy[str]:
-    return st.one_of(hostile_values().map(str), st.sampled_from(
-        ["normal:2ms", "exp:1ms", "lognormal:1ms:0.5", "const:1ms", "hiccup:0.001:5ms", "0.01x1.5", "500:8s:sync",
-         "0.001:5ms", "normal:nan", "exp:-1ms", "1e999", "empirical:/etc/passwd", "empirical:../../x"]))
+    return st.one_of(
+        hostile_values().map(str),
+        st.sampled_from(
+            [
+                "normal:2ms",
+                "exp:1ms",
+                "lognormal:1ms:0.5",
+                "const:1ms",
+                "hiccup:0.001:5ms",
+                "0.01x1.5",
+                "500:8s:sync",
+                "0.001:5ms",
+                "normal:nan",
+                "exp:-1ms",
+                "1e999",
+                "empirical:/etc/passwd",
+                "empirical:../../x",
+            ]
+        ),
+    )
 
 
 @FUZZ
-@given(ranks=st.one_of(st.integers(min_value=-5, max_value=4096), st.sampled_from([10**30, 2**31, 2**63])),
-       steps=st.integers(min_value=-5, max_value=300),
-       flags=st.lists(st.tuples(st.sampled_from(["--jitter", "--hiccup", "--straggler", "--leaf-jitter",
-                                                 "--comm-latency", "--slow-links", "--checkpoint-every",
-                                                 "--compute-ms", "--node-mttf-h", "--ring-steps", "--ranks-per-node",
-                                                 "--ranks-per-leaf", "--runs", "--seed"]), _flag_value()),
-                      max_size=3, unique_by=lambda f: f[0]))
+@given(
+    ranks=st.one_of(st.integers(min_value=-5, max_value=4096), st.sampled_from([10**30, 2**31, 2**63])),
+    steps=st.integers(min_value=-5, max_value=300),
+    flags=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--jitter",
+                    "--hiccup",
+                    "--straggler",
+                    "--leaf-jitter",
+                    "--comm-latency",
+                    "--slow-links",
+                    "--checkpoint-every",
+                    "--compute-ms",
+                    "--node-mttf-h",
+                    "--ring-steps",
+                    "--ranks-per-node",
+                    "--ranks-per-leaf",
+                    "--runs",
+                    "--seed",
+                ]
+            ),
+            _flag_value(),
+        ),
+        max_size=3,
+        unique_by=lambda f: f[0],
+    ),
+)
 def test_simulate_synthetic_never_crashes(ranks: int, steps: int, flags: list[tuple[str, str]]) -> None:
     argv = ["simulate", "--ranks", str(ranks), "--steps", str(steps), "--format", "json"]
     for flag, value in flags:
@@ -88,8 +130,10 @@ def _ingest(sample: tuple[str, bytes]) -> None:
     with tempfile.TemporaryDirectory(prefix="sf-fuzz-") as tmp:
         path = Path(tmp) / "output.txt"
         path.write_bytes(data)
-        check(*run_cli("ingest", "--tool", tool, str(path), "--db", str(Path(tmp) / "r.db"), "--format", "json"),
-              json_out=True)
+        check(
+            *run_cli("ingest", "--tool", tool, str(path), "--db", str(Path(tmp) / "r.db"), "--format", "json"),
+            json_out=True,
+        )
 
 
 @FUZZ
@@ -98,9 +142,12 @@ def test_ingest_damaged_text_never_crashes(sample: tuple[str, bytes]) -> None:
     _ingest(sample)
 
 
-@pytest.mark.xfail(reason="bench/parsers assume JSON value types (e.g. iperf3 'start' a mapping); the ingest"
-                          " validation of issue 9 item 8 (another engineer's area) makes them type-check",
-                   raises=(AttributeError, TypeError, KeyError, AssertionError), strict=False)
+@pytest.mark.xfail(
+    reason="bench/parsers assume JSON value types (e.g. iperf3 'start' a mapping); the ingest"
+    " validation of issue 9 item 8 (another engineer's area) makes them type-check",
+    raises=(AttributeError, TypeError, KeyError, AssertionError),
+    strict=False,
+)
 @settings(FUZZ, report_multiple_bugs=False)
 @given(sample=mutated_tool_output(text=False))
 def test_ingest_mutated_json_values_never_crash(sample: tuple[str, bytes]) -> None:

@@ -20,19 +20,35 @@ def _records(spec, catalog, damage=None):
     """The planner's own path (evaluate_scenarios at 1, 1), with ``damage(out)`` applied to the outputs."""
     p = prepare(spec, catalog)
     k = len(p.designs)
-    base = build_table(spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)),
-                       compute_efficiency=p.anchor.compute_efficiency)
+    base = build_table(
+        spec,
+        catalog,
+        p.designs,
+        p.choice.layouts,
+        pairs=(np.arange(k), np.arange(k)),
+        compute_efficiency=p.anchor.compute_efficiency,
+    )
     out = evaluate_table(concat_tables([scale_table(base, network_latency=1.0, storage_latency=1.0)]))
     if damage is not None:
         damage(out)
-    return p.designs, rank(to_records(spec, p.designs, p.choice.layouts, out, peak_tflops=p.anchor.peak_tflops,
-                                      figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
-                                      compute_efficiency=p.anchor.compute_efficiency,
-                                      runner_ups=p.choice.runner_ups, notes=p.choice.notes))
+    return p.designs, rank(
+        to_records(
+            spec,
+            p.designs,
+            p.choice.layouts,
+            out,
+            peak_tflops=p.anchor.peak_tflops,
+            figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
+            compute_efficiency=p.anchor.compute_efficiency,
+            runner_ups=p.choice.runner_ups,
+            notes=p.choice.notes,
+        )
+    )
 
 
-@pytest.mark.parametrize(("column", "bad"), [("run_cost_usd", np.nan), ("step_time_s", np.inf),
-                                              ("capex_usd", -1.0), ("goodput", np.nan)])
+@pytest.mark.parametrize(
+    ("column", "bad"), [("run_cost_usd", np.nan), ("step_time_s", np.inf), ("capex_usd", -1.0), ("goodput", np.nan)]
+)
 def test_nan_inf_or_negative_output_is_a_violation_never_recommended(column, bad):
     spec, catalog = load_spec(EXAMPLES / "lab-2node.yaml").spec, load_catalog()
     designs, cands = _records(spec, catalog)

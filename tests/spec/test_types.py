@@ -96,36 +96,49 @@ def test_ports_are_normalised(tmp_path):
 
 def test_role_with_count_needs_host_name_prefix(tmp_path):
     path = with_security(tmp_path)
-    path.write_text(path.read_text().replace("{name: compute, kind: compute, hosts: [node-1, node-2]}",
-                                             "{name: gpu_nodes, kind: compute, count: 2}").replace("compute, dst: compute",
-                                                                                                     "gpu_nodes, dst: gpu_nodes"))
+    path.write_text(
+        path.read_text()
+        .replace(
+            "{name: compute, kind: compute, hosts: [node-1, node-2]}", "{name: gpu_nodes, kind: compute, count: 2}"
+        )
+        .replace("compute, dst: compute", "gpu_nodes, dst: gpu_nodes")
+    )
     assert "not a host name" in error_of(path)
 
 
-@pytest.mark.parametrize(("old", "new", "field"), [
-    ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .inf", "reliability.gpu_mttf_hours"),
-    ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .nan", "reliability.gpu_mttf_hours"),
-    ("mfu: 0.40", "mfu: .nan", "workload.mfu"),
-    ("total_tokens: 20e9", "total_tokens: 1e300", "workload.total_tokens"),
-    ("budget_usd: 1.5e6", "budget_usd: -.inf", "requirements.budget_usd"),
-    ("gpu_mttf_hours: 50000", "gpu_mttf_hours: 1e12", "reliability.gpu_mttf_hours"),
-    ("interval_min: 30", "interval_min: 1e9", "workload.checkpoint.interval_min"),
-    ("nodes: 2", "nodes: 1000000000000000000000000000000", "cluster.nodes"),
-    ("oversubscription: [1]", "oversubscription: [1e308]", "options.oversubscription"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .inf", "reliability.gpu_mttf_hours"),
+        ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .nan", "reliability.gpu_mttf_hours"),
+        ("mfu: 0.40", "mfu: .nan", "workload.throughput.mfu"),
+        ("total_tokens: 20e9", "total_tokens: 1e300", "workload.total_tokens"),
+        ("budget_usd: 1.5e6", "budget_usd: -.inf", "requirements.budget_usd"),
+        ("gpu_mttf_hours: 50000", "gpu_mttf_hours: 1e12", "reliability.gpu_mttf_hours"),
+        ("interval_min: 30", "interval_min: 1e9", "workload.checkpoint.interval_min"),
+        ("nodes: 2", "nodes: 1000000000000000000000000000000", "cluster.nodes"),
+        ("oversubscription: [1]", "oversubscription: [1e308]", "options.oversubscription"),
+    ],
+)
 def test_numbers_are_finite_and_bounded(tmp_path, old, new, field):
     assert old in BASE
     text = error_of(write(tmp_path, BASE.replace(old, new)))
     assert f": {field}" in text, text
 
 
-@pytest.mark.parametrize(("old", "new", "field"), [
-    ("nodes: 2", "nodes: true", "cluster.nodes"),
-    ("mfu: 0.40", "mfu: true", "workload.mfu"),
-    ("oversubscription: [1]", "oversubscription: [true]", "options.oversubscription"),
-    ("parallelism: {tp: 8, pp: 1, dp: 2}", "parallelism: {tp: 8, pp: 1, dp: 2, allow_cross_node_tp: 1}",
-     "workload.parallelism.allow_cross_node_tp"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "field"),
+    [
+        ("nodes: 2", "nodes: true", "cluster.nodes"),
+        ("mfu: 0.40", "mfu: true", "workload.throughput.mfu"),
+        ("oversubscription: [1]", "oversubscription: [true]", "options.oversubscription"),
+        (
+            "parallelism: {tp: 8, pp: 1, dp: 2}",
+            "parallelism: {tp: 8, pp: 1, dp: 2, allow_cross_node_tp: 1}",
+            "workload.parallelism.allow_cross_node_tp",
+        ),
+    ],
+)
 def test_booleans_are_not_numbers(tmp_path, old, new, field):
     text = error_of(write(tmp_path, BASE.replace(old, new)))
     assert f": {field}" in text and ("boolean" in text or "true or false" in text), text

@@ -23,6 +23,7 @@ KeyboardInterrupt (also during start-up)  130    Ctrl-C
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -145,10 +146,8 @@ def _end_startup() -> None:
 
 
 def _fail_interrupted() -> int:
-    try:
+    with contextlib.suppress(OSError):
         print("gpufabric: interrupted", file=sys.stderr)
-    except OSError:
-        pass
     return 130
 
 
@@ -208,10 +207,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
 
 def _fail(message: str, code: int) -> int:
-    try:
+    with contextlib.suppress(OSError):  # stderr itself may be the full disk or closed pipe
         print(f"gpufabric: {'error' if code == 2 else 'failed'}: {message}", file=sys.stderr)
-    except OSError:
-        pass
     return code
 
 

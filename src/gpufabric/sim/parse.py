@@ -24,7 +24,6 @@ import numpy as np
 
 from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError
-
 from gpufabric.results.samples import sockperf_full_log_samples
 from gpufabric.sim.config import CheckpointPolicy, Stragglers
 from gpufabric.sim.distributions import (

@@ -14,10 +14,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gpufabric.errors import SpecError
-from gpufabric.spec.loader import Located, check_ids, parse_yaml, validate_model
+from gpufabric.spec.loader import Located, check_ids, parse_yaml, read_text, validate_model
 from gpufabric.spec.models import Cluster, Options, SpecModel
 from gpufabric.spec.security import SecurityPolicy
+from gpufabric.spec.types import Description, Slug
 
 Precision = Literal["bf16", "fp16", "fp8", "fp32"]
 
@@ -138,8 +138,10 @@ class InferenceWorkload(SpecModel):
 class InferenceSpec(SpecModel):
     """A gpufabric serving spec: the fleet, the served model, the traffic and its SLOs."""
 
-    name: str = Field(min_length=1, max_length=200)
-    """A short name for the design study."""
+    name: Slug
+    """A short name for the design study: a slug (lower-case letters, digits, '.', '_', '-'), used in file and job names."""
+    description: Description = ""
+    """Free text about the study (one line); it only ever lands in comments."""
     cluster: Cluster
     """The machines (nodes is the fleet size the plan checks the design against)."""
     workload: InferenceWorkload
@@ -183,9 +185,5 @@ def load_inference_spec(located: Located, *, known_ids: dict[str, set[str]] | No
 
 def read_located(path: str | Path) -> Located:
     """Read and parse a spec file keeping positions (for kind dispatch before validation)."""
-    file = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(file=file, field="", message=f"cannot read spec: {exc.strerror}", fix="check the path") from exc
-    return parse_yaml(text, file)
+    # The spec reader: size cap, UTF-8 with the line of a bad byte, bounded alias expansion.
+    return parse_yaml(read_text(path), str(path))

@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from gpufabric.errors import InputError, SpecError
 from gpufabric.boundary import default_ids, read_capped
+from gpufabric.errors import InputError, SpecError
 from gpufabric.spec.models import Spec
 from gpufabric.spec.types import FieldsError, bounded_repr, pattern_help
 

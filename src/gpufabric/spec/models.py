@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
+from pydantic import ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
 
 from gpufabric.spec.security import SecurityPolicy
 from gpufabric.spec.types import CatalogId, Description, FieldsError, Slug, StrictModel

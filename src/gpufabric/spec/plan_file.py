@@ -12,8 +12,8 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpufabric.errors import InputError
 from gpufabric.boundary import default_ids
+from gpufabric.errors import InputError
 from gpufabric.spec.loader import did_you_mean
 from gpufabric.spec.types import bounded_repr
 

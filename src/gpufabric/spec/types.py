@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import types
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
@@ -104,7 +104,7 @@ def pattern_help(pattern: str) -> str:
 # ---- strict base model ----------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
+@cache
 def _accepts(annotation: Any, kind: type) -> bool:
     """True when ``annotation`` (or an arm of its union, or its list items) is ``kind``."""
     if annotation is kind:
@@ -176,5 +176,3 @@ class FieldsError(ValueError):
     def __init__(self, message: str, *, fields: tuple[str, ...]) -> None:
         self.fields = fields
         super().__init__(message)
-
-

@@ -17,9 +17,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from gpufabric.exec import process
 from gpufabric.bench.parsers import Parsed, parser_for
 from gpufabric.errors import CommandFailed, CommandTimeout, ParseError, ToolNotFound
+from gpufabric.exec import process
 from gpufabric.results.records import Status, TestResult
 
 #: Keep at most this much of a tool's output with each result (the store keeps it for
