@@ -86,18 +86,16 @@ def outcome_counts(run: RunRecord) -> dict[str, int]:
     return dict(counts)
 
 
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
-
-
 def human(value: float | None, unit: str = "") -> str:
     """A value in the unit people read: times as us/ms/s/min ('11.6 ms', not '1.16e+04 us'),
     byte counts as KiB-GiB, the rest with 4 significant digits and its unit."""
-    from gpufabric.units import format_duration, format_size
+    from gpufabric.units import format_duration, format_size, seconds_per
 
     if value is None or not math.isfinite(value):
         return "-"
-    if unit in _SECONDS:
-        return format_duration(value * _SECONDS[unit])
+    scale = seconds_per(unit)
+    if scale is not None:
+        return format_duration(value * scale)
     if unit in ("B", "bytes"):
         return format_size(value)
     text = f"{value:,.0f}" if abs(value) >= 1e4 and unit in ("count", "") else num(value)
