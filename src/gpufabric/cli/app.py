@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import typer
 
 from gpufabric import __version__
+from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError
 
 #: One module per subcommand; each exposes ``register(app)``.
@@ -70,6 +71,7 @@ def build_app() -> typer.Typer:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code."""
     command = typer.main.get_command(build_app())
+    set_command_line([str(a) for a in argv] if argv is not None else None)  # stored with any run it records
     try:
         result = command.main(args=list(argv) if argv is not None else None, prog_name="gpufabric", standalone_mode=False)
     except typer.Exit as exc:

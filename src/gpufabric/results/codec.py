@@ -10,7 +10,7 @@ from typing import Any
 
 from gpufabric.errors import InputError
 from gpufabric.jsonable import to_jsonable
-from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
+from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 
 
 def run_to_dict(run: RunRecord, *, samples: bool = True, raw_output: bool = True) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
             for v in data.get("verdicts", ())
         )
         return RunRecord(
-            id=int(data["id"]), kind=data["kind"], status=data["status"], started_at=data["started_at"],
+            id=int(data["id"]), kind=data["kind"], status=RunStatus(data["status"]), started_at=data["started_at"],
             finished_at=data.get("finished_at"), argv=tuple(data.get("argv", ())),
             fingerprint=dict(data.get("fingerprint") or {}), spec_name=data.get("spec_name", ""),
             plan=data.get("plan"), meta=dict(data.get("meta") or {}),

@@ -28,6 +28,21 @@ class Status(enum.StrEnum):
     skipped = "skipped"    # not runnable here (tool not installed, no RDMA device, ...)
 
 
+class RunStatus(enum.StrEnum):
+    """State of a whole run; a finished run's status decides the command's exit code."""
+
+    running = "running"          # not finished (yet, or ever: killed with -9)
+    passed = "passed"
+    failed = "failed"            # an SLO or a test failed
+    interrupted = "interrupted"  # Ctrl-C; the finished results are kept
+    error = "error"              # the run itself broke (launch failed, an exception)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 130 interrupted (as a shell reports SIGINT), 1 otherwise."""
+        return {"passed": 0, "interrupted": 130}.get(self.value, 1)
+
+
 class Outcome(enum.StrEnum):
     """Verdict of an SLO on a metric."""
 
@@ -134,7 +149,7 @@ class RunRecord:
 
     id: int
     kind: str                      # "bench", "ingest", ...
-    status: str                    # running | passed | failed | interrupted | error
+    status: RunStatus
     started_at: float              # unix seconds
     finished_at: float | None
     argv: tuple[str, ...]

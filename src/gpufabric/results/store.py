@@ -26,18 +26,23 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpufabric import __version__
 from gpufabric.errors import InputError
 from gpufabric.jsonable import to_jsonable
-from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
+from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from gpufabric.results.recorder import Recorder
+
 #: Terminal statuses ``finish_run`` accepts; 'running' is the status of an unfinished run.
-RUN_STATUSES = ("passed", "failed", "interrupted", "error")
+RUN_STATUSES = tuple(s.value for s in RunStatus if s is not RunStatus.running)
 
 #: How long a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
@@ -224,14 +229,22 @@ class Store:
         self._require_run(run_id)
         self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content)))
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: RunStatus | str) -> None:
         """Mark a run finished with one of RUN_STATUSES."""
         if status not in RUN_STATUSES:
             raise InputError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+        value = RunStatus(status).value
         self._require_run(run_id)
         self._write(
-            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
+            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (value, time.time(), run_id))
         )
+
+    def recording(self, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any],
+                  **provenance: Any) -> AbstractContextManager[Recorder]:
+        """``with store.recording(kind, argv, fingerprint) as rec:``: see ``results.recorder``."""
+        from gpufabric.results.recorder import recording
+
+        return recording(self, kind, argv, fingerprint, **provenance)
 
     # -- reading ---------------------------------------------------------------
 
@@ -344,7 +357,7 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
     return RunRecord(
         id=run_id,
         kind=kind,
-        status=status,
+        status=RunStatus(status),
         started_at=started_at,
         finished_at=finished_at,
         argv=tuple(json.loads(argv)),
