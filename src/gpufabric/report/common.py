@@ -124,36 +124,27 @@ class NodeSection:
 
 def node_sections(run: RunRecord) -> list[NodeSection]:
     """One section per node. Probe results are recorded for the whole 'cluster'; their per-rank
-    figures (``rank_time_p50_us``, ``rank_hosts``, ``stragglers`` params) are spread to the nodes."""
+    figures (``RankStats``: hosts, collective p50 per rank, stragglers) are spread to the nodes."""
+    from gpufabric.results.ranks import rank_stats
+
     statuses: dict[str, Counter] = {}
     outcomes: dict[str, Counter] = {}
     slow: dict[str, list[Straggler]] = {}
     for r in run.results:
-        hosts = _json_dict(r.params.get("rank_hosts"))
+        ranks = rank_stats(r)
+        hosts = {s.rank: s.host for s in ranks.ranks} if ranks else {}
         for host in set(hosts.values()) or {r.host}:
             statuses.setdefault(host, Counter())[r.status.value] += 1
-        p50 = _json_dict(r.params.get("rank_time_p50_us"))
-        try:
-            flagged = json.loads(r.params.get("stragglers", "[]"))
-        except json.JSONDecodeError:
-            flagged = []
-        if p50 and flagged:
-            median = statistics.median(float(v) for v in p50.values())
-            for rank in flagged:
-                host = hosts.get(str(rank), r.host)
-                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=int(rank), host=host,
-                                                           p50_us=float(p50.get(str(rank), math.nan)), median_us=median))
+        if ranks is None or ranks.quantity != "time_us":
+            continue
+        p50 = {s.rank: s.p50 for s in ranks.ranks if s.p50 is not None}
+        if p50 and ranks.stragglers:
+            median = statistics.median(p50.values())
+            for rank in ranks.stragglers:
+                host = hosts.get(rank) or r.host
+                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=rank, host=host,
+                                                           p50_us=p50.get(rank, math.nan), median_us=median))
     for v in run.verdicts:
         outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
     return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
                         stragglers=tuple(slow.get(h, ()))) for h in sorted(set(statuses) | set(outcomes))]
-
-
-def _json_dict(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

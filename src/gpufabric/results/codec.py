@@ -10,6 +10,7 @@ from typing import Any
 
 from gpufabric.errors import InputError
 from gpufabric.jsonable import to_jsonable
+from gpufabric.results import ranks
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 
 
@@ -29,6 +30,15 @@ def _f(value: Any) -> float:
     return float("nan") if value is None else float(value)
 
 
+def _ranks_and_params(result: dict[str, Any]) -> dict[str, Any]:
+    """Typed per-rank data from ``ranks``, or (exports written before it existed) from ``params``."""
+    params = dict(result.get("params") or {})
+    if result.get("ranks") is not None:
+        return {"ranks": ranks.from_dict(result["ranks"]), "params": params}
+    per_rank, rest = ranks.from_params(params)
+    return {"ranks": per_rank, "params": rest}
+
+
 def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
     """The inverse of ``run_to_dict``. Raises InputError naming ``source`` on a wrong shape."""
     try:
@@ -36,7 +46,7 @@ def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
             TestResult(
                 name=r["name"], tool=r["tool"], host=r["host"], status=Status(r["status"]), reason=r.get("reason", ""),
                 argv=tuple(r.get("argv", ())), started_at=r.get("started_at", 0.0), duration_s=r.get("duration_s", 0.0),
-                raw_output=r.get("raw_output", ""), params=dict(r.get("params", {})),
+                raw_output=r.get("raw_output", ""), **_ranks_and_params(r),
                 metrics=tuple(
                     Metric(
                         name=m["name"], value=_f(m["value"]), unit=m["unit"], direction=Direction(m["direction"]),

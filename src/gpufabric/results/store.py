@@ -33,6 +33,7 @@ import numpy as np
 from gpufabric import __version__
 from gpufabric.errors import InputError
 from gpufabric.jsonable import to_jsonable
+from gpufabric.results import ranks
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 
@@ -186,7 +187,7 @@ class Store:
                     result.started_at,
                     result.duration_s,
                     result.raw_output,
-                    _dumps(dict(result.params)),
+                    _dumps({**result.params, **ranks.to_params(result.ranks)}),
                 ),
             )
             result_id = int(cur.lastrowid)
@@ -311,13 +312,14 @@ class Store:
                 TestResult(
                     name=name, tool=tool, host=host, status=Status(status), reason=reason,
                     argv=tuple(json.loads(argv)), started_at=started_at, duration_s=duration_s,
-                    raw_output=raw_output, params=json.loads(params), metrics=tuple(metrics.get(rid, ())),
+                    raw_output=raw_output, ranks=per_rank, params=rest, metrics=tuple(metrics.get(rid, ())),
                 )
                 for rid, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params in conn.execute(
                     "SELECT id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params"
                     " FROM test_result WHERE run_id=? ORDER BY id",
                     (run_id,),
                 )
+                for per_rank, rest in [ranks.from_params(json.loads(params))]
             )
             verdicts = tuple(
                 Verdict(
