@@ -22,7 +22,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"model", "results"}),
     # The foundation, itself in three steps so that no arrow inside it is sideways.
     frozenset({"catalog", "exec"}),
-    frozenset({"spec", "units", "jsonable"}),
+    frozenset({"spec", "units"}),
+    frozenset({"jsonable"}),  # JSON conversion and the schema_version check every owned file format uses
     frozenset({"errors"}),
 )
 
