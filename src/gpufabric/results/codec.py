@@ -22,7 +22,6 @@ from gpufabric.jsonable import schema_version, to_jsonable
 from gpufabric.results import ranks
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 
-
 #: The run-export version ``export_to_dict`` writes.
 RUN_EXPORT_VERSION = 2
 

@@ -20,7 +20,6 @@ import numpy as np
 
 from gpufabric.bench.probes import run as probe_run
 from gpufabric.bench.probes.live import size_row
-from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.outcomes import (
     CheckpointOutcome,
     CheckpointRow,
@@ -30,6 +29,7 @@ from gpufabric.bench.probes.outcomes import (
     TrainOutcome,
     TrainRow,
 )
+from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Outcome, RunStatus, TestResult, Verdict
