@@ -22,8 +22,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"model", "results"}),
     # The foundation, itself in three steps so that no arrow inside it is sideways.
     frozenset({"catalog", "exec"}),
-    frozenset({"spec", "units", "jsonable"}),
-    frozenset({"boundary"}),
+    frozenset({"spec", "units"}),
+    # Capped reads and catalog-id checks; JSON conversion and the schema_version check.
+    frozenset({"boundary", "jsonable"}),
     frozenset({"errors"}),
 )
 

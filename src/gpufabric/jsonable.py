@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +32,24 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def schema_version(data: Mapping[str, Any], *, current: int, what: str, source: str) -> int:
+    """The ``schema_version`` of a JSON document gpufabric wrote (0 when absent: written before
+    the key existed), checked to be one this code reads.
+
+    Every owned file format (saved plan, bundle manifest, run export) calls this first
+    and then upgrades an older document to ``current`` (pyperf ``_bench.py`` style).
+
+    Raises:
+        InputError: the version is not a whole number, or is newer than ``current`` (exit 2).
+    """
+    from gpufabric.errors import InputError
+
+    version = data.get("schema_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise InputError(f"{source}: {what} schema_version {version!r} is not a whole number >= 0")
+    if version > current:
+        raise InputError(f"{source}: {what} schema_version {version} is newer than this gpufabric reads"
+                         f" (up to {current}); upgrade gpufabric or write the file again with this one")
+    return version

@@ -15,6 +15,7 @@ class MemoryStore:
     def __init__(self) -> None:
         self.results: list = []
         self.verdicts: list = []
+        self.artifacts: dict[str, str] = {}
         self.status: str | None = None
 
     def add_result(self, run_id: int, result) -> int:  # noqa: ANN001
@@ -23,6 +24,9 @@ class MemoryStore:
 
     def add_verdicts(self, run_id: int, verdicts) -> None:  # noqa: ANN001
         self.verdicts.extend(verdicts)
+
+    def add_artifact(self, run_id: int, name: str, content: str) -> None:
+        self.artifacts[name] = content
 
     def finish_run(self, run_id: int, status: str) -> None:
         self.status = status

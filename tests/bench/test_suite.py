@@ -11,6 +11,7 @@ import pytest
 
 from gpufabric.bench.runners import PlannedTest
 from gpufabric.bench.suite import plan_suite, run_status, run_suite
+from gpufabric.results.recorder import Recorder
 from gpufabric.results.records import (
     Direction,
     Metric,
@@ -75,7 +76,7 @@ def test_run_stores_each_result_as_it_arrives_and_judges_k_of_n(memory_store):
 
     events = []
     slo = Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=10)
-    outcome = run_suite(tests, executor=executor, store=memory_store, run_id=1, slos=[slo], progress=events.append)
+    outcome = run_suite(tests, executor=executor, recorder=Recorder(memory_store, 1), slos=[slo], progress=events.append)
     assert seen_before_call == [0, 1, 2]  # stored before the next test starts
     assert len(events) == 6 and events[0].result is None and events[1].result is not None
     (verdict,) = outcome.verdicts
@@ -88,7 +89,7 @@ def test_run_stores_each_result_as_it_arrives_and_judges_k_of_n(memory_store):
 def test_failing_slo_fails_the_run(memory_store):
     tests = [PlannedTest(name="iperf3.tcp", tool="iperf3", argv=("iperf3",), timeout_s=1, repeat=r) for r in (1, 2)]
     slo = Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=100)
-    outcome = run_suite(tests, executor=lambda t: fake_result(t, 20.0), store=memory_store, run_id=1, slos=[slo])
+    outcome = run_suite(tests, executor=lambda t: fake_result(t, 20.0), recorder=Recorder(memory_store, 1), slos=[slo])
     assert outcome.status == "failed"
     assert outcome.verdicts[0].outcome == Outcome.failed
 
@@ -101,7 +102,7 @@ def test_ctrl_c_keeps_finished_results_and_marks_interrupted(memory_store):
             raise KeyboardInterrupt
         return fake_result(test, 1.0)
 
-    outcome = run_suite(tests, executor=executor, store=memory_store, run_id=7)
+    outcome = run_suite(tests, executor=executor, recorder=Recorder(memory_store, 7))
     assert outcome.status == "interrupted" == memory_store.status
     assert [r.name for r in memory_store.results] == ["t0", "t1"]
 
@@ -119,7 +120,7 @@ def test_swallowed_ctrl_c_still_stops_the_suite_after_the_current_test(memory_st
                 pass  # swallowed, as in logging's at-fork hook
         return fake_result(test, 1.0)
 
-    outcome = run_suite(tests, executor=executor, store=memory_store, run_id=7)
+    outcome = run_suite(tests, executor=executor, recorder=Recorder(memory_store, 7))
     assert outcome.status == "interrupted" == memory_store.status
     assert [r.name for r in memory_store.results] == ["t0", "t1"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored

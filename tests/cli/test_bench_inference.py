@@ -7,7 +7,9 @@ import json
 import pytest
 
 from gpufabric.bench.probes.inference import KV_SLO_FACTOR, KvProbeSize, kv_probe_sizes, kv_verdicts
+from gpufabric.bench.probes.outcomes import CollectiveRow
 from gpufabric.catalog import load_catalog
+from gpufabric.results.records import Status
 from gpufabric.spec.inference import load_inference_spec, read_located
 from tests.conftest import EXAMPLES
 
@@ -25,10 +27,17 @@ def test_kv_sizes_follow_the_model():
     assert all(t.model_time_us > r.model_time_us for t, r in zip(slow, sizes, strict=True))
 
 
+def _row(size_bytes: int, p99_us: float) -> CollectiveRow:
+    nan = float("nan")
+    return CollectiveRow(op="send_recv", dtype="bfloat16", size_bytes=size_bytes, num_ranks=2, time_p50_us=nan,
+                         time_p99_us=p99_us, time_cv=nan, algbw_gbps=nan, busbw_gbps=nan, wrong_elements=0.0,
+                         status=Status.ok, reason="")
+
+
 def test_kv_verdicts_judge_p99_against_the_model():
     probe = KvProbeSize(label="mean prompt", prompt_tokens=2048, size_bytes=1000, model_time_us=100.0)
-    ok = kv_verdicts([probe], [{"size_bytes": 1000, "time_p99_us": 100 * KV_SLO_FACTOR}], fabric="x")[0]
-    bad = kv_verdicts([probe], [{"size_bytes": 998, "time_p99_us": 100 * KV_SLO_FACTOR + 1}], fabric="x")[0]
+    ok = kv_verdicts([probe], [_row(1000, 100 * KV_SLO_FACTOR)], fabric="x")[0]
+    bad = kv_verdicts([probe], [_row(998, 100 * KV_SLO_FACTOR + 1)], fabric="x")[0]
     none = kv_verdicts([probe], [], fabric="x")[0]
     assert ok.outcome.value == "passed" and bad.outcome.value == "failed" and none.outcome.value == "failed"
     assert bad.measured == 100 * KV_SLO_FACTOR + 1 and bad.expected == pytest.approx(150.0)

@@ -31,6 +31,8 @@ def test_ingest_nccl_text_and_json_as_one_run(cli, tmp_path):
     with Store.open(db) as store:
         run = store.get_run(doc["run_id"])
     assert run.kind == "ingest" and run.status == "passed"
+    # argv is recorded one way for every command: the command line as typed
+    assert run.argv[:4] == ("gpufabric", "ingest", "--tool", "nccl-tests") and run.argv[-2:] == ("--format", "json")
     assert len(run.results) == 2
     assert run.results[0].host == "gpu-a01"
     assert run.results[0].metric("busbw_gbps").value == 176.62

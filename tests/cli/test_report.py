@@ -26,7 +26,7 @@ def test_markdown_to_stdout_is_default(cli, db):
 def test_json_report_has_schema_version_and_samples(cli, db):
     code, out, _ = cli("report", "1", "--db", db, "--format", "json")
     data = json.loads(out)
-    assert code == 0 and data["schema_version"] == 1
+    assert code == 0 and data["schema_version"] == 2  # v2: per-rank data typed (issue 10 item 2)
     run = data["run"]
     assert run["argv"] == ["gpufabric", "bench", "--suite", "quick"]
     assert run["fingerprint"]["nccl_env"] == {"NCCL_IB_HCA": "mlx5"}

@@ -196,3 +196,52 @@ def test_shell_scripts_parse(bundle):
         done = subprocess.run([shell, "-n", str(path)], capture_output=True, text=True, timeout=10)
         assert done.returncode == 0, f"{path}: {done.stderr}"
         assert stat.S_IMODE(path.stat().st_mode) == 0o755
+
+
+def test_manifest_round_trips_through_its_module(bundle):
+    from gpufabric.configure.manifest import MANIFEST_SCHEMA_VERSION, Manifest, read_manifest
+
+    _kind, root = bundle
+    data = json.loads((root / "manifest.json").read_text())
+    assert data["schema_version"] == MANIFEST_SCHEMA_VERSION
+    manifest = read_manifest(root)
+    assert manifest.to_dict() == data
+    assert Manifest.from_dict(manifest.to_dict()) == manifest
+    assert manifest.files and all(f.mode == 0o600 for f in manifest.files if f.secret)
+
+
+def test_a_manifest_of_the_previous_version_reads(bundle):
+    from gpufabric.configure.manifest import Manifest
+
+    _kind, root = bundle
+    data = json.loads((root / "manifest.json").read_text())
+    del data["schema_version"]   # v0: written before the key existed
+    assert Manifest.from_dict(data).hosts
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"schema_version": 2}, "bundle manifest schema_version 2 is newer than this gpufabric reads"),
+    ({"kind": "something-else"}, "kind 'something-else'"),
+    ({"hosts": [{"host": "../../etc", "role": "compute"}]}, "not a single name"),
+    ({"hosts": [{"host": "..", "role": "compute"}]}, "refusing bundle path"),
+    ({"files": [{"path": "a", "mode": "777", "secret": False}]}, "four octal digits"),
+])
+def test_a_manifest_that_cannot_be_read_safely_is_refused(tmp_path, change, message):
+    from gpufabric.configure.manifest import read_manifest
+    from gpufabric.errors import InputError
+
+    doc = {"schema_version": 1, "gpufabric_version": "x", "kind": "gpufabric-config-bundle", "spec": "s",
+           "design": {}, "hosts": [], "files": [], **change}
+    (tmp_path / "manifest.json").write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=message):
+        read_manifest(tmp_path)
+
+
+def test_audit_of_a_bundle_from_a_newer_gpufabric_exits_2(cli, bundle, tmp_path):
+    _kind, root = bundle
+    copy = tmp_path / "newer"
+    shutil.copytree(root, copy)
+    data = json.loads((copy / "manifest.json").read_text())
+    (copy / "manifest.json").write_text(json.dumps({**data, "schema_version": 9}))
+    code, _, err = cli("audit", "--config", copy)
+    assert code == 2 and "schema_version 9 is newer" in err and "Traceback" not in err

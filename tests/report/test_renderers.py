@@ -46,3 +46,30 @@ def test_markdown_escapes_pipes_and_lists_warnings():
     assert "| **noisy** |" in md and "warning: the standard deviation" in md
     assert "| iperf3.data | iperf3 | h | timeout: killed at 30 s |  |" in md
     assert "**1** test timeout" in md
+
+
+def _node_run(result):
+    from gpufabric.results.records import RunRecord
+
+    return RunRecord(id=1, kind="bench.collectives", status="passed", started_at=0.0, finished_at=1.0, argv=(),
+                     fingerprint={}, results=(result,))
+
+
+def test_stragglers_reach_their_node_from_typed_and_from_legacy_per_rank_data():
+    """A run recorded now (RankStats) and one recorded before it (JSON in params) render alike."""
+    from gpufabric.report.common import node_sections
+    from gpufabric.results.ranks import to_params
+    from gpufabric.results.records import RankStat, RankStats, Status, TestResult
+
+    stats = RankStats(quantity="time_us", stragglers=(2,), ranks=(
+        RankStat(rank=0, host="node1", p50=100.0), RankStat(rank=1, host="node1", p50=102.0),
+        RankStat(rank=2, host="node2", p50=250.0)))
+    typed = TestResult(name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok,
+                       params={"size_bytes": "1024"}, ranks=stats)
+    legacy = TestResult(name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok,
+                        params={"size_bytes": "1024", **to_params(stats)})
+    for result in (typed, legacy):
+        sections = {s.host: s for s in node_sections(_node_run(result))}
+        assert set(sections) == {"node1", "node2"} and sections["node1"].stragglers == ()
+        (slow,) = sections["node2"].stragglers
+        assert (slow.rank, slow.p50_us, slow.median_us) == (2, 250.0, 102.0)

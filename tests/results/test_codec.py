@@ -41,3 +41,56 @@ def make_nan_run():
 def test_wrong_shape_names_the_source():
     with pytest.raises(InputError, match="base.json: not a gpufabric run report"):
         run_from_dict({"id": 1, "results": [{"name": "x"}]}, source="base.json")
+
+
+def _probe_run(tmp_path):
+    from gpufabric.results.records import RankStat, RankStats
+
+    stats = RankStats(quantity="step_s", ranks=(RankStat(rank=0, host="a", p50=0.5, p99=0.6, cv=0.01),
+                                                RankStat(rank=1, host="b", p50=0.9, p99=1.0, cv=0.02)),
+                      stragglers=(1,), oversubscribed="")
+    with Store.open(tmp_path / "r.db") as store, store.recording("bench.train", ["gpufabric", "bench", "train"],
+                                                                 {"host": "a"}) as rec:
+        rec.result(TestResult(name="torch.train", tool="torch", host="cluster", status=Status.ok,
+                              params={"repeat": "0"}, ranks=stats))
+    with Store.open(tmp_path / "r.db") as store:
+        return store.get_run(rec.run_id)
+
+
+def test_run_export_v2_round_trips_typed_ranks(tmp_path):
+    from gpufabric.results.codec import RUN_EXPORT_VERSION, export_from_dict, export_to_dict
+
+    run = _probe_run(tmp_path)
+    doc = json.loads(json.dumps(export_to_dict(run)))
+    assert doc["schema_version"] == RUN_EXPORT_VERSION == 2
+    assert doc["run"]["results"][0]["ranks"]["stragglers"] == [1]
+    assert "rank_hosts" not in doc["run"]["results"][0]["params"]
+    assert export_from_dict(doc) == run
+
+
+def test_a_v1_run_export_reads(tmp_path):
+    """v1 (what gpufabric wrote before RankStats): per-rank data as JSON text in params."""
+    from gpufabric.results.codec import export_from_dict
+
+    run = _probe_run(tmp_path)
+    v1_result = {"name": "torch.train", "tool": "torch", "host": "cluster", "status": "ok", "metrics": [],
+                 "params": {"repeat": "0", "rank_step_p50_s": '{"0": 0.5, "1": 0.9}',
+                            "rank_step_p99_s": '{"0": 0.6, "1": 1.0}', "rank_step_cv": '{"0": 0.01, "1": 0.02}',
+                            "rank_hosts": '{"0": "a", "1": "b"}', "stragglers": "[1]", "oversubscribed": ""}}
+    v1 = {"schema_version": 1, "gpufabric_version": "0.1.0",
+          "run": {"id": run.id, "kind": run.kind, "status": "passed", "started_at": run.started_at,
+                  "argv": list(run.argv), "fingerprint": {"host": "a"}, "results": [v1_result]}}
+    (result,) = export_from_dict(v1).results
+    assert result.ranks == run.results[0].ranks and result.params == {"repeat": "0"}
+
+
+def test_a_run_export_from_a_newer_gpufabric_is_refused_with_exit_2(cli, tmp_path):
+    from gpufabric.results.codec import export_to_dict
+
+    run = _probe_run(tmp_path)
+    path = tmp_path / "newer.json"
+    path.write_text(json.dumps({**export_to_dict(run), "schema_version": 3}))
+    with pytest.raises(InputError, match="run export schema_version 3 is newer than this gpufabric reads"):
+        load_json_report(str(path))
+    code, _, err = cli("compare", path, path)
+    assert code == 2 and "schema_version 3 is newer" in err and "Traceback" not in err

@@ -52,3 +52,48 @@ def test_recommended_ids_are_catalog_ids():
     hostile = {"recommended": "b", "candidates": [{"id": "b", "fabric": "ib-ndr", "storage": "nfs\n$(id)"}]}
     with pytest.raises(InputError, match="unknown storage id"):
         recommended_candidate(hostile, known_ids=known)
+
+
+def _saved_plan(cli, tmp_path):
+    from tests.conftest import EXAMPLES
+
+    code, out, err = cli("plan", EXAMPLES / "lab-2node.yaml", "--format", "json")
+    assert code in (0, 1), err
+    path = tmp_path / "plan.json"
+    path.write_text(out)
+    return path, json.loads(out)
+
+
+def test_saved_plan_round_trips_through_its_module(cli, tmp_path):
+    from gpufabric.spec.plan_file import PLAN_SCHEMA_VERSION, plan_from_dict
+
+    path, written = _saved_plan(cli, tmp_path)
+    assert written["schema_version"] == PLAN_SCHEMA_VERSION
+    assert load_plan(path) == written
+    assert plan_from_dict(json.loads(json.dumps(written))) == written
+
+
+def test_a_plan_of_the_previous_version_reads(tmp_path):
+    # v0: no schema_version (a hand-written plan, or one whose envelope was stripped)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(PLAN))
+    doc = load_plan(path)
+    assert doc["schema_version"] == 1 and recommended_candidate(doc, path)["id"] == "b"
+
+
+def test_a_plan_from_a_newer_gpufabric_is_refused_with_exit_2(cli, tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps({**PLAN, "schema_version": 99}))
+    with pytest.raises(InputError, match=r"p\.json: plan schema_version 99 is newer than this gpufabric reads"):
+        load_plan(path)
+    code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--plan", path)
+    assert code == 2 and "schema_version 99 is newer" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("bad", ['"1"', "-1", "1.5", "true"])
+def test_a_malformed_schema_version_is_refused(tmp_path, bad):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(PLAN)[:-1] + f', "schema_version": {bad}}}')
+    with pytest.raises(InputError, match="not a whole number"):
+        load_plan(path)

@@ -233,18 +233,20 @@ def plane_interfaces(policy: SecurityPolicy | None) -> tuple[str, ...]:
 
 
 def _from_bundle(root: Path) -> Facts:
-    manifest = _read_json(root / "manifest.json")
+    from gpufabric.configure.manifest import read_manifest
+
+    manifest = read_manifest(root)
     doc = _read_json(root / "policy.json") if (root / "policy.json").exists() else None
     policy = _policy(doc)
     views = []
     role_trees = {}
-    for host in manifest.get("hosts", []):
-        role = host.get("role")
+    for host in manifest.hosts:
+        role = host.role
         if role not in role_trees:
-            role_trees[role] = _tree(root / "roles" / str(role))
+            role_trees[role] = _tree(root / "roles" / role)
         files = dict(role_trees[role])
-        files.update(_tree(root / "hosts" / host["host"]))
-        views.append(HostView(name=host["host"], role=role, files=files, interfaces=plane_interfaces(policy)))
+        files.update(_tree(root / "hosts" / host.host))
+        views.append(HostView(name=host.host, role=role, files=files, interfaces=plane_interfaces(policy)))
     fabric = _tree(root / "fabric")
     if fabric:
         views.append(HostView(name="subnet-manager", role=None, files=fabric))

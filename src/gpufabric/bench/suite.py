@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from gpufabric.bench import profiles as profiles_mod
 from gpufabric.bench.runners import Executor, PlannedTest
@@ -29,21 +29,14 @@ from gpufabric.bench.runners import iperf3 as iperf3_runner
 from gpufabric.bench.runners import nccl_tests as nccl_runner
 from gpufabric.bench.runners import perftest as perftest_runner
 from gpufabric.bench.runners import sockperf as sockperf_runner
-from gpufabric.results.records import Outcome, Slo, Status, TestResult, Verdict
+from gpufabric.results.recorder import Recorder, judge
+from gpufabric.results.records import RunStatus, Slo, TestResult, Verdict
 
 SUITES = tuple(profiles_mod.SUITES)
 
 #: Seconds a tool may run beyond its nominal duration (startup, warm-up, teardown):
 #: sockperf adds ~2.3 s of warm-up and setup to ``-t`` (this-machine.md item 3).
 GRACE_S = 15.0
-
-
-class ResultSink(Protocol):
-    """The part of ``gpufabric.results.store.Store`` a suite writes to."""
-
-    def add_result(self, run_id: int, result: TestResult) -> int: ...
-    def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None: ...
-    def finish_run(self, run_id: int, status: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +54,7 @@ class SuiteOutcome:
     run_id: int
     results: tuple[TestResult, ...]
     verdicts: tuple[Verdict, ...]
-    status: str                     # passed | failed | interrupted
+    status: RunStatus               # passed | failed | interrupted
     wall_s: float                   # whole suite, orchestration included
     tool_s: float                   # time inside tool processes (servers included)
 
@@ -113,20 +106,14 @@ def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTes
     return [first] if first.skip_reason else [first] + [plan(repeat=r) for r in range(2, repeats + 1)]
 
 
-def run_status(results: Sequence[TestResult], verdicts: Sequence[Verdict]) -> str:
-    """failed when an SLO failed, the hardware is not the planned one, or a tool failed or hung;
-    skipped tests and noisy verdicts do not fail a run."""
-    if any(v.outcome in (Outcome.failed, Outcome.not_planned) for v in verdicts):
-        return "failed"
-    if any(r.status in (Status.failed, Status.timeout) for r in results):
-        return "failed"
-    return "passed"
+#: The status rules of a run live with the recorder; re-exported under the suite's old name.
+run_status = judge
 
 
-def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: ResultSink, run_id: int,
+def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, recorder: Recorder,
               slos: Sequence[Slo] = (), progress: Callable[[Progress], None] | None = None,
               not_planned: tuple[str, ...] = ()) -> SuiteOutcome:
-    """Run ``tests`` in order, storing each result as it arrives, then judge and finish the run.
+    """Run ``tests`` in order, recording each result as it arrives, then judge and finish the run.
 
     ``not_planned``: why this node is not the hardware the SLOs were derived for
     (``bench.planned.mismatches``); every verdict then says so instead of passing.
@@ -142,7 +129,7 @@ def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: Result
                 if progress:
                     progress(Progress(index=index, total=len(tests), test=test))
                 result = executor(test)
-                store.add_result(run_id, result)
+                recorder.result(result)
                 results.append(result)
                 if progress:
                     progress(Progress(index=index, total=len(tests), test=test, result=result))
@@ -155,11 +142,9 @@ def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, store: Result
         from gpufabric.bench.planned import mark_not_planned
 
         verdicts = mark_not_planned(verdicts, not_planned)
-    if verdicts:
-        store.add_verdicts(run_id, verdicts)
-    status = "interrupted" if interrupted.is_set() else run_status(results, verdicts)
-    store.finish_run(run_id, status)
-    return SuiteOutcome(run_id=run_id, results=tuple(results), verdicts=tuple(verdicts), status=status,
+    recorder.add_verdicts(verdicts)
+    status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None)
+    return SuiteOutcome(run_id=recorder.run_id, results=tuple(results), verdicts=tuple(verdicts), status=status,
                         wall_s=time.monotonic() - start, tool_s=sum(r.duration_s for r in results))
 
 

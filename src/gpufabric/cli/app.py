@@ -35,6 +35,7 @@ import typer
 
 import gpufabric
 from gpufabric import __version__
+from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError
 
 #: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
@@ -165,6 +166,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # Every command checks catalog ids in specs and saved plans (a command with --catalog
     # passes its merged catalog's ids instead).
     set_default_ids(_shipped_ids)
+    set_command_line([str(a) for a in argv] if argv is not None else None)  # stored with any run it records
     try:
         command = typer.main.get_command(build_app())
         _end_startup()

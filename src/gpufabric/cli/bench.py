@@ -15,7 +15,7 @@ from typing import Any
 import typer
 
 from gpufabric.cli.limits import check_max
-from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console
+from gpufabric.cli.output import Format, command_line, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 
 
@@ -93,7 +93,7 @@ def bench(
     loaded_spec, plan_doc, slos = _slos(plan, spec, thresholds)
     if target_dir is not None:
         scratch_mod.check_target(target_dir, force=force)
-    argv = _argv(ctx)
+    argv = command_line()
     if dry_run:
         tests = plan_suite(suite, scratch=scratch_mod.plan_path(target_dir), spec=loaded_spec, repeats=repeats,
                            server_addr=server, timeout_s=timeout, detect=False)
@@ -122,16 +122,6 @@ def _is_host(text: str) -> bool:
         return True
     except ValueError:
         return len(text) <= 253 and re.fullmatch(HOSTNAME, text) is not None
-
-
-def _argv(ctx: typer.Context) -> list[str]:
-    out = ["bench"]
-    for key, value in ctx.params.items():
-        if value in (None, False):
-            continue
-        flag = "--" + key.replace("_", "-").replace("fmt", "format")
-        out += [flag] if value is True else [flag, str(getattr(value, "value", value))]
-    return out
 
 
 def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tuple[Any, dict | None, list]:
@@ -207,12 +197,10 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
             not_planned = mismatches(planned, fingerprint)
             if not_planned:
                 stderr_console().print("not the planned hardware: " + "; ".join(not_planned), markup=False)
-        with Store.open(db) as store:
-            run_id = store.begin_run(kind="bench", argv=argv, fingerprint=fingerprint,
-                                     spec_name=spec.name if spec is not None else "", plan=plan_doc,
-                                     meta={"suite": suite, "tests": len(tests), "server": server or "loopback",
-                                           "slos": len(slos)})
-            store.add_artifact(run_id, "commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+        with Store.open(db) as store, store.recording(
+                "bench", argv, fingerprint, spec_name=spec.name if spec is not None else "", plan=plan_doc,
+                meta={"suite": suite, "tests": len(tests), "server": server or "loopback", "slos": len(slos)}) as rec:
+            rec.artifact("commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
             err = stderr_console()
             # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
             show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
@@ -233,12 +221,12 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
                                       highlight=False)
 
             with bar:
-                outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos,
+                outcome = run_suite(tests, executor=LocalExecutor(), recorder=rec, slos=slos,
                                     progress=progress, not_planned=not_planned)
     finally:
         scratch.cleanup()
     _report(outcome, fmt)
-    return {"passed": 0, "failed": 1, "interrupted": 130}.get(outcome.status, 1)
+    return outcome.status.exit_code
 
 
 def headline(result) -> str:  # noqa: ANN001 - TestResult

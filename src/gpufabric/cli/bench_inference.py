@@ -51,9 +51,9 @@ def inference(
     weight_bytes = m.shape_from_spec(spec.workload.model).weight_bytes
     if dry_run:
         return _dry_run("collectives", kv_config, opts, fmt)
-    kv_report, kv_code = service.run_collectives(kv_config, opts, db=db, argv=_argv())
-    verdicts = kv_verdicts(sizes, kv_report["results"], fabric=fabric_id)
-    load_report, load_code = None, 0
+    kv_report = service.run_collectives(kv_config, opts, db=db, argv=_argv())
+    verdicts = kv_verdicts(sizes, kv_report.rows, fabric=fabric_id)
+    load_report = None
     if directory is not None:
         from gpufabric.bench.probes.shapes import CheckpointShape
 
@@ -67,30 +67,30 @@ def inference(
                                    master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                                    op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
                                    work_dir=work_dir, data_ifname=data_ifname)
-        load_report, load_code = service.run_checkpoint(load_config, load_opts, db=db, argv=_argv())
+        load_report = service.run_checkpoint(load_config, load_opts, db=db, argv=_argv())
     slo_failed = any(v.outcome.value == "failed" for v in verdicts)
-    code = 1 if (kv_code or load_code or slo_failed) else 0
+    code = 1 if (kv_report.exit_code or (load_report is not None and load_report.exit_code) or slo_failed) else 0
     payload = {"kind": "inference", "name": spec.name, "fabric": fabric_id, "tp": tp,
                "kv_sizes": [{"label": s.label, "prompt_tokens": s.prompt_tokens, "size_bytes": s.size_bytes,
                              "model_time_us": s.model_time_us} for s in sizes],
-               "kv_run": kv_report, "kv_verdicts": [{"test": v.test, "outcome": v.outcome.value, "measured": v.measured,
+               "kv_run": kv_report.to_dict(), "kv_verdicts": [{"test": v.test, "outcome": v.outcome.value, "measured": v.measured,
                                                       "expected": v.expected, "reason": v.reason} for v in verdicts],
-               "weight_load_run": load_report, "weight_bytes": weight_bytes, "weight_scale": scale,
+               "weight_load_run": None if load_report is None else load_report.to_dict(), "weight_bytes": weight_bytes, "weight_scale": scale,
                "status": "passed" if code == 0 else "failed"}
     if fmt is Format.json:
         print_json(payload)
         return code
     console = stdout_console()
-    console.print(f"bench inference: {spec.name}, KV over {fabric_id} model, run {kv_report['run_id']}"
-                  f" ({kv_report['status']})", markup=False)
+    console.print(f"bench inference: {spec.name}, KV over {fabric_id} model, run {kv_report.run_id}"
+                  f" ({kv_report.status})", markup=False)
     for v in verdicts:
         console.print(f"{'PASS' if v.outcome.value == 'passed' else 'FAIL'} {v.test}: {v.reason}", markup=False)
     if load_report is not None:
-        for row in load_report["results"]:
-            full_s = weight_bytes / (row["read_gbps"] * 1e9) if row.get("read_gbps") else float("nan")
-            console.print(f"weight load: {row['bytes']} B safetensors read at {row['read_gbps']:.3g} GB/s"
-                          f" (run {load_report['run_id']}); the full {weight_bytes / 1e9:.0f} GB at this rate: {full_s:.3g} s",
+        for row in load_report.rows:
+            full_s = weight_bytes / (row.read_gbps * 1e9) if row.read_gbps else float("nan")
+            console.print(f"weight load: {row.size_bytes} B safetensors read at {row.read_gbps:.3g} GB/s"
+                          f" (run {load_report.run_id}); the full {weight_bytes / 1e9:.0f} GB at this rate: {full_s:.3g} s",
                           markup=False)
-    for line in kv_report["failures"] + (load_report["failures"] if load_report else []):
+    for line in kv_report.failures + (load_report.failures if load_report else ()):
         console.print(f"FAIL {line}", markup=False)
     return code

@@ -8,6 +8,7 @@ straggler, non-reproducible) or 2 (bad input).
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 from dataclasses import replace
@@ -16,7 +17,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.output import Format, envelope, print_json, stderr_console, stdout_console
+from gpufabric.cli.output import Format, command_line, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 from gpufabric.units import format_size, parse_duration_s, parse_size
 
@@ -81,8 +82,8 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
 
 
 def _argv() -> list[str]:
-    """The command line as the user typed it, stored with the run."""
-    return ["gpufabric", *sys.argv[1:]]
+    """The command line as the user typed it, stored with the run (the one way: ``output.command_line``)."""
+    return command_line()
 
 
 def print_dry_run(prep: Any, fmt: Format) -> None:
@@ -161,14 +162,14 @@ def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int
     return code
 
 
-def _failures(report: dict[str, Any], console: Any) -> None:
-    for line in report["failures"]:
+def _failures(report: Any, console: Any) -> None:  # a service.ProbeOutcome
+    for line in report.failures:
         console.print(f"FAIL {line}", markup=False)
-    for line in report.get("warnings", ()):
+    for line in report.warnings:
         console.print(f"WARN {line}", markup=False)
-    if report["error"]:
-        console.print(f"error: {report['error']}", markup=False)
-        console.print(f"{len(report['results'])} finished result(s) stored in run {report['run_id']}", markup=False)
+    if report.error:
+        console.print(f"error: {report.error}", markup=False)
+        console.print(f"{len(report.rows)} finished result(s) stored in run {report.run_id}", markup=False)
 
 
 def print_json_line(payload: dict[str, Any]) -> None:
@@ -246,26 +247,26 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("collectives", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("collectives", config, opts, fmt)
-        report, code = service.run_collectives(config, opts, db=db, argv=_argv(),
-                                               on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
+        report = service.run_collectives(config, opts, db=db, argv=_argv(),
+                                         on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
         if fmt is Format.json:
             if stream:  # the last JSON line is the report
-                print_json_line({"event": "report", **report})
+                print_json_line({"event": "report", **report.to_dict()})
             else:
-                print_json(report)
-            return code
+                print_json(report.to_dict())
+            return report.exit_code
         console = stdout_console()
-        console.print(f"collectives: {len(report['results'])} size(s), run {report['run_id']}, {report['status']}",
+        console.print(f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}",
                       markup=False)
         console.print(f"{'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'p99 us':>11}{'CV':>6}"
                       f"{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}", markup=False)
-        for row in report["results"]:
-            console.print(f"{row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}"
-                          f"{row['time_p50_us']:>11.1f}{row['time_p99_us']:>11.1f}{row['time_cv']:>6.2f}"
-                          f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong_elements']:>8.0f}",
+        for row in report.rows:
+            console.print(f"{row.op:<15}{row.dtype:<10}{format_size(row.size_bytes):>10}"
+                          f"{row.time_p50_us:>11.1f}{row.time_p99_us:>11.1f}{row.time_cv:>6.2f}"
+                          f"{row.algbw_gbps:>12.4f}{row.busbw_gbps:>12.4f}{row.wrong_elements:>8.0f}",
                           markup=False)
         _failures(report, console)
-        return code
+        return report.exit_code
 
     @bench_app.command("train")
     def train(
@@ -315,36 +316,37 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("train", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("train", config, opts, fmt)
-        report, code = service.run_train(config, opts, repeat=repeat, against=against, db=db,
-                                         argv=_argv(), env=dict(os.environ))
+        report = service.run_train(config, opts, repeat=repeat, against=against, db=db,
+                                   argv=_argv(), env=dict(os.environ))
         if fmt is Format.json:
-            print_json(report)
-            return code
+            print_json(report.to_dict())
+            return report.exit_code
         console = stdout_console()
-        shape = report["shape"]
+        shape = report.shape
         console.print(f"train: hidden {shape['hidden']}, {shape['layers']} blocks, seq {shape['seq_len']},"
                       f" batch {shape['batch']}/rank, {shape['mode']}, spec layout {shape['spec_layout']};"
-                      f" run {report['run_id']}, {report['status']}", markup=False)
-        for row in report["results"]:
-            console.print(f"repeat {row['repeat']}: {row['num_ranks']} ranks, step p50 {row['step_time_p50_s'] * 1e3:.2f} ms,"
-                          f" p99 {row['step_time_p99_s'] * 1e3:.2f} ms, CV {row['step_time_cv']:.3f},"
-                          f" loss {row['final_loss']:.4f}, sha256 {row['sha256'][:16]}", markup=False)
-            for rank, p50 in row["rank_step_p50_s"].items():
-                console.print(f"  rank {rank} ({row['rank_hosts'][rank]}): p50 {p50 * 1e3:.2f} ms,"
-                              f" p99 {row['rank_step_p99_s'][rank] * 1e3:.2f} ms, CV {row['rank_step_cv'][rank]:.3f}",
+                      f" run {report.run_id}, {report.status}", markup=False)
+        for row in report.rows:
+            console.print(f"repeat {row.repeat}: {row.num_ranks} ranks, step p50 {row.step_time_p50_s * 1e3:.2f} ms,"
+                          f" p99 {row.step_time_p99_s * 1e3:.2f} ms, CV {row.step_time_cv:.3f},"
+                          f" loss {row.final_loss:.4f}, sha256 {row.sha256[:16]}", markup=False)
+            for s in row.ranks.ranks:
+                console.print(f"  rank {s.rank} ({s.host}): p50 {(s.p50 or math.nan) * 1e3:.2f} ms,"
+                              f" p99 {(s.p99 or math.nan) * 1e3:.2f} ms, CV {s.cv if s.cv is not None else math.nan:.3f}",
                               markup=False)
-        for comp in report["reproducibility"]:
-            if comp["identical"]:
-                console.print(f"{comp['compared']}: bitwise identical ({comp['num_params']} parameters)", markup=False)
+        for comp in report.reproducibility:
+            rep = comp.result
+            if rep.identical:
+                console.print(f"{comp.compared}: bitwise identical ({rep.num_params} parameters)", markup=False)
             else:
-                console.print(f"{comp['compared']}: NOT identical: {comp['differing_elements']} parameters differ,"
-                              f" max abs {comp['max_abs_diff']:.3g}, max rel {comp['max_rel_diff']:.3g}", markup=False)
-                for d in comp["differences"]:
+                console.print(f"{comp.compared}: NOT identical: {rep.differing_elements} parameters differ,"
+                              f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}", markup=False)
+                for d in rep.differences:
                     console.print(f"  setup differs: {d}", markup=False)
-                if comp["unpinned"]:
-                    console.print(f"  not pinned: {', '.join(comp['unpinned'])}", markup=False)
+                if rep.unpinned:
+                    console.print(f"  not pinned: {', '.join(rep.unpinned)}", markup=False)
         _failures(report, console)
-        return code
+        return report.exit_code
 
     @bench_app.command("checkpoint")
     def checkpoint(
@@ -386,22 +388,22 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("checkpoint", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("checkpoint", config, opts, fmt)
-        report, code = service.run_checkpoint(config, opts, db=db, argv=_argv())
+        report = service.run_checkpoint(config, opts, db=db, argv=_argv())
         if fmt is Format.json:
-            print_json(report)
-            return code
+            print_json(report.to_dict())
+            return report.exit_code
         console = stdout_console()
-        console.print(f"checkpoint: {directory}, run {report['run_id']}, {report['status']}", markup=False)
+        console.print(f"checkpoint: {directory}, run {report.run_id}, {report.status}", markup=False)
         console.print("GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
                       " commit phases of the slowest rank in ms", markup=False)
         console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
                       f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}", markup=False)
-        for row in report["results"]:
-            phases = "".join(f"{row.get(k, float('nan')) * 1e3:>8.1f}"
+        for row in report.rows:
+            phases = "".join(f"{row.phases_s.get(k, math.nan) * 1e3:>8.1f}"
                              for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s"))
-            console.print(f"{row['format']:<12}{format_size(row['bytes']):>10}{row['write_duration_s']:>9.3f}"
-                          f"{row['write_gbps']:>8.3f}{row['write_min_rank_gbps']:>9.3f}{phases}"
-                          f"{row['read_duration_s']:>9.3f}{row['read_gbps']:>8.3f}{row['read_min_rank_gbps']:>9.3f}"
-                          f"{row['wrong_tensors']:>7.0f}", markup=False)
+            console.print(f"{row.format:<12}{format_size(row.size_bytes):>10}{row.write_duration_s:>9.3f}"
+                          f"{row.write_gbps:>8.3f}{row.write_min_rank_gbps:>9.3f}{phases}"
+                          f"{row.read_duration_s:>9.3f}{row.read_gbps:>8.3f}{row.read_min_rank_gbps:>9.3f}"
+                          f"{row.wrong_tensors:>7.0f}", markup=False)
         _failures(report, console)
-        return code
+        return report.exit_code

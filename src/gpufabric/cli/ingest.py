@@ -24,7 +24,7 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.bench import headline, result_row
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, command_line, print_json, stdout_console
 from gpufabric.errors import InputError
 
 
@@ -45,8 +45,8 @@ def ingest(
     """Import tool outputs as one run (all files validated before anything is stored)."""
     from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
-    from gpufabric.bench.suite import run_status
     from gpufabric.errors import ParseError
+    from gpufabric.results.recorder import judge
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
@@ -98,7 +98,7 @@ def ingest(
 
         slos = load_thresholds(thresholds)
     verdicts = evaluate(results, slos) if slos else []
-    status = run_status(results, verdicts)
+    status = judge(results, verdicts)
     run_id = None
     if not dry_run:
         from gpufabric.results.store import Store
@@ -106,18 +106,18 @@ def ingest(
         with Store.open(db) as store:
             if not allow_duplicate:
                 _refuse_duplicates(store, files, digests)
-            run_id = store.begin_run(kind="ingest", argv=["ingest", "--tool", tool, *map(str, files)],
-                                     fingerprint={"source": "ingested", "files": [str(f) for f in files]},
-                                     meta={"tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
-                                           "imported_at": time.time(), "sha256": digests})
-            for result in results:
-                store.add_result(run_id, result)
-            if verdicts:
-                store.add_verdicts(run_id, verdicts)
-            store.finish_run(run_id, status)
+            with store.recording("ingest", command_line(),
+                                 {"source": "ingested", "files": [str(f) for f in files]},
+                                 meta={"tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
+                                       "imported_at": time.time(), "sha256": digests}) as rec:
+                for result in results:
+                    rec.result(result)
+                rec.add_verdicts(verdicts)
+                run_id = rec.run_id
+            status = rec.status
     _report(run_id, status, results, verdicts, fmt, dry_run)
-    if status != "passed":
-        raise typer.Exit(1)
+    if status.exit_code:
+        raise typer.Exit(status.exit_code)
 
 
 def _impossible(metrics) -> str:  # noqa: ANN001

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import json
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpufabric import SCHEMA_VERSION, __version__
@@ -27,6 +29,22 @@ class ReportFormat(str, enum.Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+
+
+#: The arguments of the command being run, as the user typed them (set by ``app.main``).
+_ARGS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("gpufabric_args", default=None)
+
+
+def set_command_line(args: Sequence[str] | None) -> None:
+    """Remember this invocation's arguments (``None``: the process's own, sys.argv[1:])."""
+    _ARGS.set(tuple(args) if args is not None else None)
+
+
+def command_line() -> list[str]:
+    """The command line stored with a run: ``gpufabric`` and the arguments as typed, the one way every
+    command records it."""
+    args = _ARGS.get()
+    return ["gpufabric", *(sys.argv[1:] if args is None else args)]
 
 
 def stdout_console() -> Console:

@@ -14,18 +14,6 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 
 
-#: Keys of each candidate in JSON (DESIGN.md command contract first, then extras).
-CANDIDATE_KEYS = (
-    "id", "fabric", "topology", "storage", "oversubscription", "tiers", "step_time_s", "step_time_p99_s", "step_time_cv",
-    "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
-    "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
-    "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
-    "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
-    "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
-    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
-)
-
-
 def plan(
     spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
     fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", help="Output format."),
@@ -45,22 +33,10 @@ def plan(
     spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
     result = make_plan(spec, catalog)
     if fmt == ReportFormat.json:
-        print_json({
-            "name": result.name,
-            "candidates": [{k: getattr(c, k) for k in CANDIDATE_KEYS} | {"breakdown": c.breakdown}
-                           for c in _shown(result, top, default=None)],
-            "pareto": result.pareto,
-            "recommended": result.recommended,
-            "runner_up": result.runner_up,
-            "binding_constraint": result.binding,
-            "rationale": result.rationale,
-            "sensitivity": result.sensitivity,
-            "throughput": result.throughput,
-            "layout_search": result.layout_search,
-            "notes": result.notes,
-            "catalog": list(catalog.files),
-            "catalog_overrides": _overrides(catalog_files),
-        })
+        from gpufabric.spec.plan_file import plan_to_dict
+
+        print_json(plan_to_dict(result, _shown(result, top, default=None), catalog_files=list(catalog.files),
+                                overrides=_overrides(catalog_files)))
     elif fmt == ReportFormat.markdown:
         typer.echo(_markdown(result, _shown(result, top, default=None)))
     else:

@@ -22,6 +22,7 @@ from gpufabric.configure import fabric, launch, nftables, nvme, quoting
 from gpufabric.configure.design import Design, effective_policy
 from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
+from gpufabric.configure.manifest import MANIFEST, Manifest, ManifestFile, ManifestHost
 from gpufabric.configure.paths import (
     atomic_tree,
     check_relative,
@@ -32,7 +33,6 @@ from gpufabric.errors import InputError
 from gpufabric.spec.models import Spec
 from gpufabric.spec.security import EPHEMERAL_RANGE, SRUN_RANGE, SecurityPolicy
 
-MANIFEST = "manifest.json"
 #: Threads creating bundle files (2,048 hosts: 8,000+ files; creation is filesystem-bound).
 WRITERS = 8
 
@@ -147,12 +147,11 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         srun_range=SRUN_RANGE, ephemeral_range=EPHEMERAL_RANGE, **common,
     )
     bundle.add("README.md", readme)
-    manifest = {
-        "schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, "kind": "gpufabric-config-bundle",
-        "spec": spec.name, "design": document["design"], "hosts": document["hosts"],
-        "files": bundle.file_list(),
-    }
-    bundle.add(MANIFEST, json_text(manifest))
+    manifest = Manifest(spec=spec.name, design=document["design"],
+                        hosts=tuple(ManifestHost(host=h, role=r) for h, r in policy.hosts()),
+                        files=tuple(ManifestFile(path=a.path, mode=a.mode, secret=a.secret)
+                                    for a in bundle.sorted_artefacts()))
+    bundle.add(MANIFEST, json_text(manifest.to_dict()))
     _check_secrets(bundle, keys)
     return bundle
 

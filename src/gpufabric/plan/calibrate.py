@@ -32,7 +32,6 @@ write/read bandwidth and fsync p50 latency.
 from __future__ import annotations
 
 import datetime
-import json
 import math
 import re
 import statistics
@@ -49,6 +48,7 @@ from scipy.optimize import least_squares
 
 from gpufabric.errors import InputError
 from gpufabric.model.collectives import OPS, busbw_factor, busbw_gbps
+from gpufabric.results.ranks import rank_stats
 
 #: nccl-tests binary names -> model op names.
 _NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
@@ -124,8 +124,8 @@ def points_from_run(run: Any) -> list[Point]:
         if "op" not in p or "size_bytes" not in p or t is None:
             continue
         n = int(p.get("num_ranks", "0") or 0)
-        hosts = json.loads(p["rank_hosts"]) if "rank_hosts" in p else {}
-        nodes = len(set(hosts.values())) if hosts else int(p.get("nodes", "1"))
+        ranks = rank_stats(r)
+        nodes = len({s.host for s in ranks.ranks}) if ranks and ranks.ranks else int(p.get("nodes", "1"))
         size = int(p["size_bytes"])
         raw.append(Point(op=p["op"], size_bytes=size, time_us=t.value, num_ranks=n, nodes=nodes,
                          gpus_per_node=max(1, n // nodes), busbw_gbps=busbw_gbps(p["op"], size, t.value * 1e-6, n)))

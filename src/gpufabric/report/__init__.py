@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import json
 
-from gpufabric import SCHEMA_VERSION, __version__
 from gpufabric.errors import InputError
-from gpufabric.results.codec import run_from_dict, run_to_dict
+from gpufabric.results.codec import export_from_dict, export_to_dict
 from gpufabric.results.records import RunRecord
 
 FORMATS = ("html", "json", "junit", "markdown")
@@ -15,8 +14,7 @@ FORMATS = ("html", "json", "junit", "markdown")
 def render_json(run: RunRecord) -> str:
     """``{"schema_version", "gpufabric_version", "run": {...}}`` with results, samples, verdicts and
     fingerprint; ``compare`` reads it back as a baseline."""
-    payload = {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, "run": run_to_dict(run)}
-    return json.dumps(payload, indent=2) + "\n"
+    return json.dumps(export_to_dict(run), indent=2) + "\n"
 
 
 def load_json_report(path: str) -> RunRecord:
@@ -28,9 +26,7 @@ def load_json_report(path: str) -> RunRecord:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("run"), dict):
-        raise InputError(f"{path}: not a gpufabric JSON report (no 'run' object)")
-    return run_from_dict(data["run"], source=path)
+    return export_from_dict(data, source=path)
 
 
 def render(run: RunRecord, fmt: str) -> str:

@@ -86,18 +86,16 @@ def outcome_counts(run: RunRecord) -> dict[str, int]:
     return dict(counts)
 
 
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0}
-
-
 def human(value: float | None, unit: str = "") -> str:
     """A value in the unit people read: times as us/ms/s/min ('11.6 ms', not '1.16e+04 us'),
     byte counts as KiB-GiB, the rest with 4 significant digits and its unit."""
-    from gpufabric.units import format_duration, format_size
+    from gpufabric.units import format_duration, format_size, seconds_per
 
     if value is None or not math.isfinite(value):
         return "-"
-    if unit in _SECONDS:
-        return format_duration(value * _SECONDS[unit])
+    scale = seconds_per(unit)
+    if scale is not None:
+        return format_duration(value * scale)
     if unit in ("B", "bytes"):
         return format_size(value)
     text = f"{value:,.0f}" if abs(value) >= 1e4 and unit in ("count", "") else num(value)
@@ -126,36 +124,27 @@ class NodeSection:
 
 def node_sections(run: RunRecord) -> list[NodeSection]:
     """One section per node. Probe results are recorded for the whole 'cluster'; their per-rank
-    figures (``rank_time_p50_us``, ``rank_hosts``, ``stragglers`` params) are spread to the nodes."""
+    figures (``RankStats``: hosts, collective p50 per rank, stragglers) are spread to the nodes."""
+    from gpufabric.results.ranks import rank_stats
+
     statuses: dict[str, Counter] = {}
     outcomes: dict[str, Counter] = {}
     slow: dict[str, list[Straggler]] = {}
     for r in run.results:
-        hosts = _json_dict(r.params.get("rank_hosts"))
+        ranks = rank_stats(r)
+        hosts = {s.rank: s.host for s in ranks.ranks} if ranks else {}
         for host in set(hosts.values()) or {r.host}:
             statuses.setdefault(host, Counter())[r.status.value] += 1
-        p50 = _json_dict(r.params.get("rank_time_p50_us"))
-        try:
-            flagged = json.loads(r.params.get("stragglers", "[]"))
-        except json.JSONDecodeError:
-            flagged = []
-        if p50 and flagged:
-            median = statistics.median(float(v) for v in p50.values())
-            for rank in flagged:
-                host = hosts.get(str(rank), r.host)
-                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=int(rank), host=host,
-                                                           p50_us=float(p50.get(str(rank), math.nan)), median_us=median))
+        if ranks is None or ranks.quantity != "time_us":
+            continue
+        p50 = {s.rank: s.p50 for s in ranks.ranks if s.p50 is not None}
+        if p50 and ranks.stragglers:
+            median = statistics.median(p50.values())
+            for rank in ranks.stragglers:
+                host = hosts.get(rank) or r.host
+                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=rank, host=host,
+                                                           p50_us=p50.get(rank, math.nan), median_us=median))
     for v in run.verdicts:
         outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
     return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
                         stragglers=tuple(slow.get(h, ()))) for h in sorted(set(statuses) | set(outcomes))]
-
-
-def _json_dict(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}

@@ -69,17 +69,13 @@ def _legend(ax, n: int) -> None:  # noqa: ANN001
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
-#: Seconds per unit, to draw times in the unit that keeps ticks short (us, ms, s).
-_SECONDS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-
-
 def _time_ticks(axis, unit: str) -> None:  # noqa: ANN001
     """Tick labels like '500 us', '1.2 ms', '3 s' for an axis whose data are in ``unit``."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    from gpufabric.units import format_duration
+    from gpufabric.units import format_duration, seconds_per
 
-    scale = _SECONDS.get(unit)
+    scale = seconds_per(unit)
     if scale is None:
         return
     if axis.get_scale() == "log":

@@ -21,10 +21,10 @@ import statistics
 from dataclasses import dataclass
 
 from gpufabric.results.records import RunRecord, Status, TestResult
+from gpufabric.units import is_time_unit
 
 _AT_SIZE = re.compile(r"^busbw_gbps@(\d+)B$")
 _PCT = re.compile(r"^(?P<prefix>[a-z_]+?)_p(?P<int>\d{1,2})(?:_(?P<frac>\d+))?_(?P<unit>us|ns|ms)$")
-TIME_UNITS = {"ns", "us", "ms", "s"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,7 +100,7 @@ def latency_samples(run: RunRecord) -> list[tuple[str, str, tuple[float, ...]]]:
     out = []
     for r in run.results:
         for m in r.metrics:
-            if m.samples and m.unit in TIME_UNITS:
+            if m.samples and is_time_unit(m.unit):
                 # parsers hang the distribution on the p50 metric: name it by what it is
                 name = re.sub(r"_p\d+(?:_\d+)?(?=_)", "", m.name)
                 out.append((_label(r, f" {name}"), m.unit, m.samples))
@@ -185,7 +185,7 @@ def pooled_samples(run: RunRecord) -> dict[str, list[tuple[str, str, tuple[float
     pooled: dict[tuple[str, str, str], list[float]] = {}
     for r in run.results:
         for m in r.metrics:
-            if m.samples and m.unit in TIME_UNITS:
+            if m.samples and is_time_unit(m.unit):
                 name = re.sub(r"_p\d+(?:_\d+)?(?=_)", "", m.name)
                 pooled.setdefault((r.name, f"{name} @{r.host}" if r.host else name, m.unit), []).extend(m.samples)
     out: dict[str, list[tuple[str, str, tuple[float, ...]]]] = {}

@@ -46,6 +46,7 @@ import numpy as np
 from gpufabric.errors import InputError
 from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, relative_effect
 from gpufabric.results.records import Direction, RunRecord, Status
+from gpufabric.units import is_time_unit
 
 
 class Change(enum.StrEnum):
@@ -64,7 +65,6 @@ DEFAULT_MIN_EFFECT: dict[str, float] = {"latency": 0.05, "throughput": 0.05, "ta
 UNTESTED_CLASSES = ("count", "percent")
 METRIC_CLASSES = tuple(DEFAULT_MIN_EFFECT) + UNTESTED_CLASSES
 
-_TIME_UNITS = {"ns", "us", "ms", "s", "usec", "msec", "sec"}
 _TAIL = re.compile(r"(^|_)(p99\w*|p9{3,}\w*|max)(_|$)")
 _SPREAD = re.compile(r"(^|_)(stddev|std|cv|jitter|mad)(_|$)")
 
@@ -79,7 +79,7 @@ def metric_class(name: str, unit: str) -> str:
         return "spread"
     if _TAIL.search(name):
         return "tail"
-    if unit in _TIME_UNITS:
+    if is_time_unit(unit):
         return "latency"
     if "/s" in unit or unit in ("IOPS", "Mpps") or unit.endswith("ps"):
         return "throughput"

@@ -28,6 +28,21 @@ class Status(enum.StrEnum):
     skipped = "skipped"    # not runnable here (tool not installed, no RDMA device, ...)
 
 
+class RunStatus(enum.StrEnum):
+    """State of a whole run; a finished run's status decides the command's exit code."""
+
+    running = "running"          # not finished (yet, or ever: killed with -9)
+    passed = "passed"
+    failed = "failed"            # an SLO or a test failed
+    interrupted = "interrupted"  # Ctrl-C; the finished results are kept
+    error = "error"              # the run itself broke (launch failed, an exception)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 130 interrupted (as a shell reports SIGINT), 1 otherwise."""
+        return {"passed": 0, "interrupted": 130}.get(self.value, 1)
+
+
 class Outcome(enum.StrEnum):
     """Verdict of an SLO on a metric."""
 
@@ -50,6 +65,41 @@ class Metric:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RankStat:
+    """One rank of a multi-rank probe: where it ran and its own timing (in ``RankStats.unit``)."""
+
+    rank: int
+    host: str
+    p50: float | None = None
+    p99: float | None = None
+    cv: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankStats:
+    """Per-rank data of a probe result (torch collectives, train, checkpoint).
+
+    ``quantity`` says what ``p50``/``p99``/``cv`` measure: ``time_us`` (one collective
+    iteration, microseconds), ``step_s`` (one training step, seconds) or ``""`` (placement only).
+    """
+
+    quantity: str = ""
+    ranks: tuple[RankStat, ...] = ()
+    stragglers: tuple[int, ...] = ()   # ranks flagged as slow
+    oversubscribed: str = ""           # why timings are not judged ("3 ranks on vm with 2 CPUs"), or ""
+
+    @property
+    def unit(self) -> str:
+        return {"time_us": "us", "step_s": "s"}.get(self.quantity, "")
+
+    def host(self, rank: int) -> str:
+        return next((r.host for r in self.ranks if r.rank == rank), "")
+
+    def get(self, rank: int) -> RankStat | None:
+        return next((r for r in self.ranks if r.rank == rank), None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TestResult:
     """One run of one tool with one profile on one host."""
 
@@ -66,6 +116,7 @@ class TestResult:
     duration_s: float = 0.0
     raw_output: str = ""           # the tool's output as captured (stored for provenance)
     params: dict[str, str] = field(default_factory=dict)  # profile parameters (size, streams, ...)
+    ranks: RankStats | None = None  # per-rank data of a multi-rank probe
 
     def metric(self, name: str) -> Metric | None:
         return next((m for m in self.metrics if m.name == name), None)
@@ -134,7 +185,7 @@ class RunRecord:
 
     id: int
     kind: str                      # "bench", "ingest", ...
-    status: str                    # running | passed | failed | interrupted | error
+    status: RunStatus
     started_at: float              # unix seconds
     finished_at: float | None
     argv: tuple[str, ...]

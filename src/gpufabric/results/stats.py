@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gpufabric.errors import InputError
+from gpufabric.units import is_time_unit
 
 #: Relative accuracy of the merge sketch: 1 % keeps ~115 buckets per decade.
 SKETCH_ACCURACY = 0.01
@@ -45,7 +46,6 @@ TAIL_SUPPORT = 10
 #: (attribute, quantile) of the reported percentiles.
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
 
-_TIME_UNITS = {"ns", "us", "ms", "s", "usec", "msec", "sec"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -266,7 +266,7 @@ def _histogram(sketch: Sketch, n: int, lo: float, hi: float, unit: str, sorted_v
     if hi == lo:
         return Histogram(edges=(lo, hi), counts=(n,), log=False)
     # Latencies span decades (a 5 us median, a 2 ms tail): log bins keep both visible.
-    log = lo > 0 and (unit in _TIME_UNITS or hi / lo >= 100)
+    log = lo > 0 and (is_time_unit(unit) or hi / lo >= 100)
     edges = np.geomspace(lo, hi, HIST_BINS + 1) if log else np.linspace(lo, hi, HIST_BINS + 1)
     edges[0], edges[-1] = lo, hi  # geomspace may round the ends off the data
     if sorted_values is not None:

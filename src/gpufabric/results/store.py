@@ -26,18 +26,24 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
-from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, Status, TestResult, Verdict
+from gpufabric.results import ranks
+from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from gpufabric.results.recorder import Recorder
+
 #: Terminal statuses ``finish_run`` accepts; 'running' is the status of an unfinished run.
-RUN_STATUSES = ("passed", "failed", "interrupted", "error")
+RUN_STATUSES = tuple(s.value for s in RunStatus if s is not RunStatus.running)
 
 #: How long a writer waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 10_000
@@ -231,7 +237,7 @@ class Store:
                     result.started_at,
                     result.duration_s,
                     result.raw_output,
-                    _dumps(dict(result.params)),
+                    _dumps({**result.params, **ranks.to_params(result.ranks)}),
                 ),
             )
             result_id = int(cur.lastrowid)
@@ -274,15 +280,23 @@ class Store:
         self._require_run(run_id)
         self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content)))
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def finish_run(self, run_id: int, status: RunStatus | str) -> None:
         """Mark a run finished with one of RUN_STATUSES."""
         if status not in RUN_STATUSES:
             raise InputError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
+        value = RunStatus(status).value
         self._require_run(run_id)
         self._write(
-            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (status, time.time(), run_id))
+            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (value, time.time(), run_id))
         )
         self._open_runs.discard(run_id)
+
+    def recording(self, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any],
+                  **provenance: Any) -> AbstractContextManager[Recorder]:
+        """``with store.recording(kind, argv, fingerprint) as rec:``: see ``results.recorder``."""
+        from gpufabric.results.recorder import recording
+
+        return recording(self, kind, argv, fingerprint, **provenance)
 
     # -- reading ---------------------------------------------------------------
 
@@ -349,13 +363,14 @@ class Store:
                 TestResult(
                     name=name, tool=tool, host=host, status=Status(status), reason=reason,
                     argv=tuple(json.loads(argv)), started_at=started_at, duration_s=duration_s,
-                    raw_output=raw_output, params=json.loads(params), metrics=tuple(metrics.get(rid, ())),
+                    raw_output=raw_output, ranks=per_rank, params=rest, metrics=tuple(metrics.get(rid, ())),
                 )
                 for rid, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params in conn.execute(
                     "SELECT id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params"
                     " FROM test_result WHERE run_id=? ORDER BY id",
                     (run_id,),
                 )
+                for per_rank, rest in [ranks.from_params(json.loads(params))]
             )
             verdicts = tuple(
                 Verdict(
@@ -395,7 +410,7 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
     return RunRecord(
         id=run_id,
         kind=kind,
-        status=status,
+        status=RunStatus(status),
         started_at=started_at,
         finished_at=finished_at,
         argv=tuple(json.loads(argv)),

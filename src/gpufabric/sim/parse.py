@@ -35,12 +35,11 @@ from gpufabric.sim.distributions import (
     Normal,
     ShiftedExponential,
 )
-from gpufabric.units import parse_duration_s
+from gpufabric.units import DURATION_UNITS, parse_duration_s
 
 #: Argument counts of each kind but ``empirical`` (which takes FILE[:UNIT]).
 _ARITY = {"const": (1,), "normal": (1, 2), "lognormal": (2,), "exp": (1, 2), "hiccup": (2,)}
 KINDS = (*_ARITY, "empirical")
-_UNITS = ("ns", "us", "ms", "s", "min", "h")
 #: Checkpoint modes as typed values (CheckpointPolicy.mode is a Literal).
 _CKPT_MODES: dict[str, Literal["sync", "async"]] = {"sync": "sync", "async": "async"}
 
@@ -168,7 +167,7 @@ def load_empirical(arg: str, *, spec: str = "") -> Empirical:
     unit = "ms"
     path_text = arg
     head, sep, tail = arg.rpartition(":")
-    if sep and tail.lower() in _UNITS:
+    if sep and tail.lower() in DURATION_UNITS:
         path_text, unit = head, tail.lower()
     if not path_text:
         raise InputError(f"{spec or arg!r}: empirical needs a file: empirical:FILE[:UNIT]")

@@ -1,34 +1,88 @@
-"""Reading a saved plan (``gpufabric plan SPEC --format json``) back in.
+"""The saved plan (``gpufabric plan SPEC --format json``): the one module that writes and reads it.
 
 ``bench`` derives SLOs from it and ``config`` renders the design it recommends; both read
-it through these two functions, which know only the documented JSON keys
-(``candidates[]`` with ``id``, ``fabric``, ``storage``; ``recommended``).
+it through ``load_plan``/``plan_from_dict``, which know only the documented JSON keys
+(``candidates[]`` with ``id``, ``fabric``, ``storage``; ``recommended``). ``plan_to_dict``
+is what ``gpufabric plan`` writes.
+
+Versions (``schema_version``):
+    0  documents without the key (hand-written plans, or a plan whose envelope a tool
+       stripped): the same keys as v1, read as v1.
+    1  the envelope ``schema_version``/``gpufabric_version`` around the keys above.
+A newer version is refused with a one-line error (exit 2) rather than misread.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from gpufabric.boundary import default_ids
 from gpufabric.errors import InputError
+from gpufabric.jsonable import schema_version
 from gpufabric.spec.loader import did_you_mean
 from gpufabric.spec.types import bounded_repr
 
+#: The version ``plan_to_dict`` writes.
+PLAN_SCHEMA_VERSION = 1
+
+#: Keys of each candidate in JSON (DESIGN.md command contract first, then extras).
+CANDIDATE_KEYS = (
+    "id", "fabric", "topology", "storage", "oversubscription", "tiers", "step_time_s", "step_time_p99_s", "step_time_cv",
+    "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
+    "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
+    "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
+    "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
+    "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
+    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
+)
+
+
+def plan_to_dict(result: Any, candidates: Sequence[Any], *, catalog_files: Sequence[str],
+                 overrides: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The saved-plan document of a ``plan.PlanResult`` showing ``candidates`` (JSON-able after
+    ``jsonable.to_jsonable``)."""
+    return {
+        "schema_version": PLAN_SCHEMA_VERSION,
+        "name": result.name,
+        "candidates": [{k: getattr(c, k) for k in CANDIDATE_KEYS} | {"breakdown": c.breakdown} for c in candidates],
+        "pareto": result.pareto,
+        "recommended": result.recommended,
+        "runner_up": result.runner_up,
+        "binding_constraint": result.binding,
+        "rationale": result.rationale,
+        "sensitivity": result.sensitivity,
+        "throughput": result.throughput,
+        "layout_search": result.layout_search,
+        "notes": result.notes,
+        "catalog": list(catalog_files),
+        "catalog_overrides": list(overrides),
+    }
+
+
+def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
+    """A saved plan checked and brought to PLAN_SCHEMA_VERSION; InputError naming ``source`` otherwise."""
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: not a plan JSON file (not an object); write one with gpufabric plan SPEC --format json")
+    version = schema_version(data, current=PLAN_SCHEMA_VERSION, what="plan", source=source)
+    if not isinstance(data.get("candidates"), list):
+        raise InputError(f"{source}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json")
+    if version == 0:   # v0 -> v1: same keys, the version was not written
+        data = {**data, "schema_version": 1}
+    return data
+
 
 def load_plan(path: Path) -> dict[str, Any]:
-    """The plan document at ``path``; InputError when it is unreadable or not a plan."""
+    """The plan document at ``path``; InputError when it is unreadable, not a plan, or too new."""
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise InputError(f"{path}: cannot read plan: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not a plan JSON file (not JSON: {exc.msg})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list):
-        raise InputError(f"{path}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json")
-    return doc
+    return plan_from_dict(doc, source=str(path))
 
 
 def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",

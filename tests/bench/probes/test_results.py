@@ -35,8 +35,9 @@ def test_straggler_named_and_only_complete_sizes_kept(tmp_path):
     results = collective_results(logs)
     assert [r.params["size_bytes"] for r in results] == ["1024"]
     r = results[0]
-    assert json.loads(r.params["stragglers"]) == [3] and "rank 3 (node3)" in r.reason
-    assert r.params["oversubscribed"] == ""
+    assert r.ranks is not None and r.ranks.stragglers == (3,) and "rank 3 (node3)" in r.reason
+    assert r.ranks.oversubscribed == "" and r.ranks.host(3) == "node3" and r.ranks.unit == "us"
+    assert "stragglers" not in r.params  # per-rank data is typed, not JSON text in params
     # per-iteration time is the mean over ranks; algbw uses its median
     assert r.metric("time_p50_us").samples == (150.0, 165.0, 157.5)
     assert r.metric("time_p50_us").value == pytest.approx(157.5)
@@ -55,5 +56,5 @@ def test_oversubscribed_host_reported(tmp_path):
     for rank in range(3):
         _write(tmp_path, rank, "vm", [_size(1024, [100.0, 100.0]), {"type": "done"}], cpus=2)
     r = collective_results(read_ranks(tmp_path, 3))[0]
-    assert r.params["oversubscribed"] == "3 ranks on vm with 2 CPUs"
+    assert r.ranks is not None and r.ranks.oversubscribed == "3 ranks on vm with 2 CPUs"
     assert diagnose(read_ranks(tmp_path, 3)) == ""

@@ -11,12 +11,16 @@ for the plan's fabric (the SLO from the plan).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.model import inference as m
 from gpufabric.model.collectives import collective_times
 from gpufabric.results.records import Direction, Outcome, Verdict
+
+if TYPE_CHECKING:
+    from gpufabric.bench.probes.outcomes import CollectiveRow
 
 #: Allowance on the model's mean per-message time before a transfer fails its SLO [U]:
 #: the catalog's per-message jitter on RDMA fabrics (2-3 us sigma) keeps a 1 MiB message's
@@ -51,19 +55,19 @@ def kv_probe_sizes(spec: Any, catalog: Any, *, fabric: str, tp: int) -> list[KvP
     return out
 
 
-def kv_verdicts(sizes: list[KvProbeSize], rows: list[dict[str, Any]], *, fabric: str) -> list[Verdict]:
+def kv_verdicts(sizes: list[KvProbeSize], rows: Sequence[CollectiveRow], *, fabric: str) -> list[Verdict]:
     """Measured p99 per-message time against ``KV_SLO_FACTOR`` x the model's time on ``fabric``."""
     verdicts = []
     for probe in sizes:
         # The probe rounds sizes down to whole elements; take the closest measured size.
-        row = min(rows, key=lambda r: abs(int(r["size_bytes"]) - probe.size_bytes), default=None)
+        row = min(rows, key=lambda r: abs(r.size_bytes - probe.size_bytes), default=None)
         limit = KV_SLO_FACTOR * probe.model_time_us
         if row is None:
             verdicts.append(Verdict(test=f"kv {probe.label}", metric="time_p99_us", host="cluster",
                                     outcome=Outcome.failed, measured=None, expected=limit, direction=Direction.lower,
                                     margin=None, reason="no measurement", unit="us"))
             continue
-        measured = float(row["time_p99_us"])
+        measured = row.time_p99_us
         ok = measured <= limit
         verdicts.append(Verdict(
             test=f"kv {probe.label} ({probe.prompt_tokens} tokens, {probe.size_bytes} B/message)", metric="time_p99_us",

@@ -19,7 +19,7 @@ import numpy as np
 
 from gpufabric.bench.probes import stats
 from gpufabric.model.collectives import busbw_factor
-from gpufabric.results.records import Direction, Metric, Status, TestResult
+from gpufabric.results.records import Direction, Metric, RankStat, RankStats, Status, TestResult
 from gpufabric.results.stats import summarize
 
 
@@ -157,10 +157,9 @@ def collective_results(logs: dict[int, RankLog], *, argv: tuple[str, ...] = ()) 
             params={
                 "op": op, "dtype": dtype, "size_bytes": str(size), "num_ranks": str(world),
                 "count": str(by_rank[0]["count"]), "iters": str(rank_times.shape[1]),
-                "rank_time_p50_us": json.dumps({str(r): round(v, 3) for r, v in rank_p50.items()}),
-                "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
-                "stragglers": json.dumps([g.rank for g in stragglers]),
-                "oversubscribed": oversubscribed(logs),
             },
+            ranks=RankStats(quantity="time_us",
+                            ranks=tuple(RankStat(rank=r, host=hosts[r], p50=v) for r, v in rank_p50.items()),
+                            stragglers=tuple(g.rank for g in stragglers), oversubscribed=oversubscribed(logs)),
         ))
     return results

@@ -1,8 +1,8 @@
-"""Run a probe end to end: launch, merge records, judge, store. The CLI only prints.
+"""Run a probe end to end: launch, merge records, judge, record. The CLI only prints.
 
-Each function returns a plain report dict (JSON-able) and the run id in the store; the
-CLI renders it. Verdicts: #wrong must be 0, no straggler, and (train with repeats or a
-reference) bitwise-identical parameters.
+Each function records the run through ``Store.recording`` and returns a typed outcome
+(``outcomes``) whose status gives the exit code; the CLI renders it. Verdicts: #wrong must
+be 0, no straggler, and (train with repeats or a reference) bitwise-identical parameters.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import time
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +20,26 @@ import numpy as np
 
 from gpufabric.bench.probes import run as probe_run
 from gpufabric.bench.probes.live import size_row
+from gpufabric.bench.probes.outcomes import (
+    CheckpointOutcome,
+    CheckpointRow,
+    CollectiveRow,
+    CollectivesOutcome,
+    Comparison,
+    TrainOutcome,
+    TrainRow,
+)
 from gpufabric.bench.probes.results import collective_results
-from gpufabric.bench.probes.summaries import checkpoint_results, compare_params, train_result
+from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError
-from gpufabric.results.records import Direction, Outcome, TestResult, Verdict
+from gpufabric.results.records import Direction, Outcome, RunStatus, TestResult, Verdict
 
 #: Largest parameter vector kept with a run (as a compressed artifact) for later --against.
 MAX_PARAMS_ARTIFACT_BYTES = 16 << 20
 
 
 def store_run(*, db: str | None, kind: str, argv: Sequence[str], executed: Sequence[Any], results: Sequence[TestResult],
-              verdicts: Sequence[Verdict], status: str, meta: dict[str, Any],
+              verdicts: Sequence[Verdict], status: RunStatus, meta: dict[str, Any],
               artifacts: dict[str, str] | None = None, started_at: float | None = None) -> int:
     """Record the run: fingerprint with the rank map, results, verdicts, launch artifacts.
 
@@ -44,23 +52,21 @@ def store_run(*, db: str | None, kind: str, argv: Sequence[str], executed: Seque
     first = executed[0]
     prep = first.prepared
     run_info = {"launcher": prep.plan.launcher, "backend": prep.config["backend"], "ranks": first.rank_map()}
-    with Store.open(db) as store:
-        run_id = store.begin_run(kind=kind, argv=list(argv), fingerprint=fingerprint.collect(run=run_info), meta=meta,
-                                 started_at=started_at)
+    with Store.open(db) as store, store.recording(kind, argv, fingerprint.collect(run=run_info), meta=meta,
+                                                  started_at=started_at) as rec:
         for result in results:
-            store.add_result(run_id, result)
-        if verdicts:
-            store.add_verdicts(run_id, list(verdicts))
-        store.add_artifact(run_id, "launch_commands", "\n".join(c.shell() for c in prep.plan.commands) + "\n")
+            rec.result(result)
+        rec.add_verdicts(verdicts)
+        rec.artifact("launch_commands", "\n".join(c.shell() for c in prep.plan.commands) + "\n")
         if prep.plan.script:
-            store.add_artifact(run_id, "sbatch_script", prep.plan.script)
+            rec.artifact("sbatch_script", prep.plan.script)
         for i, ex in enumerate(executed):
             if ex.error:
-                store.add_artifact(run_id, f"launch_logs_{i}", "\n----\n".join(ex.outcome.logs))
+                rec.artifact(f"launch_logs_{i}", "\n----\n".join(ex.outcome.logs))
         for name, content in (artifacts or {}).items():
-            store.add_artifact(run_id, name, content)
-        store.finish_run(run_id, status)
-    return run_id
+            rec.artifact(name, content)
+        rec.finish(status)
+    return rec.run_id
 
 
 def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
@@ -79,20 +85,21 @@ def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
 
 def _straggler_verdicts(r: TestResult, label: str, metric: str) -> list[Verdict]:
     """Failed verdicts naming each straggler's rank and host; only 'noisy' on an oversubscribed host."""
-    hosts = json.loads(r.params["rank_hosts"])
-    times = json.loads(r.params.get(metric, "{}"))
-    busy = r.params.get("oversubscribed", "")
-    return [Verdict(test=label, metric=metric, host=hosts[str(rank)],
+    ranks = r.ranks
+    if ranks is None:
+        return []
+    busy = ranks.oversubscribed
+    return [Verdict(test=label, metric=metric, host=ranks.host(rank),
                     outcome=Outcome.noisy if busy else Outcome.failed,
-                    measured=times.get(str(rank)), expected=None, direction=Direction.lower, margin=None,
-                    reason=f"straggler: rank {rank} on {hosts[str(rank)]}"
-                           + (f" (not judged: {busy})" if busy else ""))
-            for rank in json.loads(r.params["stragglers"])]
+                    measured=stat.p50 if (stat := ranks.get(rank)) else None, expected=None,
+                    direction=Direction.lower, margin=None,
+                    reason=f"straggler: rank {rank} on {ranks.host(rank)}" + (f" (not judged: {busy})" if busy else ""))
+            for rank in ranks.stragglers]
 
 
 def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
                     argv: Sequence[str], on_size: Callable[[dict[str, Any]], None] | None = None,
-                    ) -> tuple[dict[str, Any], int]:
+                    ) -> CollectivesOutcome:
     """Run a sweep; ``on_size`` gets a ``live.size_row`` for each size rank 0 finishes, as it finishes."""
     started = time.time()
     prep = probe_run.prepare("collectives", config, opts)
@@ -108,22 +115,22 @@ def run_collectives(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db
     finally:
         probe_run.cleanup(prep)
     verdicts = collective_verdicts(results)
-    status, code = _status(ex.error, verdicts)
+    status = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.collectives", argv=argv, executed=[ex], results=results, verdicts=verdicts,
                        status=status, meta={"num_ranks": prep.plan.num_ranks, "launcher": opts.launcher},
                        started_at=started)
-    rows = [{"op": r.params["op"], "dtype": r.params["dtype"], "size_bytes": int(r.params["size_bytes"]),
-             "num_ranks": int(r.params["num_ranks"]), **{m.name: m.value for m in r.metrics},
-             "status": r.status.value, "reason": r.reason} for r in results]
-    return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
-            "failures": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed],
-            "warnings": [v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.noisy]}, code
+    return CollectivesOutcome(
+        run_id=run_id, status=status, error=ex.error, rows=tuple(CollectiveRow.from_result(r) for r in results),
+        failures=tuple(v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.failed),
+        warnings=tuple(v.reason + f" ({v.test})" for v in verdicts if v.outcome is Outcome.noisy))
 
 
-def _status(error: str, verdicts: Sequence[Verdict], *, no_results: bool = False) -> tuple[str, int]:
-    """Run status and exit code: "error" when the launch failed, "failed" when a verdict did."""
-    failed = bool(error) or no_results or any(v.outcome is Outcome.failed for v in verdicts)
-    return ("error" if error else ("failed" if failed else "passed")), (1 if failed else 0)
+def _status(error: str, verdicts: Sequence[Verdict], *, no_results: bool = False) -> RunStatus:
+    """error when the launch failed, failed when a verdict did (or nothing was measured)."""
+    if error:
+        return RunStatus.error
+    failed = no_results or any(v.outcome is Outcome.failed for v in verdicts)
+    return RunStatus.failed if failed else RunStatus.passed
 
 
 def _params_artifact(vector: np.ndarray) -> str:
@@ -145,7 +152,7 @@ def _setup(result: TestResult, ex: Any) -> dict[str, Any]:
 
 
 def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: int, against: str | None,
-              db: str | None, argv: Sequence[str], env: dict[str, str]) -> tuple[dict[str, Any], int]:
+              db: str | None, argv: Sequence[str], env: dict[str, str]) -> TrainOutcome:
     """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run."""
     started = time.time()
     reference = _load_reference(db, against) if against else None
@@ -175,7 +182,7 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
                       reference["setup"], setups[0]))
     for label, a, b, sa, sb in pairs:
         rep = compare_params(a, b, setup_a=sa, setup_b=sb, env=env)
-        comparisons.append({"compared": label, **asdict(rep)})
+        comparisons.append(Comparison(compared=label, result=rep))
         verdicts.append(Verdict(test="torch.train.reproducibility", metric="max_abs_diff", host="cluster",
                                 outcome=Outcome.passed if rep.identical else Outcome.failed,
                                 measured=rep.max_abs_diff, expected=0.0, direction=Direction.lower, margin=None,
@@ -184,7 +191,7 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
                                         f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}")))
     for r in results:
         verdicts += _straggler_verdicts(r, f"torch.train repeat {r.params['repeat']}", "rank_step_p50_s")
-    status, code = _status(error, verdicts, no_results=not results)
+    status = _status(error, verdicts, no_results=not results)
     artifacts = {}
     if vectors and vectors[0] is not None and vectors[0].nbytes <= MAX_PARAMS_ARTIFACT_BYTES:
         artifacts["train_params_npy_zlib_b64"] = _params_artifact(vectors[0])
@@ -192,17 +199,13 @@ def run_train(config: dict[str, Any], opts: probe_run.LaunchOptions, *, repeat: 
     run_id = store_run(db=db, kind="bench.train", argv=argv, executed=executed, results=results, verdicts=verdicts,
                        status=status, meta={"repeat": repeat, "launcher": opts.launcher}, artifacts=artifacts,
                        started_at=started)
-    rows = [{"repeat": int(r.params["repeat"]), "num_ranks": int(r.params["num_ranks"]), "sha256": r.params["sha256"],
-             **{m.name: m.value for m in r.metrics},
-             "rank_step_p50_s": json.loads(r.params["rank_step_p50_s"]),
-             "rank_step_p99_s": json.loads(r.params["rank_step_p99_s"]),
-             "rank_step_cv": json.loads(r.params["rank_step_cv"]),
-             "rank_hosts": json.loads(r.params["rank_hosts"])} for r in results]
-    return {"run_id": run_id, "status": status, "error": error or None, "shape": {k: config[k] for k in (
-        "hidden", "layers", "heads", "seq_len", "vocab", "batch", "spec_layout", "mode", "seed", "steps")},
-            "results": rows, "reproducibility": comparisons,
-            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed],
-            "warnings": [v.reason for v in verdicts if v.outcome is Outcome.noisy]}, code
+    return TrainOutcome(
+        run_id=run_id, status=status, error=error,
+        shape={k: config[k] for k in ("hidden", "layers", "heads", "seq_len", "vocab", "batch", "spec_layout", "mode",
+                                      "seed", "steps")},
+        rows=tuple(TrainRow.from_result(r) for r in results), reproducibility=tuple(comparisons),
+        failures=tuple(v.reason for v in verdicts if v.outcome is Outcome.failed),
+        warnings=tuple(v.reason for v in verdicts if v.outcome is Outcome.noisy))
 
 
 def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
@@ -217,7 +220,7 @@ def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
 
 
 def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None,
-                   argv: Sequence[str]) -> tuple[dict[str, Any], int]:
+                   argv: Sequence[str]) -> CheckpointOutcome:
     Path(config["directory"]).mkdir(parents=True, exist_ok=True)
     started = time.time()
     prep = probe_run.prepare("checkpoint", config, opts)
@@ -230,11 +233,10 @@ def run_checkpoint(config: dict[str, Any], opts: probe_run.LaunchOptions, *, db:
                         outcome=Outcome.failed if r.require("wrong_tensors").value else Outcome.passed,
                         measured=r.require("wrong_tensors").value, expected=0.0, direction=Direction.lower, margin=None,
                         reason=r.reason or "read back identical") for r in results]
-    status, code = _status(ex.error, verdicts)
+    status = _status(ex.error, verdicts)
     run_id = store_run(db=db, kind="bench.checkpoint", argv=argv, executed=[ex], results=results, verdicts=verdicts,
                        status=status, meta={"launcher": opts.launcher, "directory": config["directory"]},
                        started_at=started)
-    rows = [{"format": r.params["format"], "bytes": int(r.params["bytes"]), **{m.name: m.value for m in r.metrics}}
-            for r in results]
-    return {"run_id": run_id, "status": status, "error": ex.error or None, "results": rows,
-            "failures": [v.reason for v in verdicts if v.outcome is Outcome.failed], "warnings": []}, code
+    return CheckpointOutcome(run_id=run_id, status=status, error=ex.error,
+                             rows=tuple(CheckpointRow.from_result(r, COMMIT_PHASES) for r in results),
+                             failures=tuple(v.reason for v in verdicts if v.outcome is Outcome.failed))

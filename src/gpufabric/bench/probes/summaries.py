@@ -7,7 +7,6 @@ duration = max over ranks and throughput = min over ranks (MLPerf Storage conven
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ import numpy as np
 
 from gpufabric.bench.probes import stats
 from gpufabric.bench.probes.results import RankLog, oversubscribed
-from gpufabric.results.records import Direction, Metric, Status, TestResult
+from gpufabric.results.records import Direction, Metric, RankStat, RankStats, Status, TestResult
 from gpufabric.results.stats import summarize
 
 #: Environment settings that change the reduction order or kernels when left unpinned
@@ -69,13 +68,11 @@ def train_result(logs: Mapping[int, RankLog], config: Mapping[str, Any], *, argv
             "hidden": str(config["hidden"]), "layers": str(config["layers"]), "seq_len": str(config["seq_len"]),
             "batch": str(config["batch"]), "spec_layout": config["spec_layout"], "repeat": str(repeat),
             "sha256": checksum["sha256"] if checksum else "", "num_params": str(checksum["num_params"] if checksum else 0),
-            "rank_step_p50_s": json.dumps({str(r): round(v, 6) for r, v in rank_p50.items()}),
-            "rank_step_p99_s": json.dumps({str(r): round(v.p99, 6) for r, v in per_rank.items()}),
-            "rank_step_cv": json.dumps({str(r): round(v.cv, 4) for r, v in per_rank.items()}),
-            "rank_hosts": json.dumps({str(r): h for r, h in hosts.items()}),
-            "stragglers": json.dumps([g.rank for g in stragglers]),
-            "oversubscribed": oversubscribed(logs),
         },
+        ranks=RankStats(quantity="step_s",
+                        ranks=tuple(RankStat(rank=r, host=hosts[r], p50=v.p50, p99=v.p99, cv=v.cv)
+                                    for r, v in per_rank.items()),
+                        stragglers=tuple(g.rank for g in stragglers), oversubscribed=oversubscribed(logs)),
     )
 
 
@@ -155,8 +152,8 @@ def checkpoint_results(logs: Mapping[int, RankLog], *, directory: str, argv: tup
             ),
             reason=f"{wrong} tensor(s) read back differ" if wrong else "",
             argv=argv,
-            params={"format": fmt, "bytes": str(total), "num_ranks": str(world), "directory": directory,
-                    "rank_hosts": json.dumps({str(r): logs[r].host for r in range(world)})},
+            params={"format": fmt, "bytes": str(total), "num_ranks": str(world), "directory": directory},
+            ranks=RankStats(ranks=tuple(RankStat(rank=r, host=logs[r].host) for r in range(world))),
         ))
     return out
 
