@@ -101,6 +101,9 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
             layout_runner_up=runner_ups[i] if runner_ups else None, layout_note=notes[i] if notes else "",
             memory_gb=float(r.memory_bytes) / GIB, memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
             mfu=mfu, tflops_per_gpu=tflops, compute_efficiency=compute_efficiency, breakdown=bd,
+            capacity=d.capacity, rental=d.rental or None, term=d.term or None, in_network_reduction=d.sharp,
+            sharp_usd=float(r.sharp_usd), opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
+            rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
         ))
     return records
 
@@ -138,8 +141,11 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
 
 def prepare(spec: Spec, catalog: Catalog) -> Prepared:
     """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
+    from gpufabric.plan.capacity import check_options
+
+    check_options(spec, catalog)
     anchor = solve_anchor(spec, catalog)
-    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec))
+    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(anchor=anchor, designs=designs, notes=tuple(notes),
                     choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
 
