@@ -22,7 +22,9 @@ CANDIDATE_KEYS = (
     "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
     "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
     "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
-    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
+    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency", "capacity", "rental", "term",
+    "in_network_reduction", "sharp_usd", "opex_usd_per_gpu_hour", "rent_storage_usd_per_gpu_hour",
+    "break_even_utilisation", "break_even_months", "build_reference",
 )
 
 
@@ -41,8 +43,12 @@ def plan(
     from gpufabric.plan import make_plan
     from gpufabric.spec import load_spec
 
+    from gpufabric.plan.capacity import check_options
+
     catalog = load_catalog(catalog_files)
-    spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
+    loaded = load_spec(spec_file, known_ids=catalog.known_ids())
+    spec = loaded.spec
+    check_options(spec, catalog, loaded.located)  # SHARP, provider fabrics, offerings: located errors
     result = make_plan(spec, catalog)
     if fmt == ReportFormat.json:
         print_json({
@@ -103,8 +109,9 @@ def _ok(c: Any) -> str:
 def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     mark = "*" if c.id == rec else ("p" if c.id in pareto else "")
     topo = "rail" if c.topology == "rail-optimized" else "fat"
+    where = f"rent {c.rental} {c.term}" if c.capacity == "rent" else f"{topo} {c.oversubscription:g}:1"
     return [
-        mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
+        mark, c.fabric + ("+sharp" if c.in_network_reduction else ""), where, c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
         f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
         f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
         f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
