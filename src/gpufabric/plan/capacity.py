@@ -89,7 +89,7 @@ def break_even(rented: Candidate, built: Candidate, spec: Spec, catalog: Catalog
     g = spec.num_gpus
     u = spec.options.utilisation
     rent_h = catalog.rental(rented.rental).usd_per_gpu_hour(rented.term) * g
-    storage_h = rented.rent_storage_usd_per_gpu_hour * u * g  # stored per useful hour: undo the /u
+    storage_h = rented.rent_storage_usd_per_gpu_hour * g  # paid every clock hour
     opex_net_h = built.opex_usd_per_gpu_hour * g - storage_h
     years = _years(spec, catalog)
     committed = rented.term != "on_demand"

@@ -89,7 +89,7 @@ class Evaluation:
     power_kw: np.ndarray
     usd_per_gpu_hour: np.ndarray
     opex_usd_per_gpu_hour: np.ndarray           # built: energy, facility, staff (capex excluded); 0 rented
-    rent_storage_usd_per_gpu_hour: np.ndarray   # rented: the provider's storage share of usd_per_gpu_hour
+    rent_storage_usd_per_gpu_hour: np.ndarray   # rented: the provider's storage per GPU and clock hour
     sharp_usd: np.ndarray                       # in-network reduction licences and manager (in network capex)
     run_cost_usd: np.ndarray
     network_wait_usd: np.ndarray
@@ -337,9 +337,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     opex_h = cost.tco_usd_per_gpu_hour(capex_usd=0.0, **tco)  # energy, facility, staff per GPU-hour
     # Rented: the catalog price (over the utilisation when committed) plus the provider's
     # durable storage for the capacity the design needs, paid every hour.
-    rent_storage_h = units * t.st_unit_tb * t.rent_storage_tb_month / cost.HOURS_PER_MONTH / G / t.util
+    rent_storage_h = units * t.st_unit_tb * t.rent_storage_tb_month / cost.HOURS_PER_MONTH / G  # per clock hour
     rent_h = cost.rented_usd_per_gpu_hour(usd_per_gpu_hour=t.rent_gpu_h, committed=t.rent_committed,
-                                          utilisation=t.util) + rent_storage_h
+                                          utilisation=t.util) + rent_storage_h / t.util
     rent = t.rent
     per_gpu_h = np.where(rent, rent_h, build_h)
     net_usd, storage_usd, server_usd, capex = (np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex))
