@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -162,9 +163,9 @@ def test_rented_cost_per_gpu_hour_is_the_catalog_price_times_utilisation(tmp_pat
 def test_rented_candidates_have_the_same_columns_and_their_fabric():
     plan = make_plan(spec_with(capacity=["build", "rent"]), CAT)
     rented = [c for c in plan.candidates if c.capacity == "rent"]
-    assert {c.rental for c in rented} == {"aws-p5", "azure-nd-h100-v5", "gcp-a3-mega", "oci-bm-h100", "coreweave-h100"}
+    assert {c.rental for c in rented} == {"aws-p5", "azure-ndv5", "gcp-a3mega", "oci-h100", "cw-h100"}
     by = {(c.rental, c.term): c for c in rented}
-    efa, ib = by[("aws-p5", "on_demand")], by[("azure-nd-h100-v5", "on_demand")]
+    efa, ib = by[("aws-p5", "on_demand")], by[("azure-ndv5", "on_demand")]
     assert efa.fabric == "efa-p5" and ib.fabric == "ib-ndr"
     for c in (efa, ib):
         assert c.step_time_s > 0 and c.step_time_p99_s >= c.step_time_s and 0 < c.goodput <= 1 and c.step_time_cv > 0
@@ -206,7 +207,7 @@ def test_break_even_months_computed_both_ways_agree(u):
 
 
 def test_break_even_utilisation_gives_the_amortisation_period():
-    spec = spec_with(capacity=["build", "rent"], rentals=["coreweave-h100"], rent_terms=["on_demand"])
+    spec = spec_with(capacity=["build", "rent"], rentals=["cw-h100"], rent_terms=["on_demand"])
     plan = make_plan(spec, CAT)
     built = next(c for c in plan.candidates if c.capacity == "build")
     od = next(c for c in plan.candidates if c.capacity == "rent")
@@ -220,7 +221,7 @@ def test_break_even_utilisation_gives_the_amortisation_period():
     for u, building_cheaper in ((u_star * 0.9, False), (min(1.0, u_star * 1.1), True)):
         build_h = (built.capex_usd / (years * cost.HOURS_PER_YEAR) + built.opex_usd_per_gpu_hour * 128
                    - od.rent_storage_usd_per_gpu_hour * 128) / u
-        rent_h = CAT.rental("coreweave-h100").usd_per_hour_on_demand * 16
+        rent_h = CAT.rental("cw-h100").usd_per_hour_on_demand * 16
         assert (build_h < rent_h) is building_cheaper
 
 
@@ -246,3 +247,36 @@ def test_rented_fabrics_enter_the_collective_model_with_their_alpha_beta():
     assert big["efa-p5"] < big["ib-ndr"]      # beta: 0.8 x 50 GB/s per GPU vs 0.94 x 50
     assert big["tcpx-a3mega"] < big["efa-p5"]  # 200 Gb/s per GPU
     assert efa.cite("nic_line_gbps").endswith("[D]")
+
+
+def test_config_on_a_rented_design_renders_host_side_artefacts_only(cli, tmp_path):
+    spec = tmp_path / "rent.yaml"
+    spec.write_text("""name: rt-rent
+cluster: {nodes: 2, gpus_per_node: 8, gpu: h100-sxm}
+workload:
+  model: {params: 8e9, layers: 32, hidden: 4096, seq_len: 8192}
+  parallelism: {tp: 8, pp: 1, dp: 2, zero_stage: 1}
+  global_batch_tokens: 1048576
+  total_tokens: 1e11
+options:
+  fabrics: [ib-ndr]
+  storage: [local-nvme, nvmeof-rdma]
+  capacity: [rent]
+  rentals: [azure-ndv5]
+  rent_terms: [on_demand]
+""")
+    out_dir = tmp_path / "bundle"
+    code, out, err = cli("config", spec, "--out", out_dir, "--seed", "t")
+    assert code == 0, err
+    files = {str(p.relative_to(out_dir)) for p in out_dir.rglob("*") if p.is_file()}
+    assert "roles/compute/etc/gpufabric/nccl.env" in files and "roles/compute/etc/nftables.conf" in files
+    # Nothing for the provider's switches, subnet manager or storage targets.
+    assert not any(f.startswith(("fabric/", "hosts/")) for f in files)
+    assert not any("roce-qos" in f or "/nvme" in f or "nvmet" in f for f in files)
+    assert "rented design: host-side artefacts only" in out and "provider owns the switches" in out
+    assert "Rented fabric" in (out_dir / "README.md").read_text()
+    # The same spec built (not rented) does render the subnet manager's files.
+    spec.write_text(spec.read_text().replace("capacity: [rent]", "capacity: [build]"))
+    code, out, err = cli("config", spec, "--dry-run", "--seed", "t", "--format", "json")
+    assert code == 0, err
+    assert any(f["path"].startswith("fabric/etc/opensm/") for f in json.loads(out)["files"])

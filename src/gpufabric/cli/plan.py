@@ -109,9 +109,12 @@ def _ok(c: Any) -> str:
 def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     mark = "*" if c.id == rec else ("p" if c.id in pareto else "")
     topo = "rail" if c.topology == "rail-optimized" else "fat"
-    where = f"rent {c.rental} {c.term}" if c.capacity == "rent" else f"{topo} {c.oversubscription:g}:1"
+    if c.capacity == "rent":  # the offering names the fabric (JSON: fabric); the term is short
+        what, where = c.rental, "rent " + {"on_demand": "od"}.get(c.term, c.term)
+    else:
+        what, where = c.fabric + ("+S" if c.in_network_reduction else ""), f"{topo} {c.oversubscription:g}:1"
     return [
-        mark, c.fabric + ("+sharp" if c.in_network_reduction else ""), where, c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
+        mark, what, where, c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
         f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
         f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
         f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
@@ -140,7 +143,8 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print(table)
     console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
                   " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
-                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
+                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement\n+S: in-network"
+                  " reduction (SHARP)  rent: a rented offering, od on demand or 1y/3y committed[/dim]")
     for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
     if result.layout_search:
