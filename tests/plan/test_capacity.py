@@ -280,3 +280,29 @@ options:
     code, out, err = cli("config", spec, "--dry-run", "--seed", "t", "--format", "json")
     assert code == 0, err
     assert any(f["path"].startswith("fabric/etc/opensm/") for f in json.loads(out)["files"])
+
+
+def test_inference_specs_get_rented_offerings_beside_built_ones():
+    from gpufabric.plan.inference import make_serving_plan
+    from gpufabric.sim.serving import simulate_serving
+    from gpufabric.spec.inference import InferenceSpec
+
+    u = 0.5
+    spec = InferenceSpec.model_validate({
+        "name": "rt-serve", "cluster": {"nodes": 4, "gpu": "h100-sxm"},
+        "workload": {"kind": "inference",
+                     "model": {"params": 70.6e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8},
+                     "traffic": {"rate_rps": 5, "prompt_tokens": {"mean": 1024, "cv": 0.5},
+                                 "output_tokens": {"mean": 128, "cv": 0.5}},
+                     "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05}, "replica": {"tp": 8}, "disaggregation": "none"},
+        "options": {"fabrics": ["ib-ndr"], "storage": ["local-nvme"], "capacity": ["build", "rent"],
+                    "rentals": ["aws-p5"], "rent_terms": ["on_demand", "1y"], "utilisation": u}})
+    plan = make_serving_plan(spec, CAT, simulate=simulate_serving, requests=2000)
+    by = {c.id: c for c in plan.candidates}
+    od, y1 = by["colocated/rent-aws-p5-on_demand/local-nvme"], by["colocated/rent-aws-p5-1y/local-nvme"]
+    offer = CAT.rental("aws-p5")
+    assert od.usd_per_gpu_hour == pytest.approx(offer.usd_per_hour_on_demand / 8)
+    assert y1.usd_per_gpu_hour == pytest.approx(offer.usd_per_hour_1y / 8 / u)
+    assert od.capacity == "rent" and by["colocated/ib-ndr/local-nvme"].capacity == "build"
+    assert od.fabric == "efa-p5"
+    assert od.meets_slo and "Rented: colocated/rent-aws-p5-on_demand" in plan.rationale and "gives up" in plan.rationale
