@@ -156,13 +156,14 @@ def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec) -
         built = next(c for c in cands if c.id == ref)
         lines.append(f"The best built design {ref} costs ${built.usd_per_gpu_hour:.2f} per useful GPU-hour at utilisation"
                      f" {u:.0%}.")
-        od = next((c for c in fits if c.term == "on_demand" and c.rental == best_rent.rental), None)
+        same = [c for c in fits if c.rental == best_rent.rental and c.storage == best_rent.storage]
+        od = next((c for c in same if c.term == "on_demand"), None)
         if od is not None and od.break_even_utilisation is not None:
             lines.append(f"Building becomes cheaper than {od.rental} on demand above {od.break_even_utilisation:.0%}"
                          f" utilisation" + (" (never: above 100%)" if od.break_even_utilisation > 1 else "")
                          + f", and after {od.break_even_months:.0f} months of use at {u:.0%}.")
-        for c in fits:
-            if c.rental == best_rent.rental and c.term != "on_demand" and c.break_even_months is not None:
+        for c in sorted(same, key=lambda c: c.term or ""):
+            if c.term != "on_demand" and c.break_even_months is not None:
                 when = "never" if c.break_even_months == float("inf") else f"after {c.break_even_months:.0f} months"
                 lines.append(f"Against a {c.term} commitment building pays back {when}.")
     lines.append(f"A rented design gives up the fabric's controls: {RENTED_GIVES_UP}; {RENTED_CONFIG}.")
