@@ -55,8 +55,8 @@ def main() -> int:
         os.sched_setaffinity(0, {sorted(all_cpus)[0]})  # the sweep runs on one core
     import numpy as np
 
-    from gpufabric.exec.process import run
     from gpufabric.catalog import load_catalog
+    from gpufabric.exec.process import run
     from gpufabric.plan.evaluate import evaluate_table
     from gpufabric.plan.table import Design, build_table
 

@@ -115,7 +115,7 @@ options:
                        "rent/aws-p5/on_demand/local-nvme"}
     rent = by["rent/aws-p5/on_demand/local-nvme"]
     assert rent["capacity"] == "rent" and rent["capex_usd"] == 0 and rent["break_even_months"] > 0
-    assert 0 < rent["break_even_utilisation"] and rent["build_reference"] in by
+    assert rent["break_even_utilisation"] > 0 and rent["build_reference"] in by
     assert by["ib-ndr/rail-optimized/1:1/local-nvme/sharp"]["dp_algorithm"] == "collnet"
     code, out, _ = cli("plan", spec)
     assert code == 0 and "aws-p5" in out and "rent od" in out and "ib-ndr+S" in out

@@ -237,7 +237,7 @@ def test_rentals_follow_the_cluster_gpu_and_refuse_a_mismatch():
 
 
 def test_rented_fabrics_enter_the_collective_model_with_their_alpha_beta():
-    efa, ib = CAT.fabric("efa-p5"), CAT.fabric("ib-ndr")
+    efa = CAT.fabric("efa-p5")
     assert efa.rented_only and efa.kind == "efa"
     small = {f: predict_collective(op="all_reduce", size_bytes=8192, nodes=16, gpus_per_node=8, gpu="h100-sxm",
                                    fabric=f, catalog=CAT).time_us for f in ("efa-p5", "ib-ndr")}

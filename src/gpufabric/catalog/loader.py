@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
@@ -161,7 +161,8 @@ class _Merged:
                     located = self.field_origin.get(("fabrics", fabric_id, key)) or self.origin[("fabrics", fabric_id)]
                     fix = did_you_mean(ref, sorted(out[section]))
                     raise located.error(("fabrics", fabric_id, key), f"unknown {section} id {ref!r}", fix)
-        for rental_id, rental in out["rentals"].items():
+        for rental_id, entry in out["rentals"].items():
+            rental = cast(Rental, entry)
             refs = [("gpu", "gpus", rental.gpu), ("fabric", "fabrics", rental.fabric)]
             refs += [(f"storage[{i}]", "storage", s) for i, s in enumerate(rental.storage)]
             for key, section, ref in refs:

@@ -41,9 +41,8 @@ def plan(
         return plan_inference(spec_file, fmt, top, catalog_files)
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import make_plan
-    from gpufabric.spec import load_spec
-
     from gpufabric.plan.capacity import check_options
+    from gpufabric.spec import load_spec
 
     catalog = load_catalog(catalog_files)
     loaded = load_spec(spec_file, known_ids=catalog.known_ids())

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufabric.catalog import Catalog
-from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
+from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.evaluate import Candidate
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec

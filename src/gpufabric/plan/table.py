@@ -56,8 +56,9 @@ class Design:
 PROVIDER = "provider"
 
 
-def rental_ids(spec: Spec, catalog: Catalog) -> list[str]:
-    """Offerings to consider: options.rentals, else every one with the cluster's GPU and GPUs per node."""
+def rental_ids(spec: Any, catalog: Catalog) -> list[str]:
+    """Offerings to consider: options.rentals, else every one with the cluster's GPU and GPUs per node
+    (``spec``: a training Spec or an InferenceSpec; both have cluster and options)."""
     if spec.options.rentals is not None:
         return list(spec.options.rentals)
     return [k for k, r in catalog.rentals.items()
