@@ -306,3 +306,16 @@ def test_inference_specs_get_rented_offerings_beside_built_ones():
     assert od.capacity == "rent" and by["colocated/ib-ndr/local-nvme"].capacity == "build"
     assert od.fabric == "efa-p5"
     assert od.meets_slo and "Rented: colocated/rent-aws-p5-on_demand" in plan.rationale and "gives up" in plan.rationale
+
+
+def test_budget_binds_a_rented_commitment_like_capex():
+    spec = Spec.model_validate({**BASE, "requirements": {"budget_usd": 10e6},
+                                "options": {**BASE["options"], "capacity": ["build", "rent"], "rentals": ["aws-p5"]}})
+    cands = {c.id: c for c in make_plan(spec, CAT).candidates}
+    od, y3 = cands["rent/aws-p5/on_demand/local-nvme"], cands["rent/aws-p5/3y/local-nvme"]
+    # 3 years x 8,760 h x 128 GPUs x the 3-year price: ~$12.7M, over the $10M budget (1 year: ~$5.4M).
+    assert y3.rent_commitment_usd == pytest.approx(CAT.rental("aws-p5").usd_per_hour_3y / 8 * 128 * 3 * 8760)
+    assert any(v.startswith("rent_commitment_usd") for v in y3.violations) and not y3.meets_requirements
+    assert cands["rent/aws-p5/1y/local-nvme"].meets_requirements
+    # On demand the obligation is the run itself (a day or so here): within budget.
+    assert od.rent_commitment_usd == pytest.approx(od.run_cost_usd) and od.meets_requirements

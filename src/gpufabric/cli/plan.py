@@ -24,7 +24,7 @@ CANDIDATE_KEYS = (
     "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
     "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency", "capacity", "rental", "term",
     "in_network_reduction", "sharp_usd", "opex_usd_per_gpu_hour", "rent_storage_usd_per_gpu_hour",
-    "break_even_utilisation", "break_even_months", "build_reference",
+    "break_even_utilisation", "break_even_months", "build_reference", "rent_commitment_usd",
 )
 
 
@@ -101,7 +101,7 @@ def _ok(c: Any) -> str:
     if c.meets_requirements:
         return "yes"
     short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
-             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
+             "capex_usd": "budget", "rent_commitment_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
     return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
 
 

@@ -47,6 +47,8 @@ def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
         found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
     if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
         found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+    if req.budget_usd is not None and out.rent_commitment_usd[i] > req.budget_usd:
+        found.append(f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
     if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
         found.append(f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}")
     if out.goodput[i] <= 0:
@@ -104,6 +106,7 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
             capacity=d.capacity, rental=d.rental or None, term=d.term or None, in_network_reduction=d.sharp,
             sharp_usd=float(r.sharp_usd), opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
             rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
+            rent_commitment_usd=float(r.rent_commitment_usd),
         ))
     return records
 

@@ -91,6 +91,7 @@ class Evaluation:
     opex_usd_per_gpu_hour: np.ndarray           # built: energy, facility, staff (capex excluded); 0 rented
     rent_storage_usd_per_gpu_hour: np.ndarray   # rented: the provider's storage per GPU and clock hour
     sharp_usd: np.ndarray                       # in-network reduction licences and manager (in network capex)
+    rent_commitment_usd: np.ndarray             # rented: the run on demand, the whole term committed
     run_cost_usd: np.ndarray
     network_wait_usd: np.ndarray
     storage_wait_usd: np.ndarray
@@ -345,6 +346,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     net_usd, storage_usd, server_usd, capex = (np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex))
     power_kw = np.where(rent, N * t.node_kw, power_kw)  # the instances' draw (in the rental price)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
+    # What renting obliges the user to pay (checked against requirements.budget_usd like a
+    # built design's capex): the run on demand, the whole term when committed.
+    commitment = np.where(t.rent_committed, t.rent_gpu_h * G * t.rent_term_h, run_usd)
     net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
     # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
     # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
@@ -403,6 +407,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         opex_usd_per_gpu_hour=np.where(rent, 0.0, opex_h),
         rent_storage_usd_per_gpu_hour=np.where(rent, rent_storage_h, 0.0),
         sharp_usd=np.where(rent, 0.0, sharp_usd),
+        rent_commitment_usd=np.where(rent, commitment, 0.0),
         run_cost_usd=run_usd,
         network_wait_usd=run_usd * net_frac,
         storage_wait_usd=run_usd * storage_frac,
@@ -475,6 +480,7 @@ class Candidate:
     sharp_usd: float = 0.0                   # its licences and aggregation manager
     opex_usd_per_gpu_hour: float = 0.0       # built: energy, facility, staff per GPU-hour (capex excluded)
     rent_storage_usd_per_gpu_hour: float = 0.0
+    rent_commitment_usd: float = 0.0         # rented: what renting obliges (the run on demand, the term committed)
     break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
     break_even_months: float | None = None   # rented: months of use after which building is cheaper
     build_reference: str | None = None       # the built design the break-even compares with

@@ -203,6 +203,7 @@ class Table:
     rent_committed: A          # 1y/3y: every hour of the term is paid
     rent_gpu_h: A              # catalog price per GPU-hour for the term
     rent_storage_tb_month: A   # the provider's durable storage, USD per TB-month
+    rent_term_h: A             # hours of the commitment (0 on demand)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -312,6 +313,7 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
             rent=offer is not None, rent_committed=offer is not None and d.term != "on_demand",
             rent_gpu_h=offer.usd_per_gpu_hour(d.term) if offer else 0.0,
             rent_storage_tb_month=offer.storage_usd_per_tb_month if offer else 0.0,
+            rent_term_h={"1y": 1.0, "3y": 3.0}.get(d.term, 0.0) * 8760.0,
         )
         for k in _DESIGN_FIELDS:
             cols[k].append(float(values[k]))
