@@ -319,3 +319,25 @@ def test_budget_binds_a_rented_commitment_like_capex():
     assert cands["rent/aws-p5/1y/local-nvme"].meets_requirements
     # On demand the obligation is the run itself (a day or so here): within budget.
     assert od.rent_commitment_usd == pytest.approx(od.run_cost_usd) and od.meets_requirements
+
+
+def test_the_worked_example_in_docs_is_what_the_plan_prints():
+    import re
+
+    from tests.conftest import EXAMPLES, ROOT
+
+    doc = (ROOT / "docs" / "planner.md").read_text()
+    rows = re.findall(r"^\| `([^`]+)`[^|]*\| ([\d.]+) \| \$([\d.]+)M \| ([\d.]+) \|", doc, flags=re.M)
+    assert len(rows) >= 6
+    spec = load_spec(EXAMPLES / "build-vs-rent-70b.yaml", known_ids=CAT.known_ids()).spec
+    plan = make_plan(spec, CAT)
+    by = {c.id: c for c in plan.candidates}
+    for cid, per_h, run_m, days in rows:
+        c = by[cid]
+        assert f"{c.usd_per_gpu_hour:.2f}" == per_h, cid
+        assert f"{c.run_cost_usd / 1e6:.2f}" == run_m, cid
+        assert f"{c.time_to_train_days:.1f}" == days, cid
+    assert plan.recommended == rows[0][0]
+    # Every price in the example's table names its source in the catalog.
+    for rid in {c.rental for c in plan.candidates if c.rental}:
+        assert f"`{rid}`" in doc
