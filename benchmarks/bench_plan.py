@@ -55,13 +55,14 @@ def main() -> int:
         os.sched_setaffinity(0, {sorted(all_cpus)[0]})  # the sweep runs on one core
     import numpy as np
 
-    from gpufabric.exec.process import run
     from gpufabric.catalog import load_catalog
+    from gpufabric.exec.process import run
     from gpufabric.plan.evaluate import evaluate_table
     from gpufabric.plan.table import Design, build_table
 
     catalog = load_catalog()
-    designs = [Design(fabric=f, topology=t, oversubscription=r, storage=s) for f in sorted(catalog.fabrics)
+    built = sorted(k for k, f in catalog.fabrics.items() if not f.rented_only)  # providers' fabrics are not built
+    designs = [Design(fabric=f, topology=t, oversubscription=r, storage=s) for f in built
                for t in ("rail-optimized", "fat-tree") for r in (1.0, 1.5, 2.0, 3.0) for s in sorted(catalog.storage)]
     work = workloads(catalog)
     D = len(designs)

@@ -26,7 +26,7 @@ def test_shipped_ids_and_kinds():
 def test_every_figure_has_source_and_as_of():
     cat = load_catalog()
     entries = [*cat.gpus.values(), *cat.fabrics.values(), *cat.switches.values(), *cat.optics.values(),
-               *cat.storage.values(), cat.site]
+               *cat.storage.values(), cat.site, *cat.rentals.values()]
     for entry in entries:
         for key in type(entry).model_fields:
             value = getattr(entry, key)
@@ -98,3 +98,39 @@ def test_unknown_reference(tmp_path):
 def test_unknown_id_lookup():
     with pytest.raises(CatalogError, match="unknown GPU id 'h100'.*did you mean"):
         load_catalog().gpu("h100")
+
+
+def test_rentals_every_price_is_sourced_and_unconfirmed_ones_say_so():
+    cat = load_catalog()
+    assert {"aws-p5", "azure-ndv5", "gcp-a3mega", "oci-h100", "cw-h100"} <= set(cat.rentals)
+    for rid, r in cat.rentals.items():
+        assert r.gpu in cat.gpus and r.fabric in cat.fabrics and set(r.storage) <= set(cat.storage)
+        assert r.usd_per_hour_3y < r.usd_per_hour_1y < r.usd_per_hour_on_demand
+        for key in ("usd_per_hour_on_demand", "usd_per_hour_1y", "usd_per_hour_3y"):
+            prov = r.provenance[key]
+            # An estimate says why; a read figure names where it was read.
+            assert prov.tag in "SUVD" and prov.source and prov.as_of, (rid, key)
+            if prov.tag == "U":
+                assert any(w in prov.source for w in ("unconfirmed", "estimate", "placeholder")), (rid, key)
+    assert cat.rentals["aws-p5"].provenance["usd_per_hour_on_demand"].tag == "S"
+    assert cat.rentals["aws-p5"].usd_per_gpu_hour("on_demand") == pytest.approx(55.04 / 8)
+    # Providers' fabrics are rented only; SHARP is a capability of the InfiniBand entries, priced.
+    assert cat.fabrics["efa-p5"].rented_only and not cat.fabrics["ib-ndr"].rented_only
+    assert cat.fabrics["ib-ndr"].in_network_reduction and not cat.fabrics["roce-400g"].in_network_reduction
+    assert cat.fabrics["ib-ndr"].provenance["sharp_usd_per_node"].tag == "U"
+
+
+def test_rental_override_merges_and_a_new_offering_is_checked(tmp_path):
+    f = tmp_path / "quote.yaml"
+    f.write_text("rentals:\n  aws-p5:\n    usd_per_hour_3y: 25.0\n")
+    r = load_catalog([f]).rentals["aws-p5"]
+    assert r.usd_per_hour_3y == 25.0 and r.provenance["usd_per_hour_3y"].tag == "user"
+    assert r.usd_per_hour_on_demand == 55.04 and r.provenance["usd_per_hour_on_demand"].tag == "S"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rentals:\n  mine:\n    provider: me\n    instance_type: x\n    gpu: h100-sxm\n    gpus: 8\n"
+                   "    fabric: efa-p6\n    fabric_gbps: 3200\n    local_nvme_tb: 0\n    storage: [local-nvme]\n"
+                   "    storage_usd_per_tb_month: 0\n    usd_per_hour_on_demand: 9\n    usd_per_hour_1y: 8\n"
+                   "    usd_per_hour_3y: 7\n")
+    with pytest.raises(SpecError, match="unknown fabrics id 'efa-p6'") as err:
+        load_catalog([bad])
+    assert err.value.line == 7 and "efa-p5" in str(err.value)

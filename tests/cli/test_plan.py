@@ -76,3 +76,47 @@ def test_bad_catalog_file(cli, tmp_path):
     bad.write_text("fabrics: [1, 2\n")
     code, _, err = cli("plan", EXAMPLES / "lab-2node.yaml", "--catalog", bad)
     assert code == 2 and "not valid YAML" in err
+
+
+def test_plan_refuses_sharp_on_an_incapable_fabric_with_a_located_error(cli, tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text((EXAMPLES / "roce-256gpu-8b.yaml").read_text() + "\n")
+    text = spec.read_text()
+    assert "options:" in text
+    spec.write_text(text.replace("options:", "options:\n  in_network_reduction: true", 1))
+    code, out, err = cli("plan", spec)
+    assert code == 2 and out == ""
+    assert "options.in_network_reduction" in err and "cannot" in err and f"{spec}:" in err
+    assert "Traceback" not in err
+
+
+def test_plan_shows_rented_and_sharp_designs(cli, tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("""name: rt-cli
+cluster: {nodes: 16, gpus_per_node: 8, gpu: h100-sxm}
+workload:
+  model: {params: 8e9, layers: 32, hidden: 4096, seq_len: 8192}
+  parallelism: {tp: 8, pp: 1, dp: 16, zero_stage: 1}
+  global_batch_tokens: 4194304
+  total_tokens: 1e11
+options:
+  fabrics: [ib-ndr]
+  storage: [local-nvme]
+  in_network_reduction: [true, false]
+  capacity: [build, rent]
+  rentals: [aws-p5]
+  rent_terms: [on_demand]
+""")
+    code, out, err = cli("plan", spec, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    by = {c["id"]: c for c in doc["candidates"]}
+    assert set(by) == {"ib-ndr/rail-optimized/1:1/local-nvme", "ib-ndr/rail-optimized/1:1/local-nvme/sharp",
+                       "rent/aws-p5/on_demand/local-nvme"}
+    rent = by["rent/aws-p5/on_demand/local-nvme"]
+    assert rent["capacity"] == "rent" and rent["capex_usd"] == 0 and rent["break_even_months"] > 0
+    assert rent["break_even_utilisation"] > 0 and rent["build_reference"] in by
+    assert by["ib-ndr/rail-optimized/1:1/local-nvme/sharp"]["dp_algorithm"] == "collnet"
+    code, out, _ = cli("plan", spec)
+    assert code == 0 and "aws-p5" in out and "rent od" in out and "ib-ndr+S" in out
+    assert max(len(line) for line in out.splitlines()) <= 120

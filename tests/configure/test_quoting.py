@@ -92,7 +92,7 @@ def _objects(v) -> dict[str, dict[str, object]]:
     role = SimpleNamespace(name=v("role.name"), kind=v("role.kind"), host_names=[v("host"), v("host")])
     policy = SimpleNamespace(planes=[plane], roles=[role], role_planes=lambda name: [v("plane.name")])
     design = SimpleNamespace(fabric=v("design.fabric"), fabric_kind="roce", storage=v("design.storage"),
-                             source=v("design.source"), storage_transport="tcp")
+                             source=v("design.source"), storage_transport="tcp", rented=False)
     rule = SimpleNamespace(saddr_set=v("set.name"), proto=v("proto"), dports=((29400, 29400), (32768, 60999)),
                            comment=v("purpose"))
     chain = SimpleNamespace(name=v("chain.name"), interface=v("ifname"), rules=[rule])

@@ -66,7 +66,7 @@ def errors(cand, total: int) -> dict[str, float]:
 
 def test_every_example_has_every_kind_it_lists():
     kinds = {kind for _, kind in GROUPS}
-    assert kinds == {"ib", "roce", "tcp"}
+    assert kinds == {"ib", "roce", "tcp", "efa", "tcpx"}  # efa, tcpx: rented offerings (build-vs-rent example)
     assert {stem for stem, _ in GROUPS} == {p.stem for p in EXAMPLES}
 
 

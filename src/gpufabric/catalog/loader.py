@@ -2,7 +2,7 @@
 
 The shipped catalog is the YAML files in ``gpufabric/catalog/data``. A user file given
 with ``--catalog my.yaml`` has the same shape (sections ``gpus``, ``fabrics``,
-``switches``, ``optics``, ``storage``, ``site``, each a mapping of id to entry). An entry
+``switches``, ``optics``, ``storage``, ``site``, ``rentals``, each a mapping of id to entry). An entry
 whose id exists overrides only the fields it names; a new id adds an entry (and must
 then be complete). Bare numbers in a user file are tagged ``user`` with the file as
 source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
@@ -18,16 +18,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from pydantic import ValidationError
 
-from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Site, Storage, Switch
+from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Rental, Site, Storage, Switch
 from gpufabric.errors import CatalogError, SpecError
 from gpufabric.spec.loader import Located, did_you_mean, parse_dotted, parse_yaml, read_text
 from gpufabric.spec.types import CATALOG_ID, FieldsError, bounded_repr, pattern_help
 
-DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml")
+DATA_FILES = ("gpus.yaml", "fabrics.yaml", "switches.yaml", "optics.yaml", "storage.yaml", "site.yaml", "rentals.yaml")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ class Catalog:
     storage: dict[str, Storage]
     site: Site
     files: tuple[str, ...] = field(default=())
+    rentals: dict[str, Rental] = field(default_factory=dict)
 
     def gpu(self, gpu_id: str) -> Gpu:
         return _get(self.gpus, gpu_id, "GPU")
@@ -53,7 +54,11 @@ class Catalog:
 
     def known_ids(self) -> dict[str, set[str]]:
         """Ids per spec field, for ``load_spec(known_ids=...)``."""
-        return {"cluster.gpu": set(self.gpus), "options.fabrics": set(self.fabrics), "options.storage": set(self.storage)}
+        return {"cluster.gpu": set(self.gpus), "options.fabrics": set(self.fabrics), "options.storage": set(self.storage),
+                "options.rentals": set(self.rentals)}
+
+    def rental(self, rental_id: str) -> Rental:
+        return _get(self.rentals, rental_id, "rental offering")
 
 
 def _get(table: dict[str, Any], key: str, what: str) -> Any:
@@ -163,6 +168,16 @@ class _Merged:
                     located = self.field_origin.get(("fabrics", fabric_id, key)) or self.origin[("fabrics", fabric_id)]
                     fix = did_you_mean(ref, sorted(out[section]))
                     raise located.error(("fabrics", fabric_id, key), f"unknown {section} id {ref!r}", fix)
+        for rental_id, entry in out["rentals"].items():
+            rental = cast(Rental, entry)
+            refs = [("gpu", "gpus", rental.gpu), ("fabric", "fabrics", rental.fabric)]
+            refs += [(f"storage[{i}]", "storage", s) for i, s in enumerate(rental.storage)]
+            for key, section, ref in refs:
+                if ref not in out[section]:
+                    located = (self.field_origin.get(("rentals", rental_id, key.split("[")[0]))
+                               or self.origin[("rentals", rental_id)])
+                    raise located.error(("rentals", rental_id, key.split("[")[0]), f"unknown {section} id {ref!r}",
+                                        did_you_mean(ref, sorted(out[section])))
         if "default" not in out["site"]:
             raise SpecError(file="catalog", field="site.default", message="the catalog needs a site entry 'default'")
 
@@ -207,4 +222,5 @@ def _build(files: list[Located], *, n_shipped: int) -> Catalog:
         storage=out["storage"],  # type: ignore[arg-type]
         site=out["site"]["default"],  # type: ignore[arg-type]
         files=tuple(f.file for f in files),
+        rentals=out["rentals"],  # type: ignore[arg-type]
     )

@@ -145,8 +145,9 @@ class Gpu(Entry):
 class Fabric(Entry):
     """A scale-out fabric: NIC, switch family, protocol behaviour."""
 
-    kind: Literal["ib", "roce", "tcp"]
-    """Transport family; also the id prefix."""
+    kind: Literal["ib", "roce", "tcp", "efa", "tcpx"]
+    """Transport family; also the id prefix. efa (AWS Elastic Fabric Adapter, SRD) and tcpx
+    (Google GPUDirect-TCPX/TCPXO) exist only in rented offerings (``rented_only``)."""
     nic_line_gbps: float = Field(gt=0)
     """NIC line rate, GB/s (400 Gb/s = 50 GB/s)."""
     nic_efficiency: float = Field(gt=0, le=1)
@@ -169,7 +170,15 @@ class Fabric(Entry):
     """Per-collective network proxy overhead of an eagerly launched op, per level of the
     inter-node tree (x log2 nodes), us."""
     in_network_reduction: bool = False
-    """Switches reduce in the network (SHARP)."""
+    """The fabric's switches can reduce in the network (InfiniBand SHARP); used only when the
+    spec chooses it (``options.in_network_reduction``)."""
+    sharp_usd_per_switch: float = Field(0, ge=0)
+    """In-network reduction licence per switch, USD (with ``options.in_network_reduction``)."""
+    sharp_usd_per_node: float = Field(0, ge=0)
+    """Aggregation manager (fabric manager licence and its servers) per node, USD (with
+    ``options.in_network_reduction``)."""
+    rented_only: bool = False
+    """A provider's fabric (EFA, GPUDirect-TCPX): only rented offerings use it; it cannot be built."""
     switch: CatalogId
     """Switch id (catalog switches) used for every tier."""
     nic_optic: CatalogId
@@ -268,6 +277,44 @@ class Site(Entry):
     """Storage network per node when storage has its own fabric, USD (total cost of ownership only)."""
 
 
+class Rental(Entry):
+    """A rentable GPU instance (cloud or GPU-cloud offering) and its scale-out fabric.
+
+    Prices are per instance-hour in USD; committed prices are the effective hourly rate of
+    a 1- or 3-year commitment, paid whether the instance is busy or not.
+    """
+
+    provider: str = Field(min_length=1)
+    """Who rents it (aws, azure, gcp, oci, coreweave, ...)."""
+    instance_type: str = Field(min_length=1)
+    """The provider's name for the instance (p5.48xlarge, Standard_ND96isr_H100_v5, ...)."""
+    gpu: str
+    """GPU id (catalog gpus) of the instance's GPUs."""
+    gpus: int = Field(gt=0)
+    """GPUs per instance (one instance is one node)."""
+    fabric: str
+    """Fabric id (catalog fabrics) that models the instance's scale-out network."""
+    fabric_gbps: float = Field(gt=0)
+    """Published scale-out bandwidth per instance, Gb/s (documentation; the fabric entry models it)."""
+    local_nvme_tb: float = Field(ge=0)
+    """Local NVMe per instance, TB."""
+    storage: list[str] = Field(min_length=1)
+    """Storage backend ids (catalog storage) the offering can model: local-nvme and the provider's managed file systems."""
+    storage_usd_per_tb_month: float = Field(ge=0)
+    """Durable storage the checkpoints land on (object store or managed file system), USD per TB-month."""
+    usd_per_hour_on_demand: float = Field(gt=0)
+    """On-demand price per instance-hour, USD."""
+    usd_per_hour_1y: float = Field(gt=0)
+    """Effective price per instance-hour with a 1-year commitment, USD."""
+    usd_per_hour_3y: float = Field(gt=0)
+    """Effective price per instance-hour with a 3-year commitment, USD."""
+
+    def usd_per_gpu_hour(self, term: str) -> float:
+        """Catalog price per GPU-hour for ``term`` (on_demand, 1y, 3y)."""
+        return {"on_demand": self.usd_per_hour_on_demand, "1y": self.usd_per_hour_1y,
+                "3y": self.usd_per_hour_3y}[term] / self.gpus
+
+
 #: Catalog sections (the top-level keys of a catalog or --catalog file) and their entry models.
 SECTIONS: dict[str, type[Entry]] = {
     "gpus": Gpu,
@@ -276,4 +323,5 @@ SECTIONS: dict[str, type[Entry]] = {
     "optics": Optic,
     "storage": Storage,
     "site": Site,
+    "rentals": Rental,
 }

@@ -60,7 +60,8 @@ def config(
         # Without --plan or --design, configure what `gpufabric plan` would recommend.
         result = make_plan(spec, catalog)
         best = result.get(result.recommended)
-        design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id)
+        design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id,
+                                       rented=best.capacity == "rent")
         if not best.meets_requirements:
             why = "; ".join(best.violations) or result.rationale
             typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {why}; "

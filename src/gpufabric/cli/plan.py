@@ -27,10 +27,13 @@ def plan(
         return plan_inference(spec_file, fmt, top, catalog_files)
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import make_plan
+    from gpufabric.plan.capacity import check_options
     from gpufabric.spec import load_spec
 
     catalog = load_catalog(catalog_files)
-    spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
+    loaded = load_spec(spec_file, known_ids=catalog.known_ids())
+    spec = loaded.spec
+    check_options(spec, catalog, loaded.located)  # SHARP, provider fabrics, offerings: located errors
     result = make_plan(spec, catalog)
     if fmt == ReportFormat.json:
         from gpufabric.spec.plan_file import plan_to_dict
@@ -72,15 +75,19 @@ def _ok(c: Any) -> str:
     if c.meets_requirements:
         return "yes"
     short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
-             "capex_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
+             "capex_usd": "budget", "rent_commitment_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
     return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
 
 
 def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     mark = "*" if c.id == rec else ("p" if c.id in pareto else "")
     topo = "rail" if c.topology == "rail-optimized" else "fat"
+    if c.capacity == "rent":  # the offering names the fabric (JSON: fabric); the term is short
+        what, where = c.rental, "rent " + {"on_demand": "od"}.get(c.term, c.term)
+    else:
+        what, where = c.fabric + ("+S" if c.in_network_reduction else ""), f"{topo} {c.oversubscription:g}:1"
     return [
-        mark, c.fabric, f"{topo} {c.oversubscription:g}:1", c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
+        mark, what, where, c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
         f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
         f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
         f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
@@ -109,7 +116,8 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print(table)
     console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
                   " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
-                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement[/dim]")
+                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement\n+S: in-network"
+                  " reduction (SHARP)  rent: a rented offering, od on demand or 1y/3y committed[/dim]")
     for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
     if result.layout_search:

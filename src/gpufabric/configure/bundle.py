@@ -124,18 +124,26 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
             sbatch = launch.sbatch(env, spec=spec, policy=policy, version=version)
             bundle.add(f"{base}/etc/gpufabric/train.sbatch", sbatch, mode=0o755)
         rdma_host = role.kind == "compute" or (role.kind == "storage" and design.storage_transport == "rdma")
-        if design.fabric_kind == "roce" and rdma_host:
+        if design.fabric_kind == "roce" and rdma_host and not design.rented:
             qos = fabric.roce_qos(env, policy=policy, role=role.name, version=version,
                                   gpus_per_node=spec.cluster.gpus_per_node)
             bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", qos, mode=0o755)
         if design.storage_transport == "tcp" and role.kind in ("compute", "storage"):
             bundle.add(f"{base}/etc/tlshd/config", env.get_template("tlshd.conf.j2").render(version=version))
-    if design.fabric_kind == "ib":
+    if design.rented:
+        # The provider runs the switches, the subnet manager and the storage targets.
+        bundle.notes.append(
+            "rented design: host-side artefacts only (nftables, sysctl, tuned, NCCL environment, launch scripts); the"
+            " provider owns the switches, so no OpenSM partitions.conf/opensm.conf, no RoCE/switch QoS script and no"
+            " NVMe-oF target or host files were rendered")
+    elif design.fabric_kind == "ib":
         parts, notes = fabric.partitions(policy)
         bundle.notes.extend(notes)
         bundle.add("fabric/etc/opensm/partitions.conf", env.get_template("partitions.conf.j2").render(partitions=parts, **common))
         bundle.add("fabric/etc/opensm/opensm.conf", fabric.opensm_conf(env, keys=keys, **common), secret=True)
-    if design.storage_transport:
+    if design.rented:
+        pass
+    elif design.storage_transport:
         _storage(bundle, spec, policy, design, design.storage_transport, keys)
     elif design.storage != "local-nvme":
         bundle.notes.append(f"storage {design.storage} is not NVMe-oF: no target or host NVMe files were rendered")

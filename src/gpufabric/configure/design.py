@@ -19,6 +19,7 @@ class Design:
     fabric: str
     storage: str
     source: str
+    rented: bool = False    # a rented offering: the provider owns switches and storage targets
 
     @property
     def fabric_kind(self) -> str:
@@ -26,7 +27,10 @@ class Design:
 
     @property
     def storage_transport(self) -> str | None:
-        """NVMe-oF transport of the storage design: tcp, rdma, or None when not NVMe-oF."""
+        """NVMe-oF transport of the storage design: tcp, rdma, or None when not NVMe-oF (or rented:
+        the provider serves the storage)."""
+        if self.rented:
+            return None
         if self.storage == "nvmeof-tcp":
             return "tcp"
         if self.storage == "nvmeof-rdma":
@@ -38,14 +42,15 @@ def design_from_plan(path: Path) -> Design:
     """Read the recommended candidate's fabric/storage from a ``gpufabric plan --format json`` file."""
     candidate = recommended_candidate(load_plan(path), path)
     fabric, storage, wanted = candidate["fabric"], candidate["storage"], candidate["id"]
-    _check_kind(fabric, f"{path}: candidate {wanted!r}")
-    return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})")
+    rented = candidate.get("capacity") == "rent"
+    _check_kind(fabric, f"{path}: candidate {wanted!r}", rented=rented)
+    return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})", rented=rented)
 
 
-def design_from_candidate(*, fabric: str, storage: str, candidate_id: str) -> Design:
+def design_from_candidate(*, fabric: str, storage: str, candidate_id: str, rented: bool = False) -> Design:
     """The design of a candidate the planner recommends (``gpufabric plan`` ranks them)."""
-    _check_kind(fabric, f"planner candidate {candidate_id!r}")
-    return Design(fabric=fabric, storage=storage,
+    _check_kind(fabric, f"planner candidate {candidate_id!r}", rented=rented)
+    return Design(fabric=fabric, storage=storage, rented=rented,
                   source=f"the planner's recommendation {candidate_id} (as `gpufabric plan` ranks it)")
 
 
@@ -74,9 +79,11 @@ def design_from_spec(spec: Spec) -> Design:
     return Design(fabric=fabric, storage=storage, source="spec options (first fabric and storage)")
 
 
-def _check_kind(fabric: str, where: str) -> None:
-    if fabric.split("-", 1)[0] not in ("ib", "roce", "tcp"):
-        raise InputError(f"{where}: fabric {fabric!r} is not ib-*, roce-* or tcp-*")
+def _check_kind(fabric: str, where: str, *, rented: bool = False) -> None:
+    # Providers' fabrics (efa-*, tcpx-*) exist only rented: host-side artefacts only.
+    kinds = ("ib", "roce", "tcp", "efa", "tcpx") if rented else ("ib", "roce", "tcp")
+    if fabric.split("-", 1)[0] not in kinds:
+        raise InputError(f"{where}: fabric {fabric!r} is not {', '.join(k + '-*' for k in kinds)}")
 
 
 def effective_policy(spec: Spec, design: Design) -> SecurityPolicy:

@@ -8,6 +8,15 @@
 - Total cost of ownership (spec ``site.tco``): + facility $/MW x IT MW / (facility years
   x 8760 h) + staff $/GPU-year x N_GPU / 8760 h, per GPU; the front-end and storage
   networks join the capex.
+- Utilisation u (``options.utilisation``): a built cluster is paid and powered whether
+  busy or not, so a useful GPU-hour costs $/GPU-hour / u. Rented on demand: the catalog
+  price per GPU-hour (paid only while used); rented on a 1- or 3-year commitment: the
+  price / u (every hour of the term is paid).
+- Break-even utilisation (build vs on-demand rent): building is cheaper above
+  u* = (capex / (years x 8760) + opex per hour) / rent per hour.
+- Break-even months (build vs rent at the spec's utilisation): cumulative build cost
+  capex + opex x m falls under cumulative rent R x m after m* = capex / (R - opex) months.
+  At u = u*, m* = years x 12: the two figures agree by construction (tests check it).
 - Run cost = $/GPU-hour * N_GPU * wall hours.
 - Waiting cost: the share of the run cost spent while GPUs wait on the network
   (exposed communication and tail) or on storage (checkpoint blocks, lost work).
@@ -20,6 +29,7 @@ from typing import Any
 import numpy as np
 
 HOURS_PER_YEAR = 8760.0
+HOURS_PER_MONTH = HOURS_PER_YEAR / 12  # 730
 
 
 def network_capex_usd(*, switches: Any, switch_usd: Any, nic_xcvrs: Any, nic_xcvr_usd: Any, switch_xcvrs: Any,
@@ -53,3 +63,29 @@ def tco_usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years:
 def run_cost_usd(*, usd_per_gpu_hour: Any, num_gpus: Any, wall_hours: Any) -> Any:
     """Cost of the whole training run."""
     return np.asarray(usd_per_gpu_hour) * np.asarray(num_gpus) * np.asarray(wall_hours)
+
+
+def rented_usd_per_gpu_hour(*, usd_per_gpu_hour: Any, committed: Any, utilisation: Any) -> Any:
+    """Cost of one useful rented GPU-hour: on demand the catalog price; committed the price
+    over the utilisation (the idle hours of the term are paid too)."""
+    price = np.asarray(usd_per_gpu_hour, dtype=float)
+    return np.where(committed, price / np.asarray(utilisation, dtype=float), price)
+
+
+def break_even_utilisation(*, capex_usd: float, opex_usd_per_hour: float, years: float,
+                           rent_usd_per_hour: float) -> float:
+    """Utilisation above which building costs less per useful hour than renting on demand.
+
+    Build: (capex / (years x 8760) + opex) / u per useful hour; on-demand rent: the same
+    rent every useful hour. Above 1: renting on demand wins at any utilisation.
+    """
+    return (capex_usd / (years * HOURS_PER_YEAR) + opex_usd_per_hour) / rent_usd_per_hour
+
+
+def break_even_months(*, capex_usd: float, build_opex_usd_per_month: float, rent_usd_per_month: float) -> float:
+    """Months of use after which building (capex up front, then opex) is cheaper than renting.
+
+    inf when the rent does not exceed the build's running cost (building never pays back).
+    """
+    saving = rent_usd_per_month - build_opex_usd_per_month
+    return capex_usd / saving if saving > 0 else float("inf")

@@ -7,6 +7,7 @@ from typing import Any
 
 from gpufabric.catalog import Catalog
 from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
+from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.evaluate import Candidate
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec
@@ -39,13 +40,16 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     prep = prepare(spec, catalog)
     base, slow_net, slow_storage = evaluate_scenarios(spec, catalog, [(1.0, 1.0), (2.0, 1.0), (1.0, 2.0)], prep)
     cands = rank(base, spec.requirements.objective)
+    if any(c.capacity == "rent" for c in cands):
+        cands = with_break_even(cands, spec, catalog)
     req = spec.requirements
     rec = recommend(cands, req)
     sens = [s for s in (sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
                         sensitivity_text(cands, rec, "storage commit latency", slow_storage, req)) if s is not None]
     a = prep.anchor
     best = next((c for c in cands if c.id == rec.recommended), None)
-    rationale = a.text + " " + rec.rationale
+    rationale = " ".join(t for t in (a.text, rec.rationale, sharp_text(cands, rec.recommended, catalog),
+                                      rent_text(cands, rec.recommended, spec)) if t)
     if spec.searched and best is not None:
         rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."
     throughput = {

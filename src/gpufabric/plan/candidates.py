@@ -48,6 +48,8 @@ def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
         found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
     if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
         found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+    if req.budget_usd is not None and out.rent_commitment_usd[i] > req.budget_usd:
+        found.append(f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
     if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
         found.append(f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}")
     if out.goodput[i] <= 0:
@@ -126,6 +128,10 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
             layout_runner_up=runner_ups[i] if runner_ups else None, layout_note=notes[i] if notes else "",
             memory_gb=float(r.memory_bytes) / GIB, memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
             mfu=mfu, tflops_per_gpu=tflops, compute_efficiency=compute_efficiency, breakdown=bd,
+            capacity=d.capacity, rental=d.rental or None, term=d.term or None, in_network_reduction=d.sharp,
+            sharp_usd=float(r.sharp_usd), opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
+            rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
+            rent_commitment_usd=float(r.rent_commitment_usd),
         ))
     return records
 
@@ -163,8 +169,11 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
 
 def prepare(spec: Spec, catalog: Catalog) -> Prepared:
     """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
+    from gpufabric.plan.capacity import check_options
+
+    check_options(spec, catalog)
     anchor = solve_anchor(spec, catalog)
-    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec))
+    designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(anchor=anchor, designs=designs, notes=tuple(notes),
                     choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
 

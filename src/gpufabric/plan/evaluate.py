@@ -88,6 +88,10 @@ class Evaluation:
     capex_usd: np.ndarray
     power_kw: np.ndarray
     usd_per_gpu_hour: np.ndarray
+    opex_usd_per_gpu_hour: np.ndarray           # built: energy, facility, staff (capex excluded); 0 rented
+    rent_storage_usd_per_gpu_hour: np.ndarray   # rented: the provider's storage per GPU and clock hour
+    sharp_usd: np.ndarray                       # in-network reduction licences and manager (in network capex)
+    rent_commitment_usd: np.ndarray             # rented: the run on demand, the whole term committed
     run_cost_usd: np.ndarray
     network_wait_usd: np.ndarray
     storage_wait_usd: np.ndarray
@@ -154,11 +158,14 @@ def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndar
 
 
 def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray):
-    """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP."""
+    """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP;
+    SHARP (collnet) only on rows that chose it."""
     if not np.any(active):  # e.g. no expert parallelism anywhere: skip the whole model
         zero = np.zeros(np.broadcast(size, nodes).shape)
         return zero, zero, zero.astype(int)
-    free = collective_times(op, size, nodes, gpn, links)
+    # sharp=True lets collnet compete only where the row chose in-network reduction
+    # (links.in_network_reduction = Table.sharp: the option and a capable fabric).
+    free = collective_times(op, size, nodes, gpn, links, sharp=True)
     fixed = collective_times(op, size, nodes, gpn, links, deterministic=True) if det.any() else free
     time = np.where(det, fixed.time_us, free.time_us) * 1e-6
     steps = np.where(det, fixed.latency_steps, free.latency_steps)
@@ -314,15 +321,34 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
                                      nic_xcvr_usd=t.nic_xcvr_usd, switch_xcvrs=size.switch_transceivers,
                                      switch_xcvr_usd=t.sw_xcvr_usd, cables=size.cables, cable_usd=t.cable_usd,
                                      nics=nics, nic_usd=t.nic_usd)
+    # In-network reduction when chosen: licence per switch + aggregation manager per node.
+    sharp_usd = np.where(t.sharp, size.switches * t.sharp_switch_usd + N * t.sharp_node_usd, 0.0)
+    net_usd = net_usd + sharp_usd
     storage_usd = units * t.st_unit_usd
     server_usd = N * t.node_usd
     capex = server_usd + net_usd + storage_usd + N * t.other_networks_usd_per_node
     power_kw = (N * t.node_kw + (size.switches * t.switch_w + nics * t.nic_w + size.nic_transceivers * t.nic_xcvr_w
                 + size.switch_transceivers * t.sw_xcvr_w + units * t.st_unit_w_power) / 1e3)
-    per_gpu_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue,
-                                          usd_per_kwh=t.usd_per_kwh, facility_usd_per_mw=t.facility_usd_per_mw,
-                                          facility_years=t.facility_years, staff_usd_per_gpu_year=t.staff_usd_per_gpu_year)
+    tco = dict(power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue, usd_per_kwh=t.usd_per_kwh,
+               facility_usd_per_mw=t.facility_usd_per_mw, facility_years=t.facility_years,
+               staff_usd_per_gpu_year=t.staff_usd_per_gpu_year)
+    # A built cluster is paid (and powered) whether busy or not: a useful GPU-hour costs the
+    # hourly cost over the utilisation (1 by default, the figure of earlier plans).
+    build_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, **tco) / t.util
+    opex_h = cost.tco_usd_per_gpu_hour(capex_usd=0.0, **tco)  # energy, facility, staff per GPU-hour
+    # Rented: the catalog price (over the utilisation when committed) plus the provider's
+    # durable storage for the capacity the design needs, paid every hour.
+    rent_storage_h = units * t.st_unit_tb * t.rent_storage_tb_month / cost.HOURS_PER_MONTH / G  # per clock hour
+    rent_h = cost.rented_usd_per_gpu_hour(usd_per_gpu_hour=t.rent_gpu_h, committed=t.rent_committed,
+                                          utilisation=t.util) + rent_storage_h / t.util
+    rent = t.rent
+    per_gpu_h = np.where(rent, rent_h, build_h)
+    net_usd, storage_usd, server_usd, capex = (np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex))
+    power_kw = np.where(rent, N * t.node_kw, power_kw)  # the instances' draw (in the rental price)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
+    # What renting obliges the user to pay (checked against requirements.budget_usd like a
+    # built design's capex): the run on demand, the whole term when committed.
+    commitment = np.where(t.rent_committed, t.rent_gpu_h * G * t.rent_term_h, run_usd)
     net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
     # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
     # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
@@ -378,6 +404,10 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         capex_usd=capex,
         power_kw=power_kw,
         usd_per_gpu_hour=per_gpu_h,
+        opex_usd_per_gpu_hour=np.where(rent, 0.0, opex_h),
+        rent_storage_usd_per_gpu_hour=np.where(rent, rent_storage_h, 0.0),
+        sharp_usd=np.where(rent, 0.0, sharp_usd),
+        rent_commitment_usd=np.where(rent, commitment, 0.0),
         run_cost_usd=run_usd,
         network_wait_usd=run_usd * net_frac,
         storage_wait_usd=run_usd * storage_frac,
@@ -443,3 +473,14 @@ class Candidate:
     tflops_per_gpu: float
     compute_efficiency: float
     breakdown: StepBreakdown = field(repr=False)
+    capacity: str = "build"                  # build | rent
+    rental: str | None = None                # catalog rentals id of a rented design
+    term: str | None = None                  # on_demand | 1y | 3y
+    in_network_reduction: bool = False       # SHARP chosen (and the fabric can)
+    sharp_usd: float = 0.0                   # its licences and aggregation manager
+    opex_usd_per_gpu_hour: float = 0.0       # built: energy, facility, staff per GPU-hour (capex excluded)
+    rent_storage_usd_per_gpu_hour: float = 0.0
+    rent_commitment_usd: float = 0.0         # rented: what renting obliges (the run on demand, the term committed)
+    break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
+    break_even_months: float | None = None   # rented: months of use after which building is cheaper
+    build_reference: str | None = None       # the built design the break-even compares with

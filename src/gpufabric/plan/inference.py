@@ -1,6 +1,8 @@
 """Plan a serving deployment: size replicas per design with the simulator, cost it, pick one.
 
-Designs are mode (colocated | disaggregated) x fabric x storage. For each mode and
+Designs are mode (colocated | disaggregated) x fabric x storage, and with
+``options.capacity: [build, rent]`` the rented offerings (fabric of the offering, its
+price per GPU-hour for each term) beside them. For each mode and
 fabric the smallest replica counts that meet every SLO are found by bisection over the
 request-level simulator (sim/serving.py), which is monotone in them in practice: more
 replicas never raise a latency percentile of a FCFS queue. Colocated serving does not
@@ -19,7 +21,9 @@ from typing import Any
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model import inference as m
+from gpufabric.model.cost import rented_usd_per_gpu_hour
 from gpufabric.model.inference import ServingConfig, Tokens
+from gpufabric.plan.table import rental_ids
 from gpufabric.spec.inference import InferenceSpec
 
 #: Requests per simulated design during sizing: p99 from 20,000 requests has ~200 samples
@@ -62,6 +66,9 @@ class ServingCandidate:
     fits_cluster: bool
     meets_slo: bool
     violations: list[str] = field(default_factory=list)
+    capacity: str = "build"        # build | rent (options.capacity)
+    rental: str | None = None      # catalog rentals id of a rented design
+    term: str | None = None        # on_demand | 1y | 3y
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,15 +177,29 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, simulate: Callab
 
     cands: list[ServingCandidate] = []
     colocated_cache: dict[str, Any] = {}
-    for fabric_id in spec.options.fabrics:
+    o = spec.options
+    util = o.utilisation
+    # (fabric, offering, term): built fabrics first, then rented offerings (options.capacity).
+    where: list[tuple[str, str | None, str | None]] = []
+    if "build" in o.capacity:
+        where += [(f, None, None) for f in o.fabrics]
+    if "rent" in o.capacity:
+        where += [(catalog.rental(r).fabric, r, t) for r in rental_ids(spec, catalog) for t in o.rent_terms]
+    for fabric_id, rental, term in where:
         fabric = catalog.fabric(fabric_id)
         links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
         perf = m.replica_perf(shape=shape, gpu=gpu, links=links, tp=tp, pp=pp, precision=w.model.precision,
                               mfu=w.mfu_prefill, hbm_efficiency=w.hbm_efficiency, max_batch=w.batching.max_batch,
                               jitter_cv=w.jitter_cv)
         kv = m.kv_transfer(shape=shape, tp=tp, links=links, fabric=fabric)
-        usd_gpu_h = m.fleet_usd_per_gpu_hour(gpu=gpu, fabric=fabric, switch=catalog.switches[fabric.switch],
-                                            nic_optic=catalog.optics[fabric.nic_optic], site=catalog.site)
+        if rental is None:  # owned: paid whether busy or not (model/cost.py)
+            usd_gpu_h = m.fleet_usd_per_gpu_hour(gpu=gpu, fabric=fabric, switch=catalog.switches[fabric.switch],
+                                                nic_optic=catalog.optics[fabric.nic_optic], site=catalog.site) / util
+        else:
+            usd_gpu_h = float(rented_usd_per_gpu_hour(usd_per_gpu_hour=catalog.rental(rental).usd_per_gpu_hour(term or ""),
+                                                      committed=term != "on_demand", utilisation=util))
+        label = fabric_id if rental is None else f"rent-{rental}-{term}"
+        offered = catalog.rental(rental).storage if rental else o.storage
         for mode in modes:
             if mode == "colocated":
                 if "colocated" not in colocated_cache:
@@ -197,13 +218,13 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, simulate: Callab
             if not fits:
                 violations.append(f"gpus {gpus} > cluster {spec.num_gpus}")
             out_tps = w.traffic.rate_rps * w.traffic.output_tokens.mean
-            for storage_id in spec.options.storage:
+            for storage_id in (s for s in o.storage if s in offered):
                 storage = catalog.storage_backend(storage_id)
                 load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn)
                 burst = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn,
                                         concurrent_replicas=p + d)
                 cands.append(ServingCandidate(
-                    id=f"{mode}/{fabric_id}/{storage_id}", mode=mode, fabric=fabric_id, storage=storage_id, tp=tp, pp=pp,
+                    id=f"{mode}/{label}/{storage_id}", mode=mode, fabric=fabric_id, storage=storage_id, tp=tp, pp=pp,
                     gpus_per_replica=per_replica, prefill_replicas=p, decode_replicas=d, gpus=gpus, max_batch=max_batch,
                     kv_bytes_per_token=shape.kv_bytes_per_token,
                     prefill_s_at_mean_prompt=float(perf.prefill_s(prompt.mean)),
@@ -217,6 +238,7 @@ def make_serving_plan(spec: InferenceSpec, catalog: Catalog, *, simulate: Callab
                     usd_per_gpu_hour=usd_gpu_h,
                     usd_per_million_output_tokens=float(m.usd_per_million_tokens(usd_per_gpu_hour=usd_gpu_h, gpus=gpus, tokens_per_s=out_tps)),
                     fits_cluster=fits, meets_slo=not violations, violations=violations,
+                    capacity="rent" if rental else "build", rental=rental, term=term,
                 ))
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     best = cands[0] if cands and cands[0].meets_slo else None
@@ -238,4 +260,12 @@ def _rationale(best: ServingCandidate | None, cands: list[ServingCandidate], spe
         text += (f" The best {other.mode} design needs {other.gpus} GPUs (${other.usd_per_million_output_tokens:.3g}/M tokens,"
                  f" p99 TPOT {other.tpot_p99_s * 1e3:.3g} ms).")
     text += f" Cold start of one replica from {best.storage}: {best.weight_load_s:.3g} s; all replicas at once: {best.scale_out_s:.3g} s."
+    rented = next((c for c in cands if c.capacity == "rent" and c.meets_slo), None)
+    built = next((c for c in cands if c.capacity == "build" and c.meets_slo), None)
+    if rented is not None:
+        from gpufabric.plan.capacity import RENTED_CONFIG, RENTED_GIVES_UP
+
+        text += (f" Rented: {rented.id} at ${rented.usd_per_gpu_hour:.2f}/GPU-h (${rented.usd_per_million_output_tokens:.3g}/M"
+                 " tokens)" + (f" vs built {built.id} at ${built.usd_per_gpu_hour:.2f}/GPU-h" if built else "")
+                 + f". A rented design gives up the fabric's controls: {RENTED_GIVES_UP}; {RENTED_CONFIG}.")
     return text

@@ -92,7 +92,7 @@ def _slack(best: Candidate, requirements: Any) -> str:
         ("step_time_cv", best.step_time_cv, requirements.max_step_time_cv),
         ("checkpoint_stall_fraction", best.checkpoint_stall_fraction, requirements.max_checkpoint_stall_fraction),
         ("time_to_train_days", best.time_to_train_days, requirements.max_time_to_train_days),
-        ("budget_usd", best.capex_usd, requirements.budget_usd),
+        ("budget_usd", best.capex_usd + best.rent_commitment_usd, requirements.budget_usd),  # one of them is 0
     ):
         if limit:
             ratios.append((value / limit, name))

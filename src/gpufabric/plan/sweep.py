@@ -148,7 +148,7 @@ def run_sweep(spec: Spec, catalog: Catalog, varies: Sequence[Vary]) -> SweepResu
     base = None if per_variant else solve_anchor(spec, catalog)
     for combo, variant in valid:
         anchor = base or solve_anchor(variant, catalog)
-        designs = enumerate_designs(variant)
+        designs = enumerate_designs(variant, catalog)
         lay = spec_layout(variant)
         tables.append(build_table(variant, catalog, designs, [lay], compute_efficiency=anchor.compute_efficiency))
         for d in designs:

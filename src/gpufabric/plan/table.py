@@ -26,25 +26,67 @@ from gpufabric.spec.models import Spec
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Design:
-    """One point of the design space."""
+    """One point of the design space: a built fabric x topology x oversubscription x storage
+    (with or without in-network reduction), or a rented offering x term x storage."""
 
     fabric: str
     topology: str
     oversubscription: float
     storage: str
+    sharp: bool = False     # in-network reduction (SHARP) chosen; only on capable fabrics
+    rental: str = ""        # catalog rentals id; "" for a built design
+    term: str = ""          # on_demand | 1y | 3y for a rented design
+
+    @property
+    def rented(self) -> bool:
+        return bool(self.rental)
+
+    @property
+    def capacity(self) -> str:
+        return "rent" if self.rental else "build"
 
     @property
     def id(self) -> str:
-        return f"{self.fabric}/{self.topology}/{self.oversubscription:g}:1/{self.storage}"
+        if self.rental:
+            return f"rent/{self.rental}/{self.term}/{self.storage}"
+        return f"{self.fabric}/{self.topology}/{self.oversubscription:g}:1/{self.storage}" + ("/sharp" if self.sharp else "")
 
 
-def enumerate_designs(spec: Spec) -> list[Design]:
-    """Every fabric x topology x oversubscription x storage the spec's options allow."""
+#: Topology name of a rented design: the provider's fabric, modelled as a non-blocking fat tree.
+PROVIDER = "provider"
+
+
+def rental_ids(spec: Any, catalog: Catalog) -> list[str]:
+    """Offerings to consider: options.rentals, else every one with the cluster's GPU and GPUs per node
+    (``spec``: a training Spec or an InferenceSpec; both have cluster and options)."""
+    if spec.options.rentals is not None:
+        return list(spec.options.rentals)
+    return [k for k, r in catalog.rentals.items()
+            if r.gpu == spec.cluster.gpu and r.gpus == spec.cluster.gpus_per_node]
+
+
+def enumerate_designs(spec: Spec, catalog: Catalog | None = None) -> list[Design]:
+    """Every design the spec's options allow.
+
+    Built: fabric x topology x oversubscription x storage x in-network reduction (SHARP
+    only on fabrics whose catalog entry can, when ``catalog`` is given). Rented (with
+    ``options.capacity`` rent and a catalog): offering x term x the storage both the spec
+    and the offering allow.
+    """
     o = spec.options
-    return [
-        Design(fabric=f, topology=t, oversubscription=float(r), storage=s)
-        for f, t, r, s in itertools.product(o.fabrics, o.topologies, o.oversubscription, o.storage)
-    ]
+    out: list[Design] = []
+    if "build" in o.capacity:
+        for f, t, r, s, sh in itertools.product(o.fabrics, o.topologies, o.oversubscription, o.storage, o.sharp_choices):
+            if sh and catalog is not None and not catalog.fabric(f).in_network_reduction:
+                continue
+            out.append(Design(fabric=f, topology=t, oversubscription=float(r), storage=s, sharp=sh))
+    if "rent" in o.capacity and catalog is not None:
+        for rid in rental_ids(spec, catalog):
+            offer = catalog.rental(rid)
+            for term, s in itertools.product(o.rent_terms, [s for s in o.storage if s in offer.storage]):
+                out.append(Design(fabric=offer.fabric, topology=PROVIDER, oversubscription=1.0, storage=s,
+                                  rental=rid, term=term))
+    return out
 
 
 A = np.ndarray
@@ -118,6 +160,7 @@ class Table:
     other_networks_usd_per_node: A  # front-end + storage networks
     kept: A
     ckpt_target_s: A
+    util: A                    # options.utilisation: useful fraction of owned or committed hours
     # Design.
     nic_gbps: A
     net_scale: A
@@ -154,6 +197,13 @@ class Table:
     st_per_node: A
     st_drain: A
     st_drain_gbps: A
+    sharp_switch_usd: A        # in-network reduction licence per switch (0 unless chosen)
+    sharp_node_usd: A          # aggregation manager per node (0 unless chosen)
+    rent: A                    # a rented offering: no capex, priced per GPU-hour
+    rent_committed: A          # 1y/3y: every hour of the term is paid
+    rent_gpu_h: A              # catalog price per GPU-hour for the term
+    rent_storage_tb_month: A   # the provider's durable storage, USD per TB-month
+    rent_term_h: A             # hours of the commitment (0 on demand)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -171,7 +221,7 @@ class Table:
 FIELDS = tuple(f.name for f in dataclasses.fields(Table))
 _DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps"):] if f != "scattered")
 _LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "microbatches", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
-_BOOL = {"sharp", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
+_BOOL = {"sharp", "rent", "rent_committed", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
          "sequence_parallel", "flash_attention", "interval_auto"}
 
 
@@ -234,7 +284,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "launch_us": site.launch_us, **_site_columns(spec, site), "kept": site.checkpoints_kept,
-        "ckpt_target_s": site.checkpoint_write_target_s, "scattered": spec.options.placement == "scattered",
+        "ckpt_target_s": site.checkpoint_write_target_s, "util": spec.options.utilisation, "scattered": spec.options.placement == "scattered",
     }
 
 
@@ -245,10 +295,12 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
         f = catalog.fabric(d.fabric)
         sw = catalog.switches[f.switch]
         s = catalog.storage_backend(d.storage)
+        offer = catalog.rental(d.rental) if d.rental else None
+        sharp = bool(d.sharp and f.in_network_reduction)
         nic_x, sw_x, fib = catalog.optics[f.nic_optic], catalog.optics[f.switch_optic], catalog.optics[f.fiber]
         values = dict(
             nic_gbps=f.nic_line_gbps * f.nic_efficiency, net_scale=f.net_latency_scale, jitter_us=f.jitter_us,
-            hiccup_q=f.hiccup_prob, hiccup_ms=f.hiccup_ms, sharp=f.in_network_reduction, nic_usd=f.nic_usd,
+            hiccup_q=f.hiccup_prob, hiccup_ms=f.hiccup_ms, sharp=sharp, nic_usd=f.nic_usd,
             nic_w=f.nic_power_w, radix=sw.radix, switch_ns=sw.latency_ns, switch_usd=sw.price_usd, switch_w=sw.power_w,
             nic_xcvr_usd=nic_x.price_usd, nic_xcvr_w=nic_x.power_w, sw_xcvr_usd=sw_x.price_usd, sw_xcvr_w=sw_x.power_w,
             sw_xcvr_ports=sw_x.ports_per_module, cable_usd=fib.price_usd, rail=d.topology == "rail-optimized",
@@ -257,6 +309,11 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
             st_unit_tb=s.unit_capacity_tb, st_unit_usd=s.unit_usd, st_unit_w_power=s.unit_power_w,
             st_commit_ms=s.commit_latency_ms, st_commit_jitter_ms=s.commit_jitter_ms, st_concurrency=s.commit_concurrency,
             st_per_node=s.commit_scope == "node", st_drain=s.async_drain, st_drain_gbps=s.drain_gbps_per_node,
+            sharp_switch_usd=f.sharp_usd_per_switch if sharp else 0.0, sharp_node_usd=f.sharp_usd_per_node if sharp else 0.0,
+            rent=offer is not None, rent_committed=offer is not None and d.term != "on_demand",
+            rent_gpu_h=offer.usd_per_gpu_hour(d.term) if offer else 0.0,
+            rent_storage_tb_month=offer.storage_usd_per_tb_month if offer else 0.0,
+            rent_term_h={"1y": 1.0, "3y": 3.0}.get(d.term, 0.0) * 8760.0,
         )
         for k in _DESIGN_FIELDS:
             cols[k].append(float(values[k]))

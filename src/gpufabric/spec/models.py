@@ -336,6 +336,16 @@ class Options(SpecModel):
     """Topologies to consider."""
     placement: Literal["contiguous", "scattered"] = "contiguous"
     """How the job's nodes sit under leaf switches: contiguous (topology-aware scheduling), or scattered over leaves shared with other jobs (ring neighbours then cross leaves)."""
+    in_network_reduction: bool | list[bool] = False
+    """In-network reduction (InfiniBand SHARP): true uses it (SHARP-capable fabrics only, licence and aggregation manager costed), false does not (most clusters), [true, false] enumerates both to show what it buys."""
+    capacity: list[Literal["build", "rent"]] = Field(default_factory=lambda: ["build"], min_length=1)
+    """build: designs the user buys; rent: the catalog's rentable offerings (catalog rentals) beside them, with break-even."""
+    rentals: list[str] | None = None
+    """Rental offering ids (catalog rentals) to consider with capacity rent; default: every offering with the cluster's GPU and GPUs per node."""
+    rent_terms: list[Literal["on_demand", "1y", "3y"]] = Field(default_factory=lambda: ["on_demand", "1y", "3y"], min_length=1)
+    """Rental terms to price: on_demand (paid per hour used), 1y or 3y commitment (paid for every hour of the term)."""
+    utilisation: float = Field(1.0, gt=0, le=1)
+    """Fraction of owned or committed hours that do useful work: a built or committed GPU-hour of useful work costs its hourly price over this; on-demand hours are paid only when used."""
 
     @model_validator(mode="after")
     def _oversubscription_at_least_one(self) -> Options:
@@ -344,6 +354,12 @@ class Options(SpecModel):
                 raise FieldsError(f"oversubscription ratios are down:up and must be 1-64, got {ratio:g}",
                                   fields=(f"oversubscription[{n}]",))
         return self
+
+    @property
+    def sharp_choices(self) -> tuple[bool, ...]:
+        """The in-network reduction settings to enumerate (no duplicates, in the given order)."""
+        given = self.in_network_reduction
+        return tuple(dict.fromkeys(given if isinstance(given, list) else [given])) or (False,)
 
 
 class Site(SpecModel):

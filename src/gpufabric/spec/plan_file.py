@@ -36,7 +36,9 @@ CANDIDATE_KEYS = (
     "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
     "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
     "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
-    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency",
+    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency", "capacity", "rental", "term",
+    "in_network_reduction", "sharp_usd", "opex_usd_per_gpu_hour", "rent_storage_usd_per_gpu_hour",
+    "break_even_utilisation", "break_even_months", "build_reference", "rent_commitment_usd",
 )
 
 

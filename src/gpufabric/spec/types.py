@@ -157,8 +157,12 @@ class StrictModel(BaseModel):
                     if isinstance(item, bool):
                         where = f"{key}[{n}]" if isinstance(value, list) else key
                         raise FieldsError(f"expected a number, got the boolean {str(item).lower()}", fields=(where,))
-            elif key in boolean and value is not None and not isinstance(value, bool):
-                raise FieldsError(f"expected true or false, got {bounded_repr(value)}", fields=(key,))
+            elif key in boolean and value is not None:
+                items = value if isinstance(value, list) else (value,)  # `bool | list[bool]` fields too
+                for n, item in enumerate(items):
+                    if not isinstance(item, bool):
+                        where = f"{key}[{n}]" if isinstance(value, list) else key
+                        raise FieldsError(f"expected true or false, got {bounded_repr(item)}", fields=(where,))
         return data
 
 
