@@ -185,6 +185,11 @@ class LoadedSpec:
         return self.located.file
 
 
+#: What takes a ``workload.kind: inference`` spec (the refusal of every other command says so).
+INFERENCE_COMMANDS = ("inference specs work with plan, simulate, bench inference, schema and init --kind inference;"
+                      " config, sweep and bench --spec take training specs only")
+
+
 def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | None = None) -> LoadedSpec:
     """Read and validate a spec file.
 
@@ -203,6 +208,12 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
     except OSError as exc:
         raise SpecError(file=file, field="", message=f"cannot read spec: {exc.strerror}", fix="check the path") from exc
     located = parse_yaml(text, file)
+    workload = located.data.get("workload") if isinstance(located.data, dict) else None
+    if isinstance(workload, dict) and workload.get("kind") == "inference":
+        # Commands that dispatch on the kind (plan, simulate, bench inference) never get
+        # here; the rest take training specs only (docs/inference.md).
+        raise located.error(("workload", "kind"), f"this command takes training specs; {INFERENCE_COMMANDS}",
+                            "use a workload.kind: training spec here")
     spec = validate_model(located, Spec)
     if known_ids:
         check_ids(located, known_ids)
