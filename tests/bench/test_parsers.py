@@ -331,3 +331,15 @@ def test_nccl_text_rows_round_trip(rows):
     for size, time_us, busbw, _ in printed[:-1]:
         assert parsed.metric(f"busbw_gbps@{size}B").value == busbw
         assert parsed.metric(f"time_us@{size}B").value == time_us
+
+
+def test_fast_metric_sets_every_field_metric_has():
+    import dataclasses
+
+    from gpufabric.bench.parsers.nccl_tests import METRIC_FIELDS, _metric
+    from gpufabric.results.records import Direction, Metric
+
+    assert METRIC_FIELDS == tuple(f.name for f in dataclasses.fields(Metric))
+    fast = _metric("time_us@8B", 24.7, "us", Direction.lower, (68.5, 24.7))
+    assert fast == Metric(name="time_us@8B", value=24.7, unit="us", direction=Direction.lower, samples=(68.5, 24.7))
+    assert _metric("x", 1.0, "GB/s", Direction.higher) == Metric(name="x", value=1.0, unit="GB/s")
