@@ -216,7 +216,27 @@ def _factor_op(rows: list[Row], ranks: int) -> str:
     return ""
 
 
+def _clean(rows: list[Row], op: str, ranks: int) -> bool:
+    """Whether every row passes _validate, checked column-wise (the common case, at C speed
+    over each column: a 100 MB log has ~350,000 rows)."""
+    cols = list(zip(*rows, strict=True))
+    for col in cols[3:9]:
+        if None in col or not math.isfinite(sum(col)) or min(col) < 0:
+            return False
+    dtypes = set(cols[2])
+    if len(dtypes) != 1:
+        return False
+    tb = TYPE_BYTES.get(dtypes.pop().lower())
+    if not tb:
+        return True   # unknown type size: _validate checks nothing either
+    if op in _PER_RANK_COUNT and not ranks:
+        return True
+    return all(s == 0 or s == c * tb or (ranks and s == c * tb * ranks) for s, c in zip(cols[0], cols[1], strict=True))
+
+
 def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
+    if rows and _clean(rows, op, ranks):
+        return []
     problems: list[str] = []
     for r in rows:
         cells = r[3:9]
