@@ -234,3 +234,25 @@ def test_json_report_is_print_jsons_document_one_result_per_line(cli, tmp_path, 
     assert json.loads(capsys.readouterr().out) == doc
     code, out, _ = cli("ingest", "--tool", "nccl-tests", *files[1:], "--dry-run", "--format", "json")
     assert code == 0 and json.loads(out)["status"] == "passed"
+
+
+def test_the_collector_is_paused_while_ingesting_and_restored_after(cli, tmp_path, monkeypatch):
+    import gc
+
+    from gpufabric.bench import parsers
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+
+    seen = []
+
+    def spy(text, *, source=""):
+        seen.append(gc.isenabled())
+        return parse_nccl_tests(text, source=source)
+
+    monkeypatch.setattr(parsers, "parser_for", lambda tool: spy)
+    assert gc.isenabled()
+    code, _, err = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt",
+                       "--dry-run")
+    assert code == 0, err
+    assert seen == [False] and gc.isenabled()
+    code, _, _ = cli("ingest", "--tool", "no-such-tool", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt")
+    assert code == 2 and gc.isenabled()   # restored on an error too
