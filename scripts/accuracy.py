@@ -270,7 +270,9 @@ def two_size_errors(name: str, fabric: str | None, catalog: Catalog) -> tuple[li
         path.write_text(yaml.safe_dump(cal.override))
         after_cat = load_catalog([path])
     mid = [p for p in points_from_run(run(2, parsed.metrics)) if p.size_bytes not in keep]
-    err = lambda cat: [abs(_predict(p, cat, cal.gpu, cal.fabric).time_us / p.time_us - 1) * 100 for p in mid]
+    def err(cat: Catalog) -> list[float]:
+        return [abs(_predict(p, cat, cal.gpu, cal.fabric).time_us / p.time_us - 1) * 100 for p in mid]
+
     return err(catalog), err(after_cat)
 
 

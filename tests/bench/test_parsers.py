@@ -339,7 +339,7 @@ def test_fast_metric_sets_every_field_metric_has():
     from gpufabric.bench.parsers.nccl_tests import METRIC_FIELDS, _metric
     from gpufabric.results.records import Direction, Metric
 
-    assert METRIC_FIELDS == tuple(f.name for f in dataclasses.fields(Metric))
+    assert tuple(f.name for f in dataclasses.fields(Metric)) == METRIC_FIELDS
     fast = _metric("time_us@8B", 24.7, "us", Direction.lower, (68.5, 24.7))
     assert fast == Metric(name="time_us@8B", value=24.7, unit="us", direction=Direction.lower, samples=(68.5, 24.7))
     assert _metric("x", 1.0, "GB/s", Direction.higher) == Metric(name="x", value=1.0, unit="GB/s")

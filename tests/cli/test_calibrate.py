@@ -171,7 +171,9 @@ def test_a_disturbed_repeat_is_dropped_before_the_fit_but_kept_in_the_measuremen
     from gpufabric.plan.calibrate import points_from_run
 
     ends, _, _ = _two_size_run("public_h100_ndr_2node_issue309.txt")
-    small = lambda pts: next(p for p in pts if p.size_bytes == 8)
+    def small(pts):
+        return next(p for p in pts if p.size_bytes == 8)
+
     # 8 B: 68.52 us out of place (the warm-up), 24.70 us in place.
     assert small(points_from_run(ends)).time_us == pytest.approx((68.52 + 24.70) / 2)
     assert small(points_from_run(ends, reduce="robust")).time_us == pytest.approx(24.70)
