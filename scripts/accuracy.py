@@ -3,14 +3,15 @@
     PYTHONPATH=src python scripts/accuracy.py            # print both tables
     PYTHONPATH=src python scripts/accuracy.py --write    # rewrite them in docs/accuracy.md
 
-Two tables. ``points()`` is every calibration point of models.md section 3 (rows marked
+Three tables. ``points()`` is every calibration point of models.md section 3 (rows marked
 *input* are points a catalog default was built on: plumbing checks, not predictive
 power). ``table_points()`` compares ``predict collective`` (default, eager timing) with
 every row of the published nccl-tests tables in tests/data/nccl-tests (TABLES below),
 marking each row *fit* when it set a constant and *held-out* otherwise, and groups them
 into classes (small-message latency <= 64 KiB, single- and multi-node bandwidth >= 256
 MiB). tests/model/test_accuracy.py fails when the doc drifts from this script or a bar
-is broken. This is an experiment script, not library code (STYLE: experiments stay out
+is broken. ``render_two_size()`` calibrates on each table's smallest and largest size
+and reports the error on the held-out mid sizes. This is an experiment script, not library code (STYLE: experiments stay out
 of the core).
 """
 
@@ -229,12 +230,69 @@ def render_tables(catalog: Catalog) -> str:
     return "\n".join(rows)
 
 
+#: Tables calibrated from their smallest and largest size only (issue 13 bar: the mid
+#: sizes within 10%): file, fabric to calibrate (None: one node), label.
+TWO_SIZE = (
+    ("public_h100_dgx_1node_llmb.txt", None, "llm-benchmarking 1 x 8 H100"),
+    ("public_h100_ndr_2node_issue309.txt", "ib-ndr", "nccl-tests#309 2 x 8 H100 NDR"),
+    ("public_h100_4node_issue309.txt", "ib-ndr", "nccl-tests#309 4 x 8 H100 NDR"),
+    ("public_a3mega_h100_2node.txt", "ib-ndr", 'GCP A3 Mega 2 x 8 H100 (TCPXO, calibrated as "ib-ndr")'),
+    ("public_h100_2node_mpirun_g8.txt", "ib-ndr", '2 x 8 H100, fabric not stated (as "ib-ndr")'),
+)
+
+
+def two_size_errors(name: str, fabric: str | None, catalog: Catalog) -> tuple[list[float], list[float]]:
+    """|error| % of every mid size of ``name`` before and after ``calibrate`` on its smallest
+    and largest size only (out-of-place and in-place rows as two repeats each). The mid
+    sizes are held out: the fit never sees them."""
+    import tempfile
+    from types import SimpleNamespace
+
+    import yaml
+
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan.calibrate import _predict, calibrate, points_from_run
+    from gpufabric.results.records import Status, TestResult
+
+    (parsed,) = parse_nccl_tests((DATA / name).read_text(), source=name)
+    sizes = sorted(int(m.name.split("@")[1][:-1]) for m in parsed.metrics if m.name.startswith("time_us@"))
+    keep = {sizes[0], int(parsed.info["max_size_bytes"])}
+    ends = tuple(m for m in parsed.metrics if "@" not in m.name or int(m.name.split("@")[1][:-1]) in keep)
+
+    def run(run_id: int, metrics: tuple) -> SimpleNamespace:
+        return SimpleNamespace(id=run_id, results=(TestResult(name="nccl.all_reduce", tool="nccl-tests", host="x",
+                                                              status=Status.ok, metrics=metrics, params=parsed.params()),))
+
+    cal = calibrate(run(1, ends), fabric=fabric)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "c.yaml"
+        path.write_text(yaml.safe_dump(cal.override))
+        after_cat = load_catalog([path])
+    mid = [p for p in points_from_run(run(2, parsed.metrics)) if p.size_bytes not in keep]
+    def err(cat: Catalog) -> list[float]:
+        return [abs(_predict(p, cat, cal.gpu, cal.fabric).time_us / p.time_us - 1) * 100 for p in mid]
+
+    return err(catalog), err(after_cat)
+
+
+def render_two_size(catalog: Catalog) -> str:
+    rows = ["| table | mid sizes | median error before | median error after | max after | within 10% after |",
+            "|---|---|---|---|---|---|"]
+    for name, fabric, label in TWO_SIZE:
+        before, after = two_size_errors(name, fabric, catalog)
+        rows.append(f"| {label} | {len(after)} | {statistics.median(before):.1f}% | {statistics.median(after):.1f}% |"
+                    f" {max(after):.0f}% | {sum(e <= 10 for e in after)} of {len(after)} |")
+    return "\n".join(rows)
+
+
 MARKS = (("<!-- accuracy-table:start -->", "<!-- accuracy-table:end -->", render),
-         ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables))
+         ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables),
+         ("<!-- two-size:start -->", "<!-- two-size:end -->", render_two_size))
 
 
 def regenerate(text: str, catalog: Catalog) -> str:
-    """``text`` (docs/accuracy.md) with both generated tables replaced."""
+    """``text`` (docs/accuracy.md) with the generated tables replaced."""
     for start, end, fn in MARKS:
         head, rest = text.split(start, 1)
         _, tail = rest.split(end, 1)
@@ -252,3 +310,5 @@ if __name__ == "__main__":
         print(render(cat))
         print()
         print(render_tables(cat))
+        print()
+        print(render_two_size(cat))

@@ -331,3 +331,37 @@ def test_nccl_text_rows_round_trip(rows):
     for size, time_us, busbw, _ in printed[:-1]:
         assert parsed.metric(f"busbw_gbps@{size}B").value == busbw
         assert parsed.metric(f"time_us@{size}B").value == time_us
+
+
+def test_fast_metric_sets_every_field_metric_has():
+    import dataclasses
+
+    from gpufabric.bench.parsers.nccl_tests import METRIC_FIELDS, _metric
+    from gpufabric.results.records import Direction, Metric
+
+    assert tuple(f.name for f in dataclasses.fields(Metric)) == METRIC_FIELDS
+    fast = _metric("time_us@8B", 24.7, "us", Direction.lower, (68.5, 24.7))
+    assert fast == Metric(name="time_us@8B", value=24.7, unit="us", direction=Direction.lower, samples=(68.5, 24.7))
+    assert _metric("x", 1.0, "GB/s", Direction.higher) == Metric(name="x", value=1.0, unit="GB/s")
+
+
+def test_column_wise_validation_agrees_with_the_row_by_row_check(monkeypatch):
+    # Every published table, and each with one impossible value put in: the fast
+    # column-wise check passes exactly the runs the row-by-row check passes.
+    from pathlib import Path
+
+    from gpufabric.bench.parsers import nccl_tests as n
+
+    data = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+    cases = []
+    for path in sorted(data.glob("*.txt")):
+        for rows in n.rows_of(path.read_text(), source=path.name):
+            cases.append(rows)
+            cases.append([rows[0]._replace(oop_busbw=-1.0), *rows[1:]])
+            cases.append([rows[0]._replace(elem_count=rows[0].elem_count + 1), *rows[1:]])
+    assert len(cases) > 30
+    fast = [n._validate(rows, "all_reduce", 16) for rows in cases]
+    monkeypatch.setattr(n, "_clean", lambda *a: False)
+    slow = [n._validate(rows, "all_reduce", 16) for rows in cases]
+    assert fast == slow
+    assert sum(1 for f in fast if f) >= len(cases) // 3   # the edited copies are caught

@@ -36,7 +36,7 @@ def test_init_writes_annotated_valid_spec(cli, tmp_path):
 
 
 def test_schema_is_json_schema_of_spec(cli):
-    code, out, _ = cli("schema")
+    code, out, _ = cli("schema", "--kind", "training")
     assert code == 0
     schema = json.loads(out)
     assert schema["title"] == "Spec"
@@ -45,3 +45,42 @@ def test_schema_is_json_schema_of_spec(cli):
     # The example spec validates against its own schema's required keys.
     example = yaml.safe_load((EXAMPLES / "lab-2node.yaml").read_text())
     assert set(schema["required"]) <= set(example)
+
+
+def test_schema_describes_both_workload_kinds(cli):
+    code, out, _ = cli("schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert [ref["$ref"] for ref in schema["anyOf"]] == ["#/$defs/Spec", "#/$defs/InferenceSpec"]
+    defs = schema["$defs"]
+    kinds = {name: defs[defs[name]["properties"]["workload"]["$ref"].rsplit("/", 1)[1]]["properties"]["kind"]
+             for name in ("Spec", "InferenceSpec")}
+    assert kinds["Spec"]["const"] == "training" and kinds["InferenceSpec"]["const"] == "inference"
+    code, out, _ = cli("schema", "--kind", "inference")
+    inference = json.loads(out)
+    assert inference["title"] == "InferenceSpec" and "traffic" in json.dumps(inference)
+
+
+def test_init_inference_writes_an_annotated_inference_spec_that_plans(cli, tmp_path):
+    from gpufabric.spec.inference import load_inference_spec, read_located
+
+    target = tmp_path / "serve.yaml"
+    code, out, err = cli("init", target, "--kind", "inference")
+    assert code == 0, err
+    text = target.read_text()
+    assert "kind: inference" in text and "# 99th-percentile time to first token" in text and "null" not in text
+    spec = load_inference_spec(read_located(target))
+    assert spec.workload.traffic.rate_rps == 10 and spec.num_gpus == 64
+    code, out, err = cli("plan", target, "--format", "json")
+    assert code in (0, 1), err
+    assert json.loads(out)["kind"] == "inference"
+
+
+def test_training_only_commands_refuse_an_inference_spec_in_one_line(cli, tmp_path):
+    spec = EXAMPLES / "serving" / "llama3-70b-serving.yaml"
+    for args in (("config", spec, "--dry-run"), ("sweep", spec, "--vary", "cluster.nodes=4,8", "--out", tmp_path / "sweep.csv")):
+        code, out, err = cli(*args)
+        assert code == 2 and not out
+        assert len(err.strip().splitlines()) == 1
+        assert "workload.kind: this command takes training specs" in err and "Input should be" not in err
+        assert "plan, simulate, bench inference" in err

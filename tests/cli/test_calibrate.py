@@ -140,12 +140,15 @@ def _two_size_run(name):
 
 
 @pytest.mark.parametrize(("name", "fabric", "bound"), [
-    ("public_h100_dgx_1node_llmb.txt", None, 17), ("public_h100_ndr_2node_issue309.txt", "ib-ndr", 17),
+    ("public_h100_dgx_1node_llmb.txt", None, 17), ("public_h100_ndr_2node_issue309.txt", "ib-ndr", 12),
+    ("public_h100_4node_issue309.txt", "ib-ndr", 12),
     ("public_a3mega_h100_2node.txt", "ib-ndr", 15), ("public_h100_2node_mpirun_g8.txt", "ib-ndr", 15),
 ])
 def test_calibrating_on_smallest_and_largest_predicts_mid_sizes(tmp_path, name, fabric, bound):
-    """Issue 13 bar: within 10% on mid sizes. Measured: median 13-16%, so the bar is missed
-    (docs/accuracy.md says by how much); this test pins what is achieved."""
+    """Issue 13 bar: within 10% on mid sizes. Measured: median 10.7-16%, so the bar is missed
+    (docs/accuracy.md says by how much); this test pins what is achieved. The #309 tables
+    start with a warm-up row (8 B out of place 68.5 us, in place 24.7 us): dropping the
+    disturbed repeat takes them from 15-19% to 11% (bound 12%)."""
     import statistics
 
     from gpufabric.catalog import load_catalog
@@ -162,3 +165,15 @@ def test_calibrating_on_smallest_and_largest_predicts_mid_sizes(tmp_path, name, 
     assert after <= bound
     if before > 30:   # a cluster unlike the catalog: calibration must fix most of it
         assert after < before / 3
+
+
+def test_a_disturbed_repeat_is_dropped_before_the_fit_but_kept_in_the_measurement():
+    from gpufabric.plan.calibrate import points_from_run
+
+    ends, _, _ = _two_size_run("public_h100_ndr_2node_issue309.txt")
+    def small(pts):
+        return next(p for p in pts if p.size_bytes == 8)
+
+    # 8 B: 68.52 us out of place (the warm-up), 24.70 us in place.
+    assert small(points_from_run(ends)).time_us == pytest.approx((68.52 + 24.70) / 2)
+    assert small(points_from_run(ends, reduce="robust")).time_us == pytest.approx(24.70)

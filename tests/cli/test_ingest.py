@@ -213,3 +213,48 @@ def test_negative_fio_bandwidth_is_invalid_not_ok(cli, tmp_path):
     with Store.open(tmp_path / "r.db") as store:
         result = store.get_run("latest").results[0]
     assert "impossible values read_bw_gbps=-" in result.params["invalid"]
+
+
+def test_json_report_is_print_jsons_document_one_result_per_line(cli, tmp_path, capsys):
+    # Two real tables (one with a NaN time put in: a non-finite metric becomes null, as
+    # print_json writes it) and the other tools' files: the fast renderer gives the same
+    # document, with each result on one line.
+    from gpufabric.cli.output import print_json
+
+    nan = tmp_path / "all_reduce_perf.log"
+    nan.write_text((DATA / "nccl-tests/public_h100_1node_issue290.txt").read_text().replace("   613.3 ", "     nan ", 1))
+    files = [nan, DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt"]
+    code, out, _ = cli("ingest", "--tool", "nccl-tests", *files, "--dry-run", "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    rows = doc["results"]
+    assert len(rows) == 2 and None in rows[0]["metrics"].values()
+    assert list(doc) == ["schema_version", "gpufabric_version", "run_id", "dry_run", "status", "results", "verdicts"]
+    lines = out.splitlines()
+    assert sum(line.startswith('    {"name": "nccl.') for line in lines) == 2
+    print_json({k: doc[k] for k in ("run_id", "dry_run", "status", "results", "verdicts")})
+    assert json.loads(capsys.readouterr().out) == doc
+    code, out, _ = cli("ingest", "--tool", "nccl-tests", *files[1:], "--dry-run", "--format", "json")
+    assert code == 0 and json.loads(out)["status"] == "passed"
+
+
+def test_the_collector_is_paused_while_ingesting_and_restored_after(cli, tmp_path, monkeypatch):
+    import gc
+
+    from gpufabric.bench import parsers
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+
+    seen = []
+
+    def spy(text, *, source=""):
+        seen.append(gc.isenabled())
+        return parse_nccl_tests(text, source=source)
+
+    monkeypatch.setattr(parsers, "parser_for", lambda tool: spy)
+    assert gc.isenabled()
+    code, _, err = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt",
+                       "--dry-run")
+    assert code == 0, err
+    assert seen == [False] and gc.isenabled()
+    code, _, _ = cli("ingest", "--tool", "no-such-tool", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt")
+    assert code == 2 and gc.isenabled()   # restored on an error too

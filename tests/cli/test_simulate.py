@@ -162,3 +162,27 @@ def test_spec_mode_takes_compute_cv_and_hiccups_from_the_candidate(cli):
     assert calm["step_time_ms"]["mean"] < doc["step_time_ms"]["mean"]
     code, _, err = cli(*args, "--compute-cv", "-1")
     assert code == 2 and "--compute-cv" in err
+
+
+def _no_fit_spec(tmp_path: Path) -> Path:
+    # The 405B example squeezed onto 2 nodes: no layout fits in 80 GiB, so the plan
+    # recommends nothing.
+    text = (Path(__file__).parents[2] / "examples" / "llama3-405b-16k.yaml").read_text()
+    text = text.replace("nodes: 2048", "nodes: 2").replace(
+        "gpus: 16384, tp: 8, pp: 16, dp: 128, virtual_stages: 4", "gpus: 16, tp: 8, pp: 2, dp: 1")
+    path = tmp_path / "nofit.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_no_recommended_design_is_a_clear_message_and_candidate_still_works(cli, tmp_path):
+    spec = _no_fit_spec(tmp_path)
+    code, out, err = cli("simulate", str(spec), "--steps", "50")
+    assert code == 1 and not out
+    assert "None" not in err and "Traceback" not in err
+    assert "recommends no design" in err and "no layout fits in GPU memory" in err
+    assert "--candidate" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("simulate", str(spec), "--steps", "50", "--candidate", "ib-ndr/rail-optimized/1:1/pfs",
+                         "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["candidate"] == "ib-ndr/rail-optimized/1:1/pfs"

@@ -227,3 +227,43 @@ def test_barrier_quadrature_accuracy_against_a_ten_times_finer_grid(monkeypatch)
     assert np.abs(coarse[0] - fine[0]).max() < QUADRATURE_SIGMAS                     # mean
     assert np.abs(np.sqrt(coarse[1]) - np.sqrt(fine[1])).max() < QUADRATURE_SIGMAS   # std
     assert np.abs(coarse[2] - fine[2]).max() < 1e-9                                  # p99: bisection
+
+
+def test_daly_interval_is_the_mttf_once_the_checkpoint_outlasts_two_mttfs():
+    # Daly (2006) eq. 37: tau = M for delta >= 2M (the series diverges there).
+    assert float(reliability.daly_interval_s(300.0, 100.0)) == pytest.approx(100.0)
+    assert float(reliability.daly_interval_s(100.0, 100.0)) < 100.0
+
+
+def test_min_interval_is_the_longest_of_write_durability_and_lag():
+    assert float(reliability.min_interval_s(write_s=10.0, durable_s=47.0, lag_s=47.0)) == 47.0
+    assert float(reliability.min_interval_s(write_s=30.0, durable_s=0.0, lag_s=5.0)) == 30.0
+
+
+def test_drain_contention_costs_what_the_engine_draws():
+    from gpufabric.sim import CheckpointPolicy, Constant, SimConfig
+    from gpufabric.sim.timeline import run_time
+
+    # 100 steps of 1 s, a 20 s drain at slowdown c: the engine's blocked time per
+    # checkpoint equals block_time_s, when the drain fits and when it backs up.
+    for every, c in ((50, 0.25), (10, 0.25)):
+        cfg = SimConfig(num_ranks=8, compute=Constant(value_s=1.0), steps=1000, train_steps=1000,
+                        checkpoint=CheckpointPolicy(every_steps=every, write_s=20.0, mode="async", snapshot_s=0.5,
+                                                    drain_slowdown=c))
+        rt = run_time(cfg, np.ones(1000), np.random.Generator(np.random.PCG64(0)))
+        n = 1000 // every
+        # The first checkpoint has no earlier drain and the last drain overlaps nothing.
+        per = (rt.checkpoint_s - n * 0.5) / (n - 1) + 0.5
+        want = float(storage.block_time_s(mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0,
+                                          interval_s=float(every), slowdown=c))
+        assert per == pytest.approx(want, rel=1e-9)
+    assert float(storage.block_time_s(mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0,
+                                      interval_s=50.0, slowdown=0.25)) == pytest.approx(0.5 + 20 * 0.25 / 1.25)
+
+
+def test_drain_slowdown_grows_with_the_drains_share_of_the_nic():
+    kw = dict(size_bytes=1e12, num_nodes=10, node_nic_gbps=400.0, comm_fraction=0.2)
+    slow = storage.drain_slowdown(drain_s=1.0, **kw)   # 100 GB/s of 400: s = 1/4
+    fast = storage.drain_slowdown(drain_s=10.0, **kw)  # 10 GB/s of 400
+    assert float(slow) == pytest.approx(0.2 * 0.25 / 0.75)
+    assert float(fast) < float(slow)

@@ -17,21 +17,49 @@ is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 
 from __future__ import annotations
 
+import functools
+import gc
 import hashlib
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import typer
 
 from gpufabric.cli.bench import headline, result_row
-from gpufabric.cli.output import Format, command_line, print_json, stdout_console
+from gpufabric.cli.output import Format, command_line, stdout_console
 from gpufabric.errors import InputError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest)
 
 
+def _collector_paused(command: Callable[P, R]) -> Callable[P, R]:
+    """Run ``command`` with Python's cyclic garbage collector paused.
+
+    Parsing a 100 MB nccl-tests log builds ~1.4 million small objects (rows, metrics,
+    results), none of them in reference cycles (reference counting frees the temporaries);
+    the collector still walked the growing heap again and again: 4 s of a 9.6 s parse at
+    100 MB (docs/performance.md). A decorator, so the command's body stays as it is.
+    """
+    @functools.wraps(command)
+    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return command(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
+    return paused
+
+
+@_collector_paused
 def ingest(
     files: list[Path] = typer.Argument(..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."),
     tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."),
@@ -146,9 +174,9 @@ def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
     if fmt == Format.json:
-        print_json({"run_id": run_id, "dry_run": dry_run, "status": status,
-                    "results": [result_row(r, host=r.host, file=r.params.get("file")) for r in results],
-                    "verdicts": verdicts})
+        _print_json_rows({"run_id": run_id, "dry_run": dry_run, "status": status},
+                         [result_row(r, host=r.host, file=r.params.get("file")) for r in results],
+                         {"verdicts": verdicts})
         return
     out = stdout_console()
     head = "would import" if dry_run else f"imported as run {run_id}"
@@ -159,3 +187,37 @@ def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> No
                   markup=False)
     for v in verdicts:
         out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}: {v.reason}", markup=False)
+
+
+def _row_json(row: dict) -> str:
+    """One result row, compact, by the C encoder: rows hold only str, float and None, and a
+    non-finite value (marked invalid above) goes through to_jsonable (None), as print_json does."""
+    import json
+
+    from gpufabric.jsonable import to_jsonable
+
+    try:
+        return json.dumps(row, allow_nan=False)
+    except ValueError:
+        return json.dumps(to_jsonable(row))
+
+
+def _print_json_rows(head: dict, rows: list[dict], tail: dict) -> None:
+    """print_json's document (same keys, order and envelope) with one result per line.
+
+    print_json's indent=2 makes the json module fall back to its pure-Python encoder; a
+    100 MB nccl-tests log gives 10,617 results with 680,000 metrics, and that rendering
+    took 4 s of CPU (docs/performance.md). Each row here goes through the C encoder.
+    """
+    import json
+    import sys
+
+    from gpufabric.cli.output import envelope
+    from gpufabric.jsonable import to_jsonable
+
+    doc = json.dumps(to_jsonable(envelope(head)), indent=2)
+    end = json.dumps(to_jsonable(tail), indent=2)
+    body = ",\n    ".join(map(_row_json, rows))
+    out = sys.stdout
+    out.write(doc[:-2] + ',\n  "results": [' + (f"\n    {body}\n  " if rows else "") + "],\n" + end[2:] + "\n")
+    out.flush()

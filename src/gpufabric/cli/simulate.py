@@ -82,8 +82,12 @@ def simulate(
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
-        cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
-                                 seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
+        try:
+            cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
+                                     seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
+        except _NoRecommendation as exc:
+            typer.echo(f"gpufabric: simulate: {exc}", err=True)
+            return 1
     else:
         if ranks is None:
             raise InputError("give a SPEC, or --ranks N for a synthetic job (see gpufabric simulate --help)")
@@ -176,6 +180,10 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     )
 
 
+class _NoRecommendation(Exception):
+    """The plan found no design to recommend and no --candidate was given (exit 1, like plan)."""
+
+
 def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler,
                  hiccup_text):
     from gpufabric.catalog import load_catalog
@@ -189,7 +197,15 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
     spec = load_spec(path, known_ids=known).spec
     cands = rank(evaluate_candidates(spec, catalog))
     ids = [c.id for c in cands]
-    chosen_id = recommend(cands).recommended if candidate is None else candidate
+    if candidate is None:
+        rec = recommend(cands, spec.requirements)
+        if rec.recommended is None:  # plan's contract: no design fits => exit 1
+            raise _NoRecommendation(
+                f"{path}: the plan recommends no design, so there is nothing to simulate by default."
+                f" {rec.rationale} Simulate one anyway with --candidate ID (one of {', '.join(ids)}).")
+        chosen_id = rec.recommended
+    else:
+        chosen_id = candidate
     if chosen_id not in ids:
         raise InputError(f"unknown candidate {candidate!r}: choose one of {', '.join(ids)}")
     chosen = cands[ids.index(chosen_id)]

@@ -2,8 +2,16 @@
 
 - Job MTTF (exponential, independent components): ``M = M_gpu / N_gpu``. MLPerf
   Storage v2.0 premise 50,000 h per accelerator => a failure every 30 min at 100k GPUs.
-- Young (1974): ``tau_opt = sqrt(2 delta M)``; Daly (2006):
-  ``tau = sqrt(2 delta M) [1 + (1/3) sqrt(delta/2M) + (1/9)(delta/2M)] - delta``.
+- Young (1974), "A first order approximation to the optimum checkpoint interval",
+  CACM 17(9): ``tau_opt = sqrt(2 delta M)``; Daly (2006), eq. 37:
+  ``tau = sqrt(2 delta M) [1 + (1/3) sqrt(delta/2M) + (1/9)(delta/2M)] - delta`` for
+  ``delta < 2M``, else ``tau = M`` (checked against both papers, as_of 2026-12).
+  Both assume a checkpoint can start any time. It cannot: an async checkpoint cannot
+  start before the previous one has drained (one in flight: ``tau >= t_durable``), and a
+  sync one stalls for its write (``tau >= t_write``: less work than write between
+  checkpoints halves the throughput); a failure within the durability lag L loses the
+  previous interval too, so ``tau >= L`` as well. ``min_interval_s`` is that bound; the
+  planner maximises the exact goodput on intervals at or above it.
 - First-order waste (models.md 2.6): ``W = delta/tau + (tau/2 + lag)/M + R/M``; lag is
   how long after a checkpoint's block until it is durable (0 for sync, the write or
   drain time for async: a failure in that window loses the previous interval too), R the
@@ -45,7 +53,14 @@ def daly_interval_s(delta_s: Any, mttf_s: Any) -> Any:
     d = np.asarray(delta_s, dtype=float)
     m = np.asarray(mttf_s, dtype=float)
     x = d / (2 * m)
-    return np.sqrt(2 * d * m) * (1 + np.sqrt(x) / 3 + x / 9) - d
+    return np.where(d < 2 * m, np.sqrt(2 * d * m) * (1 + np.sqrt(x) / 3 + x / 9) - d, m)
+
+
+def min_interval_s(*, write_s: Any, durable_s: Any, lag_s: Any) -> Any:
+    """Shortest feasible checkpoint interval (module docstring): the write, the time to
+    durability and the durability lag, whichever is longest."""
+    return np.maximum(np.asarray(write_s, dtype=float), np.maximum(np.asarray(durable_s, dtype=float),
+                                                                  np.asarray(lag_s, dtype=float)))
 
 
 def waste_fraction(*, block_s: Any, interval_s: Any, mttf_s: Any, restart_s: Any, lag_s: Any = 0.0) -> Any:

@@ -44,6 +44,7 @@ class StepBreakdown:
     hiccup_s: float                 # extra delay of the one rank that hiccups
     checkpoint_lag_s: float         # from the end of a checkpoint's block until it is durable (a
                                     # failure inside it also loses the previous interval)
+    checkpoint_drain_slowdown: float = 0.0  # async: fractional step slowdown while a drain runs
 
 
 # ---------------------------------------------------------------------------------

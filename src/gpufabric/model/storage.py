@@ -12,6 +12,14 @@
   snapshot (bytes per GPU / copy bandwidth), but become durable only after the write
   (or, for local NVMe, after the background drain). If the write outlasts the
   interval, the next checkpoint waits: the excess also blocks.
+- Drain contention (async): while a checkpoint drains, its bytes cross each node's
+  scale-out NICs (GPUDirect-less host buffer -> NIC over the same PCIe switch), taking a
+  share ``s = (S / N / t_drain) / (g B_nic)`` of the node's bandwidth; the exposed
+  communication of each overlapped step stretches by ``1 / (1 - s)``, so steps run
+  ``1 + c`` times slower with ``c = (comm_exposed / step) * s / (1 - s)`` (the
+  simulator's ``drain_slowdown``, sim/timeline.py). Per checkpoint that costs
+  ``t_drain c / (1 + c)`` of wall time if the drain fits in the interval; otherwise the
+  next checkpoint waits for the rest: ``max(t_drain c / (1 + c), t_drain - tau)``.
 - Restore time = S / read bandwidth + one commit round.
 - Dataset read bandwidth needed = tokens/s * bytes/token (x2 for random reads [U]).
 """
@@ -85,10 +93,27 @@ def snapshot_time_s(*, size_bytes: Any, num_gpus: Any, host_copy_gbps: Any) -> A
     return np.asarray(size_bytes) / np.asarray(num_gpus) / (np.asarray(host_copy_gbps) * 1e9)
 
 
-def block_time_s(*, mode_sync: Any, write_s: Any, snapshot_s: Any, durable_s: Any, interval_s: Any) -> Any:
-    """Time one checkpoint blocks training: sync = write; async = snapshot + backlog."""
-    backlog = np.maximum(0.0, np.asarray(durable_s) - np.asarray(interval_s))
-    return np.where(mode_sync, write_s, np.asarray(snapshot_s) + backlog)
+def drain_slowdown(*, size_bytes: Any, num_nodes: Any, drain_s: Any, node_nic_gbps: Any, comm_fraction: Any) -> Any:
+    """Fractional step slowdown ``c`` while an async checkpoint drains (module docstring).
+
+    ``comm_fraction`` is the exposed communication's share of the step; the drain's share
+    of the node's NIC bandwidth is capped below 1 (a drain that needs the whole NIC would
+    stall communication: c large, the interval bound then dominates).
+    """
+    rate_gbps = np.asarray(size_bytes, dtype=float) / np.asarray(num_nodes, dtype=float) / np.maximum(
+        np.asarray(drain_s, dtype=float), 1e-9) / 1e9
+    share = np.minimum(rate_gbps / np.asarray(node_nic_gbps, dtype=float), 0.9)
+    return np.asarray(comm_fraction, dtype=float) * share / (1 - share)
+
+
+def block_time_s(*, mode_sync: Any, write_s: Any, snapshot_s: Any, durable_s: Any, interval_s: Any,
+                 slowdown: Any = 0.0) -> Any:
+    """Time one checkpoint costs training: sync = write; async = snapshot plus the larger of
+    the drain's contention and the wait for a drain that outlasts the interval."""
+    durable = np.asarray(durable_s, dtype=float)
+    c = np.asarray(slowdown, dtype=float)
+    extra = np.maximum(durable * c / (1 + c), durable - np.asarray(interval_s, dtype=float))
+    return np.where(mode_sync, write_s, np.asarray(snapshot_s) + np.maximum(0.0, extra))
 
 
 def dataset_read_gbps(*, tokens_per_s: Any, bytes_per_token: Any, random: Any) -> Any:

@@ -105,6 +105,7 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
             checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=float(r.restart_s),
             job_mttf_s=float(r.job_mttf_s), compute_cv=float(r.compute_cv), hiccup_prob=float(r.hiccup_prob),
             hiccup_s=float(r.hiccup_s), checkpoint_lag_s=float(r.checkpoint_lag_s),
+            checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
         mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
@@ -121,6 +122,7 @@ def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout],
             switches=int(r.switches), transceivers=int(r.transceivers), cables=int(r.cables),
             power_kw=float(r.power_kw), dataset_read_gbps_needed=float(r.dataset_read_gbps_needed),
             storage_read_gbps=float(r.storage_read_gbps), young_interval_min=float(r.young_interval_s) / 60,
+            daly_interval_min=float(r.daly_interval_s) / 60, min_interval_min=float(r.min_interval_s) / 60,
             checkpoint_interval_min=float(r.checkpoint_interval_s) / 60, optimal_interval_min=float(r.optimal_interval_s) / 60,
             goodput_at_optimal=float(r.goodput_at_optimal), failure_usd=float(r.failure_usd),
             failures_expected=float(r.failures_expected),

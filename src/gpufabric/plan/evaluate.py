@@ -68,6 +68,12 @@ class Evaluation:
     restart_s: np.ndarray
     job_mttf_s: np.ndarray
     young_interval_s: np.ndarray
+    daly_interval_s: np.ndarray
+    """Daly's interval for the block without the feasibility bound."""
+    min_interval_s: np.ndarray
+    """Shortest feasible interval: write, time to durability, durability lag."""
+    checkpoint_drain_slowdown: np.ndarray
+    """Fractional step slowdown while an async checkpoint drains (model.storage)."""
     checkpoint_interval_s: np.ndarray
     optimal_interval_s: np.ndarray
     goodput_at_optimal: np.ndarray
@@ -116,35 +122,40 @@ class Evaluation:
 EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
 
 
-#: Candidate checkpoint intervals: 64 geometric steps from Daly's / 4 to 4x the larger of
-#: Daly's and the durability lag (the exact goodput is flat near its optimum).
+#: Candidate checkpoint intervals: 64 geometric steps from the larger of Daly's / 4 and
+#: the feasibility bound (model.reliability.min_interval_s) to 4x the larger of Daly's
+#: and the durability lag (the exact goodput is flat near its optimum).
 _TAU_GRID = np.linspace(0.0, 1.0, 64)
 
 
 def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.ndarray, durable_s: np.ndarray,
-                      mttf_s: np.ndarray, restart_s: np.ndarray, lag_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Interval maximising the exact goodput, and that goodput, per row (on _TAU_GRID).
+                      mttf_s: np.ndarray, restart_s: np.ndarray, lag_s: np.ndarray, slowdown: np.ndarray,
+                      min_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Interval maximising the exact goodput at or above ``min_s``, that goodput, and the
+    unbounded Daly interval, per row (on _TAU_GRID).
 
     The inputs depend on the design, not the layout: computed once per distinct row.
     """
-    first, inv = unique_rows(sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s)
-    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s = (
-        np.asarray(a)[first] for a in (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s))
+    cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s)
+    first, inv = unique_rows(*cols)
+    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = (
+        np.asarray(a)[first] for a in cols)
     block_free = storage.block_time_s(mode_sync=sync, write_s=write_s, snapshot_s=snapshot_s, durable_s=durable_s,
-                                      interval_s=np.inf)
+                                      interval_s=np.inf, slowdown=slowdown)
     daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf_s), 1.0)
     # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
-    lo, hi = 0.25 * daly, np.maximum(4.0 * daly, 4.0 * lag_s)
+    lo = np.maximum(0.25 * daly, min_s)
+    hi = np.maximum(np.maximum(4.0 * daly, 4.0 * lag_s), 2.0 * lo)
     taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
     goods = reliability.goodput(
         block_s=storage.block_time_s(mode_sync=sync[:, None], write_s=write_s[:, None], snapshot_s=snapshot_s[:, None],
-                                     durable_s=durable_s[:, None], interval_s=taus),
+                                     durable_s=durable_s[:, None], interval_s=taus, slowdown=slowdown[:, None]),
         interval_s=taus, mttf_s=mttf_s[:, None], restart_s=restart_s[:, None], lag_s=lag_s[:, None])
     goods = np.where(np.isfinite(goods), goods, 0.0)
     best = np.argmax(goods, axis=1)
     tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
     good = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
-    return tau[inv], good[inv]
+    return tau[inv], good[inv], daly[inv]
 
 
 def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
@@ -305,11 +316,18 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
     mttf = reliability.job_mttf_s(t.mttf_h, G)
     restart = t.restart_s + restore_s
-    tau_opt, good_opt = _optimal_interval(sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, mttf_s=mttf,
-                                          restart_s=restart, lag_s=lag)
+    # Async drains contend with the step's exposed communication for the node's NICs.
+    drain_c = np.where(t.sync, 0.0, storage.drain_slowdown(
+        size_bytes=ckpt, num_nodes=N, drain_s=durable, node_nic_gbps=g * t.nic_gbps,
+        comm_fraction=comm / np.maximum(step_det, 1e-12)))
+    # Sync: the interval must cover the write and the later drain (the lag), not their sum.
+    tau_min = reliability.min_interval_s(write_s=write_s, durable_s=np.where(t.sync, 0.0, durable), lag_s=lag)
+    tau_opt, good_opt, daly = _optimal_interval(sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
+                                                mttf_s=mttf, restart_s=restart, lag_s=lag, slowdown=drain_c,
+                                                min_s=tau_min)
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
     block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
-                                 interval_s=interval)
+                                 interval_s=interval, slowdown=drain_c)
     good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
     young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
     steps_total = t.total_tokens / t.batch_tokens
@@ -387,6 +405,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         restart_s=restart,
         job_mttf_s=mttf,
         young_interval_s=young,
+        daly_interval_s=daly,
+        min_interval_s=tau_min,
+        checkpoint_drain_slowdown=drain_c,
         checkpoint_interval_s=interval, optimal_interval_s=tau_opt, goodput_at_optimal=good_opt,
         failure_usd=run_usd * failure_frac, failures_expected=train_s / mttf,
         goodput=good,
@@ -457,6 +478,8 @@ class Candidate:
     dataset_read_gbps_needed: float
     storage_read_gbps: float
     young_interval_min: float
+    daly_interval_min: float
+    min_interval_min: float
     checkpoint_interval_min: float
     optimal_interval_min: float
     goodput_at_optimal: float

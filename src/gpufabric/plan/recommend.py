@@ -202,6 +202,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         lines.append(f"Checkpoints every {best.checkpoint_interval_min:.3g} min give goodput {best.goodput:.1%}; the optimum for"
                      f" this design is every {best.optimal_interval_min:.3g} min with {best.goodput_at_optimal:.1%}"
                      " (exact goodput, Daly 2006): set checkpoint.interval_min: auto.")
+    if best.min_interval_min > best.daly_interval_min:
+        lines.append(f"The checkpoint interval is bounded below by {best.min_interval_min:.3g} min, the time a checkpoint"
+                     f" takes to become durable (one in flight at a time); Young/Daly's unbounded interval would be"
+                     f" {best.daly_interval_min:.3g} min.")
     bd = best.breakdown
     if not bd.checkpoint_async and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
         lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "

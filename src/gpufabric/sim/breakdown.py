@@ -80,9 +80,12 @@ def config_from_breakdown(
             step_mean_s += comm.dependent_steps * expected_max(comm.alpha, comm.width)
         every = max(1, round(b.checkpoint_interval_s / step_mean_s))
         if b.checkpoint_async:
-            backlog = max(0.0, b.checkpoint_lag_s - b.checkpoint_interval_s)
-            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_lag_s, mode="async",
-                                          snapshot_s=max(0.0, b.checkpoint_block_s - backlog))
+            # The block holds the drain's contention or its backlog (model.storage.block_time_s);
+            # the engine draws those itself from the drain's length and slowdown.
+            w, c = b.checkpoint_lag_s, b.checkpoint_drain_slowdown
+            drain = max(0.0, w * c / (1 + c), w - b.checkpoint_interval_s)
+            checkpoint = CheckpointPolicy(every_steps=every, write_s=w, mode="async",
+                                          snapshot_s=max(0.0, b.checkpoint_block_s - drain), drain_slowdown=c)
         else:
             checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_block_s, mode="sync",
                                           lag_s=b.checkpoint_lag_s)

@@ -274,6 +274,11 @@ class LoadedSpec:
         return self.located.file
 
 
+#: What takes a ``workload.kind: inference`` spec (the refusal of every other command says so).
+INFERENCE_COMMANDS = ("inference specs work with plan, simulate, bench inference, schema and init --kind inference;"
+                      " config, sweep and bench --spec take training specs only")
+
+
 def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | None = None) -> LoadedSpec:
     """Read and validate a spec file.
 
@@ -291,6 +296,12 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
     """
     file = str(path)
     located = parse_yaml(read_text(path), file)
+    workload = located.data.get("workload") if isinstance(located.data, dict) else None
+    if isinstance(workload, dict) and workload.get("kind") == "inference":
+        # Commands that dispatch on the kind (plan, simulate, bench inference) never get
+        # here; the rest take training specs only (docs/inference.md).
+        raise located.error(("workload", "kind"), f"this command takes training specs; {INFERENCE_COMMANDS}",
+                            "use a workload.kind: training spec here")
     spec = validate_model(located, Spec)
     if known_ids is None:
         known_ids = default_ids()

@@ -34,7 +34,7 @@ CANDIDATE_KEYS = (
     "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
     "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
     "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
-    "young_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
+    "young_interval_min", "daly_interval_min", "min_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
     "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
     "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency", "capacity", "rental", "term",
     "in_network_reduction", "sharp_usd", "opex_usd_per_gpu_hour", "rent_storage_usd_per_gpu_hour",
