@@ -166,9 +166,12 @@ def _main(argv: Sequence[str] | None) -> int:
     # passes its merged catalog's ids instead).
     set_default_ids(_shipped_ids)
     try:
+        from gpufabric.cli.options import rewrite_renamed
+
+        args = rewrite_renamed(list(argv) if argv is not None else sys.argv[1:])
         command = typer.main.get_command(build_app())
         _end_startup()
-        result = command.main(args=list(argv) if argv is not None else None, prog_name="gpufabric", standalone_mode=False)
+        result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
     except typer.Exit as exc:
         return exc.exit_code
