@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpufabric.audit.findings import Severity
+from gpufabric.cli.options import format_option
 from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def audit(
     diff: tuple[Path, Path] | None = typer.Option(None, "--diff", help="OLD NEW: cells a change opens or closes."),
     kernel: bool = typer.Option(False, "--kernel", help="With --config (root): load each role's ruleset into a namespace and probe every cell with real packets; static and kernel verdicts side by side."),
     fail_on: Severity = typer.Option(Severity.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
-    fmt: AuditFormat = typer.Option(AuditFormat.text, "--format", help="Output format."),
+    fmt: AuditFormat = format_option(AuditFormat.text),
 ) -> int:
     """Audit NVMe-oF, InfiniBand, RoCE, NCCL, PyTorch, host and firewall security; exit 1 on findings."""
     from gpufabric.audit import collect

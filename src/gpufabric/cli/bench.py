@@ -15,7 +15,15 @@ from typing import Any
 import typer
 
 from gpufabric.cli.limits import check_max
-from gpufabric.cli.options import db_option, duration_s, format_option, quiet_option, refuse_group_options, refuse_unused, timeout_option
+from gpufabric.cli.options import (
+    db_option,
+    duration_s,
+    format_option,
+    quiet_option,
+    refuse_group_options,
+    refuse_unused,
+    timeout_option,
+)
 from gpufabric.cli.output import Format, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 

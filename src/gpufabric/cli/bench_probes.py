@@ -64,8 +64,8 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
                    work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "",
                    k8s_image: str = "", k8s_namespace: str = "default", k8s_rdma: str = "") -> Any:
-    from gpufabric.exec import launch
     from gpufabric.bench.probes.run import LaunchOptions
+    from gpufabric.exec import launch
 
     if launcher not in (*launch.LAUNCHERS, "k8s"):
         raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}, k8s")
@@ -160,9 +160,9 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
 
 def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
     """Apply the TrainJob with kubectl and follow it; the ranks' records stay in the pods, the logs are the output."""
-    from gpufabric.exec import launch
     from gpufabric.bench.probes import run as probe_run
     from gpufabric.errors import ToolNotFound
+    from gpufabric.exec import launch
 
     if shutil.which("kubectl") is None:
         raise ToolNotFound("kubectl")

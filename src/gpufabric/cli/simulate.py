@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from gpufabric.cli.limits import check_max
+from gpufabric.cli.options import format_option, gpus_per_node_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -31,7 +32,7 @@ def simulate(
     spec: Path | None = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
     candidate: str | None = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
     ranks: int | None = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
-    ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
+    ranks_per_node: int = gpus_per_node_option(1, "GPUs (ranks) per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
     steps: int = typer.Option(10_000, "--steps", help="Steps simulated per run."),
     train_steps: int = typer.Option(0, "--train-steps", help="Steps of the whole training run (default: --steps)."),
@@ -54,7 +55,7 @@ def simulate(
     tokens_per_step: float = typer.Option(0.0, "--tokens-per-step", help="Tokens per step, to report tokens/s."),
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
     no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
-    format: Format = typer.Option(Format.text, "--format", help="Output format."),
+    format: Format = format_option(),
     requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
