@@ -99,6 +99,7 @@ RENAMED: dict[tuple[str, ...], dict[str, str]] = {
     ("bench", "collectives"): {"--nproc": "--gpus-per-node"},
     ("bench", "train"): {"--nproc": "--gpus-per-node"},
     ("bench", "checkpoint"): {"--nproc": "--gpus-per-node", "--size": "--bytes"},
+    ("bench", "inference"): {"--nproc": "--gpus-per-node"},
     ("simulate",): {"--ranks-per-node": "--gpus-per-node"},
     ("lab", "up"): {"--hosts": "--num-hosts"},
     ("lab", "slurm", "up"): {"--hosts": "--num-hosts"},

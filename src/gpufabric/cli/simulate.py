@@ -67,7 +67,7 @@ def simulate(
     from gpufabric.cli.plan_inference import is_inference
     from gpufabric.sim import simulate as run_sim
 
-    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--ranks-per-node", ranks_per_node, 1 << 31),
+    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--gpus-per-node", ranks_per_node, 1 << 31),
                               ("--ranks-per-leaf", ranks_per_leaf, 1 << 31), ("--steps", steps, 10**9),
                               ("--train-steps", train_steps, 10**15), ("--runs", runs, 10**6),
                               ("--seed", seed, 2**63 - 1), ("--ring-steps", ring_steps, 10**9),
@@ -137,7 +137,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
         raise InputError("--ring-steps, --ring-width and --ranks-per-leaf must be >= 0")
     if ranks < 1 or steps < 1 or ranks_per_node < 1:
-        raise InputError("--ranks, --steps and --ranks-per-node must be >= 1")
+        raise InputError("--ranks, --steps and --gpus-per-node must be >= 1")
     base_s = compute_ms * 1e-3
     compute: Distribution = Constant(value_s=base_s)
     if jitter:
