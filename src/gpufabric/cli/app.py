@@ -35,6 +35,7 @@ import typer
 
 import gpufabric
 from gpufabric import __version__
+from gpufabric.cli.options import PLAIN_HELP
 from gpufabric.errors import EnvironmentFailure, UserError
 
 #: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
@@ -76,7 +77,10 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode="rich",
+        # Plain click help, in every group (PLAIN_HELP): rich markup ate help text in square
+        # brackets (netns:NS[@ADDR]), drew non-ASCII boxes, and its import (rich.markdown,
+        # pygments) was half of `gpufabric --help` (benchmarks/bench_cli_help.py).
+        rich_markup_mode=PLAIN_HELP,
     )
 
     @app.callback()

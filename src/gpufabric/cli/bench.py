@@ -16,6 +16,7 @@ import typer
 
 from gpufabric.cli.limits import check_max
 from gpufabric.cli.options import (
+    PLAIN_HELP,
     db_option,
     duration_s,
     format_option,
@@ -34,7 +35,7 @@ def register(app: typer.Typer) -> None:
         name="bench",
         help="Validate a cluster with real tools (fio, iperf3, sockperf, perftest, nccl-tests) against SLOs from the plan.",
         no_args_is_help=False,
-        rich_markup_mode="rich",
+        rich_markup_mode=PLAIN_HELP,
     )
     bench_app.callback(invoke_without_command=True)(bench)
     app.add_typer(bench_app, name="bench")

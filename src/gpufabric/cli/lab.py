@@ -6,7 +6,7 @@ import os
 
 import typer
 
-from gpufabric.cli.options import format_option, gpus_per_node_option, num_hosts_option
+from gpufabric.cli.options import PLAIN_HELP, format_option, gpus_per_node_option, num_hosts_option
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
@@ -28,7 +28,8 @@ def _rates(items: list[str]) -> dict[str, str]:
 
 def register(app: typer.Typer) -> None:
     lab_app = typer.Typer(help="Rehearse a design on one machine: hosts as network namespaces with"
-                               " management, data and storage planes.", no_args_is_help=True)
+                               " management, data and storage planes.", no_args_is_help=True,
+                            rich_markup_mode=PLAIN_HELP)
     app.add_typer(lab_app, name="lab")
 
     @lab_app.command("up")
@@ -109,7 +110,7 @@ def register(app: typer.Typer) -> None:
 
 def _register_slurm(lab_app: typer.Typer) -> None:
     slurm_app = typer.Typer(help="A Slurm cluster on the lab: slurmctld on the login namespace, one slurmd per host.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
     lab_app.add_typer(slurm_app, name="slurm")
 
     @slurm_app.command("up")

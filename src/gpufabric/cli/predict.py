@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.limits import check_range
-from gpufabric.cli.options import bytes_option, format_option, gpus_per_node_option, nodes_option
+from gpufabric.cli.options import PLAIN_HELP, bytes_option, format_option, gpus_per_node_option, nodes_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -16,7 +16,8 @@ _MAX_BYTES = 1 << 50
 
 
 def register(app: typer.Typer) -> None:
-    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True)
+    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True,
+                              rich_markup_mode=PLAIN_HELP)
     predict_app.command("collective")(collective)
     app.add_typer(predict_app, name="predict")
 
