@@ -133,3 +133,30 @@ def test_lab_status_defaults_to_text(cli, monkeypatch):
     assert code == 1 and out == "lab zz9: down\n"
     code, out, _ = cli("lab", "status", "zz9", "--format", "json")
     assert code == 1 and json.loads(out)["up"] is False
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["simulate", "examples/llama3-70b-1k.yaml", "--compute-ms", "50"], "--compute-ms has no effect with a training SPEC"),
+    (["simulate", "examples/llama3-70b-1k.yaml", "--requests", "10"], "--requests has no effect with a training SPEC"),
+    (["simulate", "--ranks", "8", "--compute-cv", "0.1"], "--compute-cv has no effect without a SPEC"),
+    (["simulate", "examples/serving/llama3-70b-serving.yaml", "--steps", "10"],
+     "--steps has no effect with an inference spec"),
+])
+def test_simulate_refuses_options_of_another_mode(cli, argv, message):
+    from tests.conftest import ROOT
+
+    argv = [str(ROOT / a) if a.startswith("examples/") else a for a in argv]
+    code, out, err = cli(*argv)
+    assert code == 2 and out == "" and message in err, err
+
+
+def test_audit_and_fingerprint_refuse_options_without_effect(cli, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    code, _, err = cli("audit", "--diff", a, b, "--reachability")
+    assert code == 2 and "--reachability has no effect with --diff" in err
+    m = tmp_path / "m.json"
+    m.write_text("{}")
+    code, _, err = cli("fingerprint", "--compare", m, m, "--out", tmp_path / "o.json")
+    assert code == 2 and "--out has no effect with --compare" in err and not (tmp_path / "o.json").exists()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpufabric.audit.findings import Severity
-from gpufabric.cli.options import format_option
+from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
@@ -46,6 +46,7 @@ def audit(
         raise InputError("nothing to audit: give --config DIR, --live or --diff OLD NEW")
     if chosen > 1:
         raise InputError("give only one of --config, --live and --diff")
+    refuse_unused(diff is not None, {"reachability": "--reachability"}, "with --diff (it compares two bundles' cells)")
     if kernel and config is None:
         raise InputError("--kernel checks the rulesets of --config DIR; give --config")
     if kernel and os.geteuid() != 0:

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.options import format_option
+from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, envelope, print_json, stdout_console, to_jsonable
 from gpufabric.errors import InputError
 
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         from gpufabric.bench import fingerprint as fp
 
         if compare or files:
+            refuse_unused(True, {"out": "--out"}, "with --compare (it writes no manifest)")
             if not compare:
                 raise InputError("manifest files given without --compare; use --compare A B [C ...]")
             if len(files or []) < 2:

@@ -79,10 +79,12 @@ def simulate(
     if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
         from gpufabric.cli.simulate_inference import simulate_inference
 
+        _refuse_other_modes("inference")
         return simulate_inference(spec, candidate, requests=requests, seed=seed, fmt=format)
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
+        _refuse_other_modes("spec")
         cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
                                  seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
     else:
@@ -90,6 +92,7 @@ def simulate(
             raise InputError("give a SPEC, or --ranks N for a synthetic job (see gpufabric simulate --help)")
         if candidate is not None:
             raise InputError("--candidate needs a SPEC")
+        _refuse_other_modes("synthetic")
         cfg = _synthetic_config(
             ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=steps,
             train_steps=train_steps, runs=runs, seed=seed, compute_ms=compute_ms, jitter=jitter, hiccup=hiccup,
@@ -269,3 +272,31 @@ def render_text(p: dict[str, Any]) -> str:
         f"  failures                        {_pct(lost['failures'])}",
     ]
     return "\n".join(lines)
+
+
+#: Options each mode reads (param name -> flag); any other given option would do nothing.
+_SYNTHETIC_ONLY = {"ranks_per_node": "--gpus-per-node", "ranks_per_leaf": "--ranks-per-leaf",
+                   "compute_ms": "--compute-ms", "jitter": "--jitter", "leaf_jitter": "--leaf-jitter",
+                   "fixed_ms": "--fixed-ms", "comm_latency": "--comm-latency", "ring_steps": "--ring-steps",
+                   "ring_width": "--ring-width", "slow_links": "--slow-links", "checkpoint_every": "--checkpoint-every",
+                   "node_mttf_h": "--node-mttf-h", "restart_min": "--restart-min",
+                   "tokens_per_step": "--tokens-per-step"}
+_TRAINING_SPEC_ONLY = {"compute_cv": "--compute-cv"}
+_SHARED_TRAINING = {"steps": "--steps", "train_steps": "--train-steps", "runs": "--runs", "straggler": "--straggler",
+                    "hiccup": "--hiccup", "brute_force": "--brute-force", "no_attribution": "--no-attribution"}
+_INFERENCE_ONLY = {"requests": "--requests"}
+
+
+def _refuse_other_modes(mode: str) -> None:
+    """Exit 2 when an option of another mode was given: it would be silently ignored (issue 10)."""
+    from gpufabric.cli.options import refuse_unused
+
+    if mode == "inference":
+        refuse_unused(True, {**_SYNTHETIC_ONLY, **_TRAINING_SPEC_ONLY, **_SHARED_TRAINING},
+                      "with an inference spec (see docs/inference.md)")
+    elif mode == "spec":
+        refuse_unused(True, {**_SYNTHETIC_ONLY, **_INFERENCE_ONLY},
+                      "with a training SPEC (the spec sets the job; they are synthetic-mode options)")
+    else:
+        refuse_unused(True, {**_TRAINING_SPEC_ONLY, **_INFERENCE_ONLY}, "without a SPEC")
+
