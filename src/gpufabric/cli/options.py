@@ -159,8 +159,8 @@ def given(name: str) -> bool:
     # typer >= 0.22 vendors click as typer._click; older ones depend on click itself.
     try:
         from typer._click.globals import get_current_context
-    except ImportError:  # pragma: no cover - older typer
-        from click import get_current_context
+    except ImportError:  # pragma: no cover - older typer; click is absent where typer vendors it
+        from click import get_current_context  # type: ignore[import-not-found,no-redef]
 
     ctx = get_current_context(silent=True)
     if ctx is None:  # called as a plain function (tests): nothing was typed
