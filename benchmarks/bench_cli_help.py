@@ -45,8 +45,10 @@ def main() -> int:
     for args in (["--help"], ["bench", "collectives", "--help"]):
         cpu, wall = zip(*(one_round(args) for _ in range(opts.rounds)), strict=True)
         label = "gpufabric " + " ".join(args)
-        print(f"{label:<36} CPU median {statistics.median(cpu):.3f} s (min {min(cpu):.3f}, max {max(cpu):.3f});"
-              f" wall median {statistics.median(wall):.3f} s; {opts.rounds} rounds")
+        print(
+            f"{label:<36} CPU median {statistics.median(cpu):.3f} s (min {min(cpu):.3f}, max {max(cpu):.3f});"
+            f" wall median {statistics.median(wall):.3f} s; {opts.rounds} rounds"
+        )
         if args == ["--help"]:
             worst = statistics.median(cpu)
     print(f"bar: gpufabric --help < {LIMIT_CPU_S} s CPU: {'met' if worst < LIMIT_CPU_S else 'NOT met'}")

@@ -76,8 +76,11 @@ def render() -> str:
         if summary:
             lines.append(" ".join(summary.split()) + "\n")
         if getattr(command, "commands", None):
-            lines.append("Subcommands: " + ", ".join(f"`{n}`" for n in sorted(command.commands)
-                                                     if not command.commands[n].hidden) + "\n")
+            lines.append(
+                "Subcommands: "
+                + ", ".join(f"`{n}`" for n in sorted(command.commands) if not command.commands[n].hidden)
+                + "\n"
+            )
         params = [p for p in command.params if not getattr(p, "hidden", False) and p.name != "help"]
         args = [p for p in params if p.param_type_name == "argument"]
         opts = [p for p in params if p.param_type_name == "option"]
@@ -85,8 +88,10 @@ def render() -> str:
             lines.append("| argument | type | default | description |")
             lines.append("|---|---|---|---|")
             for p in args:
-                lines.append(f"| `{(p.metavar or p.name).upper()}` | {_type_text(p, ctx)} | {_default_text(p)} |"
-                             f" {_cell(getattr(p, 'help', '') or '')} |")
+                lines.append(
+                    f"| `{(p.metavar or p.name).upper()}` | {_type_text(p, ctx)} | {_default_text(p)} |"
+                    f" {_cell(getattr(p, 'help', '') or '')} |"
+                )
             lines.append("")
         if opts:
             lines.append("| option | type | default | description |")
@@ -97,8 +102,11 @@ def render() -> str:
             lines.append("")
         renamed = RENAMED.get(tuple(path[1:]), {})
         if renamed:
-            lines.append("Deprecated spellings (still accepted, with a note on stderr): "
-                         + ", ".join(f"`{old}` -> `{new}`" for old, new in sorted(renamed.items())) + "\n")
+            lines.append(
+                "Deprecated spellings (still accepted, with a note on stderr): "
+                + ", ".join(f"`{old}` -> `{new}`" for old, new in sorted(renamed.items()))
+                + "\n"
+            )
     return "\n".join(lines).rstrip() + "\n"
 
 

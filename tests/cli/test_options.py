@@ -50,14 +50,20 @@ def test_old_spellings_are_hidden_everywhere():
         assert not list(_options(flag)), flag
 
 
-@pytest.mark.parametrize(("argv", "expected"), [
-    (["bench", "collectives", "--nproc", "8"], ["bench", "collectives", "--gpus-per-node", "8"]),
-    (["bench", "--quiet", "collectives", "--nproc=8"], ["bench", "--quiet", "collectives", "--gpus-per-node=8"]),
-    (["bench", "checkpoint", "--size", "1M", "--", "--size"], ["bench", "checkpoint", "--bytes", "1M", "--", "--size"]),
-    (["lab", "slurm", "up", "x", "--hosts", "3"], ["lab", "slurm", "up", "x", "--num-hosts", "3"]),
-    (["predict", "--nproc", "8"], ["predict", "--nproc", "8"]),  # not a spelling predict ever had
-    (["bench", "--suite", "quick", "--size", "1"], ["bench", "--suite", "quick", "--size", "1"]),
-])
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["bench", "collectives", "--nproc", "8"], ["bench", "collectives", "--gpus-per-node", "8"]),
+        (["bench", "--quiet", "collectives", "--nproc=8"], ["bench", "--quiet", "collectives", "--gpus-per-node=8"]),
+        (
+            ["bench", "checkpoint", "--size", "1M", "--", "--size"],
+            ["bench", "checkpoint", "--bytes", "1M", "--", "--size"],
+        ),
+        (["lab", "slurm", "up", "x", "--hosts", "3"], ["lab", "slurm", "up", "x", "--num-hosts", "3"]),
+        (["predict", "--nproc", "8"], ["predict", "--nproc", "8"]),  # not a spelling predict ever had
+        (["bench", "--suite", "quick", "--size", "1"], ["bench", "--suite", "quick", "--size", "1"]),
+    ],
+)
 def test_rewrite_renamed(argv, expected):
     notes = []
     assert rewrite_renamed(argv, notes.append) == expected
@@ -104,17 +110,26 @@ def test_timeout_is_one_duration_syntax(cli):
     assert code == 2 and "--timeout" in err
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["bench", "--suite", "quick", "--dry-run", "--quiet"], "--quiet has no effect with --dry-run"),
-    (["bench", "--suite", "quick", "--dry-run", "--force"], "--force has no effect without --target-dir"),
-    (["bench", "collectives", "--stream"], "--stream has no effect without --format json"),
-    (["bench", "collectives", "--format", "json", "--quiet"], "--quiet has no effect with --format json"),
-    (["bench", "collectives", "--dry-run", "--k8s-image", "img"], "--k8s-image has no effect without --launcher k8s"),
-    (["bench", "collectives", "--dry-run", "--slurm-mode", "sbatch"], "--slurm-mode has no effect without --launcher slurm"),
-    (["bench", "train", "--dry-run", "--plane", "storage"], "--plane has no effect without --lab"),
-    (["bench", "checkpoint", "--dir", "d", "--dry-run", "--db", "x.db"], "--db has no effect with --dry-run"),
-    (["calibrate", "latest", "--dry-run", "--out", "c.yaml"], "--out has no effect with --dry-run"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["bench", "--suite", "quick", "--dry-run", "--quiet"], "--quiet has no effect with --dry-run"),
+        (["bench", "--suite", "quick", "--dry-run", "--force"], "--force has no effect without --target-dir"),
+        (["bench", "collectives", "--stream"], "--stream has no effect without --format json"),
+        (["bench", "collectives", "--format", "json", "--quiet"], "--quiet has no effect with --format json"),
+        (
+            ["bench", "collectives", "--dry-run", "--k8s-image", "img"],
+            "--k8s-image has no effect without --launcher k8s",
+        ),
+        (
+            ["bench", "collectives", "--dry-run", "--slurm-mode", "sbatch"],
+            "--slurm-mode has no effect without --launcher slurm",
+        ),
+        (["bench", "train", "--dry-run", "--plane", "storage"], "--plane has no effect without --lab"),
+        (["bench", "checkpoint", "--dir", "d", "--dry-run", "--db", "x.db"], "--db has no effect with --dry-run"),
+        (["calibrate", "latest", "--dry-run", "--out", "c.yaml"], "--out has no effect with --dry-run"),
+    ],
+)
 def test_an_option_without_effect_is_an_error(cli, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
     code, out, err = cli(*argv)
@@ -135,13 +150,24 @@ def test_lab_status_defaults_to_text(cli, monkeypatch):
     assert code == 1 and json.loads(out)["up"] is False
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["simulate", "examples/llama3-70b-1k.yaml", "--compute-ms", "50"], "--compute-ms has no effect with a training SPEC"),
-    (["simulate", "examples/llama3-70b-1k.yaml", "--requests", "10"], "--requests has no effect with a training SPEC"),
-    (["simulate", "--ranks", "8", "--compute-cv", "0.1"], "--compute-cv has no effect without a SPEC"),
-    (["simulate", "examples/serving/llama3-70b-serving.yaml", "--steps", "10"],
-     "--steps has no effect with an inference spec"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["simulate", "examples/llama3-70b-1k.yaml", "--compute-ms", "50"],
+            "--compute-ms has no effect with a training SPEC",
+        ),
+        (
+            ["simulate", "examples/llama3-70b-1k.yaml", "--requests", "10"],
+            "--requests has no effect with a training SPEC",
+        ),
+        (["simulate", "--ranks", "8", "--compute-cv", "0.1"], "--compute-cv has no effect without a SPEC"),
+        (
+            ["simulate", "examples/serving/llama3-70b-serving.yaml", "--steps", "10"],
+            "--steps has no effect with an inference spec",
+        ),
+    ],
+)
 def test_simulate_refuses_options_of_another_mode(cli, argv, message):
     from tests.conftest import ROOT
 

@@ -175,8 +175,10 @@ def refuse_unused(condition: bool, names: dict[str, str], why: str) -> None:
         return
     used = [flag for name, flag in names.items() if given(name)]
     if used:
-        raise InputError(f"{', '.join(used)} {'has' if len(used) == 1 else 'have'} no effect {why}; drop "
-                         f"{'it' if len(used) == 1 else 'them'}")
+        raise InputError(
+            f"{', '.join(used)} {'has' if len(used) == 1 else 'have'} no effect {why}; drop "
+            f"{'it' if len(used) == 1 else 'them'}"
+        )
 
 
 def refuse_group_options(ctx: Any) -> None:
@@ -184,6 +186,8 @@ def refuse_group_options(ctx: Any) -> None:
     used = [param.opts[0] for param in ctx.command.params if param.name and given(param.name)]
     if used:
         group = ctx.command_path.removeprefix("gpufabric ")
-        raise InputError(f"{', '.join(used)} before '{ctx.invoked_subcommand}' belong(s) to `{group}` itself and would"
-                         f" not reach the subcommand; put {'it' if len(used) == 1 else 'them'} after it:"
-                         f" gpufabric {group} {ctx.invoked_subcommand} {used[0]} ...")
+        raise InputError(
+            f"{', '.join(used)} before '{ctx.invoked_subcommand}' belong(s) to `{group}` itself and would"
+            f" not reach the subcommand; put {'it' if len(used) == 1 else 'them'} after it:"
+            f" gpufabric {group} {ctx.invoked_subcommand} {used[0]} ..."
+        )
