@@ -108,6 +108,15 @@ def test_timeout_is_one_duration_syntax(cli):
     assert code == 2 and "--timeout" in err and "cannot read duration" in err
     code, _, err = cli("bench", "--suite", "quick", "--dry-run", "--timeout", "nan")
     assert code == 2 and "--timeout" in err
+    # the probes read the same syntax, bounded, for all three limits
+    code, out, err = cli(
+        "bench", "collectives", "--dry-run", "--format", "json", "--op-timeout", "2min", "--init-timeout", "90"
+    )
+    assert code == 0, err
+    config = json.loads(out)["config"]
+    assert (config["op_timeout_s"], config["init_timeout_s"]) == (120.0, 90.0)
+    code, _, err = cli("bench", "collectives", "--dry-run", "--timeout", "200h")
+    assert code == 2 and "--timeout '200h': give" in err
 
 
 @pytest.mark.parametrize(

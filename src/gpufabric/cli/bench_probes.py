@@ -19,6 +19,7 @@ import typer
 from gpufabric.cli.options import (
     bytes_option,
     db_option,
+    duration_s,
     format_option,
     gpus_per_node_option,
     hosts_option,
@@ -30,7 +31,7 @@ from gpufabric.cli.options import (
 )
 from gpufabric.cli.output import Format, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
-from gpufabric.units import format_size, parse_duration_s, parse_size
+from gpufabric.units import format_size, parse_size
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -91,8 +92,9 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
     if backend not in ("gloo", "nccl"):
         raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
     return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
-                         master_port=master_port, timeout_s=parse_duration_s(timeout),
-                         init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
+                         master_port=master_port, timeout_s=duration_s("--timeout", timeout),
+                         init_timeout_s=duration_s("--init-timeout", init_timeout),
+                         op_timeout_s=duration_s("--op-timeout", op_timeout),
                          backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
                          control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
                          k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import typer
 
@@ -50,6 +50,10 @@ def timeout_option(default: str | None, what: str) -> Any:
     return typer.Option(default, "--timeout", help=f"{what}: {DURATION_SYNTAX}.")
 
 
+@overload
+def duration_s(flag: str, text: str, *, low_s: float = ..., high_s: float = ...) -> float: ...
+@overload
+def duration_s(flag: str, text: None, *, low_s: float = ..., high_s: float = ...) -> None: ...
 def duration_s(flag: str, text: str | None, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float | None:
     """Seconds from a duration option, bounded; None stays None (the option's own default applies)."""
     if text is None:
@@ -69,8 +73,8 @@ def nodes_option(default: int = 1) -> Any:
     return typer.Option(default, "--nodes", min=1, help=NODES_HELP)
 
 
-def gpus_per_node_option(default: int, help: str = GPUS_PER_NODE_HELP) -> Any:  # noqa: A002 (typer's word)
-    return typer.Option(default, "--gpus-per-node", help=help)
+def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> Any:
+    return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
 def hosts_option() -> Any:
