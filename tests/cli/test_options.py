@@ -195,3 +195,39 @@ def test_audit_and_fingerprint_refuse_options_without_effect(cli, tmp_path):
     m.write_text("{}")
     code, _, err = cli("fingerprint", "--compare", m, m, "--out", tmp_path / "o.json")
     assert code == 2 and "--out has no effect with --compare" in err and not (tmp_path / "o.json").exists()
+
+
+def test_writers_report_in_json_too(cli, tmp_path):
+    from tests.conftest import ROOT
+    from tests.results.factories import make_db
+
+    db = make_db(tmp_path / "r.db")
+    code, out, err = cli("bench", "thresholds", "latest", "--out", tmp_path / "g.yaml", "--db", db, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["out"] == str(tmp_path / "g.yaml") and doc["run_id"] == 1 and (tmp_path / "g.yaml").exists()
+    csv = tmp_path / "s.csv"
+    code, out, err = cli(
+        "sweep",
+        ROOT / "examples" / "lab-2node.yaml",
+        "--vary",
+        "workload.recompute=none,full",
+        "--out",
+        csv,
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["variants"] == 2 and doc["rows"] == len(csv.read_text().splitlines()) - 1
+
+
+def test_lab_slurm_status_text(cli, monkeypatch):
+    import gpufabric.cli.lab as lab_cli
+    from gpufabric.lab import slurm
+
+    monkeypatch.setattr(lab_cli, "_need_root", lambda: None)
+    doc = {"name": "ln", "up": True, "nodes": [{"name": "n1", "addr": "10.0.0.1", "state": "idle"}]}
+    monkeypatch.setattr(slurm, "status", lambda name: doc)
+    code, out, _ = cli("lab", "slurm", "status", "ln")
+    assert code == 0 and out == "slurm lab ln: up\n  n1: idle\n"

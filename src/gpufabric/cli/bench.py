@@ -53,6 +53,7 @@ def write_thresholds(
     out: Path = typer.Option(..., "--out", help="Thresholds YAML to write (then: bench --thresholds FILE)."),
     hardware: str = typer.Option("", "--hardware", help="What the thresholds are for (default: the run's host)."),
     db: Path = db_option(),
+    fmt: Format = format_option(),
 ) -> int:
     """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
     from gpufabric.bench.slo import thresholds_from_run
@@ -65,6 +66,9 @@ def write_thresholds(
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    if fmt is Format.json:
+        print_json({"out": str(out), "run_id": run.id})
+        return 0
     stdout_console().print(f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}",
                            markup=False)
     return 0
