@@ -20,10 +20,11 @@ from tests.conftest import needs_tool
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_dry_run_prints_every_command_and_runs_nothing(cli, tmp_path):
+def test_dry_run_prints_every_command_and_runs_nothing(cli, tmp_path, monkeypatch):
     target = tmp_path / "target"
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--repeats", "1", "--target-dir", target, "--db", db)
+    monkeypatch.setenv("GPUFABRIC_DB", str(db))
+    code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--repeats", "1", "--target-dir", target)
     assert code == 0, err
     for command in ("fio --name=checkpoint_write", "fio --name=small_file_commit", "iperf3 -s -B 127.0.0.1 -p 5201 &",
                     "iperf3 -c 127.0.0.1 -p 5201", "sockperf server -i 127.0.0.1 -p 11111 &",

@@ -76,11 +76,15 @@ def test_ingest_failed_iperf3_run_is_stored_failed_and_exits_1(cli, tmp_path):
         assert store.get_run("latest").status == "failed"
 
 
-def test_dry_run_stores_nothing(cli, tmp_path):
+def test_dry_run_stores_nothing(cli, tmp_path, monkeypatch):
     db = tmp_path / "r.db"
-    code, out, _ = cli("ingest", "--tool", "fio", DATA / "fio/psync_read.json", "--db", db, "--dry-run")
+    monkeypatch.setenv("GPUFABRIC_DB", str(db))
+    code, out, _ = cli("ingest", "--tool", "fio", DATA / "fio/psync_read.json", "--dry-run")
     assert code == 0 and "would import: 1 results" in out
     assert runs_in(db) == 0
+    # --db would do nothing with --dry-run: refused rather than ignored (issue 10)
+    code, _, err = cli("ingest", "--tool", "fio", DATA / "fio/psync_read.json", "--db", db, "--dry-run")
+    assert code == 2 and "--db has no effect with --dry-run" in err
 
 
 def _truncated(tmp_path: Path) -> Path:

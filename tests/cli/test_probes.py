@@ -59,7 +59,7 @@ def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_pat
 
 
 def test_collectives_four_ranks_torchrun(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--launcher", "torchrun", "--nproc", "4", "--ops",
+    code, out, err = cli("bench", "collectives", "--launcher", "torchrun", "--gpus-per-node", "4", "--ops",
                          "all_reduce,all_to_all,reduce_scatter", "--sizes", "64K", "--dtypes", "bfloat16",
                          "--iters", "3", "--warmup", "1", "--master-port", "29541", "--db", tmp_path / "r.db",
                          "--format", "json")
@@ -104,7 +104,7 @@ def test_mpirun_launcher(cli, tmp_path):
 
 
 def test_dry_run_prints_every_command(cli, tmp_path):
-    argv = ("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2", "--nproc", "4", "--dry-run")
+    argv = ("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2", "--gpus-per-node", "4", "--dry-run")
     code, _, err = cli(*argv)
     assert code == 2 and "--run-dir" in err   # a multi-node launch needs storage every node sees
     code, out, _ = cli(*argv, "--run-dir", tmp_path / "run")
@@ -140,7 +140,7 @@ def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
     assert doc["reproducibility"][0]["identical"] is True
     assert doc["results"][0]["sha256"] == doc["results"][1]["sha256"] != ""
     assert set(doc["results"][0]["rank_step_p50_s"]) == {"0", "1"}
-    code, out, err = cli("bench", "train", "--nproc", "1", "--steps", "3", "--warmup", "1", "--master-port",
+    code, out, err = cli("bench", "train", "--gpus-per-node", "1", "--steps", "3", "--warmup", "1", "--master-port",
                          "29545", "--against", str(doc["run_id"]), "--db", db, "--format", "json")
     assert code == 1, err + out
     comp = json.loads(out)["reproducibility"][0]
@@ -155,7 +155,7 @@ def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
 
 def test_checkpoint_all_formats_verified(cli, tmp_path):
     target = tmp_path / "ckpt"
-    code, out, err = cli("bench", "checkpoint", "--dir", target, "--size", "8M", "--master-port", "29546",
+    code, out, err = cli("bench", "checkpoint", "--dir", target, "--bytes", "8M", "--master-port", "29546",
                          "--db", tmp_path / "r.db", "--format", "json")
     assert code == 0, err + out
     rows = json.loads(out)["results"]
@@ -171,7 +171,7 @@ def test_checkpoint_all_formats_verified(cli, tmp_path):
         assert all(p >= 0 for p in phases) and r["write_data_s"] > 0 and r["rename_s"] > 0
         assert max(phases) <= r["write_duration_s"]
     assert not any(target.iterdir())  # files removed unless --keep
-    code, out, err = cli("bench", "checkpoint", "--dir", target, "--size", "8M", "--master-port", "29546", "--keep",
+    code, out, err = cli("bench", "checkpoint", "--dir", target, "--bytes", "8M", "--master-port", "29546", "--keep",
                          "--formats", "torch,dcp", "--db", tmp_path / "r.db")
     assert code == 0, err + out
     assert "rank min" in out and "dirsync" in out
@@ -189,7 +189,7 @@ def _has_cuda() -> bool:
 
 @pytest.mark.skipif(not _has_cuda(), reason="needs a GPU: nccl backend and CUDA-event timing")
 def test_nccl_collectives_on_gpu(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--backend", "nccl", "--nproc", "1", "--ops", "all_reduce,broadcast",
+    code, out, err = cli("bench", "collectives", "--backend", "nccl", "--gpus-per-node", "1", "--ops", "all_reduce,broadcast",
                          "--sizes", "1M:64M", "--iters", "5", "--master-port", "29547", "--db", tmp_path / "r.db",
                          "--format", "json")
     assert code == 0, err + out

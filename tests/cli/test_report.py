@@ -19,8 +19,9 @@ def test_markdown_to_stdout_is_default(cli, db):
     assert out.startswith("# gpufabric run 1: failed")
     assert "| iperf3.data | node1 | throughput_gbps | **failed** | 9.4 Gb/s | 20 | -47.8% | 0/1 |" in out
     assert "nccl.all_reduce [size_bytes=1024]" in out
-    code, text_out, _ = cli("report", "1", "--db", db, "--format", "text")
-    assert text_out == out
+    # a report is a document: --format text used to be a silent alias of markdown; now refused (issue 10)
+    code, text_out, err = cli("report", "1", "--db", db, "--format", "text")
+    assert code == 2 and text_out == "" and "use markdown" in err
 
 
 def test_json_report_has_schema_version_and_samples(cli, db):

@@ -32,7 +32,7 @@ def test_issue_command_json_contract(cli):
 
 
 def test_same_seed_identical_json(cli):
-    args = ["simulate", "--ranks", "2048", "--ranks-per-node", "8", "--steps", "5000", "--jitter", "lognormal:1ms:0.5",
+    args = ["simulate", "--ranks", "2048", "--gpus-per-node", "8", "--steps", "5000", "--jitter", "lognormal:1ms:0.5",
             "--straggler", "0.01x1.5", "--hiccup", "0.001:5ms", "--checkpoint-every", "500:8s:async:1s:0.1",
             "--node-mttf-h", "2000", "--runs", "3", "--seed", "42", "--format", "json"]
     first, second = cli(*args), cli(*args)
@@ -64,7 +64,7 @@ def test_brute_force_path_agrees(cli):
 
 
 def test_leaf_and_ring_flags(cli):
-    code, out, err = cli("simulate", "--ranks", "1024", "--ranks-per-node", "8", "--ranks-per-leaf", "256",
+    code, out, err = cli("simulate", "--ranks", "1024", "--gpus-per-node", "8", "--ranks-per-leaf", "256",
                          "--leaf-jitter", "exp:0.2ms", "--comm-latency", "normal:10us:2us", "--ring-steps", "254",
                          "--slow-links", "0.05x2", "--steps", "2000", "--format", "json")
     assert code == 0, err
@@ -84,9 +84,9 @@ def test_leaf_and_ring_flags(cli):
         (["--ranks", "0"], "ranks"),
         (["--ranks", "8", "--steps", "0"], "steps"),
         (["--ranks", "8", "--compute-ms", "-5"], "--compute-ms must be"),
-        (["--ranks", "8", "--ranks-per-node", "3"], "multiple of ranks per node"),
-        (["--ranks", "8", "--ranks-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],
-         "--ranks-per-node must be >= 1"),
+        (["--ranks", "8", "--gpus-per-node", "3"], "multiple of ranks per node"),
+        (["--ranks", "8", "--gpus-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],
+         "--gpus-per-node must be >= 1"),
         (["--ranks", "8", "--leaf-jitter", "exp:1ms"], "needs --ranks-per-leaf"),
         (["--ranks", "8", "--ring-steps", "5"], "go together"),
         ([], "give a SPEC, or --ranks"),

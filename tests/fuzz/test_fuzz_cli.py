@@ -106,7 +106,7 @@ def _flag_value() -> st.SearchStrategy[str]:
                     "--compute-ms",
                     "--node-mttf-h",
                     "--ring-steps",
-                    "--ranks-per-node",
+                    "--gpus-per-node",
                     "--ranks-per-leaf",
                     "--runs",
                     "--seed",

@@ -35,6 +35,7 @@ import typer
 
 import gpufabric
 from gpufabric import __version__
+from gpufabric.cli.options import PLAIN_HELP
 from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError
 
@@ -77,7 +78,10 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
-        rich_markup_mode="rich",
+        # Plain click help, in every group (PLAIN_HELP): rich markup ate help text in square
+        # brackets (netns:NS[@ADDR]), drew non-ASCII boxes, and its import (rich.markdown,
+        # pygments) was half of `gpufabric --help` (benchmarks/bench_cli_help.py).
+        rich_markup_mode=PLAIN_HELP,
     )
 
     @app.callback()
@@ -168,9 +172,12 @@ def _main(argv: Sequence[str] | None) -> int:
     set_default_ids(_shipped_ids)
     set_command_line([str(a) for a in argv] if argv is not None else None)  # stored with any run it records
     try:
+        from gpufabric.cli.options import rewrite_renamed
+
+        args = rewrite_renamed(list(argv) if argv is not None else sys.argv[1:])
         command = typer.main.get_command(build_app())
         _end_startup()
-        result = command.main(args=list(argv) if argv is not None else None, prog_name="gpufabric", standalone_mode=False)
+        result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
     except typer.Exit as exc:
         return exc.exit_code

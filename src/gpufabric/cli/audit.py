@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from gpufabric.audit.findings import Severity
+from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def audit(
     diff: tuple[Path, Path] | None = typer.Option(None, "--diff", help="OLD NEW: cells a change opens or closes."),
     kernel: bool = typer.Option(False, "--kernel", help="With --config (root): load each role's ruleset into a namespace and probe every cell with real packets; static and kernel verdicts side by side."),
     fail_on: Severity = typer.Option(Severity.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
-    fmt: AuditFormat = typer.Option(AuditFormat.text, "--format", help="Output format."),
+    fmt: AuditFormat = format_option(AuditFormat.text),
 ) -> int:
     """Audit NVMe-oF, InfiniBand, RoCE, NCCL, PyTorch, host and firewall security; exit 1 on findings."""
     from gpufabric.audit import collect
@@ -45,6 +46,7 @@ def audit(
         raise InputError("nothing to audit: give --config DIR, --live or --diff OLD NEW")
     if chosen > 1:
         raise InputError("give only one of --config, --live and --diff")
+    refuse_unused(diff is not None, {"reachability": "--reachability"}, "with --diff (it compares two bundles' cells)")
     if kernel and config is None:
         raise InputError("--kernel checks the rulesets of --config DIR; give --config")
     if kernel and os.geteuid() != 0:

@@ -15,6 +15,16 @@ from typing import Any
 import typer
 
 from gpufabric.cli.limits import check_max
+from gpufabric.cli.options import (
+    PLAIN_HELP,
+    db_option,
+    duration_s,
+    format_option,
+    quiet_option,
+    refuse_group_options,
+    refuse_unused,
+    timeout_option,
+)
 from gpufabric.cli.output import Format, command_line, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
 
@@ -25,7 +35,7 @@ def register(app: typer.Typer) -> None:
         name="bench",
         help="Validate a cluster with real tools (fio, iperf3, sockperf, perftest, nccl-tests) against SLOs from the plan.",
         no_args_is_help=False,
-        rich_markup_mode="rich",
+        rich_markup_mode=PLAIN_HELP,
     )
     bench_app.callback(invoke_without_command=True)(bench)
     app.add_typer(bench_app, name="bench")
@@ -42,7 +52,8 @@ def write_thresholds(
     run_ref: str = typer.Argument("latest", metavar="RUN", help="A bench run on known-good hardware: id or 'latest'."),
     out: Path = typer.Option(..., "--out", help="Thresholds YAML to write (then: bench --thresholds FILE)."),
     hardware: str = typer.Option("", "--hardware", help="What the thresholds are for (default: the run's host)."),
-    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+    db: Path = db_option(),
+    fmt: Format = format_option(),
 ) -> int:
     """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
     from gpufabric.bench.slo import thresholds_from_run
@@ -55,6 +66,9 @@ def write_thresholds(
         out.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    if fmt is Format.json:
+        print_json({"out": str(out), "run_id": run.id})
+        return 0
     stdout_console().print(f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}",
                            markup=False)
     return 0
@@ -67,17 +81,18 @@ def bench(
     spec: Path = typer.Option(None, "--spec", help="Spec YAML: shapes the storage profiles and derives SLOs."),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."),
     target_dir: Path = typer.Option(None, "--target-dir", help="Directory on the storage to test (default: a temp dir). Must be empty unless --force."),
-    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+    db: Path = db_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every command and SLO; run nothing."),
     force: bool = typer.Option(False, "--force", help="Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards)."),
-    fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
+    fmt: Format = format_option(),
     repeats: int = typer.Option(None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."),
     server: str = typer.Option(None, "--server", help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here."),
-    timeout: float = typer.Option(None, "--timeout", min=0.1, help="Per-test timeout in seconds (default: the test's duration plus a grace)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar and no live per-test lines (CI); the report only."),
+    timeout: str | None = timeout_option(None, "Per-test timeout (default: the test's duration plus a grace)"),
+    quiet: bool = quiet_option("no progress bar and no live per-test lines (CI); the report only"),
 ) -> None:
     """Run the validation suite: real tools, each result stored as it arrives, verdicts against SLOs."""
     if ctx.invoked_subcommand is not None:
+        refuse_group_options(ctx)
         return
     if suite is None:
         raise InputError("give --suite quick|full, or a subcommand (see gpufabric bench --help)")
@@ -87,7 +102,9 @@ def bench(
     if suite not in SUITES:
         raise InputError(f"--suite {suite!r}: choose quick or full")
     check_max("--repeats", repeats, 1000)
-    check_max("--timeout", timeout, 7 * 86_400)
+    timeout_s = duration_s("--timeout", timeout, low_s=0.1)
+    refuse_unused(dry_run, {"db": "--db", "quiet": "--quiet"}, "with --dry-run (nothing runs or is stored)")
+    refuse_unused(target_dir is None, {"force": "--force"}, "without --target-dir")
     if server is not None and not _is_host(server):
         raise InputError(f"--server {server[:80]!r} is not a host name or IP address")
     loaded_spec, plan_doc, slos = _slos(plan, spec, thresholds)
@@ -96,7 +113,7 @@ def bench(
     argv = command_line()
     if dry_run:
         tests = plan_suite(suite, scratch=scratch_mod.plan_path(target_dir), spec=loaded_spec, repeats=repeats,
-                           server_addr=server, timeout_s=timeout, detect=False)
+                           server_addr=server, timeout_s=timeout_s, detect=False)
         _print_dry_run(tests, slos, fmt)
         return
     planned = None
@@ -104,7 +121,7 @@ def bench(
         from gpufabric.bench.planned import planned_hardware
 
         planned = planned_hardware(plan_doc, loaded_spec, path=str(plan))
-    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout, fmt,
+    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout_s, fmt,
                 planned, quiet)
     if code:
         raise typer.Exit(code)

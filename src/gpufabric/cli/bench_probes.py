@@ -17,9 +17,22 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli.options import (
+    bytes_option,
+    db_option,
+    duration_s,
+    format_option,
+    gpus_per_node_option,
+    hosts_option,
+    nodes_option,
+    quiet_option,
+    refuse_unused,
+    sizes_option,
+    timeout_option,
+)
 from gpufabric.cli.output import Format, command_line, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
-from gpufabric.units import format_size, parse_duration_s, parse_size
+from gpufabric.units import format_size, parse_size
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -53,11 +66,17 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
                    master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
                    work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "",
                    k8s_image: str = "", k8s_namespace: str = "default", k8s_rdma: str = "") -> Any:
-    from gpufabric.exec import launch
     from gpufabric.bench.probes.run import LaunchOptions
+    from gpufabric.exec import launch
 
     if launcher not in (*launch.LAUNCHERS, "k8s"):
         raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}, k8s")
+    refuse_unused(launcher != "k8s", {"k8s_image": "--k8s-image", "k8s_namespace": "--k8s-namespace",
+                                      "k8s_rdma": "--k8s-rdma"}, "without --launcher k8s")
+    refuse_unused(launcher == "k8s", {"db": "--db"}, "with --launcher k8s (the records stay in the pods)")
+    refuse_unused(launcher != "slurm", {"slurm_mode": "--slurm-mode"}, "without --launcher slurm")
+    refuse_unused(not lab, {"plane": "--plane"}, "without --lab")
+    refuse_unused(bool(lab), {"hosts": "--hosts"}, "with --lab (the lab's hosts are used)")
     if not 1 <= master_port <= 65535:
         raise InputError(f"--master-port {master_port}: not a port")
     host_list: list[launch.Host] = []
@@ -74,8 +93,9 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
     if backend not in ("gloo", "nccl"):
         raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
     return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
-                         master_port=master_port, timeout_s=parse_duration_s(timeout),
-                         init_timeout_s=parse_duration_s(init_timeout), op_timeout_s=parse_duration_s(op_timeout),
+                         master_port=master_port, timeout_s=duration_s("--timeout", timeout),
+                         init_timeout_s=duration_s("--init-timeout", init_timeout),
+                         op_timeout_s=duration_s("--op-timeout", op_timeout),
                          backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
                          control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
                          k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
@@ -103,16 +123,16 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 OPT = {
     "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
     "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
-    "nodes": typer.Option(1, "--nodes", min=1, help="Hosts (nodes) to use."),
-    "nproc": typer.Option(2, "--nproc", min=1, help="Ranks per node."),
-    "hosts": typer.Option("", "--hosts", help="Comma-separated: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."),
+    "nodes": nodes_option(1),
+    "nproc": gpus_per_node_option(2),
+    "hosts": hosts_option(),
     "lab": typer.Option("", "--lab", help="Run on the hosts of this gpufabric lab (see `gpufabric lab`)."),
     "plane": typer.Option("data", "--plane", help="Lab plane carrying the ranks' data traffic."),
     "backend": typer.Option("auto", "--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl."),
     "master_port": typer.Option(29500, "--master-port", help="Rendezvous port on the first host."),
-    "timeout": typer.Option("600s", "--timeout", help="Limit for the whole launch."),
-    "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init."),
-    "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write."),
+    "timeout": timeout_option("600s", "Limit for the whole launch"),
+    "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init (a duration, as --timeout)."),
+    "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write (a duration, as --timeout)."),
     "work_dir": typer.Option("", "--run-dir", "--work-dir",
                              help="Run directory for the rank config and records; on storage every node sees"
                                   " (checked before launch; required for multi-node slurm and ssh hosts)."),
@@ -123,15 +143,16 @@ OPT = {
     "k8s_namespace": typer.Option("default", "--k8s-namespace", help="k8s launcher: namespace of the TrainJob."),
     "k8s_rdma": typer.Option("", "--k8s-rdma", help="k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
                              " (default rdma/rdma_shared_device_a=1 for nccl; none)."),
-    "db": typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
+    "db": db_option(),
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
-    "fmt": typer.Option(Format.text, "--format", help="Output format."),
+    "fmt": format_option(),
 }
 
 
 def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
     from gpufabric.bench.probes import run as probe_run
 
+    refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
     prep = probe_run.prepare(kind, config, opts)
     try:
         print_dry_run(prep, fmt)
@@ -142,9 +163,9 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
 
 def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
     """Apply the TrainJob with kubectl and follow it; the ranks' records stay in the pods, the logs are the output."""
-    from gpufabric.exec import launch
     from gpufabric.bench.probes import run as probe_run
     from gpufabric.errors import ToolNotFound
+    from gpufabric.exec import launch
 
     if shutil.which("kubectl") is None:
         raise ToolNotFound("kubectl")
@@ -211,7 +232,7 @@ def register(bench_app: typer.Typer) -> None:
     def collectives(
         ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv", "--ops",
                                 help="Comma-separated collectives."),
-        sizes: str = typer.Option("1K:16M", "--sizes", help="Sizes (nccl-tests 'size' column): 1K:1G doubles, or a list."),
+        sizes: str = sizes_option("1K:16M"),
         dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
@@ -222,7 +243,7 @@ def register(bench_app: typer.Typer) -> None:
         control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
         k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
         dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No live per-size lines (CI logs): the final table only."),
+        quiet: bool = quiet_option("no live per-size lines (CI logs): the final table only"),
         stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
                                     "finishes, then the report as the last line (JSON lines)."),
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
@@ -234,6 +255,10 @@ def register(bench_app: typer.Typer) -> None:
         from gpufabric.bench.probes.collectives import DTYPES
         from gpufabric.model.collectives import OPS
 
+        refuse_unused(dry_run, {"quiet": "--quiet", "stream": "--stream"},
+                      "with --dry-run (nothing runs or is stored)")
+        refuse_unused(fmt is not Format.json, {"stream": "--stream"}, "without --format json")
+        refuse_unused(fmt is Format.json, {"quiet": "--quiet"}, "with --format json (it prints no live lines)")
         opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
                               master_port=master_port, timeout=timeout, init_timeout=init_timeout,
                               op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
@@ -353,7 +378,7 @@ def register(bench_app: typer.Typer) -> None:
         directory: Path = typer.Option(..., "--dir", help="Directory on the storage under test (shared for dcp)."),
         spec: Path | None = typer.Option(None, "--spec", help="Spec whose checkpoint (params x bytes/param) is scaled."),
         scale: int = typer.Option(10000, "--scale", min=1, help="Divide the spec's checkpoint size by this."),
-        size: str = typer.Option("", "--size", help="Total checkpoint size instead of the spec's (e.g. 256M)."),
+        size: str = bytes_option("", "Total checkpoint size instead of the spec's"),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
         launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
@@ -19,9 +20,9 @@ def register(app: typer.Typer) -> None:
         storage: str | None = typer.Option(None, "--storage", help="Catalog storage id the run's fio results measured."),
         catalog_files: list[Path] = typer.Option([], "--catalog", help="Base catalog override(s) to start from."),
         out: Path = typer.Option(Path("calibrated.yaml"), "--out", help="Override file to write."),
-        db: str | None = typer.Option(None, "--db", help="Results database (default $GPUFABRIC_DB or user data dir)."),
+        db: str | None = db_option(),
         dry_run: bool = typer.Option(False, "--dry-run", help="Fit and report, but do not write --out."),
-        fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+        fmt: Format = format_option(),
     ) -> int:
         """Fit alpha and beta per link class from a run (suite, probe or ingested) and write `source: measured, run <id>` overrides."""
         from gpufabric.catalog import load_catalog
@@ -30,6 +31,7 @@ def register(app: typer.Typer) -> None:
         from gpufabric.results.store import Store
 
         # Every id given is checked before anything is read or written (they become YAML keys).
+        refuse_unused(dry_run, {"out": "--out"}, "with --dry-run (nothing is written)")
         catalog = load_catalog(catalog_files)
         for given, lookup in ((gpu, catalog.gpu), (fabric, catalog.fabric), (storage, catalog.storage_backend)):
             if given is not None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.options import db_option, format_option
 from gpufabric.cli.output import Format, print_json, stdout_console
-from gpufabric.cli.runs import DB_HELP
 from gpufabric.errors import InputError
 
 
@@ -45,7 +45,7 @@ def _min_effects(items: list[str] | None) -> dict[str, float]:
 def compare(
     base: str = typer.Argument(..., help="Baseline: run id, 'latest~N', or a JSON report file (report --format json)."),
     cand: str = typer.Argument("latest", help="Candidate: run id, 'latest', or a JSON report file."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    db: Path | None = db_option(),
     tolerance: float = typer.Option(0.05, "--tolerance", help="Minimum effect of latency and throughput metrics (0.05 = 5 %)."),
     min_effect: list[str] = typer.Option(None, "--min-effect", help="Per-class minimum effect, CLASS=FRACTION "
                                          "(latency, throughput, tail, spread, other); repeatable."),
@@ -54,7 +54,7 @@ def compare(
                                    "bh (false discovery rate) or none."),
     strict: bool = typer.Option(False, "--strict", help="Also fail on inconclusive metrics that moved the bad way "
                                 "beyond their minimum effect."),
-    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    fmt: Format = format_option(),
 ) -> int:
     """Compare two runs metric by metric: per-repeat summaries, minimum effect, Holm-corrected.
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.options import format_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -27,7 +28,7 @@ def config(
     seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
     key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and list the files without writing them."),
-    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    fmt: Format = format_option(),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
     from gpufabric.catalog import load_catalog

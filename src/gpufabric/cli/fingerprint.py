@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, envelope, print_json, stdout_console, to_jsonable
 from gpufabric.errors import InputError
 
@@ -31,12 +32,13 @@ def register(app: typer.Typer) -> None:
         files: list[Path] = typer.Argument(None, help="Manifests to compare (with --compare); the first is the baseline."),
         compare: bool = typer.Option(False, "--compare", help="Diff the given manifests against the first; exit 1 on drift."),
         out: Path | None = typer.Option(None, "--out", help="Write this host's manifest to FILE (JSON)."),
-        fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+        fmt: Format = format_option(),
     ) -> int:
         """Manifest of everything that can change results (versions, env, NCCL_*, topology), or drift between manifests."""
         from gpufabric.bench import fingerprint as fp
 
         if compare or files:
+            refuse_unused(True, {"out": "--out"}, "with --compare (it writes no manifest)")
             if not compare:
                 raise InputError("manifest files given without --compare; use --compare A B [C ...]")
             if len(files or []) < 2:

@@ -28,6 +28,7 @@ from typing import ParamSpec, TypeVar
 import typer
 
 from gpufabric.cli.bench import headline, result_row
+from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
 from gpufabric.errors import InputError
 
@@ -63,12 +64,12 @@ def _collector_paused(command: Callable[P, R]) -> Callable[P, R]:
 def ingest(
     files: list[Path] = typer.Argument(..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."),
     tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."),
-    db: Path = typer.Option(None, "--db", help="Results database (default: $GPUFABRIC_DB or the user data dir)."),
+    db: Path = db_option(),
     host: str = typer.Option(None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
     allow_duplicate: bool = typer.Option(False, "--allow-duplicate", help="Store a file even if the same content was ingested before."),
-    fmt: Format = typer.Option(Format.text, "--format", help="text or json."),
+    fmt: Format = format_option(),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
     from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
@@ -78,6 +79,8 @@ def ingest(
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
+    refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"},
+                  "with --dry-run (nothing is stored)")
     if tool not in (*TOOLS, "auto"):
         raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
     results: list[TestResult] = []

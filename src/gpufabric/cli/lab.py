@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import typer
 
+from gpufabric.cli.options import PLAIN_HELP, format_option, gpus_per_node_option, num_hosts_option
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
 
@@ -28,17 +28,18 @@ def _rates(items: list[str]) -> dict[str, str]:
 
 def register(app: typer.Typer) -> None:
     lab_app = typer.Typer(help="Rehearse a design on one machine: hosts as network namespaces with"
-                               " management, data and storage planes.", no_args_is_help=True)
+                               " management, data and storage planes.", no_args_is_help=True,
+                            rich_markup_mode=PLAIN_HELP)
     app.add_typer(lab_app, name="lab")
 
     @lab_app.command("up")
     def up(
         name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
-        hosts: int = typer.Option(2, "--hosts", help="Number of hosts (2-16)."),
+        hosts: int = num_hosts_option(2),
         rate: list[str] = typer.Option([], "--rate", help="tbf cap per plane, PLANE=RATE (e.g. data=1gbit); repeatable."),
         noise: str = typer.Option("", "--noise", help="Start an iperf3 noisy neighbour on this plane."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the layout and exit."),
-        fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+        fmt: Format = format_option(),
     ) -> int:
         """Create the lab (replacing an earlier one of the same name)."""
         from gpufabric.lab import net
@@ -52,7 +53,7 @@ def register(app: typer.Typer) -> None:
             if fmt is Format.json:
                 print_json({"dry_run": True, **layout})
             else:
-                stdout_console().print_json(data=layout)
+                _print_layout(layout)
             return 0
         _need_root()
         state = net.up(name, hosts=hosts, rates=rates, noise=noise)
@@ -65,7 +66,7 @@ def register(app: typer.Typer) -> None:
 
     @lab_app.command("down")
     def down(name: str = typer.Argument("lab", help="Lab name."),
-             fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+             fmt: Format = format_option()) -> int:
         """Remove the lab's namespaces and stop its noise (safe to repeat)."""
         from gpufabric.lab import net
 
@@ -79,7 +80,7 @@ def register(app: typer.Typer) -> None:
 
     @lab_app.command("status")
     def status(name: str = typer.Argument("lab", help="Lab name."),
-               fmt: Format = typer.Option(Format.json, "--format", help="Output format.")) -> int:
+               fmt: Format = format_option()) -> int:
         """Hosts, addresses, qdiscs and noise of a lab (exit 1 when it is not up)."""
         from gpufabric.lab import net
 
@@ -109,15 +110,15 @@ def register(app: typer.Typer) -> None:
 
 def _register_slurm(lab_app: typer.Typer) -> None:
     slurm_app = typer.Typer(help="A Slurm cluster on the lab: slurmctld on the login namespace, one slurmd per host.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
     lab_app.add_typer(slurm_app, name="slurm")
 
     @slurm_app.command("up")
     def slurm_up(name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
-                 hosts: int = typer.Option(2, "--hosts", help="Number of Slurm nodes (2-16)."),
-                 gpus_per_node: int = typer.Option(0, "--gpus-per-node", help="Placeholder gres/gpu per node (0-16)."),
+                 hosts: int = num_hosts_option(2, "Slurm nodes"),
+                 gpus_per_node: int = gpus_per_node_option(0, "Placeholder gres/gpu per node (0-16)."),
                  auth: str = typer.Option("auto", "--auth", help="auto (auth/none if built, else munge), none, munge."),
-                 fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+                 fmt: Format = format_option()) -> int:
         """Create lab NAME and start Slurm on it; run srun/sbatch with `ip netns exec gfl-NAME-sw` and SLURM_CONF."""
         from gpufabric.lab import slurm
 
@@ -136,7 +137,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
 
     @slurm_app.command("down")
     def slurm_down(name: str = typer.Argument("lab", help="Lab name."),
-                   fmt: Format = typer.Option(Format.text, "--format", help="Output format.")) -> int:
+                   fmt: Format = format_option()) -> int:
         """Stop slurmctld and the slurmds, then remove the lab (safe to repeat)."""
         from gpufabric.lab import slurm
 
@@ -150,7 +151,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
 
     @slurm_app.command("status")
     def slurm_status(name: str = typer.Argument("lab", help="Lab name."),
-                     fmt: Format = typer.Option(Format.json, "--format", help="Output format.")) -> int:
+                     fmt: Format = format_option()) -> int:
         """Slurm node states as slurmctld reports them (exit 1 when not up)."""
         from gpufabric.lab import slurm
 
@@ -159,7 +160,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
         if fmt is Format.json:
             print_json(doc)
         else:
-            stdout_console().print(json.dumps(doc, indent=1), markup=False)
+            _print_slurm_status(name, doc)
         return 0 if doc["up"] else 1
 
 
@@ -173,3 +174,21 @@ def _print_status(doc: dict) -> None:
     for host in doc["hosts"]:
         planes = "  ".join(f"{p}={v['ifname']} {v['addr']}" for p, v in host["planes"].items())
         console.print(f"  {host['netns']}: {planes}", markup=False)
+
+
+def _print_layout(layout: dict) -> None:
+    """``lab up --dry-run`` as text: what would be created."""
+    console = stdout_console()
+    console.print(f"would create switch namespace {layout['switch_netns']} with bridges {', '.join(layout['bridges'])};"
+                  f" rates {layout['rates'] or 'none'}, noise {layout['noise'] or 'off'}", markup=False)
+    for host in layout["hosts"]:
+        planes = "  ".join(f"{k}={v}" for k, v in host.items() if k != "netns")
+        console.print(f"  {host['netns']}: {planes}", markup=False)
+
+
+def _print_slurm_status(name: str, doc: dict) -> None:
+    console = stdout_console()
+    nodes = doc.get("nodes") or []
+    console.print(f"slurm lab {name}: {'up' if doc.get('up') else 'down'}", markup=False)
+    for node in nodes:
+        console.print(f"  {node.get('name', '?')}: {node.get('state', '?')}", markup=False)

@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli.options import format_option
 from gpufabric.cli.output import ReportFormat, print_json
 
 
@@ -16,7 +17,7 @@ def register(app: typer.Typer) -> None:
 
 def plan(
     spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
-    fmt: ReportFormat = typer.Option(ReportFormat.text, "--format", help="Output format."),
+    fmt: ReportFormat = format_option(ReportFormat.text),
     top: int = typer.Option(None, "--top", min=1, help="Show only the best N candidates (default: 12 in text, all in JSON)."),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
 ) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.limits import check_range
+from gpufabric.cli.options import PLAIN_HELP, bytes_option, format_option, gpus_per_node_option, nodes_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -15,16 +16,17 @@ _MAX_BYTES = 1 << 50
 
 
 def register(app: typer.Typer) -> None:
-    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True)
+    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True,
+                              rich_markup_mode=PLAIN_HELP)
     predict_app.command("collective")(collective)
     app.add_typer(predict_app, name="predict")
 
 
 def collective(
     op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv."),
-    size: str = typer.Option("1G", "--bytes", help="Message size (nccl-tests S): 64K, 1G, 8GiB, 100MB or a byte count."),
-    nodes: int = typer.Option(1, "--nodes", help="Nodes."),
-    gpus_per_node: int = typer.Option(8, "--gpus-per-node", help="GPUs (ranks) per node."),
+    size: str = bytes_option("1G", "Message size (nccl-tests S)"),
+    nodes: int = nodes_option(1),
+    gpus_per_node: int = gpus_per_node_option(8),
     gpu: str = typer.Option("h100-sxm", "--gpu", help="GPU catalog id."),
     fabric: str = typer.Option("ib-ndr", "--fabric", help="Scale-out fabric catalog id."),
     algorithm: str = typer.Option(None, "--algorithm", help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree."),
@@ -32,7 +34,7 @@ def collective(
     sharp: bool = typer.Option(False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."),
     deterministic: bool = typer.Option(False, "--deterministic", help="Only algorithms with a fixed reduction order (bitwise runs)."),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable)."),
-    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    fmt: Format = format_option(),
 ) -> int:
     """Predict time, algbw and busbw of one collective (nccl-tests definitions, GB/s = 1e9 B/s)."""
     from gpufabric.catalog import load_catalog

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.runs import DB_HELP
+from gpufabric.cli.options import db_option
 from gpufabric.errors import InputError
 
 
@@ -17,7 +17,7 @@ class ReportKind(enum.StrEnum):
     json = "json"
     junit = "junit"
     markdown = "markdown"
-    text = "text"  # an alias of markdown, for the house rule that every reporting command takes --format text
+    text = "text"  # refused with a pointer to markdown: a report is a document, not a terminal table
 
 
 def register(app: typer.Typer) -> None:
@@ -26,17 +26,20 @@ def register(app: typer.Typer) -> None:
 
 def report(
     run: str = typer.Argument("latest", help="Run id, 'latest' or 'latest~N'."),
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
-    fmt: ReportKind = typer.Option(ReportKind.markdown, "--format", help="html (self-contained, with charts), json, junit or markdown."),
+    db: Path | None = db_option(),
+    fmt: ReportKind = typer.Option(ReportKind.markdown, "--format", help="Output format: markdown (default: readable as text), html (self-contained, with charts), json or junit."),
     out: Path | None = typer.Option(None, "--out", help="Write to FILE instead of stdout."),
 ) -> int:
     """Render one run: verdicts, results, charts (busbw vs size, latency CDFs, fio percentiles), fingerprint."""
     from gpufabric.report import render
     from gpufabric.results.store import Store
 
+    if fmt is ReportKind.text:
+        raise InputError("--format text: a report is a document; use markdown (the default, plain text to read),"
+                         " html, json or junit (`gpufabric runs` lists runs as text)")
     with Store.open(db, create=False) as store:
         record = store.get_run(run)
-    kind = "markdown" if fmt is ReportKind.text else fmt.value
+    kind = fmt.value
     text = render(record, kind)
     if out is None:
         sys.stdout.write(text)

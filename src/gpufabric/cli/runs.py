@@ -8,10 +8,9 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.limits import check_max
+from gpufabric.cli.options import db_option, format_option
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
-
-DB_HELP = "Results database (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
 
 
 def register(app: typer.Typer) -> None:
@@ -23,9 +22,9 @@ def _when(ts: float | None) -> str:
 
 
 def runs(
-    db: Path | None = typer.Option(None, "--db", help=DB_HELP),
+    db: Path | None = db_option(),
     limit: int = typer.Option(50, "--limit", help="Show at most this many runs, newest first."),
-    fmt: Format = typer.Option(Format.text, "--format", help="Output format."),
+    fmt: Format = format_option(),
 ) -> int:
     """List stored runs, newest first: id, when, kind, status, results and verdict counts.
 

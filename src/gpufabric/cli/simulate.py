@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from gpufabric.cli.limits import check_max
+from gpufabric.cli.options import format_option, gpus_per_node_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
@@ -31,7 +32,7 @@ def simulate(
     spec: Path | None = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
     candidate: str | None = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
     ranks: int | None = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
-    ranks_per_node: int = typer.Option(1, "--ranks-per-node", help="Ranks per node (stragglers are whole nodes)."),
+    ranks_per_node: int = gpus_per_node_option(1, "GPUs (ranks) per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
     steps: int = typer.Option(10_000, "--steps", help="Steps simulated per run."),
     train_steps: int = typer.Option(0, "--train-steps", help="Steps of the whole training run (default: --steps)."),
@@ -54,7 +55,7 @@ def simulate(
     tokens_per_step: float = typer.Option(0.0, "--tokens-per-step", help="Tokens per step, to report tokens/s."),
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
     no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
-    format: Format = typer.Option(Format.text, "--format", help="Output format."),
+    format: Format = format_option(),
     requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
@@ -66,7 +67,7 @@ def simulate(
     from gpufabric.cli.plan_inference import is_inference
     from gpufabric.sim import simulate as run_sim
 
-    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--ranks-per-node", ranks_per_node, 1 << 31),
+    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--gpus-per-node", ranks_per_node, 1 << 31),
                               ("--ranks-per-leaf", ranks_per_leaf, 1 << 31), ("--steps", steps, 10**9),
                               ("--train-steps", train_steps, 10**15), ("--runs", runs, 10**6),
                               ("--seed", seed, 2**63 - 1), ("--ring-steps", ring_steps, 10**9),
@@ -78,10 +79,12 @@ def simulate(
     if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
         from gpufabric.cli.simulate_inference import simulate_inference
 
+        _refuse_other_modes("inference")
         return simulate_inference(spec, candidate, requests=requests, seed=seed, fmt=format)
     if spec is not None:
         if ranks is not None:
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
+        _refuse_other_modes("spec")
         try:
             cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
                                      seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
@@ -93,6 +96,7 @@ def simulate(
             raise InputError("give a SPEC, or --ranks N for a synthetic job (see gpufabric simulate --help)")
         if candidate is not None:
             raise InputError("--candidate needs a SPEC")
+        _refuse_other_modes("synthetic")
         cfg = _synthetic_config(
             ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=steps,
             train_steps=train_steps, runs=runs, seed=seed, compute_ms=compute_ms, jitter=jitter, hiccup=hiccup,
@@ -140,7 +144,7 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
     if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
         raise InputError("--ring-steps, --ring-width and --ranks-per-leaf must be >= 0")
     if ranks < 1 or steps < 1 or ranks_per_node < 1:
-        raise InputError("--ranks, --steps and --ranks-per-node must be >= 1")
+        raise InputError("--ranks, --steps and --gpus-per-node must be >= 1")
     base_s = compute_ms * 1e-3
     compute: Distribution = Constant(value_s=base_s)
     if jitter:
@@ -284,3 +288,31 @@ def render_text(p: dict[str, Any]) -> str:
         f"  failures                        {_pct(lost['failures'])}",
     ]
     return "\n".join(lines)
+
+
+#: Options each mode reads (param name -> flag); any other given option would do nothing.
+_SYNTHETIC_ONLY = {"ranks_per_node": "--gpus-per-node", "ranks_per_leaf": "--ranks-per-leaf",
+                   "compute_ms": "--compute-ms", "jitter": "--jitter", "leaf_jitter": "--leaf-jitter",
+                   "fixed_ms": "--fixed-ms", "comm_latency": "--comm-latency", "ring_steps": "--ring-steps",
+                   "ring_width": "--ring-width", "slow_links": "--slow-links", "checkpoint_every": "--checkpoint-every",
+                   "node_mttf_h": "--node-mttf-h", "restart_min": "--restart-min",
+                   "tokens_per_step": "--tokens-per-step"}
+_TRAINING_SPEC_ONLY = {"compute_cv": "--compute-cv"}
+_SHARED_TRAINING = {"steps": "--steps", "train_steps": "--train-steps", "runs": "--runs", "straggler": "--straggler",
+                    "hiccup": "--hiccup", "brute_force": "--brute-force", "no_attribution": "--no-attribution"}
+_INFERENCE_ONLY = {"requests": "--requests"}
+
+
+def _refuse_other_modes(mode: str) -> None:
+    """Exit 2 when an option of another mode was given: it would be silently ignored (issue 10)."""
+    from gpufabric.cli.options import refuse_unused
+
+    if mode == "inference":
+        refuse_unused(True, {**_SYNTHETIC_ONLY, **_TRAINING_SPEC_ONLY, **_SHARED_TRAINING},
+                      "with an inference spec (see docs/inference.md)")
+    elif mode == "spec":
+        refuse_unused(True, {**_SYNTHETIC_ONLY, **_INFERENCE_ONLY},
+                      "with a training SPEC (the spec sets the job; they are synthetic-mode options)")
+    else:
+        refuse_unused(True, {**_TRAINING_SPEC_ONLY, **_INFERENCE_ONLY}, "without a SPEC")
+

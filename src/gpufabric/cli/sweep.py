@@ -6,6 +6,9 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.options import format_option
+from gpufabric.cli.output import Format
+
 
 def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
@@ -16,6 +19,7 @@ def sweep(
     vary: list[str] = typer.Option(..., "--vary", help="key=v1,v2,... with a dotted spec path (repeatable; combinations multiply)."),
     out: Path = typer.Option(..., "--out", help="Output file: .csv, or .parquet (needs pyarrow)."),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
+    fmt: Format = format_option(),
 ) -> int:
     """Evaluate every combination of the varied fields x every design; write one row each."""
     from gpufabric.catalog import load_catalog
@@ -31,6 +35,12 @@ def sweep(
     spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
     result = run_sweep(spec, catalog, [parse_vary(v) for v in vary])
     write_sweep(result, out)
+    if fmt is Format.json:
+        from gpufabric.cli.output import print_json
+
+        print_json({"out": str(out), "rows": len(result), "variants": len(set(result.combos)),
+                    "skipped": [str(s) for s in result.skipped]})
+        return 0
     typer.echo(f"{len(result):,} rows ({len(set(result.combos))} variants x designs) -> {out}")
     if result.skipped:
         typer.echo(f"skipped {len(result.skipped)} invalid combination(s), first: {result.skipped[0]}", err=True)
