@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -74,7 +74,7 @@ def _emit(report: AuditReport, fmt: AuditFormat, threshold: Severity, code: int)
         sys.stdout.write(json.dumps(to_sarif(report), indent=2) + "\n")
         return
     if fmt is AuditFormat.json:
-        payload = {
+        payload: dict[str, Any] = {
             "source": report.source, "rdma_note": RDMA_STATEMENT, "fail_on": threshold.value, "exit_code": code,
             "findings": report.findings, "not_available": report.not_available, "passed": report.passed,
         }
@@ -134,8 +134,9 @@ def _emit(report: AuditReport, fmt: AuditFormat, threshold: Severity, code: int)
     if report.changes is not None:
         echo("")
         echo(f"changes ({len(report.changes)}):" if report.changes else "changes: none (no cell opens or closes)")
-        for c in report.changes:
-            echo(f"  {c.direction:<6} {c.plane:<8} {c.src} -> {c.dst} {c.proto}/{c.ports}: {c.old} -> {c.new}")
+        for change in report.changes:
+            echo(f"  {change.direction:<6} {change.plane:<8} {change.src} -> {change.dst} {change.proto}/{change.ports}:"
+                 f" {change.old} -> {change.new}")
     echo("")
     echo(f"findings ({len(report.findings)}):" if report.findings else "findings: none")
     order = sorted(report.findings, key=lambda f: (-f.severity.rank, f.check_id, f.subject))
