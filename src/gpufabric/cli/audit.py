@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from gpufabric.audit.runner import AuditReport
 
 
-class AuditFormat(str, enum.Enum):
+class AuditFormat(enum.StrEnum):
     text = "text"
     json = "json"
     sarif = "sarif"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 from importlib import resources
 from pathlib import Path
 
@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     app.command("init")(init)
 
 
-class InitKind(str, Enum):
+class InitKind(StrEnum):
     training = "training"
     inference = "inference"
 

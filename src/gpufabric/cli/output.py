@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
-class Format(str, enum.Enum):
+class Format(enum.StrEnum):
     """Output format of a reporting command."""
 
     text = "text"
     json = "json"
 
 
-class ReportFormat(str, enum.Enum):
+class ReportFormat(enum.StrEnum):
     """Output format of a command that also renders Markdown."""
 
     text = "text"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any
 
 import typer
 
 
-class SchemaKind(str, Enum):
+class SchemaKind(StrEnum):
     all = "all"
     training = "training"
     inference = "inference"
