@@ -152,3 +152,25 @@ def test_ingest_damaged_text_never_crashes(sample: tuple[str, bytes]) -> None:
 @given(sample=mutated_tool_output(text=False))
 def test_ingest_mutated_json_values_never_crash(sample: tuple[str, bytes]) -> None:
     _ingest(sample)
+
+
+@pytest.mark.parametrize("source", ["/dev/zero", "oversize"])
+def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
+    """ingest reads at most MAX_INGEST_BYTES of a file: /dev/zero or a huge file is a one-line exit 2.
+
+    The cap is lowered to 1 MiB so the test reads little; a real nccl-tests log well under the
+    cap still ingests.
+    """
+    from gpufabric.cli import ingest
+
+    monkeypatch.setattr(ingest, "MAX_INGEST_BYTES", 1 << 20)
+    path = Path(source) if source.startswith("/") else tmp_path / "huge.txt"
+    if source == "oversize":
+        path.write_bytes(b"#" * ((1 << 20) + 1))
+    code, out, err = run_cli("ingest", "--tool", "nccl-tests", str(path), "--db", str(tmp_path / "r.db"))
+    assert code == 2 and out == "", err
+    assert err.strip() == f"gpufabric: error: {path}: tool output file is larger than 1,048,576 bytes"
+    sample = next(p for p in sorted((Path(__file__).parents[1] / "data" / "nccl-tests").iterdir())
+                  if p.stat().st_size < (1 << 20) and p.suffix in (".txt", ".log", ".json"))
+    code, _, err = run_cli("ingest", "--tool", "nccl-tests", str(sample), "--db", str(tmp_path / "r.db"), "--dry-run")
+    assert code in (0, 1), err
