@@ -142,12 +142,6 @@ def test_ingest_damaged_text_never_crashes(sample: tuple[str, bytes]) -> None:
     _ingest(sample)
 
 
-@pytest.mark.xfail(
-    reason="bench/parsers assume JSON value types (e.g. iperf3 'start' a mapping); the ingest"
-    " validation of issue 9 item 8 (another engineer's area) makes them type-check",
-    raises=(AttributeError, TypeError, KeyError, AssertionError),
-    strict=False,
-)
 @settings(FUZZ, report_multiple_bugs=False)
 @given(sample=mutated_tool_output(text=False))
 def test_ingest_mutated_json_values_never_crash(sample: tuple[str, bytes]) -> None:

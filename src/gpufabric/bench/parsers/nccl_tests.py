@@ -31,6 +31,7 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers import ANY, COUNT, Each, Items, Number, Obj, OneOf, Text, check_json  # -J shape
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
@@ -373,11 +374,26 @@ def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
     return rows
 
 
+#: The fields the -J path reads, with their JSON types (nccl-tests src/common.cu JSON writer);
+#: measurements are null where the test did not run them, #wrong "N/A" where it did not check.
+_LEG = Obj({**{k: Number(nullable=True) for k in ("time", "cpu_time", "alg_bw", "bus_bw")},
+            "nwrong": OneOf((Number(), Text(re.compile(r"(?i)n/a"))), nullable=True)}, nullable=True)
+JSON_SHAPE = Obj({
+    "results": Items(Obj({"size": COUNT, "count": Number(min=0, nullable=True), "type": ANY,
+                          "out_of_place": _LEG, "in_place": _LEG}), nullable=True),
+    "average_bus_bandwidth": Obj({"bandwidth": Number(nullable=True)}, nullable=True),
+    "devices": Items(Obj({"hostname": ANY, "device_name": ANY, "name": ANY}), nullable=True),
+    "out_of_bounds": Obj({"okay": ANY, "count": Number(min=0, nullable=True)}, nullable=True),
+    "config": Each(ANY, nullable=True),
+})
+
+
 def _parse_json(text: str, source: str) -> Parsed:
     doc = load_json(text, source=source, tool="nccl-tests")
     if not isinstance(doc, dict) or "results" not in doc or "out_of_bounds" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not nccl-tests -J output: no 'results' and 'out_of_bounds' keys", source=source, excerpt=keys)
+    check_json(doc, JSON_SHAPE, tool="nccl-tests", source=source)
     rows = _json_rows(doc, source)
     if not rows:
         raise ParseError("nccl-tests JSON has no results", source=source, excerpt=text[:120])
