@@ -168,3 +168,31 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
                   if p.stat().st_size < (1 << 20) and p.suffix in (".txt", ".log", ".json"))
     code, _, err = run_cli("ingest", "--tool", "nccl-tests", str(sample), "--db", str(tmp_path / "r.db"), "--dry-run")
     assert code in (0, 1), err
+
+
+@pytest.mark.parametrize(("module", "cap", "argv"), [
+    ("gpufabric.spec.plan_file", "MAX_PLAN_BYTES", ["config", "{spec}", "--dry-run", "--plan", "{file}"]),
+    ("gpufabric.report", "MAX_REPORT_BYTES", ["compare", "{file}", "{file}"]),
+    ("gpufabric.cli.fingerprint", "MAX_MANIFEST_BYTES", ["fingerprint", "--compare", "{file}", "{file}"]),
+])
+@pytest.mark.parametrize("source", ["/dev/zero", "oversize.json"])
+def test_user_json_files_are_read_capped(tmp_path, monkeypatch, module, cap, argv, source):
+    """--plan, compare's JSON reports and fingerprint manifests: a file over the cap (or a device)
+    is a one-line exit 2, never read whole. Caps lowered to 1 MiB so the test reads little."""
+    import importlib
+
+    from tests.conftest import EXAMPLES
+
+    monkeypatch.setattr(importlib.import_module(module), cap, 1 << 20)
+    if source.startswith("/"):
+        if argv[0] == "compare":
+            pytest.skip("compare reads a report only from a regular file or a *.json name")
+        path = Path(source)
+    else:
+        path = tmp_path / source
+        path.write_bytes(b" " * ((1 << 20) + 1))
+    args = [a.format(spec=EXAMPLES / "lab-2node.yaml", file=path) for a in argv]
+    code, out, err = run_cli(*args)
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert f"{path}: " in err and "file is larger than 1,048,576 bytes" in err, err
+    assert len(err.strip().splitlines()) == 1, err

@@ -16,7 +16,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpufabric.bench.parsers import ANY, COUNT, Each, Items, Number, Obj, Parsed, check_json, finite, higher, load_json, lower
+from gpufabric.bench.parsers import (
+    ANY,
+    COUNT,
+    Each,
+    Items,
+    Number,
+    Obj,
+    Parsed,
+    check_json,
+    finite,
+    higher,
+    load_json,
+    lower,
+)
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 

@@ -12,7 +12,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.bench.parsers import ANY, COUNT, Items, Number, Obj, Parsed, Scalar, check_json, finite, higher, load_json, lower
+from gpufabric.bench.parsers import (
+    ANY,
+    COUNT,
+    Items,
+    Number,
+    Obj,
+    Parsed,
+    Scalar,
+    check_json,
+    finite,
+    higher,
+    load_json,
+    lower,
+)
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
