@@ -196,3 +196,40 @@ def test_user_json_files_are_read_capped(tmp_path, monkeypatch, module, cap, arg
     assert code == 2 and "Traceback" not in err, err[-2000:]
     assert f"{path}: " in err and "file is larger than 1,048,576 bytes" in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+def test_audited_directory_files_are_read_capped(tmp_path, monkeypatch):
+    """`audit --config DIR` reads each file of DIR capped: an oversize file is a one-line exit 2."""
+    from gpufabric.audit import collect
+
+    monkeypatch.setattr(collect, "MAX_AUDIT_FILE_BYTES", 1 << 20)
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "hostname").write_bytes(b"h" * ((1 << 20) + 1))
+    code, out, err = run_cli("audit", "--config", str(tmp_path))
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert err.strip() == f"gpufabric: error: {etc / 'hostname'}: audited file is larger than 1,048,576 bytes"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_audited_directory_refuses_fifos_and_devices(tmp_path, kind):
+    """A FIFO (blocks forever when opened) or a link to /dev/zero in the audited directory is refused.
+
+    In a child with a timeout so the old behaviour fails the test instead of hanging the suite.
+    """
+    import subprocess
+    import sys
+
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    if kind == "fifo":
+        os.mkfifo(etc / "hostname")
+    else:
+        (etc / "hostname").symlink_to(kind)
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run([sys.executable, "-m", "gpufabric", "audit", "--config", str(tmp_path)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL,
+                          check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.strip() == (f"gpufabric: error: {etc / 'hostname'}: not a regular file; "
+                                   "an audited directory holds copies of files only")
