@@ -286,3 +286,12 @@ def test_catalog_option_checks_ids_against_the_users_catalog(cli, tmp_path):
     assert json.loads(stdout)["design"]["storage"] == "hd-scratch"
     code, _, stderr = cli("config", spec, "--dry-run", "--catalog", tmp_path / "missing.yaml")
     assert code == 2 and "cannot read catalog" in stderr, stderr
+    # a saved plan recommending the user's id is checked against the same merged catalog
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"recommended": "c1", "candidates": [{"id": "c1", "fabric": "ib-ndr",
+                                                                      "storage": "hd-scratch"}]}))
+    code, _, stderr = cli("config", SPEC, "--dry-run", "--plan", plan)
+    assert code == 2 and "unknown storage id 'hd-scratch'" in stderr, stderr
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--plan", plan, "--catalog", extra)
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"]["storage"] == "hd-scratch"

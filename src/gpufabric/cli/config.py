@@ -79,7 +79,7 @@ def config(
     if design_text is not None:
         design = design_from_option(design_text, catalog)
     elif plan is not None:
-        design = design_from_plan(plan)
+        design = design_from_plan(plan, catalog.known_ids())
     else:
         # Without --plan or --design, configure what `gpufabric plan` would recommend.
         result = make_plan(spec, catalog)
