@@ -337,8 +337,8 @@ def test_nccl_text_rows_round_trip(rows):
 # ---------------------------------------------------------------- wrong JSON value types
 
 #: Values of the wrong type for almost any field: null, a string, a list, an object, a bool,
-#: a negative and a huge number.
-WRONG_TYPES = (None, "12", "x", [], [1], {}, {"x": 1}, True, -1, 1e308)
+#: zero, a fraction, a negative and a huge number.
+WRONG_TYPES = (None, "12", "x", [], [1], {}, {"x": 1}, True, 0, 0.5, -1, 1e308)
 JSON_SAMPLES = sorted([("fio", p) for p in (DATA / "fio").glob("*.json")]
                       + [("iperf3", p) for p in (DATA / "iperf3").glob("*.json")]
                       + [("perftest", p) for p in (DATA / "perftest").glob("*.json")]
@@ -399,7 +399,7 @@ def test_json_parsers_refuse_wrong_value_types_with_parse_error(tool, path):
     ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 1, "out_of_place", "bus_bw"), [1],
      "nccl-tests JSON field results[1].out_of_place.bus_bw: expected a number, got a list"),
     ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 0, "size"), -1,
-     "nccl-tests JSON field results[0].size: expected a number >= 0, got a number"),
+     "nccl-tests JSON field results[0].size: expected an integer >= 0, got a number"),
 ])
 def test_wrong_json_type_names_the_field(tool, rel, field_path, value, message):
     doc = json.loads(read(rel))

@@ -132,10 +132,11 @@ def finite(value: Any, *, what: str, source: str) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Number:
-    """An int or float (JSON true/false is not a number), at least ``min``."""
+    """An int or float (JSON true/false is not a number), at least ``min``; an int when ``integer``."""
 
     min: float = -math.inf
     nullable: bool = False
+    integer: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +190,15 @@ class OneOf:
 
 #: Anything at all (the parser does not look inside it, or only truth-tests it).
 ANY = None
-COUNT = Number(min=0)
+COUNT = Number(min=0, integer=True)  # I/Os, bytes, histogram counts: tools write them as integers
 _MISSING = object()
 _TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a bool", type(None): "null"}
 
 
 def _expected(shape: Any) -> str:
     if isinstance(shape, Number):
-        return "a number" if shape.min == -math.inf else f"a number >= {shape.min:g}"
+        kind = "an integer" if shape.integer else "a number"
+        return kind if shape.min == -math.inf else f"{kind} >= {shape.min:g}"
     if isinstance(shape, (Obj, Each)):
         return "an object"
     if isinstance(shape, Items):
@@ -213,7 +215,8 @@ def _problem(value: Any, shape: Any, path: str) -> tuple[str, str, Any] | None:
     if shape is ANY or (value is None and shape.nullable):
         return None
     if isinstance(shape, Number):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value >= shape.min
+        ok = (isinstance(value, int if shape.integer else (int, float)) and not isinstance(value, bool)
+              and value >= shape.min)
     elif isinstance(shape, Scalar):
         ok = isinstance(value, (str, int, float, bool))
     elif isinstance(shape, Text):
