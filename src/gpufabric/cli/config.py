@@ -21,6 +21,7 @@ MAX_LISTED = 80
 def register(app: typer.Typer) -> None:
     app.command("config")(config)
 
+
 #: Why the planner left ``recommended`` None, by its ``binding`` (plan/recommend.py).
 _NO_RECOMMENDATION = {"memory": "no layout fits in GPU memory", "model_output": "no design has finite model outputs"}
 
