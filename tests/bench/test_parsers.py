@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -365,3 +366,89 @@ def test_column_wise_validation_agrees_with_the_row_by_row_check(monkeypatch):
     slow = [n._validate(rows, "all_reduce", 16) for rows in cases]
     assert fast == slow
     assert sum(1 for f in fast if f) >= len(cases) // 3   # the edited copies are caught
+
+
+# ---------------------------------------------------------------- wrong JSON value types
+
+#: Values of the wrong type for almost any field: null, a string, a list, an object, a bool,
+#: zero, a fraction, a negative and a huge number.
+WRONG_TYPES = (None, "12", "x", [], [1], {}, {"x": 1}, True, 0, 0.5, -1, 1e308)
+JSON_SAMPLES = sorted([("fio", p) for p in (DATA / "fio").glob("*.json")]
+                      + [("iperf3", p) for p in (DATA / "iperf3").glob("*.json")]
+                      + [("perftest", p) for p in (DATA / "perftest").glob("*.json")]
+                      + [("nccl-tests", p) for p in (DATA / "nccl-tests").glob("*.json")])
+
+
+def _json_paths(doc, prefix=()):
+    out = [prefix] if prefix else []
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            out += _json_paths(value, (*prefix, key))
+    elif isinstance(doc, list):
+        for index, value in enumerate(doc):
+            out += _json_paths(value, (*prefix, index))
+    return out
+
+
+@pytest.mark.parametrize(("tool", "path"), JSON_SAMPLES, ids=lambda v: getattr(v, "name", v))
+def test_json_parsers_refuse_wrong_value_types_with_parse_error(tool, path):
+    """Every field of every authentic JSON sample, replaced by a value of the wrong type: the parser
+    parses it or raises ParseError (exit 2 at the CLI), never TypeError/AttributeError/KeyError.
+
+    Large documents (fio's json+ latency bins) are sampled: 150 paths per file, a fixed seed.
+    """
+    import random
+
+    parse = parser_for(tool)
+    doc = json.loads(path.read_text())
+    paths = _json_paths(doc)
+    if len(paths) > 150:
+        paths = random.Random(0).sample(paths, 150)
+    crashes = []
+    for field_path in paths:
+        parent = doc
+        for part in field_path[:-1]:
+            parent = parent[part]
+        original = parent[field_path[-1]]
+        for value in WRONG_TYPES:
+            parent[field_path[-1]] = value
+            try:
+                parse(json.dumps(doc), source="x.json")
+            except ParseError:
+                pass
+            except Exception as exc:  # noqa: BLE001 - the assertion is that nothing else escapes
+                crashes.append(f"{'.'.join(map(str, field_path))}={value!r}: {type(exc).__name__}: {exc}")
+        parent[field_path[-1]] = original
+    assert not crashes, f"{len(crashes)} crashes, e.g.\n" + "\n".join(crashes[:15])
+
+
+@pytest.mark.parametrize(("tool", "rel", "field_path", "value", "message"), [
+    ("iperf3", "iperf3/loopback_P2.json", ("start",), "x", "iperf3 JSON field start: expected an object, got a string"),
+    ("iperf3", "iperf3/loopback_udp.json", ("end", "sum"), {"x": 1}, "iperf3 JSON field end.sum.bits_per_second is missing"),
+    ("fio", "fio/libaio_fsync.json", ("jobs", 0, "write", "bw_bytes"), "12",
+     "fio JSON field jobs[0].write.bw_bytes: expected a number, got a string"),
+    ("fio", "fio/libaio_fsync.json", ("jobs",), {}, "fio JSON field jobs: expected a list, got an object"),
+    ("perftest", "perftest/ib_write_lat.json", ("results",), [None],
+     "perftest JSON field results: expected an object or a list, got a list"),
+    ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 1, "out_of_place", "bus_bw"), [1],
+     "nccl-tests JSON field results[1].out_of_place.bus_bw: expected a number, got a list"),
+    ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 0, "size"), -1,
+     "nccl-tests JSON field results[0].size: expected an integer >= 0, got a number"),
+])
+def test_wrong_json_type_names_the_field(tool, rel, field_path, value, message):
+    doc = json.loads(read(rel))
+    target = doc
+    for part in field_path[:-1]:
+        target = target[part]
+    target[field_path[-1]] = value
+    with pytest.raises(ParseError, match="^" + re.escape(f"x.json: {message}")):
+        parser_for(tool)(json.dumps(doc), source="x.json")
+
+
+def test_nccl_tests_json_accepts_null_and_na_where_the_tool_writes_them():
+    """nccl-tests -J writes null for legs it did not run and "N/A" for #wrong it did not check."""
+    doc = json.loads(read("nccl-tests/all_reduce_8gpu.json"))
+    for entry in doc["results"]:
+        entry["in_place"] = {"time": None, "alg_bw": None, "bus_bw": None, "nwrong": "N/A"}
+    (parsed,) = parse_nccl_tests(json.dumps(doc), source="x.json")
+    assert parsed.error == "" and parsed.metric("busbw_gbps") is not None

@@ -233,3 +233,65 @@ def test_no_feasible_design_exits_1_naming_why_unless_design_is_given(cli, tmp_p
     assert "--design fabric=" in stderr and "Traceback" not in stderr
     code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=nvmeof-tcp")
     assert code == 0, stderr
+
+
+def _no_layout_fits(tmp_path: Path) -> Path:
+    """lab-ib with a 700B model on its 16 GPUs: no layout of the spec fits in 80 GiB of HBM."""
+    import yaml
+
+    doc = yaml.safe_load(SPEC.read_text())
+    doc["workload"]["model"]["params"] = 7e11
+    spec = tmp_path / "huge.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    return spec
+
+
+def test_no_recommendation_exits_1_naming_the_closest_design(cli, tmp_path):
+    """The planner recommends nothing (memory): one line with the closest design and its violation, no traceback."""
+    spec = _no_layout_fits(tmp_path)
+    code, stdout, _ = cli("plan", spec, "--format", "json")
+    doc = json.loads(stdout)
+    assert code == 1 and doc["recommended"] is None  # the precondition this test is about
+    code, stdout, stderr = cli("config", spec, "--dry-run")
+    assert code == 1 and stdout == "" and "Traceback" not in stderr, stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert "no layout fits in GPU memory" in stderr and "GiB per GPU" in stderr
+    # the closest is the design with the smallest memory shortfall, as the plan's rationale names it
+    closest = min(doc["candidates"], key=lambda c: c["memory_gb"] - c["memory_capacity_gb"])
+    assert f"closest {closest['id']}:" in stderr and f"Closest: {closest['id']} " in doc["rationale"]
+    assert f"--design fabric={closest['fabric']},storage={closest['storage']}" in stderr
+    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json", "--design",
+                               f"fabric={closest['fabric']},storage={closest['storage']}")
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"]["source"] == "--design"
+
+
+def test_catalog_option_checks_ids_against_the_users_catalog(cli, tmp_path):
+    """An id the user's catalog adds is unknown without --catalog (exit 2) and configured with it."""
+    from importlib import resources
+
+    import yaml
+
+    shipped = yaml.safe_load(resources.files("gpufabric.catalog").joinpath("data/storage.yaml").read_text())
+    extra = tmp_path / "site-storage.yaml"
+    extra.write_text(yaml.safe_dump({"storage": {"hd-scratch": shipped["storage"]["local-nvme"]}}))
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.read_text().replace("storage: [", "storage: [hd-scratch, ", 1))
+    assert "hd-scratch" in spec.read_text()
+    code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=hd-scratch")
+    assert code == 2 and "unknown catalog id 'hd-scratch'" in stderr, stderr
+    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json", "--catalog", extra,
+                               "--design", "fabric=ib-ndr,storage=hd-scratch")
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"]["storage"] == "hd-scratch"
+    code, _, stderr = cli("config", spec, "--dry-run", "--catalog", tmp_path / "missing.yaml")
+    assert code == 2 and "cannot read catalog" in stderr, stderr
+    # a saved plan recommending the user's id is checked against the same merged catalog
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"recommended": "c1", "candidates": [{"id": "c1", "fabric": "ib-ndr",
+                                                                      "storage": "hd-scratch"}]}))
+    code, _, stderr = cli("config", SPEC, "--dry-run", "--plan", plan)
+    assert code == 2 and "unknown storage id 'hd-scratch'" in stderr, stderr
+    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--plan", plan, "--catalog", extra)
+    assert code == 0, stderr
+    assert json.loads(stdout)["design"]["storage"] == "hd-scratch"

@@ -55,3 +55,45 @@ def test_seeded_keys_are_reproducible_and_distinct():
 def test_nqn_rules(nqn, problem):
     got = nqn_problem(nqn)
     assert (got is None) if problem is None else (problem in got)
+
+
+def test_key_file_is_read_capped(tmp_path):
+    """A key file over the cap is refused (exit-2 InputError), not read whole; one at the cap is a seed."""
+    from gpufabric.configure.keys import MAX_KEY_FILE_BYTES
+    from gpufabric.errors import InputError
+
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * (MAX_KEY_FILE_BYTES + 1))
+    with pytest.raises(InputError, match=r"key file is larger than 65,536 bytes"):
+        KeySource.from_options(key_file=key)
+    key.write_bytes(b"k" * MAX_KEY_FILE_BYTES)
+    assert KeySource.from_options(key_file=key).seed == b"k" * MAX_KEY_FILE_BYTES
+    with pytest.raises(InputError, match=r"missing: cannot read key file: No such file"):
+        KeySource.from_options(key_file=tmp_path / "missing")
+
+
+@pytest.mark.parametrize("kind", ["/dev/zero", "fifo", "directory"])
+def test_key_file_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    """/dev/zero used to be read until memory ran out and a FIFO blocked forever; both are refused up front.
+
+    Run in a child with a timeout so the old behaviour fails the test instead of hanging the suite.
+    """
+    import os
+    import sys
+    from pathlib import Path
+
+    path = Path(kind) if kind.startswith("/") else tmp_path / kind
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    code = ("import sys\nfrom pathlib import Path\nfrom gpufabric.configure.keys import KeySource\n"
+            "from gpufabric.errors import InputError\n"
+            "try:\n    KeySource.from_options(key_file=Path(sys.argv[1]))\n"
+            "except InputError as exc:\n    print(exc)\n    sys.exit(2)\n")
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL, check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stdout.strip() == (f"{path}: key file is not a regular file; write the key to a file "
+                                   "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)")

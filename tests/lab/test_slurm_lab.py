@@ -26,7 +26,10 @@ SPEC = """name: ln-slurm-lab
 cluster: {nodes: 2, gpus_per_node: 1, gpu: h100-sxm}
 workload:
   model: {params: 7e9, layers: 32, hidden: 4096, seq_len: 4096}
-  parallelism: {tp: 1, pp: 1, dp: 2}
+  # ZeRO-3 and full recompute: with zero_stage 0 a 7B model needs ~131 GiB per GPU (the planner's
+  # memory model) and `gpufabric config` would have no design to configure.
+  parallelism: {tp: 1, pp: 1, dp: 2, zero_stage: 3}
+  recompute: full
   global_batch_tokens: 1048576
   precision: bf16
   mfu: 0.40

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.audit import nft
-from gpufabric.exec.process import Completed, run
+from gpufabric.boundary import read_capped
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
+from gpufabric.exec.process import Completed, run
 from gpufabric.spec.security import SecurityPolicy
 
 #: Collector commands get a short timeout: an audit must never hang on a stuck tool.
@@ -55,7 +56,7 @@ class HostView:
         if local is None:
             return None
         try:
-            return local.read_text(encoding="utf-8", errors="replace")
+            return read_file(local)
         except OSError:
             return None
 
@@ -77,7 +78,7 @@ class HostView:
         if self.root is None:
             return None
         try:
-            return (self.root / path.lstrip("/")).read_text(encoding="utf-8", errors="replace").strip()
+            return read_file(self.root / path.lstrip("/")).strip()
         except OSError:
             return None
 
@@ -163,7 +164,7 @@ def _command_output(view: HostView, name: str) -> str | None:
         if view.root is None:
             return None
         try:
-            return (view.root / "commands" / file).read_text(encoding="utf-8", errors="replace")
+            return read_file(view.root / "commands" / file)
         except OSError:
             return None
     result = run_tool(argv)
@@ -175,6 +176,30 @@ def _command_output(view: HostView, name: str) -> str | None:
                 return None
         return None
     return result.stdout
+
+
+#: Bytes read from one file of an audited directory or host: configuration files are kilobytes,
+#: a captured command output (``ss``, ``ip -j addr`` of a big node) at most a few MB.
+MAX_AUDIT_FILE_BYTES = 16 * 1024 * 1024
+
+
+def read_file(path: Path) -> str:
+    """Text of a file under the audited directory, at most MAX_AUDIT_FILE_BYTES.
+
+    The directory is user input: a FIFO in it would block the read forever and a link to
+    /dev/zero would fill memory, so anything but a regular file is refused (InputError,
+    exit 2) before it is opened. OSError passes through for the callers' "cannot read" paths.
+    """
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise InputError(f"{path}: not a regular file; an audited directory holds copies of files only")
+    try:
+        raw = read_capped(path, MAX_AUDIT_FILE_BYTES, "audited")
+    except InputError as exc:
+        # read_capped turns OSError into InputError; callers treat an unreadable file as absent.
+        if isinstance(exc.__context__, OSError):
+            raise exc.__context__ from None
+        raise
+    return raw.decode("utf-8", errors="replace")
 
 
 def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
@@ -200,7 +225,7 @@ def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(read_file(path))
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
 
@@ -218,7 +243,7 @@ def from_directory(root: Path) -> Facts:
     files = _tree(etc, "/etc/")
     doc = _read_json(files["/etc/gpufabric/policy.json"]) if "/etc/gpufabric/policy.json" in files else None
     policy = _policy(doc)
-    hostname = (files.get("/etc/hostname").read_text().strip() if "/etc/hostname" in files else "") or root.name
+    hostname = (read_file(files["/etc/hostname"]).strip() if "/etc/hostname" in files else "") or root.name
     role = dict(policy.hosts()).get(hostname) if policy else None
     view = HostView(name=hostname, role=role, files=files, root=sys_root, interfaces=plane_interfaces(policy))
     return Facts(source=f"copy of /etc at {root}", hosts=[view], policy_doc=doc, policy=policy)
@@ -339,7 +364,7 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         return None, f"cannot read {text}: {error}"
     if js is not None:
         try:
-            return nft.parse(json.loads(js.read_text()), str(js)), None
+            return nft.parse(json.loads(read_file(js)), str(js)), None
         except (OSError, json.JSONDecodeError, ParseError) as exc:
             return None, f"{js}: {exc}"
     return None, "no /etc/nftables.conf"
@@ -360,7 +385,7 @@ def live(env: dict[str, str] | None = None) -> Facts:
     doc = None
     if "/etc/gpufabric/policy.json" in files:
         try:
-            doc = json.loads(Path("/etc/gpufabric/policy.json").read_text())
+            doc = json.loads(read_file(Path("/etc/gpufabric/policy.json")))
         except (OSError, json.JSONDecodeError):
             doc = None
     policy = _policy(doc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -11,12 +12,34 @@ from gpufabric.cli.options import format_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.errors import InputError
 
+if TYPE_CHECKING:
+    from gpufabric.plan import Candidate, Plan
+
 #: Bundles larger than this are summarised per directory instead of listed file by file.
 MAX_LISTED = 80
 
 
 def register(app: typer.Typer) -> None:
     app.command("config")(config)
+
+
+#: Why the planner left ``recommended`` None, by its ``binding`` (plan/recommend.py).
+_NO_RECOMMENDATION = {"memory": "no layout fits in GPU memory", "model_output": "no design has finite model outputs"}
+
+
+def _closest(result: Plan) -> Candidate | None:
+    """The recommended candidate, else the one nearest to fitting (the planner's own ranking otherwise).
+
+    The planner leaves ``recommended`` None when no layout fits in GPU memory or no design has
+    finite model outputs; the user still needs the nearest design's id and what it violates.
+    """
+    if result.recommended is not None:
+        return result.get(result.recommended)
+    if not result.candidates:
+        return None
+    if result.binding == "memory":  # same choice as plan.recommend's "Closest:" sentence
+        return min(result.candidates, key=lambda c: c.memory_gb - c.memory_capacity_gb)
+    return result.candidates[0]
 
 
 def config(
@@ -28,6 +51,8 @@ def config(
     seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
     key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and list the files without writing them."),
+    catalog_files: list[Path] = typer.Option([], "--catalog",
+                                             help="Catalog override file (repeatable; later wins), as for `gpufabric plan`."),
     fmt: Format = format_option(),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
@@ -51,21 +76,27 @@ def config(
         typer.echo("warning: --seed makes every secret derivable from the seed; use it for tests only", err=True)
     if plan is not None and design_text is not None:
         raise InputError("give --plan or --design, not both")
-    catalog = load_catalog()
+    catalog = load_catalog(catalog_files)
     spec = load_spec(spec_path, known_ids=catalog.known_ids()).spec
     if design_text is not None:
         design = design_from_option(design_text, catalog)
     elif plan is not None:
-        design = design_from_plan(plan)
+        design = design_from_plan(plan, catalog.known_ids())
     else:
         # Without --plan or --design, configure what `gpufabric plan` would recommend.
         result = make_plan(spec, catalog)
-        best = result.get(result.recommended)
+        best = _closest(result)
+        if best is None:  # no candidate at all (every design filtered out before evaluation)
+            typer.echo(f"gpufabric: failed: the planner evaluated no design for {spec_path}: {result.rationale}; "
+                       f"pass --design fabric=...,storage=... to configure one anyway", err=True)
+            return 1
         design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id,
                                        rented=best.capacity == "rent")
-        if not best.meets_requirements:
+        if result.recommended is None or not best.meets_requirements:
             why = "; ".join(best.violations) or result.rationale
-            typer.echo(f"gpufabric: failed: no design meets every requirement of {spec_path}: {why}; "
+            head = ("no design meets every requirement" if result.recommended is not None
+                    else f"no design is recommended ({_NO_RECOMMENDATION.get(result.binding or '', result.binding)})")
+            typer.echo(f"gpufabric: failed: {head} for {spec_path}: closest {best.id}: {why}; "
                        f"pass --design fabric=...,storage=... to configure one anyway "
                        f"(the closest is --design fabric={design.fabric},storage={design.storage})",
                        err=True)

@@ -8,16 +8,18 @@ from typing import Any
 
 import typer
 
+from gpufabric.boundary import read_capped
 from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, envelope, print_json, stdout_console, to_jsonable
 from gpufabric.errors import InputError
 
+#: Bytes read from a manifest: a host's fingerprint is kilobytes (env, versions, topology).
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read manifest: {exc.strerror}") from exc
+        data = json.loads(read_capped(path, MAX_MANIFEST_BYTES, "manifest").decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not a JSON manifest: {exc.msg}") from exc
     if not isinstance(data, dict):

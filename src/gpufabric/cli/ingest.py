@@ -27,6 +27,7 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
+from gpufabric.boundary import read_capped
 from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
@@ -34,6 +35,11 @@ from gpufabric.errors import InputError
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+#: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
+#: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
+#: passed by mistake ends in a one-line error instead of exhausting memory.
+MAX_INGEST_BYTES = 1 << 30
 
 
 def register(app: typer.Typer) -> None:
@@ -88,7 +94,7 @@ def ingest(
     tools_seen: list[str] = []
     for path in files:
         try:
-            text = path.read_text(encoding="utf-8", errors="strict")
+            text = read_capped(path, MAX_INGEST_BYTES, "tool output").decode("utf-8")
             mtime = path.stat().st_mtime
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from enum import Enum, StrEnum
+from enum import StrEnum
 from typing import Any
 
 import typer

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,9 +39,13 @@ class Design:
         return None
 
 
-def design_from_plan(path: Path) -> Design:
-    """Read the recommended candidate's fabric/storage from a ``gpufabric plan --format json`` file."""
-    candidate = recommended_candidate(load_plan(path), path)
+def design_from_plan(path: Path, known_ids: Mapping[str, Collection[str]] | None = None) -> Design:
+    """Read the recommended candidate's fabric/storage from a ``gpufabric plan --format json`` file.
+
+    Args:
+        known_ids: the catalog ids to check against (``config --catalog``); None: the shipped catalog's.
+    """
+    candidate = recommended_candidate(load_plan(path), path, known_ids)
     fabric, storage, wanted = candidate["fabric"], candidate["storage"], candidate["id"]
     rented = candidate.get("capacity") == "rent"
     _check_kind(fabric, f"{path}: candidate {wanted!r}", rented=rented)

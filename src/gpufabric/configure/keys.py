@@ -10,16 +10,40 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import secrets
+import stat
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError
 
 #: DH-HMAC-CHAP secret lengths per hash id (nvme-cli Documentation/nvme-gen-dhchap-key.txt:
 #: 32, 48 or 64 bytes for 01 SHA-256, 02 SHA-384, 03 SHA-512).
 DHCHAP_LENGTH = {1: 32, 2: 48, 3: 64}
+
+#: A key file is a seed of random bytes (``head -c 64 /dev/urandom``); 64 KiB is far more than any
+#: seed needs and keeps a wrong path (a disk image, /dev/zero) from being read into memory.
+MAX_KEY_FILE_BYTES = 64 * 1024
+
+
+def read_key_file(path: Path) -> bytes:
+    """The bytes of a regular key file of at most MAX_KEY_FILE_BYTES; InputError otherwise.
+
+    A FIFO or device is refused before it is opened: opening a FIFO blocks until a writer
+    appears, and a device such as /dev/zero or /dev/urandom would make the "reproducible"
+    secrets differ on every run.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read key file: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        raise InputError(f"{path}: key file is not a regular file; write the key to a file "
+                         "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)")
+    return read_capped(path, MAX_KEY_FILE_BYTES, "key")
 
 
 @dataclass(slots=True)
@@ -34,10 +58,7 @@ class KeySource:
         if seed is not None and key_file is not None:
             raise InputError("give --seed or --key-file, not both")
         if key_file is not None:
-            try:
-                data = key_file.read_bytes()
-            except OSError as exc:
-                raise InputError(f"cannot read key file {key_file}: {exc.strerror}") from exc
+            data = read_key_file(key_file)
             if len(data) < 16:
                 raise InputError(f"key file {key_file} holds {len(data)} bytes; it needs at least 16")
             return cls(seed=data)

@@ -49,6 +49,7 @@ from scipy.optimize import least_squares
 from gpufabric.errors import InputError
 from gpufabric.model.collectives import OPS, busbw_factor, busbw_gbps
 from gpufabric.results.ranks import rank_stats
+from gpufabric.spec.loader import read_text
 
 #: nccl-tests binary names -> model op names.
 _NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
@@ -379,7 +380,7 @@ def overrides_in(files: Sequence[str | Path]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for file in files:
         try:
-            doc = yaml.safe_load(Path(file).read_text(encoding="utf-8")) or {}
+            doc = yaml.safe_load(read_text(file, "catalog")) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise InputError(f"{file}: cannot read catalog override: {exc}") from None
         for section, entries in doc.items() if isinstance(doc, dict) else ():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError
 from gpufabric.results.codec import export_from_dict, export_to_dict
 from gpufabric.results.records import RunRecord
@@ -17,13 +18,15 @@ def render_json(run: RunRecord) -> str:
     return json.dumps(export_to_dict(run), indent=2) + "\n"
 
 
+#: Bytes read from a ``report --format json`` baseline: samples make reports of big runs tens
+#: of MB; 1 GiB (as ``ingest``) leaves room while /dev/zero cannot exhaust memory.
+MAX_REPORT_BYTES = 1 << 30
+
+
 def load_json_report(path: str) -> RunRecord:
     """A run from a file written by ``gpufabric report --format json``."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from exc
+        data = json.loads(read_capped(path, MAX_REPORT_BYTES, "JSON report").decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
     return export_from_dict(data, source=path)

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufabric.boundary import default_ids
+from gpufabric.boundary import default_ids, read_capped
 from gpufabric.errors import InputError
 from gpufabric.jsonable import schema_version
 from gpufabric.spec.loader import did_you_mean
@@ -75,13 +75,15 @@ def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
         data = {**data, "schema_version": 1}
     return data
 
+#: Bytes read from a plan JSON file: a plan of every design with its breakdown is a few MB;
+#: the cap keeps a wrong path (/dev/zero, a disk image) from being read into memory.
+MAX_PLAN_BYTES = 256 * 1024 * 1024
+
 
 def load_plan(path: Path) -> dict[str, Any]:
     """The plan document at ``path``; InputError when it is unreadable, not a plan, or too new."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read plan: {exc.strerror}") from None
+        doc = json.loads(read_capped(path, MAX_PLAN_BYTES, "plan").decode("utf-8", errors="replace"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not a plan JSON file (not JSON: {exc.msg})") from None
     return plan_from_dict(doc, source=str(path))

@@ -122,6 +122,146 @@ def finite(value: Any, *, what: str, source: str) -> float:
     return number
 
 
+# ---------------------------------------------------------------- JSON shapes
+# Each JSON parser checks the document against a shape of the fields it reads before it
+# reads them, so a value of the wrong type (a string for a number, a list for an object,
+# null) is a ParseError naming the field (exit 2), never a TypeError deep in the parser.
+# Only the fields a parser reads are described; a field absent from the document is the
+# parser's business (it says which one is missing).
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """An int or float (JSON true/false is not a number), at least ``min``; an int when ``integer``."""
+
+    min: float = -math.inf
+    nullable: bool = False
+    integer: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A string, number or bool: the parser only ``str()``s it."""
+
+    nullable: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Text:
+    """A string matching ``pattern`` (e.g. nccl-tests' "N/A" where a count was not checked)."""
+
+    pattern: re.Pattern[str]
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Each:
+    """An object with any keys (matching ``key`` when given), every value of shape ``value``."""
+
+    value: Any
+    key: re.Pattern[str] | None = None
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Obj:
+    """An object whose listed keys, when present, have the given shapes; ``required`` keys must be present."""
+
+    fields: dict[str, Any]
+    nullable: bool = False
+    required: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Items:
+    """A list whose every element has shape ``item``."""
+
+    item: Any
+    nullable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class OneOf:
+    """Any of ``shapes`` (the first is named when none matches)."""
+
+    shapes: tuple[Any, ...]
+    nullable: bool = False
+
+
+#: Anything at all (the parser does not look inside it, or only truth-tests it).
+ANY = None
+COUNT = Number(min=0, integer=True)  # I/Os, bytes, histogram counts: tools write them as integers
+_MISSING = object()
+_TYPE_NAMES = {dict: "an object", list: "a list", str: "a string", bool: "a bool", type(None): "null"}
+
+
+def _expected(shape: Any) -> str:
+    if isinstance(shape, Number):
+        kind = "an integer" if shape.integer else "a number"
+        return kind if shape.min == -math.inf else f"{kind} >= {shape.min:g}"
+    if isinstance(shape, (Obj, Each)):
+        return "an object"
+    if isinstance(shape, Items):
+        return "a list"
+    if isinstance(shape, OneOf):
+        return " or ".join(_expected(s) for s in shape.shapes)
+    if isinstance(shape, Text):
+        return f"a string matching {shape.pattern.pattern}"
+    return "a string or number"
+
+
+def _problem(value: Any, shape: Any, path: str) -> tuple[str, str, Any] | None:
+    """(field path, what was expected, offending value) for the first mismatch, or None."""
+    if shape is ANY or (value is None and shape.nullable):
+        return None
+    if isinstance(shape, Number):
+        ok = (isinstance(value, int if shape.integer else (int, float)) and not isinstance(value, bool)
+              and value >= shape.min)
+    elif isinstance(shape, Scalar):
+        ok = isinstance(value, (str, int, float, bool))
+    elif isinstance(shape, Text):
+        ok = isinstance(value, str) and shape.pattern.fullmatch(value) is not None
+    elif isinstance(shape, OneOf):
+        ok = any(_problem(value, s, path) is None for s in shape.shapes)
+    elif isinstance(shape, Items):
+        if not isinstance(value, list):
+            return path, _expected(shape), value
+        for index, item in enumerate(value):
+            if hit := _problem(item, shape.item, f"{path}[{index}]"):
+                return hit
+        return None
+    else:
+        if not isinstance(value, dict):
+            return path, _expected(shape), value
+        if isinstance(shape, Obj):
+            for key in shape.required:
+                if key not in value:
+                    return f"{path}.{key}" if path else key, "", _MISSING
+            for key, sub in shape.fields.items():
+                if key in value and (hit := _problem(value[key], sub, f"{path}.{key}" if path else key)):
+                    return hit
+            return None
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else key
+            if shape.key is not None and not shape.key.fullmatch(key):
+                return where, f"a key matching {shape.key.pattern}", key
+            if hit := _problem(item, shape.value, where):
+                return hit
+        return None
+    return None if ok else (path, _expected(shape), value)
+
+
+def check_json(doc: Any, shape: Any, *, tool: str, source: str) -> None:
+    """ParseError naming the first field of ``doc`` whose value does not have its shape."""
+    if hit := _problem(doc, shape, ""):
+        path, expected, value = hit
+        if value is _MISSING:
+            raise ParseError(f"{tool} JSON field {path} is missing", source=source)
+        got = _TYPE_NAMES.get(type(value), "a number")
+        raise ParseError(f"{tool} JSON field {path or '(document)'}: expected {expected}, got {got}",
+                         source=source, excerpt=repr(value)[:80])
+
+
 def parser_for(tool: str) -> Callable[..., list[Parsed]]:
     """The parser of ``tool`` (fio, iperf3, sockperf, perftest, nccl-tests)."""
     from gpufabric.bench.parsers import fio, iperf3, nccl_tests, perftest, sockperf

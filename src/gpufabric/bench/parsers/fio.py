@@ -13,9 +13,23 @@ whole job is impossible and is flagged the same way.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower
+from gpufabric.bench.parsers import (
+    ANY,
+    COUNT,
+    Each,
+    Items,
+    Number,
+    Obj,
+    Parsed,
+    check_json,
+    finite,
+    higher,
+    load_json,
+    lower,
+)
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
@@ -28,6 +42,18 @@ PERCENTILES = {"50.000000": "p50", "90.000000": "p90", "99.000000": "p99", "99.9
 #: Expand json+ histogram bins into per-I/O samples only up to this many I/Os, so the
 #: results store keeps raw samples for significance tests without ballooning.
 MAX_SAMPLES = 50_000
+
+
+#: The fields the parser reads, with their JSON types (fio stat.c add_ddir_status_json, json+ bins).
+_LAT = Obj({"N": COUNT, "mean": Number(), "max": Number(), "min": Number(),
+            "percentile": Each(Number()), "bins": Each(COUNT, key=re.compile(r"\d{1,20}"), nullable=True)}, nullable=True)
+_DDIR = Obj({"total_ios": COUNT, "bw_bytes": Number(), "bw": Number(), "iops": Number(), "runtime": Number(nullable=True),
+             "io_bytes": Number(nullable=True), "clat_ns": _LAT}, nullable=True)
+_JOB = Obj({"jobname": ANY, "groupid": Number(min=0), "error": ANY, "job options": Each(ANY, nullable=True),
+            "job_runtime": Number(nullable=True), "elapsed": Number(nullable=True),
+            "read": _DDIR, "write": _DDIR, "trim": _DDIR,
+            "sync": Obj({"total_ios": COUNT, "lat_ns": _LAT}, nullable=True)})
+SHAPE = Obj({"jobs": Items(_JOB), "global options": Each(ANY, nullable=True), "fio version": ANY})
 
 
 def _options(job: dict[str, Any], doc: dict[str, Any]) -> dict[str, str]:
@@ -196,7 +222,7 @@ def _grouped(doc: dict[str, Any], source: str) -> list[Parsed]:
         name = names.pop() if len(names) == 1 else f"group{gid}"
         agg = _job(_group([j for j in members if not j.get("error")] or members, name), doc, source=source)
         warnings = list(agg.warnings)
-        if not all((j.get(d) or {}).get("clat_ns", {}).get("bins") for j in members for d in ("read", "write")
+        if not all(((j.get(d) or {}).get("clat_ns") or {}).get("bins") for j in members for d in ("read", "write")
                    if (j.get(d) or {}).get("total_ios")):
             warnings.append("group percentiles omitted: they need json+ latency bins (--output-format=json+)")
         info = {**agg.info, "aggregate": f"group {gid} of {len(members)} jobs (group_reporting)"}
@@ -213,6 +239,7 @@ def parse_fio(text: str, *, source: str = "") -> list[Parsed]:
     if not isinstance(doc, dict) or "jobs" not in doc or "fio version" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not fio JSON output: no 'fio version' and 'jobs' keys", source=source, excerpt=keys)
+    check_json(doc, SHAPE, tool="fio", source=source)
     if not doc["jobs"]:
         raise ParseError("fio output has no jobs", source=source, excerpt=text[:120])
     return _grouped(doc, source)

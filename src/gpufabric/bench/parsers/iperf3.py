@@ -12,9 +12,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower
+from gpufabric.bench.parsers import (
+    ANY,
+    COUNT,
+    Items,
+    Number,
+    Obj,
+    Parsed,
+    Scalar,
+    check_json,
+    finite,
+    higher,
+    load_json,
+    lower,
+)
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
+
+#: The fields the parser reads, with their JSON types (iperf3 iperf_api.c JSON output).
+_SUM = Obj({"bits_per_second": Number(), "jitter_ms": Number(), "lost_percent": Number(), "retransmits": Number(),
+            "omitted": ANY}, nullable=True, required=("bits_per_second",))
+_SENDER = Obj({"sender": ANY, "mean_rtt": Number(), "max_rtt": Number(), "min_rtt": Number(), "bytes": COUNT},
+              nullable=True)
+SHAPE = Obj({
+    "start": Obj({"test_start": Obj({"protocol": Scalar(), "num_streams": Scalar(), "reverse": Scalar()}, nullable=True),
+                  "version": Scalar(), "system_info": Scalar()}),
+    "end": Obj({"sum": _SUM, "sum_received": _SUM, "sum_sent": _SUM,
+                "streams": Items(Obj({"sender": _SENDER}), nullable=True),
+                "cpu_utilization_percent": Obj({"host_total": Number()}, nullable=True)}, nullable=True),
+    "intervals": Items(Obj({"sum": _SUM}), nullable=True),
+    "error": ANY,
+})
 
 
 def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
@@ -23,6 +51,7 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
     if not isinstance(doc, dict) or "start" not in doc or "end" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not iperf3 -J output: no 'start' and 'end' keys", source=source, excerpt=keys)
+    check_json(doc, SHAPE, tool="iperf3", source=source)
     start: dict[str, Any] = doc["start"]
     test = start.get("test_start") or {}
     protocol = str(test.get("protocol", "TCP")).lower()
@@ -72,7 +101,8 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
         # RTT comes from TCP_INFO of the *local* sending socket; with -R the sender is the
         # server, its entries say "sender": false and carry zeros, so there is no RTT.
         senders = [s["sender"] for s in end.get("streams") or []
-                   if s.get("sender") and s["sender"].get("sender", True) and "mean_rtt" in s["sender"]]
+                   if s.get("sender") and s["sender"].get("sender", True)
+                   and all(k in s["sender"] for k in ("mean_rtt", "max_rtt", "min_rtt", "bytes"))]
         if senders:
             # Weight each stream's mean RTT by the bytes it moved, so a stalled stream counts less.
             weight = sum(s["bytes"] for s in senders) or len(senders)

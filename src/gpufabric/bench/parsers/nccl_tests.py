@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, cast
 
+from gpufabric.bench import parsers as shape  # the -J path's type check
 from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
@@ -415,11 +416,29 @@ def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
     return rows
 
 
+#: The fields the -J path reads, with their JSON types (nccl-tests src/common.cu JSON writer);
+#: measurements are null where the test did not run them, #wrong "N/A" where it did not check.
+_NUM = shape.Number(nullable=True)
+_LEG = shape.Obj({"time": _NUM, "cpu_time": _NUM, "alg_bw": _NUM, "bus_bw": _NUM,
+                  "nwrong": shape.OneOf((shape.Number(), shape.Text(re.compile(r"(?i)n/a"))), nullable=True)},
+                 nullable=True)
+_RESULT = shape.Obj({"size": shape.COUNT, "count": shape.Number(min=0, nullable=True), "type": shape.ANY,
+                     "out_of_place": _LEG, "in_place": _LEG})
+JSON_SHAPE = shape.Obj({
+    "results": shape.Items(_RESULT, nullable=True),
+    "average_bus_bandwidth": shape.Obj({"bandwidth": _NUM}, nullable=True),
+    "devices": shape.Items(shape.Obj({"hostname": shape.ANY, "device_name": shape.ANY, "name": shape.ANY}), nullable=True),
+    "out_of_bounds": shape.Obj({"okay": shape.ANY, "count": shape.Number(min=0, nullable=True)}, nullable=True),
+    "config": shape.Each(shape.ANY, nullable=True),
+})
+
+
 def _parse_json(text: str, source: str) -> Parsed:
     doc = load_json(text, source=source, tool="nccl-tests")
     if not isinstance(doc, dict) or "results" not in doc or "out_of_bounds" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not nccl-tests -J output: no 'results' and 'out_of_bounds' keys", source=source, excerpt=keys)
+    shape.check_json(doc, JSON_SHAPE, tool="nccl-tests", source=source)
     rows = _json_rows(doc, source)
     if not rows:
         raise ParseError("nccl-tests JSON has no results", source=source, excerpt=text[:120])

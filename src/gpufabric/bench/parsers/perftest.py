@@ -30,7 +30,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower
+from gpufabric.bench.parsers import (
+    ANY,
+    Each,
+    Items,
+    Number,
+    Obj,
+    OneOf,
+    Parsed,
+    check_json,
+    finite,
+    higher,
+    load_json,
+    lower,
+)
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
@@ -45,6 +58,11 @@ _LAT_KEYS = {
     "percentile_99": "lat_p99_us",
     "percentile_99.9": "lat_p99_9_us",
 }
+
+#: The fields the parser reads, with their JSON types (perftest perftest_parameters.c --out_json).
+_ROW = Obj({"MsgSize": Number(min=0), "BW_average": Number(), "BW_peak": Number(), "MsgRate": Number(),
+            **{key: Number() for key in _LAT_KEYS}})
+SHAPE = Obj({"test_info": Each(ANY, nullable=True), "results": OneOf((_ROW, Items(_ROW)))})
 
 
 def _bw_scale(test_info: dict[str, Any]) -> tuple[float, str]:
@@ -81,6 +99,7 @@ def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
     if not isinstance(doc, dict) or "results" not in doc or "test_info" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
         raise ParseError("not perftest --out_json output: no 'test_info' and 'results' keys", source=source, excerpt=keys)
+    check_json(doc, SHAPE, tool="perftest", source=source)
     test_info: dict[str, Any] = doc["test_info"] or {}
     rows = _rows(doc, source)
     info: dict[str, str] = {k: str(test_info[k]) for k in ("Device", "Link_type", "Connection_type", "Mtu", "Number_of_qps") if k in test_info}
@@ -103,7 +122,7 @@ def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
         ordered = sorted(rows, key=lambda r: float(r.get("MsgSize", 0)), reverse=True)
         for index, row in enumerate(ordered):
             suffix = "" if index == 0 else f"@{int(row.get('MsgSize', 0))}B"
-            metrics.append(higher("bw_avg_gbps" + suffix, finite(row["BW_average"], what="BW_average", source=source) * scale, "GB/s"))
+            metrics.append(higher("bw_avg_gbps" + suffix, finite(row.get("BW_average"), what="BW_average", source=source) * scale, "GB/s"))
             if "BW_peak" in row:
                 metrics.append(higher("bw_peak_gbps" + suffix, finite(row["BW_peak"], what="BW_peak", source=source) * scale, "GB/s"))
             if "MsgRate" in row:
