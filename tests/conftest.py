@@ -52,8 +52,12 @@ MARK_VAR = "GPUFABRIC_TEST_MARK"
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/ from the current output instead of comparing")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/ from the current output instead of comparing",
+    )
 
 
 def wait_until(predicate: Callable[[], bool], *, what: str, limit_s: float = HANG_GUARD_S) -> None:

@@ -56,8 +56,11 @@ def mask_version(text: str) -> str:
 
 def short_diff(expected: str, actual: str, name: str) -> str:
     """The first DIFF_LINES lines of a unified diff, and how many were left out."""
-    lines = list(difflib.unified_diff(expected.splitlines(), actual.splitlines(), f"golden/{name}",
-                                      f"actual/{name}", lineterm="", n=2))
+    lines = list(
+        difflib.unified_diff(
+            expected.splitlines(), actual.splitlines(), f"golden/{name}", f"actual/{name}", lineterm="", n=2
+        )
+    )
     shown = "\n".join(lines[:DIFF_LINES])
     more = len(lines) - DIFF_LINES
     return shown + (f"\n... {more} more diff lines" if more > 0 else "")
@@ -74,8 +77,11 @@ def check(request: pytest.FixtureRequest, name: str, actual: str) -> None:
         pytest.fail(f"no golden file tests/golden/{name}; create it with `pytest --update-golden`", pytrace=False)
     expected = path.read_text()
     if expected != actual:
-        pytest.fail(f"output differs from tests/golden/{name} (if intended: `pytest --update-golden`, review "
-                    f"the git diff):\n{short_diff(expected, actual, name)}", pytrace=False)
+        pytest.fail(
+            f"output differs from tests/golden/{name} (if intended: `pytest --update-golden`, review "
+            f"the git diff):\n{short_diff(expected, actual, name)}",
+            pytrace=False,
+        )
 
 
 def reset_dir(request: pytest.FixtureRequest, name: str) -> None:

@@ -66,15 +66,18 @@ def test_seeded_config_bundle(cli, request, tmp_path):
 
 # One run from real tool outputs in tests/data: a message-size sweep (busbw chart), fio
 # latency percentiles, a sockperf full log (latency CDF) and an iperf3 stream.
-REPORT_INPUTS = ("nccl-tests/all_reduce_8gpu.txt", "fio/psync_write_fsync.jsonplus.json",
-                 "sockperf/pingpong_udp_mps2000_fulllog.txt", "iperf3/loopback_P2.json")
+REPORT_INPUTS = (
+    "nccl-tests/all_reduce_8gpu.txt",
+    "fio/psync_write_fsync.jsonplus.json",
+    "sockperf/pingpong_udp_mps2000_fulllog.txt",
+    "iperf3/loopback_P2.json",
+)
 
 
 def test_html_report_structure(cli, request, tmp_path):
     """Section headings, chart titles and table headers of the HTML report (not SVG bytes)."""
     db = tmp_path / "r.db"
-    code, out, err = cli("ingest", "--tool", "auto", *[DATA / f for f in REPORT_INPUTS], "--host", "golden",
-                         "--db", db)
+    code, out, err = cli("ingest", "--tool", "auto", *[DATA / f for f in REPORT_INPUTS], "--host", "golden", "--db", db)
     assert code == 0, err
     html = tmp_path / "report.html"
     code, out, err = cli("report", "latest", "--format", "html", "--db", db, "--out", html)
