@@ -145,7 +145,6 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
     opened = sum(v == "open" for v in seen.values())
     print(f"lab: {len(seen)} probes, {opened} open, {time.monotonic() - start:.1f} s")
     assert 0 < opened < len(seen)  # both outcomes were exercised
-    assert time.monotonic() - start < 60
 
 
 @needs_root

@@ -3,32 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import time
-from pathlib import Path
 
 import pytest
 
 from gpufabric.model.collectives import busbw_factor
 from gpufabric.results.store import Store
-from tests.conftest import needs_tool
+from tests.conftest import marked_pids, needs_tool
 
 ALL_OPS = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv"
-
-
-def _probe_processes() -> list[str]:
-    """Command lines of any probe rank still alive (there must be none after a command returns)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "gpufabric.bench.probes." in cmd and str(os.getpid()) != entry.name:
-                found.append(cmd)
-    return found
 
 
 def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_path):
@@ -71,23 +54,21 @@ def test_collectives_four_ranks_torchrun(cli, tmp_path):
     assert rs["busbw_gbps"] / rs["algbw_gbps"] == pytest.approx(3 / 4)
 
 
-def test_corrupted_buffer_and_dying_rank(cli, tmp_path):
+def test_corrupted_buffer_and_dying_rank(cli, tmp_path, process_mark):
     """Rank 1 corrupts its result (#wrong > 0) and is SIGKILLed after 8K: the run ends fast,
     names rank 1 and its host, keeps the finished sizes, and leaves no process behind."""
     db = tmp_path / "r.db"
-    started = time.monotonic()
     code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K:64K", "--iters", "3",
                          "--warmup", "0", "--op-timeout", "5s", "--timeout", "60s", "--master-port", "29542",
                          "--inject-corrupt-rank", "1", "--inject-die-rank", "1", "--inject-die-after", "8K",
                          "--db", db, "--format", "json")
-    elapsed = time.monotonic() - started
     doc = json.loads(out)
     assert code == 1
-    assert elapsed < 40
-    assert "rank 1 (" in doc["error"] and "died" in doc["error"]
+    # The run ended on the death (not the 60 s run timeout): the error says so.
+    assert "rank 1 (" in doc["error"] and "died" in doc["error"] and "timed out" not in doc["error"]
     assert [r["size_bytes"] for r in doc["results"]] == [1024, 2048, 4096, 8192]
     assert all(r["wrong_elements"] == 1 for r in doc["results"])
-    assert _probe_processes() == []
+    assert marked_pids(process_mark) == []  # no rank (or its children) of this run is left
     with Store.open(db) as store:
         run = store.get_run(doc["run_id"])
     assert run.status == "error" and len(run.results) == 4

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gpufabric.exec.process import port_open, run, start_server
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
+from tests.conftest import finishes, group_gone, wait_until
 
 PY = sys.executable
 
@@ -57,35 +57,40 @@ def test_empty_argv_is_input_error():
 
 def test_timeout_kills_group_keeps_partial_output_and_grandchild(tmp_path):
     pidfile = tmp_path / "grandchild.pid"
-    # The child prints, spawns a grandchild that sleeps (same process group), then hangs.
+    leader = tmp_path / "leader.pid"
+    # The child prints, spawns a grandchild that sleeps (same process group, holding the
+    # pipes), then hangs. Both sleep far past the hang guard: run() returns only if it
+    # kills the group instead of waiting for the output pipes to close.
     script = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
+        f"open({str(leader)!r}, 'w').write(str(os.getpid()))\n"
         "print('partial line', flush=True)\n"
         "print('to stderr', file=sys.stderr, flush=True)\n"
-        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'])\n"
+        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(600)'])\n"
         f"open({str(pidfile)!r}, 'w').write(str(g.pid))\n"
-        "time.sleep(60)\n"
+        "time.sleep(600)\n"
     )
-    start = time.monotonic()
-    with pytest.raises(CommandTimeout) as info:
-        run([PY, "-c", script], timeout_s=1.5)
-    elapsed = time.monotonic() - start
-    assert elapsed < 5
+
+    def call():
+        with pytest.raises(CommandTimeout) as info:
+            run([PY, "-c", script], timeout_s=1.5)
+        return info
+
+    info = finishes(call)
     assert info.value.stdout == "partial line\n"
     assert "to stderr" in info.value.stderr
     assert info.value.timeout_s == 1.5
     grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while _alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(grandchild)
+    wait_until(lambda: not _alive(grandchild), what=f"grandchild {grandchild} gone")
+    # The child led its own group (start_new_session): nothing of that group is left.
+    wait_until(lambda: group_gone(int(leader.read_text())), what="process group gone")
 
 
 def test_grandchild_left_running_after_normal_exit_is_reaped(tmp_path):
     pidfile = tmp_path / "grandchild.pid"
     script = (
         "import subprocess, sys\n"
-        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(60)'],"
+        f"g = subprocess.Popen([{PY!r}, '-c', 'import time; time.sleep(600)'],"
         " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         f"open({str(pidfile)!r}, 'w').write(str(g.pid))\n"
         "print('done')\n"
@@ -93,19 +98,24 @@ def test_grandchild_left_running_after_normal_exit_is_reaped(tmp_path):
     done = run([PY, "-c", script], timeout_s=10)
     assert done.returncode == 0 and done.stdout == "done\n"
     grandchild = int(pidfile.read_text())
-    deadline = time.monotonic() + 2
-    while _alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not _alive(grandchild)
+    wait_until(lambda: not _alive(grandchild), what=f"grandchild {grandchild} gone")
 
 
-def test_timeout_ignores_sigterm_then_sigkill():
-    script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('x', flush=True)\ntime.sleep(60)\n"
-    start = time.monotonic()
-    with pytest.raises(CommandTimeout) as info:
-        run([PY, "-c", script], timeout_s=0.8)
-    assert time.monotonic() - start < 4
+def test_timeout_ignores_sigterm_then_sigkill(tmp_path):
+    leader = tmp_path / "leader.pid"
+    script = ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              f"open({str(leader)!r}, 'w').write(str(os.getpid()))\n"
+              "print('x', flush=True)\ntime.sleep(600)\n")
+
+    def call():
+        with pytest.raises(CommandTimeout) as info:
+            run([PY, "-c", script], timeout_s=0.8)
+        return info
+
+    # Only SIGKILL ends a child that ignores SIGTERM and sleeps past the hang guard.
+    info = finishes(call)
     assert info.value.stdout == "x\n"
+    assert group_gone(int(leader.read_text()))
 
 
 PORT = 5297  # inside the bench tests' loopback range 5201-5299
@@ -158,24 +168,18 @@ def test_server_dies_with_a_killed_parent(tmp_path):
     parent = (
         "import time\n"
         "from gpufabric.exec.process import start_server\n"
-        f"with start_server([{PY!r}, '-c', 'import time; time.sleep(60)'], ready=lambda: True) as s:\n"
+        f"with start_server([{PY!r}, '-c', 'import time; time.sleep(600)'], ready=lambda: True) as s:\n"
         f"    open({str(pidfile)!r}, 'w').write(str(s.pid))\n"
         "    time.sleep(60)\n"
     )
     proc = subprocess.Popen([PY, "-c", parent], start_new_session=True)
     try:
-        deadline = time.monotonic() + 10
-        while not pidfile.exists() or not pidfile.read_text():
-            assert time.monotonic() < deadline, "parent never started its server"
-            time.sleep(0.05)
+        wait_until(lambda: pidfile.exists() and pidfile.read_text() != "", what="parent started its server")
         server_pid = int(pidfile.read_text())
         assert _alive(server_pid)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        deadline = time.monotonic() + 3
-        while _alive(server_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(server_pid)
+        wait_until(lambda: not _alive(server_pid), what=f"server {server_pid} gone after its parent died")
     finally:
         if proc.poll() is None:
             proc.kill()
