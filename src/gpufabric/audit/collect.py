@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.audit import nft
-from gpufabric.exec.process import Completed, run
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
+from gpufabric.exec.process import Completed, run
 from gpufabric.spec.security import SecurityPolicy
 
 #: Collector commands get a short timeout: an audit must never hang on a stuck tool.

@@ -34,8 +34,8 @@ from gpufabric.audit import nft, probe_agent
 from gpufabric.audit.collect import IFNAME
 from gpufabric.audit.nfteval import Packet, evaluate
 from gpufabric.audit.reachability import OTHER, Proof
-from gpufabric.exec.process import run
 from gpufabric.errors import CommandFailed, InputError
+from gpufabric.exec.process import run
 from gpufabric.spec.security import SecurityPolicy
 
 _PREFIX = re.compile(r"[a-z][a-z0-9]{0,5}")

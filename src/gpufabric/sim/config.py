@@ -9,7 +9,6 @@ from typing import Literal
 from gpufabric.errors import InputError
 from gpufabric.sim.distributions import Distribution, Hiccup
 
-
 #: Checkpoint intervals per run the timeline handles (a few arrays of this length).
 MAX_SEGMENTS = 1_000_000
 

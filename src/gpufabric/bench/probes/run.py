@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.exec import launch
 from gpufabric.bench.probes.live import Tail
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
 from gpufabric.errors import InputError
+from gpufabric.exec import launch
 
 MODULES = {
     "collectives": "gpufabric.bench.probes.collectives",

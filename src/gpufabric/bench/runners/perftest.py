@@ -13,9 +13,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from gpufabric.exec import process
 from gpufabric.bench.runners import PlannedTest, ServerSpec
 from gpufabric.errors import CommandTimeout, ToolNotFound
+from gpufabric.exec import process
 
 #: perftest's out-of-band TCP port (-p), inside this tool's loopback range.
 PORT = 5290
