@@ -218,7 +218,7 @@ def from_directory(root: Path) -> Facts:
     files = _tree(etc, "/etc/")
     doc = _read_json(files["/etc/gpufabric/policy.json"]) if "/etc/gpufabric/policy.json" in files else None
     policy = _policy(doc)
-    hostname = (files.get("/etc/hostname").read_text().strip() if "/etc/hostname" in files else "") or root.name
+    hostname = (files["/etc/hostname"].read_text().strip() if "/etc/hostname" in files else "") or root.name
     role = dict(policy.hosts()).get(hostname) if policy else None
     view = HostView(name=hostname, role=role, files=files, root=sys_root, interfaces=plane_interfaces(policy))
     return Facts(source=f"copy of /etc at {root}", hosts=[view], policy_doc=doc, policy=policy)

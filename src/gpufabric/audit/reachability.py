@@ -126,12 +126,12 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     for role in policy.roles:
         groups: dict[int, Ruleset] = {}
         for host in role.host_names:
-            rs = rulesets.get(host)
-            if rs is None:
+            found = rulesets.get(host)
+            if found is None:
                 missing.append(host)
                 continue
             hosts_done += 1
-            rs = canonical[rs.fingerprint or str(id(rs))]
+            rs = canonical[found.fingerprint or str(id(found))]
             groups[id(rs)] = rs
         if not groups:
             continue
