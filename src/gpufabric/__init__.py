@@ -16,7 +16,7 @@ def _exit_quietly_on_early_interrupt() -> None:
     """
     # _signal, not signal: the Python module takes milliseconds to import (an enum build),
     # which would itself be a window for a traceback.
-    import _signal
+    import _signal  # type: ignore[import-not-found]  # typeshed has no stub for the C module behind signal
     import os
     import sys
 

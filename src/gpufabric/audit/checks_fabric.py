@@ -220,7 +220,7 @@ def ib06(facts: Facts) -> Iterator[Finding]:
     views = _pkey_views(facts)
     assert facts.policy is not None
     data = next((p for p in facts.policy.planes if p.kind == "compute-data" and p.pkey is not None), None)
-    if data is None:
+    if data is None or data.pkey is None:  # the pkey test repeated so that the type checker sees it
         raise NotAvailable("the policy's compute-data plane has no PKey")
     views = [v for v in views if facts.role_kind(v.role) in (None, "compute")]
     if not views:

@@ -314,7 +314,7 @@ def nvmf13(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
         text = view.read("/etc/nvme/discovery.conf")
-        for transport, tos, line in _discovery_tos(text or ""):
+        for transport, tos, _line in _discovery_tos(text or ""):
             seen = True
             if tos is None:
                 continue  # RDMA inherits rdma_cm's default; TCP stays unmarked

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-class Severity(str, enum.Enum):
+class Severity(enum.StrEnum):
     critical = "critical"
     high = "high"
     medium = "medium"

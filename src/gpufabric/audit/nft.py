@@ -366,7 +366,7 @@ def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
     return points
 
 
-from gpufabric.audit.nfteval import (  # re-export (imported last: nfteval imports this module)
+from gpufabric.audit.nfteval import (  # noqa: E402 - re-export, imported last: nfteval imports this module
     Packet,
     Verdicts,
     accepted_sources,

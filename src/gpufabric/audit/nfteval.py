@@ -595,7 +595,7 @@ def _concat(ctx: _Ctx, chain: Chain, parts: list[Any], values: list[Any], space:
         if not (isinstance(value, dict) and isinstance(value.get("concat"), list) and len(value["concat"]) == len(parts)):
             return (), space
         srcs: Spans | None = space
-        for part, component in zip(parts, value["concat"]):
+        for part, component in zip(parts, value["concat"], strict=True):  # lengths checked above
             if part is _SADDR:
                 spans = _addr_spans(ctx, [component])
                 if spans is None:

@@ -12,12 +12,22 @@ the one shared timeout, not one timeout each.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import selectors
 import socket
 import sys
 import time
+
+
+def _socket_of(key: selectors.SelectorKey) -> socket.socket:
+    """The socket behind a selector key: the selector hands back ``int | HasFileno``, but this
+    agent registers nothing except sockets."""
+    sock = key.fileobj
+    if not isinstance(sock, socket.socket):
+        raise TypeError(f"selector holds a {type(sock).__name__}, not a socket")
+    return sock
 
 
 def listen(ports: list[int]) -> None:
@@ -36,7 +46,7 @@ def listen(ports: list[int]) -> None:
     print("ready", flush=True)
     while True:
         for key, _ in sel.select():
-            sock = key.fileobj
+            sock = _socket_of(key)
             try:
                 if key.data == "tcp":
                     conn, _ = sock.accept()
@@ -69,7 +79,7 @@ def probe(probes: list[list], timeout_s: float) -> dict[str, str]:
     deadline = time.monotonic() + timeout_s
     while sel.get_map() and (left := deadline - time.monotonic()) > 0:
         for key, _ in sel.select(left):
-            sock = key.fileobj
+            sock = _socket_of(key)
             sel.unregister(sock)
             try:
                 if sock.type == socket.SOCK_STREAM:
@@ -96,10 +106,8 @@ def send(probes: list[list], linger_s: float) -> dict[str, int]:
         if proto == "tcp":
             sock.connect_ex((dst, port))
         else:
-            try:
+            with contextlib.suppress(OSError):
                 sock.sendto(pid.encode(), (dst, port))
-            except OSError:
-                pass
         socks.append(sock)
     time.sleep(linger_s)
     for sock in socks:

@@ -19,6 +19,7 @@ closed on it (docs/security.md, "Proof of segmentation").
 
 from __future__ import annotations
 
+import itertools
 import time
 from bisect import bisect_right
 from collections import defaultdict
@@ -126,12 +127,12 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     for role in policy.roles:
         groups: dict[int, Ruleset] = {}
         for host in role.host_names:
-            rs = rulesets.get(host)
-            if rs is None:
+            found = rulesets.get(host)
+            if found is None:
                 missing.append(host)
                 continue
             hosts_done += 1
-            rs = canonical[rs.fingerprint or str(id(rs))]
+            rs = canonical[found.fingerprint or str(id(found))]
             groups[id(rs)] = rs
         if not groups:
             continue
@@ -162,7 +163,7 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                         if acc is None:
                             acc = cache[key] = evaluate(rs, Packet(iif=iif, proto=proto, dport=lo, daddr=daddr or None))
                         accs.append(acc)
-                    statuses = tuple(_status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes))
+                    statuses = tuple(_status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes, strict=True))
                     intended = tuple(bool(span) and _covers(span, lo) for span in intent_spans)
                     if runs and runs[-1][2] == statuses and runs[-1][3] == intended and runs[-1][1] + 1 == lo:
                         runs[-1][1] = hi
@@ -251,7 +252,7 @@ def diff(old: Proof, new: Proof) -> list[Change]:
     for key in sorted(set(a) | set(b), key=lambda k: (k[2], k[0], k[1], k[3])):
         cuts = sorted({1, 65536} | {c.port_lo for c in a.get(key, [])} | {c.port_hi + 1 for c in a.get(key, [])}
                       | {c.port_lo for c in b.get(key, [])} | {c.port_hi + 1 for c in b.get(key, [])})
-        for lo, nxt in zip(cuts, cuts[1:]):
+        for lo, nxt in itertools.pairwise(cuts):
             before = next((c.allowed for c in a.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
             after = next((c.allowed for c in b.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
             if before == after:

@@ -139,14 +139,16 @@ def proof_findings(proof: Proof) -> list[Finding]:
 def audit_diff(old: Path, new: Path) -> AuditReport:
     """Cells a change opens or closes (VER-02); opened cells beyond the new intent are findings."""
     facts_old, facts_new = from_directory(old), from_directory(new)
-    for facts, path in ((facts_old, old), (facts_new, new)):
-        if facts.policy is None:
-            raise InputError(f"{path} has no policy.json; --diff compares two bundles or /etc copies with policy.json")
+    policy_old, policy_new = facts_old.policy, facts_new.policy
+    if policy_old is None or policy_new is None:
+        path = old if policy_old is None else new
+        raise InputError(f"{path} has no policy.json; --diff compares two bundles or /etc copies with policy.json")
     rs_old, rs_new = host_rulesets(facts_old), host_rulesets(facts_new)
-    p_old = prove(facts_old.policy, rs_old)  # type: ignore[arg-type]
-    p_new = prove(facts_new.policy, rs_new)  # type: ignore[arg-type]
-    report = AuditReport(source=f"diff {old} -> {new}", proof=p_new, changes=diff(p_old, p_new))
-    for ch in report.changes:
+    p_old = prove(policy_old, rs_old)
+    p_new = prove(policy_new, rs_new)
+    changes = diff(p_old, p_new)
+    report = AuditReport(source=f"diff {old} -> {new}", proof=p_new, changes=changes)
+    for ch in changes:
         cell = cell_at(p_new, ch.src, ch.dst, ch.plane, ch.proto, ch.port_lo)
         if ch.direction == "opens" and not (cell is not None and cell.intended):
             report.findings.append(Finding(

@@ -74,7 +74,7 @@ def parse_topo(text: str) -> dict[str, dict[str, str]]:
         if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
             continue
         row = {}
-        for col, cell in zip(header, cells[1:]):
+        for col, cell in zip(header, cells[1:], strict=False):  # a row may stop short of the header
             if re.fullmatch(r"GPU\d+", col):
                 continue
             if col == "CPU":  # "CPU Affinity" and later columns are not connections

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -215,12 +215,24 @@ def _build(files: list[Located], *, n_shipped: int) -> Catalog:
         merged.add(located, user=index >= n_shipped)
     out = merged.validate()
     return Catalog(
-        gpus=out["gpus"],  # type: ignore[arg-type]
-        fabrics=out["fabrics"],  # type: ignore[arg-type]
-        switches=out["switches"],  # type: ignore[arg-type]
-        optics=out["optics"],  # type: ignore[arg-type]
-        storage=out["storage"],  # type: ignore[arg-type]
-        site=out["site"]["default"],  # type: ignore[arg-type]
+        gpus=_section(out, "gpus", Gpu),
+        fabrics=_section(out, "fabrics", Fabric),
+        switches=_section(out, "switches", Switch),
+        optics=_section(out, "optics", Optic),
+        storage=_section(out, "storage", Storage),
+        site=_section(out, "site", Site)["default"],
         files=tuple(f.file for f in files),
-        rentals=out["rentals"],  # type: ignore[arg-type]
+        rentals=_section(out, "rentals", Rental),
     )
+
+
+_E = TypeVar("_E", bound=Entry)
+
+
+def _section(out: dict[str, dict[str, Entry]], name: str, model: type[_E]) -> dict[str, _E]:
+    """``out[name]`` typed as its model: validate() built every entry with SECTIONS[name]."""
+    entries = out[name]
+    typed = {entry_id: entry for entry_id, entry in entries.items() if isinstance(entry, model)}
+    if len(typed) != len(entries):
+        raise TypeError(f"catalog section {name} holds an entry that is not a {model.__name__}")
+    return typed

@@ -130,7 +130,7 @@ class ManifestRejected(InputError):
 def validate(doc: Mapping[str, Any]) -> None:
     """Raise :class:`ManifestRejected` unless kubeflow-trainer-api accepts ``doc`` and keeps all of it."""
     try:
-        from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob  # type: ignore[import-untyped]
+        from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob  # type: ignore[import-untyped]  # it ships no py.typed
         from pydantic import ValidationError
     except ImportError as exc:
         raise InputError("validating a TrainJob needs kubeflow-trainer-api: pip install 'gpufabric[k8s]'") from exc

@@ -17,6 +17,7 @@ State (host count, planes, rates, noise PIDs) is kept in STATE_DIR/NAME.json so 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -201,20 +202,15 @@ def down(name: str) -> list[str]:
         # Anything still running inside our namespaces was started by us (a probe rank or noise).
         pids = run(["ip", "netns", "pids", ns], timeout_s=_CMD_TIMEOUT_S).stdout.split()
         for pid in pids:
-            try:
+            with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
         try:
             _ip("netns", "del", ns)
         except CommandFailed:
             continue
         removed.append(ns)
     for path in (_state_path(name), STATE_DIR / f"{name}-noise.log"):
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+        path.unlink(missing_ok=True)
     return removed
 
 

@@ -74,6 +74,15 @@ def _dumps(value: Any) -> str:
     return json.dumps(to_jsonable(value), sort_keys=True)
 
 
+def _inserted_id(cur: sqlite3.Cursor) -> int:
+    """The row id of the INSERT just run on ``cur`` (sqlite3 types it optional: None only
+    before any INSERT)."""
+    row_id = cur.lastrowid
+    if row_id is None:
+        raise RuntimeError("sqlite3 gave no row id after an INSERT")
+    return row_id
+
+
 def _float(value: float | None) -> float | None:
     # SQLite stores NaN as NULL; keep None distinct from a measured NaN on the way back.
     return None if value is None else float(value)
@@ -213,7 +222,7 @@ class Store:
                     __version__,
                 ),
             )
-            return int(cur.lastrowid)
+            return _inserted_id(cur)
 
         run_id = self._write(insert)
         self._open_runs.add(run_id)
@@ -240,7 +249,7 @@ class Store:
                     _dumps({**result.params, **ranks.to_params(result.ranks)}),
                 ),
             )
-            result_id = int(cur.lastrowid)
+            result_id = _inserted_id(cur)
             for metric in result.metrics:
                 cur.execute(
                     "INSERT INTO metric (result_id, name, value, unit, direction) VALUES (?, ?, ?, ?, ?)",

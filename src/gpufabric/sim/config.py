@@ -128,12 +128,13 @@ class SimConfig:
             raise InputError(f"seed must be >= 0, got {self.seed}")
         if self.num_ranks % self.ranks_per_node:
             raise InputError(f"ranks ({self.num_ranks}) must be a multiple of ranks per node ({self.ranks_per_node})")
-        if self.ranks_per_leaf:
-            if self.ranks_per_leaf % self.ranks_per_node or self.num_ranks % self.ranks_per_leaf:
-                raise InputError(
-                    f"ranks per leaf ({self.ranks_per_leaf}) must be a multiple of ranks per node "
-                    f"({self.ranks_per_node}) and divide the ranks ({self.num_ranks})"
-                )
+        if self.ranks_per_leaf and (
+            self.ranks_per_leaf % self.ranks_per_node or self.num_ranks % self.ranks_per_leaf
+        ):
+            raise InputError(
+                f"ranks per leaf ({self.ranks_per_leaf}) must be a multiple of ranks per node "
+                f"({self.ranks_per_node}) and divide the ranks ({self.num_ranks})"
+            )
         if self.leaf_jitter is not None and not self.ranks_per_leaf:
             raise InputError("leaf jitter needs --ranks-per-leaf (which ranks share a leaf switch)")
         _check_time("fixed time per step", self.fixed_s)

@@ -317,6 +317,25 @@ class Requirements(SpecModel):
     """What the recommendation minimises among designs meeting every requirement: run_cost (default: the cheapest run within budget and deadline), capex, or time_to_train."""
 
 
+Topology = Literal["rail-optimized", "fat-tree"]
+Capacity = Literal["build", "rent"]
+RentTerm = Literal["on_demand", "1y", "3y"]
+
+
+# Named factories, not lambdas: a lambda's list literal is inferred as list[str], which
+# mypy will not accept as a list of Literal values.
+def _default_topologies() -> list[Topology]:
+    return ["rail-optimized"]
+
+
+def _default_capacity() -> list[Capacity]:
+    return ["build"]
+
+
+def _default_rent_terms() -> list[RentTerm]:
+    return ["on_demand", "1y", "3y"]
+
+
 class Options(SpecModel):
     """The design space the planner enumerates."""
 
@@ -330,19 +349,17 @@ class Options(SpecModel):
     """Checkpoint/dataset storage backend ids from the catalog."""
     oversubscription: list[float] = Field(default_factory=lambda: [1.0], min_length=1, max_length=MAX_OPTIONS)
     """Leaf downlink:uplink ratios to consider (1 = non-blocking)."""
-    topologies: list[Literal["rail-optimized", "fat-tree"]] = Field(
-        default_factory=lambda: ["rail-optimized"], min_length=1, max_length=2
-    )
+    topologies: list[Topology] = Field(default_factory=_default_topologies, min_length=1, max_length=2)
     """Topologies to consider."""
     placement: Literal["contiguous", "scattered"] = "contiguous"
     """How the job's nodes sit under leaf switches: contiguous (topology-aware scheduling), or scattered over leaves shared with other jobs (ring neighbours then cross leaves)."""
     in_network_reduction: bool | list[bool] = False
     """In-network reduction (InfiniBand SHARP): true uses it (SHARP-capable fabrics only, licence and aggregation manager costed), false does not (most clusters), [true, false] enumerates both to show what it buys."""
-    capacity: list[Literal["build", "rent"]] = Field(default_factory=lambda: ["build"], min_length=1)
+    capacity: list[Capacity] = Field(default_factory=_default_capacity, min_length=1)
     """build: designs the user buys; rent: the catalog's rentable offerings (catalog rentals) beside them, with break-even."""
     rentals: list[str] | None = None
     """Rental offering ids (catalog rentals) to consider with capacity rent; default: every offering with the cluster's GPU and GPUs per node."""
-    rent_terms: list[Literal["on_demand", "1y", "3y"]] = Field(default_factory=lambda: ["on_demand", "1y", "3y"], min_length=1)
+    rent_terms: list[RentTerm] = Field(default_factory=_default_rent_terms, min_length=1)
     """Rental terms to price: on_demand (paid per hour used), 1y or 3y commitment (paid for every hour of the term)."""
     utilisation: float = Field(1.0, gt=0, le=1)
     """Fraction of owned or committed hours that do useful work: a built or committed GPU-hour of useful work costs its hourly price over this; on-demand hours are paid only when used."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -151,6 +152,15 @@ def parse_port(item: int | str) -> tuple[int, int]:
     return low, int(match.group(2) or low)
 
 
+@dataclass(slots=True, kw_only=True)
+class _Memo:
+    """A policy's cached derived views; ``owner`` is the id of the policy that filled it."""
+
+    owner: int
+    role_planes: dict[str, list[str]] = field(default_factory=dict)
+    addresses: dict[tuple[str, str], str] | None = None
+
+
 class SecurityPolicy(_Model):
     """Planes, node roles and allowed flows (intent); everything else is denied."""
 
@@ -246,10 +256,9 @@ class SecurityPolicy(_Model):
     def role_planes(self, role: str) -> list[str]:
         """Planes a role is attached to, in plane order."""
         memo = self._memo()
-        key = f"role_planes/{role}"
-        if key not in memo:
-            memo[key] = self._compute_role_planes(role)
-        return list(memo[key])  # type: ignore[call-overload]
+        if role not in memo.role_planes:
+            memo.role_planes[role] = self._compute_role_planes(role)
+        return list(memo.role_planes[role])
 
     def _compute_role_planes(self, role: str) -> list[str]:
         explicit = self.role(role).planes
@@ -260,21 +269,21 @@ class SecurityPolicy(_Model):
             wanted |= {f.plane for f in self.flows if role in (f.src, f.dst)}
         return [p.name for p in self.planes if p.name in wanted]
 
-    def _memo(self) -> dict[str, object]:
+    def _memo(self) -> _Memo:
         """Per-instance cache of derived views (the model is frozen; renderers ask per host).
         The owner check makes a ``model_copy`` (which copies ``__dict__``) start afresh."""
         memo = self.__dict__.get("_gf_memo")
-        if memo is None or memo[0] != id(self):
-            memo = (id(self), {})
+        if not isinstance(memo, _Memo) or memo.owner != id(self):
+            memo = _Memo(owner=id(self))
             self.__dict__["_gf_memo"] = memo
-        return memo[1]
+        return memo
 
     def addresses(self) -> dict[tuple[str, str], str]:
         """(host, plane) -> IPv4 address; hosts numbered in role order from .HOST_OFFSET+1."""
         memo = self._memo()
-        if "addresses" not in memo:
-            memo["addresses"] = self._compute_addresses()
-        return memo["addresses"]  # type: ignore[return-value]
+        if memo.addresses is None:
+            memo.addresses = self._compute_addresses()
+        return memo.addresses
 
     def _compute_addresses(self) -> dict[tuple[str, str], str]:
         out: dict[tuple[str, str], str] = {}

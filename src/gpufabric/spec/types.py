@@ -17,7 +17,7 @@ import ipaddress
 import types
 import typing
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -128,6 +128,10 @@ class StrictModel(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
+    # Filled per subclass by __pydantic_init_subclass__; class data, never model fields.
+    __gf_numeric__: ClassVar[frozenset[str]] = frozenset()
+    __gf_boolean__: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
@@ -135,7 +139,10 @@ class StrictModel(BaseModel):
         # computed once per class so the check below is one dict walk per document.
         numeric, boolean = set(), set()
         for name, field in cls.model_fields.items():
-            wants_bool, wants_number = _accepts(field.annotation, bool), _numeric(field.annotation)
+            # Any: a type form is hashable at run time, but mypy's TypeForm does not say so
+            # and _accepts is cached on it.
+            annotation: Any = field.annotation
+            wants_bool, wants_number = _accepts(annotation, bool), _numeric(annotation)
             if wants_number and not wants_bool:
                 numeric.add(name)
             elif wants_bool and not wants_number:
@@ -148,8 +155,7 @@ class StrictModel(BaseModel):
     def _bools_are_not_numbers(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        numeric: frozenset[str] = getattr(cls, "__gf_numeric__", frozenset())
-        boolean: frozenset[str] = getattr(cls, "__gf_boolean__", frozenset())
+        numeric, boolean = cls.__gf_numeric__, cls.__gf_boolean__
         for key, value in data.items():
             if key in numeric:
                 items = value if isinstance(value, list) else (value,)

@@ -121,8 +121,13 @@ class LocalExecutor:
             Path(directory).mkdir(parents=True, exist_ok=True)
         started_at = time.time()
         start = time.monotonic()
-        failed = {"host": self.host, "argv": test.argv, "started_at": started_at,
-                  "params": {**test.params, "repeat": str(test.repeat)}}
+        params = {**test.params, "repeat": str(test.repeat)}
+
+        def failed(status: Status, reason: str, duration_s: float, raw: str) -> TestResult:
+            return TestResult(name=test.name, tool=test.tool, host=self.host, status=status, reason=reason,
+                              argv=test.argv, started_at=started_at, duration_s=duration_s,
+                              raw_output=raw[:RAW_OUTPUT_LIMIT], params=params)
+
         try:
             server = test.server
             context = (
@@ -136,12 +141,9 @@ class LocalExecutor:
             return skipped(test, f"skipped: {exc.tool} not installed", self.host)
         except CommandTimeout as exc:
             raw = exc.stdout + ("\n--- stderr ---\n" + exc.stderr if exc.stderr else "")
-            return TestResult(name=test.name, tool=test.tool, status=Status.timeout, reason=str(exc),
-                              duration_s=time.monotonic() - start, raw_output=raw[:RAW_OUTPUT_LIMIT], **failed)
+            return failed(Status.timeout, str(exc), time.monotonic() - start, raw)
         except CommandFailed as exc:  # the server died before it was ready
-            return TestResult(name=test.name, tool=test.tool, status=Status.failed, reason=f"server: {exc}",
-                              duration_s=time.monotonic() - start, raw_output=(exc.stderr or exc.stdout)[:RAW_OUTPUT_LIMIT],
-                              **failed)
+            return failed(Status.failed, f"server: {exc}", time.monotonic() - start, exc.stderr or exc.stdout)
         duration_s = time.monotonic() - start
         log_text = None
         if test.log_file and Path(test.log_file).is_file():
@@ -151,9 +153,7 @@ class LocalExecutor:
             parsed = _parse(test, done.stdout, log_text)
         except ParseError as exc:
             reason = f"exited {done.returncode}; " if done.returncode else ""
-            return TestResult(name=test.name, tool=test.tool, status=Status.failed,
-                              reason=f"{reason}unparseable output: {exc}", duration_s=duration_s,
-                              raw_output=raw[:RAW_OUTPUT_LIMIT], **failed)
+            return failed(Status.failed, f"{reason}unparseable output: {exc}", duration_s, raw)
         return to_result(test, parsed, host=self.host, returncode=done.returncode, stderr=done.stderr,
                          started_at=started_at, duration_s=duration_s, raw=raw)
 
