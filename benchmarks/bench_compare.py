@@ -30,12 +30,35 @@ def _run(run_id: int, rng: np.random.Generator, *, metrics: int, samples: int, r
         ms = []
         for k in range(metrics):
             x = rng.lognormal(np.log(10.0 + k), 0.15, per)
-            ms.append(Metric(name=f"lat{k}_p50_us", value=float(np.median(x)), unit="us", direction=Direction.lower,
-                             samples=tuple(x.tolist())))
-        results.append(TestResult(name="sockperf.data", tool="sockperf", host="node1", status=Status.ok,
-                                  metrics=tuple(ms), params={"repeat": str(r)}))
-    return RunRecord(id=run_id, kind="bench", status="passed", started_at=0.0, finished_at=1.0, argv=(),
-                     fingerprint={}, results=tuple(results))
+            ms.append(
+                Metric(
+                    name=f"lat{k}_p50_us",
+                    value=float(np.median(x)),
+                    unit="us",
+                    direction=Direction.lower,
+                    samples=tuple(x.tolist()),
+                )
+            )
+        results.append(
+            TestResult(
+                name="sockperf.data",
+                tool="sockperf",
+                host="node1",
+                status=Status.ok,
+                metrics=tuple(ms),
+                params={"repeat": str(r)},
+            )
+        )
+    return RunRecord(
+        id=run_id,
+        kind="bench",
+        status="passed",
+        started_at=0.0,
+        finished_at=1.0,
+        argv=(),
+        fingerprint={},
+        results=tuple(results),
+    )
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -61,9 +84,13 @@ def main() -> int:
     aR, bR = (_run(i, rng, metrics=args.metrics, samples=args.samples, repeats=args.repeats) for i in (3, 4))
     common = _median_time(lambda: compare_runs(aR, bR), args.times)
     ok = worst < 2.0
-    print(f"compare_runs, {args.metrics} metrics x {args.samples:,} samples per run, 1 repeat (batch medians): "
-          f"median {worst * 1e3:.0f} ms of {args.times} ({'PASS' if ok else 'FAIL'} < 2 s bar)")
-    print(f"compare_runs, same samples over {args.repeats} repeats (per-repeat summaries): median {common * 1e3:.0f} ms")
+    print(
+        f"compare_runs, {args.metrics} metrics x {args.samples:,} samples per run, 1 repeat (batch medians): "
+        f"median {worst * 1e3:.0f} ms of {args.times} ({'PASS' if ok else 'FAIL'} < 2 s bar)"
+    )
+    print(
+        f"compare_runs, same samples over {args.repeats} repeats (per-repeat summaries): median {common * 1e3:.0f} ms"
+    )
     return 0 if ok else 1
 
 

@@ -31,8 +31,13 @@ def one_round(spec: Path) -> tuple[float, float, int]:
         out = Path(tmp) / "bundle"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "gpufabric", "config", str(spec), "--out", str(out), "--seed", "bench"],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "gpufabric", "config", str(spec), "--out", str(out), "--seed", "bench"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            check=False,
+        )
         wall = time.monotonic() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
@@ -54,7 +59,9 @@ def main() -> int:
         cpus.append(cpu)
         print(f"round {i + 1}: wall {wall:.2f} s, cpu {cpu:.2f} s, {files} files")
     wall, cpu = statistics.median(walls), statistics.median(cpus)
-    print(f"median: wall {wall:.2f} s, cpu {cpu:.2f} s (bar: wall < {LIMIT_S:g} s); load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"median: wall {wall:.2f} s, cpu {cpu:.2f} s (bar: wall < {LIMIT_S:g} s); load average {os.getloadavg()[0]:.1f}"
+    )
     return 0 if wall < LIMIT_S else 1
 
 

@@ -32,7 +32,9 @@ def build(path: Path, megabytes: float) -> int:
     for i, line in enumerate(lines):
         chunk.append(f" 0: {line}")
         if i % 3 == 0:
-            chunk.append(f" {1 + i % 15}: bm-h100-02:26634:26701 [{1 + i % 7}] NCCL INFO Channel 0{i % 8}/0 : 9[1] -> 1[1] via NET/IB/1")
+            chunk.append(
+                f" {1 + i % 15}: bm-h100-02:26634:26701 [{1 + i % 7}] NCCL INFO Channel 0{i % 8}/0 : 9[1] -> 1[1] via NET/IB/1"
+            )
     block = "\n".join(chunk) + "\n"
     copies = max(1, int(megabytes * 1e6 / len(block)))
     path.write_text(block * copies)
@@ -56,10 +58,25 @@ def main_() -> None:
             parse_cpu.append(time.process_time() - cpu)
             assert len(runs) == copies
             start = time.perf_counter()
-            proc = subprocess.Popen([sys.executable, "-m", "gpufabric", "ingest", "--tool", "nccl-tests", str(log),
-                                     "--dry-run", "--format", "json", "--db", str(Path(tmp) / "r.db")],
-                                    stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-            _, status, usage = os.wait4(proc.pid, 0)   # the child's own CPU time
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "gpufabric",
+                    "ingest",
+                    "--tool",
+                    "nccl-tests",
+                    str(log),
+                    "--dry-run",
+                    "--format",
+                    "json",
+                    "--db",
+                    str(Path(tmp) / "r.db"),
+                ],
+                stdout=subprocess.DEVNULL,
+                stdin=subprocess.DEVNULL,
+            )
+            _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time
             cli_s.append(time.perf_counter() - start)
             cli_cpu.append(usage.ru_utime + usage.ru_stime)
             assert os.waitstatus_to_exitcode(status) == 0
@@ -69,10 +86,14 @@ def main_() -> None:
         x += float("1.5")
     print(f"machine: 1M float() calls in {time.perf_counter() - start:.2f} s (about 0.08 s on an idle modern core)")
     print(f"log: {size_mb:.1f} MB, {copies} runs of 32 sizes")
-    print(f"parse_nccl_tests: median {statistics.median(parse_cpu):.2f} s CPU, {statistics.median(parse_s):.2f} s wall"
-          f" ({args.repeats} repeats)")
-    print(f"gpufabric ingest --dry-run --format json (whole process): median {statistics.median(cli_cpu):.2f} s CPU,"
-          f" {statistics.median(cli_s):.2f} s wall (bar: < 5 s)")
+    print(
+        f"parse_nccl_tests: median {statistics.median(parse_cpu):.2f} s CPU, {statistics.median(parse_s):.2f} s wall"
+        f" ({args.repeats} repeats)"
+    )
+    print(
+        f"gpufabric ingest --dry-run --format json (whole process): median {statistics.median(cli_cpu):.2f} s CPU,"
+        f" {statistics.median(cli_s):.2f} s wall (bar: < 5 s)"
+    )
 
 
 if __name__ == "__main__":

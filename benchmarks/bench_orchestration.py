@@ -32,8 +32,10 @@ def one_round(repeats: int | None) -> tuple[float, float, int, dict[str, float]]
     from gpufabric.results.records import Direction, Slo
     from gpufabric.results.store import Store
 
-    slos = [Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=0.1),
-            Slo(test="sockperf.udp", metric="lat_p99_us", direction=Direction.lower, maximum=10_000)]
+    slos = [
+        Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=0.1),
+        Slo(test="sockperf.udp", metric="lat_p99_us", direction=Direction.lower, maximum=10_000),
+    ]
     parts: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         start = time.monotonic()
@@ -68,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         overhead = (wall - tool) / wall
         overheads.append(overhead)
         detail = ", ".join(f"{k} {v:.2f}" for k, v in parts.items())
-        print(f"round {i + 1}: {count} tests, wall {wall:.2f} s, in tools {tool:.2f} s, "
-              f"orchestration {wall - tool:.2f} s = {overhead:.1%} ({detail})")
+        print(
+            f"round {i + 1}: {count} tests, wall {wall:.2f} s, in tools {tool:.2f} s, "
+            f"orchestration {wall - tool:.2f} s = {overhead:.1%} ({detail})"
+        )
     median = statistics.median(overheads)
     print(f"median orchestration overhead: {median:.1%} of suite wall time (bar: < 5 %)")
     return 0 if median < 0.05 else 1

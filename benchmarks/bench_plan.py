@@ -62,8 +62,13 @@ def main() -> int:
 
     catalog = load_catalog()
     built = sorted(k for k, f in catalog.fabrics.items() if not f.rented_only)  # providers' fabrics are not built
-    designs = [Design(fabric=f, topology=t, oversubscription=r, storage=s) for f in built
-               for t in ("rail-optimized", "fat-tree") for r in (1.0, 1.5, 2.0, 3.0) for s in sorted(catalog.storage)]
+    designs = [
+        Design(fabric=f, topology=t, oversubscription=r, storage=s)
+        for f in built
+        for t in ("rail-optimized", "fat-tree")
+        for r in (1.0, 1.5, 2.0, 3.0)
+        for s in sorted(catalog.storage)
+    ]
     work = workloads(catalog)
     D = len(designs)
     build_cpu = eval_cpu = 0.0
@@ -74,8 +79,14 @@ def main() -> int:
         di = np.tile(np.arange(D), len(layouts))
         for lo in range(0, len(li), CHUNK):
             c0 = time.process_time()
-            t = build_table(spec, catalog, designs, layouts, pairs=(li[lo:lo + CHUNK], di[lo:lo + CHUNK]),
-                            compute_efficiency=0.6)
+            t = build_table(
+                spec,
+                catalog,
+                designs,
+                layouts,
+                pairs=(li[lo : lo + CHUNK], di[lo : lo + CHUNK]),
+                compute_efficiency=0.6,
+            )
             c1 = time.process_time()
             evaluate_table(t, quantise_tail=True)
             c2 = time.process_time()
@@ -86,13 +97,19 @@ def main() -> int:
             break
     wall = time.perf_counter() - wall0
     total_cpu = build_cpu + eval_cpu
-    print(f"machine: {platform.node()} {platform.machine()} {platform.python_implementation()} {platform.python_version()}, "
-          f"{os.cpu_count()} CPUs (pinned to 1); date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC;"
-          f" load average {os.getloadavg()[0]:.1f}")
-    print(f"candidates (layout x design): {rows:,} ({D} designs; {sum(len(lay) for _, lay in work):,} layouts in"
-          f" {len(work)} workloads, as many as needed)")
-    print(f"build tables: {build_cpu:.2f} s CPU; evaluate: {eval_cpu:.2f} s CPU; total {total_cpu:.2f} s CPU,"
-          f" {wall:.2f} s wall -> {rows / total_cpu:,.0f} candidates per CPU second")
+    print(
+        f"machine: {platform.node()} {platform.machine()} {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs (pinned to 1); date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC;"
+        f" load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"candidates (layout x design): {rows:,} ({D} designs; {sum(len(lay) for _, lay in work):,} layouts in"
+        f" {len(work)} workloads, as many as needed)"
+    )
+    print(
+        f"build tables: {build_cpu:.2f} s CPU; evaluate: {eval_cpu:.2f} s CPU; total {total_cpu:.2f} s CPU,"
+        f" {wall:.2f} s wall -> {rows / total_cpu:,.0f} candidates per CPU second"
+    )
 
     if all_cpus:
         os.sched_setaffinity(0, all_cpus)  # end-to-end runs as a user would run them
@@ -107,8 +124,10 @@ def main() -> int:
             walls.append(time.perf_counter() - t0)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-        print(f"plan {example.name:22s} end to end: median CPU {statistics.median(cpus):.2f} s,"
-              f" wall {statistics.median(walls):.2f} s (3 runs)")
+        print(
+            f"plan {example.name:22s} end to end: median CPU {statistics.median(cpus):.2f} s,"
+            f" wall {statistics.median(walls):.2f} s (3 runs)"
+        )
     return 0
 
 

@@ -63,14 +63,26 @@ def collectives(rounds: int, size: int) -> list[dict]:
     from gpufabric.model.collectives import busbw_gbps
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = {"out_dir": tmp, "ops": ["all_reduce", "all_gather"], "size": size, "iters": 10, "rounds": rounds,
-               "init_timeout_s": 60, "op_timeout_s": 120}
+        cfg = {
+            "out_dir": tmp,
+            "ops": ["all_reduce", "all_gather"],
+            "size": size,
+            "iters": 10,
+            "rounds": rounds,
+            "init_timeout_s": 60,
+            "op_timeout_s": 120,
+        }
         cfg_path = Path(tmp) / "cfg.json"
         cfg_path.write_text(json.dumps(cfg))
         cmds = []
         for rank in range(2):
-            env = {"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29590",
-                   "OMP_NUM_THREADS": "1"}
+            env = {
+                "RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": "29590",
+                "OMP_NUM_THREADS": "1",
+            }
             cmds.append(launch.Command(argv=(sys.executable, __file__, "--worker", str(cfg_path)), env=env))
         plan = launch.LaunchPlan(launcher="local", commands=tuple(cmds), num_ranks=2, hosts=())
         out = launch.execute(plan, timeout_s=600, log_dir=Path(tmp))
@@ -81,8 +93,14 @@ def collectives(rounds: int, size: int) -> list[dict]:
     for a, b in zip(*per_rank, strict=True):
         harness_s = (a["harness_us"] + b["harness_us"]) / 2e6
         bare_s = (a["bare_us"] + b["bare_us"]) / 2e6
-        rows.append({"op": a["op"], "size": a["size"], "harness_busbw_gbps": busbw_gbps(a["op"], a["size"], harness_s, 2),
-                     "bare_busbw_gbps": busbw_gbps(a["op"], a["size"], bare_s, 2)})
+        rows.append(
+            {
+                "op": a["op"],
+                "size": a["size"],
+                "harness_busbw_gbps": busbw_gbps(a["op"], a["size"], harness_s, 2),
+                "bare_busbw_gbps": busbw_gbps(a["op"], a["size"], bare_s, 2),
+            }
+        )
     return rows
 
 
@@ -95,19 +113,46 @@ def checkpoint(rounds: int, size: int, directory: Path) -> list[dict]:
     db = directory / "bench.db"
     for i in range(rounds):
         opts = probe_run.LaunchOptions(nproc=1, master_port=29591 + i % 5)
-        cfg = {"total_bytes": size, "layers": 8, "tensors_per_layer": 4, "hidden": 256,
-               "directory": str(directory / "ckpt"), "keep": False, "formats": ["torch", "safetensors"]}
+        cfg = {
+            "total_bytes": size,
+            "layers": 8,
+            "tensors_per_layer": 4,
+            "hidden": 256,
+            "directory": str(directory / "ckpt"),
+            "keep": False,
+            "formats": ["torch", "safetensors"],
+        }
         report, _ = service.run_checkpoint(cfg, opts, db=str(db), argv=["bench_probes"])
         probe = {r["format"]: r["write_gbps"] for r in report["results"]}
         target = directory / "fio.dat"
-        done = run(["fio", "--name=seqw", f"--filename={target}", "--rw=write", "--bs=1M", f"--size={size}",
-                    "--ioengine=psync", "--direct=0", "--end_fsync=1", "--output-format=json"], timeout_s=300, check=True)
+        done = run(
+            [
+                "fio",
+                "--name=seqw",
+                f"--filename={target}",
+                "--rw=write",
+                "--bs=1M",
+                f"--size={size}",
+                "--ioengine=psync",
+                "--direct=0",
+                "--end_fsync=1",
+                "--output-format=json",
+            ],
+            timeout_s=300,
+            check=True,
+        )
         job = json.loads(done.stdout)["jobs"][0]
         # fio's bw excludes the final fsync; use io bytes over job runtime incl. end_fsync (job_runtime, ms).
         fio = job["write"]["io_bytes"] / (job["job_runtime"] / 1e3) / 1e9
         target.unlink(missing_ok=True)
-        rows.append({"round": i, "torch_write_gbps": probe["torch"], "safetensors_write_gbps": probe["safetensors"],
-                     "fio_write_gbps": fio})
+        rows.append(
+            {
+                "round": i,
+                "torch_write_gbps": probe["torch"],
+                "safetensors_write_gbps": probe["safetensors"],
+                "fio_write_gbps": fio,
+            }
+        )
     db.unlink(missing_ok=True)
     return rows
 
@@ -128,16 +173,20 @@ def main() -> None:
     for op in ("all_reduce", "all_gather"):
         mine = [r for r in rows if r["op"] == op]
         for r in mine:
-            print(f"{op} {r['size']} B: harness busbw {r['harness_busbw_gbps']:.3f} GB/s,"
-                  f" bare loop {r['bare_busbw_gbps']:.3f} GB/s")
+            print(
+                f"{op} {r['size']} B: harness busbw {r['harness_busbw_gbps']:.3f} GB/s,"
+                f" bare loop {r['bare_busbw_gbps']:.3f} GB/s"
+            )
         ratio = statistics.median(r["harness_busbw_gbps"] / r["bare_busbw_gbps"] for r in mine)
         print(f"{op}: median harness/bare busbw ratio {ratio:.3f}")
     with tempfile.TemporaryDirectory(dir=args.dir or None) as tmp:
         ck = checkpoint(args.rounds, parse_size(args.ckpt_size), Path(tmp))
     for r in ck:
-        print(f"checkpoint round {r['round']}: probe torch.save+fsync {r['torch_write_gbps']:.3f} GB/s,"
-              f" safetensors+fsync {r['safetensors_write_gbps']:.3f} GB/s,"
-              f" fio seq write+end_fsync {r['fio_write_gbps']:.3f} GB/s")
+        print(
+            f"checkpoint round {r['round']}: probe torch.save+fsync {r['torch_write_gbps']:.3f} GB/s,"
+            f" safetensors+fsync {r['safetensors_write_gbps']:.3f} GB/s,"
+            f" fio seq write+end_fsync {r['fio_write_gbps']:.3f} GB/s"
+        )
     for fmt in ("torch", "safetensors"):
         ratio = statistics.median(r[f"{fmt}_write_gbps"] / r["fio_write_gbps"] for r in ck)
         print(f"checkpoint {fmt}: median probe/fio write throughput ratio {ratio:.3f}")

@@ -37,18 +37,30 @@ KINDS = ["compute", "compute", "compute", "compute", "storage", "storage", "logi
 def build_policy(hosts: int = 1000, roles: int = 10, planes: int = 4, ports_per_plane: int = 20) -> SecurityPolicy:
     rng = random.Random(6)
     plane_kinds = ["management", "control", "compute-data", "storage"]
-    plane_list = [Plane(name=f"p{i}", kind=plane_kinds[i % 4], cidr=f"10.{50 + i}.0.0/16", interface=f"pl{i}")
-                  for i in range(planes)]
+    plane_list = [
+        Plane(name=f"p{i}", kind=plane_kinds[i % 4], cidr=f"10.{50 + i}.0.0/16", interface=f"pl{i}")
+        for i in range(planes)
+    ]
     per_role = hosts // roles
-    role_list = [Role(name=f"r{i}", kind=KINDS[i % len(KINDS)], count=per_role,
-                      planes=[p.name for p in plane_list]) for i in range(roles)]
+    role_list = [
+        Role(name=f"r{i}", kind=KINDS[i % len(KINDS)], count=per_role, planes=[p.name for p in plane_list])
+        for i in range(roles)
+    ]
     flows = []
     for plane in plane_list:
         ports = rng.sample(range(1024, 60000), ports_per_plane)
         for port in ports:
             src, dst = rng.sample(range(roles), 2)
-            flows.append(Flow(src=f"r{src}", dst=f"r{dst}", plane=plane.name, proto=rng.choice(["tcp", "udp"]),
-                              ports=[port], purpose="bench"))
+            flows.append(
+                Flow(
+                    src=f"r{src}",
+                    dst=f"r{dst}",
+                    plane=plane.name,
+                    proto=rng.choice(["tcp", "udp"]),
+                    ports=[port],
+                    purpose="bench",
+                )
+            )
         # one range per plane, as real policies have (srun, ephemeral)
         flows.append(Flow(src="r0", dst="r1", plane=plane.name, proto="tcp", ports=["40000-40999"], purpose="range"))
     return SecurityPolicy(planes=plane_list, roles=role_list, flows=flows)
@@ -65,9 +77,25 @@ def unique_rulesets(texts: dict[str, str]) -> dict[str, str]:
     out = {}
     for i, (host, text) in enumerate(texts.items()):
         doc = json.loads(text)
-        doc["nftables"].append({"rule": {"family": "inet", "table": "gpufabric", "chain": "in_p0", "expr": [
-            {"match": {"op": "==", "left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": 61000 + i % 4000}},
-            {"accept": None}]}})
+        doc["nftables"].append(
+            {
+                "rule": {
+                    "family": "inet",
+                    "table": "gpufabric",
+                    "chain": "in_p0",
+                    "expr": [
+                        {
+                            "match": {
+                                "op": "==",
+                                "left": {"payload": {"protocol": "tcp", "field": "dport"}},
+                                "right": 61000 + i % 4000,
+                            }
+                        },
+                        {"accept": None},
+                    ],
+                }
+            }
+        )
         out[host] = json.dumps(doc)
     return out
 
@@ -98,8 +126,10 @@ def main() -> None:
     policy = build_policy(hosts=args.hosts)
     texts = collected_rulesets(policy)
     ports = {(f.plane, lo) for f in policy.flows for lo, _ in f.port_ranges()}
-    print(f"hosts {len(texts)}, roles {len(policy.roles)}, planes {len(policy.planes)}, "
-          f"flows {len(policy.flows)}, distinct (plane, port) {len(ports)}")
+    print(
+        f"hosts {len(texts)}, roles {len(policy.roles)}, planes {len(policy.planes)}, "
+        f"flows {len(policy.flows)}, distinct (plane, port) {len(ports)}"
+    )
     unique = unique_rulesets(texts)
     for mode in ("shared", "per-host", "unique") if args.worst_case else ("shared", "per-host"):
         times = []
@@ -110,9 +140,11 @@ def main() -> None:
         assert proof is not None
         if mode != "unique":
             assert not proof.violations(), "the rendered rulesets must equal the intent"
-        print(f"{mode:9s} median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f});"
-              f" {proof.cells_evaluated} cells, {proof.evaluations} chain evaluations,"
-              f" {proof.rulesets_evaluated} rulesets evaluated, {len(proof.violations())} violations")
+        print(
+            f"{mode:9s} median {statistics.median(times):.2f} s (min {min(times):.2f}, max {max(times):.2f});"
+            f" {proof.cells_evaluated} cells, {proof.evaluations} chain evaluations,"
+            f" {proof.rulesets_evaluated} rulesets evaluated, {len(proof.violations())} violations"
+        )
 
     if args.kernel:
         kernel_mode(policy, texts)
@@ -128,8 +160,9 @@ def kernel_mode(policy: SecurityPolicy, texts: dict[str, str]) -> None:
     role = "r1"
     parsed = {host: nft.parse(json.loads(text)) for host, text in texts.items()}
     proof = prove(policy, parsed)
-    text = nftables.render_text(nftables.role_ruleset(policy, role), env=template_env(), version="bench",
-                                spec_name="bench")
+    text = nftables.render_text(
+        nftables.role_ruleset(policy, role), env=template_env(), version="bench", spec_name="bench"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "nftables.conf"
         path.write_text(text)
@@ -137,8 +170,10 @@ def kernel_mode(policy: SecurityPolicy, texts: dict[str, str]) -> None:
         check = kernel.check_role(policy, proof, role, path)
         seconds = time.perf_counter() - start
     opened = sum(p.kernel == "accept" for p in check.probes)
-    print(f"kernel    role {role}: {seconds:.2f} s for {len(check.probes)} probes ({opened} accepted),"
-          f" {len(check.disagreements())} disagreements")
+    print(
+        f"kernel    role {role}: {seconds:.2f} s for {len(check.probes)} probes ({opened} accepted),"
+        f" {len(check.disagreements())} disagreements"
+    )
 
 
 if __name__ == "__main__":

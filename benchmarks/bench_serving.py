@@ -32,15 +32,36 @@ from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving  # noq
 
 def _configs(requests: int) -> dict[str, ServingConfig]:
     cat = load_catalog([])
-    shape = m.ModelShape(params=70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8, weight_bytes_per_param=2,
-                         kv_bytes_per_element=2)
+    shape = m.ModelShape(
+        params=70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8, weight_bytes_per_param=2, kv_bytes_per_element=2
+    )
     links = m.serving_links(cat, "h100-sxm", "roce-400g", 8)
-    perf = m.replica_perf(shape=shape, gpu=cat.gpu("h100-sxm"), links=links, tp=8, pp=1, precision="bf16", mfu=0.5,
-                          hbm_efficiency=0.8, max_batch=256, jitter_cv=0.05)
+    perf = m.replica_perf(
+        shape=shape,
+        gpu=cat.gpu("h100-sxm"),
+        links=links,
+        tp=8,
+        pp=1,
+        precision="bf16",
+        mfu=0.5,
+        hbm_efficiency=0.8,
+        max_batch=256,
+        jitter_cv=0.05,
+    )
     kv = m.kv_transfer(shape=shape, tp=8, links=links, fabric=cat.fabric("roce-400g"))
-    base = ServingConfig(perf=perf, prefill_replicas=4, max_batch=128, rate_rps=10.0, prompt=Tokens(mean=2048, cv=0.5),
-                         output=Tokens(mean=256, cv=0.5), requests=requests, jitter_cv=0.05, ttft_slo_s=1.0,
-                         tpot_slo_s=0.015, seed=1)
+    base = ServingConfig(
+        perf=perf,
+        prefill_replicas=4,
+        max_batch=128,
+        rate_rps=10.0,
+        prompt=Tokens(mean=2048, cv=0.5),
+        output=Tokens(mean=256, cv=0.5),
+        requests=requests,
+        jitter_cv=0.05,
+        ttft_slo_s=1.0,
+        tpot_slo_s=0.015,
+        seed=1,
+    )
     return {"colocated": base, "disaggregated": replace(base, prefill_replicas=2, decode_replicas=2, kv=kv)}
 
 
@@ -78,8 +99,12 @@ def main() -> int:
             t0 = time.perf_counter()
             summary = simulate_serving(cfg).summary()
             times.append(time.perf_counter() - t0)
-        result[name] = {"median_s": statistics.median(times), "all_s": times,
-                        "ttft_p99_s": summary["ttft_p99_s"], "tpot_p99_s": summary["tpot_p99_s"]}
+        result[name] = {
+            "median_s": statistics.median(times),
+            "all_s": times,
+            "ttft_p99_s": summary["ttft_p99_s"],
+            "tpot_p99_s": summary["tpot_p99_s"],
+        }
         ok &= statistics.median(times) < 5.0 * args.requests / 1e6
     if args.json:
         print(json.dumps(result, indent=2))
@@ -88,8 +113,10 @@ def main() -> int:
         for name in configs:
             r = result[name]
             assert isinstance(r, dict)
-            print(f"  {name:14s} {args.requests} requests: median {r['median_s']:.2f} s over {args.repeats}"
-                  f" (target < 5 s per 1e6); p99 TTFT {r['ttft_p99_s']:.3f} s, p99 TPOT {r['tpot_p99_s'] * 1e3:.1f} ms")
+            print(
+                f"  {name:14s} {args.requests} requests: median {r['median_s']:.2f} s over {args.repeats}"
+                f" (target < 5 s per 1e6); p99 TTFT {r['ttft_p99_s']:.3f} s, p99 TPOT {r['tpot_p99_s'] * 1e3:.1f} ms"
+            )
     return 0 if ok else 1
 
 

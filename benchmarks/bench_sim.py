@@ -94,11 +94,17 @@ def main() -> int:
         print(json.dumps(result, indent=2))
     else:
         print(f"simulator benchmark, {result['date']}, {result['machine']}")
-        print(f"  {CONFIG.num_ranks} ranks x {CONFIG.steps} steps, normal jitter + 1% stragglers x1.5 + hiccup 0.001:5ms")
-        print(f"  order statistics   median {result['order_statistics_s_median']:.3f} s over {args.repeats} (target < 2 s)")
+        print(
+            f"  {CONFIG.num_ranks} ranks x {CONFIG.steps} steps, normal jitter + 1% stragglers x1.5 + hiccup 0.001:5ms"
+        )
+        print(
+            f"  order statistics   median {result['order_statistics_s_median']:.3f} s over {args.repeats} (target < 2 s)"
+        )
         print(f"  with attribution   median {result['with_attribution_s_median']:.3f} s (adds a straggler-free rerun)")
-        print(f"  brute force        {result['brute_force_per_step_ms_median']:.3f} ms/step over {args.brute_steps} steps"
-              f" -> {result['brute_force_scaled_s']:.0f} s for {CONFIG.steps} steps")
+        print(
+            f"  brute force        {result['brute_force_per_step_ms_median']:.3f} ms/step over {args.brute_steps} steps"
+            f" -> {result['brute_force_scaled_s']:.0f} s for {CONFIG.steps} steps"
+        )
         print(f"  speed-up           {result['speedup']:.0f}x (target >= 100x)")
     ok = result["order_statistics_s_median"] < 2.0 and result["speedup"] >= 100
     return 0 if ok else 1

@@ -70,17 +70,29 @@ def main() -> int:
     a, b = summarize(x[:half], unit="us"), summarize(x[half:], unit="us")
     merge = _median_time(lambda: a.merge(b), args.repeats)
 
-    print(f"summarize({args.samples:,} samples): median {ours * 1e3:.0f} ms of {args.repeats} "
-          f"({'PASS' if ours < 1.0 else 'FAIL'} < 1 s bar)")
-    print(f"  full-sort baseline (np.sort + log np.histogram): {sort * 1e3:.0f} ms (ours / baseline = {ours / sort:.2f})")
+    print(
+        f"summarize({args.samples:,} samples): median {ours * 1e3:.0f} ms of {args.repeats} "
+        f"({'PASS' if ours < 1.0 else 'FAIL'} < 1 s bar)"
+    )
+    print(
+        f"  full-sort baseline (np.sort + log np.histogram): {sort * 1e3:.0f} ms (ours / baseline = {ours / sort:.2f})"
+    )
     print(f"  np.percentile of the 5 percentiles alone: {pct * 1e3:.0f} ms (ours also does moments, histogram, sketch)")
-    print(f"  selection variant (np.partition + per-sample log buckets): {select * 1e3:.0f} ms (ours / variant = {ours / select:.2f})")
+    print(
+        f"  selection variant (np.partition + per-sample log buckets): {select * 1e3:.0f} ms (ours / variant = {ours / select:.2f})"
+    )
     print(f"  merge of two {half:,}-sample summaries: {merge * 1e3:.1f} ms")
 
     with tempfile.TemporaryDirectory() as tmp, Store.open(Path(tmp) / "r.db") as store:
         run_id = store.begin_run(kind="bench", argv=["bench_stats"], fingerprint={})
-        result = TestResult(name="t", tool="sockperf", host="h", status=Status.ok, raw_output="x" * 10_000,
-                            metrics=(Metric(name="lat_us", value=1.0, unit="us", samples=tuple(x[:1000].tolist())),))
+        result = TestResult(
+            name="t",
+            tool="sockperf",
+            host="h",
+            status=Status.ok,
+            raw_output="x" * 10_000,
+            metrics=(Metric(name="lat_us", value=1.0, unit="us", samples=tuple(x[:1000].tolist())),),
+        )
         commit = _median_time(lambda: store.add_result(run_id, result), 50)
     print(f"store.add_result (1,000 samples, 10 kB output, WAL + synchronous=FULL): median {commit * 1e3:.2f} ms")
     return 0 if ours < 1.0 else 1

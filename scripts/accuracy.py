@@ -42,9 +42,9 @@ class Point:
     predicted: float
     published: float
     unit: str
-    kind: str          # "prediction" or "input"
+    kind: str  # "prediction" or "input"
     source: str
-    bound_pct: float   # largest |error| the test accepts
+    bound_pct: float  # largest |error| the test accepts
 
     @property
     def error_pct(self) -> float:
@@ -69,42 +69,151 @@ def points(catalog: Catalog) -> list[Point]:
         return predict_collective(catalog=catalog, **kw)
 
     p = coll(op="all_reduce", size_bytes=8 * GIB, nodes=1, gpus_per_node=8, gpu="h200", fabric="ib-ndr")
-    out.append(Point(quantity="AllReduce busbw, NVLS", setup="8xH200, 8 GiB", predicted=p.busbw_gbps, published=480,
-                     unit="GB/s", kind="input", source="Azure ND_H200_v5_results.md", bound_pct=5))
-    p = coll(op="all_reduce", size_bytes=8 * GIB, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", algorithm="ring")
-    out.append(Point(quantity="AllReduce busbw, ring over NVLink", setup="8xH100, NCCL_ALGO=RING, 8 GiB",
-                     predicted=p.busbw_gbps, published=367.5, unit="GB/s", kind="input", source="nccl-tests #212",
-                     bound_pct=5))
-    p = coll(op="all_reduce", size_bytes=8 * GIB, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", algorithm="ring")
-    out.append(Point(quantity="busbw per NDR NIC (ring busbw / 8 NICs)", setup="2 nodes x 8 H100, ring, 8 GiB",
-                     predicted=p.busbw_gbps / 8, published=47, unit="GB/s", kind="input", source="nccl-tests #290",
-                     bound_pct=5))
+    out.append(
+        Point(
+            quantity="AllReduce busbw, NVLS",
+            setup="8xH200, 8 GiB",
+            predicted=p.busbw_gbps,
+            published=480,
+            unit="GB/s",
+            kind="input",
+            source="Azure ND_H200_v5_results.md",
+            bound_pct=5,
+        )
+    )
+    p = coll(
+        op="all_reduce", size_bytes=8 * GIB, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", algorithm="ring"
+    )
+    out.append(
+        Point(
+            quantity="AllReduce busbw, ring over NVLink",
+            setup="8xH100, NCCL_ALGO=RING, 8 GiB",
+            predicted=p.busbw_gbps,
+            published=367.5,
+            unit="GB/s",
+            kind="input",
+            source="nccl-tests #212",
+            bound_pct=5,
+        )
+    )
+    p = coll(
+        op="all_reduce", size_bytes=8 * GIB, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", algorithm="ring"
+    )
+    out.append(
+        Point(
+            quantity="busbw per NDR NIC (ring busbw / 8 NICs)",
+            setup="2 nodes x 8 H100, ring, 8 GiB",
+            predicted=p.busbw_gbps / 8,
+            published=47,
+            unit="GB/s",
+            kind="input",
+            source="nccl-tests #290",
+            bound_pct=5,
+        )
+    )
     p = coll(op="all_reduce", size_bytes=8, nodes=1, gpus_per_node=2, gpu="h100-sxm", fabric="ib-ndr", timing="graph")
-    out.append(Point(quantity="small-message AllReduce latency", setup="2xH100, 8 B, CUDA graphs", predicted=p.time_us,
-                     published=6.0, unit="us", kind="prediction", source="nccl #1259", bound_pct=15))
+    out.append(
+        Point(
+            quantity="small-message AllReduce latency",
+            setup="2xH100, 8 B, CUDA graphs",
+            predicted=p.time_us,
+            published=6.0,
+            unit="us",
+            kind="prediction",
+            source="nccl #1259",
+            bound_pct=15,
+        )
+    )
     ndr = catalog.fabric("ib-ndr")
-    out.append(Point(quantity="RDMA write latency (inline)", setup="ib_write_lat, one switch", predicted=ndr.rdma_write_lat_us,
-                     published=0.93, unit="us", kind="input", source="perftest #131", bound_pct=1))
-    out.append(Point(quantity="RDMA read latency", setup="ib_read_lat, one switch", predicted=ndr.rdma_read_lat_us,
-                     published=1.91, unit="us", kind="input", source="perftest #131", bound_pct=1))
+    out.append(
+        Point(
+            quantity="RDMA write latency (inline)",
+            setup="ib_write_lat, one switch",
+            predicted=ndr.rdma_write_lat_us,
+            published=0.93,
+            unit="us",
+            kind="input",
+            source="perftest #131",
+            bound_pct=1,
+        )
+    )
+    out.append(
+        Point(
+            quantity="RDMA read latency",
+            setup="ib_read_lat, one switch",
+            predicted=ndr.rdma_read_lat_us,
+            published=1.91,
+            unit="us",
+            kind="input",
+            source="perftest #131",
+            bound_pct=1,
+        )
+    )
     sw = catalog.switches[ndr.switch]
     worst = ndr.rdma_write_lat_us + 4 * sw.latency_ns / 1e3
-    out.append(Point(quantity="worst-path write latency vs healthy threshold", setup="3 tiers = 5 switches",
-                     predicted=worst, published=2.5, unit="us", kind="prediction (must be below)",
-                     source="ngc_multinode_perf PR #97", bound_pct=100))
+    out.append(
+        Point(
+            quantity="worst-path write latency vs healthy threshold",
+            setup="3 tiers = 5 switches",
+            predicted=worst,
+            published=2.5,
+            unit="us",
+            kind="prediction (must be below)",
+            source="ngc_multinode_perf PR #97",
+            bound_pct=100,
+        )
+    )
     for name, shape in MLPERF_SHAPES.items():
         size = float(storage.checkpoint_bytes(storage.llama_params(**shape), 14))
-        out.append(Point(quantity=f"checkpoint size Llama3 {name}", setup="14 B/param of DLIO shape, GiB/TiB",
-                         predicted=size, published=MLPERF_SIZES[name], unit="bytes", kind="prediction",
-                         source="mlcommons/storage Submission_guidelines.md", bound_pct=20 if name == "1T" else 5))
-    out.append(Point(quantity="job MTTF at 100k accelerators", setup="50,000 h per accelerator",
-                     predicted=float(reliability.job_mttf_s(50000, 100000)) / 60, published=30, unit="min",
-                     kind="prediction", source="MLCommons 2025-08-04", bound_pct=1))
+        out.append(
+            Point(
+                quantity=f"checkpoint size Llama3 {name}",
+                setup="14 B/param of DLIO shape, GiB/TiB",
+                predicted=size,
+                published=MLPERF_SIZES[name],
+                unit="bytes",
+                kind="prediction",
+                source="mlcommons/storage Submission_guidelines.md",
+                bound_pct=20 if name == "1T" else 5,
+            )
+        )
+    out.append(
+        Point(
+            quantity="job MTTF at 100k accelerators",
+            setup="50,000 h per accelerator",
+            predicted=float(reliability.job_mttf_s(50000, 100000)) / 60,
+            published=30,
+            unit="min",
+            kind="prediction",
+            source="MLCommons 2025-08-04",
+            bound_pct=1,
+        )
+    )
     nv = catalog.storage_backend("local-nvme")
-    out.append(Point(quantity="local NVMe seq write per node", setup="ND H200 v5 fio", predicted=nv.client_write_gbps,
-                     published=33.8, unit="GB/s", kind="input", source="Azure AI-benchmarking-guide", bound_pct=1))
-    out.append(Point(quantity="local NVMe seq read per node", setup="ND H200 v5 fio", predicted=nv.client_read_gbps,
-                     published=55.4, unit="GB/s", kind="input", source="Azure AI-benchmarking-guide", bound_pct=1))
+    out.append(
+        Point(
+            quantity="local NVMe seq write per node",
+            setup="ND H200 v5 fio",
+            predicted=nv.client_write_gbps,
+            published=33.8,
+            unit="GB/s",
+            kind="input",
+            source="Azure AI-benchmarking-guide",
+            bound_pct=1,
+        )
+    )
+    out.append(
+        Point(
+            quantity="local NVMe seq read per node",
+            setup="ND H200 v5 fio",
+            predicted=nv.client_read_gbps,
+            published=55.4,
+            unit="GB/s",
+            kind="input",
+            source="Azure AI-benchmarking-guide",
+            bound_pct=1,
+        )
+    )
     return out
 
 
@@ -119,7 +228,9 @@ def render(catalog: Catalog) -> str:
     rows = ["| quantity | setup | predicted | published | error % | kind | source |", "|---|---|---|---|---|---|---|"]
     for p in points(catalog):
         shown_pred, shown_pub = (_shown(x, p.unit) for x in (p.predicted, p.published))
-        rows.append(f"| {p.quantity} | {p.setup} | {shown_pred} | {shown_pub} | {p.error_pct:+.1f} | {p.kind} | {p.source} |")
+        rows.append(
+            f"| {p.quantity} | {p.setup} | {shown_pred} | {shown_pub} | {p.error_pct:+.1f} | {p.kind} | {p.source} |"
+        )
     return "\n".join(rows)
 
 
@@ -127,31 +238,69 @@ def render(catalog: Catalog) -> str:
 class Table:
     """One published nccl-tests all_reduce table and how the model may use it."""
 
-    file: str            # under tests/data/nccl-tests
+    file: str  # under tests/data/nccl-tests
     nodes: int
     gpus_per_node: int
     gpu: str
     fabric: str
     source: str
-    fit: str = ""        # "all": every row set a constant; "small": rows <= 64 KiB did; "": held out
-    excluded: str = ""   # why the table is shown but kept out of the bars
+    fit: str = ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "": held out
+    excluded: str = ""  # why the table is shown but kept out of the bars
 
 
 TABLES = (
-    Table(file="public_h100_dgx_1node_llmb.txt", nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA llm-benchmarking microbenchmark_nccl sample", fit="small"),
-    Table(file="public_h100_1node_issue290.txt", nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA/nccl-tests#290"),
-    Table(file="public_h100_ndr_2node_issue309.txt", nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA/nccl-tests#309 (2 nodes)", fit="all"),
-    Table(file="public_h100_4node_issue309.txt", nodes=4, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA/nccl-tests#309 (4 nodes)"),
-    Table(file="public_h100_8node_issue309.txt", nodes=8, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA/nccl-tests#309 (8 nodes)"),
-    Table(file="public_h100_2node_srun_issue290.txt", nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-          source="NVIDIA/nccl-tests#290 (2 nodes)",
-          excluded="its forced-ring run of the same cluster reaches 11 GB/s per NIC, a quarter of the 46-48 GB/s "
-                   "the maintainer states in the thread: a misconfigured fabric"),
+    Table(
+        file="public_h100_dgx_1node_llmb.txt",
+        nodes=1,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA llm-benchmarking microbenchmark_nccl sample",
+        fit="small",
+    ),
+    Table(
+        file="public_h100_1node_issue290.txt",
+        nodes=1,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA/nccl-tests#290",
+    ),
+    Table(
+        file="public_h100_ndr_2node_issue309.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA/nccl-tests#309 (2 nodes)",
+        fit="all",
+    ),
+    Table(
+        file="public_h100_4node_issue309.txt",
+        nodes=4,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA/nccl-tests#309 (4 nodes)",
+    ),
+    Table(
+        file="public_h100_8node_issue309.txt",
+        nodes=8,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA/nccl-tests#309 (8 nodes)",
+    ),
+    Table(
+        file="public_h100_2node_srun_issue290.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        source="NVIDIA/nccl-tests#290 (2 nodes)",
+        excluded="its forced-ring run of the same cluster reaches 11 GB/s per NIC, a quarter of the 46-48 GB/s "
+        "the maintainer states in the thread: a misconfigured fabric",
+    ),
 )
 SMALL_MAX, BIG_MIN = 64 * 1024, 256 * 2**20
 
@@ -162,7 +311,7 @@ class TablePoint:
     size_bytes: int
     measured_us: float
     predicted_us: float
-    cls: str              # "latency", "bw-1node", "bw-multinode", "mid"
+    cls: str  # "latency", "bw-1node", "bw-multinode", "mid"
     fitted: bool
 
     @property
@@ -180,18 +329,42 @@ def table_points(catalog: Catalog) -> list[TablePoint]:
         for r in rows:
             if r.size == 0 or r.oop_time_us is None:
                 continue
-            p = predict_collective(op="all_reduce", size_bytes=r.size, nodes=t.nodes, gpus_per_node=t.gpus_per_node,
-                                   gpu=t.gpu, fabric=t.fabric, catalog=catalog)
-            cls = ("latency" if r.size <= SMALL_MAX else
-                   ("bw-1node" if t.nodes == 1 else "bw-multinode") if r.size >= BIG_MIN else "mid")
+            p = predict_collective(
+                op="all_reduce",
+                size_bytes=r.size,
+                nodes=t.nodes,
+                gpus_per_node=t.gpus_per_node,
+                gpu=t.gpu,
+                fabric=t.fabric,
+                catalog=catalog,
+            )
+            cls = (
+                "latency"
+                if r.size <= SMALL_MAX
+                else ("bw-1node" if t.nodes == 1 else "bw-multinode")
+                if r.size >= BIG_MIN
+                else "mid"
+            )
             fitted = t.fit == "all" or (t.fit == "small" and r.size <= SMALL_MAX)
-            out.append(TablePoint(table=t, size_bytes=r.size, measured_us=r.oop_time_us, predicted_us=p.time_us,
-                                  cls=cls, fitted=fitted))
+            out.append(
+                TablePoint(
+                    table=t,
+                    size_bytes=r.size,
+                    measured_us=r.oop_time_us,
+                    predicted_us=p.time_us,
+                    cls=cls,
+                    fitted=fitted,
+                )
+            )
     return out
 
 
-CLASSES = {"latency": "small-message latency (<= 64 KiB, time)", "bw-1node": "single-node bandwidth (>= 256 MiB, busbw)",
-           "bw-multinode": "multi-node bandwidth (>= 256 MiB, busbw)", "mid": "mid sizes (64 KiB - 256 MiB, busbw; no bar)"}
+CLASSES = {
+    "latency": "small-message latency (<= 64 KiB, time)",
+    "bw-1node": "single-node bandwidth (>= 256 MiB, busbw)",
+    "bw-multinode": "multi-node bandwidth (>= 256 MiB, busbw)",
+    "mid": "mid sizes (64 KiB - 256 MiB, busbw; no bar)",
+}
 
 
 def summary(catalog: Catalog) -> dict[str, dict[str, float]]:
@@ -206,8 +379,11 @@ def summary(catalog: Catalog) -> dict[str, dict[str, float]]:
         else:
             sel = [p for p in pts if not p.fitted and p.cls == key]
         errs = [abs(p.error_pct) for p in sel]
-        out[key] = {"n": len(errs), "median": statistics.median(errs) if errs else float("nan"),
-                    "max": max(errs) if errs else float("nan")}
+        out[key] = {
+            "n": len(errs),
+            "median": statistics.median(errs) if errs else float("nan"),
+            "max": max(errs) if errs else float("nan"),
+        }
     return out
 
 
@@ -217,16 +393,30 @@ def render_tables(catalog: Catalog) -> str:
     for key, label in CLASSES.items():
         bar = "<= 25%" if key != "mid" else "none"
         rows.append(f"| {label} | {s[key]['n']} | {s[key]['median']:.1f} | {s[key]['max']:.1f} | {bar} |")
-    rows.append(f"| **all bar classes** | {s['all']['n']} | {s['all']['median']:.1f} | {s['all']['max']:.1f} | <= 15% |")
-    rows.append(f"| (fitted rows, for reference) | {s['fit']['n']} | {s['fit']['median']:.1f} | {s['fit']['max']:.1f} | - |")
-    rows += ["", "| table | setup | role | rows | median abs error % (bar classes) | note |", "|---|---|---|---|---|---|"]
+    rows.append(
+        f"| **all bar classes** | {s['all']['n']} | {s['all']['median']:.1f} | {s['all']['max']:.1f} | <= 15% |"
+    )
+    rows.append(
+        f"| (fitted rows, for reference) | {s['fit']['n']} | {s['fit']['median']:.1f} | {s['fit']['max']:.1f} | - |"
+    )
+    rows += [
+        "",
+        "| table | setup | role | rows | median abs error % (bar classes) | note |",
+        "|---|---|---|---|---|---|",
+    ]
     pts = table_points(catalog)
     for t in TABLES:
         mine = [p for p in pts if p.table is t and p.cls != "mid"]
-        role = "excluded" if t.excluded else {"all": "fit", "small": "fit (<= 64 KiB), held out above"}.get(t.fit, "held out")
+        role = (
+            "excluded"
+            if t.excluded
+            else {"all": "fit", "small": "fit (<= 64 KiB), held out above"}.get(t.fit, "held out")
+        )
         med = statistics.median(abs(p.error_pct) for p in mine) if mine else float("nan")
-        rows.append(f"| {t.source} | {t.nodes} x {t.gpus_per_node} {t.gpu}, {t.fabric} | {role} | {len(mine)} | {med:.1f} |"
-                    f" {t.excluded or ''} |")
+        rows.append(
+            f"| {t.source} | {t.nodes} x {t.gpus_per_node} {t.gpu}, {t.fabric} | {role} | {len(mine)} | {med:.1f} |"
+            f" {t.excluded or ''} |"
+        )
     return "\n".join(rows)
 
 
@@ -261,8 +451,19 @@ def two_size_errors(name: str, fabric: str | None, catalog: Catalog) -> tuple[li
     ends = tuple(m for m in parsed.metrics if "@" not in m.name or int(m.name.split("@")[1][:-1]) in keep)
 
     def run(run_id: int, metrics: tuple) -> SimpleNamespace:
-        return SimpleNamespace(id=run_id, results=(TestResult(name="nccl.all_reduce", tool="nccl-tests", host="x",
-                                                              status=Status.ok, metrics=metrics, params=parsed.params()),))
+        return SimpleNamespace(
+            id=run_id,
+            results=(
+                TestResult(
+                    name="nccl.all_reduce",
+                    tool="nccl-tests",
+                    host="x",
+                    status=Status.ok,
+                    metrics=metrics,
+                    params=parsed.params(),
+                ),
+            ),
+        )
 
     cal = calibrate(run(1, ends), fabric=fabric)
     with tempfile.TemporaryDirectory() as tmp:
@@ -270,6 +471,7 @@ def two_size_errors(name: str, fabric: str | None, catalog: Catalog) -> tuple[li
         path.write_text(yaml.safe_dump(cal.override))
         after_cat = load_catalog([path])
     mid = [p for p in points_from_run(run(2, parsed.metrics)) if p.size_bytes not in keep]
+
     def err(cat: Catalog) -> list[float]:
         return [abs(_predict(p, cat, cal.gpu, cal.fabric).time_us / p.time_us - 1) * 100 for p in mid]
 
@@ -277,18 +479,24 @@ def two_size_errors(name: str, fabric: str | None, catalog: Catalog) -> tuple[li
 
 
 def render_two_size(catalog: Catalog) -> str:
-    rows = ["| table | mid sizes | median error before | median error after | max after | within 10% after |",
-            "|---|---|---|---|---|---|"]
+    rows = [
+        "| table | mid sizes | median error before | median error after | max after | within 10% after |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, fabric, label in TWO_SIZE:
         before, after = two_size_errors(name, fabric, catalog)
-        rows.append(f"| {label} | {len(after)} | {statistics.median(before):.1f}% | {statistics.median(after):.1f}% |"
-                    f" {max(after):.0f}% | {sum(e <= 10 for e in after)} of {len(after)} |")
+        rows.append(
+            f"| {label} | {len(after)} | {statistics.median(before):.1f}% | {statistics.median(after):.1f}% |"
+            f" {max(after):.0f}% | {sum(e <= 10 for e in after)} of {len(after)} |"
+        )
     return "\n".join(rows)
 
 
-MARKS = (("<!-- accuracy-table:start -->", "<!-- accuracy-table:end -->", render),
-         ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables),
-         ("<!-- two-size:start -->", "<!-- two-size:end -->", render_two_size))
+MARKS = (
+    ("<!-- accuracy-table:start -->", "<!-- accuracy-table:end -->", render),
+    ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables),
+    ("<!-- two-size:start -->", "<!-- two-size:end -->", render_two_size),
+)
 
 
 def regenerate(text: str, catalog: Catalog) -> str:

@@ -49,9 +49,16 @@ def test_metric_time_units_accept_tool_spellings_but_user_input_does_not() -> No
     assert DURATION_UNITS == ("ns", "us", "ms", "s", "min", "h")
 
 
-@pytest.mark.parametrize(("text", "bps"), [
-    ("25GB/s", 25e9), ("100Gbit/s", 12.5e9), ("400 Gb/s", 50e9), ("10MiB/s", 10 * 1024**2), ("1e9", 1e9),
-])
+@pytest.mark.parametrize(
+    ("text", "bps"),
+    [
+        ("25GB/s", 25e9),
+        ("100Gbit/s", 12.5e9),
+        ("400 Gb/s", 50e9),
+        ("10MiB/s", 10 * 1024**2),
+        ("1e9", 1e9),
+    ],
+)
 def test_rates_bytes_versus_bits(text: str, bps: float) -> None:
     assert parse_rate_bps(text) == pytest.approx(bps)
 
@@ -72,6 +79,9 @@ def test_no_other_module_keeps_a_time_unit_table() -> None:
     # The registry is the only place a time-unit name maps to a factor or is listed as one.
     src = Path(__file__).resolve().parents[1] / "src" / "gpufabric"
     table = re.compile(r"[{(]\s*\"ns\"\s*[:,]")
-    offenders = [str(p.relative_to(src)) for p in src.rglob("*.py")
-                 if p.name != "units.py" and table.search(p.read_text(encoding="utf-8"))]
+    offenders = [
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if p.name != "units.py" and table.search(p.read_text(encoding="utf-8"))
+    ]
     assert offenders == []

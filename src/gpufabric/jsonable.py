@@ -50,6 +50,8 @@ def schema_version(data: Mapping[str, Any], *, current: int, what: str, source: 
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise InputError(f"{source}: {what} schema_version {version!r} is not a whole number >= 0")
     if version > current:
-        raise InputError(f"{source}: {what} schema_version {version} is newer than this gpufabric reads"
-                         f" (up to {current}); upgrade gpufabric or write the file again with this one")
+        raise InputError(
+            f"{source}: {what} schema_version {version} is newer than this gpufabric reads"
+            f" (up to {current}); upgrade gpufabric or write the file again with this one"
+        )
     return version

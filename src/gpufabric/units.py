@@ -139,7 +139,7 @@ def parse_rate_bps(text: str | int | float) -> float:
         unit = match.group(2)
         key = unit.lower()
         if unit[:-2].endswith("b") and not unit[:-2].endswith("ib") and len(unit) > 2:
-            key = key[:-3] + "bit/s"   # Gb/s, Mb/s: bits
+            key = key[:-3] + "bit/s"  # Gb/s, Mb/s: bits
         if unit and key not in _RATE_UNITS:
             raise InputError(f"cannot read rate {text!r}: use a number with GB/s, MB/s, Gbit/s or Gb/s")
         value = float(match.group(1)) * (_RATE_UNITS[key] if unit else 1.0)

@@ -39,7 +39,7 @@ def bundle_copy(clean_bundle, tmp_path) -> Path:
 
 def apply_edits(root: Path, edits: list[dict]) -> None:
     for edit in edits:
-        (op, args), = edit.items()
+        ((op, args),) = edit.items()
         if op == "replace":
             path = root / args["file"]
             text = path.read_text()

@@ -21,11 +21,15 @@ PORTS = [22, 53, 80, 111, 443, 2049, 4420, 6817, 6818, 8080, 9100, 29500]
 
 
 def policy() -> SecurityPolicy:
-    planes = [Plane(name="mgmt", kind="management", cidr="10.10.0.0/24", interface="mgmt0"),
-              Plane(name="data", kind="compute-data", cidr="10.30.0.0/24", interface="data0")]
-    roles = [Role(name="srv", kind="storage", count=1, planes=["mgmt", "data"]),
-             Role(name="adm", kind="login", count=2, planes=["mgmt", "data"]),
-             Role(name="peer", kind="compute", count=3, planes=["mgmt", "data"])]
+    planes = [
+        Plane(name="mgmt", kind="management", cidr="10.10.0.0/24", interface="mgmt0"),
+        Plane(name="data", kind="compute-data", cidr="10.30.0.0/24", interface="data0"),
+    ]
+    roles = [
+        Role(name="srv", kind="storage", count=1, planes=["mgmt", "data"]),
+        Role(name="adm", kind="login", count=2, planes=["mgmt", "data"]),
+        Role(name="peer", kind="compute", count=3, planes=["mgmt", "data"]),
+    ]
     flows = [Flow(src="adm", dst="srv", plane="mgmt", proto="tcp", ports=[22], purpose="ssh")]
     return SecurityPolicy(planes=planes, roles=roles, flows=flows)
 
@@ -80,9 +84,17 @@ class Gen:
         if self.rng.random() < 0.6:
             parts.append(f"ip saddr {self.saddr()}")
         if self.rng.random() < 0.2:
-            extras = ["ct state new", "ct state { new, untracked }", "meta pkttype host", "fib daddr type local",
-                      'oifname "mgmt0"', "meta l4proto { tcp, udp }", "meta mark 0", "ct status dnat",
-                      "ct state established"]
+            extras = [
+                "ct state new",
+                "ct state { new, untracked }",
+                "meta pkttype host",
+                "fib daddr type local",
+                'oifname "mgmt0"',
+                "meta l4proto { tcp, udp }",
+                "meta mark 0",
+                "ct status dnat",
+                "ct state established",
+            ]
             if proto == "tcp":
                 extras += ["tcp flags syn", "tcp flags & (syn|ack) == syn", "ip protocol tcp"]
             parts.append(self.rng.choice(extras))
@@ -138,8 +150,10 @@ table inet filter {{
         for _ in range(self.rng.randint(2, 6)):
             iface = self.rng.choice(['iifname "mgmt0" ', 'iifname "data0" ', 'iifname "data*" ', ""])
             proto = self.proto()
-            rules.append(f"{iface}ip saddr {self.saddr()} meta l4proto {proto} {proto} dport {self.ports()} "
-                         f"counter packets 0 bytes 0 {self.rng.choice(['accept', 'drop', 'jump LOGDROP'])}")
+            rules.append(
+                f"{iface}ip saddr {self.saddr()} meta l4proto {proto} {proto} dport {self.ports()} "
+                f"counter packets 0 bytes 0 {self.rng.choice(['accept', 'drop', 'jump LOGDROP'])}"
+            )
         policy = self.rng.choice(["drop", "accept"])
         tail = "" if policy == "drop" else "counter packets 0 bytes 0 drop"
         body = "\n\t\t".join(rules)
@@ -164,7 +178,7 @@ table inet filter {{
         svc = ", ".join(str(p) for p in sorted(set(self.rng.sample(PORTS, 3))))
         return f"""table inet hardened {{
   set admins {{ type ipv4_addr; counter; elements = {{ {admins} }} }}
-  set nets {{ type ipv4_addr; flags interval; elements = {{ {self.saddr().strip('{} ')} }} }}
+  set nets {{ type ipv4_addr; flags interval; elements = {{ {self.saddr().strip("{} ")} }} }}
   set pairs {{ type ipv4_addr . inet_service; elements = {{ {pairs} }} }}
   set planes {{ type ifname; elements = {{ "mgmt0" comment "oob", "data0" }} }}
   set services {{ type inet_service; flags timeout; elements = {{ {svc} timeout 1d }} }}
@@ -200,7 +214,7 @@ table inet filter {{
   map dispatch {{ type ifname : verdict; elements = {{ "mgmt0" comment "m" : {verb} in_mgmt, "data0" : {verb} in_data }} }}
 {body}
   chain input {{
-    type filter hook input priority filter; policy {self.rng.choice(['drop', 'drop', 'accept'])};
+    type filter hook input priority filter; policy {self.rng.choice(["drop", "drop", "accept"])};
     ct state established,related accept
     {dispatch}
     {self.simple_rule()}
@@ -209,10 +223,14 @@ table inet filter {{
 """
 
     def firewalld(self) -> str:
-        allow_public = "\n\t\t".join(f"{self.proto()} dport {self.port()} ct state {{ new, untracked }} accept"
-                                     for _ in range(self.rng.randint(1, 3)))
-        allow_internal = "\n\t\t".join(f"ip saddr {self.saddr()} {self.proto()} dport {self.ports()} ct state {{ new, untracked }} accept"
-                                       for _ in range(self.rng.randint(1, 3)))
+        allow_public = "\n\t\t".join(
+            f"{self.proto()} dport {self.port()} ct state {{ new, untracked }} accept"
+            for _ in range(self.rng.randint(1, 3))
+        )
+        allow_internal = "\n\t\t".join(
+            f"ip saddr {self.saddr()} {self.proto()} dport {self.ports()} ct state {{ new, untracked }} accept"
+            for _ in range(self.rng.randint(1, 3))
+        )
         return f"""table inet firewalld {{
 \tchain filter_PREROUTING {{
 \t\ttype filter hook prerouting priority filter + 10; policy accept;
@@ -282,7 +300,7 @@ table inet filter {{
 }}""")
         if self.rng.random() < 0.2:
             out.append(f"""table netdev edge {{
-  chain ing {{ type filter hook ingress device "{self.rng.choice(['mgmt0', 'data0'])}" priority 0; policy accept;
+  chain ing {{ type filter hook ingress device "{self.rng.choice(["mgmt0", "data0"])}" priority 0; policy accept;
     ip saddr {self.saddr()} {self.proto()} dport {self.ports()} drop
   }}
 }}""")
@@ -294,7 +312,7 @@ table inet filter {{
         if self.rng.random() < 0.15:
             out.append(f"""table inet extra {{
   chain input {{ type filter hook input priority 20; policy accept;
-    {self.simple_rule().rsplit(' ', 1)[0]} drop
+    {self.simple_rule().rsplit(" ", 1)[0]} drop
   }}
 }}""")
         if self.rng.random() < 0.05:
@@ -306,6 +324,7 @@ table inet filter {{
         return "\n".join(out) + "\n"
 
     def ruleset(self) -> tuple[str, str]:
-        style = self.rng.choice(["firewalld", "wiki_server", "debian_define", "iptables_translate", "hardened_sets",
-                                 "dispatch"])
+        style = self.rng.choice(
+            ["firewalld", "wiki_server", "debian_define", "iptables_translate", "hardened_sets", "dispatch"]
+        )
         return style, getattr(self, style)() + self.extras()

@@ -22,14 +22,17 @@ def view(tmp_path: Path, files: dict[str, str], name: str = "h", role: str | Non
     return HostView(name=name, role=role, files=mapping)
 
 
-@pytest.mark.parametrize(("rule", "bad"), [
-    ("Default=0x7fff : ALL=full ;", True),
-    ("Default=0x7fff, defmember=full : ALL ;", True),
-    ("Default=0x7fff, ipoib : ALL_CAS=full, SELF=full ;", True),
-    ("Default=0x7fff : ALL, SELF=full ;", False),  # bare ALL is limited unless defmember=full
-    ("Default=0x7fff, ipoib : ALL=limited, SELF=full ;", False),
-    ("data=0x0030 : ALL=full ;", False),  # not the default partition
-])
+@pytest.mark.parametrize(
+    ("rule", "bad"),
+    [
+        ("Default=0x7fff : ALL=full ;", True),
+        ("Default=0x7fff, defmember=full : ALL ;", True),
+        ("Default=0x7fff, ipoib : ALL_CAS=full, SELF=full ;", True),
+        ("Default=0x7fff : ALL, SELF=full ;", False),  # bare ALL is limited unless defmember=full
+        ("Default=0x7fff, ipoib : ALL=limited, SELF=full ;", False),
+        ("data=0x0030 : ALL=full ;", False),  # not the default partition
+    ],
+)
 def test_ib02_default_partition(tmp_path, rule, bad):
     facts = Facts(source="t", hosts=[view(tmp_path, {"/etc/opensm/partitions.conf": "# c\n" + rule + "\n"})])
     assert bool(list(ib02(facts))) == bad
@@ -42,9 +45,15 @@ def test_ib04_default_keys(tmp_path):
 
 
 def _nvmet(addr: dict, dhchap: dict) -> str:
-    return json.dumps({"hosts": [{"nqn": "nqn.2014-08.org.nvmexpress:uuid:0b2f3c9e-7d1a-4c2e-9a59-3f1f0c7a8e21",
-                                  "dhchap": dhchap}],
-                       "ports": [{"portid": 1, "addr": addr, "subsystems": []}], "subsystems": []})
+    return json.dumps(
+        {
+            "hosts": [
+                {"nqn": "nqn.2014-08.org.nvmexpress:uuid:0b2f3c9e-7d1a-4c2e-9a59-3f1f0c7a8e21", "dhchap": dhchap}
+            ],
+            "ports": [{"portid": 1, "addr": addr, "subsystems": []}],
+            "subsystems": [],
+        }
+    )
 
 
 def test_nvmf03_cleartext_and_downgrade(tmp_path):
@@ -58,16 +67,30 @@ def test_nvmf03_cleartext_and_downgrade(tmp_path):
 
 def test_nvmf05_one_way_auth(tmp_path):
     addr = {"trtype": "tcp", "tsas": "tls1.3", "treq": "required"}
-    facts = Facts(source="t", hosts=[view(tmp_path, {"/etc/nvmet/config.json": _nvmet(
-        addr, {"key": "DHHC-1:00:abc:", "ctrl_key": "", "dhgroup": None})})])
+    facts = Facts(
+        source="t",
+        hosts=[
+            view(
+                tmp_path,
+                {"/etc/nvmet/config.json": _nvmet(addr, {"key": "DHHC-1:00:abc:", "ctrl_key": "", "dhgroup": None})},
+            )
+        ],
+    )
     [f] = list(nvmf05(facts))
     assert "no ctrl_key" in f.evidence and "no dhgroup" in f.evidence and "hash 00" in f.evidence
 
 
-@pytest.mark.parametrize(("spec", "iface", "hit"), [
-    ("=ctl0", "ctl0", True), ("=ctl0", "ctl01", False), ("ctl", "ctl0", True),
-    ("^mgmt", "ctl0", True), ("^mgmt", "mgmt0", False), ("eth,ctl", "ctl0", True),
-])
+@pytest.mark.parametrize(
+    ("spec", "iface", "hit"),
+    [
+        ("=ctl0", "ctl0", True),
+        ("=ctl0", "ctl01", False),
+        ("ctl", "ctl0", True),
+        ("^mgmt", "ctl0", True),
+        ("^mgmt", "mgmt0", False),
+        ("eth,ctl", "ctl0", True),
+    ],
+)
 def test_nccl_socket_ifname_semantics(spec, iface, hit):
     assert _ifname_matches(spec, iface) is hit
 

@@ -10,8 +10,9 @@ from gpufabric.audit.collect import from_directory, live, parse_ss
 from gpufabric.audit.runner import audit
 from tests.conftest import DATA
 
-nft_usable = pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None,
-                                reason="nft/unshare not installed")
+nft_usable = pytest.mark.skipif(
+    shutil.which("nft") is None or shutil.which("unshare") is None, reason="nft/unshare not installed"
+)
 
 
 def test_parse_ss_authentic_output():

@@ -11,8 +11,9 @@ from gpufabric.audit.runner import audit
 from tests.audit.conftest import apply_edits, corpus_cases, load_case
 
 # Reading nftables.conf goes through the real nft in a throwaway network namespace.
-nft_usable = pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None,
-                                reason="nft/unshare not installed")
+nft_usable = pytest.mark.skipif(
+    shutil.which("nft") is None or shutil.which("unshare") is None, reason="nft/unshare not installed"
+)
 
 
 @nft_usable
@@ -20,8 +21,19 @@ def test_clean_bundle_has_zero_findings(clean_bundle):
     report = audit(from_directory(clean_bundle), reachability=True)
     assert report.findings == []
     # the checks that matter for this IB + NVMe/TCP design really ran
-    for check_id in ("NVMF-01", "NVMF-03", "NVMF-06", "NVMF-08", "IB-02", "IB-03", "NCCL-01", "NCCL-05",
-                     "TORCH-01", "FW-01", "FW-07"):
+    for check_id in (
+        "NVMF-01",
+        "NVMF-03",
+        "NVMF-06",
+        "NVMF-08",
+        "IB-02",
+        "IB-03",
+        "NCCL-01",
+        "NCCL-05",
+        "TORCH-01",
+        "FW-01",
+        "FW-07",
+    ):
         assert check_id in report.passed, report.not_available.get(check_id)
     assert report.proof is not None and report.proof.violations() == []
 
@@ -42,12 +54,15 @@ def test_generated_text_and_json_rulesets_agree(clean_bundle):
         live, error = nft_text_to_json(clean_bundle / "roles" / role.name / "etc/nftables.conf")
         assert error is None
         from_text[role.name] = nft.parse(live)
-        from_json[role.name] = nft.parse(json.loads((clean_bundle / "roles" / role.name / "etc/gpufabric/nftables.json").read_text()))
+        from_json[role.name] = nft.parse(
+            json.loads((clean_bundle / "roles" / role.name / "etc/gpufabric/nftables.json").read_text())
+        )
     hosts = dict(policy.hosts())
     a = prove(policy, {h: from_text[r] for h, r in hosts.items()})
     b = prove(policy, {h: from_json[r] for h, r in hosts.items()})
     assert [(c.src, c.dst, c.plane, c.proto, c.port_lo, c.port_hi, c.allowed) for c in a.cells] == [
-        (c.src, c.dst, c.plane, c.proto, c.port_lo, c.port_hi, c.allowed) for c in b.cells]
+        (c.src, c.dst, c.plane, c.proto, c.port_lo, c.port_hi, c.allowed) for c in b.cells
+    ]
     assert len(a.cells) > 50 and any(c.allowed == "all" for c in a.cells)
 
 

@@ -41,8 +41,9 @@ LSMOD_NO_PEERMEM = "".join(line + "\n" for line in LSMOD_PEERMEM.splitlines() if
 
 @pytest.fixture(scope="session")
 def roce_bundle(tmp_path_factory) -> Path:
-    return render(CORPUS / "lab-ib.yaml", tmp_path_factory.mktemp("roce") / "clean", fabrics="roce-400g",
-                  storage="nvmeof-rdma")
+    return render(
+        CORPUS / "lab-ib.yaml", tmp_path_factory.mktemp("roce") / "clean", fabrics="roce-400g", storage="nvmeof-rdma"
+    )
 
 
 def host_dir(bundle: Path, tmp_path: Path, host: str, role: str, files: dict[str, str]) -> Path:
@@ -75,10 +76,13 @@ def data(name: str) -> str:
 
 # -- parsers on authentic captures ------------------------------------------------------
 
+
 def test_parse_ibv_devinfo_ports():
     ports = parse_ibv_devinfo(data("ibv_devinfo-roce.txt"))
     assert [(p.hca, p.port, p.state, p.active_mtu_bytes, p.link_layer) for p in ports] == [
-        ("rocep1s0f0", 1, "PORT_ACTIVE", 4096, "Ethernet"), ("rocep1s0f1", 1, "PORT_DOWN", 1024, "Ethernet")]
+        ("rocep1s0f0", 1, "PORT_ACTIVE", 4096, "Ethernet"),
+        ("rocep1s0f1", 1, "PORT_DOWN", 1024, "Ethernet"),
+    ]
 
 
 def test_parse_topo_renames_nics_through_the_legend():
@@ -106,12 +110,16 @@ NVMET_MODULE = "usr/lib/python3/dist-packages/nvmet/nvme.py"
 
 
 def test_nvmf11_nvmetcli_with_dhchap_passes(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "storage-1", "storage", {NVMET_MODULE: data("nvmet-nvme-with-dhchap.py.txt")})
+    root = host_dir(
+        clean_bundle, tmp_path, "storage-1", "storage", {NVMET_MODULE: data("nvmet-nvme-with-dhchap.py.txt")}
+    )
     passes(root, "NVMF-11")
 
 
 def test_nvmf11_nvmetcli_before_7a94d92(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "storage-1", "storage", {NVMET_MODULE: data("nvmet-nvme-before-7a94d92.py.txt")})
+    root = host_dir(
+        clean_bundle, tmp_path, "storage-1", "storage", {NVMET_MODULE: data("nvmet-nvme-before-7a94d92.py.txt")}
+    )
     found, report = result(root)
     assert found == [("NVMF-11", "medium")]
     assert "/usr/lib/python3/dist-packages/nvmet/nvme.py" in report.findings[0].subject
@@ -127,8 +135,10 @@ def _spdk_socket(root: Path, mode: int, monkeypatch) -> None:
     os.chmod(sock_dir / "spdk.sock", mode)
 
 
-@pytest.mark.parametrize(("mode", "expect"), [(0o600, []), (0o660, []), (0o777, [("NVMF-12", "critical")]),
-                                              (0o755, [("NVMF-12", "critical")])])
+@pytest.mark.parametrize(
+    ("mode", "expect"),
+    [(0o600, []), (0o660, []), (0o777, [("NVMF-12", "critical")]), (0o755, [("NVMF-12", "critical")])],
+)
 def test_nvmf12_spdk_rpc_socket_mode(clean_bundle, tmp_path, monkeypatch, mode, expect):
     root = host_dir(clean_bundle, tmp_path, "storage-1", "storage", {})
     _spdk_socket(root, mode, monkeypatch)
@@ -141,16 +151,30 @@ def test_nvmf12_spdk_rpc_socket_mode(clean_bundle, tmp_path, monkeypatch, mode, 
 
 
 def test_nvmf13_rdma_discovery_inherits_roce_tos(roce_bundle, tmp_path):
-    root = host_dir(roce_bundle, tmp_path, "compute-1", "compute", {
-        "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos": "106\n",
-        "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode": "RoCE v2\n"})
+    root = host_dir(
+        roce_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {
+            "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos": "106\n",
+            "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode": "RoCE v2\n",
+        },
+    )
     passes(root, "NVMF-13")
 
 
 def test_nvmf13_rdma_cm_tos_off_the_roce_class(roce_bundle, tmp_path):
-    root = host_dir(roce_bundle, tmp_path, "compute-1", "compute", {
-        "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos": "0\n",
-        "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode": "RoCE v2\n"})
+    root = host_dir(
+        roce_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {
+            "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_tos": "0\n",
+            "sys/kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode": "RoCE v2\n",
+        },
+    )
     found, report = result(root)
     assert found == [("NVMF-13", "medium")]
     assert "default_roce_tos 0" in report.findings[0].evidence
@@ -175,15 +199,19 @@ PKEYS = "sys/class/infiniband/mlx5_0/ports/1/pkeys/"
 
 def test_ib05_ib06_pkey_table_of_the_planes_passes(clean_bundle, tmp_path):
     # compute sits on every plane; index 0 is the compute-data PKey 0x0030 (indx0), full member
-    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute", {
-        PKEYS + "0": "0x8030\n", PKEYS + "1": "0x7fff\n", PKEYS + "2": "0x8040\n", PKEYS + "3": "0x0000\n"})
+    root = host_dir(
+        clean_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {PKEYS + "0": "0x8030\n", PKEYS + "1": "0x7fff\n", PKEYS + "2": "0x8040\n", PKEYS + "3": "0x0000\n"},
+    )
     passes(root, "IB-05")
     passes(root, "IB-06")
 
 
 def test_ib05_full_member_of_the_default_partition(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute", {
-        PKEYS + "0": "0x8030\n", PKEYS + "1": "0xffff\n"})
+    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute", {PKEYS + "0": "0x8030\n", PKEYS + "1": "0xffff\n"})
     found, report = result(root)
     assert found == [("IB-05", "high")]
     assert "0xffff" in report.findings[0].evidence
@@ -201,18 +229,31 @@ def test_ib06_nccl_pkey_index_points_at_storage(clean_bundle, tmp_path):
 
 
 def test_ib07_active_mtu(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute", {"commands/ibv_devinfo.txt": data("ibv_devinfo-ib.txt")})
+    root = host_dir(
+        clean_bundle, tmp_path, "compute-1", "compute", {"commands/ibv_devinfo.txt": data("ibv_devinfo-ib.txt")}
+    )
     passes(root, "IB-07")
-    (root / "commands/ibv_devinfo.txt").write_text(data("ibv_devinfo-ib.txt").replace(
-        "active_mtu:\t\t4096 (5)", "active_mtu:\t\t2048 (4)"))
+    (root / "commands/ibv_devinfo.txt").write_text(
+        data("ibv_devinfo-ib.txt").replace("active_mtu:\t\t4096 (5)", "active_mtu:\t\t2048 (4)")
+    )
     found, report = result(root)
     assert found == [("IB-07", "medium")]
     assert "active_mtu 2048" in report.findings[0].evidence
 
 
 def test_ib07_partition_mtu_in_the_bundle(bundle_copy):
-    apply_edits(bundle_copy, [{"replace": {"file": "fabric/etc/opensm/partitions.conf",
-                                           "old": "data=0x0030, indx0, ipoib, mtu=5", "new": "data=0x0030, indx0, ipoib, mtu=4"}}])
+    apply_edits(
+        bundle_copy,
+        [
+            {
+                "replace": {
+                    "file": "fabric/etc/opensm/partitions.conf",
+                    "old": "data=0x0030, indx0, ipoib, mtu=5",
+                    "new": "data=0x0030, indx0, ipoib, mtu=4",
+                }
+            }
+        ],
+    )
     report = audit(from_directory(bundle_copy))
     assert sorted((f.check_id, f.severity.value) for f in report.findings) == [("IB-07", "medium")]
     assert "mtu=4 (2048 bytes)" in report.findings[0].evidence
@@ -220,9 +261,15 @@ def test_ib07_partition_mtu_in_the_bundle(bundle_copy):
 
 # -- RoCE ------------------------------------------------------------------------------
 
+
 def test_roce06_mtu(roce_bundle, tmp_path):
-    root = host_dir(roce_bundle, tmp_path, "compute-1", "compute", {
-        "commands/ibv_devinfo.txt": data("ibv_devinfo-roce.txt"), "commands/ip-j-link.json": data("ip-j-link.json")})
+    root = host_dir(
+        roce_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {"commands/ibv_devinfo.txt": data("ibv_devinfo-roce.txt"), "commands/ip-j-link.json": data("ip-j-link.json")},
+    )
     passes(root, "ROCE-06")  # the down port's 1024 does not count
     (root / "commands/ip-j-link.json").write_text(data("ip-j-link-mtu1500.json"))
     found, report = result(root)
@@ -234,12 +281,16 @@ def test_roce06_mtu_differs_between_hosts(roce_bundle, tmp_path):
     from gpufabric.audit.checks_fabric import roce06
 
     a = host_dir(roce_bundle, tmp_path, "compute-1", "compute", {"commands/ip-j-link.json": data("ip-j-link.json")})
-    b = host_dir(roce_bundle, tmp_path, "compute-2", "compute", {"commands/ip-j-link.json": data("ip-j-link-mtu1500.json")})
+    b = host_dir(
+        roce_bundle, tmp_path, "compute-2", "compute", {"commands/ip-j-link.json": data("ip-j-link-mtu1500.json")}
+    )
     facts = from_directory(a)
     facts.hosts += from_directory(b).hosts
     found = [(f.subject, f.evidence) for f in roce06(facts)]
-    assert found == [("compute-2: data0 (data)", "netdev mtu 1500 < 4200: RoCE falls below 4096"),
-                     ("data0", "MTU differs between hosts: 1500: compute-2; 9000: compute-1")]
+    assert found == [
+        ("compute-2: data0 (data)", "netdev mtu 1500 < 4200: RoCE falls below 4096"),
+        ("data0", "MTU differs between hosts: 1500: compute-2; 9000: compute-1"),
+    ]
 
 
 def test_roce07_rdma_cm_mode(roce_bundle, tmp_path):
@@ -254,11 +305,16 @@ def test_roce07_rdma_cm_mode(roce_bundle, tmp_path):
 
 # -- host ------------------------------------------------------------------------------
 
+
 def _irqs(affinity_121: str) -> dict[str, str]:
-    return {"sys/class/net/data0/device/numa_node": "1\n",
-            "sys/class/net/data0/device/msi_irqs/120": "msix\n", "sys/class/net/data0/device/msi_irqs/121": "msix\n",
-            "sys/devices/system/node/node1/cpulist": "48-95,144-191\n",
-            "proc/irq/120/smp_affinity_list": "48\n", "proc/irq/121/smp_affinity_list": affinity_121}
+    return {
+        "sys/class/net/data0/device/numa_node": "1\n",
+        "sys/class/net/data0/device/msi_irqs/120": "msix\n",
+        "sys/class/net/data0/device/msi_irqs/121": "msix\n",
+        "sys/devices/system/node/node1/cpulist": "48-95,144-191\n",
+        "proc/irq/120/smp_affinity_list": "48\n",
+        "proc/irq/121/smp_affinity_list": affinity_121,
+    }
 
 
 def test_host04_irqs_on_the_nic_node(clean_bundle, tmp_path):
@@ -272,14 +328,24 @@ def test_host04_irq_off_node(clean_bundle, tmp_path):
 
 
 def test_host05_gpus_next_to_their_hcas(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute",
-                    {"commands/nvidia-smi-topo-m.txt": data("nvidia-smi-topo-m.txt")})
+    root = host_dir(
+        clean_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {"commands/nvidia-smi-topo-m.txt": data("nvidia-smi-topo-m.txt")},
+    )
     passes(root, "HOST-05")
 
 
 def test_host05_nccl_hcas_across_the_smp_link(clean_bundle, tmp_path):
-    root = host_dir(clean_bundle, tmp_path, "compute-1", "compute",
-                    {"commands/nvidia-smi-topo-m.txt": data("nvidia-smi-topo-m.txt")})
+    root = host_dir(
+        clean_bundle,
+        tmp_path,
+        "compute-1",
+        "compute",
+        {"commands/nvidia-smi-topo-m.txt": data("nvidia-smi-topo-m.txt")},
+    )
     env = root / NCCL_ENV
     text = env.read_text()
     hca = next(line for line in text.splitlines() if line.startswith("NCCL_IB_HCA="))
@@ -293,20 +359,42 @@ CMDLINE = "BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=/dev/nvme0n1p2 ro {}\n"
 
 
 def test_host06_acs_off_with_iommu_pt(clean_bundle, tmp_path):
-    passes(host_dir(clean_bundle, tmp_path, "compute-1", "compute", {
-        "commands/lspci-vvv.txt": data("lspci-vvv-acs-off.txt"), "proc/cmdline": CMDLINE.format("iommu=pt")}), "HOST-06")
+    passes(
+        host_dir(
+            clean_bundle,
+            tmp_path,
+            "compute-1",
+            "compute",
+            {"commands/lspci-vvv.txt": data("lspci-vvv-acs-off.txt"), "proc/cmdline": CMDLINE.format("iommu=pt")},
+        ),
+        "HOST-06",
+    )
 
 
 def test_host06_acs_redirect_breaks_gdr(clean_bundle, tmp_path):
-    found, report = result(host_dir(clean_bundle, tmp_path, "compute-1", "compute", {
-        "commands/lspci-vvv.txt": data("lspci-vvv-acs-redirect.txt"), "proc/cmdline": CMDLINE.format("iommu=pt")}))
+    found, report = result(
+        host_dir(
+            clean_bundle,
+            tmp_path,
+            "compute-1",
+            "compute",
+            {"commands/lspci-vvv.txt": data("lspci-vvv-acs-redirect.txt"), "proc/cmdline": CMDLINE.format("iommu=pt")},
+        )
+    )
     assert found == [("HOST-06", "medium")]
     assert "00:01.1, 00:01.2" in report.findings[0].subject
 
 
 def test_host06_acs_off_under_a_translating_iommu_is_high(clean_bundle, tmp_path):
-    found, report = result(host_dir(clean_bundle, tmp_path, "compute-1", "compute", {
-        "commands/lspci-vvv.txt": data("lspci-vvv-acs-off.txt"), "proc/cmdline": CMDLINE.format("intel_iommu=on")}))
+    found, report = result(
+        host_dir(
+            clean_bundle,
+            tmp_path,
+            "compute-1",
+            "compute",
+            {"commands/lspci-vvv.txt": data("lspci-vvv-acs-off.txt"), "proc/cmdline": CMDLINE.format("intel_iommu=on")},
+        )
+    )
     assert found == [("HOST-06", "high")]
     assert "bypasses IOMMU isolation" in report.findings[0].evidence
 
@@ -326,8 +414,20 @@ def test_host07_memlock_and_peermem(clean_bundle, tmp_path):
 
 # -- not available ---------------------------------------------------------------------
 
-NEW = ("NVMF-11", "NVMF-12", "NVMF-13", "IB-05", "IB-06", "IB-07", "ROCE-06", "ROCE-07",
-       "HOST-04", "HOST-05", "HOST-06", "HOST-07")
+NEW = (
+    "NVMF-11",
+    "NVMF-12",
+    "NVMF-13",
+    "IB-05",
+    "IB-06",
+    "IB-07",
+    "ROCE-06",
+    "ROCE-07",
+    "HOST-04",
+    "HOST-05",
+    "HOST-06",
+    "HOST-07",
+)
 
 
 def test_clean_bundles_leave_the_host_checks_not_available(clean_bundle, roce_bundle):
@@ -337,8 +437,18 @@ def test_clean_bundles_leave_the_host_checks_not_available(clean_bundle, roce_bu
         # lab-ib.yaml's policy opens NVMe/TCP 4420 on the targets; the RoCE variant exports
         # NVMe/RDMA, so that port is open for nothing (BND-03), and only there
         assert [f.check_id for f in report.findings] == ([] if bundle is clean_bundle else ["BND-03"])
-        for check_id in ("NVMF-11", "NVMF-12", "IB-05", "IB-06", "ROCE-06", "ROCE-07", "HOST-04", "HOST-05",
-                         "HOST-06", "HOST-07"):
+        for check_id in (
+            "NVMF-11",
+            "NVMF-12",
+            "IB-05",
+            "IB-06",
+            "ROCE-06",
+            "ROCE-07",
+            "HOST-04",
+            "HOST-05",
+            "HOST-06",
+            "HOST-07",
+        ):
             assert check_id in report.not_available, check_id
     assert "IB-07" in audit(from_directory(clean_bundle)).passed  # partitions.conf mtu=5
     assert "NVMF-13" in audit(from_directory(roce_bundle)).passed  # discovery.conf without -T

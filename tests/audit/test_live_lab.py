@@ -71,18 +71,44 @@ def lab(clean_bundle):  # noqa: F811
             for plane_name in policy.role_planes(role):
                 plane = policy.plane(plane_name)
                 port = f"h{i}-{plane_name}"
-                sh("ip", "-n", ns[host], "link", "add", plane.interface, "type", "veth", "peer", "name", port,
-                   "netns", SWITCH)
+                sh(
+                    "ip",
+                    "-n",
+                    ns[host],
+                    "link",
+                    "add",
+                    plane.interface,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    port,
+                    "netns",
+                    SWITCH,
+                )
                 sh("ip", "-n", SWITCH, "link", "set", port, "master", f"br-{plane_name}", "up")
                 prefix = plane.network.prefixlen
-                sh("ip", "-n", ns[host], "addr", "add", f"{addresses[(host, plane_name)]}/{prefix}", "dev", plane.interface)
+                sh(
+                    "ip",
+                    "-n",
+                    ns[host],
+                    "addr",
+                    "add",
+                    f"{addresses[(host, plane_name)]}/{prefix}",
+                    "dev",
+                    plane.interface,
+                )
                 sh("ip", "-n", ns[host], "link", "set", plane.interface, "up")
             sh("ip", "netns", "exec", ns[host], "nft", "-f", str(clean_bundle / "roles" / role / "etc/nftables.conf"))
         ports = probe_ports(policy)
         for host in ns:
-            agent = subprocess.Popen(["ip", "netns", "exec", ns[host], sys.executable, str(AGENT), "listen",
-                                      ",".join(map(str, ports))], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
+            agent = subprocess.Popen(
+                ["ip", "netns", "exec", ns[host], sys.executable, str(AGENT), "listen", ",".join(map(str, ports))],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
             agents[host] = agent
             assert agent.stdout.readline().strip() == "ready", agent.stderr.read() if agent.poll() is not None else ""
         yield policy, ns, ports, agents
@@ -125,8 +151,12 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
                         expected[pid] = (role_of[src], role_of[dst], plane, proto, port)
         spec = tmp_path / f"{src}.json"
         spec.write_text(json.dumps(probes))
-        procs[src] = subprocess.Popen(["ip", "netns", "exec", ns[src], sys.executable, str(AGENT), "probe", str(spec), "1.5"],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs[src] = subprocess.Popen(
+            ["ip", "netns", "exec", ns[src], sys.executable, str(AGENT), "probe", str(spec), "1.5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     seen: dict[str, str] = {}
     for src, proc in procs.items():
         out, err = proc.communicate(timeout=30)
@@ -137,8 +167,14 @@ def test_packets_static_proof_and_intent_agree(lab, clean_bundle, tmp_path):  # 
     for pid, (src_role, dst_role, plane, proto, port) in expected.items():
         cell = cell_at(proof, src_role, dst_role, plane, proto, port)
         packets = seen[pid] == "open"
-        intended = any(f.src == src_role and f.dst == dst_role and f.plane == plane and f.proto == proto and
-                       any(lo <= port <= hi for lo, hi in f.port_ranges()) for f in policy.flows)
+        intended = any(
+            f.src == src_role
+            and f.dst == dst_role
+            and f.plane == plane
+            and f.proto == proto
+            and any(lo <= port <= hi for lo, hi in f.port_ranges())
+            for f in policy.flows
+        )
         if not (packets == intended == (cell.allowed == "all")) or cell.intended != intended:
             disagreements.append((pid, seen[pid], cell.allowed, intended))
     assert disagreements == [], disagreements[:10]
@@ -154,8 +190,12 @@ def test_live_audit_reads_the_loaded_ruleset(lab):
     """`gpufabric audit --live` inside a lab host sees the kernel's ruleset (nft -j) and ss."""
     policy, ns, _ports, _agents = lab
     host = next(h for h, r in policy.hosts() if r == "storage")
-    done = subprocess.run(["ip", "netns", "exec", ns[host], sys.executable, "-m", "gpufabric", "audit", "--live",
-                           "--format", "json"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["ip", "netns", "exec", ns[host], sys.executable, "-m", "gpufabric", "audit", "--live", "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     doc = json.loads(done.stdout)
     assert "FW-01" in doc["passed"], doc["findings"]
     assert doc["exit_code"] == done.returncode
@@ -176,13 +216,36 @@ def test_torchrun_wrapper_trains_through_the_firewall(lab, clean_bundle):  # noq
         agents[host].wait(timeout=10)
     rdzv = policy.addresses()[(computes[0], "ctl")]
     wrapper = clean_bundle / "roles/compute/usr/local/bin/gpufabric-torchrun"
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RDZV_HOST": rdzv,
-           "GPUFABRIC_NCCL_ENV": str(clean_bundle / "roles/compute/etc/gpufabric/nccl.env"), "OMP_NUM_THREADS": "1",
-           "GPUFABRIC_RDZV_CONF": "join_timeout=40"}
-    procs = [subprocess.Popen(["ip", "netns", "exec", ns[h], "bash", str(wrapper), "--nnodes=2", "--nproc-per-node=1",
-                               "--rdzv-id=gfa-lab", str(Path(__file__).with_name("lab_train.py"))],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-             for h in computes]
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "RDZV_HOST": rdzv,
+        "GPUFABRIC_NCCL_ENV": str(clean_bundle / "roles/compute/etc/gpufabric/nccl.env"),
+        "OMP_NUM_THREADS": "1",
+        "GPUFABRIC_RDZV_CONF": "join_timeout=40",
+    }
+    procs = [
+        subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns[h],
+                "bash",
+                str(wrapper),
+                "--nnodes=2",
+                "--nproc-per-node=1",
+                "--rdzv-id=gfa-lab",
+                str(Path(__file__).with_name("lab_train.py")),
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        for h in computes
+    ]
     outs = []
     try:
         for proc in procs:

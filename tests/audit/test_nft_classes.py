@@ -15,8 +15,10 @@ from gpufabric.audit import nft
 from gpufabric.audit.collect import nft_text_to_json
 from gpufabric.audit.nft import Packet
 
-pytestmark = pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None
-                                or shutil.which("ip") is None, reason="nft/unshare/ip not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("nft") is None or shutil.which("unshare") is None or shutil.which("ip") is None,
+    reason="nft/unshare/ip not installed",
+)
 
 IFACES = ("mgmt0", "data0")
 A = "10.0.0.5"  # a source address used throughout
@@ -30,10 +32,20 @@ def load(tmp_path: Path, text: str) -> nft.Ruleset:
     return nft.parse(doc)
 
 
-def verdict(rs: nft.Ruleset, port: int = 22, proto: str = "tcp", iif: str = "mgmt0", src: str = A,
-            ct: str = "new", daddr: str | None = None) -> str:
-    got = nft.evaluate(rs, Packet(iif=iif, proto=proto, dport=port, ct=ct,
-                                  daddr=iv.ip_spans([daddr]) if daddr else None), iv.ip_spans([src]))
+def verdict(
+    rs: nft.Ruleset,
+    port: int = 22,
+    proto: str = "tcp",
+    iif: str = "mgmt0",
+    src: str = A,
+    ct: str = "new",
+    daddr: str | None = None,
+) -> str:
+    got = nft.evaluate(
+        rs,
+        Packet(iif=iif, proto=proto, dport=port, ct=ct, daddr=iv.ip_spans([daddr]) if daddr else None),
+        iv.ip_spans([src]),
+    )
     return "accept" if got.accept else "drop" if got.drop else "unknown"
 
 
@@ -55,23 +67,42 @@ def test_relational_port_operators(tmp_path):
 
 
 def test_named_verdict_map_with_annotated_elements(tmp_path):
-    rs = load(tmp_path, server("iifname vmap @planes", extra='map planes { type ifname : verdict; '
-                               'elements = { "mgmt0" comment "admin" : accept, "data0" : drop } }'))
+    rs = load(
+        tmp_path,
+        server(
+            "iifname vmap @planes",
+            extra="map planes { type ifname : verdict; "
+            'elements = { "mgmt0" comment "admin" : accept, "data0" : drop } }',
+        ),
+    )
     assert verdict(rs, iif="mgmt0") == "accept" and verdict(rs, iif="data0") == "drop"
 
 
 def test_verdict_maps_on_protocol_ct_state_and_port(tmp_path):
-    rs = load(tmp_path, server("ct state vmap { established : accept, related : accept, invalid : drop }\n"
-                               " meta l4proto vmap { udp : drop, tcp : jump t }", extra="chain t { tcp dport vmap { 22 : accept, 80-90 : accept }; }"))
+    rs = load(
+        tmp_path,
+        server(
+            "ct state vmap { established : accept, related : accept, invalid : drop }\n"
+            " meta l4proto vmap { udp : drop, tcp : jump t }",
+            extra="chain t { tcp dport vmap { 22 : accept, 80-90 : accept }; }",
+        ),
+    )
     assert verdict(rs, 22) == "accept" and verdict(rs, 85) == "accept" and verdict(rs, 91) == "drop"
     assert verdict(rs, 22, "udp") == "drop"
     assert verdict(rs, 9999, ct="established") == "accept"  # replies are their own packet class
 
 
 def test_annotated_set_elements_match(tmp_path):
-    rs = load(tmp_path, server("iifname @admin accept\n meta l4proto @protos udp dport 53 accept", extra=(
-        'set admin { type ifname; counter; elements = { "mgmt0" comment "oob" } }\n'
-        ' set protos { type inet_proto; flags timeout; elements = { udp timeout 1h comment "dns" } }')))
+    rs = load(
+        tmp_path,
+        server(
+            "iifname @admin accept\n meta l4proto @protos udp dport 53 accept",
+            extra=(
+                'set admin { type ifname; counter; elements = { "mgmt0" comment "oob" } }\n'
+                ' set protos { type inet_proto; flags timeout; elements = { udp timeout 1h comment "dns" } }'
+            ),
+        ),
+    )
     assert verdict(rs, 8080, iif="mgmt0") == "accept"
     assert verdict(rs, 53, "udp", iif="data0") == "accept"
 
@@ -82,15 +113,18 @@ def test_meta_pkttype_host_matches_unicast(tmp_path):
 
 
 def test_dormant_table_is_not_evaluated(tmp_path):
-    text = server("tcp dport 22 accept") + ("table inet off {\n flags dormant\n chain input { type filter hook input "
-                                            "priority -10; policy drop; }\n}\n")
+    text = server("tcp dport 22 accept") + (
+        "table inet off {\n flags dormant\n chain input { type filter hook input priority -10; policy drop; }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 22) == "accept"
 
 
 def test_prerouting_drop_is_not_bypassed_by_input_accept(tmp_path):
-    text = server("accept") + ("table ip raw {\n chain pre { type filter hook prerouting priority raw; policy accept;\n"
-                               " ip saddr 10.0.0.0/24 drop\n }\n}\n")
+    text = server("accept") + (
+        "table ip raw {\n chain pre { type filter hook prerouting priority raw; policy accept;\n"
+        " ip saddr 10.0.0.0/24 drop\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 22, src="10.0.0.9") == "drop" and verdict(rs, 22, src="10.0.1.9") == "accept"
 
@@ -98,7 +132,8 @@ def test_prerouting_drop_is_not_bypassed_by_input_accept(tmp_path):
 def test_accept_in_one_base_chain_does_not_bypass_another(tmp_path):
     text = server("tcp dport { 22, 24 } accept") + (
         "table inet early {\n chain pre { type filter hook prerouting priority mangle; policy drop;\n"
-        " tcp dport { 22, 23 } accept\n }\n}\n")
+        " tcp dport { 22, 23 } accept\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 22) == "accept"  # accepted by both base chains
     assert verdict(rs, 23) == "drop"  # prerouting's accept does not bypass input's policy
@@ -108,7 +143,8 @@ def test_accept_in_one_base_chain_does_not_bypass_another(tmp_path):
 def test_fib_reverse_path_is_unknown_and_fib_local_is_decided(tmp_path):
     text = server("fib daddr type local tcp dport 22 accept") + (
         "table inet rp {\n chain pre { type filter hook prerouting priority raw; policy accept;\n"
-        " fib saddr . iif oif missing drop\n }\n}\n")
+        " fib saddr . iif oif missing drop\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=22), iv.ip_spans([A]))
     assert got.accept == () and got.drop == () and "fib" in got.unknown[0][0]
@@ -120,7 +156,8 @@ def test_fib_reverse_path_is_unknown_and_fib_local_is_decided(tmp_path):
 def test_notrack_makes_the_packet_untracked(tmp_path):
     text = server("ct state new tcp dport 22 accept\n ct state untracked tcp dport 2049 accept") + (
         "table inet raw {\n chain pre { type filter hook prerouting priority raw; policy accept;\n"
-        " tcp dport 22 notrack\n }\n}\n")
+        " tcp dport 22 notrack\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 22) == "drop"  # untracked: ct state new does not match
     assert verdict(rs, 2049) == "drop"  # tracked, so not untracked
@@ -129,7 +166,8 @@ def test_notrack_makes_the_packet_untracked(tmp_path):
 def test_nat_redirect_changes_the_port_the_input_hook_sees(tmp_path):
     text = server("tcp dport 8080 accept") + (
         "table ip nat {\n chain pre { type nat hook prerouting priority dstnat; policy accept;\n"
-        " tcp dport 80 redirect to :8080\n }\n}\n")
+        " tcp dport 80 redirect to :8080\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 80) == "accept" and verdict(rs, 8080) == "accept" and verdict(rs, 81) == "drop"
 
@@ -139,14 +177,17 @@ def test_redirect_sets_ct_status_dnat_only_when_the_port_changes(tmp_path):
     # tuple, so the kernel does not mark the connection DNATed
     text = server("ct status dnat accept") + (
         "table ip nat {\n chain pre { type nat hook prerouting priority dstnat; policy accept;\n"
-        " tcp dport 8080 redirect to :8080\n tcp dport 80 redirect to :8081\n }\n}\n")
+        " tcp dport 8080 redirect to :8080\n tcp dport 80 redirect to :8081\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, 8080) == "drop" and verdict(rs, 80) == "accept"
 
 
 def test_netdev_ingress_drop_applies_to_its_device_only(tmp_path):
-    text = server("accept") + ('table netdev edge {\n chain ing { type filter hook ingress device "data0" priority 0; '
-                               "policy accept;\n ip saddr 10.0.0.0/24 drop\n }\n}\n")
+    text = server("accept") + (
+        'table netdev edge {\n chain ing { type filter hook ingress device "data0" priority 0; '
+        "policy accept;\n ip saddr 10.0.0.0/24 drop\n }\n}\n"
+    )
     rs = load(tmp_path, text)
     assert verdict(rs, iif="data0") == "drop" and verdict(rs, iif="mgmt0") == "accept"
 
@@ -169,8 +210,7 @@ def test_ct_status_dnat_does_not_open_plain_new_connections(tmp_path):
 
 
 def test_concatenations(tmp_path):
-    rs = load(tmp_path, server("ip saddr . tcp dport { 10.0.0.5 . 22, 10.0.1.0/24 . 443 } accept",
-                               extra=""))
+    rs = load(tmp_path, server("ip saddr . tcp dport { 10.0.0.5 . 22, 10.0.1.0/24 . 443 } accept", extra=""))
     assert verdict(rs, 22) == "accept" and verdict(rs, 443) == "drop"
     assert verdict(rs, 443, src="10.0.1.7") == "accept" and verdict(rs, 22, src="10.0.1.7") == "drop"
 
@@ -182,8 +222,10 @@ def test_tcp_flags_match_tcp_only(tmp_path):
 
 
 def test_limit_and_ct_count_are_unknown_with_their_rule(tmp_path):
-    rs = load(tmp_path, server("tcp dport 22 limit rate 10/second accept\n tcp dport 23 ct count over 4 drop\n"
-                               " tcp dport 23 accept"))
+    rs = load(
+        tmp_path,
+        server("tcp dport 22 limit rate 10/second accept\n tcp dport 23 ct count over 4 drop\n tcp dport 23 accept"),
+    )
     for port in (22, 23):
         got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=port), iv.ip_spans([A]))
         assert got.accept == () and got.drop == ()
@@ -198,8 +240,12 @@ def test_undecided_rule_with_the_same_outcome_either_way_is_decided(tmp_path):
 
 
 def test_ip_daddr_and_meta_mark(tmp_path):
-    rs = load(tmp_path, server("ip daddr 10.1.0.1 tcp dport 22 accept\n meta mark 0 tcp dport 23 accept\n"
-                               " meta mark 7 tcp dport 24 accept"))
+    rs = load(
+        tmp_path,
+        server(
+            "ip daddr 10.1.0.1 tcp dport 22 accept\n meta mark 0 tcp dport 23 accept\n meta mark 7 tcp dport 24 accept"
+        ),
+    )
     assert verdict(rs, 22, daddr="10.1.0.1") == "accept" and verdict(rs, 22, daddr="10.1.0.2") == "drop"
     assert verdict(rs, 22) == "unknown"  # destination address not known
     assert verdict(rs, 23) == "accept" and verdict(rs, 24) == "drop"  # packets arrive unmarked
@@ -211,6 +257,7 @@ def test_text_path_creates_plane_interfaces(tmp_path):
 
 
 def test_define_variables_resolve(tmp_path):
-    rs = load(tmp_path, 'define ADMIN = { 10.0.0.0/24 }\ndefine SSH = 22\n'
-              + server("ip saddr $ADMIN tcp dport $SSH accept"))
+    rs = load(
+        tmp_path, "define ADMIN = { 10.0.0.0/24 }\ndefine SSH = 22\n" + server("ip saddr $ADMIN tcp dport $SSH accept")
+    )
     assert verdict(rs, 22) == "accept" and verdict(rs, 22, src="10.9.0.1") == "drop"

@@ -10,11 +10,15 @@ from gpufabric.audit import nft
 from gpufabric.audit.nft import Packet, accepted_sources
 
 
-def ruleset(chains: dict, sets: dict | None = None, policy: str = "drop", extra_base: list | None = None) -> nft.Ruleset:
+def ruleset(
+    chains: dict, sets: dict | None = None, policy: str = "drop", extra_base: list | None = None
+) -> nft.Ruleset:
     items = [{"table": {"family": "inet", "name": "t"}}]
     for name, elems in (sets or {}).items():
         items.append({"set": {"family": "inet", "table": "t", "name": name, "type": "ipv4_addr", "elem": elems}})
-    items.append({"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": policy}})
+    items.append(
+        {"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": policy}}
+    )
     for name in chains:
         if name != "input":
             items.append({"chain": {"family": "inet", "table": "t", "name": name}})
@@ -41,11 +45,14 @@ def spans(*cidrs: str):
 
 
 def test_saddr_set_with_prefix_and_range():
-    rs = ruleset({"input": [[m(SADDR, "@peers"), m(TCP_DPORT, 22), ACCEPT]]},
-                 {"peers": [{"prefix": {"addr": "10.0.0.0", "len": 24}}, {"range": ["10.0.1.5", "10.0.1.9"]}, "10.0.2.1"]})
+    rs = ruleset(
+        {"input": [[m(SADDR, "@peers"), m(TCP_DPORT, 22), ACCEPT]]},
+        {"peers": [{"prefix": {"addr": "10.0.0.0", "len": 24}}, {"range": ["10.0.1.5", "10.0.1.9"]}, "10.0.2.1"]},
+    )
     got = accepted_sources(rs, Packet(iif="eth0", proto="tcp", dport=22))
-    assert got == iv.normalize([iv.cidr_span("10.0.0.0/24"), (iv.ip("10.0.1.5"), iv.ip("10.0.1.9")),
-                                (iv.ip("10.0.2.1"), iv.ip("10.0.2.1"))])
+    assert got == iv.normalize(
+        [iv.cidr_span("10.0.0.0/24"), (iv.ip("10.0.1.5"), iv.ip("10.0.1.9")), (iv.ip("10.0.2.1"), iv.ip("10.0.2.1"))]
+    )
     assert accepted_sources(rs, Packet(iif="eth0", proto="tcp", dport=23)) == ()
     assert accepted_sources(rs, Packet(iif="eth0", proto="udp", dport=22)) == ()
 
@@ -56,13 +63,25 @@ def test_first_match_wins_drop_before_accept():
 
 
 def test_vmap_jump_return_and_goto():
-    rs = ruleset({
-        "input": [[{"vmap": {"key": IIF, "data": {"set": [["a0", {"jump": {"target": "in_a"}}],
-                                                          ["b0", {"goto": {"target": "in_b"}}]]}}}],
-                  [m(SADDR, "10.9.0.0/16"), ACCEPT]],
-        "in_a": [[m(SADDR, "10.1.0.0/16"), RETURN], [m(SADDR, "10.0.0.0/8"), ACCEPT]],
-        "in_b": [[m(SADDR, "10.2.0.0/16"), ACCEPT]],
-    })
+    rs = ruleset(
+        {
+            "input": [
+                [
+                    {
+                        "vmap": {
+                            "key": IIF,
+                            "data": {
+                                "set": [["a0", {"jump": {"target": "in_a"}}], ["b0", {"goto": {"target": "in_b"}}]]
+                            },
+                        }
+                    }
+                ],
+                [m(SADDR, "10.9.0.0/16"), ACCEPT],
+            ],
+            "in_a": [[m(SADDR, "10.1.0.0/16"), RETURN], [m(SADDR, "10.0.0.0/8"), ACCEPT]],
+            "in_b": [[m(SADDR, "10.2.0.0/16"), ACCEPT]],
+        }
+    )
     # a0: 10.1/16 returns to input (then only 10.9/16 accepted there), rest of 10/8 accepted
     got = accepted_sources(rs, Packet(iif="a0", proto="tcp", dport=1))
     assert got == iv.subtract(spans("10.0.0.0/8"), spans("10.1.0.0/16"))
@@ -73,18 +92,25 @@ def test_vmap_jump_return_and_goto():
 
 
 def test_ct_state_negation_ports_and_policy_accept():
-    rs = ruleset({"input": [
-        [m({"ct": {"key": "state"}}, ["established", "related"], "in"), ACCEPT],
-        [m(TCP_DPORT, {"set": [22, {"range": [8000, 8010]}]}, "!="), DROP],
-    ]}, policy="accept")
+    rs = ruleset(
+        {
+            "input": [
+                [m({"ct": {"key": "state"}}, ["established", "related"], "in"), ACCEPT],
+                [m(TCP_DPORT, {"set": [22, {"range": [8000, 8010]}]}, "!="), DROP],
+            ]
+        },
+        policy="accept",
+    )
     assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=8005)) == iv.IPV4_ALL
     assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=8011)) == ()
     assert accepted_sources(rs, Packet(iif="x", proto="udp", dport=53)) == iv.IPV4_ALL  # tcp match fails for udp
 
 
 def test_every_input_base_chain_must_accept():
-    rs = ruleset({"input": [[ACCEPT]]}, extra_base=[
-        {"family": "ip", "table": "t", "name": "late", "hook": "input", "prio": 10, "policy": "drop"}])
+    rs = ruleset(
+        {"input": [[ACCEPT]]},
+        extra_base=[{"family": "ip", "table": "t", "name": "late", "hook": "input", "prio": 10, "policy": "drop"}],
+    )
     rs.chains[("ip", "t", "late")].rules.append([m(SADDR, "192.168.0.0/16"), ACCEPT])
     assert accepted_sources(rs, Packet(iif="x", proto="tcp", dport=1)) == spans("192.168.0.0/16")
 
@@ -129,12 +155,23 @@ def test_proof_cells_equal_brute_force_per_port(clean_bundle):
 
     doc = json.loads((clean_bundle / "policy.json").read_text())
     policy = SecurityPolicy.model_validate(doc["policy"])
-    rulesets = {r.name: nft.parse(json.loads((clean_bundle / "roles" / r.name / "etc/gpufabric/nftables.json").read_text()))
-                for r in policy.roles}
+    rulesets = {
+        r.name: nft.parse(json.loads((clean_bundle / "roles" / r.name / "etc/gpufabric/nftables.json").read_text()))
+        for r in policy.roles
+    }
     proof = prove(policy, {h: rulesets[r] for h, r in policy.hosts()})
     addresses = policy.addresses()
-    windows = [*range(1, 40), *range(4410, 4430), *range(6810, 6825), *range(8000, 8020), *range(29390, 29510),
-               *range(32760, 32775), *range(60990, 61010), *range(62990, 63010), 65535]
+    windows = [
+        *range(1, 40),
+        *range(4410, 4430),
+        *range(6810, 6825),
+        *range(8000, 8020),
+        *range(29390, 29510),
+        *range(32760, 32775),
+        *range(60990, 61010),
+        *range(62990, 63010),
+        65535,
+    ]
     checked = 0
     for dst_role in ("compute", "storage"):
         rs = rulesets[dst_role]
@@ -163,8 +200,10 @@ def test_proof_cells_tile_the_port_axis_fully_merged(clean_bundle):
 
     doc = json.loads((clean_bundle / "policy.json").read_text())
     policy = SecurityPolicy.model_validate(doc["policy"])
-    rulesets = {r.name: nft.parse(json.loads((clean_bundle / "roles" / r.name / "etc/gpufabric/nftables.json").read_text()))
-                for r in policy.roles}
+    rulesets = {
+        r.name: nft.parse(json.loads((clean_bundle / "roles" / r.name / "etc/gpufabric/nftables.json").read_text()))
+        for r in policy.roles
+    }
     proof = prove(policy, {h: rulesets[r] for h, r in policy.hosts()})
     keys = 0
     for _key, group in groupby(proof.cells, key=lambda c: (c.src, c.dst, c.plane, c.proto)):
@@ -180,13 +219,17 @@ def test_proof_cells_tile_the_port_axis_fully_merged(clean_bundle):
 def test_unreadable_table_flags_make_its_drops_unknown():
     """nft 1.0.6 prints a table's flags as garbage in JSON; without the text listing
     (augment) the table might be dormant, so what it would drop is unknown."""
-    items = [{"table": {"family": "inet", "name": "t", "flags": [{"match": {}}]}},
-             {"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": "drop"}},
-             {"rule": {"family": "inet", "table": "t", "chain": "input", "expr": [m(TCP_DPORT, 22), ACCEPT]}}]
+    items = [
+        {"table": {"family": "inet", "name": "t", "flags": [{"match": {}}]}},
+        {"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": "drop"}},
+        {"rule": {"family": "inet", "table": "t", "chain": "input", "expr": [m(TCP_DPORT, 22), ACCEPT]}},
+    ]
     rs = nft.parse({"nftables": items})
     assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=22)).accept == iv.IPV4_ALL
     got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23))
     assert got.accept == () and got.unknown_spans() == iv.IPV4_ALL
-    text = "table inet t {\n\tflags dormant\n\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n"
+    text = (
+        "table inet t {\n\tflags dormant\n\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n"
+    )
     rs = nft.parse(nft.augment({"nftables": items}, text))
     assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23)).accept == iv.IPV4_ALL  # dormant: not run

@@ -18,8 +18,10 @@ from gpufabric.audit.runner import audit
 from tests.audit.conftest import bundle_copy, clean_bundle  # noqa: F401  (fixtures)
 from tests.conftest import needs_root, needs_tool
 
-nft_usable = pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None
-                                or shutil.which("ip") is None, reason="nft/unshare/ip not installed")
+nft_usable = pytest.mark.skipif(
+    shutil.which("nft") is None or shutil.which("unshare") is None or shutil.which("ip") is None,
+    reason="nft/unshare/ip not installed",
+)
 
 LIMIT = 'ip saddr @mgmt_login tcp dport 22 accept comment "ssh from the bastion"'
 LIMITED = 'tcp dport 22 limit rate 5/second accept comment "ssh, rate limited"'
@@ -41,8 +43,9 @@ def test_undecided_rule_makes_isolation_cells_not_proven(bundle_copy):  # noqa: 
     assert proof is not None
     undecided = proof.not_proven()
     # every source may reach 22/tcp through the rate limit: neither isolated nor reachable
-    assert undecided and all(c.dst == "compute" and c.plane == "mgmt" and c.port_lo <= 22 <= c.port_hi
-                             for c in undecided)
+    assert undecided and all(
+        c.dst == "compute" and c.plane == "mgmt" and c.port_lo <= 22 <= c.port_hi for c in undecided
+    )
     assert {c.src for c in undecided} >= {"(other)", "storage"}
     assert all("limit" in c.reason and c.verdict == "not-proven" for c in undecided)
     ver = [f for f in report.findings if f.check_id == "VER-01" and "not proven" in f.evidence]
@@ -54,15 +57,30 @@ def test_undecided_rule_makes_isolation_cells_not_proven(bundle_copy):  # noqa: 
 @nft_usable
 def test_cli_exits_1_not_proven(bundle_copy, tmp_path):  # noqa: F811
     _edit(bundle_copy, "compute", LIMIT, LIMITED)
-    done = subprocess.run([sys.executable, "-m", "gpufabric", "audit", "--config", str(bundle_copy), "--reachability",
-                           "--fail-on", "high"], check=False, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gpufabric",
+            "audit",
+            "--config",
+            str(bundle_copy),
+            "--reachability",
+            "--fail-on",
+            "high",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 1, done.stderr
     assert "not-proven" in done.stdout and "result: FAIL, not proven" in done.stdout
 
 
 @nft_usable
 def test_fw04_lists_undecided_without_the_proof(bundle_copy):  # noqa: F811
-    _edit(bundle_copy, "storage", 'chain in_mgmt {', 'chain in_mgmt {\n\t\tct count over 10 drop')
+    _edit(bundle_copy, "storage", "chain in_mgmt {", "chain in_mgmt {\n\t\tct count over 10 drop")
     report = audit(from_directory(bundle_copy))
     fw04 = [f for f in report.findings if f.check_id == "FW-04" and f.subject.startswith("storage")]
     assert fw04 and "ct count" in fw04[0].evidence
@@ -82,9 +100,14 @@ def test_iif_rule_loads_and_is_not_fw01(bundle_copy):  # noqa: F811
 def test_kernel_mode_side_by_side(bundle_copy, monkeypatch):  # noqa: F811
     monkeypatch.setenv("GPUFABRIC_KERNEL_PREFIX", "fwt")
     _edit(bundle_copy, "compute", LIMIT, LIMITED)
-    done = subprocess.run([sys.executable, "-m", "gpufabric", "audit", "--config", str(bundle_copy), "--kernel",
-                           "--format", "json"], check=False, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "GPUFABRIC_KERNEL_PREFIX": "fwt"})
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufabric", "audit", "--config", str(bundle_copy), "--kernel", "--format", "json"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "GPUFABRIC_KERNEL_PREFIX": "fwt"},
+    )
     doc = json.loads(done.stdout)
     assert done.returncode == 1  # not proven (the rate limit)
     roles = {k["role"]: k["probes"] for k in doc["kernel"]}

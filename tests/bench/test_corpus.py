@@ -21,25 +21,117 @@ def parse(rel: str, tool: str | None = None):
 
 # (file, case, ranks, nodes, gpus_per_node, gpu model, graph, headline time us, headline busbw, one mid row (size, oop time))
 NCCL = [
-    ("public_h100_1node_issue290.txt", "all_reduce", 8, 1, 8, "NVIDIA H100 80GB HBM3", "0", 15870, 473.60, (536870912, 2175.8)),
-    ("public_h100_2node_srun_issue290.txt", "all_reduce", 16, 2, 8, "NVIDIA H100 80GB HBM3", "0", 103530, 155.57,
-     (67108864, 918.4)),
-    ("public_h100_2node_srun_ring_issue290.txt", "all_reduce", 16, 2, 8, "NVIDIA H100 80GB HBM3", None, 179148, 89.90,
-     (8388608, 407.5)),
-    ("public_a3mega_h100_2node.txt", "all_reduce", 16, 2, 8, "NVIDIA H100 80GB HBM3", "0", 47535, 338.82, (1024, 147.1)),
+    (
+        "public_h100_1node_issue290.txt",
+        "all_reduce",
+        8,
+        1,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        15870,
+        473.60,
+        (536870912, 2175.8),
+    ),
+    (
+        "public_h100_2node_srun_issue290.txt",
+        "all_reduce",
+        16,
+        2,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        103530,
+        155.57,
+        (67108864, 918.4),
+    ),
+    (
+        "public_h100_2node_srun_ring_issue290.txt",
+        "all_reduce",
+        16,
+        2,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        None,
+        179148,
+        89.90,
+        (8388608, 407.5),
+    ),
+    (
+        "public_a3mega_h100_2node.txt",
+        "all_reduce",
+        16,
+        2,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        47535,
+        338.82,
+        (1024, 147.1),
+    ),
     ("public_efa_t4_2node_tag_output.txt", "collective", 2, 2, 1, "Tesla T4", "0", 344981, 3.11, (1048576, 583.4)),
     ("public_h100_dgx_1node_llmb.txt", "all_reduce", 8, 1, 8, "NVIDIA H100 80GB HBM3", "0", 62648, 479.90, (32, 68.14)),
-    ("public_h100_2node_mpirun_g8.txt", "all_reduce", 16, 2, 8, "NVIDIA H100 80GB HBM3", "0", 73372, 219.51,
-     (65536, 125.0)),
-    ("public_mi300x_1node_rccl_issue1562.txt", "all_reduce", 8, 1, 8, "AMD Instinct MI300X VF", "0", 801.4, 293.07,
-     (4194304, 65.52)),
+    (
+        "public_h100_2node_mpirun_g8.txt",
+        "all_reduce",
+        16,
+        2,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        73372,
+        219.51,
+        (65536, 125.0),
+    ),
+    (
+        "public_mi300x_1node_rccl_issue1562.txt",
+        "all_reduce",
+        8,
+        1,
+        8,
+        "AMD Instinct MI300X VF",
+        "0",
+        801.4,
+        293.07,
+        (4194304, 65.52),
+    ),
     ("public_v100_2node_indented.txt", "collective", 2, 2, 1, "Tesla V100-PCIE-32GB", "0", 136001, 0.99, (16, 17.45)),
-    ("public_h100_ndr_2node_issue309.txt", "all_reduce", 16, 2, 8, "NVIDIA H100 80GB HBM3", "0", 68652, 469.21,
-     (256, 94.40)),
-    ("public_h100_4node_issue309.txt", "all_reduce", 32, 4, 8, "NVIDIA H100 80GB HBM3", "0", 90986, 365.84,
-     (2097152, 191.3)),
-    ("public_h100_8node_issue309.txt", "all_reduce", 64, 8, 8, "NVIDIA H100 80GB HBM3", "0", 52733, 320.70,
-     (8388608, 1272.4)),
+    (
+        "public_h100_ndr_2node_issue309.txt",
+        "all_reduce",
+        16,
+        2,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        68652,
+        469.21,
+        (256, 94.40),
+    ),
+    (
+        "public_h100_4node_issue309.txt",
+        "all_reduce",
+        32,
+        4,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        90986,
+        365.84,
+        (2097152, 191.3),
+    ),
+    (
+        "public_h100_8node_issue309.txt",
+        "all_reduce",
+        64,
+        8,
+        8,
+        "NVIDIA H100 80GB HBM3",
+        "0",
+        52733,
+        320.70,
+        (8388608, 1272.4),
+    ),
 ]
 
 
@@ -56,9 +148,9 @@ def test_public_nccl_tables(row):
 
 def test_nccl_na_cells_stay_absent_and_prefixes_are_stripped():
     (p,) = parse("nccl-tests/public_h100_2node_srun_issue290.txt")
-    assert p.metric("wrong_total") is None        # every #wrong cell is N/A (-c 0): absent, not 0
+    assert p.metric("wrong_total") is None  # every #wrong cell is N/A (-c 0): absent, not 0
     (rows,) = rows_of((DATA / "nccl-tests/public_h100_2node_srun_issue290.txt").read_text())
-    assert rows[0].wrong is None and rows[0].ip_time_us == 180.0   # " 0:      8388608 ... 180.0   46.60   87.38    N/A"
+    assert rows[0].wrong is None and rows[0].ip_time_us == 180.0  # " 0:      8388608 ... 180.0   46.60   87.38    N/A"
 
 
 def test_open_mpi_tag_output_with_interleaved_rank_lines():
@@ -81,7 +173,9 @@ def test_several_runs_and_launchers_in_one_file():
     text = "\n".join(
         [f" 0: {x}" for x in a]
         + [f"Mon Mar  4 10:11:12 2024[1,0]<stdout>:{x}" for x in b]
-        + [f"[rank0]:{x}" for x in a] + [f"[0] {x}" for x in a])
+        + [f"[rank0]:{x}" for x in a]
+        + [f"[0] {x}" for x in a]
+    )
     runs = parse_nccl_tests(text, source="all_reduce_perf.log")
     assert [r.info["ranks"] for r in runs] == ["8", "16", "8", "8"]
     assert [r.metric("busbw_gbps").value for r in runs] == [473.60, 469.21, 473.60, 473.60]
@@ -92,19 +186,39 @@ def test_interleaved_ranks_do_not_break_a_table():
     mixed = []
     for i, x in enumerate(lines):
         mixed.append(f" 0: {x}")
-        mixed.append(f" {1 + i % 7}: node005:295203:295203 [{1 + i % 7}] NCCL INFO comm 0x1 rank {1 + i % 7} - Init COMPLETE")
+        mixed.append(
+            f" {1 + i % 7}: node005:295203:295203 [{1 + i % 7}] NCCL INFO comm 0x1 rank {1 + i % 7} - Init COMPLETE"
+        )
     (p,) = parse_nccl_tests("\n".join(mixed))
     assert p.metric("time_us@268435456B").value == 1139.2
 
 
 PERFTEST = [
-    ("public_cx7_ndr_ib_send_bw.txt", "ib_send_bw", "RC", {"bw_avg_gbps": 46557.03 * 2**20 / 1e9,
-                                                          "msg_rate_mpps": 0.744912}),
-    ("public_cx7_ndr_ib_read_bw_gbits.txt", "ib_read_bw", "RC", {"bw_avg_gbps": 328.61 / 8, "bw_peak_gbps": 328.64 / 8}),
+    (
+        "public_cx7_ndr_ib_send_bw.txt",
+        "ib_send_bw",
+        "RC",
+        {"bw_avg_gbps": 46557.03 * 2**20 / 1e9, "msg_rate_mpps": 0.744912},
+    ),
+    (
+        "public_cx7_ndr_ib_read_bw_gbits.txt",
+        "ib_read_bw",
+        "RC",
+        {"bw_avg_gbps": 328.61 / 8, "bw_peak_gbps": 328.64 / 8},
+    ),
     ("public_cx7_ndr_ib_write_bw_gbits.txt", "ib_write_bw", "RC", {"bw_avg_gbps": 392.34 / 8}),
-    ("public_cx7_ndr_ib_send_lat.txt", "ib_send_lat", "RC", {"lat_p50_us": 1.27, "lat_p99_us": 1.37, "lat_max_us": 5.19}),
-    ("public_cx5_ib_send_bw_ud_client.txt", "ib_send_bw", "UD", {"bw_avg_gbps": 6170.13 * 2**20 / 1e9,
-                                                                "bw_avg_gbps@2B": 4.87 * 2**20 / 1e9}),
+    (
+        "public_cx7_ndr_ib_send_lat.txt",
+        "ib_send_lat",
+        "RC",
+        {"lat_p50_us": 1.27, "lat_p99_us": 1.37, "lat_max_us": 5.19},
+    ),
+    (
+        "public_cx5_ib_send_bw_ud_client.txt",
+        "ib_send_bw",
+        "UD",
+        {"bw_avg_gbps": 6170.13 * 2**20 / 1e9, "bw_avg_gbps@2B": 4.87 * 2**20 / 1e9},
+    ),
     ("public_cx5_ib_send_bw_ud_server.txt", "ib_send_bw", "UD", {"bw_avg_gbps": 5706.22 * 2**20 / 1e9}),
     ("public_cx5_ib_send_lat_ud_client.txt", "ib_send_lat", "UD", {"lat_p50_us": 1.67, "lat_p99_9_us@4096B": 7.95}),
 ]
@@ -123,7 +237,7 @@ def test_perftest_warnings_between_rows_are_quality_warnings_and_server_peak_zer
     (lat,) = parse("perftest/public_cx7_ndr_ib_send_lat.txt")
     assert len(lat.warnings) == 2 and all("Conflicting CPU frequency" in w for w in lat.warnings)
     (server,) = parse("perftest/public_cx5_ib_send_bw_ud_server.txt")
-    assert server.metric("bw_peak_gbps") is None   # the server prints 0.00: not measured
+    assert server.metric("bw_peak_gbps") is None  # the server prints 0.00: not measured
 
 
 def test_perftest_transcript_with_several_tests():
@@ -135,7 +249,7 @@ def test_public_fio_json_normal_and_iperf3():
     (fio,) = parse("fio/public_cbt_nvme_randwrite_json_normal.txt")
     assert fio.case == "/dev/nvme8n13"
     assert fio.metric("write_iops").value == 1244.175582
-    assert fio.metric("write_clat_p99_us").value == 1695.744   # "99.000000" : 1695744 ns
+    assert fio.metric("write_clat_p99_us").value == 1695.744  # "99.000000" : 1695744 ns
     (ip,) = parse("iperf3/public_gke_tcp_200mb.json")
     assert ip.metric("retransmits").value == 414 and ip.metric("rtt_mean_us").value == 64661
 
@@ -151,7 +265,7 @@ def test_fio_groups_aggregate_like_group_reporting():
     expected = sum(x["io_bytes"] for x in w) / max(x["runtime"] for x in w) * 1000 / 1e9
     assert parsed[4].metric("write_bw_gbps").value == pytest.approx(expected)
     assert "group 0 of 2 jobs" in parsed[4].info["aggregate"]
-    (one,) = parse("fio/group_reporting_3jobs.json")   # fio already aggregated: no second aggregate
+    (one,) = parse("fio/group_reporting_3jobs.json")  # fio already aggregated: no second aggregate
     assert one.case == "mixed"
 
 

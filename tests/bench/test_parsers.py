@@ -38,10 +38,14 @@ def test_fio_jsonplus_psync_write_two_jobs():
     first = parsed[0]
     assert first.metric("write_bw_gbps").value == pytest.approx(job["write"]["bw_bytes"] / 1e9)
     assert first.metric("write_bw_gbps").direction is Direction.higher
-    assert first.metric("write_clat_p99_us").value == pytest.approx(job["write"]["clat_ns"]["percentile"]["99.000000"] / 1000)
+    assert first.metric("write_clat_p99_us").value == pytest.approx(
+        job["write"]["clat_ns"]["percentile"]["99.000000"] / 1000
+    )
     assert first.metric("write_clat_p99_us").direction is Direction.lower
     # psync fsync latencies are sane and kept
-    assert first.metric("fsync_lat_p50_us").value == pytest.approx(job["sync"]["lat_ns"]["percentile"]["50.000000"] / 1000)
+    assert first.metric("fsync_lat_p50_us").value == pytest.approx(
+        job["sync"]["lat_ns"]["percentile"]["50.000000"] / 1000
+    )
     assert first.metric("fsync_count").value == job["sync"]["total_ios"]
     # json+ bins expand into one sample per I/O
     assert len(first.metric("write_clat_p50_us").samples) == job["write"]["clat_ns"]["N"]
@@ -135,7 +139,9 @@ def test_iperf3_tcp_two_streams():
     (parsed,) = parse_iperf3(read("iperf3/loopback_P2.json"))
     doc = json.loads(read("iperf3/loopback_P2.json"))
     assert parsed.error == ""
-    assert parsed.metric("throughput_gbit_s").value == pytest.approx(doc["end"]["sum_received"]["bits_per_second"] / 1e9)
+    assert parsed.metric("throughput_gbit_s").value == pytest.approx(
+        doc["end"]["sum_received"]["bits_per_second"] / 1e9
+    )
     assert len(parsed.metric("throughput_gbit_s").samples) == len(doc["intervals"])
     assert parsed.metric("retransmits").value == doc["end"]["sum_sent"]["retransmits"]
     assert parsed.metric("rtt_mean_us").value > 0
@@ -300,8 +306,13 @@ def test_nccl_not_nccl():
 
 
 def test_parser_for_every_tool_and_unknown_tool():
-    assert [parser_for(tool) for tool in TOOLS] == [parse_fio, parse_iperf3, parse_sockperf, parse_perftest,
-                                                    parse_nccl_tests]
+    assert [parser_for(tool) for tool in TOOLS] == [
+        parse_fio,
+        parse_iperf3,
+        parse_sockperf,
+        parse_perftest,
+        parse_nccl_tests,
+    ]
     with pytest.raises(ParseError, match="unknown tool 'qperf'; expected one of fio, iperf3"):
         parser_for("qperf")
 
@@ -310,16 +321,24 @@ def test_parser_for_every_tool_and_unknown_tool():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 40), st.floats(1, 1e6), st.floats(0, 1e3), st.integers(0, 5)),
-                min_size=1, max_size=12, unique_by=lambda r: r[0]))
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.floats(1, 1e6), st.floats(0, 1e3), st.integers(0, 5)),
+        min_size=1,
+        max_size=12,
+        unique_by=lambda r: r[0],
+    )
+)
 def test_nccl_text_rows_round_trip(rows):
     """Rows printed in nccl-tests' column layout parse back to the printed values."""
     lines = ["# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 agg iters: 1"]
     printed = []
     for exp, time_us, busbw, wrong in sorted(rows):
         size = 1 << exp
-        line = (f"{size:12d} {max(size // 4, 1):13d}     float     sum      -1 {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f}"
-                f" {wrong:6d} {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f} {0:6d}")
+        line = (
+            f"{size:12d} {max(size // 4, 1):13d}     float     sum      -1 {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f}"
+            f" {wrong:6d} {time_us:8.2f} {busbw / 2:7.2f} {busbw:7.2f} {0:6d}"
+        )
         lines.append(line)
         printed.append((size, float(line.split()[5]), float(line.split()[7]), wrong))
     lines.append("# Out of bounds values : 0 OK")
@@ -365,7 +384,7 @@ def test_column_wise_validation_agrees_with_the_row_by_row_check(monkeypatch):
     monkeypatch.setattr(n, "_clean", lambda *a: False)
     slow = [n._validate(rows, "all_reduce", 16) for rows in cases]
     assert fast == slow
-    assert sum(1 for f in fast if f) >= len(cases) // 3   # the edited copies are caught
+    assert sum(1 for f in fast if f) >= len(cases) // 3  # the edited copies are caught
 
 
 # ---------------------------------------------------------------- wrong JSON value types
@@ -373,10 +392,12 @@ def test_column_wise_validation_agrees_with_the_row_by_row_check(monkeypatch):
 #: Values of the wrong type for almost any field: null, a string, a list, an object, a bool,
 #: zero, a fraction, a negative and a huge number.
 WRONG_TYPES = (None, "12", "x", [], [1], {}, {"x": 1}, True, 0, 0.5, -1, 1e308)
-JSON_SAMPLES = sorted([("fio", p) for p in (DATA / "fio").glob("*.json")]
-                      + [("iperf3", p) for p in (DATA / "iperf3").glob("*.json")]
-                      + [("perftest", p) for p in (DATA / "perftest").glob("*.json")]
-                      + [("nccl-tests", p) for p in (DATA / "nccl-tests").glob("*.json")])
+JSON_SAMPLES = sorted(
+    [("fio", p) for p in (DATA / "fio").glob("*.json")]
+    + [("iperf3", p) for p in (DATA / "iperf3").glob("*.json")]
+    + [("perftest", p) for p in (DATA / "perftest").glob("*.json")]
+    + [("nccl-tests", p) for p in (DATA / "nccl-tests").glob("*.json")]
+)
 
 
 def _json_paths(doc, prefix=()):
@@ -422,19 +443,54 @@ def test_json_parsers_refuse_wrong_value_types_with_parse_error(tool, path):
     assert not crashes, f"{len(crashes)} crashes, e.g.\n" + "\n".join(crashes[:15])
 
 
-@pytest.mark.parametrize(("tool", "rel", "field_path", "value", "message"), [
-    ("iperf3", "iperf3/loopback_P2.json", ("start",), "x", "iperf3 JSON field start: expected an object, got a string"),
-    ("iperf3", "iperf3/loopback_udp.json", ("end", "sum"), {"x": 1}, "iperf3 JSON field end.sum.bits_per_second is missing"),
-    ("fio", "fio/libaio_fsync.json", ("jobs", 0, "write", "bw_bytes"), "12",
-     "fio JSON field jobs[0].write.bw_bytes: expected a number, got a string"),
-    ("fio", "fio/libaio_fsync.json", ("jobs",), {}, "fio JSON field jobs: expected a list, got an object"),
-    ("perftest", "perftest/ib_write_lat.json", ("results",), [None],
-     "perftest JSON field results: expected an object or a list, got a list"),
-    ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 1, "out_of_place", "bus_bw"), [1],
-     "nccl-tests JSON field results[1].out_of_place.bus_bw: expected a number, got a list"),
-    ("nccl-tests", "nccl-tests/all_reduce_8gpu.json", ("results", 0, "size"), -1,
-     "nccl-tests JSON field results[0].size: expected an integer >= 0, got a number"),
-])
+@pytest.mark.parametrize(
+    ("tool", "rel", "field_path", "value", "message"),
+    [
+        (
+            "iperf3",
+            "iperf3/loopback_P2.json",
+            ("start",),
+            "x",
+            "iperf3 JSON field start: expected an object, got a string",
+        ),
+        (
+            "iperf3",
+            "iperf3/loopback_udp.json",
+            ("end", "sum"),
+            {"x": 1},
+            "iperf3 JSON field end.sum.bits_per_second is missing",
+        ),
+        (
+            "fio",
+            "fio/libaio_fsync.json",
+            ("jobs", 0, "write", "bw_bytes"),
+            "12",
+            "fio JSON field jobs[0].write.bw_bytes: expected a number, got a string",
+        ),
+        ("fio", "fio/libaio_fsync.json", ("jobs",), {}, "fio JSON field jobs: expected a list, got an object"),
+        (
+            "perftest",
+            "perftest/ib_write_lat.json",
+            ("results",),
+            [None],
+            "perftest JSON field results: expected an object or a list, got a list",
+        ),
+        (
+            "nccl-tests",
+            "nccl-tests/all_reduce_8gpu.json",
+            ("results", 1, "out_of_place", "bus_bw"),
+            [1],
+            "nccl-tests JSON field results[1].out_of_place.bus_bw: expected a number, got a list",
+        ),
+        (
+            "nccl-tests",
+            "nccl-tests/all_reduce_8gpu.json",
+            ("results", 0, "size"),
+            -1,
+            "nccl-tests JSON field results[0].size: expected an integer >= 0, got a number",
+        ),
+    ],
+)
 def test_wrong_json_type_names_the_field(tool, rel, field_path, value, message):
     doc = json.loads(read(rel))
     target = doc

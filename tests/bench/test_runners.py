@@ -21,10 +21,25 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 def test_fio_checkpoint_write_then_restore_on_tmp_path(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    write = FioProfile(name="checkpoint_write", rw="write", bs_bytes=MIB, size_bytes=4 * MIB, numjobs=2,
-                       fsync_every=2, end_fsync=True, subdir="checkpoint")
-    restore = FioProfile(name="checkpoint_restore", rw="read", bs_bytes=MIB, size_bytes=4 * MIB, numjobs=2,
-                         direct=True, subdir="checkpoint")
+    write = FioProfile(
+        name="checkpoint_write",
+        rw="write",
+        bs_bytes=MIB,
+        size_bytes=4 * MIB,
+        numjobs=2,
+        fsync_every=2,
+        end_fsync=True,
+        subdir="checkpoint",
+    )
+    restore = FioProfile(
+        name="checkpoint_restore",
+        rw="read",
+        bs_bytes=MIB,
+        size_bytes=4 * MIB,
+        numjobs=2,
+        direct=True,
+        subdir="checkpoint",
+    )
     run = LocalExecutor()
     wrote = run(fio_runner.plan(write, scratch=scratch, timeout_s=60))
     assert wrote.status == Status.ok, wrote.reason
@@ -134,7 +149,9 @@ def test_perftest_skipped_without_rdma_device(tmp_path, fake_tool_dir, monkeypat
     devices, reason = perftest_runner.rdma_devices()
     assert devices == []
     assert reason == "skipped: no RDMA device (ibv_devices: Failed to get IB devices list: Function not implemented)"
-    test = perftest_runner.plan("ib_write_lat", scratch=tmp_path, timeout_s=10, devices=devices, no_device_reason=reason)
+    test = perftest_runner.plan(
+        "ib_write_lat", scratch=tmp_path, timeout_s=10, devices=devices, no_device_reason=reason
+    )
     result = LocalExecutor()(test)
     assert result.status == Status.skipped and result.reason == reason
 
@@ -142,8 +159,11 @@ def test_perftest_skipped_without_rdma_device(tmp_path, fake_tool_dir, monkeypat
 def test_perftest_device_listed(fake_tool_dir, monkeypatch):
     make, env = fake_tool_dir
     # ibv_devices layout (rdma-core libibverbs/examples/devices.c)
-    make("ibv_devices", "printf '    device          \\t   node GUID\\n    ------          \\t----------------\\n"
-                        "    mlx5_0          \\t1070fd0300ab12cd\\n'")
+    make(
+        "ibv_devices",
+        "printf '    device          \\t   node GUID\\n    ------          \\t----------------\\n"
+        "    mlx5_0          \\t1070fd0300ab12cd\\n'",
+    )
     monkeypatch.setenv("PATH", env["PATH"])
     assert perftest_runner.rdma_devices() == (["mlx5_0"], "")
 

@@ -13,7 +13,9 @@ from gpufabric.errors import InputError
 
 
 def test_refuses_block_device():
-    devices = [p for p in (Path("/dev/loop0"), Path("/dev/vda"), Path("/dev/sda")) if p.exists() and p.is_block_device()]
+    devices = [
+        p for p in (Path("/dev/loop0"), Path("/dev/vda"), Path("/dev/sda")) if p.exists() and p.is_block_device()
+    ]
     if not devices:
         pytest.skip("no block device node to point at")
     with pytest.raises(InputError, match="is a device; gpufabric writes files only"):
@@ -94,8 +96,12 @@ def _killed_run(target: str) -> Path:
 
     from tests.conftest import ROOT
 
-    proc = subprocess.Popen([sys.executable, "-c", KILLED_RUN, target], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, target],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
     path = Path(proc.stdout.readline().strip())
     proc.send_signal(signal.SIGKILL)
     proc.wait(10)

@@ -31,8 +31,13 @@ def test_checkpoint_bandwidth_for_async_and_sync(spec):
     ckpt = 70e9 * 14  # params x bytes/param (spec default 14)
     # async: the write only has to finish within the 30 min interval, per node of 128
     assert slos[("fio.checkpoint_write", "write_bw_gbps")].minimum == pytest.approx(ckpt / 128 / 1800 / 1e9)
-    sync = spec.model_copy(update={"workload": spec.workload.model_copy(
-        update={"checkpoint": spec.workload.checkpoint.model_copy(update={"mode": "sync"})})})
+    sync = spec.model_copy(
+        update={
+            "workload": spec.workload.model_copy(
+                update={"checkpoint": spec.workload.checkpoint.model_copy(update={"mode": "sync"})}
+            )
+        }
+    )
     sync_slos = by_key(slo.from_spec(sync, fabric="ib-ndr", storage="nvmeof-rdma"))
     # sync: within 2 % of 30 min = 36 s
     assert sync_slos[("fio.checkpoint_write", "write_bw_gbps")].minimum == pytest.approx(ckpt / 128 / 36 / 1e9)
@@ -63,9 +68,14 @@ def test_dataset_slo_needs_a_step_time(spec):
 
 
 def test_from_plan_uses_recommended_candidate(spec, tmp_path):
-    plan = {"schema_version": 1, "recommended": "b", "candidates": [
-        {"id": "a", "fabric": "ib-ndr", "storage": "nfs", "step_time_s": 3.0},
-        {"id": "b", "fabric": "tcp-100g", "storage": "local-nvme", "step_time_s": 4.0}]}
+    plan = {
+        "schema_version": 1,
+        "recommended": "b",
+        "candidates": [
+            {"id": "a", "fabric": "ib-ndr", "storage": "nfs", "step_time_s": 3.0},
+            {"id": "b", "fabric": "tcp-100g", "storage": "local-nvme", "step_time_s": 4.0},
+        ],
+    }
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
     slos = by_key(slo.from_plan(load_plan(path), spec, path=str(path)))
@@ -75,8 +85,11 @@ def test_from_plan_uses_recommended_candidate(spec, tmp_path):
 
 def test_recommended_must_be_a_candidate():
     with pytest.raises(InputError, match=r"p\.json: recommended candidate 'zz' is not among candidates"):
-        slo.from_plan({"recommended": "zz", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"}]}, None,
-                      path="p.json")
+        slo.from_plan(
+            {"recommended": "zz", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"}]},
+            None,
+            path="p.json",
+        )
 
 
 def test_thresholds_file(tmp_path):
@@ -125,8 +138,11 @@ def test_direction_heuristic():
 def test_from_plan_without_spec_has_only_hardware_slos():
     plan = {"recommended": "x", "candidates": [{"id": "x", "fabric": "ib-ndr", "storage": "nfs"}]}
     slos = by_key(slo.from_plan(plan, None))
-    assert set(slos) == {("fio.small_file_commit", "fsync_lat_p99_us"), ("perftest.ib_write_lat", "lat_p50_us"),
-                         ("perftest.ib_write_lat", "lat_p99_us")}
+    assert set(slos) == {
+        ("fio.small_file_commit", "fsync_lat_p99_us"),
+        ("perftest.ib_write_lat", "lat_p50_us"),
+        ("perftest.ib_write_lat", "lat_p99_us"),
+    }
     with pytest.raises(InputError, match="unknown fabric id 'warp'"):
         slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)
 
@@ -134,10 +150,16 @@ def test_from_plan_without_spec_has_only_hardware_slos():
 def test_bitwise_spec_expects_ring_not_nvls(spec):
     """Issue 16: the busbw SLO was an NVLS figure while the bundle disables NVLS for bitwise runs."""
     cat = load_catalog()
-    bitwise = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "bitwise"})})
+    bitwise = spec.model_copy(
+        update={"requirements": spec.requirements.model_copy(update={"reproducibility": "bitwise"})}
+    )
     loose = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "none"})})
-    b = by_key(slo.from_spec(bitwise, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[("nccl.all_reduce", "busbw_gbps")]
-    n = by_key(slo.from_spec(loose, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[("nccl.all_reduce", "busbw_gbps")]
+    b = by_key(slo.from_spec(bitwise, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[
+        ("nccl.all_reduce", "busbw_gbps")
+    ]
+    n = by_key(slo.from_spec(loose, fabric="ib-ndr", storage="nvmeof-rdma", catalog=cat))[
+        ("nccl.all_reduce", "busbw_gbps")
+    ]
     assert "nvls" not in b.source and "bitwise" in b.source and b.tolerance == 0.15
     if cat.gpu(spec.cluster.gpu).nvls:
         assert "nvls" in n.source and n.expected > b.expected
@@ -150,14 +172,20 @@ def test_checkpoint_slo_expects_the_planned_per_node_share(spec):
     assert w.expected == pytest.approx(ckpt / spec.cluster.nodes / 30.0 / 1e9) and w.tolerance == 0.2
     assert w.minimum is not None and "per node" in w.source
     # Without the modelled write time only the requirement floor applies.
-    assert by_key(slo.from_spec(spec, fabric="ib-ndr", storage="nvmeof-rdma"))[
-        ("fio.checkpoint_write", "write_bw_gbps")].expected is None
+    assert (
+        by_key(slo.from_spec(spec, fabric="ib-ndr", storage="nvmeof-rdma"))[
+            ("fio.checkpoint_write", "write_bw_gbps")
+        ].expected
+        is None
+    )
 
 
 def _fingerprint(gpus, speed, rdma):
-    return {"gpus": gpus or "unavailable", "rdma": rdma or "unavailable",
-            "nics": {"lo": {"speed_mbps": None, "operstate": "unknown"},
-                     "eth0": {"speed_mbps": speed, "operstate": "up"}}}
+    return {
+        "gpus": gpus or "unavailable",
+        "rdma": rdma or "unavailable",
+        "nics": {"lo": {"speed_mbps": None, "operstate": "unknown"}, "eth0": {"speed_mbps": speed, "operstate": "up"}},
+    }
 
 
 def test_planned_hardware_fingerprint(spec):
@@ -173,7 +201,8 @@ def test_planned_hardware_fingerprint(spec):
     a100 = mismatches(hw, _fingerprint([{"name": "NVIDIA A100-SXM4-80GB"}] * 8, 200_000, [{"name": "mlx5_0"}]))
     assert "is not the planned h100-sxm" in a100[0] and "200 Gbit/s, planned 400" in a100[1]
     assert mismatches(hw, _fingerprint(h100[:4], 400_000, [{"name": "mlx5_0"}])) == (
-        f"4 GPUs, planned {spec.cluster.gpus_per_node} per node",)
+        f"4 GPUs, planned {spec.cluster.gpus_per_node} per node",
+    )
     tcp = planned_hardware({"recommended": "a", "candidates": [{"id": "a", "fabric": "tcp-100g", "storage": "nfs"}]})
     assert tcp.gpu is None and not tcp.rdma
     assert mismatches(tcp, _fingerprint(h100, 100_000, None)) == ()
@@ -184,8 +213,17 @@ def test_not_planned_hardware_relabels_verdicts_and_fails_the_run():
     from gpufabric.bench.suite import run_status
     from gpufabric.results.records import Outcome, Verdict
 
-    v = Verdict(test="fio.checkpoint_write", metric="write_bw_gbps", host="vm", outcome=Outcome.passed,
-                measured=0.8, expected=0.004, direction=Direction.higher, margin=199.0, reason="within")
+    v = Verdict(
+        test="fio.checkpoint_write",
+        metric="write_bw_gbps",
+        host="vm",
+        outcome=Outcome.passed,
+        measured=0.8,
+        expected=0.004,
+        direction=Direction.higher,
+        margin=199.0,
+        reason="within",
+    )
     marked = mark_not_planned([v], ("no GPU found",))
     assert marked[0].outcome == Outcome.not_planned and marked[0].measured == 0.8
     assert marked[0].reason == "not the planned hardware: no GPU found (would have passed: within)"
@@ -198,16 +236,30 @@ def test_thresholds_calibrated_from_a_run_pass_that_run_and_fail_a_slower_one(tm
     from gpufabric.results.verdicts import evaluate
 
     def result(gbps, p99):
-        return TestResult(name="fio.small_file_commit", tool="fio", host="vm", status=Status.ok, metrics=(
-            Metric(name="write_bw_gbps", value=gbps, unit="GB/s"),
-            Metric(name="fsync_lat_p99_us", value=p99, unit="us", direction=Direction.lower),
-            Metric(name="fsync_count", value=100.0, unit="count"),
-        ))
+        return TestResult(
+            name="fio.small_file_commit",
+            tool="fio",
+            host="vm",
+            status=Status.ok,
+            metrics=(
+                Metric(name="write_bw_gbps", value=gbps, unit="GB/s"),
+                Metric(name="fsync_lat_p99_us", value=p99, unit="us", direction=Direction.lower),
+                Metric(name="fsync_count", value=100.0, unit="count"),
+            ),
+        )
 
     def run(scale, p99_scale=1.0):
-        return RunRecord(id=7, kind="bench", status="passed", started_at=0, finished_at=1, argv=(),
-                         fingerprint={"host": "vm"},
-                         results=tuple(result(g * scale, p * p99_scale) for g, p in ((1.0, 8000), (1.1, 9000), (0.9, 7000))))
+        return RunRecord(
+            id=7,
+            kind="bench",
+            status="passed",
+            started_at=0,
+            finished_at=1,
+            argv=(),
+            fingerprint={"host": "vm"},
+            results=tuple(result(g * scale, p * p99_scale) for g, p in ((1.0, 8000), (1.1, 9000), (0.9, 7000))),
+        )
+
     golden = run(1.0)
     path = tmp_path / "t.yaml"
     path.write_text(slo.thresholds_from_run(golden, hardware="vm"))

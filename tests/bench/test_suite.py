@@ -23,9 +23,15 @@ from gpufabric.results.records import (
 
 
 def fake_result(test: PlannedTest, value: float, status: Status = Status.ok) -> TestResult:
-    return TestResult(name=test.name, tool=test.tool, host="h1", status=status, duration_s=0.5,
-                      metrics=(Metric(name="throughput_gbit_s", value=value, unit="Gbit/s"),),
-                      params={"repeat": str(test.repeat)})
+    return TestResult(
+        name=test.name,
+        tool=test.tool,
+        host="h1",
+        status=status,
+        duration_s=0.5,
+        metrics=(Metric(name="throughput_gbit_s", value=value, unit="Gbit/s"),),
+        params={"repeat": str(test.repeat)},
+    )
 
 
 def test_plan_quick_has_every_tool_and_repeats(tmp_path):
@@ -76,7 +82,9 @@ def test_run_stores_each_result_as_it_arrives_and_judges_k_of_n(memory_store):
 
     events = []
     slo = Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher, minimum=10)
-    outcome = run_suite(tests, executor=executor, recorder=Recorder(memory_store, 1), slos=[slo], progress=events.append)
+    outcome = run_suite(
+        tests, executor=executor, recorder=Recorder(memory_store, 1), slos=[slo], progress=events.append
+    )
     assert seen_before_call == [0, 1, 2]  # stored before the next test starts
     assert len(events) == 6 and events[0].result is None and events[1].result is not None
     (verdict,) = outcome.verdicts

@@ -9,8 +9,19 @@ from gpufabric.errors import CatalogError, SpecError
 
 IDS = {
     "gpus": {"a100-sxm", "h100-sxm", "h200", "b200", "l40s"},
-    "fabrics": {"ib-hdr", "ib-ndr", "ib-xdr", "roce-100g", "roce-200g", "roce-400g", "roce-800g",
-                "tcp-25g", "tcp-100g", "tcp-200g", "tcp-400g"},
+    "fabrics": {
+        "ib-hdr",
+        "ib-ndr",
+        "ib-xdr",
+        "roce-100g",
+        "roce-200g",
+        "roce-400g",
+        "roce-800g",
+        "tcp-25g",
+        "tcp-100g",
+        "tcp-200g",
+        "tcp-400g",
+    },
     "storage": {"local-nvme", "nvmeof-rdma", "nvmeof-tcp", "nfs", "iscsi", "pfs"},
 }
 
@@ -25,8 +36,15 @@ def test_shipped_ids_and_kinds():
 
 def test_every_figure_has_source_and_as_of():
     cat = load_catalog()
-    entries = [*cat.gpus.values(), *cat.fabrics.values(), *cat.switches.values(), *cat.optics.values(),
-               *cat.storage.values(), cat.site, *cat.rentals.values()]
+    entries = [
+        *cat.gpus.values(),
+        *cat.fabrics.values(),
+        *cat.switches.values(),
+        *cat.optics.values(),
+        *cat.storage.values(),
+        cat.site,
+        *cat.rentals.values(),
+    ]
     for entry in entries:
         for key in type(entry).model_fields:
             value = getattr(entry, key)
@@ -55,7 +73,11 @@ def test_override_changes_only_named_fields(tmp_path):
 
 def test_new_id_is_added(tmp_path):
     f = tmp_path / "mine.yaml"
-    base = load_catalog().storage["nfs"].model_dump(exclude={"provenance", "name", "source", "as_of", "tag", "commit_latency_ms"})
+    base = (
+        load_catalog()
+        .storage["nfs"]
+        .model_dump(exclude={"provenance", "name", "source", "as_of", "tag", "commit_latency_ms"})
+    )
     body = "\n".join(f"    {k}: {v}" for k, v in base.items())
     f.write_text(f"storage:\n  my-nfs:\n{body}\n    commit_latency_ms: 5\n")
     cat = load_catalog([f])
@@ -74,7 +96,9 @@ def test_incomplete_new_entry_is_located(tmp_path):
 def test_unknown_field_has_did_you_mean(tmp_path):
     f = tmp_path / "mine.yaml"
     f.write_text("fabrics:\n  ib-ndr:\n    nic_efficency: 0.9\n")
-    with pytest.raises(SpecError, match=r"mine.yaml:3:5: fabrics.ib-ndr.nic_efficency: unknown field .*did you mean 'nic_efficiency'"):
+    with pytest.raises(
+        SpecError, match=r"mine.yaml:3:5: fabrics.ib-ndr.nic_efficency: unknown field .*did you mean 'nic_efficiency'"
+    ):
         load_catalog([f])
 
 
@@ -127,10 +151,12 @@ def test_rental_override_merges_and_a_new_offering_is_checked(tmp_path):
     assert r.usd_per_hour_3y == 25.0 and r.provenance["usd_per_hour_3y"].tag == "user"
     assert r.usd_per_hour_on_demand == 55.04 and r.provenance["usd_per_hour_on_demand"].tag == "S"
     bad = tmp_path / "bad.yaml"
-    bad.write_text("rentals:\n  mine:\n    provider: me\n    instance_type: x\n    gpu: h100-sxm\n    gpus: 8\n"
-                   "    fabric: efa-p6\n    fabric_gbps: 3200\n    local_nvme_tb: 0\n    storage: [local-nvme]\n"
-                   "    storage_usd_per_tb_month: 0\n    usd_per_hour_on_demand: 9\n    usd_per_hour_1y: 8\n"
-                   "    usd_per_hour_3y: 7\n")
+    bad.write_text(
+        "rentals:\n  mine:\n    provider: me\n    instance_type: x\n    gpu: h100-sxm\n    gpus: 8\n"
+        "    fabric: efa-p6\n    fabric_gbps: 3200\n    local_nvme_tb: 0\n    storage: [local-nvme]\n"
+        "    storage_usd_per_tb_month: 0\n    usd_per_hour_on_demand: 9\n    usd_per_hour_1y: 8\n"
+        "    usd_per_hour_3y: 7\n"
+    )
     with pytest.raises(SpecError, match="unknown fabrics id 'efa-p6'") as err:
         load_catalog([bad])
     assert err.value.line == 7 and "efa-p5" in str(err.value)

@@ -53,8 +53,10 @@ def test_schema_describes_both_workload_kinds(cli):
     schema = json.loads(out)
     assert [ref["$ref"] for ref in schema["anyOf"]] == ["#/$defs/Spec", "#/$defs/InferenceSpec"]
     defs = schema["$defs"]
-    kinds = {name: defs[defs[name]["properties"]["workload"]["$ref"].rsplit("/", 1)[1]]["properties"]["kind"]
-             for name in ("Spec", "InferenceSpec")}
+    kinds = {
+        name: defs[defs[name]["properties"]["workload"]["$ref"].rsplit("/", 1)[1]]["properties"]["kind"]
+        for name in ("Spec", "InferenceSpec")
+    }
     assert kinds["Spec"]["const"] == "training" and kinds["InferenceSpec"]["const"] == "inference"
     code, out, _ = cli("schema", "--kind", "inference")
     inference = json.loads(out)
@@ -78,7 +80,10 @@ def test_init_inference_writes_an_annotated_inference_spec_that_plans(cli, tmp_p
 
 def test_training_only_commands_refuse_an_inference_spec_in_one_line(cli, tmp_path):
     spec = EXAMPLES / "serving" / "llama3-70b-serving.yaml"
-    for args in (("config", spec, "--dry-run"), ("sweep", spec, "--vary", "cluster.nodes=4,8", "--out", tmp_path / "sweep.csv")):
+    for args in (
+        ("config", spec, "--dry-run"),
+        ("sweep", spec, "--vary", "cluster.nodes=4,8", "--out", tmp_path / "sweep.csv"),
+    ):
         code, out, err = cli(*args)
         assert code == 2 and not out
         assert len(err.strip().splitlines()) == 1

@@ -10,8 +10,9 @@ import pytest
 
 from tests.audit.conftest import apply_edits, bundle_copy, clean_bundle  # noqa: F401  (fixtures)
 
-nft_usable = pytest.mark.skipif(shutil.which("nft") is None or shutil.which("unshare") is None,
-                                reason="nft/unshare not installed")
+nft_usable = pytest.mark.skipif(
+    shutil.which("nft") is None or shutil.which("unshare") is None, reason="nft/unshare not installed"
+)
 
 
 def test_usage_errors_exit_2(cli, tmp_path):
@@ -36,8 +37,10 @@ def test_clean_bundle_text_states_rdma_limit_and_passes(cli, clean_bundle):
 
 @nft_usable
 def test_fail_on_threshold(cli, bundle_copy):
-    apply_edits(bundle_copy, [{"replace": {"file": "roles/compute/etc/gpufabric/nccl.env",
-                                           "old": "NCCL_MIN_NCHANNELS=16\n", "new": ""}}])  # NCCL-05, medium
+    apply_edits(
+        bundle_copy,
+        [{"replace": {"file": "roles/compute/etc/gpufabric/nccl.env", "old": "NCCL_MIN_NCHANNELS=16\n", "new": ""}}],
+    )  # NCCL-05, medium
     assert cli("audit", "--config", bundle_copy)[0] == 1
     assert cli("audit", "--config", bundle_copy, "--fail-on", "medium")[0] == 1
     assert cli("audit", "--config", bundle_copy, "--fail-on", "high")[0] == 0
@@ -65,8 +68,18 @@ def test_json_and_sarif(cli, bundle_copy):
 
 @nft_usable
 def test_reachability_finds_cells_beyond_intent(cli, bundle_copy):
-    apply_edits(bundle_copy, [{"replace": {"file": "roles/storage/etc/nftables.conf", "old": "\tchain in_mgmt {\n",
-                                           "new": "\tchain in_mgmt {\n\t\ttcp dport 2049 accept\n"}}])
+    apply_edits(
+        bundle_copy,
+        [
+            {
+                "replace": {
+                    "file": "roles/storage/etc/nftables.conf",
+                    "old": "\tchain in_mgmt {\n",
+                    "new": "\tchain in_mgmt {\n\t\ttcp dport 2049 accept\n",
+                }
+            }
+        ],
+    )
     code, stdout, _ = cli("audit", "--config", bundle_copy, "--reachability", "--format", "json")
     doc = json.loads(stdout)
     ver = [f for f in doc["findings"] if f["check_id"] == "VER-01"]
@@ -79,12 +92,25 @@ def test_reachability_finds_cells_beyond_intent(cli, bundle_copy):
 
 @nft_usable
 def test_diff_shows_opened_and_closed_cells(cli, clean_bundle, bundle_copy):
-    apply_edits(bundle_copy, [
-        {"replace": {"file": "roles/compute/etc/nftables.conf", "old": "\tchain in_stor {\n",
-                     "new": "\tchain in_stor {\n\t\ttcp dport 9100 accept\n"}},
-        {"replace": {"file": "roles/compute/etc/nftables.conf",
-                     "old": "ip saddr @mgmt_login tcp dport 22 accept", "new": "ip saddr @mgmt_login tcp dport 2222 accept"}},
-    ])
+    apply_edits(
+        bundle_copy,
+        [
+            {
+                "replace": {
+                    "file": "roles/compute/etc/nftables.conf",
+                    "old": "\tchain in_stor {\n",
+                    "new": "\tchain in_stor {\n\t\ttcp dport 9100 accept\n",
+                }
+            },
+            {
+                "replace": {
+                    "file": "roles/compute/etc/nftables.conf",
+                    "old": "ip saddr @mgmt_login tcp dport 22 accept",
+                    "new": "ip saddr @mgmt_login tcp dport 2222 accept",
+                }
+            },
+        ],
+    )
     code, stdout, _ = cli("audit", "--diff", clean_bundle, bundle_copy, "--format", "json")
     doc = json.loads(stdout)
     changes = {(c["direction"], c["src"], c["dst"], c["plane"], c["proto"], c["ports"]) for c in doc["changes"]}

@@ -26,24 +26,43 @@ def test_dry_run_prints_every_command_and_runs_nothing(cli, tmp_path, monkeypatc
     monkeypatch.setenv("GPUFABRIC_DB", str(db))
     code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--repeats", "1", "--target-dir", target)
     assert code == 0, err
-    for command in ("fio --name=checkpoint_write", "fio --name=small_file_commit", "iperf3 -s -B 127.0.0.1 -p 5201 &",
-                    "iperf3 -c 127.0.0.1 -p 5201", "sockperf server -i 127.0.0.1 -p 11111 &",
-                    "sockperf ping-pong -i 127.0.0.1 -p 11111", "ib_write_lat", "all_reduce_perf"):
+    for command in (
+        "fio --name=checkpoint_write",
+        "fio --name=small_file_commit",
+        "iperf3 -s -B 127.0.0.1 -p 5201 &",
+        "iperf3 -c 127.0.0.1 -p 5201",
+        "sockperf server -i 127.0.0.1 -p 11111 &",
+        "sockperf ping-pong -i 127.0.0.1 -p 11111",
+        "ib_write_lat",
+        "all_reduce_perf",
+    ):
         assert command in out
     assert "# 8 tests; no SLOs" in out
     assert not target.exists() and not db.exists()
 
 
 def test_dry_run_json_with_spec_slos(cli, tmp_path):
-    code, out, err = cli("bench", "--suite", "full", "--dry-run", "--repeats", "2", "--format", "json",
-                         "--spec", ROOT / "examples" / "llama3-70b-1k.yaml")
+    code, out, err = cli(
+        "bench",
+        "--suite",
+        "full",
+        "--dry-run",
+        "--repeats",
+        "2",
+        "--format",
+        "json",
+        "--spec",
+        ROOT / "examples" / "llama3-70b-1k.yaml",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["schema_version"] >= 1 and doc["dry_run"] is True
     names = [t["name"] for t in doc["tests"]]
     assert names.count("iperf3.tcp_reverse") == 2 and "nccl.alltoall" in names
-    assert {(s["test"], s["metric"]) for s in doc["slos"]} >= {("fio.checkpoint_write", "write_bw_gbps"),
-                                                              ("perftest.ib_write_lat", "lat_p99_us")}
+    assert {(s["test"], s["metric"]) for s in doc["slos"]} >= {
+        ("fio.checkpoint_write", "write_bw_gbps"),
+        ("perftest.ib_write_lat", "lat_p99_us"),
+    }
 
 
 def test_refuses_non_empty_target_without_force(cli, tmp_path):
@@ -75,7 +94,9 @@ def test_unknown_suite(cli):
 
 def test_plan_without_spec_gives_hardware_slos_only(cli, tmp_path):
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"recommended": "a", "candidates": [{"id": "a", "fabric": "tcp-100g", "storage": "nfs"}]}))
+    plan.write_text(
+        json.dumps({"recommended": "a", "candidates": [{"id": "a", "fabric": "tcp-100g", "storage": "nfs"}]})
+    )
     code, out, err = cli("bench", "--suite", "quick", "--dry-run", "--plan", plan, "--format", "json")
     assert code == 0, err
     assert "without --spec" in err
@@ -100,19 +121,40 @@ def test_real_quick_suite_on_loopback_stores_results_and_verdicts(cli, tmp_path)
     target.mkdir()
     db = tmp_path / "r.db"
     thresholds = tmp_path / "t.yaml"
-    thresholds.write_text("hardware: test\ntests:\n"
-                          "  iperf3.tcp:\n    throughput_gbit_s: {min: 0.001}\n"
-                          "  sockperf.udp:\n    lat_p50_us: {max: 0.001}\n")
-    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--target-dir", target, "--db", db,
-                         "--thresholds", thresholds, "--format", "json")
+    thresholds.write_text(
+        "hardware: test\ntests:\n"
+        "  iperf3.tcp:\n    throughput_gbit_s: {min: 0.001}\n"
+        "  sockperf.udp:\n    lat_p50_us: {max: 0.001}\n"
+    )
+    code, out, err = cli(
+        "bench",
+        "--suite",
+        "quick",
+        "--repeats",
+        "1",
+        "--target-dir",
+        target,
+        "--db",
+        db,
+        "--thresholds",
+        thresholds,
+        "--format",
+        "json",
+    )
     assert code == 1, err  # the impossible sockperf bound fails
     doc = json.loads(out)
     status = {r["name"]: r["status"] for r in doc["results"]}
     # perftest and nccl-tests run only where an RDMA device / GPU exists; elsewhere they are skipped.
     assert status.pop("perftest.ib_write_lat") in ("ok", "skipped")
     assert status.pop("nccl.all_reduce") in ("ok", "skipped")
-    assert status == {"fio.checkpoint_write": "ok", "fio.checkpoint_restore": "ok", "fio.dataset_read": "ok",
-                      "fio.small_file_commit": "ok", "iperf3.tcp": "ok", "sockperf.udp": "ok"}
+    assert status == {
+        "fio.checkpoint_write": "ok",
+        "fio.checkpoint_restore": "ok",
+        "fio.dataset_read": "ok",
+        "fio.small_file_commit": "ok",
+        "iperf3.tcp": "ok",
+        "sockperf.udp": "ok",
+    }
     outcomes = {(v["test"], v["outcome"]) for v in doc["verdicts"]}
     assert outcomes == {("iperf3.tcp", "passed"), ("sockperf.udp", "failed")}
     # Nothing left in the target directory, nothing written beside it.
@@ -138,7 +180,9 @@ def test_hung_tool_is_killed_recorded_and_the_suite_continues(cli, tmp_path, mon
     # Only the fake fio is on PATH: iperf3, sockperf, ibv_devices and nccl-tests are "not installed".
     monkeypatch.setenv("PATH", str(bindir))
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--timeout", "0.5", "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench", "--suite", "quick", "--repeats", "1", "--timeout", "0.5", "--db", db, "--format", "json"
+    )
     assert code == 1
     doc = json.loads(out)
     by_name = {r["name"]: r for r in doc["results"]}
@@ -178,9 +222,24 @@ def _quick_suite_process(tmp_path: Path, db: Path, output: int, mark: str) -> su
     ``mark`` goes into its environment, so every process the suite starts (servers, tools)
     can be found by it afterwards, whatever else runs on the machine."""
     return subprocess.Popen(
-        [sys.executable, "-m", "gpufabric", "bench", "--suite", "quick", "--repeats", "1", "--db", str(db),
-         "--target-dir", str(tmp_path / "target")],
-        stdout=output, stderr=output, start_new_session=True, env=dict(os.environ, PYTHONPATH=str(ROOT), **{MARK_VAR: mark}),
+        [
+            sys.executable,
+            "-m",
+            "gpufabric",
+            "bench",
+            "--suite",
+            "quick",
+            "--repeats",
+            "1",
+            "--db",
+            str(db),
+            "--target-dir",
+            str(tmp_path / "target"),
+        ],
+        stdout=output,
+        stderr=output,
+        start_new_session=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **{MARK_VAR: mark}),
     )
 
 
@@ -206,8 +265,13 @@ def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path, proc
         run = store.get_run("latest")
     assert run.status == "running"  # never finished: shown as interrupted by `gpufabric runs`
     assert len(run.results) >= 5
-    assert [r.name for r in run.results[:5]] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
-                                                 "fio.small_file_commit", "iperf3.tcp"]
+    assert [r.name for r in run.results[:5]] == [
+        "fio.checkpoint_write",
+        "fio.checkpoint_restore",
+        "fio.dataset_read",
+        "fio.small_file_commit",
+        "iperf3.tcp",
+    ]
     # The sockperf server and client died with their parent (no orphans of this suite).
     wait_until(lambda: marked_pids(process_mark) == [], what="every process of the killed suite gone")
 
@@ -230,8 +294,12 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path, process_
     with Store.open(db) as store:
         run = store.get_run("latest")
     assert run.status == "interrupted"
-    assert [r.name for r in run.results][:4] == ["fio.checkpoint_write", "fio.checkpoint_restore", "fio.dataset_read",
-                                                 "fio.small_file_commit"]
+    assert [r.name for r in run.results][:4] == [
+        "fio.checkpoint_write",
+        "fio.checkpoint_restore",
+        "fio.dataset_read",
+        "fio.small_file_commit",
+    ]
     assert len(run.results) <= 5
     assert not (tmp_path / "target").exists()  # the scratch directory was cleaned up
     assert marked_pids(process_mark) == []  # no server or tool of the suite outlived it
@@ -255,8 +323,21 @@ def test_plan_for_h100_nodes_is_not_the_planned_hardware_here(cli, tmp_path):
     assert code == 0, err
     plan = tmp_path / "plan.json"
     plan.write_text(out)
-    code, out, err = cli("bench", "--suite", "quick", "--repeats", "1", "--plan", plan, "--spec", spec,
-                         "--db", tmp_path / "r.db", "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "--suite",
+        "quick",
+        "--repeats",
+        "1",
+        "--plan",
+        plan,
+        "--spec",
+        spec,
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 1, err
     assert "not the planned hardware: no GPU found (planned 8 x h100-sxm per node)" in err
     # Live output: each test on stderr as it finishes; no progress bar when not at a terminal.

@@ -29,9 +29,20 @@ def test_kv_sizes_follow_the_model():
 
 def _row(size_bytes: int, p99_us: float) -> CollectiveRow:
     nan = float("nan")
-    return CollectiveRow(op="send_recv", dtype="bfloat16", size_bytes=size_bytes, num_ranks=2, time_p50_us=nan,
-                         time_p99_us=p99_us, time_cv=nan, algbw_gbps=nan, busbw_gbps=nan, wrong_elements=0.0,
-                         status=Status.ok, reason="")
+    return CollectiveRow(
+        op="send_recv",
+        dtype="bfloat16",
+        size_bytes=size_bytes,
+        num_ranks=2,
+        time_p50_us=nan,
+        time_p99_us=p99_us,
+        time_cv=nan,
+        algbw_gbps=nan,
+        busbw_gbps=nan,
+        wrong_elements=0.0,
+        status=Status.ok,
+        reason="",
+    )
 
 
 def test_kv_verdicts_judge_p99_against_the_model():
@@ -45,8 +56,25 @@ def test_kv_verdicts_judge_p99_against_the_model():
 
 def test_bench_inference_runs_and_stores(cli, tmp_path):
     db = tmp_path / "runs.db"
-    code, out, err = cli("bench", "inference", SERVING, "--dir", tmp_path / "w", "--db", db, "--iters", "3",
-                         "--warmup", "1", "--scale", "20000", "--fabric", "roce-400g", "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "inference",
+        SERVING,
+        "--dir",
+        tmp_path / "w",
+        "--db",
+        db,
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--scale",
+        "20000",
+        "--fabric",
+        "roce-400g",
+        "--format",
+        "json",
+    )
     assert code in (0, 1), err
     doc = json.loads(out)
     assert doc["kind"] == "inference" and doc["fabric"] == "roce-400g"

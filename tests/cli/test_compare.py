@@ -9,10 +9,14 @@ from tests.results.factories import bw_result, latency_result, make_run
 def _db(tmp_path, cand_latency_us, cand_gbps=(9.4, 9.5, 9.45)):
     db = tmp_path / "r.db"
     with Store.open(db) as store:
-        base = make_run(store, [latency_result(median_us=10.0, seed=1), *(bw_result(gbps=g) for g in (9.4, 9.5, 9.45))],
-                        verdicts=[])
-        cand = make_run(store, [latency_result(median_us=cand_latency_us, seed=2), *(bw_result(gbps=g) for g in cand_gbps)],
-                        verdicts=[])
+        base = make_run(
+            store, [latency_result(median_us=10.0, seed=1), *(bw_result(gbps=g) for g in (9.4, 9.5, 9.45))], verdicts=[]
+        )
+        cand = make_run(
+            store,
+            [latency_result(median_us=cand_latency_us, seed=2), *(bw_result(gbps=g) for g in cand_gbps)],
+            verdicts=[],
+        )
     return db, base, cand
 
 
@@ -31,8 +35,11 @@ def test_no_change_exits_0_and_json(cli, tmp_path):
     data = json.loads(out)
     assert code == 0 and data["failed"] is False and data["regressions"] == 0 and data["correction"] == "holm"
     methods = {d["metric"]: (d["method"], d["verdict"]) for d in data["deltas"]}
-    assert methods == {"lat_p50_us": ("batch medians", "unchanged"), "lat_p99_us": ("-", "inconclusive"),
-                       "throughput_gbps": ("repeats", "unchanged")}
+    assert methods == {
+        "lat_p50_us": ("batch medians", "unchanged"),
+        "lat_p99_us": ("-", "inconclusive"),
+        "throughput_gbps": ("repeats", "unchanged"),
+    }
     assert data["tested"] == 2 and data["counts"]["inconclusive"] == 1 and data["min_effect"]["tail"] == 0.10
 
 

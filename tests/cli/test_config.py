@@ -43,9 +43,18 @@ def test_config_json_dry_run_writes_nothing(cli, tmp_path):
 
 def test_config_uses_the_plans_recommended_candidate(cli, tmp_path):
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"schema_version": 1, "recommended": "c2", "candidates": [
-        {"id": "c1", "fabric": "ib-ndr", "storage": "nvmeof-tcp"},
-        {"id": "c2", "fabric": "roce-400g", "storage": "nvmeof-rdma"}]}))
+    plan.write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "recommended": "c2",
+                "candidates": [
+                    {"id": "c1", "fabric": "ib-ndr", "storage": "nvmeof-tcp"},
+                    {"id": "c2", "fabric": "roce-400g", "storage": "nvmeof-rdma"},
+                ],
+            }
+        )
+    )
     code, stdout, _ = cli("config", SPEC, "--plan", plan, "--dry-run", "--format", "json")
     assert code == 0
     doc = json.loads(stdout)
@@ -91,9 +100,11 @@ def _spec_with_security(tmp_path: Path, security: str) -> Path:
 
 
 def test_config_security_errors_are_located(cli, tmp_path):
-    base = "security:\n  planes:\n    - {name: mgmt, kind: management, cidr: 10.1.0.0/24, interface: mgmt0}\n" \
-           "    - {name: ctl, kind: control, cidr: 10.2.0.0/24, interface: ctl0}\n" \
-           "  roles:\n    - {name: compute, kind: compute, count: 2}\n"
+    base = (
+        "security:\n  planes:\n    - {name: mgmt, kind: management, cidr: 10.1.0.0/24, interface: mgmt0}\n"
+        "    - {name: ctl, kind: control, cidr: 10.2.0.0/24, interface: ctl0}\n"
+        "  roles:\n    - {name: compute, kind: compute, count: 2}\n"
+    )
     cases = {
         "flows:\n    - {src: compute, dst: gpu, plane: ctl, proto: tcp, ports: [1]}\n": "unknown role 'gpu'",
         "flows:\n    - {src: compute, dst: compute, plane: data, proto: tcp, ports: [1]}\n": "unknown plane 'data'",
@@ -114,12 +125,18 @@ def test_config_security_errors_are_located(cli, tmp_path):
 
 
 def test_config_custom_policy_renders(cli, tmp_path):
-    sec = ("security:\n  planes:\n    - {name: m, kind: management, cidr: 10.1.0.0/24, interface: m0}\n"
-           "    - {name: c, kind: control, cidr: 10.2.0.0/24, interface: c0}\n"
-           "  roles:\n    - {name: gpu, kind: compute, hosts: [n1, n2]}\n    - {name: bastion, kind: login, count: 1}\n"
-           "  flows:\n    - {src: bastion, dst: gpu, plane: m, proto: tcp, ports: [22], purpose: ssh}\n"
-           "    - {src: gpu, dst: gpu, plane: c, proto: tcp, ports: ['29400-29401']}\n")
-    spec = _spec_with_security(tmp_path, sec).read_text().replace("  storage:\n  - nvmeof-tcp", "  storage:\n  - local-nvme")
+    sec = (
+        "security:\n  planes:\n    - {name: m, kind: management, cidr: 10.1.0.0/24, interface: m0}\n"
+        "    - {name: c, kind: control, cidr: 10.2.0.0/24, interface: c0}\n"
+        "  roles:\n    - {name: gpu, kind: compute, hosts: [n1, n2]}\n    - {name: bastion, kind: login, count: 1}\n"
+        "  flows:\n    - {src: bastion, dst: gpu, plane: m, proto: tcp, ports: [22], purpose: ssh}\n"
+        "    - {src: gpu, dst: gpu, plane: c, proto: tcp, ports: ['29400-29401']}\n"
+    )
+    spec = (
+        _spec_with_security(tmp_path, sec)
+        .read_text()
+        .replace("  storage:\n  - nvmeof-tcp", "  storage:\n  - local-nvme")
+    )
     assert "local-nvme" in spec
     path = tmp_path / "custom.yaml"
     path.write_text(spec)
@@ -156,7 +173,9 @@ def test_config_exits_1_when_a_ruleset_does_not_load(cli, tmp_path, monkeypatch)
     from gpufabric.configure import nftables
 
     real = nftables.render_text
-    monkeypatch.setattr(nftables, "render_text", lambda *a, **k: real(*a, **k).replace("policy drop;", "policy dorp;", 1))
+    monkeypatch.setattr(
+        nftables, "render_text", lambda *a, **k: real(*a, **k).replace("policy drop;", "policy dorp;", 1)
+    )
     out = tmp_path / "b"
     code, _, stderr = cli("config", SPEC, "--out", out)
     assert code == 1 and "do not load" in stderr and "nftables.conf" in stderr
@@ -212,10 +231,16 @@ def test_config_without_plan_configures_the_planners_recommendation(cli):
 
 
 def test_design_option_overrides_and_is_checked(cli):
-    code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--design", "fabric=roce-400g,storage=nfs")
+    code, stdout, stderr = cli(
+        "config", SPEC, "--dry-run", "--format", "json", "--design", "fabric=roce-400g,storage=nfs"
+    )
     assert code == 0, stderr
-    assert json.loads(stdout)["design"] | {} == {"fabric": "roce-400g", "storage": "nfs", "fabric_kind": "roce",
-                                                 "source": "--design"}
+    assert json.loads(stdout)["design"] | {} == {
+        "fabric": "roce-400g",
+        "storage": "nfs",
+        "fabric_kind": "roce",
+        "source": "--design",
+    }
     for bad in ("fabric=ib-xdr9,storage=nfs", "fabric=ib-ndr", "storage=nfs,storage=nfs", "ib-ndr"):
         code, _, stderr = cli("config", SPEC, "--dry-run", "--design", bad)
         assert code == 2 and "--design" in stderr and len(stderr.strip().splitlines()) == 1, stderr
@@ -260,8 +285,15 @@ def test_no_recommendation_exits_1_naming_the_closest_design(cli, tmp_path):
     closest = min(doc["candidates"], key=lambda c: c["memory_gb"] - c["memory_capacity_gb"])
     assert f"closest {closest['id']}:" in stderr and f"Closest: {closest['id']} " in doc["rationale"]
     assert f"--design fabric={closest['fabric']},storage={closest['storage']}" in stderr
-    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json", "--design",
-                               f"fabric={closest['fabric']},storage={closest['storage']}")
+    code, stdout, stderr = cli(
+        "config",
+        spec,
+        "--dry-run",
+        "--format",
+        "json",
+        "--design",
+        f"fabric={closest['fabric']},storage={closest['storage']}",
+    )
     assert code == 0, stderr
     assert json.loads(stdout)["design"]["source"] == "--design"
 
@@ -280,16 +312,26 @@ def test_catalog_option_checks_ids_against_the_users_catalog(cli, tmp_path):
     assert "hd-scratch" in spec.read_text()
     code, _, stderr = cli("config", spec, "--dry-run", "--design", "fabric=ib-ndr,storage=hd-scratch")
     assert code == 2 and "unknown catalog id 'hd-scratch'" in stderr, stderr
-    code, stdout, stderr = cli("config", spec, "--dry-run", "--format", "json", "--catalog", extra,
-                               "--design", "fabric=ib-ndr,storage=hd-scratch")
+    code, stdout, stderr = cli(
+        "config",
+        spec,
+        "--dry-run",
+        "--format",
+        "json",
+        "--catalog",
+        extra,
+        "--design",
+        "fabric=ib-ndr,storage=hd-scratch",
+    )
     assert code == 0, stderr
     assert json.loads(stdout)["design"]["storage"] == "hd-scratch"
     code, _, stderr = cli("config", spec, "--dry-run", "--catalog", tmp_path / "missing.yaml")
     assert code == 2 and "cannot read catalog" in stderr, stderr
     # a saved plan recommending the user's id is checked against the same merged catalog
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"recommended": "c1", "candidates": [{"id": "c1", "fabric": "ib-ndr",
-                                                                      "storage": "hd-scratch"}]}))
+    plan.write_text(
+        json.dumps({"recommended": "c1", "candidates": [{"id": "c1", "fabric": "ib-ndr", "storage": "hd-scratch"}]})
+    )
     code, _, stderr = cli("config", SPEC, "--dry-run", "--plan", plan)
     assert code == 2 and "unknown storage id 'hd-scratch'" in stderr, stderr
     code, stdout, stderr = cli("config", SPEC, "--dry-run", "--format", "json", "--plan", plan, "--catalog", extra)

@@ -30,7 +30,11 @@ def test_diff_ignores_volatile_and_reports_changes():
     b["env"]["NCCL_NCHANNELS"] = "4"
     b["versions"]["torch"] = "9.9"
     keys = {d.key: (d.baseline, d.other) for d in fp.diff(a, b)}
-    assert keys == {"env.NCCL_ALGO": ("Ring", "Tree"), "env.NCCL_NCHANNELS": (None, "4"), "versions.torch": (a["versions"]["torch"], "9.9")}
+    assert keys == {
+        "env.NCCL_ALGO": ("Ring", "Tree"),
+        "env.NCCL_NCHANNELS": (None, "4"),
+        "versions.torch": (a["versions"]["torch"], "9.9"),
+    }
 
 
 def test_cli_out_then_compare(cli, tmp_path):

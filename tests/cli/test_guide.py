@@ -21,9 +21,11 @@ DRY = (("bench", "collectives"), ("bench", "train"), ("bench", "--suite"))
 #: the study's partitions that admit every adapter: its spec lists no port GUIDs).
 MAY_FAIL = (("audit", "--live"), ("audit", "--config"), ("compare",))
 #: Files the guide assumes exist, from the corpus.
-GIVEN = {"all_reduce_perf.log": "nccl-tests/public_h100_dgx_1node_llmb.txt",
-         "ib_write_bw.txt": "perftest/public_cx7_ndr_ib_write_bw_gbits.txt",
-         "fio.json": "fio/two_groups_two_jobs.jsonplus.json"}
+GIVEN = {
+    "all_reduce_perf.log": "nccl-tests/public_h100_dgx_1node_llmb.txt",
+    "ib_write_bw.txt": "perftest/public_cx7_ndr_ib_write_bw_gbits.txt",
+    "fio.json": "fio/two_groups_two_jobs.jsonplus.json",
+}
 
 
 def guide_commands() -> list[tuple[list[str], str | None]]:
@@ -43,8 +45,20 @@ def guide_commands() -> list[tuple[list[str], str | None]]:
 
 def test_the_guide_lists_the_whole_loop():
     verbs = {argv[0] for argv, _ in guide_commands()}
-    assert {"init", "plan", "predict", "simulate", "config", "audit", "bench", "ingest", "report", "compare",
-            "fingerprint", "calibrate"} <= verbs
+    assert {
+        "init",
+        "plan",
+        "predict",
+        "simulate",
+        "config",
+        "audit",
+        "bench",
+        "ingest",
+        "report",
+        "compare",
+        "fingerprint",
+        "calibrate",
+    } <= verbs
 
 
 def test_every_guide_command_runs(cli, tmp_path, monkeypatch):
@@ -56,11 +70,11 @@ def test_every_guide_command_runs(cli, tmp_path, monkeypatch):
         if any(tuple(argv[: len(p)]) == p for p in DRY) and "--dry-run" not in argv:
             argv = [*argv, "--dry-run"]
         if argv[0] == "fingerprint" and "--compare" in argv and not (tmp_path / "node2.json").exists():
-            shutil.copy(tmp_path / "node1.json", tmp_path / "node2.json")   # the second node's manifest
+            shutil.copy(tmp_path / "node1.json", tmp_path / "node2.json")  # the second node's manifest
         code, out, err = cli(*argv)
         allowed = (0, 1) if any(tuple(argv[: len(p)]) == p for p in MAY_FAIL) else (0,)
         assert code in allowed, (argv, err[-500:])
         assert "Traceback" not in err, argv
         if redirect:
             (tmp_path / redirect).write_text(out)
-    assert "catalog override applied: gpus.h100-sxm" in out   # the last command: plan --catalog calibrated.yaml
+    assert "catalog override applied: gpus.h100-sxm" in out  # the last command: plan --catalog calibrated.yaml

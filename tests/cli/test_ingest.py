@@ -22,8 +22,17 @@ def runs_in(db: Path) -> int:
 
 def test_ingest_nccl_text_and_json_as_one_run(cli, tmp_path):
     db = tmp_path / "r.db"
-    code, out, err = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/all_reduce_8gpu.txt",
-                         DATA / "nccl-tests/all_reduce_8gpu.json", "--db", db, "--format", "json")
+    code, out, err = cli(
+        "ingest",
+        "--tool",
+        "nccl-tests",
+        DATA / "nccl-tests/all_reduce_8gpu.txt",
+        DATA / "nccl-tests/all_reduce_8gpu.json",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["status"] == "passed"
@@ -42,8 +51,17 @@ def test_ingest_nccl_text_and_json_as_one_run(cli, tmp_path):
 def test_ingest_with_thresholds_judges_repeats(cli, tmp_path):
     thresholds = tmp_path / "t.yaml"
     thresholds.write_text("tests:\n  nccl.all_reduce:\n    busbw_gbps: {target: 180, tolerance: 0.05}\n")
-    code, out, _ = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/all_reduce_8gpu.txt",
-                       DATA / "nccl-tests/all_reduce_8gpu.json", "--db", tmp_path / "r.db", "--thresholds", thresholds)
+    code, out, _ = cli(
+        "ingest",
+        "--tool",
+        "nccl-tests",
+        DATA / "nccl-tests/all_reduce_8gpu.txt",
+        DATA / "nccl-tests/all_reduce_8gpu.json",
+        "--db",
+        tmp_path / "r.db",
+        "--thresholds",
+        thresholds,
+    )
     assert code == 0
     assert "PASSED  nccl.all_reduce busbw_gbps" in out
 
@@ -121,8 +139,12 @@ def _colour(tmp_path: Path) -> Path:
 def test_malformed_file_exits_2_names_it_and_stores_nothing(cli, tmp_path, tool, make, message):
     db = tmp_path / "r.db"
     bad = make(tmp_path)
-    good = {"fio": "fio/psync_read.json", "iperf3": "iperf3/loopback_P2.json", "nccl-tests": "nccl-tests/all_reduce_8gpu.txt",
-            "perftest": "perftest/ib_write_lat.json"}[tool]
+    good = {
+        "fio": "fio/psync_read.json",
+        "iperf3": "iperf3/loopback_P2.json",
+        "nccl-tests": "nccl-tests/all_reduce_8gpu.txt",
+        "perftest": "perftest/ib_write_lat.json",
+    }[tool]
     # The good file comes first: validation of all files happens before any write.
     code, out, err = cli("ingest", "--tool", tool, DATA / good, bad, "--db", db)
     assert code == 2
@@ -143,13 +165,21 @@ def test_missing_file_and_unknown_tool(cli, tmp_path):
 
 def test_tool_auto_detects_each_file_and_wrong_tool_names_the_right_one(cli, tmp_path):
     db = tmp_path / "r.db"
-    files = [DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt", DATA / "perftest/public_cx7_ndr_ib_send_lat.txt",
-             DATA / "fio/public_cbt_nvme_randwrite_json_normal.txt", DATA / "iperf3/public_gke_tcp_200mb.json"]
+    files = [
+        DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt",
+        DATA / "perftest/public_cx7_ndr_ib_send_lat.txt",
+        DATA / "fio/public_cbt_nvme_randwrite_json_normal.txt",
+        DATA / "iperf3/public_gke_tcp_200mb.json",
+    ]
     code, out, err = cli("ingest", "--tool", "auto", *files, "--db", db, "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert [r["name"] for r in doc["results"]] == ["nccl.all_reduce", "perftest.ib_send_lat", "fio./dev/nvme8n13",
-                                                   "iperf3.tcp"]
+    assert [r["name"] for r in doc["results"]] == [
+        "nccl.all_reduce",
+        "perftest.ib_send_lat",
+        "fio./dev/nvme8n13",
+        "iperf3.tcp",
+    ]
     with Store.open(db) as store:
         run = store.get_run(doc["run_id"])
     assert run.meta["tool"] == "fio,iperf3,nccl-tests,perftest" and len(run.meta["sha256"]) == 4
@@ -177,13 +207,18 @@ def test_same_file_twice_is_refused_unless_allowed(cli, tmp_path):
     assert runs_in(db) == 2
 
 
-@pytest.mark.parametrize(("edit", "why"), [
-    # a negative bandwidth, a NaN time and a size that is not count x 4 B, each put into a real table
-    (lambda t: t.replace("  382.99 ", " -382.99 ", 1), "negative busbw -382.99 at 134217728 B"),
-    (lambda t: t.replace("   613.3 ", "     nan ", 1), "time is nan at 134217728 B"),
-    (lambda t: t.replace("   134217728      33554432 ", "   134217728      33554431 ", 1),
-     "size 134217728 B does not match count 33554431 x 4 B (float)"),
-])
+@pytest.mark.parametrize(
+    ("edit", "why"),
+    [
+        # a negative bandwidth, a NaN time and a size that is not count x 4 B, each put into a real table
+        (lambda t: t.replace("  382.99 ", " -382.99 ", 1), "negative busbw -382.99 at 134217728 B"),
+        (lambda t: t.replace("   613.3 ", "     nan ", 1), "time is nan at 134217728 B"),
+        (
+            lambda t: t.replace("   134217728      33554432 ", "   134217728      33554431 ", 1),
+            "size 134217728 B does not match count 33554431 x 4 B (float)",
+        ),
+    ],
+)
 def test_impossible_values_are_stored_invalid_never_ok(cli, tmp_path, edit, why):
     bad = tmp_path / "all_reduce_perf.log"
     bad.write_text(edit((DATA / "nccl-tests/public_h100_1node_issue290.txt").read_text()))
@@ -226,7 +261,9 @@ def test_json_report_is_print_jsons_document_one_result_per_line(cli, tmp_path, 
     from gpufabric.cli.output import print_json
 
     nan = tmp_path / "all_reduce_perf.log"
-    nan.write_text((DATA / "nccl-tests/public_h100_1node_issue290.txt").read_text().replace("   613.3 ", "     nan ", 1))
+    nan.write_text(
+        (DATA / "nccl-tests/public_h100_1node_issue290.txt").read_text().replace("   613.3 ", "     nan ", 1)
+    )
     files = [nan, DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt"]
     code, out, _ = cli("ingest", "--tool", "nccl-tests", *files, "--dry-run", "--format", "json")
     assert code == 1
@@ -256,9 +293,10 @@ def test_the_collector_is_paused_while_ingesting_and_restored_after(cli, tmp_pat
 
     monkeypatch.setattr(parsers, "parser_for", lambda tool: spy)
     assert gc.isenabled()
-    code, _, err = cli("ingest", "--tool", "nccl-tests", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt",
-                       "--dry-run")
+    code, _, err = cli(
+        "ingest", "--tool", "nccl-tests", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt", "--dry-run"
+    )
     assert code == 0, err
     assert seen == [False] and gc.isenabled()
     code, _, _ = cli("ingest", "--tool", "no-such-tool", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt")
-    assert code == 2 and gc.isenabled()   # restored on an error too
+    assert code == 2 and gc.isenabled()  # restored on an error too

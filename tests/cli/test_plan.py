@@ -8,9 +8,25 @@ import pytest
 
 from tests.conftest import EXAMPLES
 
-CONTRACT = ("id", "fabric", "topology", "storage", "step_time_s", "step_time_p99_s", "step_time_cv", "comm_exposed_s",
-            "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
-            "usd_per_gpu_hour", "run_cost_usd", "meets_requirements", "violations")
+CONTRACT = (
+    "id",
+    "fabric",
+    "topology",
+    "storage",
+    "step_time_s",
+    "step_time_p99_s",
+    "step_time_cv",
+    "comm_exposed_s",
+    "checkpoint_write_s",
+    "checkpoint_stall_fraction",
+    "goodput",
+    "time_to_train_days",
+    "capex_usd",
+    "usd_per_gpu_hour",
+    "run_cost_usd",
+    "meets_requirements",
+    "violations",
+)
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.yaml")), ids=lambda p: p.stem)
@@ -111,8 +127,11 @@ options:
     assert code == 0, err
     doc = json.loads(out)
     by = {c["id"]: c for c in doc["candidates"]}
-    assert set(by) == {"ib-ndr/rail-optimized/1:1/local-nvme", "ib-ndr/rail-optimized/1:1/local-nvme/sharp",
-                       "rent/aws-p5/on_demand/local-nvme"}
+    assert set(by) == {
+        "ib-ndr/rail-optimized/1:1/local-nvme",
+        "ib-ndr/rail-optimized/1:1/local-nvme/sharp",
+        "rent/aws-p5/on_demand/local-nvme",
+    }
     rent = by["rent/aws-p5/on_demand/local-nvme"]
     assert rent["capacity"] == "rent" and rent["capex_usd"] == 0 and rent["break_even_months"] > 0
     assert rent["break_even_utilisation"] > 0 and rent["build_reference"] in by

@@ -17,8 +17,16 @@ def test_plan_inference_json(cli):
     ids = {c["id"] for c in doc["candidates"]}
     assert doc["recommended"] in ids and len(ids) == 2 * 3 * 4
     for c in doc["candidates"]:
-        for key in ("ttft_p99_s", "tpot_p99_s", "kv_transfer_p99_s", "weight_load_s", "usd_per_million_output_tokens",
-                    "goodput_rps", "meets_slo", "violations"):
+        for key in (
+            "ttft_p99_s",
+            "tpot_p99_s",
+            "kv_transfer_p99_s",
+            "weight_load_s",
+            "usd_per_million_output_tokens",
+            "goodput_rps",
+            "meets_slo",
+            "violations",
+        ):
             assert key in c
 
 

@@ -8,8 +8,24 @@ import pytest
 
 
 def test_predict_json_contract(cli):
-    code, out, err = cli("predict", "collective", "--op", "all_reduce", "--bytes", "1G", "--nodes", "2",
-                         "--gpus-per-node", "8", "--gpu", "h100-sxm", "--fabric", "ib-ndr", "--format", "json")
+    code, out, err = cli(
+        "predict",
+        "collective",
+        "--op",
+        "all_reduce",
+        "--bytes",
+        "1G",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "8",
+        "--gpu",
+        "h100-sxm",
+        "--fabric",
+        "ib-ndr",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     for key in ("op", "bytes", "ranks", "algorithm", "time_us", "algbw_gbps", "busbw_gbps"):

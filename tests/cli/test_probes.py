@@ -16,8 +16,24 @@ ALL_OPS = "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv"
 
 def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_path):
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "collectives", "--ops", ALL_OPS, "--sizes", "4K,256K", "--iters", "4",
-                         "--warmup", "1", "--master-port", "29540", "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        ALL_OPS,
+        "--sizes",
+        "4K,256K",
+        "--iters",
+        "4",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29540",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     doc = json.loads(out)
     assert len(doc["results"]) == 12 and doc["error"] is None
@@ -42,14 +58,37 @@ def test_collectives_two_ranks_all_ops_exact_and_busbw_recomputable(cli, tmp_pat
 
 
 def test_collectives_four_ranks_torchrun(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--launcher", "torchrun", "--gpus-per-node", "4", "--ops",
-                         "all_reduce,all_to_all,reduce_scatter", "--sizes", "64K", "--dtypes", "bfloat16",
-                         "--iters", "3", "--warmup", "1", "--master-port", "29541", "--db", tmp_path / "r.db",
-                         "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--launcher",
+        "torchrun",
+        "--gpus-per-node",
+        "4",
+        "--ops",
+        "all_reduce,all_to_all,reduce_scatter",
+        "--sizes",
+        "64K",
+        "--dtypes",
+        "bfloat16",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29541",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     rows = json.loads(out)["results"]
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in rows] == [
-        ("all_reduce", 4, 0), ("all_to_all", 4, 0), ("reduce_scatter", 4, 0)]
+        ("all_reduce", 4, 0),
+        ("all_to_all", 4, 0),
+        ("reduce_scatter", 4, 0),
+    ]
     rs = rows[2]
     assert rs["busbw_gbps"] / rs["algbw_gbps"] == pytest.approx(3 / 4)
 
@@ -58,10 +97,34 @@ def test_corrupted_buffer_and_dying_rank(cli, tmp_path, process_mark):
     """Rank 1 corrupts its result (#wrong > 0) and is SIGKILLed after 8K: the run ends fast,
     names rank 1 and its host, keeps the finished sizes, and leaves no process behind."""
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K:64K", "--iters", "3",
-                         "--warmup", "0", "--op-timeout", "5s", "--timeout", "60s", "--master-port", "29542",
-                         "--inject-corrupt-rank", "1", "--inject-die-rank", "1", "--inject-die-after", "8K",
-                         "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "1K:64K",
+        "--iters",
+        "3",
+        "--warmup",
+        "0",
+        "--op-timeout",
+        "5s",
+        "--timeout",
+        "60s",
+        "--master-port",
+        "29542",
+        "--inject-corrupt-rank",
+        "1",
+        "--inject-die-rank",
+        "1",
+        "--inject-die-after",
+        "8K",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     doc = json.loads(out)
     assert code == 1
     # The run ended on the death (not the 60 s run timeout): the error says so.
@@ -77,36 +140,77 @@ def test_corrupted_buffer_and_dying_rank(cli, tmp_path, process_mark):
 
 @needs_tool("mpirun")
 def test_mpirun_launcher(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--launcher", "mpirun", "--ops", "broadcast,send_recv",
-                         "--sizes", "16K", "--iters", "2", "--master-port", "29543", "--db", tmp_path / "r.db",
-                         "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--launcher",
+        "mpirun",
+        "--ops",
+        "broadcast,send_recv",
+        "--sizes",
+        "16K",
+        "--iters",
+        "2",
+        "--master-port",
+        "29543",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     assert [(r["op"], r["wrong_elements"]) for r in json.loads(out)["results"]] == [("broadcast", 0), ("send_recv", 0)]
 
 
 def test_dry_run_prints_every_command(cli, tmp_path):
-    argv = ("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--hosts", "n1,n2", "--gpus-per-node", "4", "--dry-run")
+    argv = (
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--hosts",
+        "n1,n2",
+        "--gpus-per-node",
+        "4",
+        "--dry-run",
+    )
     code, _, err = cli(*argv)
-    assert code == 2 and "--run-dir" in err   # a multi-node launch needs storage every node sees
+    assert code == 2 and "--run-dir" in err  # a multi-node launch needs storage every node sees
     code, out, _ = cli(*argv, "--run-dir", tmp_path / "run")
     assert code == 0
     # MASTER_ADDR is derived on the allocation (scontrol), never exported from the launching host.
     assert out.startswith("MASTER_PORT=29500 srun --nodes=2 --ntasks=8") and "--nodelist=n1,n2" in out
     assert "scontrol show hostnames" in out and "127.0.0.1" not in out
     assert "#SBATCH --nodes=2" in out
-    code, out, _ = cli("bench", "train", "--launcher", "torchrun", "--nodes", "2", "--hosts", "a,b", "--dry-run",
-                       "--run-dir", tmp_path / "run2",
-                       "--format", "json")
+    code, out, _ = cli(
+        "bench",
+        "train",
+        "--launcher",
+        "torchrun",
+        "--nodes",
+        "2",
+        "--hosts",
+        "a,b",
+        "--dry-run",
+        "--run-dir",
+        tmp_path / "run2",
+        "--format",
+        "json",
+    )
     doc = json.loads(out)
     assert code == 0 and len(doc["commands"]) == 2 and "ssh" in doc["commands"][1]
     assert doc["config"]["hidden"] == 128
 
 
 def test_bad_input(cli):
-    for argv, message in ((("collectives", "--ops", "all_reduce,gather"), "--ops: unknown gather"),
-                          (("collectives", "--sizes", "8K:1K"), "need 0 < start <= end"),
-                          (("collectives", "--launcher", "ssh"), "--launcher 'ssh'"),
-                          (("train", "--mode", "zero3"), "--mode 'zero3'")):
+    for argv, message in (
+        (("collectives", "--ops", "all_reduce,gather"), "--ops: unknown gather"),
+        (("collectives", "--sizes", "8K:1K"), "need 0 < start <= end"),
+        (("collectives", "--launcher", "ssh"), "--launcher 'ssh'"),
+        (("train", "--mode", "zero3"), "--mode 'zero3'"),
+    ):
         code, _, err = cli("bench", *argv, "--dry-run")
         assert code == 2 and message in err, err
 
@@ -114,21 +218,67 @@ def test_bad_input(cli):
 @pytest.mark.slow
 def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "train", "--repeat", "2", "--steps", "3", "--warmup", "1", "--master-port",
-                         "29544", "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "train",
+        "--repeat",
+        "2",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29544",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     doc = json.loads(out)
     assert doc["reproducibility"][0]["identical"] is True
     assert doc["results"][0]["sha256"] == doc["results"][1]["sha256"] != ""
     assert set(doc["results"][0]["rank_step_p50_s"]) == {"0", "1"}
-    code, out, err = cli("bench", "train", "--gpus-per-node", "1", "--steps", "3", "--warmup", "1", "--master-port",
-                         "29545", "--against", str(doc["run_id"]), "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "train",
+        "--gpus-per-node",
+        "1",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29545",
+        "--against",
+        str(doc["run_id"]),
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     assert code == 1, err + out
     comp = json.loads(out)["reproducibility"][0]
     assert comp["identical"] is False and comp["max_abs_diff"] > 0 and comp["differing_elements"] > 0
     assert "num_ranks: 2 vs 1" in comp["differences"]
-    code, out, err = cli("bench", "train", "--mode", "fsdp", "--steps", "3", "--warmup", "1", "--master-port", "29548",
-                         "--against", str(doc["run_id"]), "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "train",
+        "--mode",
+        "fsdp",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29548",
+        "--against",
+        str(doc["run_id"]),
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     fsdp = json.loads(out)
     assert fsdp["error"] is None and len(fsdp["results"][0]["sha256"]) == 64, err
     assert "mode: ddp vs fsdp" in fsdp["reproducibility"][0]["differences"]
@@ -136,8 +286,20 @@ def test_train_repeat_bitwise_then_different_rank_count(cli, tmp_path):
 
 def test_checkpoint_all_formats_verified(cli, tmp_path):
     target = tmp_path / "ckpt"
-    code, out, err = cli("bench", "checkpoint", "--dir", target, "--bytes", "8M", "--master-port", "29546",
-                         "--db", tmp_path / "r.db", "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "checkpoint",
+        "--dir",
+        target,
+        "--bytes",
+        "8M",
+        "--master-port",
+        "29546",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     rows = json.loads(out)["results"]
     assert [r["format"] for r in rows] == ["torch", "safetensors", "dcp"]
@@ -152,8 +314,21 @@ def test_checkpoint_all_formats_verified(cli, tmp_path):
         assert all(p >= 0 for p in phases) and r["write_data_s"] > 0 and r["rename_s"] > 0
         assert max(phases) <= r["write_duration_s"]
     assert not any(target.iterdir())  # files removed unless --keep
-    code, out, err = cli("bench", "checkpoint", "--dir", target, "--bytes", "8M", "--master-port", "29546", "--keep",
-                         "--formats", "torch,dcp", "--db", tmp_path / "r.db")
+    code, out, err = cli(
+        "bench",
+        "checkpoint",
+        "--dir",
+        target,
+        "--bytes",
+        "8M",
+        "--master-port",
+        "29546",
+        "--keep",
+        "--formats",
+        "torch,dcp",
+        "--db",
+        tmp_path / "r.db",
+    )
     assert code == 0, err + out
     assert "rank min" in out and "dirsync" in out
     # committed under the final names, no temporary left behind
@@ -170,31 +345,96 @@ def _has_cuda() -> bool:
 
 @pytest.mark.skipif(not _has_cuda(), reason="needs a GPU: nccl backend and CUDA-event timing")
 def test_nccl_collectives_on_gpu(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--backend", "nccl", "--gpus-per-node", "1", "--ops", "all_reduce,broadcast",
-                         "--sizes", "1M:64M", "--iters", "5", "--master-port", "29547", "--db", tmp_path / "r.db",
-                         "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--backend",
+        "nccl",
+        "--gpus-per-node",
+        "1",
+        "--ops",
+        "all_reduce,broadcast",
+        "--sizes",
+        "1M:64M",
+        "--iters",
+        "5",
+        "--master-port",
+        "29547",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     rows = json.loads(out)["results"]
     assert rows and all(r["wrong_elements"] == 0 and r["busbw_gbps"] > 0 for r in rows)
 
 
 def test_collectives_stream_sizes_as_json_lines_and_live_text(cli, tmp_path):
-    code, out, err = cli("bench", "collectives", "--ops", "all_reduce,broadcast", "--sizes", "1K,64K", "--iters", "2",
-                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db", "--format", "json",
-                         "--stream")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        "all_reduce,broadcast",
+        "--sizes",
+        "1K,64K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--master-port",
+        "29549",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+        "--stream",
+    )
     assert code == 0, err + out
     lines = [json.loads(line) for line in out.splitlines()]
     sizes, report = lines[:-1], lines[-1]
     assert [(x["event"], x["op"], x["size_bytes"]) for x in sizes] == [
-        ("size", "all_reduce", 1024), ("size", "all_reduce", 65536), ("size", "broadcast", 1024),
-        ("size", "broadcast", 65536)]
+        ("size", "all_reduce", 1024),
+        ("size", "all_reduce", 65536),
+        ("size", "broadcast", 1024),
+        ("size", "broadcast", 65536),
+    ]
     assert all(x["busbw_gbps"] > 0 and x["wrong"] == 0 and "schema_version" in x for x in sizes)
     assert report["event"] == "report" and len(report["results"]) == 4
-    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K,4K", "--iters", "2",
-                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "1K,4K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--master-port",
+        "29549",
+        "--db",
+        tmp_path / "r.db",
+    )
     assert code == 0, err + out
     live = [line for line in err.splitlines() if line.startswith("  all_reduce")]
     assert len(live) == 2 and "rank 0's timings" in err
-    code, out, err = cli("bench", "collectives", "--ops", "all_reduce", "--sizes", "1K", "--iters", "2",
-                         "--warmup", "0", "--master-port", "29549", "--db", tmp_path / "r.db", "--quiet")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "1K",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--master-port",
+        "29549",
+        "--db",
+        tmp_path / "r.db",
+        "--quiet",
+    )
     assert code == 0 and "rank 0's timings" not in err and "all_reduce" in out

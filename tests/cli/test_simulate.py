@@ -7,8 +7,21 @@ from pathlib import Path
 
 import pytest
 
-ISSUE_ARGS = ["simulate", "--ranks", "16384", "--steps", "100000", "--compute-ms", "100", "--jitter", "normal:2ms",
-              "--seed", "1", "--format", "json"]
+ISSUE_ARGS = [
+    "simulate",
+    "--ranks",
+    "16384",
+    "--steps",
+    "100000",
+    "--compute-ms",
+    "100",
+    "--jitter",
+    "normal:2ms",
+    "--seed",
+    "1",
+    "--format",
+    "json",
+]
 
 
 def test_issue_command_json_contract(cli):
@@ -32,9 +45,31 @@ def test_issue_command_json_contract(cli):
 
 
 def test_same_seed_identical_json(cli):
-    args = ["simulate", "--ranks", "2048", "--gpus-per-node", "8", "--steps", "5000", "--jitter", "lognormal:1ms:0.5",
-            "--straggler", "0.01x1.5", "--hiccup", "0.001:5ms", "--checkpoint-every", "500:8s:async:1s:0.1",
-            "--node-mttf-h", "2000", "--runs", "3", "--seed", "42", "--format", "json"]
+    args = [
+        "simulate",
+        "--ranks",
+        "2048",
+        "--gpus-per-node",
+        "8",
+        "--steps",
+        "5000",
+        "--jitter",
+        "lognormal:1ms:0.5",
+        "--straggler",
+        "0.01x1.5",
+        "--hiccup",
+        "0.001:5ms",
+        "--checkpoint-every",
+        "500:8s:async:1s:0.1",
+        "--node-mttf-h",
+        "2000",
+        "--runs",
+        "3",
+        "--seed",
+        "42",
+        "--format",
+        "json",
+    ]
     first, second = cli(*args), cli(*args)
     assert first[0] == 0 and first[1] == second[1]
     other = cli(*args[:-4], "--seed", "43", "--format", "json")
@@ -43,8 +78,21 @@ def test_same_seed_identical_json(cli):
 
 
 def test_text_output_has_a_histogram_and_the_causes(cli):
-    code, out, _ = cli("simulate", "--ranks", "1024", "--steps", "2000", "--jitter", "normal:2ms", "--straggler",
-                       "0.01x1.5", "--checkpoint-every", "500:8s:sync", "--seed", "3")
+    code, out, _ = cli(
+        "simulate",
+        "--ranks",
+        "1024",
+        "--steps",
+        "2000",
+        "--jitter",
+        "normal:2ms",
+        "--straggler",
+        "0.01x1.5",
+        "--checkpoint-every",
+        "500:8s:sync",
+        "--seed",
+        "3",
+    )
     assert code == 0
     assert "p99" in out and "seed 3" in out
     bars = [line for line in out.splitlines() if " ms | " in line]
@@ -54,7 +102,19 @@ def test_text_output_has_a_histogram_and_the_causes(cli):
 
 
 def test_brute_force_path_agrees(cli):
-    common = ["simulate", "--ranks", "256", "--steps", "3000", "--jitter", "normal:2ms", "--seed", "5", "--format", "json"]
+    common = [
+        "simulate",
+        "--ranks",
+        "256",
+        "--steps",
+        "3000",
+        "--jitter",
+        "normal:2ms",
+        "--seed",
+        "5",
+        "--format",
+        "json",
+    ]
     fast = json.loads(cli(*common)[1])
     brute = json.loads(cli(*common, "--brute-force")[1])
     assert brute["method"] == "brute-force"
@@ -64,9 +124,27 @@ def test_brute_force_path_agrees(cli):
 
 
 def test_leaf_and_ring_flags(cli):
-    code, out, err = cli("simulate", "--ranks", "1024", "--gpus-per-node", "8", "--ranks-per-leaf", "256",
-                         "--leaf-jitter", "exp:0.2ms", "--comm-latency", "normal:10us:2us", "--ring-steps", "254",
-                         "--slow-links", "0.05x2", "--steps", "2000", "--format", "json")
+    code, out, err = cli(
+        "simulate",
+        "--ranks",
+        "1024",
+        "--gpus-per-node",
+        "8",
+        "--ranks-per-leaf",
+        "256",
+        "--leaf-jitter",
+        "exp:0.2ms",
+        "--comm-latency",
+        "normal:10us:2us",
+        "--ring-steps",
+        "254",
+        "--slow-links",
+        "0.05x2",
+        "--steps",
+        "2000",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["lost"]["communication_latency"] > 0
@@ -85,8 +163,10 @@ def test_leaf_and_ring_flags(cli):
         (["--ranks", "8", "--steps", "0"], "steps"),
         (["--ranks", "8", "--compute-ms", "-5"], "--compute-ms must be"),
         (["--ranks", "8", "--gpus-per-node", "3"], "multiple of ranks per node"),
-        (["--ranks", "8", "--gpus-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],
-         "--gpus-per-node must be >= 1"),
+        (
+            ["--ranks", "8", "--gpus-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],
+            "--gpus-per-node must be >= 1",
+        ),
         (["--ranks", "8", "--leaf-jitter", "exp:1ms"], "needs --ranks-per-leaf"),
         (["--ranks", "8", "--ring-steps", "5"], "go together"),
         ([], "give a SPEC, or --ranks"),
@@ -117,12 +197,28 @@ def test_spec_mode_simulates_the_recommended_candidate(cli):
     doc = json.loads(out)
     assert doc["mode"] == "spec" and doc["candidate"]
     assert doc["ranks"] == raw["cluster"]["nodes"] * raw["cluster"].get("gpus_per_node", 8)
-    assert doc["train_steps"] == math.ceil(float(raw["workload"]["total_tokens"]) / raw["workload"]["global_batch_tokens"])
+    assert doc["train_steps"] == math.ceil(
+        float(raw["workload"]["total_tokens"]) / raw["workload"]["global_batch_tokens"]
+    )
     assert doc["step_time_ms"]["p99"] > doc["mean_value_step_ms"] > 0
     assert doc["throughput_tokens_per_s"] > 0
     chosen = doc["candidate"]
-    again = json.loads(cli("simulate", str(EXAMPLE), "--candidate", chosen, "--steps", "2000", "--runs", "2",
-                           "--seed", "3", "--format", "json")[1])
+    again = json.loads(
+        cli(
+            "simulate",
+            str(EXAMPLE),
+            "--candidate",
+            chosen,
+            "--steps",
+            "2000",
+            "--runs",
+            "2",
+            "--seed",
+            "3",
+            "--format",
+            "json",
+        )[1]
+    )
     assert again["step_time_ms"] == doc["step_time_ms"]
 
 
@@ -169,7 +265,8 @@ def _no_fit_spec(tmp_path: Path) -> Path:
     # recommends nothing.
     text = (Path(__file__).parents[2] / "examples" / "llama3-405b-16k.yaml").read_text()
     text = text.replace("nodes: 2048", "nodes: 2").replace(
-        "gpus: 16384, tp: 8, pp: 16, dp: 128, virtual_stages: 4", "gpus: 16, tp: 8, pp: 2, dp: 1")
+        "gpus: 16384, tp: 8, pp: 16, dp: 128, virtual_stages: 4", "gpus: 16, tp: 8, pp: 2, dp: 1"
+    )
     path = tmp_path / "nofit.yaml"
     path.write_text(text)
     return path
@@ -182,7 +279,8 @@ def test_no_recommended_design_is_a_clear_message_and_candidate_still_works(cli,
     assert "None" not in err and "Traceback" not in err
     assert "recommends no design" in err and "no layout fits in GPU memory" in err
     assert "--candidate" in err and len(err.strip().splitlines()) == 1
-    code, out, err = cli("simulate", str(spec), "--steps", "50", "--candidate", "ib-ndr/rail-optimized/1:1/pfs",
-                         "--format", "json")
+    code, out, err = cli(
+        "simulate", str(spec), "--steps", "50", "--candidate", "ib-ndr/rail-optimized/1:1/pfs", "--format", "json"
+    )
     assert code == 0, err
     assert json.loads(out)["candidate"] == "ib-ndr/rail-optimized/1:1/pfs"

@@ -77,30 +77,43 @@ def fake_sysfs(root: Path, devices: list[str], netdevs: list[str]) -> Path:
     return sysfs
 
 
-def run_script(script: Path, work: Path, *, env_file: Path | None = None, sysfs: Path | None = None,
-               args: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+def run_script(
+    script: Path, work: Path, *, env_file: Path | None = None, sysfs: Path | None = None, args: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     """Run ``script`` under its shebang's shell with stubs first on PATH, in ``work``."""
     bin_dir = make_stubs(work)
     first = script.read_text().split("\n", 1)[0]
     shell = shutil.which("sh" if first == "#!/bin/sh" else "bash")
     env = {
-        "PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work), "LC_ALL": "C",
-        "RDZV_HOST": "10.20.0.10", "SLURM_JOB_NODELIST": "node-[1-2]", "SLURM_NNODES": "2", "SLURM_JOB_ID": "7",
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": str(work),
+        "LC_ALL": "C",
+        "RDZV_HOST": "10.20.0.10",
+        "SLURM_JOB_NODELIST": "node-[1-2]",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_ID": "7",
     }
     if env_file is not None:
         env["GPUFABRIC_NCCL_ENV"] = str(env_file)
     if sysfs is not None:
         env["GPUFABRIC_SYSFS"] = str(sysfs)
-    return subprocess.run([shell, str(script), *args], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=30, check=False)
+    return subprocess.run(
+        [shell, str(script), *args], cwd=work, env=env, capture_output=True, text=True, timeout=30, check=False
+    )
 
 
 def source_env_file(path: Path, work: Path) -> subprocess.CompletedProcess[str]:
     """Source an env file the way the wrappers do (set -a; . FILE) and print the environment."""
     bin_dir = make_stubs(work)
-    return subprocess.run(["bash", "-c", 'set -eu; set -a; . "$1"; set +a; env -0', "bash", str(path)], cwd=work,
-                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)}, capture_output=True,
-                          text=True, timeout=30, check=False)
+    return subprocess.run(
+        ["bash", "-c", 'set -eu; set -a; . "$1"; set +a; env -0', "bash", str(path)],
+        cwd=work,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(work)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def nft_check(path: Path) -> subprocess.CompletedProcess[str] | None:

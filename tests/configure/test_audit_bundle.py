@@ -58,8 +58,9 @@ def test_port_open_for_a_service_the_role_does_not_run_is_bnd03(tmp_path):
     assert _ids(out) == [("BND-03", "stor-a1: 4420/tcp on stor")]
     # slurmctld's port on a compute node: nothing there runs slurmctld
     doc = yaml.safe_load(SECURE.read_text())
-    doc["security"]["flows"].append({"src": "login", "dst": "compute", "plane": "mgmt", "proto": "tcp",
-                                     "ports": [6817], "purpose": "stray"})
+    doc["security"]["flows"].append(
+        {"src": "login", "dst": "compute", "plane": "mgmt", "proto": "tcp", "ports": [6817], "purpose": "stray"}
+    )
     spec = tmp_path / "stray.yaml"
     spec.write_text(yaml.safe_dump(doc))
     found = _ids(render(spec, tmp_path / "c"))

@@ -15,9 +15,11 @@ from gpufabric.configure.nqn import DISCOVERY_NQN, nqn_problem
 from tests.audit.conftest import CORPUS, render
 from tests.conftest import needs_tool
 
-DESIGNS = {"ib": {"fabrics": "ib-ndr", "storage": "nvmeof-tcp"},
-           "roce": {"fabrics": "roce-400g", "storage": "nvmeof-rdma"},
-           "tcp": {"fabrics": "tcp-100g", "storage": "nfs"}}
+DESIGNS = {
+    "ib": {"fabrics": "ib-ndr", "storage": "nvmeof-tcp"},
+    "roce": {"fabrics": "roce-400g", "storage": "nvmeof-rdma"},
+    "tcp": {"fabrics": "tcp-100g", "storage": "nfs"},
+}
 
 
 @pytest.fixture(scope="module", params=sorted(DESIGNS))
@@ -60,7 +62,9 @@ def test_nvmetcli_json_shape(bundle):
         assert len(host_nqns) == 2 and len(set(host_nqns)) == 2
         for host in doc["hosts"]:
             assert set(host["dhchap"]) == {"key", "ctrl_key", "hash", "dhgroup"}
-            assert host["dhchap"]["key"].startswith("DHHC-1:03:") and host["dhchap"]["ctrl_key"].startswith("DHHC-1:03:")
+            assert host["dhchap"]["key"].startswith("DHHC-1:03:") and host["dhchap"]["ctrl_key"].startswith(
+                "DHHC-1:03:"
+            )
             assert host["dhchap"]["key"] != host["dhchap"]["ctrl_key"]
         for sub in doc["subsystems"]:
             assert nqn_problem(sub["nqn"]) is None
@@ -132,7 +136,9 @@ def test_secrets_are_0600_and_nowhere_else(bundle):
     for rel in secret:
         assert stat.S_IMODE(every[rel].stat().st_mode) == 0o600
         text = every[rel].read_text()
-        values |= set(re.findall(r"DHHC-1:\d\d:[A-Za-z0-9+/=]+:|NVMeTLSkey-1:\d\d:[A-Za-z0-9+/=]+:|0x[0-9a-f]{16}", text))
+        values |= set(
+            re.findall(r"DHHC-1:\d\d:[A-Za-z0-9+/=]+:|NVMeTLSkey-1:\d\d:[A-Za-z0-9+/=]+:|0x[0-9a-f]{16}", text)
+        )
     for rel, path in every.items():
         if rel in secret:
             continue
@@ -163,8 +169,13 @@ def test_renderer_refuses_to_leak_a_secret(monkeypatch):
     def leaky(**kwargs):
         files = real(**kwargs)
         key = json.loads(files.config_json)[0]["dhchap_key"]
-        return nvme.HostNvmeFiles(hostnqn=files.hostnqn, hostid=files.hostid, config_json=files.config_json,
-                                  tls_keys=files.tls_keys, discovery_conf=files.discovery_conf + f"# {key}\n")
+        return nvme.HostNvmeFiles(
+            hostnqn=files.hostnqn,
+            hostid=files.hostid,
+            config_json=files.config_json,
+            tls_keys=files.tls_keys,
+            discovery_conf=files.discovery_conf + f"# {key}\n",
+        )
 
     monkeypatch.setattr(nvme, "host_files", leaky)
     spec = load_spec(CORPUS / "lab-ib.yaml").spec
@@ -215,23 +226,34 @@ def test_a_manifest_of_the_previous_version_reads(bundle):
 
     _kind, root = bundle
     data = json.loads((root / "manifest.json").read_text())
-    del data["schema_version"]   # v0: written before the key existed
+    del data["schema_version"]  # v0: written before the key existed
     assert Manifest.from_dict(data).hosts
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"schema_version": 2}, "bundle manifest schema_version 2 is newer than this gpufabric reads"),
-    ({"kind": "something-else"}, "kind 'something-else'"),
-    ({"hosts": [{"host": "../../etc", "role": "compute"}]}, "not a single name"),
-    ({"hosts": [{"host": "..", "role": "compute"}]}, "refusing bundle path"),
-    ({"files": [{"path": "a", "mode": "777", "secret": False}]}, "four octal digits"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"schema_version": 2}, "bundle manifest schema_version 2 is newer than this gpufabric reads"),
+        ({"kind": "something-else"}, "kind 'something-else'"),
+        ({"hosts": [{"host": "../../etc", "role": "compute"}]}, "not a single name"),
+        ({"hosts": [{"host": "..", "role": "compute"}]}, "refusing bundle path"),
+        ({"files": [{"path": "a", "mode": "777", "secret": False}]}, "four octal digits"),
+    ],
+)
 def test_a_manifest_that_cannot_be_read_safely_is_refused(tmp_path, change, message):
     from gpufabric.configure.manifest import read_manifest
     from gpufabric.errors import InputError
 
-    doc = {"schema_version": 1, "gpufabric_version": "x", "kind": "gpufabric-config-bundle", "spec": "s",
-           "design": {}, "hosts": [], "files": [], **change}
+    doc = {
+        "schema_version": 1,
+        "gpufabric_version": "x",
+        "kind": "gpufabric-config-bundle",
+        "spec": "s",
+        "design": {},
+        "hosts": [],
+        "files": [],
+        **change,
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(doc))
     with pytest.raises(InputError, match=message):
         read_manifest(tmp_path)

@@ -21,9 +21,11 @@ import pytest
 from tests.audit.conftest import CORPUS, render
 from tests.conftest import needs_root, needs_tool
 
-DESIGNS = {"ib": {"fabrics": "ib-ndr", "storage": "nvmeof-tcp"},
-           "roce": {"fabrics": "roce-400g", "storage": "nvmeof-rdma"},
-           "tcp": {"fabrics": "tcp-100g", "storage": "nfs"}}
+DESIGNS = {
+    "ib": {"fabrics": "ib-ndr", "storage": "nvmeof-tcp"},
+    "roce": {"fabrics": "roce-400g", "storage": "nvmeof-rdma"},
+    "tcp": {"fabrics": "tcp-100g", "storage": "nfs"},
+}
 SECURE = Path(__file__).parent / "data" / "secure-ib.yaml"
 
 
@@ -69,6 +71,7 @@ def netns():
 
 # ---- shellcheck ---------------------------------------------------------------------------------
 
+
 @needs_tool("shellcheck")
 def test_shellcheck_every_script(bundle):
     _kind, root = bundle
@@ -80,6 +83,7 @@ def test_shellcheck_every_script(bundle):
 
 
 # ---- nftables: a real load ----------------------------------------------------------------------
+
 
 @needs_root
 @needs_tool("nft")
@@ -96,6 +100,7 @@ def test_every_ruleset_loads_for_real_in_a_namespace(bundle, netns):
 
 
 # ---- sysctl: applied in a namespace, read back per interface ------------------------------------
+
 
 @needs_root
 @needs_tool("sysctl")
@@ -139,6 +144,7 @@ def test_sysctl_applies_and_reads_back_per_interface(bundle, netns):
 
 # ---- libnvme: nvme config --dump ----------------------------------------------------------------
 
+
 @needs_tool("nvme")
 def test_libnvme_reads_the_host_config(bundle, tmp_path):
     kind, root = bundle
@@ -168,6 +174,7 @@ def test_libnvme_reads_the_host_config(bundle, tmp_path):
 
 
 # ---- tuned: its own profile loader --------------------------------------------------------------
+
 
 def _tuned_python() -> str | None:
     python = shutil.which("python3", path="/usr/bin")
@@ -240,7 +247,21 @@ class Lab:
                 if (host, name) not in self.addr:
                     continue
                 peer = f"h{h}p{i}"
-                run("ip", "link", "add", f"bdx{h}p{i}", "netns", ns, "type", "veth", "peer", "name", peer, "netns", self.hub)
+                run(
+                    "ip",
+                    "link",
+                    "add",
+                    f"bdx{h}p{i}",
+                    "netns",
+                    ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    peer,
+                    "netns",
+                    self.hub,
+                )
                 run("ip", "-n", ns, "link", "set", f"bdx{h}p{i}", "name", plane["interface"])
                 prefix = plane["cidr"].split("/")[1]
                 run("ip", "-n", ns, "addr", "add", f"{self.addr[(host, name)]}/{prefix}", "dev", plane["interface"])
@@ -250,13 +271,18 @@ class Lab:
         self.listeners: list[subprocess.Popen] = []
 
     def listen(self, host: str, plane: str, port: int) -> None:
-        proc = subprocess.Popen(["ip", "netns", "exec", self.ns[host], self.python, "-c", LISTEN,
-                                 self.addr[(host, plane)], str(port)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.ns[host], self.python, "-c", LISTEN, self.addr[(host, plane)], str(port)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.listeners.append(proc)
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
 
     def connect(self, src: str, dst: str, plane: str, port: int) -> bool:
-        out = run("ip", "netns", "exec", self.ns[src], self.python, "-c", CONNECT, self.addr[(dst, plane)], str(port)).stdout
+        out = run(
+            "ip", "netns", "exec", self.ns[src], self.python, "-c", CONNECT, self.addr[(dst, plane)], str(port)
+        ).stdout
         return out.startswith("open")
 
     def close(self) -> None:
@@ -267,16 +293,16 @@ class Lab:
 
 #: (src, dst, plane, port, allowed): what train.sbatch, srun and torchrun need, and what must stay shut.
 FLOWS = [
-    ("scheduler-1", "compute-1", "mgmt", 6818, True),    # slurmctld -> slurmd
-    ("compute-2", "compute-1", "mgmt", 6818, True),      # slurmd fan-out
-    ("compute-2", "compute-1", "mgmt", 61500, True),     # srun callbacks (SrunPortRange) on the batch host
-    ("compute-1", "login-1", "mgmt", 62000, True),       # slurmd -> srun on the login node
-    ("compute-2", "compute-1", "ctl", 29400, True),      # c10d rendezvous
-    ("compute-2", "compute-1", "ctl", 45000, True),      # NCCL bootstrap (ephemeral range)
-    ("login-1", "compute-1", "mgmt", 29400, False),      # rendezvous never on management
-    ("compute-2", "compute-1", "mgmt", 22, False),       # no lateral SSH
+    ("scheduler-1", "compute-1", "mgmt", 6818, True),  # slurmctld -> slurmd
+    ("compute-2", "compute-1", "mgmt", 6818, True),  # slurmd fan-out
+    ("compute-2", "compute-1", "mgmt", 61500, True),  # srun callbacks (SrunPortRange) on the batch host
+    ("compute-1", "login-1", "mgmt", 62000, True),  # slurmd -> srun on the login node
+    ("compute-2", "compute-1", "ctl", 29400, True),  # c10d rendezvous
+    ("compute-2", "compute-1", "ctl", 45000, True),  # NCCL bootstrap (ephemeral range)
+    ("login-1", "compute-1", "mgmt", 29400, False),  # rendezvous never on management
+    ("compute-2", "compute-1", "mgmt", 22, False),  # no lateral SSH
     ("compute-1", "storage-1", "mgmt", 22, False),
-    ("compute-2", "compute-1", "mgmt", 60500, False),    # below SrunPortRange
+    ("compute-2", "compute-1", "mgmt", 60500, False),  # below SrunPortRange
 ]
 
 
@@ -300,7 +326,13 @@ def test_generated_rulesets_admit_exactly_the_flows_the_scripts_need(tmp_path, n
 # ---- OpenSM against ibsim: PKey tables read back per role ---------------------------------------
 
 UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
-IB_HOSTS = {"gpu-a1": "compute", "gpu-a2": "compute", "stor-a1": "storage", "login-a1": "login", "sched-a1": "scheduler"}
+IB_HOSTS = {
+    "gpu-a1": "compute",
+    "gpu-a2": "compute",
+    "stor-a1": "storage",
+    "login-a1": "login",
+    "sched-a1": "scheduler",
+}
 
 
 def _ib_spec(tmp_path: Path) -> tuple[Path, dict[str, str]]:
@@ -325,8 +357,10 @@ def _ibsim_net(guids: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-@pytest.mark.skipif(not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) or not UMAD2SIM.exists(),
-                    reason="needs ibsim-utils (ibsim, libumad2sim), opensm and infiniband-diags")
+@pytest.mark.skipif(
+    not all(shutil.which(t) for t in ("ibsim", "opensm", "smpquery")) or not UMAD2SIM.exists(),
+    reason="needs ibsim-utils (ibsim, libumad2sim), opensm and infiniband-diags",
+)
 def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
     import signal
     import time
@@ -334,18 +368,42 @@ def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
     spec, guids = _ib_spec(tmp_path)
     root = render(spec, tmp_path / "b")
     (tmp_path / "net").write_text(_ibsim_net(guids))
-    env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "SIM_HOST": "H-sm", "OSM_TMP_DIR": str(tmp_path),
-           "OSM_CACHE_DIR": str(tmp_path)}
-    conf = (root / "fabric/etc/opensm/opensm.conf").read_text().replace(
-        "/etc/opensm/partitions.conf", str(root / "fabric/etc/opensm/partitions.conf"))
+    env = {
+        **os.environ,
+        "LD_PRELOAD": str(UMAD2SIM),
+        "SIM_HOST": "H-sm",
+        "OSM_TMP_DIR": str(tmp_path),
+        "OSM_CACHE_DIR": str(tmp_path),
+    }
+    conf = (
+        (root / "fabric/etc/opensm/opensm.conf")
+        .read_text()
+        .replace("/etc/opensm/partitions.conf", str(root / "fabric/etc/opensm/partitions.conf"))
+    )
     (tmp_path / "opensm.conf").write_text(conf)
     mkey = next(line.split()[1] for line in conf.splitlines() if line.startswith("m_key "))
-    sim = subprocess.Popen(["ibsim", "-s", str(tmp_path / "net")], cwd=tmp_path, stdin=subprocess.PIPE,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    sim = subprocess.Popen(
+        ["ibsim", "-s", str(tmp_path / "net")],
+        cwd=tmp_path,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         time.sleep(1.0)
-        done = run("opensm", "-F", str(tmp_path / "opensm.conf"), "-f", str(tmp_path / "osm.log"), "-o", "-s", "0",
-                   env=env, check=False)
+        done = run(
+            "opensm",
+            "-F",
+            str(tmp_path / "opensm.conf"),
+            "-f",
+            str(tmp_path / "osm.log"),
+            "-o",
+            "-s",
+            "0",
+            env=env,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout[-500:] + (tmp_path / "osm.log").read_text()[-1500:]
         tables = {}
         for i, host in enumerate(guids):
@@ -359,8 +417,12 @@ def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
         os.killpg(sim.pid, signal.SIGTERM)
         sim.wait(timeout=10)
     full = lambda p: 0x8000 | p
-    want = {"compute": {full(0x10), full(0x20), full(0x30), 0x0040}, "storage": {full(0x10), full(0x40)},
-            "login": {full(0x10)}, "scheduler": {full(0x10)}}
+    want = {
+        "compute": {full(0x10), full(0x20), full(0x30), 0x0040},
+        "storage": {full(0x10), full(0x40)},
+        "login": {full(0x10)},
+        "scheduler": {full(0x10)},
+    }
     for host, role in IB_HOSTS.items():
         got = {v for v in tables[host] if v not in (0, 0x7FFF, 0xFFFF)}
         assert got == want[role], (host, [hex(v) for v in sorted(got)])
@@ -369,6 +431,7 @@ def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
 
 
 # ---- Slurm: sbatch --test-only on a real one-node cluster ---------------------------------------
+
 
 @pytest.fixture
 def slurm_one_node(tmp_path, monkeypatch):
@@ -386,12 +449,22 @@ def slurm_one_node(tmp_path, monkeypatch):
         (d / sub).mkdir(parents=True)
     conf = d / "slurm.conf"
     text = SLURM_CONF.format(host=socket.gethostname(), d=d, cpus=os.cpu_count())
-    conf.write_text(text.replace("16910", "16934").replace("16911", "16935").replace("gfprobe", "bdconf")
-                    + "SrunPortRange=61000-63000\n")
+    conf.write_text(
+        text.replace("16910", "16934").replace("16911", "16935").replace("gfprobe", "bdconf")
+        + "SrunPortRange=61000-63000\n"
+    )
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = [subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-             for daemon in ("slurmctld", "slurmd")]
+    procs = [
+        subprocess.Popen(
+            [daemon, "-D", "-f", str(conf)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for daemon in ("slurmctld", "slurmd")
+    ]
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -421,8 +494,16 @@ def test_sbatch_accepts_the_generated_batch_script(slurm_one_node, tmp_path):
     script = root / "roles/login/etc/gpufabric/train.sbatch"
     # the lab has one CPU-only node: the command line overrides what it cannot offer
     # (node count, GPUs); everything else, #SBATCH lines included, is parsed as generated
-    done = run("sbatch", "--test-only", "--nodes=1", "--gpus-per-node=0", str(script), "train.py",
-               env=slurm_one_node, check=False)
+    done = run(
+        "sbatch",
+        "--test-only",
+        "--nodes=1",
+        "--gpus-per-node=0",
+        str(script),
+        "train.py",
+        env=slurm_one_node,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "to start at" in done.stderr
     bad = tmp_path / "bad.sbatch"
@@ -432,6 +513,7 @@ def test_sbatch_accepts_the_generated_batch_script(slurm_one_node, tmp_path):
 
 
 # ---- RoCE QoS script on the inbox driver's sysfs layout -----------------------------------------
+
 
 def test_roce_qos_runs_on_inbox_mlx5_and_targets_use_their_storage_nic(tmp_path):
     from tests.configure.stubs import fake_sysfs, run_script

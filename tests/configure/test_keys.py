@@ -15,8 +15,13 @@ from tests.conftest import needs_tool
 def test_dhchap_encoding_equals_nvme_gen_dhchap_key():
     secret = bytes(range(32))
     # hmac 0: nvme-cli stores the given secret untransformed, so the strings must match
-    real = subprocess.run(["nvme", "gen-dhchap-key", "-s", secret.hex(), "-l", "32", "-m", "0"],
-                          capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    real = subprocess.run(
+        ["nvme", "gen-dhchap-key", "-s", secret.hex(), "-l", "32", "-m", "0"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=True,
+    ).stdout.strip()
     assert encode_dhchap(secret, 0) == real
 
 
@@ -87,13 +92,24 @@ def test_key_file_that_is_not_a_regular_file_is_refused(tmp_path, kind):
         os.mkfifo(path)
     elif kind == "directory":
         path.mkdir()
-    code = ("import sys\nfrom pathlib import Path\nfrom gpufabric.configure.keys import KeySource\n"
-            "from gpufabric.errors import InputError\n"
-            "try:\n    KeySource.from_options(key_file=Path(sys.argv[1]))\n"
-            "except InputError as exc:\n    print(exc)\n    sys.exit(2)\n")
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom gpufabric.configure.keys import KeySource\n"
+        "from gpufabric.errors import InputError\n"
+        "try:\n    KeySource.from_options(key_file=Path(sys.argv[1]))\n"
+        "except InputError as exc:\n    print(exc)\n    sys.exit(2)\n"
+    )
     src = Path(__file__).resolve().parents[2] / "src"
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(src)},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stdout.strip() == (f"{path}: key file is not a regular file; write the key to a file "
-                                   "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)")
+    assert done.stdout.strip() == (
+        f"{path}: key file is not a regular file; write the key to a file "
+        "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)"
+    )

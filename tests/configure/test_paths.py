@@ -18,8 +18,9 @@ from tests.audit.conftest import CORPUS, render
 SPEC = CORPUS / "lab-ib.yaml"
 
 
-@pytest.mark.parametrize("rel", ["../x", "a/../../x", "/etc/passwd", "a//b", "a/./b", "", "a/.hidden/../b",
-                                 "a/b\n", "a/$(id)", "a\\b", ".."])
+@pytest.mark.parametrize(
+    "rel", ["../x", "a/../../x", "/etc/passwd", "a//b", "a/./b", "", "a/.hidden/../b", "a/b\n", "a/$(id)", "a\\b", ".."]
+)
 def test_unsafe_relative_paths_are_refused(rel):
     with pytest.raises(InputError, match="refusing bundle path"):
         paths.check_relative(rel)
@@ -121,11 +122,20 @@ def _spec_with(tmp_path: Path, **security) -> Path:
 def test_dotdot_host_name_never_writes_outside_out(cli, tmp_path):
     spec = _spec_with(
         tmp_path,
-        planes=[{"name": "mgmt", "kind": "management", "cidr": "10.10.0.0/16", "interface": "mgmt0"},
-                {"name": "ctl", "kind": "control", "cidr": "10.20.0.0/16", "interface": "ctl0"},
-                {"name": "stor", "kind": "storage", "cidr": "10.40.0.0/16", "interface": "stor0"}],
-        roles=[{"name": "compute", "kind": "compute", "hosts": ["../../../escape", "ok-1"], "planes": ["mgmt", "ctl", "stor"]},
-               {"name": "storage", "kind": "storage", "hosts": ["s1"], "planes": ["mgmt", "stor"]}],
+        planes=[
+            {"name": "mgmt", "kind": "management", "cidr": "10.10.0.0/16", "interface": "mgmt0"},
+            {"name": "ctl", "kind": "control", "cidr": "10.20.0.0/16", "interface": "ctl0"},
+            {"name": "stor", "kind": "storage", "cidr": "10.40.0.0/16", "interface": "stor0"},
+        ],
+        roles=[
+            {
+                "name": "compute",
+                "kind": "compute",
+                "hosts": ["../../../escape", "ok-1"],
+                "planes": ["mgmt", "ctl", "stor"],
+            },
+            {"name": "storage", "kind": "storage", "hosts": ["s1"], "planes": ["mgmt", "stor"]},
+        ],
         flows=[{"src": "compute", "dst": "storage", "plane": "stor", "proto": "tcp", "ports": [4420]}],
     )
     victim = tmp_path / "escape"
@@ -140,11 +150,17 @@ def test_a_killed_configs_temporary_tree_is_removed_by_the_next_run(tmp_path):
     import sys
 
     # a writer that dies by SIGKILL in the middle: its temporary sibling stays behind
-    code = ("import os, signal, sys; from pathlib import Path; from gpufabric.configure.paths import atomic_tree\n"
-            "with atomic_tree(Path(sys.argv[1])) as tmp:\n"
-            "    (tmp / 'half').write_text('x'); os.kill(os.getpid(), signal.SIGKILL)\n")
-    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "b")], check=False, timeout=60,
-                          env={"PYTHONPATH": str(Path(paths.__file__).parents[2])})
+    code = (
+        "import os, signal, sys; from pathlib import Path; from gpufabric.configure.paths import atomic_tree\n"
+        "with atomic_tree(Path(sys.argv[1])) as tmp:\n"
+        "    (tmp / 'half').write_text('x'); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "b")],
+        check=False,
+        timeout=60,
+        env={"PYTHONPATH": str(Path(paths.__file__).parents[2])},
+    )
     assert done.returncode == -9
     left = [p.name for p in tmp_path.iterdir()]
     assert len(left) == 1 and paths.TMP_MARK in left[0]

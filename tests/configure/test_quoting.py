@@ -34,15 +34,20 @@ TEMPLATES = sorted(p.name for p in (Path(quoting.__file__).parent / "templates")
 
 
 def _outputs(tree: nodes.Node) -> list[nodes.Expr]:
-    return [expr for out in tree.find_all(nodes.Output) for expr in out.nodes if not isinstance(expr, nodes.TemplateData)]
+    return [
+        expr for out in tree.find_all(nodes.Output) for expr in out.nodes if not isinstance(expr, nodes.TemplateData)
+    ]
 
 
 @pytest.mark.parametrize("name", TEMPLATES)
 def test_every_output_of_every_template_ends_in_a_context_filter(name):
     env = template_env()
     source = env.loader.get_source(env, name)[0]
-    unfiltered = [expr for expr in _outputs(env.parse(source))
-                  if not (isinstance(expr, nodes.Filter) and expr.name in quoting.CONTEXT_FILTERS)]
+    unfiltered = [
+        expr
+        for expr in _outputs(env.parse(source))
+        if not (isinstance(expr, nodes.Filter) and expr.name in quoting.CONTEXT_FILTERS)
+    ]
     assert unfiltered == [], [f"line {e.lineno}: {type(e).__name__}" for e in unfiltered]
 
 
@@ -53,18 +58,26 @@ def test_strict_undefined():
 
 @pytest.mark.parametrize("value", ["$(id)", "a b", "x\\ny", "${IFS}", "'", '"', "`id`", "a;b", "*", ""])
 def test_sh_round_trips_through_a_real_shell(value):
-    done = subprocess.run(["sh", "-c", f"printf %s {quoting.sh(value)}"], check=False, capture_output=True, text=True, timeout=10)
+    done = subprocess.run(
+        ["sh", "-c", f"printf %s {quoting.sh(value)}"], check=False, capture_output=True, text=True, timeout=10
+    )
     assert done.stdout == value
 
 
 COMMON_BAD = ["eth0\n", "a b", "$(id)", '"x', "", "a;b", "\u00e9", "a\x00"]
 
 
-@pytest.mark.parametrize(("fn", "extra"), [
-    (quoting.ifname, ["..", "a/b", "x" * 16, "a:1"]), (quoting.sysctl_ifname, ["..", "a/b", "x" * 16]),
-    (quoting.nft_ident, ["1a", "a.b", "x" * 65]), (quoting.opensm_word, ["a,b", "a=b", "a:b"]),
-    (quoting.plain, ["a,b", "a=b", "#x"]),
-], ids=lambda x: getattr(x, "__name__", ""))
+@pytest.mark.parametrize(
+    ("fn", "extra"),
+    [
+        (quoting.ifname, ["..", "a/b", "x" * 16, "a:1"]),
+        (quoting.sysctl_ifname, ["..", "a/b", "x" * 16]),
+        (quoting.nft_ident, ["1a", "a.b", "x" * 65]),
+        (quoting.opensm_word, ["a,b", "a=b", "a:b"]),
+        (quoting.plain, ["a,b", "a=b", "#x"]),
+    ],
+    ids=lambda x: getattr(x, "__name__", ""),
+)
 def test_identifier_filters_refuse_metacharacters(fn, extra):
     for value in COMMON_BAD + extra:
         with pytest.raises(InputError, match="allowed"):
@@ -80,53 +93,124 @@ def test_num_refuses_what_is_not_a_finite_number(value):
 def test_comment_filters_keep_one_line():
     for fn in (quoting.comment, quoting.nft_comment, quoting.md):
         text = fn('a\nb\r"c`d\\e\x00')
-        assert "\n" not in text and "\r" not in text and '"' not in text and "`" not in text and "\\" not in text.replace("\\|", "")
+        assert (
+            "\n" not in text
+            and "\r" not in text
+            and '"' not in text
+            and "`" not in text
+            and "\\" not in text.replace("\\|", "")
+        )
 
 
 # ---- every template with hostile values in every field --------------------------------------
 
+
 def _objects(v) -> dict[str, dict[str, object]]:
     """Template contexts whose every free field ``f`` holds ``v(f)``."""
-    plane = SimpleNamespace(name=v("plane.name"), kind=v("plane.kind"), cidr=v("plane.cidr"),
-                            interface=v("plane.interface"), vlan=v("plane.vlan"), pkey=None)
+    plane = SimpleNamespace(
+        name=v("plane.name"),
+        kind=v("plane.kind"),
+        cidr=v("plane.cidr"),
+        interface=v("plane.interface"),
+        vlan=v("plane.vlan"),
+        pkey=None,
+    )
     role = SimpleNamespace(name=v("role.name"), kind=v("role.kind"), host_names=[v("host"), v("host")])
     policy = SimpleNamespace(planes=[plane], roles=[role], role_planes=lambda name: [v("plane.name")])
-    design = SimpleNamespace(fabric=v("design.fabric"), fabric_kind="roce", storage=v("design.storage"),
-                             source=v("design.source"), storage_transport="tcp", rented=False)
-    rule = SimpleNamespace(saddr_set=v("set.name"), proto=v("proto"), dports=((29400, 29400), (32768, 60999)),
-                           comment=v("purpose"))
+    design = SimpleNamespace(
+        fabric=v("design.fabric"),
+        fabric_kind="roce",
+        storage=v("design.storage"),
+        source=v("design.source"),
+        storage_transport="tcp",
+        rented=False,
+    )
+    rule = SimpleNamespace(
+        saddr_set=v("set.name"), proto=v("proto"), dports=((29400, 29400), (32768, 60999)), comment=v("purpose")
+    )
     chain = SimpleNamespace(name=v("chain.name"), interface=v("ifname"), rules=[rule])
-    rs = SimpleNamespace(role=v("role"), sets=[SimpleNamespace(name=v("set.name"),
-                                                               ranges=((v("addr"), v("addr")), ("10.0.1.1", "10.0.1.9")))],
-                         chains=[chain])
+    rs = SimpleNamespace(
+        role=v("role"),
+        sets=[SimpleNamespace(name=v("set.name"), ranges=((v("addr"), v("addr")), ("10.0.1.1", "10.0.1.9")))],
+        chains=[chain],
+    )
     member = SimpleNamespace(guid=v("guid"), membership=v("membership"))
     part = SimpleNamespace(name=v("plane.name"), pkey=0x10, indx0=True, members=[member, member], comment=v("purpose"))
     common = {"version": v("version"), "spec_name": v("spec_name"), "role": v("role")}
     return {
-        "README.md.j2": {**common, "design": design, "policy": policy, "policy_source": v("policy_source"),
-                         "interfaces": v("ifname"), "files": [SimpleNamespace(path=v("path"), mode=0o600, secret=True)],
-                         "notes": [v("note")], "dscp": 26, "prio": 3, "placeholder": v("device"),
-                         "srun_range": v("srun_range"), "ephemeral_range": v("ephemeral_range")},
-        "nccl.env.j2": {**common, "kind": "roce", "ctl_if": v("ifname"), "hcas": [v("hca"), v("hca")], "tos": 106,
-                        "dscp": 26, "pkey": 16, "pkey_index": 0, "ras_port": 28028, "bitwise": True, "channels": 16},
+        "README.md.j2": {
+            **common,
+            "design": design,
+            "policy": policy,
+            "policy_source": v("policy_source"),
+            "interfaces": v("ifname"),
+            "files": [SimpleNamespace(path=v("path"), mode=0o600, secret=True)],
+            "notes": [v("note")],
+            "dscp": 26,
+            "prio": 3,
+            "placeholder": v("device"),
+            "srun_range": v("srun_range"),
+            "ephemeral_range": v("ephemeral_range"),
+        },
+        "nccl.env.j2": {
+            **common,
+            "kind": "roce",
+            "ctl_if": v("ifname"),
+            "hcas": [v("hca"), v("hca")],
+            "tos": 106,
+            "dscp": 26,
+            "pkey": 16,
+            "pkey_index": 0,
+            "ras_port": 28028,
+            "bitwise": True,
+            "channels": 16,
+        },
         "nftables.conf.j2": {**common, "rs": rs},
         "opensm.conf.j2": {**common, "m_key": v("key"), "sm_key": v("key"), "sa_key": v("key")},
         "partitions.conf.j2": {**common, "partitions": [part]},
-        "roce-qos.sh.j2": {**common, "prio": 3, "dscp": 26, "tos": 106, "pfc": v("pfc"), "hcas": [v("hca")],
-                           "netdevs": [v("ifname")]},
-        "sysctl.conf.j2": {**common, "interfaces": [v("ifname")], "ephemeral_low": 32768, "ephemeral_high": 60999,
-                           "srun_low": 61000, "srun_high": 63000},
+        "roce-qos.sh.j2": {
+            **common,
+            "prio": 3,
+            "dscp": 26,
+            "tos": 106,
+            "pfc": v("pfc"),
+            "hcas": [v("hca")],
+            "netdevs": [v("ifname")],
+        },
+        "sysctl.conf.j2": {
+            **common,
+            "interfaces": [v("ifname")],
+            "ephemeral_low": 32768,
+            "ephemeral_high": 60999,
+            "srun_low": 61000,
+            "srun_high": 63000,
+        },
         "tlshd.conf.j2": {**common},
         "torchrun.sh.j2": {**common, "ctl_if": v("ifname"), "ctl_cidr": v("cidr"), "rdzv_port": 29400},
-        "train.sbatch.j2": {**common, "job_name": v("job_name"), "nodes": 2, "gpus_per_node": 8, "ctl_if": v("ifname"),
-                            "srun_range": v("srun_range")},
+        "train.sbatch.j2": {
+            **common,
+            "job_name": v("job_name"),
+            "nodes": 2,
+            "gpus_per_node": 8,
+            "ctl_if": v("ifname"),
+            "srun_range": v("srun_range"),
+        },
         "tuned.conf.j2": {**common},
     }
 
 
 #: A valid value per field: the benign render every hostile one is compared with.
-BENIGN = {"hca": "mlx5_0:1", "addr": "10.0.0.1", "guid": "0x0002c90300000001", "membership": "full", "proto": "tcp",
-          "cidr": "10.20.0.0/16", "key": "0x8000000000000001", "pfc": "0,0,0,1,0,0,0,0", "srun_range": "61000-63000"}
+BENIGN = {
+    "hca": "mlx5_0:1",
+    "addr": "10.0.0.1",
+    "guid": "0x0002c90300000001",
+    "membership": "full",
+    "proto": "tcp",
+    "cidr": "10.20.0.0/16",
+    "key": "0x8000000000000001",
+    "pfc": "0,0,0,1,0,0,0,0",
+    "srun_range": "61000-63000",
+}
 
 
 def _fields() -> list[str]:
@@ -218,5 +302,7 @@ def test_nft_breakout_is_refused_in_names_and_neutralised_in_comments(tmp_path):
     path = _write(tmp_path, "nftables.conf.j2", text)
     done = nft_check(path)
     assert done is not None and done.returncode == 0, done.stderr
-    listed = subprocess.run(["nft", "-c", "-e", "-f", str(path)], check=False, capture_output=True, text=True, timeout=20)
+    listed = subprocess.run(
+        ["nft", "-c", "-e", "-f", str(path)], check=False, capture_output=True, text=True, timeout=20
+    )
     assert "hook input priority 0; policy accept" not in listed.stdout

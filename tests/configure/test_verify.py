@@ -22,8 +22,10 @@ def test_non_root_checks_run_nft_in_a_user_namespace(monkeypatch):
         assert argv[0].endswith("unshare") and argv[1] == "-rn" and argv[-3:] == ["-c", "-f", "/x/nftables.conf"]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not all(shutil.which(t) for t in ("nft", "unshare", "setpriv")),
-                    reason="needs root to drop to nobody, nft, unshare and setpriv")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not all(shutil.which(t) for t in ("nft", "unshare", "setpriv")),
+    reason="needs root to drop to nobody, nft, unshare and setpriv",
+)
 def test_nft_check_really_works_as_nobody_in_a_user_namespace(tmp_path):
     import tempfile
 
@@ -41,11 +43,17 @@ def test_nft_check_really_works_as_nobody_in_a_user_namespace(tmp_path):
 
 def _as_nobody(path) -> None:
     nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    plain = subprocess.run([*nobody, "nft", "-c", "-f", str(path)], capture_output=True, text=True, timeout=30,
-                           check=False)
+    plain = subprocess.run(
+        [*nobody, "nft", "-c", "-f", str(path)], capture_output=True, text=True, timeout=30, check=False
+    )
     assert plain.returncode != 0 and "Operation not permitted" in plain.stderr  # why the namespace is needed
-    inside = subprocess.run([*nobody, "unshare", "-rn", "nft", "-c", "-f", str(path)], capture_output=True, text=True,
-                            timeout=30, check=False)
+    inside = subprocess.run(
+        [*nobody, "unshare", "-rn", "nft", "-c", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     if inside.returncode != 0 and "unshare" in inside.stderr:
         pytest.skip(f"user namespaces are disabled here: {inside.stderr.strip()}")
     assert inside.returncode == 0, inside.stderr

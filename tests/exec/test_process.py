@@ -103,9 +103,11 @@ def test_grandchild_left_running_after_normal_exit_is_reaped(tmp_path):
 
 def test_timeout_ignores_sigterm_then_sigkill(tmp_path):
     leader = tmp_path / "leader.pid"
-    script = ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-              f"open({str(leader)!r}, 'w').write(str(os.getpid()))\n"
-              "print('x', flush=True)\ntime.sleep(600)\n")
+    script = (
+        "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        f"open({str(leader)!r}, 'w').write(str(os.getpid()))\n"
+        "print('x', flush=True)\ntime.sleep(600)\n"
+    )
 
     def call():
         with pytest.raises(CommandTimeout) as info:

@@ -27,8 +27,11 @@ from gpufabric.cli.app import main
 from tests.configure.stubs import PAYLOADS, fake_sysfs, nft_check, run_script
 
 ROOT = Path(__file__).resolve().parents[2]
-SPECS = [ROOT / "examples/lab-2node.yaml", ROOT / "examples/roce-256gpu-8b.yaml",
-         ROOT / "tests/configure/data/secure-ib.yaml"]
+SPECS = [
+    ROOT / "examples/lab-2node.yaml",
+    ROOT / "examples/roce-256gpu-8b.yaml",
+    ROOT / "tests/configure/data/secure-ib.yaml",
+]
 CANARY = Path(tempfile.gettempdir()) / f"bd-fuzz-canary-{os.getpid()}"
 BASES = {p.name: yaml.safe_load(p.read_text()) for p in SPECS}
 #: Content hashes of files already proven (the same script from two examples runs once).

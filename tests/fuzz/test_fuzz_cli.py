@@ -164,8 +164,11 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
     code, out, err = run_cli("ingest", "--tool", "nccl-tests", str(path), "--db", str(tmp_path / "r.db"))
     assert code == 2 and out == "", err
     assert err.strip() == f"gpufabric: error: {path}: tool output file is larger than 1,048,576 bytes"
-    sample = next(p for p in sorted((Path(__file__).parents[1] / "data" / "nccl-tests").iterdir())
-                  if p.stat().st_size < (1 << 20) and p.suffix in (".txt", ".log", ".json"))
+    sample = next(
+        p
+        for p in sorted((Path(__file__).parents[1] / "data" / "nccl-tests").iterdir())
+        if p.stat().st_size < (1 << 20) and p.suffix in (".txt", ".log", ".json")
+    )
     code, _, err = run_cli("ingest", "--tool", "nccl-tests", str(sample), "--db", str(tmp_path / "r.db"), "--dry-run")
     assert code in (0, 1), err
 
@@ -178,9 +181,15 @@ _CAPPED = [
 
 
 # compare takes a report only from a regular file or a *.json name (else a run id): no /dev/zero case.
-@pytest.mark.parametrize(("module", "cap", "argv", "source"),
-                         [(*c, s) for c in _CAPPED for s in ("/dev/zero", "oversize.json")
-                          if not (c[2][0] == "compare" and s == "/dev/zero")])
+@pytest.mark.parametrize(
+    ("module", "cap", "argv", "source"),
+    [
+        (*c, s)
+        for c in _CAPPED
+        for s in ("/dev/zero", "oversize.json")
+        if not (c[2][0] == "compare" and s == "/dev/zero")
+    ],
+)
 def test_user_json_files_are_read_capped(tmp_path, monkeypatch, module, cap, argv, source):
     """--plan, compare's JSON reports and fingerprint manifests: a file over the cap (or a device)
     is a one-line exit 2, never read whole. Caps lowered to 1 MiB so the test reads little."""
@@ -230,9 +239,16 @@ def test_audited_directory_refuses_fifos_and_devices(tmp_path, kind):
     else:
         (etc / "hostname").symlink_to(kind)
     src = Path(__file__).resolve().parents[2] / "src"
-    done = subprocess.run([sys.executable, "-m", "gpufabric", "audit", "--config", str(tmp_path)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufabric", "audit", "--config", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(src)},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     assert done.returncode == 2, done.stderr[-2000:]
-    assert done.stderr.strip() == (f"gpufabric: error: {etc / 'hostname'}: not a regular file; "
-                                   "an audited directory holds copies of files only")
+    assert done.stderr.strip() == (
+        f"gpufabric: error: {etc / 'hostname'}: not a regular file; an audited directory holds copies of files only"
+    )

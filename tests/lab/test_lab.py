@@ -32,8 +32,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_up_status_noise_down_idempotent(cli, lab_name):
-    code, out, err = cli("lab", "up", lab_name, "--hosts", "3", "--rate", "data=1gbit", "--noise", "storage",
-                         "--format", "json")
+    code, out, err = cli(
+        "lab", "up", lab_name, "--hosts", "3", "--rate", "data=1gbit", "--noise", "storage", "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert [h["netns"] for h in doc["hosts"]] == [f"gfl-{lab_name}-h{i}" for i in (1, 2, 3)]
@@ -53,9 +54,11 @@ def test_up_status_noise_down_idempotent(cli, lab_name):
 
 
 def test_bad_lab_input(cli):
-    for argv, message in ((("Bad_Name",), "lab name 'Bad_Name'"),
-                          (("x1", "--rate", "fabric=1gbit"), "unknown plane 'fabric'"),
-                          (("x1", "--rate", "data"), "use PLANE=RATE")):
+    for argv, message in (
+        (("Bad_Name",), "lab name 'Bad_Name'"),
+        (("x1", "--rate", "fabric=1gbit"), "unknown plane 'fabric'"),
+        (("x1", "--rate", "data"), "use PLANE=RATE"),
+    ):
         code, _, err = cli("lab", "up", *argv)
         assert code == 2 and message in err, err
 
@@ -68,9 +71,30 @@ def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
     assert cli("lab", "up", lab_name, "--rate", "data=1gbit")[0] == 0
     busbw = {}
     for plane, port in (("data", 29550), ("storage", 29551)):
-        code, out, err = cli("bench", "collectives", "--lab", lab_name, "--plane", plane, "--nproc", "1",
-                             "--ops", "all_reduce", "--sizes", "4M", "--iters", "3", "--warmup", "1",
-                             "--master-port", str(port), "--db", tmp_path / "r.db", "--format", "json")
+        code, out, err = cli(
+            "bench",
+            "collectives",
+            "--lab",
+            lab_name,
+            "--plane",
+            plane,
+            "--nproc",
+            "1",
+            "--ops",
+            "all_reduce",
+            "--sizes",
+            "4M",
+            "--iters",
+            "3",
+            "--warmup",
+            "1",
+            "--master-port",
+            str(port),
+            "--db",
+            tmp_path / "r.db",
+            "--format",
+            "json",
+        )
         assert code == 0, err + out
         row = json.loads(out)["results"][0]
         assert row["wrong_elements"] == 0 and row["num_ranks"] == 2
@@ -93,9 +117,30 @@ def test_torchrun_across_lab_hosts_rendezvous_on_the_management_plane(cli, tmp_p
 
 
 def _torchrun_on(cli, lab_name, tmp_path):
-    argv = ("bench", "collectives", "--launcher", "torchrun", "--lab", lab_name, "--nproc", "1", "--ops",
-            "all_reduce", "--sizes", "64K", "--iters", "2", "--master-port", "29632", "--run-dir", tmp_path / "run",
-            "--db", tmp_path / "r.db", "--format", "json")
+    argv = (
+        "bench",
+        "collectives",
+        "--launcher",
+        "torchrun",
+        "--lab",
+        lab_name,
+        "--nproc",
+        "1",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "64K",
+        "--iters",
+        "2",
+        "--master-port",
+        "29632",
+        "--run-dir",
+        tmp_path / "run",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     code, out, err = cli(*argv, "--dry-run")
     commands = json.loads(out)["commands"]
     assert code == 0 and "--rdzv-endpoint=10.210.0.1:29632" in commands[1] and "--local-addr=10.210.0.2" in commands[1]
@@ -107,14 +152,17 @@ def _torchrun_on(cli, lab_name, tmp_path):
     assert {r: log.host for r, log in read_ranks(tmp_path / "run", 2).items()} == {0: "h1", 1: "h2"}
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--hosts", "40"], "2 to 16 hosts"),
-    (["--hosts", "1"], "2 to 16 hosts"),
-    (["--rate", "data=fast"], "tc rate"),
-    (["--rate", "nope=1gbit"], "unknown plane"),
-    (["--noise", "nope"], "unknown plane"),
-    (["Bad_Name"], "lowercase letters"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--hosts", "40"], "2 to 16 hosts"),
+        (["--hosts", "1"], "2 to 16 hosts"),
+        (["--rate", "data=fast"], "tc rate"),
+        (["--rate", "nope=1gbit"], "unknown plane"),
+        (["--noise", "nope"], "unknown plane"),
+        (["Bad_Name"], "lowercase letters"),
+    ],
+)
 def test_dry_run_validates_exactly_as_up(cli, args, message):
     """`lab up --dry-run` refuses what `lab up` refuses, with the same message (no root needed)."""
     from gpufabric.errors import InputError
@@ -125,5 +173,9 @@ def test_dry_run_validates_exactly_as_up(cli, args, message):
     name = next((a for a in args if not a.startswith("-") and "=" not in a and not a.isdigit()), "lab")
     opts = dict(zip(args[::2], args[1::2])) if args[0].startswith("-") else {}
     with pytest.raises(InputError, match=message):
-        net.up(name if name in args else "lab", hosts=int(opts.get("--hosts", 2)),
-               rates=dict([opts["--rate"].split("=")]) if "--rate" in opts else None, noise=opts.get("--noise", ""))
+        net.up(
+            name if name in args else "lab",
+            hosts=int(opts.get("--hosts", 2)),
+            rates=dict([opts["--rate"].split("=")]) if "--rate" in opts else None,
+            noise=opts.get("--noise", ""),
+        )

@@ -57,16 +57,31 @@ security:
 
 
 def _env(lab, **extra: str) -> dict[str, str]:
-    return {**os.environ, **lab.env(), "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1",
-            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", **extra}
+    return {
+        **os.environ,
+        **lab.env(),
+        "PYTHONPATH": str(SRC),
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        **extra,
+    }
 
 
-def on_login(lab, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-             timeout: float = 150) -> subprocess.CompletedProcess[str]:
+def on_login(
+    lab, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 150
+) -> subprocess.CompletedProcess[str]:
     from gpufabric.lab import slurm
 
-    return subprocess.run([*slurm.login_argv(lab), *argv], env=env or _env(lab), cwd=cwd, capture_output=True, check=False,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [*slurm.login_argv(lab), *argv],
+        env=env or _env(lab),
+        cwd=cwd,
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def gpufabric(lab, *argv: str, **kw) -> subprocess.CompletedProcess[str]:
@@ -78,9 +93,14 @@ def bundle(tmp_path_factory) -> Path:
     """The artefacts `gpufabric config` renders for a spec whose control plane is the lab's mgmt0."""
     d = tmp_path_factory.mktemp("cfg")
     (d / "spec.yaml").write_text(SPEC)
-    done = subprocess.run([sys.executable, "-m", "gpufabric", "config", str(d / "spec.yaml"), "--out", str(d / "b")],
-                          env={**os.environ, "PYTHONPATH": str(SRC)}, capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "gpufabric", "config", str(d / "spec.yaml"), "--out", str(d / "b")],
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return d / "b" / "roles"
 
@@ -91,8 +111,9 @@ def lab(bundle):
 
     name = f"ln{os.getpid() % 10000}"
     # The compute role's /usr/local/bin (gpufabric-torchrun) is "installed" on both nodes.
-    cluster = slurm.up(name, hosts=2, gpus_per_node=1,
-                       binds={"/usr/local/bin": str(bundle / "compute" / "usr" / "local" / "bin")})
+    cluster = slurm.up(
+        name, hosts=2, gpus_per_node=1, binds={"/usr/local/bin": str(bundle / "compute" / "usr" / "local" / "bin")}
+    )
     try:
         yield cluster
     finally:
@@ -112,14 +133,41 @@ def test_cluster_has_two_idle_nodes(lab):
 
     doc = slurm.status(lab.name)
     assert doc["up"] and [(n["name"], n["addr"], n["state"]) for n in doc["nodes"]] == [
-        (lab.nodes[0], "10.210.0.1", "idle"), (lab.nodes[1], "10.210.0.2", "idle")]
+        (lab.nodes[0], "10.210.0.1", "idle"),
+        (lab.nodes[1], "10.210.0.2", "idle"),
+    ]
 
 
 def test_srun_collectives_across_both_nodes(lab, tmp_path):
     run_dir = tmp_path / "run"
-    common = ["bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--nproc", "1", "--ops",
-              "all_reduce,all_gather", "--sizes", "64K", "--iters", "2", "--warmup", "1", "--master-port", "29611",
-              "--run-dir", str(run_dir), "--data-ifname", "data0", "--db", str(tmp_path / "r.db"), "--format", "json"]
+    common = [
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--nproc",
+        "1",
+        "--ops",
+        "all_reduce,all_gather",
+        "--sizes",
+        "64K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29611",
+        "--run-dir",
+        str(run_dir),
+        "--data-ifname",
+        "data0",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--format",
+        "json",
+    ]
     dry = gpufabric(lab, *common, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     line = json.loads(dry.stdout)["commands"][0]
@@ -128,7 +176,9 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [
-        ("all_reduce", 2, 0), ("all_gather", 2, 0)]
+        ("all_reduce", 2, 0),
+        ("all_gather", 2, 0),
+    ]
     assert _hosts_of(run_dir, 2) == {0: lab.nodes[0], 1: lab.nodes[1]}
     assert not list(run_dir.glob(".gpufabric-visible-*"))
 
@@ -136,29 +186,85 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
 def test_sbatch_train_across_both_nodes(lab, tmp_path):
     """--control-ifname names the rendezvous interface; stor0 (not NodeAddr's mgmt0) shows it is obeyed."""
     run_dir = tmp_path / "run"
-    done = gpufabric(lab, "bench", "train", "--launcher", "slurm", "--slurm-mode", "sbatch", "--nodes", "2",
-                     "--nproc", "1", "--backend", "gloo", "--steps", "3", "--warmup", "1", "--master-port", "29612",
-                     "--run-dir", str(run_dir), "--data-ifname", "data0", "--control-ifname", "stor0",
-                     "--db", str(tmp_path / "r.db"), "--format", "json")
+    done = gpufabric(
+        lab,
+        "bench",
+        "train",
+        "--launcher",
+        "slurm",
+        "--slurm-mode",
+        "sbatch",
+        "--nodes",
+        "2",
+        "--nproc",
+        "1",
+        "--backend",
+        "gloo",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29612",
+        "--run-dir",
+        str(run_dir),
+        "--data-ifname",
+        "data0",
+        "--control-ifname",
+        "stor0",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--format",
+        "json",
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     (result,) = json.loads(done.stdout)["results"]
     assert result["num_ranks"] == 2 and result["rank_hosts"] == {"0": lab.nodes[0], "1": lab.nodes[1]}
     script = (run_dir / "job.sbatch").read_text()
     assert "#SBATCH --nodes=2" in script and "scontrol show hostnames" in script
     (published,) = run_dir.glob(".master-addr-*")
-    assert published.read_text().strip() == "10.210.2.1"   # rank 0's (node 1's) stor0 address
+    assert published.read_text().strip() == "10.210.2.1"  # rank 0's (node 1's) stor0 address
 
 
 def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):
     """`gpufabric config`'s train.sbatch + gpufabric-torchrun, unmodified, with the train probe as the script."""
     run_dir = tmp_path / "run"
-    prep = gpufabric(lab, "bench", "train", "--launcher", "slurm", "--nodes", "2", "--nproc", "1", "--backend", "gloo",
-                     "--steps", "3", "--warmup", "1", "--run-dir", str(run_dir), "--dry-run")
+    prep = gpufabric(
+        lab,
+        "bench",
+        "train",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--nproc",
+        "1",
+        "--backend",
+        "gloo",
+        "--steps",
+        "3",
+        "--warmup",
+        "1",
+        "--run-dir",
+        str(run_dir),
+        "--dry-run",
+    )
     assert prep.returncode == 0, prep.stderr
     sbatch = bundle / "login" / "etc" / "gpufabric" / "train.sbatch"
     env = _env(lab, GPUFABRIC_NCCL_ENV=str(bundle / "compute" / "etc" / "gpufabric" / "nccl.env"))
-    done = on_login(lab, sys.executable, "-m", "gpufabric.exec.launch", "sbatch-wait", str(sbatch),
-                    "-m", "gpufabric.bench.probes.train", str(run_dir / "config.json"), cwd=run_dir, env=env)
+    done = on_login(
+        lab,
+        sys.executable,
+        "-m",
+        "gpufabric.exec.launch",
+        "sbatch-wait",
+        str(sbatch),
+        "-m",
+        "gpufabric.bench.probes.train",
+        str(run_dir / "config.json"),
+        cwd=run_dir,
+        env=env,
+    )
     out = "".join(p.read_text() for p in run_dir.glob("slurm-*.out"))
     assert done.returncode == 0, done.stdout + done.stderr + out[-2000:]
     assert "COMPLETED exit 0:0" in done.stdout
@@ -170,10 +276,30 @@ def test_run_dir_the_nodes_cannot_see_is_refused(lab, tmp_path):
     """A tmpfs mounted only on the login node: the visibility check must catch it before launch."""
     private = tmp_path / "private"
     private.mkdir()
-    argv = [sys.executable, "-m", "gpufabric", "bench", "collectives", "--launcher", "slurm", "--nodes", "2",
-            "--nproc", "1", "--ops", "all_reduce", "--sizes", "4K", "--iters", "1", "--run-dir", str(private / "run"),
-            "--db", str(tmp_path / "r.db")]
-    script = f"mount -t tmpfs lnprivate {private} && exec \"$@\""
+    argv = [
+        sys.executable,
+        "-m",
+        "gpufabric",
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--nproc",
+        "1",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "4K",
+        "--iters",
+        "1",
+        "--run-dir",
+        str(private / "run"),
+        "--db",
+        str(tmp_path / "r.db"),
+    ]
+    script = f'mount -t tmpfs lnprivate {private} && exec "$@"'
     done = on_login(lab, "sh", "-c", script, "sh", *argv)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "is not visible from every node (0 of 2" in done.stderr and "Traceback" not in done.stderr
@@ -185,7 +311,7 @@ def test_munge_authenticated_cluster_runs_on_both_nodes(tmp_path):
 
     if shutil.which("munged") is None:
         pytest.skip("needs munge (scripts/install-deps.sh)")
-    name = f"ln{(os.getpid() + 5000) % 10000}"   # distinct from the module's lab
+    name = f"ln{(os.getpid() + 5000) % 10000}"  # distinct from the module's lab
     cluster = slurm.up(name, hosts=2, auth="munge")
     try:
         assert cluster.auth == "auth/munge"

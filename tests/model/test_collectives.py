@@ -27,16 +27,33 @@ def test_nccl_tests_bus_factors():
 
 def test_small_message_is_ring_ll_tuner_latency():
     # tuning.cc: ring LL baseLat 3.6 + 2(p-1) x NVLink LL 0.47 us, plus 1 us launch (catalog site).
-    p = predict_collective(op="all_reduce", size_bytes=8, nodes=1, gpus_per_node=2, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT,
-                           timing="graph")
+    p = predict_collective(
+        op="all_reduce",
+        size_bytes=8,
+        nodes=1,
+        gpus_per_node=2,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        timing="graph",
+    )
     assert (p.algorithm, p.protocol) == ("ring", "LL")
     assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / (369e3 * 0.25), rel=1e-6)
 
 
 def test_large_ring_matches_alpha_beta_by_hand():
     size = 2**30
-    p = predict_collective(op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-                           catalog=CAT, algorithm="ring", timing="graph")
+    p = predict_collective(
+        op="all_reduce",
+        size_bytes=size,
+        nodes=1,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        algorithm="ring",
+        timing="graph",
+    )
     lat = 1.0 + 8.4 + 14 * 3.4
     assert p.protocol == "Simple"
     assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
@@ -47,14 +64,27 @@ def test_algorithm_choice_responds_to_scale_and_size():
     kw = dict(gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
     assert predict_collective(op="all_reduce", size_bytes=2**33, nodes=1, gpus_per_node=8, **kw).algorithm == "nvls"
     # In-network reduction only when asked for (--sharp); NVLSTree otherwise on NVLS GPUs.
-    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, sharp=True,
-                              **kw).algorithm == "collnet"
-    assert predict_collective(op="all_reduce", size_bytes=2**30, nodes=2, gpus_per_node=8, **kw).algorithm == "nvls_tree"
-    det = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, deterministic=True, sharp=True,
-                             **kw)
+    assert (
+        predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, sharp=True, **kw).algorithm
+        == "collnet"
+    )
+    assert (
+        predict_collective(op="all_reduce", size_bytes=2**30, nodes=2, gpus_per_node=8, **kw).algorithm == "nvls_tree"
+    )
+    det = predict_collective(
+        op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, deterministic=True, sharp=True, **kw
+    )
     assert det.algorithm not in ("nvls", "collnet", "nvls_tree")
-    roce = predict_collective(op="all_reduce", size_bytes=2**30, nodes=16, gpus_per_node=8, gpu="h100-sxm",
-                              fabric="roce-400g", catalog=CAT, sharp=True)
+    roce = predict_collective(
+        op="all_reduce",
+        size_bytes=2**30,
+        nodes=16,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="roce-400g",
+        catalog=CAT,
+        sharp=True,
+    )
     assert roce.algorithm != "collnet"  # no SHARP on Ethernet
 
 
@@ -72,24 +102,42 @@ def test_eager_timing_adds_fitted_launch_and_proxy_and_breakdown_sums():
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_op_predicts(op):
-    p = predict_collective(op=op, size_bytes=2**26, nodes=4, gpus_per_node=8, gpu="h100-sxm", fabric="roce-400g", catalog=CAT)
+    p = predict_collective(
+        op=op, size_bytes=2**26, nodes=4, gpus_per_node=8, gpu="h100-sxm", fabric="roce-400g", catalog=CAT
+    )
     assert p.time_us > 0 and p.num_ranks == 32
     assert p.busbw_gbps == pytest.approx(p.algbw_gbps * float(busbw_factor(op, 32)))
 
 
 def test_tcp_slower_than_rdma_at_scale():
     kw = dict(op="all_reduce", size_bytes=2**20, nodes=64, gpus_per_node=8, gpu="h100-sxm", catalog=CAT)
-    assert predict_collective(fabric="tcp-100g", **kw).time_us > 3 * predict_collective(fabric="roce-100g", **kw).time_us
+    assert (
+        predict_collective(fabric="tcp-100g", **kw).time_us > 3 * predict_collective(fabric="roce-100g", **kw).time_us
+    )
 
 
 def _links(nic: float, nvl: float = 369.0, scale: float = 1.0) -> Links:
-    return Links(nvl_busbw_gbps=nvl, intra_is_pci=False, nvls_busbw_gbps=0.0, nvls_latency_us=0.0, nic_gbps=nic,
-                 nics_per_node=8, net_latency_scale=scale, extra_hop_us=0.3, in_network_reduction=False)
+    return Links(
+        nvl_busbw_gbps=nvl,
+        intra_is_pci=False,
+        nvls_busbw_gbps=0.0,
+        nvls_latency_us=0.0,
+        nic_gbps=nic,
+        nics_per_node=8,
+        net_latency_scale=scale,
+        extra_hop_us=0.3,
+        in_network_reduction=False,
+    )
 
 
 @settings(max_examples=60, deadline=None)
-@given(op=st.sampled_from(OPS), size=st.integers(1, 2**34), nodes=st.integers(1, 512),
-       nic=st.floats(1, 200), more=st.floats(1.0, 4.0))
+@given(
+    op=st.sampled_from(OPS),
+    size=st.integers(1, 2**34),
+    nodes=st.integers(1, 512),
+    nic=st.floats(1, 200),
+    more=st.floats(1.0, 4.0),
+)
 def test_more_bandwidth_never_slower(op, size, nodes, nic, more):
     slow = collective_times(op, size, nodes, 8, _links(nic)).time_us
     fast = collective_times(op, size, nodes, 8, _links(nic * more)).time_us
@@ -113,10 +161,28 @@ def test_vectorised_equals_scalar():
 
 def test_bad_inputs():
     with pytest.raises(InputError, match="unknown collective"):
-        predict_collective(op="gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT)
+        predict_collective(
+            op="gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT
+        )
     with pytest.raises(InputError, match=r"no algorithm \('nvls',\) applies to all_gather"):
-        predict_collective(op="all_gather", size_bytes=8, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-                           catalog=CAT, algorithm="nvls")
+        predict_collective(
+            op="all_gather",
+            size_bytes=8,
+            nodes=1,
+            gpus_per_node=8,
+            gpu="h100-sxm",
+            fabric="ib-ndr",
+            catalog=CAT,
+            algorithm="nvls",
+        )
     with pytest.raises(InputError, match="algorithm 'nvls' does not apply to all_reduce on 2 node"):
-        predict_collective(op="all_reduce", size_bytes=8, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr",
-                           catalog=CAT, algorithm="nvls")
+        predict_collective(
+            op="all_reduce",
+            size_bytes=8,
+            nodes=2,
+            gpus_per_node=8,
+            gpu="h100-sxm",
+            fabric="ib-ndr",
+            catalog=CAT,
+            algorithm="nvls",
+        )

@@ -41,8 +41,11 @@ def _rows(path, placement, designs):
 
 
 def test_oversubscription_lengthens_a_dp_exposed_step_and_topologies_differ():
-    ds = [Design(fabric="roce-400g", topology=t, oversubscription=r, storage="nvmeof-rdma")
-          for t in ("rail-optimized", "fat-tree") for r in (1.0, 4.0)]
+    ds = [
+        Design(fabric="roce-400g", topology=t, oversubscription=r, storage="nvmeof-rdma")
+        for t in ("rail-optimized", "fat-tree")
+        for r in (1.0, 4.0)
+    ]
     out = _rows(EXAMPLES / "llama3-70b-1k.yaml", "contiguous", ds)
     rail1, rail4, fat1, fat4 = range(4)
     assert out.dp_exposed_s[fat4] > out.dp_exposed_s[fat1] > 0

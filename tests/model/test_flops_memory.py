@@ -77,9 +77,28 @@ def test_activations_follow_korthikanti():
 
 
 def _mem(**kw):
-    base = dict(dense_params=70e9, expert_params=0, layers=80, hidden=8192, heads=64, seq_len=8192, vocab=128256,
-                tp=8, pp=4, dp=32, ep=1, zero_stage=0, microbatch_size=1, microbatches=16, virtual_stages=1,
-                sequence_parallel=True, recompute=0, flash_attention=True, hbm_gib=80, reserve_gib=8)
+    base = dict(
+        dense_params=70e9,
+        expert_params=0,
+        layers=80,
+        hidden=8192,
+        heads=64,
+        seq_len=8192,
+        vocab=128256,
+        tp=8,
+        pp=4,
+        dp=32,
+        ep=1,
+        zero_stage=0,
+        microbatch_size=1,
+        microbatches=16,
+        virtual_stages=1,
+        sequence_parallel=True,
+        recompute=0,
+        flash_attention=True,
+        hbm_gib=80,
+        reserve_gib=8,
+    )
     return per_gpu_memory(**{**base, **kw})
 
 
@@ -94,8 +113,18 @@ def test_70b_on_pure_data_parallelism_does_not_fit_without_zero():
 def test_pipeline_in_flight_and_interleaving_raise_the_first_stage():
     one = _mem(pp=4, microbatches=16)
     # The first stage holds min(pp, m) = 4 microbatches of its 20 layers: 80 layers' worth.
-    per_layer = float(activation_bytes_per_layer(seq_len=8192, microbatch_size=1, hidden=8192, heads=64, tp=8,
-                                                 sequence_parallel=True, recompute=0, flash_attention=True))
+    per_layer = float(
+        activation_bytes_per_layer(
+            seq_len=8192,
+            microbatch_size=1,
+            hidden=8192,
+            heads=64,
+            tp=8,
+            sequence_parallel=True,
+            recompute=0,
+            flash_attention=True,
+        )
+    )
     assert float(one.activations_bytes) == pytest.approx(per_layer * 80)
     inter = _mem(pp=4, microbatches=16, virtual_stages=2)
     assert float(inter.activations_bytes) == pytest.approx(per_layer * 80 * (1 + 3 / 8))

@@ -48,7 +48,9 @@ def test_llama_param_counts():
 def test_worked_write_times():
     # models.md 2.6: 5.29 TB at 2 TB/s ~2.6 s, at 100 GB/s ~53 s, at 10 GB/s ~9 min.
     for bw, expect in ((2000, 2.6), (100, 53), (10, 529)):
-        assert storage.write_time_s(size_bytes=5.29e12, bandwidth_gbps=bw, commit_s=0) == pytest.approx(expect, rel=0.02)
+        assert storage.write_time_s(size_bytes=5.29e12, bandwidth_gbps=bw, commit_s=0) == pytest.approx(
+            expect, rel=0.02
+        )
 
 
 def test_commit_rounds():
@@ -62,7 +64,9 @@ def test_commit_rounds():
 def test_async_blocks_for_snapshot_plus_backlog():
     b = storage.block_time_s(mode_sync=False, write_s=100.0, snapshot_s=1.0, durable_s=2000.0, interval_s=1800.0)
     assert b == pytest.approx(201.0)
-    assert storage.block_time_s(mode_sync=True, write_s=100.0, snapshot_s=1.0, durable_s=100.0, interval_s=1800.0) == 100.0
+    assert (
+        storage.block_time_s(mode_sync=True, write_s=100.0, snapshot_s=1.0, durable_s=100.0, interval_s=1800.0) == 100.0
+    )
 
 
 def test_young_daly_worked_example():
@@ -100,8 +104,17 @@ QUADRATURE_SIGMAS = 1e-3
 
 
 def _tail(n=1024, jitter=2e-6, q=0.0, d=0.2):
-    return step_tail(base_s=1.0, compute_s=0.8, compute_cv=0.005, num_ranks=n, dependent_steps=254,
-                     group_size=max(1, n // 8), jitter_s=jitter, hiccup_prob=q, hiccup_s=d)
+    return step_tail(
+        base_s=1.0,
+        compute_s=0.8,
+        compute_cv=0.005,
+        num_ranks=n,
+        dependent_steps=254,
+        group_size=max(1, n // 8),
+        jitter_s=jitter,
+        hiccup_prob=q,
+        hiccup_s=d,
+    )
 
 
 def test_barrier_without_hiccups_is_the_max_of_normals():
@@ -126,8 +139,15 @@ def test_hiccup_barrier_matches_the_engine(n, q, d):
     # The engine draws max over ranks of (compute + hiccup) by a binomial split (exact).
     from gpufabric.sim import Hiccup, Normal, SimConfig, simulate
 
-    r = simulate(SimConfig(num_ranks=n, compute=Normal(mu_s=100.0, sigma_s=1.0), hiccup=Hiccup(prob=q, delay_s=d),
-                           steps=200_000, seed=3))
+    r = simulate(
+        SimConfig(
+            num_ranks=n,
+            compute=Normal(mu_s=100.0, sigma_s=1.0),
+            hiccup=Hiccup(prob=q, delay_s=d),
+            steps=200_000,
+            seed=3,
+        )
+    )
     mean, var, p99 = barrier_stats(n, q, d)
     st = r.step_time_ms  # "ms" of seconds-valued draws: scale by 1e-3
     assert st.mean * 1e-3 - 100.0 == pytest.approx(float(mean), abs=4 * st.std * 1e-3 / np.sqrt(200_000))
@@ -174,7 +194,9 @@ def test_more_jitter_never_faster_at_p99(j, more, q, n, d):
 
 
 @settings(max_examples=150, deadline=None)
-@given(n=st.integers(1, 50000), factor=st.integers(2, 8), j=st.floats(0, 1e-3), q=st.floats(0, 1e-2), d=st.floats(0, 0.5))
+@given(
+    n=st.integers(1, 50000), factor=st.integers(2, 8), j=st.floats(0, 1e-3), q=st.floats(0, 1e-2), d=st.floats(0, 0.5)
+)
 def test_more_ranks_never_shrink_p99_amplification(n, factor, j, q, d):
     # Amplification = p99 / deterministic step (base_s = 1 here).
     assert _tail(n * factor, j, q, d).p99_s >= _tail(n, j, q, d).p99_s * (1 - 1e-9)
@@ -201,8 +223,7 @@ def test_goodput_is_dalys_expectation_and_first_order_when_failures_are_rare():
 
 
 @settings(max_examples=150, deadline=None)
-@given(n=st.integers(1, 100000), j=st.floats(0, 1e-3), q=st.floats(0, 1e-2), d=st.floats(0, 0.5),
-       more=st.floats(1, 10))
+@given(n=st.integers(1, 100000), j=st.floats(0, 1e-3), q=st.floats(0, 1e-2), d=st.floats(0, 0.5), more=st.floats(1, 10))
 def test_longer_or_likelier_hiccups_never_make_a_step_faster(n, j, q, d, more):
     base = _tail(n, j, q, d)
     for t in (_tail(n, j, q, d * more), _tail(n, j, min(1.0, q * more), d)):
@@ -224,9 +245,9 @@ def test_barrier_quadrature_accuracy_against_a_ten_times_finer_grid(monkeypatch)
     monkeypatch.setattr(tail, "_GRID", len(fine_offsets))
     monkeypatch.setattr(tail, "_OFFSETS", fine_offsets)
     fine = tail._barrier_unique(n, q, d)
-    assert np.abs(coarse[0] - fine[0]).max() < QUADRATURE_SIGMAS                     # mean
-    assert np.abs(np.sqrt(coarse[1]) - np.sqrt(fine[1])).max() < QUADRATURE_SIGMAS   # std
-    assert np.abs(coarse[2] - fine[2]).max() < 1e-9                                  # p99: bisection
+    assert np.abs(coarse[0] - fine[0]).max() < QUADRATURE_SIGMAS  # mean
+    assert np.abs(np.sqrt(coarse[1]) - np.sqrt(fine[1])).max() < QUADRATURE_SIGMAS  # std
+    assert np.abs(coarse[2] - fine[2]).max() < 1e-9  # p99: bisection
 
 
 def test_daly_interval_is_the_mttf_once_the_checkpoint_outlasts_two_mttfs():
@@ -247,23 +268,35 @@ def test_drain_contention_costs_what_the_engine_draws():
     # 100 steps of 1 s, a 20 s drain at slowdown c: the engine's blocked time per
     # checkpoint equals block_time_s, when the drain fits and when it backs up.
     for every, c in ((50, 0.25), (10, 0.25)):
-        cfg = SimConfig(num_ranks=8, compute=Constant(value_s=1.0), steps=1000, train_steps=1000,
-                        checkpoint=CheckpointPolicy(every_steps=every, write_s=20.0, mode="async", snapshot_s=0.5,
-                                                    drain_slowdown=c))
+        cfg = SimConfig(
+            num_ranks=8,
+            compute=Constant(value_s=1.0),
+            steps=1000,
+            train_steps=1000,
+            checkpoint=CheckpointPolicy(
+                every_steps=every, write_s=20.0, mode="async", snapshot_s=0.5, drain_slowdown=c
+            ),
+        )
         rt = run_time(cfg, np.ones(1000), np.random.Generator(np.random.PCG64(0)))
         n = 1000 // every
         # The first checkpoint has no earlier drain and the last drain overlaps nothing.
         per = (rt.checkpoint_s - n * 0.5) / (n - 1) + 0.5
-        want = float(storage.block_time_s(mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0,
-                                          interval_s=float(every), slowdown=c))
+        want = float(
+            storage.block_time_s(
+                mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0, interval_s=float(every), slowdown=c
+            )
+        )
         assert per == pytest.approx(want, rel=1e-9)
-    assert float(storage.block_time_s(mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0,
-                                      interval_s=50.0, slowdown=0.25)) == pytest.approx(0.5 + 20 * 0.25 / 1.25)
+    assert float(
+        storage.block_time_s(
+            mode_sync=False, write_s=20.0, snapshot_s=0.5, durable_s=20.0, interval_s=50.0, slowdown=0.25
+        )
+    ) == pytest.approx(0.5 + 20 * 0.25 / 1.25)
 
 
 def test_drain_slowdown_grows_with_the_drains_share_of_the_nic():
     kw = dict(size_bytes=1e12, num_nodes=10, node_nic_gbps=400.0, comm_fraction=0.2)
-    slow = storage.drain_slowdown(drain_s=1.0, **kw)   # 100 GB/s of 400: s = 1/4
+    slow = storage.drain_slowdown(drain_s=1.0, **kw)  # 100 GB/s of 400: s = 1/4
     fast = storage.drain_slowdown(drain_s=10.0, **kw)  # 10 GB/s of 400
     assert float(slow) == pytest.approx(0.2 * 0.25 / 0.75)
     assert float(fast) < float(slow)

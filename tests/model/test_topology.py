@@ -58,6 +58,8 @@ def test_rail_vs_fat_tree_hops():
 @given(nodes=st.integers(1, 4096), r=st.sampled_from([1.0, 1.5, 2.0, 3.0]), extra=st.integers(1, 2))
 def test_more_tiers_never_cheaper(nodes, r, extra):
     base = size_fabric(nodes=nodes, nics_per_node=8, radix=64, oversubscription=r)
-    more = size_fabric(nodes=nodes, nics_per_node=8, radix=64, oversubscription=r, tiers=min(3, int(base.tiers) + extra))
+    more = size_fabric(
+        nodes=nodes, nics_per_node=8, radix=64, oversubscription=r, tiers=min(3, int(base.tiers) + extra)
+    )
     assert more.switches >= base.switches
     assert more.cables >= base.cables and more.switch_transceivers >= base.switch_transceivers

@@ -26,9 +26,12 @@ CAT = load_catalog()
 BASE = {
     "name": "rt-16",
     "cluster": {"nodes": 16, "gpus_per_node": 8, "gpu": "h100-sxm"},
-    "workload": {"model": {"params": 8e9, "layers": 32, "hidden": 4096, "seq_len": 8192},
-                 "parallelism": {"tp": 8, "pp": 1, "dp": 16, "zero_stage": 1},
-                 "global_batch_tokens": 4194304, "total_tokens": 1e11},
+    "workload": {
+        "model": {"params": 8e9, "layers": 32, "hidden": 4096, "seq_len": 8192},
+        "parallelism": {"tp": 8, "pp": 1, "dp": 16, "zero_stage": 1},
+        "global_batch_tokens": 4194304,
+        "total_tokens": 1e11,
+    },
     "options": {"fabrics": ["ib-ndr"], "storage": ["local-nvme"]},
 }
 
@@ -52,8 +55,17 @@ NICS_CARRY_GBPS = 8 * CAT.fabric("ib-ndr").nic_line_gbps  # 8 x 400G NDR per nod
 @pytest.mark.parametrize("timing", ["eager", "graph"])
 def test_sharp_off_stays_under_what_the_nics_carry_and_on_exceeds_it(timing):
     def busbw(sharp: bool) -> float:
-        return predict_collective(op="all_reduce", size_bytes=8 << 30, nodes=16, gpus_per_node=8, gpu="h100-sxm",
-                                  fabric="ib-ndr", catalog=CAT, sharp=sharp, timing=timing).busbw_gbps
+        return predict_collective(
+            op="all_reduce",
+            size_bytes=8 << 30,
+            nodes=16,
+            gpus_per_node=8,
+            gpu="h100-sxm",
+            fabric="ib-ndr",
+            catalog=CAT,
+            sharp=sharp,
+            timing=timing,
+        ).busbw_gbps
 
     off, on = busbw(False), busbw(True)
     assert off < NICS_CARRY_GBPS  # measured without SHARP: ~370-380 GB/s (issue 15)
@@ -85,7 +97,9 @@ def test_sharp_default_is_off_everywhere():
 
 
 def test_sharp_cost_is_the_licence_and_the_manager(tmp_path):
-    over = write(tmp_path, "c.yaml", "fabrics:\n  ib-ndr:\n    sharp_usd_per_switch: 1000\n    sharp_usd_per_node: 700\n")
+    over = write(
+        tmp_path, "c.yaml", "fabrics:\n  ib-ndr:\n    sharp_usd_per_switch: 1000\n    sharp_usd_per_node: 700\n"
+    )
     cat = load_catalog([over])
     spec = spec_with(in_network_reduction=[True, False])
     cands = {c.id: c for c in make_plan(spec, cat).candidates}
@@ -104,7 +118,10 @@ def test_sharp_is_stated_in_the_rationale():
 
 
 def test_sharp_true_on_incapable_fabric_is_a_located_error(tmp_path):
-    path = write(tmp_path, "s.yaml", """name: rt
+    path = write(
+        tmp_path,
+        "s.yaml",
+        """name: rt
 cluster: {nodes: 2}
 workload:
   model: {params: 1e9, layers: 8, hidden: 2048, seq_len: 2048}
@@ -114,14 +131,16 @@ workload:
 options:
   fabrics: [ib-ndr, roce-400g]
   in_network_reduction: true
-""")
+""",
+    )
     loaded = load_spec(path, known_ids=CAT.known_ids())
     with pytest.raises(SpecError, match="roce-400g cannot") as err:
         check_options(loaded.spec, CAT, loaded.located)
     assert err.value.line == 10 and "options.in_network_reduction" in str(err.value)
     # Both: the incapable fabric is enumerated without it, no error.
-    both = loaded.spec.model_copy(update={"options": loaded.spec.options.model_copy(
-        update={"in_network_reduction": [True, False]})})
+    both = loaded.spec.model_copy(
+        update={"options": loaded.spec.options.model_copy(update={"in_network_reduction": [True, False]})}
+    )
     check_options(both, CAT)
     sharp = [d for d in enumerate_designs(both, CAT) if d.sharp]
     assert {d.fabric for d in sharp} == {"ib-ndr"} and len(sharp) == 4  # one per storage backend
@@ -134,6 +153,7 @@ def test_provider_fabric_cannot_be_built():
 
 
 # -- rented capacity ----------------------------------------------------------------------
+
 
 def test_rented_cost_per_gpu_hour_is_the_catalog_price_times_utilisation(tmp_path):
     # Storage priced at 0 so the compute price stands alone; then with it.
@@ -219,8 +239,11 @@ def test_break_even_utilisation_gives_the_amortisation_period():
     assert months == pytest.approx(12 * years, rel=1e-9)
     # Below u*, renting on demand is cheaper per useful hour; above, building.
     for u, building_cheaper in ((u_star * 0.9, False), (min(1.0, u_star * 1.1), True)):
-        build_h = (built.capex_usd / (years * cost.HOURS_PER_YEAR) + built.opex_usd_per_gpu_hour * 128
-                   - od.rent_storage_usd_per_gpu_hour * 128) / u
+        build_h = (
+            built.capex_usd / (years * cost.HOURS_PER_YEAR)
+            + built.opex_usd_per_gpu_hour * 128
+            - od.rent_storage_usd_per_gpu_hour * 128
+        ) / u
         rent_h = CAT.rental("cw-h100").usd_per_hour_on_demand * 16
         assert (build_h < rent_h) is building_cheaper
 
@@ -228,8 +251,13 @@ def test_break_even_utilisation_gives_the_amortisation_period():
 def test_rentals_follow_the_cluster_gpu_and_refuse_a_mismatch():
     spec = spec_with(capacity=["rent"])
     assert all(d.rented for d in enumerate_designs(spec, CAT))
-    a100 = Spec.model_validate({**BASE, "cluster": {**BASE["cluster"], "gpu": "a100-sxm"},
-                                "options": {**BASE["options"], "capacity": ["build", "rent"]}})
+    a100 = Spec.model_validate(
+        {
+            **BASE,
+            "cluster": {**BASE["cluster"], "gpu": "a100-sxm"},
+            "options": {**BASE["options"], "capacity": ["build", "rent"]},
+        }
+    )
     with pytest.raises(InputError, match="no rental offering"):
         check_options(a100, CAT)
     with pytest.raises(InputError, match="has 8 x h100-sxm"):
@@ -239,12 +267,20 @@ def test_rentals_follow_the_cluster_gpu_and_refuse_a_mismatch():
 def test_rented_fabrics_enter_the_collective_model_with_their_alpha_beta():
     efa = CAT.fabric("efa-p5")
     assert efa.rented_only and efa.kind == "efa"
-    small = {f: predict_collective(op="all_reduce", size_bytes=8192, nodes=16, gpus_per_node=8, gpu="h100-sxm",
-                                   fabric=f, catalog=CAT).time_us for f in ("efa-p5", "ib-ndr")}
-    big = {f: predict_collective(op="all_reduce", size_bytes=8 << 30, nodes=16, gpus_per_node=8, gpu="h100-sxm",
-                                 fabric=f, catalog=CAT).busbw_gbps for f in ("efa-p5", "ib-ndr", "tcpx-a3mega")}
+    small = {
+        f: predict_collective(
+            op="all_reduce", size_bytes=8192, nodes=16, gpus_per_node=8, gpu="h100-sxm", fabric=f, catalog=CAT
+        ).time_us
+        for f in ("efa-p5", "ib-ndr")
+    }
+    big = {
+        f: predict_collective(
+            op="all_reduce", size_bytes=8 << 30, nodes=16, gpus_per_node=8, gpu="h100-sxm", fabric=f, catalog=CAT
+        ).busbw_gbps
+        for f in ("efa-p5", "ib-ndr", "tcpx-a3mega")
+    }
     assert small["efa-p5"] > small["ib-ndr"]  # alpha: SRD latency above IB
-    assert big["efa-p5"] < big["ib-ndr"]      # beta: 0.8 x 50 GB/s per GPU vs 0.94 x 50
+    assert big["efa-p5"] < big["ib-ndr"]  # beta: 0.8 x 50 GB/s per GPU vs 0.94 x 50
     assert big["tcpx-a3mega"] < big["efa-p5"]  # 200 Gb/s per GPU
     assert efa.cite("nic_line_gbps").endswith("[D]")
 
@@ -288,15 +324,32 @@ def test_inference_specs_get_rented_offerings_beside_built_ones():
     from gpufabric.spec.inference import InferenceSpec
 
     u = 0.5
-    spec = InferenceSpec.model_validate({
-        "name": "rt-serve", "cluster": {"nodes": 4, "gpu": "h100-sxm"},
-        "workload": {"kind": "inference",
-                     "model": {"params": 70.6e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8},
-                     "traffic": {"rate_rps": 5, "prompt_tokens": {"mean": 1024, "cv": 0.5},
-                                 "output_tokens": {"mean": 128, "cv": 0.5}},
-                     "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05}, "replica": {"tp": 8}, "disaggregation": "none"},
-        "options": {"fabrics": ["ib-ndr"], "storage": ["local-nvme"], "capacity": ["build", "rent"],
-                    "rentals": ["aws-p5"], "rent_terms": ["on_demand", "1y"], "utilisation": u}})
+    spec = InferenceSpec.model_validate(
+        {
+            "name": "rt-serve",
+            "cluster": {"nodes": 4, "gpu": "h100-sxm"},
+            "workload": {
+                "kind": "inference",
+                "model": {"params": 70.6e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8},
+                "traffic": {
+                    "rate_rps": 5,
+                    "prompt_tokens": {"mean": 1024, "cv": 0.5},
+                    "output_tokens": {"mean": 128, "cv": 0.5},
+                },
+                "slo": {"ttft_p99_s": 2.0, "tpot_p99_s": 0.05},
+                "replica": {"tp": 8},
+                "disaggregation": "none",
+            },
+            "options": {
+                "fabrics": ["ib-ndr"],
+                "storage": ["local-nvme"],
+                "capacity": ["build", "rent"],
+                "rentals": ["aws-p5"],
+                "rent_terms": ["on_demand", "1y"],
+                "utilisation": u,
+            },
+        }
+    )
     plan = make_serving_plan(spec, CAT, simulate=simulate_serving, requests=2000)
     by = {c.id: c for c in plan.candidates}
     od, y1 = by["colocated/rent-aws-p5-on_demand/local-nvme"], by["colocated/rent-aws-p5-1y/local-nvme"]
@@ -309,8 +362,13 @@ def test_inference_specs_get_rented_offerings_beside_built_ones():
 
 
 def test_budget_binds_a_rented_commitment_like_capex():
-    spec = Spec.model_validate({**BASE, "requirements": {"budget_usd": 10e6},
-                                "options": {**BASE["options"], "capacity": ["build", "rent"], "rentals": ["aws-p5"]}})
+    spec = Spec.model_validate(
+        {
+            **BASE,
+            "requirements": {"budget_usd": 10e6},
+            "options": {**BASE["options"], "capacity": ["build", "rent"], "rentals": ["aws-p5"]},
+        }
+    )
     cands = {c.id: c for c in make_plan(spec, CAT).candidates}
     od, y3 = cands["rent/aws-p5/on_demand/local-nvme"], cands["rent/aws-p5/3y/local-nvme"]
     # 3 years x 8,760 h x 128 GPUs x the 3-year price: ~$12.7M, over the $10M budget (1 year: ~$5.4M).

@@ -21,13 +21,21 @@ def _spec(**over) -> InferenceSpec:
     workload = {
         "kind": "inference",
         "model": {"params": 70.6e9, "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8},
-        "traffic": {"rate_rps": 10, "prompt_tokens": {"mean": 2048, "cv": 0.5}, "output_tokens": {"mean": 256, "cv": 0.5}},
+        "traffic": {
+            "rate_rps": 10,
+            "prompt_tokens": {"mean": 2048, "cv": 0.5},
+            "output_tokens": {"mean": 256, "cv": 0.5},
+        },
         "slo": {"ttft_p99_s": 1.0, "tpot_p99_s": 0.015},
         "replica": {"tp": 8},
     }
     workload.update(over.pop("workload", {}))
-    doc = {"name": "t", "cluster": {"nodes": over.pop("nodes", 8), "gpu": "h100-sxm"}, "workload": workload,
-           "options": {"fabrics": ["ib-ndr", "tcp-100g"], "storage": ["local-nvme", "nfs"]}}
+    doc = {
+        "name": "t",
+        "cluster": {"nodes": over.pop("nodes", 8), "gpu": "h100-sxm"},
+        "workload": workload,
+        "options": {"fabrics": ["ib-ndr", "tcp-100g"], "storage": ["local-nvme", "nfs"]},
+    }
     return InferenceSpec.model_validate(doc)
 
 
@@ -39,7 +47,9 @@ def test_every_design_is_listed_and_the_recommendation_meets_the_slo():
     assert len(PLAN.candidates) == 2 * 2 * 2  # modes x fabrics x storage
     rec = BY_ID[PLAN.recommended]
     assert rec.meets_slo and rec.fits_cluster and rec.ttft_p99_s <= 1.0 and rec.tpot_p99_s <= 0.015
-    assert rec.usd_per_million_output_tokens == min(c.usd_per_million_output_tokens for c in PLAN.candidates if c.meets_slo)
+    assert rec.usd_per_million_output_tokens == min(
+        c.usd_per_million_output_tokens for c in PLAN.candidates if c.meets_slo
+    )
     assert PLAN.recommended in PLAN.rationale
 
 
@@ -58,8 +68,19 @@ def test_disaggregation_removes_prefill_interference_from_tpot():
 
 
 def test_higher_rate_never_needs_fewer_gpus():
-    low = make_serving_plan(_spec(workload={"traffic": {"rate_rps": 5, "prompt_tokens": {"mean": 2048, "cv": 0.5},
-                                                        "output_tokens": {"mean": 256, "cv": 0.5}}}), CAT, requests=5000)
+    low = make_serving_plan(
+        _spec(
+            workload={
+                "traffic": {
+                    "rate_rps": 5,
+                    "prompt_tokens": {"mean": 2048, "cv": 0.5},
+                    "output_tokens": {"mean": 256, "cv": 0.5},
+                }
+            }
+        ),
+        CAT,
+        requests=5000,
+    )
     low_by = {c.id: c for c in low.candidates}
     for cid, c in BY_ID.items():
         assert low_by[cid].gpus <= c.gpus

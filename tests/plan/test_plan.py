@@ -87,7 +87,9 @@ def test_bitwise_reproducibility_avoids_nondeterministic_algorithms():
     spec = _spec(EXAMPLES / "llama3-70b-1k.yaml")
     assert spec.requirements.reproducibility == "bitwise"
     assert all(c.dp_algorithm not in ("nvls", "collnet", "nvls_tree") for c in evaluate_candidates(spec, CAT))
-    free = spec.model_copy(update={"requirements": spec.requirements.model_copy(update={"reproducibility": "statistical"})})
+    free = spec.model_copy(
+        update={"requirements": spec.requirements.model_copy(update={"reproducibility": "statistical"})}
+    )
     # In-network reduction (collnet) is off unless a spec asks for it (issue 13: sharp=False by default),
     # so the DP groups (one GPU per node here) fall back to ring even when reproducibility allows more.
     assert {c.dp_algorithm for c in evaluate_candidates(free, CAT)} == {"ring"}
@@ -95,8 +97,14 @@ def test_bitwise_reproducibility_avoids_nondeterministic_algorithms():
 
 def test_faster_fabric_lowers_exposed_comm_and_slower_storage_writes_longer():
     cands = {c.id: c for c in evaluate_candidates(_spec(EXAMPLES / "roce-256gpu-8b.yaml"), CAT)}
-    assert cands["tcp-100g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s
-    assert cands["roce-400g/rail-optimized/1:1/nfs"].checkpoint_write_s > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].checkpoint_write_s
+    assert (
+        cands["tcp-100g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s
+        > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].comm_exposed_s
+    )
+    assert (
+        cands["roce-400g/rail-optimized/1:1/nfs"].checkpoint_write_s
+        > cands["roce-400g/rail-optimized/1:1/nvmeof-rdma"].checkpoint_write_s
+    )
     assert cands["roce-400g/rail-optimized/2:1/nfs"].capex_usd < cands["roce-400g/rail-optimized/1:1/nfs"].capex_usd
 
 
@@ -131,13 +139,18 @@ def test_sensitivity_reports_latency_effect():
 
 def test_moe_fat_tree_cross_node_tp_paths(tmp_path):
     text = (EXAMPLES / "roce-256gpu-8b.yaml").read_text()
-    text = text.replace("parallelism: {tp: 1, pp: 1, dp: 256, zero_stage: 1}", "parallelism: {tp: 16, pp: 2, dp: 8, ep: 4, allow_cross_node_tp: true}")
+    text = text.replace(
+        "parallelism: {tp: 1, pp: 1, dp: 256, zero_stage: 1}",
+        "parallelism: {tp: 16, pp: 2, dp: 8, ep: 4, allow_cross_node_tp: true}",
+    )
     text = text.replace("precision: bf16", "precision: fp8")
     # The layout differs from the measured one: give the compute-only efficiency (an MFU
     # of 0.45 end to end is out of reach with TP across the NIC).
     text = text.replace("throughput: {mfu: 0.45}", "throughput: {compute_efficiency: 0.45}")
     text = text.replace("pattern: sequential", "pattern: random")
-    text = text.replace("oversubscription: [1, 2]", "oversubscription: [1, 3]\n  topologies: [rail-optimized, fat-tree]")
+    text = text.replace(
+        "oversubscription: [1, 2]", "oversubscription: [1, 3]\n  topologies: [rail-optimized, fat-tree]"
+    )
     path = tmp_path / "moe.yaml"
     path.write_text(text)
     spec = _spec(path)

@@ -30,8 +30,12 @@ def _with(spec: Spec, **workload) -> Spec:
 
 def test_70b_pure_dp_is_infeasible_and_never_recommended(tmp_path, cli):
     # 1,024 sequences of 8k per step so that each of the 1,024 replicas gets one.
-    spec = _with(SPEC_70B, parallelism={"tp": 1, "pp": 1, "dp": 1024}, throughput={"compute_efficiency": 0.5},
-                 global_batch_tokens=8388608)
+    spec = _with(
+        SPEC_70B,
+        parallelism={"tp": 1, "pp": 1, "dp": 1024},
+        throughput={"compute_efficiency": 0.5},
+        global_batch_tokens=8388608,
+    )
     plan = make_plan(spec, CAT)
     assert plan.recommended is None and plan.pareto == []
     for c in plan.candidates:
@@ -39,9 +43,13 @@ def test_70b_pure_dp_is_infeasible_and_never_recommended(tmp_path, cli):
         assert c.memory_gb > 1000  # ~1.1 TB of model states per GPU
     assert "no layout fits in GPU memory" in plan.rationale
     path = tmp_path / "dp.yaml"
-    path.write_text((EXAMPLES / "llama3-70b-1k.yaml").read_text()
-                    .replace("{tp: 8, pp: 4, dp: 32}", "{tp: 1, pp: 1, dp: 1024}")
-                    .replace("{mfu: 0.40}", "{compute_efficiency: 0.5}").replace("4194304", "8388608"))
+    path.write_text(
+        (EXAMPLES / "llama3-70b-1k.yaml")
+        .read_text()
+        .replace("{tp: 8, pp: 4, dp: 32}", "{tp: 1, pp: 1, dp: 1024}")
+        .replace("{mfu: 0.40}", "{compute_efficiency: 0.5}")
+        .replace("4194304", "8388608")
+    )
     code, out, _ = cli("plan", str(path))
     assert code == 1 and "memory" in out
 
@@ -69,8 +77,11 @@ def test_auto_search_beats_or_matches_the_fixed_layout_and_fits():
 
 
 def test_partial_search_keeps_the_fixed_fields():
-    spec = _with(SPEC_70B, parallelism={"tp": 4, "pp": "auto", "dp": "auto", "zero_stage": "auto"},
-                 throughput={"compute_efficiency": 0.5})
+    spec = _with(
+        SPEC_70B,
+        parallelism={"tp": 4, "pp": "auto", "dp": "auto", "zero_stage": "auto"},
+        throughput={"compute_efficiency": 0.5},
+    )
     layouts = enumerate_layouts(spec)
     assert {lay.tp for lay in layouts} == {4} and {lay.recompute for lay in layouts} == {"none"}
     assert {lay.zero_stage for lay in layouts} == {0, 1, 2, 3}
@@ -84,8 +95,9 @@ def _rows(spec: Spec, layouts: list[Layout]) -> Table:
 
 
 def _layout(**kw) -> Layout:
-    base = dict(tp=8, pp=4, dp=32, ep=1, microbatch_size=1, microbatches=16, virtual_stages=1, zero_stage=0,
-                recompute="none")
+    base = dict(
+        tp=8, pp=4, dp=32, ep=1, microbatch_size=1, microbatches=16, virtual_stages=1, zero_stage=0, recompute="none"
+    )
     return Layout(**{**base, **kw})
 
 
@@ -124,8 +136,17 @@ def test_table_is_typed_and_quantised_tail_stays_close():
     assert not isinstance(t, dict)
     rng = np.random.default_rng(1)
     n = 200
-    kw = dict(base_s=rng.uniform(1, 10, n), compute_s=rng.uniform(1, 8, n), compute_cv=0.01, num_ranks=1024,
-              dependent_steps=50, group_size=128, jitter_s=5e-6, hiccup_prob=1e-4, hiccup_s=0.2)
+    kw = dict(
+        base_s=rng.uniform(1, 10, n),
+        compute_s=rng.uniform(1, 8, n),
+        compute_cv=0.01,
+        num_ranks=1024,
+        dependent_steps=50,
+        group_size=128,
+        jitter_s=5e-6,
+        hiccup_prob=1e-4,
+        hiccup_s=0.2,
+    )
     exact, quant = step_tail(**kw), step_tail(**kw, quantise=True)
     assert np.max(np.abs(quant.mean_s / exact.mean_s - 1)) < 1e-3
     assert np.max(np.abs(quant.p99_s / exact.p99_s - 1)) < 5e-3

@@ -27,8 +27,11 @@ def test_tco_adds_facility_staff_and_networks():
     nodes, gpus = SPEC.cluster.nodes, SPEC.num_gpus
     networks = nodes * (s.frontend_network_usd_per_node + s.storage_network_usd_per_node)
     assert tco.capex_usd == pytest.approx(base.capex_usd + networks)
-    extra = (s.facility_usd_per_mw * base.power_kw / 1e3 / (s.facility_years * 8760) + s.staff_usd_per_gpu_year * gpus / 8760
-             + networks / (s.amortization_years * 8760)) / gpus
+    extra = (
+        s.facility_usd_per_mw * base.power_kw / 1e3 / (s.facility_years * 8760)
+        + s.staff_usd_per_gpu_year * gpus / 8760
+        + networks / (s.amortization_years * 8760)
+    ) / gpus
     assert tco.usd_per_gpu_hour == pytest.approx(base.usd_per_gpu_hour + extra)
     assert tco.run_cost_usd > base.run_cost_usd
 

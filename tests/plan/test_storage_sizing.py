@@ -20,8 +20,10 @@ def test_units_cover_the_loaders_read_bandwidth():
     # Image- or video-like data: 20 kB per token, random reads.
     data["workload"]["dataset"].update(bytes_per_token=20000, pattern="random")
     heavy = Spec.model_validate(data)
-    designs = [Design(fabric="roce-400g", topology="rail-optimized", oversubscription=1.0, storage=s)
-               for s in ("nvmeof-rdma", "nfs", "pfs")]
+    designs = [
+        Design(fabric="roce-400g", topology="rail-optimized", oversubscription=1.0, storage=s)
+        for s in ("nvmeof-rdma", "nfs", "pfs")
+    ]
     light = evaluate_table(build_table(spec, CAT, designs, compute_efficiency=0.5))
     out = evaluate_table(build_table(heavy, CAT, designs, compute_efficiency=0.5))
     unit_r = np.array([CAT.storage_backend(d.storage).unit_read_gbps for d in designs])

@@ -45,7 +45,9 @@ def test_sweep_rows_equal_the_planner_for_each_variant():
 
 def test_sweep_cli_writes_csv(tmp_path, cli):
     out = tmp_path / "s.csv"
-    code, stdout, _ = cli("sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "workload.recompute=none,full", "--out", str(out))
+    code, stdout, _ = cli(
+        "sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "workload.recompute=none,full", "--out", str(out)
+    )
     assert code == 0 and "rows" in stdout
     with out.open() as fh:
         rows = list(csv.DictReader(fh))
@@ -69,5 +71,7 @@ def test_parquet_needs_pyarrow_or_writes_a_table(tmp_path, cli):
 
 
 def test_sweep_refuses_other_suffixes(tmp_path, cli):
-    code, _, err = cli("sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodes=2", "--out", str(tmp_path / "x.txt"))
+    code, _, err = cli(
+        "sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodes=2", "--out", str(tmp_path / "x.txt")
+    )
     assert code == 2 and ".csv or .parquet" in err

@@ -106,8 +106,10 @@ def _llama3(gpus: int, anchor_gpus: int) -> Spec:
     adp, atf = LLAMA3_ROWS[anchor_gpus]
     data["workload"]["parallelism"] = {"tp": 8, "pp": 16, "dp": dp, "virtual_stages": 4, "zero_stage": 1}
     data["workload"]["recompute"] = "none"
-    data["workload"]["throughput"] = {"tflops_per_gpu": atf, "measured_at": {
-        "gpus": anchor_gpus, "tp": 8, "pp": 16, "dp": adp, "virtual_stages": 4, "fabric": "roce-400g"}}
+    data["workload"]["throughput"] = {
+        "tflops_per_gpu": atf,
+        "measured_at": {"gpus": anchor_gpus, "tp": 8, "pp": 16, "dp": adp, "virtual_stages": 4, "fabric": "roce-400g"},
+    }
     data["options"].update(fabrics=["roce-400g"], storage=["nvmeof-rdma"], oversubscription=[1])
     return Spec.model_validate(data)
 
@@ -129,8 +131,27 @@ def test_plan_json_states_convention_and_anchor(cli):
     th = doc["throughput"]
     assert th["given"] == "mfu" and th["flops"] == "6pt" and th["measured_at"]["fabric"] == "ib-ndr"
     assert doc["rationale"].startswith("Throughput: end-to-end MFU 0.4 in 6PT FLOPs")
-    for key in ("id", "fabric", "topology", "storage", "step_time_s", "step_time_p99_s", "step_time_cv", "comm_exposed_s",
-                "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
-                "usd_per_gpu_hour", "run_cost_usd", "meets_requirements", "violations", "mfu", "memory_gb", "layout"):
+    for key in (
+        "id",
+        "fabric",
+        "topology",
+        "storage",
+        "step_time_s",
+        "step_time_p99_s",
+        "step_time_cv",
+        "comm_exposed_s",
+        "checkpoint_write_s",
+        "checkpoint_stall_fraction",
+        "goodput",
+        "time_to_train_days",
+        "capex_usd",
+        "usd_per_gpu_hour",
+        "run_cost_usd",
+        "meets_requirements",
+        "violations",
+        "mfu",
+        "memory_gb",
+        "layout",
+    ):
         assert key in doc["candidates"][0], key
     assert {"schema_version", "name", "candidates", "pareto", "recommended", "rationale"} <= set(doc)

@@ -48,14 +48,36 @@ def _report_run(store):
     results = [r for peak in (170.0, 180.0, 185.0) for r in nccl_results(peak=peak)]
     results += [latency_result(median_us=m, seed=i) for i, m in enumerate((11000.0, 11600.0, 12100.0))]
     results += [fio_result(), fio_result()]
-    results.append(TestResult(
-        name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok, params={
-            "op": "all_reduce", "size_bytes": "1048576", "rank_time_p50_us": json.dumps({"0": 100.0, "1": 102.0, "2": 250.0}),
-            "rank_hosts": json.dumps({"0": "node1", "1": "node1", "2": "node2"}), "stragglers": "[2]"},
-        metrics=(Metric(name="time_p50_us", value=101.0, unit="us", direction=Direction.lower),)))
-    verdicts = [Verdict(test="nccl.all_reduce", metric="busbw_gbps", host="node1", outcome=Outcome.passed,
-                        measured=179.0, expected=175.0, direction=Direction.higher, margin=0.02, unit="GB/s",
-                        source="plan p.json candidate c1: predict_collective all_reduce 128 MiB, ring")]
+    results.append(
+        TestResult(
+            name="torch.all_reduce",
+            tool="torch",
+            host="cluster",
+            status=Status.ok,
+            params={
+                "op": "all_reduce",
+                "size_bytes": "1048576",
+                "rank_time_p50_us": json.dumps({"0": 100.0, "1": 102.0, "2": 250.0}),
+                "rank_hosts": json.dumps({"0": "node1", "1": "node1", "2": "node2"}),
+                "stragglers": "[2]",
+            },
+            metrics=(Metric(name="time_p50_us", value=101.0, unit="us", direction=Direction.lower),),
+        )
+    )
+    verdicts = [
+        Verdict(
+            test="nccl.all_reduce",
+            metric="busbw_gbps",
+            host="node1",
+            outcome=Outcome.passed,
+            measured=179.0,
+            expected=175.0,
+            direction=Direction.higher,
+            margin=0.02,
+            unit="GB/s",
+            source="plan p.json candidate c1: predict_collective all_reduce 128 MiB, ring",
+        )
+    ]
     return store.get_run(make_run(store, results, verdicts=verdicts))
 
 
@@ -72,7 +94,9 @@ def test_html_report_renders_in_chromium(tmp_path):
         charts = browser.execute(_CHARTS_JS)
         viewport = browser.execute("return document.documentElement.clientWidth;")
         rows = browser.execute("return document.querySelectorAll('#verdicts tr').length;")
-        nodes = browser.execute("return Array.from(document.querySelectorAll('section.node h3')).map(h => h.textContent);")
+        nodes = browser.execute(
+            "return Array.from(document.querySelectorAll('section.node h3')).map(h => h.textContent);"
+        )
         body = browser.execute("return document.body.innerText;")
         resources = browser.execute("return performance.getEntriesByType('resource').map(e => e.name);")
         errors = [e for e in browser.console() if e["level"] in ("SEVERE", "WARNING")]
@@ -81,8 +105,11 @@ def test_html_report_renders_in_chromium(tmp_path):
     assert errors == []
     assert resources == []  # self-contained: the page loaded nothing else
     labels = {c["label"] for c in charts}
-    assert {"nccl.all_reduce busbw vs message size", "sockperf.data latency CDF",
-            "fio.checkpoint_write latency percentiles"} <= labels
+    assert {
+        "nccl.all_reduce busbw vs message size",
+        "sockperf.data latency CDF",
+        "fio.checkpoint_write latency percentiles",
+    } <= labels
     assert viewport <= 1280
     for chart in charts:
         assert chart["width"] > 600 and chart["height"] > 150, chart

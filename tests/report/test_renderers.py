@@ -7,16 +7,40 @@ from gpufabric.results.records import Direction, Outcome, RunRecord, Status, Tes
 
 
 def _run(results=(), verdicts=()):
-    return RunRecord(id=5, kind="ingest", status="failed", started_at=1.7e9, finished_at=None, argv=("a|b",),
-                     fingerprint={"host": "<b>h</b>", "nics": [{"name": "eth0"}]}, results=tuple(results),
-                     verdicts=tuple(verdicts))
+    return RunRecord(
+        id=5,
+        kind="ingest",
+        status="failed",
+        started_at=1.7e9,
+        finished_at=None,
+        argv=("a|b",),
+        fingerprint={"host": "<b>h</b>", "nics": [{"name": "eth0"}]},
+        results=tuple(results),
+        verdicts=tuple(verdicts),
+    )
 
 
-NOISY = Verdict(test="sockperf.data", metric="lat_p50_us", host="h", outcome=Outcome.noisy, measured=12.3,
-                expected=10.0, direction=Direction.lower, margin=-0.02, reason="too noisy to judge",
-                warnings=("the standard deviation (8 us) is 65% of the mean (12.3 us)",), unit="us")
-TIMEOUT = TestResult(name="iperf3.data", tool="iperf3", host="h", status=Status.timeout, reason="killed at 30 s",
-                     raw_output="partial <output> & \x1b[31mmore\x1b[0m")
+NOISY = Verdict(
+    test="sockperf.data",
+    metric="lat_p50_us",
+    host="h",
+    outcome=Outcome.noisy,
+    measured=12.3,
+    expected=10.0,
+    direction=Direction.lower,
+    margin=-0.02,
+    reason="too noisy to judge",
+    warnings=("the standard deviation (8 us) is 65% of the mean (12.3 us)",),
+    unit="us",
+)
+TIMEOUT = TestResult(
+    name="iperf3.data",
+    tool="iperf3",
+    host="h",
+    status=Status.timeout,
+    reason="killed at 30 s",
+    raw_output="partial <output> & \x1b[31mmore\x1b[0m",
+)
 
 
 def test_junit_maps_noisy_to_skipped_and_tool_failure_to_error():
@@ -51,8 +75,16 @@ def test_markdown_escapes_pipes_and_lists_warnings():
 def _node_run(result):
     from gpufabric.results.records import RunRecord
 
-    return RunRecord(id=1, kind="bench.collectives", status="passed", started_at=0.0, finished_at=1.0, argv=(),
-                     fingerprint={}, results=(result,))
+    return RunRecord(
+        id=1,
+        kind="bench.collectives",
+        status="passed",
+        started_at=0.0,
+        finished_at=1.0,
+        argv=(),
+        fingerprint={},
+        results=(result,),
+    )
 
 
 def test_stragglers_reach_their_node_from_typed_and_from_legacy_per_rank_data():
@@ -61,13 +93,30 @@ def test_stragglers_reach_their_node_from_typed_and_from_legacy_per_rank_data():
     from gpufabric.results.ranks import to_params
     from gpufabric.results.records import RankStat, RankStats, Status, TestResult
 
-    stats = RankStats(quantity="time_us", stragglers=(2,), ranks=(
-        RankStat(rank=0, host="node1", p50=100.0), RankStat(rank=1, host="node1", p50=102.0),
-        RankStat(rank=2, host="node2", p50=250.0)))
-    typed = TestResult(name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok,
-                       params={"size_bytes": "1024"}, ranks=stats)
-    legacy = TestResult(name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok,
-                        params={"size_bytes": "1024", **to_params(stats)})
+    stats = RankStats(
+        quantity="time_us",
+        stragglers=(2,),
+        ranks=(
+            RankStat(rank=0, host="node1", p50=100.0),
+            RankStat(rank=1, host="node1", p50=102.0),
+            RankStat(rank=2, host="node2", p50=250.0),
+        ),
+    )
+    typed = TestResult(
+        name="torch.all_reduce",
+        tool="torch",
+        host="cluster",
+        status=Status.ok,
+        params={"size_bytes": "1024"},
+        ranks=stats,
+    )
+    legacy = TestResult(
+        name="torch.all_reduce",
+        tool="torch",
+        host="cluster",
+        status=Status.ok,
+        params={"size_bytes": "1024", **to_params(stats)},
+    )
     for result in (typed, legacy):
         sections = {s.host: s for s in node_sections(_node_run(result))}
         assert set(sections) == {"node1", "node2"} and sections["node1"].stragglers == ()

@@ -10,8 +10,16 @@ from tests.results.factories import fio_result, latency_result, nccl_results
 
 
 def _run(results):
-    return RunRecord(id=1, kind="bench", status="passed", started_at=0.0, finished_at=1.0, argv=(), fingerprint={},
-                     results=tuple(results))
+    return RunRecord(
+        id=1,
+        kind="bench",
+        status="passed",
+        started_at=0.0,
+        finished_at=1.0,
+        argv=(),
+        fingerprint={},
+        results=tuple(results),
+    )
 
 
 def test_busbw_from_one_result_per_size():
@@ -24,13 +32,19 @@ def test_busbw_from_nccl_parser_metrics_infers_top_size_from_algbw_times_time():
     # nccl-tests definition algbw = S / t: 8 GiB in 80000 us -> algbw 107.37 GB/s
     size, time_us = 2**33, 80_000.0
     algbw = size / (time_us * 1e-6) / 1e9
-    r = TestResult(name="nccl.all_reduce", tool="nccl-tests", host="n1", status=Status.ok, metrics=(
-        Metric(name="busbw_gbps", value=algbw * 1.75, unit="GB/s"),
-        Metric(name="algbw_gbps", value=round(algbw, 2), unit="GB/s"),  # as printed: 2 decimals
-        Metric(name="time_us", value=time_us, unit="us", direction=Direction.lower),
-        Metric(name="busbw_gbps@1048576B", value=20.5, unit="GB/s"),
-        Metric(name="busbw_gbps@8B", value=0.0, unit="GB/s"),
-    ))
+    r = TestResult(
+        name="nccl.all_reduce",
+        tool="nccl-tests",
+        host="n1",
+        status=Status.ok,
+        metrics=(
+            Metric(name="busbw_gbps", value=algbw * 1.75, unit="GB/s"),
+            Metric(name="algbw_gbps", value=round(algbw, 2), unit="GB/s"),  # as printed: 2 decimals
+            Metric(name="time_us", value=time_us, unit="us", direction=Direction.lower),
+            Metric(name="busbw_gbps@1048576B", value=20.5, unit="GB/s"),
+            Metric(name="busbw_gbps@8B", value=0.0, unit="GB/s"),
+        ),
+    )
     [s] = series.busbw_series(_run([r]))
     assert s.x == (8.0, 1048576.0, float(2**33))
     assert s.y[-1] == pytest.approx(algbw * 1.75)

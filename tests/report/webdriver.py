@@ -22,8 +22,14 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
 CHROME_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
     "--window-size=1280,1600",  # issue 16: readable at 1280 px
 ]
 
@@ -42,8 +48,14 @@ class Browser:
         self._session = ""
 
     def __enter__(self) -> Browser:
-        self._proc = subprocess.Popen([CHROMEDRIVER, "--port=0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+        self._proc = subprocess.Popen(
+            [CHROMEDRIVER, "--port=0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 30
         port = None
         while port is None and time.monotonic() < deadline:
@@ -56,11 +68,18 @@ class Browser:
             self._stop()
             raise RuntimeError("chromedriver did not start")
         self._base = f"http://127.0.0.1:{port}"
-        caps = {"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": CHROMIUM, "args": [*CHROME_ARGS, f"--user-data-dir={self._profile}"]},
-            "goog:loggingPrefs": {"browser": "ALL"},
-        }}}
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {
+                        "binary": CHROMIUM,
+                        "args": [*CHROME_ARGS, f"--user-data-dir={self._profile}"],
+                    },
+                    "goog:loggingPrefs": {"browser": "ALL"},
+                }
+            }
+        }
         try:
             self._session = self._call("POST", "/session", caps)["sessionId"]
         except BaseException:
@@ -92,8 +111,9 @@ class Browser:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self._base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self._base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read().decode())["value"]
 

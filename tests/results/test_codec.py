@@ -33,9 +33,24 @@ def test_nan_becomes_null_and_back():
 def make_nan_run():
     from gpufabric.results.records import RunRecord
 
-    return RunRecord(id=1, kind="ingest", status="passed", started_at=0.0, finished_at=None, argv=(), fingerprint={},
-                     results=(TestResult(name="fio.x", tool="fio", host="h", status=Status.ok,
-                                         metrics=(Metric(name="lat", value=math.nan, unit="us"),)),))
+    return RunRecord(
+        id=1,
+        kind="ingest",
+        status="passed",
+        started_at=0.0,
+        finished_at=None,
+        argv=(),
+        fingerprint={},
+        results=(
+            TestResult(
+                name="fio.x",
+                tool="fio",
+                host="h",
+                status=Status.ok,
+                metrics=(Metric(name="lat", value=math.nan, unit="us"),),
+            ),
+        ),
+    )
 
 
 def test_wrong_shape_names_the_source():
@@ -46,13 +61,24 @@ def test_wrong_shape_names_the_source():
 def _probe_run(tmp_path):
     from gpufabric.results.records import RankStat, RankStats
 
-    stats = RankStats(quantity="step_s", ranks=(RankStat(rank=0, host="a", p50=0.5, p99=0.6, cv=0.01),
-                                                RankStat(rank=1, host="b", p50=0.9, p99=1.0, cv=0.02)),
-                      stragglers=(1,), oversubscribed="")
-    with Store.open(tmp_path / "r.db") as store, store.recording("bench.train", ["gpufabric", "bench", "train"],
-                                                                 {"host": "a"}) as rec:
-        rec.result(TestResult(name="torch.train", tool="torch", host="cluster", status=Status.ok,
-                              params={"repeat": "0"}, ranks=stats))
+    stats = RankStats(
+        quantity="step_s",
+        ranks=(
+            RankStat(rank=0, host="a", p50=0.5, p99=0.6, cv=0.01),
+            RankStat(rank=1, host="b", p50=0.9, p99=1.0, cv=0.02),
+        ),
+        stragglers=(1,),
+        oversubscribed="",
+    )
+    with (
+        Store.open(tmp_path / "r.db") as store,
+        store.recording("bench.train", ["gpufabric", "bench", "train"], {"host": "a"}) as rec,
+    ):
+        rec.result(
+            TestResult(
+                name="torch.train", tool="torch", host="cluster", status=Status.ok, params={"repeat": "0"}, ranks=stats
+            )
+        )
     with Store.open(tmp_path / "r.db") as store:
         return store.get_run(rec.run_id)
 
@@ -73,13 +99,35 @@ def test_a_v1_run_export_reads(tmp_path):
     from gpufabric.results.codec import export_from_dict
 
     run = _probe_run(tmp_path)
-    v1_result = {"name": "torch.train", "tool": "torch", "host": "cluster", "status": "ok", "metrics": [],
-                 "params": {"repeat": "0", "rank_step_p50_s": '{"0": 0.5, "1": 0.9}',
-                            "rank_step_p99_s": '{"0": 0.6, "1": 1.0}', "rank_step_cv": '{"0": 0.01, "1": 0.02}',
-                            "rank_hosts": '{"0": "a", "1": "b"}', "stragglers": "[1]", "oversubscribed": ""}}
-    v1 = {"schema_version": 1, "gpufabric_version": "0.1.0",
-          "run": {"id": run.id, "kind": run.kind, "status": "passed", "started_at": run.started_at,
-                  "argv": list(run.argv), "fingerprint": {"host": "a"}, "results": [v1_result]}}
+    v1_result = {
+        "name": "torch.train",
+        "tool": "torch",
+        "host": "cluster",
+        "status": "ok",
+        "metrics": [],
+        "params": {
+            "repeat": "0",
+            "rank_step_p50_s": '{"0": 0.5, "1": 0.9}',
+            "rank_step_p99_s": '{"0": 0.6, "1": 1.0}',
+            "rank_step_cv": '{"0": 0.01, "1": 0.02}',
+            "rank_hosts": '{"0": "a", "1": "b"}',
+            "stragglers": "[1]",
+            "oversubscribed": "",
+        },
+    }
+    v1 = {
+        "schema_version": 1,
+        "gpufabric_version": "0.1.0",
+        "run": {
+            "id": run.id,
+            "kind": run.kind,
+            "status": "passed",
+            "started_at": run.started_at,
+            "argv": list(run.argv),
+            "fingerprint": {"host": "a"},
+            "results": [v1_result],
+        },
+    }
     (result,) = export_from_dict(v1).results
     assert result.ranks == run.results[0].ranks and result.params == {"repeat": "0"}
 

@@ -12,8 +12,16 @@ from tests.results.factories import bw_result, latency_result
 
 
 def _run(run_id, results):
-    return RunRecord(id=run_id, kind="bench", status="passed", started_at=0.0, finished_at=1.0, argv=(),
-                     fingerprint={}, results=tuple(results))
+    return RunRecord(
+        id=run_id,
+        kind="bench",
+        status="passed",
+        started_at=0.0,
+        finished_at=1.0,
+        argv=(),
+        fingerprint={},
+        results=tuple(results),
+    )
 
 
 def _delta(cmp, metric, test=None):
@@ -30,12 +38,25 @@ def _ar1(rng, n, rho, median=10.0, cv=0.1):
 
 
 def _sampled(name, samples, metric="lat_p50_us"):
-    return TestResult(name=name, tool="sockperf", host="node1", status=Status.ok, metrics=(
-        Metric(name=metric, value=float(np.median(samples)), unit="us", direction=Direction.lower,
-               samples=tuple(samples.tolist())),))
+    return TestResult(
+        name=name,
+        tool="sockperf",
+        host="node1",
+        status=Status.ok,
+        metrics=(
+            Metric(
+                name=metric,
+                value=float(np.median(samples)),
+                unit="us",
+                direction=Direction.lower,
+                samples=tuple(samples.tolist()),
+            ),
+        ),
+    )
 
 
 # --- the statistics ---------------------------------------------------------------------------------------------
+
 
 def test_holm_and_bh_adjust_as_published():
     p = np.array([0.01, 0.04, 0.03, 0.005])
@@ -72,6 +93,7 @@ def test_metric_classes():
 
 
 # --- per-metric behaviour ---------------------------------------------------------------------------------------
+
 
 def test_autocorrelated_identical_runs_are_not_a_regression():
     """Issue 16: 40,000 autocorrelated samples were tested as independent (p < 1e-300)."""
@@ -112,7 +134,10 @@ def test_minimum_effect_decides_and_is_per_class():
     d = _delta(compare_runs(base, cand), "throughput_gbps")
     assert d.verdict == Change.unchanged and "below the 5% minimum effect" in d.note
     assert _delta(compare_runs(base, cand, tolerance=0.03), "throughput_gbps").verdict == Change.regression
-    assert _delta(compare_runs(base, cand, min_effect={"throughput": 0.02}), "throughput_gbps").verdict == Change.regression
+    assert (
+        _delta(compare_runs(base, cand, min_effect={"throughput": 0.02}), "throughput_gbps").verdict
+        == Change.regression
+    )
     with pytest.raises(InputError, match="unknown metric class"):
         compare_runs(base, cand, min_effect={"speed": 0.1})
 
@@ -122,15 +147,24 @@ def test_counts_are_not_performance_and_duplicates_are_tested_once():
         out = []
         for r, x in enumerate((10.0, 10.3, 9.8)):
             v = x * scale
-            out.append(TestResult(name="sockperf.data", tool="sockperf", host="node1", status=Status.ok,
-                                  params={"repeat": str(r)}, metrics=(
-                Metric(name="lat_max_us", value=v * 9, unit="us", direction=Direction.lower),
-                Metric(name="lat_p99999_us", value=v * 9, unit="us", direction=Direction.lower),
-                Metric(name="observations", value=4000.0 * scale, unit="count"),
-                Metric(name="msg_rate_kps", value=1e3 / v, unit="k/s"),   # the same quantity, inverted: tested
-                Metric(name="bw_gbps", value=v * 0.064, unit="GB/s", direction=Direction.lower),  # proportional
-            )))
+            out.append(
+                TestResult(
+                    name="sockperf.data",
+                    tool="sockperf",
+                    host="node1",
+                    status=Status.ok,
+                    params={"repeat": str(r)},
+                    metrics=(
+                        Metric(name="lat_max_us", value=v * 9, unit="us", direction=Direction.lower),
+                        Metric(name="lat_p99999_us", value=v * 9, unit="us", direction=Direction.lower),
+                        Metric(name="observations", value=4000.0 * scale, unit="count"),
+                        Metric(name="msg_rate_kps", value=1e3 / v, unit="k/s"),  # the same quantity, inverted: tested
+                        Metric(name="bw_gbps", value=v * 0.064, unit="GB/s", direction=Direction.lower),  # proportional
+                    ),
+                )
+            )
         return _run(run_id, out)
+
     cmp = compare_runs(run(1, 1.0), run(2, 1.5))
     obs = _delta(cmp, "observations")
     assert obs.method == "not performance" and obs.verdict == Change.unchanged and obs.delta == pytest.approx(0.5)
@@ -166,6 +200,7 @@ def test_sweep_sizes_are_compared_size_by_size():
 
 # --- the gate's bars: seeded trials with realistic noise ----------------------------------------------------------
 
+
 def _trial_values(repeats, samples, seed):
     rng = np.random.default_rng(seed)
     values, lat = trials.draw_values(rng, trials=200, repeats=repeats, samples=samples)
@@ -174,15 +209,20 @@ def _trial_values(repeats, samples, seed):
 
 def test_same_distribution_gives_no_regression_in_95_percent_of_200_trials():
     _, values, _ = _trial_values(5, 500, seed=2026)
-    clean = sum(not compare_runs(trials.make_run(1, v[0], None), trials.make_run(2, v[1], None)).regressions
-                for v in values)
+    clean = sum(
+        not compare_runs(trials.make_run(1, v[0], None), trials.make_run(2, v[1], None)).regressions for v in values
+    )
     assert clean >= 190
 
 
 def test_same_distribution_single_repeat_batches_give_no_regression_in_95_percent():
     _, values, lat = _trial_values(1, 2000, seed=7)
-    clean = sum(not compare_runs(trials.make_run(1, values[t, 0], lat[t, 0]),
-                                 trials.make_run(2, values[t, 1], lat[t, 1])).regressions for t in range(200))
+    clean = sum(
+        not compare_runs(
+            trials.make_run(1, values[t, 0], lat[t, 0]), trials.make_run(2, values[t, 1], lat[t, 1])
+        ).regressions
+        for t in range(200)
+    )
     assert clean >= 190
 
 

@@ -27,8 +27,16 @@ def _result(name: str, status: Status = Status.ok) -> TestResult:
 
 
 def _failed_verdict() -> Verdict:
-    return Verdict(test="t", metric="m", host="n1", outcome=Outcome.failed, measured=1.0, expected=2.0,
-                   direction=Direction.higher, margin=-0.5)
+    return Verdict(
+        test="t",
+        metric="m",
+        host="n1",
+        outcome=Outcome.failed,
+        measured=1.0,
+        expected=2.0,
+        direction=Direction.higher,
+        margin=-0.5,
+    )
 
 
 def test_results_are_stored_as_they_arrive_and_the_status_follows_from_them(tmp_path):
@@ -84,11 +92,20 @@ def test_an_explicit_status_wins_and_a_run_finishes_once(tmp_path):
 
 
 def _probe_result() -> TestResult:
-    stats = RankStats(quantity="time_us", ranks=(RankStat(rank=0, host="a", p50=10.0),
-                                                 RankStat(rank=1, host="b", p50=31.0)),
-                      stragglers=(1,), oversubscribed="")
-    return TestResult(name="torch.all_reduce", tool="torch", host="cluster", status=Status.ok,
-                      params={"op": "all_reduce", "size_bytes": "1024"}, ranks=stats)
+    stats = RankStats(
+        quantity="time_us",
+        ranks=(RankStat(rank=0, host="a", p50=10.0), RankStat(rank=1, host="b", p50=31.0)),
+        stragglers=(1,),
+        oversubscribed="",
+    )
+    return TestResult(
+        name="torch.all_reduce",
+        tool="torch",
+        host="cluster",
+        status=Status.ok,
+        params={"op": "all_reduce", "size_bytes": "1024"},
+        ranks=stats,
+    )
 
 
 def test_per_rank_data_is_typed_and_stored_in_the_columns_older_files_use(tmp_path):
@@ -106,13 +123,27 @@ def test_per_rank_data_is_typed_and_stored_in_the_columns_older_files_use(tmp_pa
 
 
 def test_a_record_with_per_rank_data_only_in_params_reads_typed():
-    legacy = TestResult(name="torch.train", tool="torch", host="cluster", status=Status.ok, params={
-        "rank_step_p50_s": '{"0": 0.5, "1": 0.7}', "rank_step_p99_s": '{"0": 0.6, "1": 0.9}',
-        "rank_step_cv": '{"0": 0.01, "1": 0.02}', "rank_hosts": '{"0": "a", "1": "b"}', "stragglers": "[]",
-        "oversubscribed": "", "repeat": "0"})
+    legacy = TestResult(
+        name="torch.train",
+        tool="torch",
+        host="cluster",
+        status=Status.ok,
+        params={
+            "rank_step_p50_s": '{"0": 0.5, "1": 0.7}',
+            "rank_step_p99_s": '{"0": 0.6, "1": 0.9}',
+            "rank_step_cv": '{"0": 0.01, "1": 0.02}',
+            "rank_hosts": '{"0": "a", "1": "b"}',
+            "stragglers": "[]",
+            "oversubscribed": "",
+            "repeat": "0",
+        },
+    )
     stats = rank_stats(legacy)
-    assert stats is not None and stats.unit == "s" and stats.get(1) == RankStat(rank=1, host="b", p50=0.7, p99=0.9,
-                                                                                  cv=0.02)
+    assert (
+        stats is not None
+        and stats.unit == "s"
+        and stats.get(1) == RankStat(rank=1, host="b", p50=0.7, p99=0.9, cv=0.02)
+    )
     assert to_params(stats) == {k: v for k, v in legacy.params.items() if k != "repeat"}
     assert from_params({"rank_hosts": "not json"})[0] == RankStats()
     assert from_params({"size_bytes": "8"}) == (None, {"size_bytes": "8"})
@@ -128,5 +159,5 @@ def test_run_export_round_trips_typed_ranks_and_reads_exports_without_them(tmp_p
     old = json.loads(json.dumps(doc))
     result = old["results"][0]
     del result["ranks"]
-    result["params"].update(to_params(run.results[0].ranks))   # how an export before RankStats looked
+    result["params"].update(to_params(run.results[0].ranks))  # how an export before RankStats looked
     assert run_from_dict(old).results == run.results

@@ -98,8 +98,10 @@ def test_merging_different_units_raises():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(min_value=1e-3, max_value=1e6), min_size=1, max_size=300),
-       st.lists(st.floats(min_value=1e-3, max_value=1e6), min_size=1, max_size=300))
+@given(
+    st.lists(st.floats(min_value=1e-3, max_value=1e6), min_size=1, max_size=300),
+    st.lists(st.floats(min_value=1e-3, max_value=1e6), min_size=1, max_size=300),
+)
 def test_merge_percentiles_are_within_relative_accuracy_of_a_true_sample(a, b):
     merged = summarize(np.array(a)).merge(summarize(np.array(b)))
     whole = np.sort(np.array(a + b))

@@ -24,13 +24,35 @@ from tests.results.factories import latency_result, make_run, sample_run_results
 def test_round_trip_keeps_every_field(tmp_path):
     result = latency_result(n=500)
     with Store.open(tmp_path / "sub" / "r.db") as store:
-        run_id = store.begin_run(kind="bench", argv=["gpufabric", "bench"], fingerprint={"host": "n1", "gpus": []},
-                                 spec_name="s", plan={"recommended": "c1"}, meta={"suite": "quick"})
+        run_id = store.begin_run(
+            kind="bench",
+            argv=["gpufabric", "bench"],
+            fingerprint={"host": "n1", "gpus": []},
+            spec_name="s",
+            plan={"recommended": "c1"},
+            meta={"suite": "quick"},
+        )
         store.add_result(run_id, result)
-        store.add_verdicts(run_id, [Verdict(test="t", metric="m", host="n1", outcome=Outcome.noisy, measured=1.5,
-                                            expected=None, direction=Direction.lower, margin=-0.01,
-                                            warnings=("cv 40%",), unit="us", passed_repeats=1, total_repeats=3,
-                                            source="plan")])
+        store.add_verdicts(
+            run_id,
+            [
+                Verdict(
+                    test="t",
+                    metric="m",
+                    host="n1",
+                    outcome=Outcome.noisy,
+                    measured=1.5,
+                    expected=None,
+                    direction=Direction.lower,
+                    margin=-0.01,
+                    warnings=("cv 40%",),
+                    unit="us",
+                    passed_repeats=1,
+                    total_repeats=3,
+                    source="plan",
+                )
+            ],
+        )
         store.add_artifact(run_id, "sbatch.sh", "#!/bin/bash\n")
         run = store.get_run(run_id)
     assert run.results == (result,)  # samples survive the float64 BLOB bit for bit
@@ -44,8 +66,16 @@ def test_round_trip_keeps_every_field(tmp_path):
 def test_nan_metric_value_reads_back_as_nan(tmp_path):
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
-        store.add_result(run_id, TestResult(name="fio.x", tool="fio", host="h", status=Status.ok,
-                                            metrics=(Metric(name="lat", value=math.nan, unit="us"),)))
+        store.add_result(
+            run_id,
+            TestResult(
+                name="fio.x",
+                tool="fio",
+                host="h",
+                status=Status.ok,
+                metrics=(Metric(name="lat", value=math.nan, unit="us"),),
+            ),
+        )
         assert math.isnan(store.get_run(run_id).results[0].metrics[0].value)
 
 
@@ -116,14 +146,22 @@ def test_v1_store_is_migrated_with_its_samples(tmp_path):
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     migrate(conn, target=1)
-    conn.execute("INSERT INTO run (id, kind, status, started_at, argv, fingerprint, gpufabric_version)"
-                 " VALUES (7, 'bench', 'passed', 1.7e9, '[\"gpufabric\",\"bench\"]', '{\"host\":\"old\"}', '0.0.9')")
-    conn.execute("INSERT INTO test_result (id, run_id, name, tool, host, status) VALUES (3, 7, 'sockperf.data',"
-                 " 'sockperf', 'old', 'ok')")
-    conn.execute("INSERT INTO metric (result_id, name, value, unit, direction, samples) VALUES"
-                 " (3, 'lat_p50_us', 12.5, 'us', 'lower', '[12.0, 12.5, 13.25]')")
-    conn.execute("INSERT INTO verdict (run_id, test, metric, host, outcome, measured, expected, direction, margin)"
-                 " VALUES (7, 'sockperf.data', 'lat_p50_us', 'old', 'passed', 12.5, 15, 'lower', 0.1)")
+    conn.execute(
+        "INSERT INTO run (id, kind, status, started_at, argv, fingerprint, gpufabric_version)"
+        " VALUES (7, 'bench', 'passed', 1.7e9, '[\"gpufabric\",\"bench\"]', '{\"host\":\"old\"}', '0.0.9')"
+    )
+    conn.execute(
+        "INSERT INTO test_result (id, run_id, name, tool, host, status) VALUES (3, 7, 'sockperf.data',"
+        " 'sockperf', 'old', 'ok')"
+    )
+    conn.execute(
+        "INSERT INTO metric (result_id, name, value, unit, direction, samples) VALUES"
+        " (3, 'lat_p50_us', 12.5, 'us', 'lower', '[12.0, 12.5, 13.25]')"
+    )
+    conn.execute(
+        "INSERT INTO verdict (run_id, test, metric, host, outcome, measured, expected, direction, margin)"
+        " VALUES (7, 'sockperf.data', 'lat_p50_us', 'old', 'passed', 12.5, 15, 'lower', 0.1)"
+    )
     conn.close()
 
     with Store.open(path) as store:
@@ -165,8 +203,9 @@ _WRITER = textwrap.dedent("""
 
 def test_kill_9_mid_run_keeps_finished_results_and_integrity(tmp_path):
     path = tmp_path / "r.db"
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         committed = -1
         deadline = time.monotonic() + 60
@@ -206,7 +245,15 @@ def test_samples_stored_compactly(tmp_path):
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.begin_run(kind="bench", argv=[], fingerprint={})
         samples = tuple(np.linspace(1, 2, 100_000).tolist())
-        store.add_result(run_id, TestResult(name="t", tool="sockperf", host="h", status=Status.ok,
-                                            metrics=(Metric(name="lat_us", value=1.0, unit="us", samples=samples),)))
+        store.add_result(
+            run_id,
+            TestResult(
+                name="t",
+                tool="sockperf",
+                host="h",
+                status=Status.ok,
+                metrics=(Metric(name="lat_us", value=1.0, unit="us", samples=samples),),
+            ),
+        )
         count, size = store._conn.execute("SELECT count, length(data) FROM sample").fetchone()
     assert (count, size) == (100_000, 800_000)

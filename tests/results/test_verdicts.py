@@ -20,19 +20,25 @@ def test_expected_with_tolerance_higher_is_better(value, passes, margin):
 
 
 def test_lower_is_better_and_absolute_bounds():
-    assert judge(11.0, LAT) == (True, pytest.approx(1 / 12))       # limit 12
+    assert judge(11.0, LAT) == (True, pytest.approx(1 / 12))  # limit 12
     assert judge(13.2, LAT) == (False, pytest.approx(-0.1))
     both = Slo(test="t", metric="m", direction=Direction.higher, minimum=5.0, maximum=8.0)
-    assert judge(7.6, both) == (True, pytest.approx(0.05))           # the max is the tighter bound
+    assert judge(7.6, both) == (True, pytest.approx(0.05))  # the max is the tighter bound
     assert judge(4.0, both) == (False, pytest.approx(-0.2))
     zero = Slo(test="t", metric="retransmits", direction=Direction.lower, maximum=0.0)
-    assert judge(3.0, zero) == (False, -3.0)                         # absolute margin at a zero limit
+    assert judge(3.0, zero) == (False, -3.0)  # absolute margin at a zero limit
     assert judge(float("nan"), both) == (False, None)
 
 
 def test_single_result_pass_and_fail_carry_measured_expected_margin():
     [ok] = evaluate([bw_result(gbps=9.5)], [BW])
-    assert (ok.outcome, ok.measured, ok.expected, ok.direction, ok.unit) == (Outcome.passed, 9.5, 10.0, Direction.higher, "Gb/s")
+    assert (ok.outcome, ok.measured, ok.expected, ok.direction, ok.unit) == (
+        Outcome.passed,
+        9.5,
+        10.0,
+        Direction.higher,
+        "Gb/s",
+    )
     assert ok.margin == pytest.approx(0.5 / 9)
     [bad] = evaluate([bw_result(gbps=6.0)], [BW])
     assert bad.outcome == Outcome.failed and bad.margin == pytest.approx(-1 / 3)
@@ -78,8 +84,15 @@ def test_noisy_near_the_limit_is_unjudgeable_but_far_from_it_is_judged():
 
 
 def test_too_few_samples_warns():
-    few = TestResult(name="sockperf.data", tool="sockperf", host="h", status=Status.ok, metrics=(
-        Metric(name="lat_p50_us", value=12.05, unit="us", direction=Direction.lower, samples=(12.0, 12.05, 12.1)),))
+    few = TestResult(
+        name="sockperf.data",
+        tool="sockperf",
+        host="h",
+        status=Status.ok,
+        metrics=(
+            Metric(name="lat_p50_us", value=12.05, unit="us", direction=Direction.lower, samples=(12.0, 12.05, 12.1)),
+        ),
+    )
     [v] = evaluate([few], [LAT])
     assert any("only 3 samples" in w for w in v.warnings)
 
@@ -136,7 +149,9 @@ def test_sweep_sizes_are_cases_not_repeats():
     by_case = {v.test: v.outcome for v in out}
     assert by_case["nccl.all_reduce[size_bytes=1073741824]"] == Outcome.passed
     assert by_case["nccl.all_reduce[size_bytes=1024]"] == Outcome.failed
-    one = Slo(test="nccl.all_reduce[size_bytes=1073741824]", metric="busbw_gbps", direction=Direction.higher, minimum=100.0)
+    one = Slo(
+        test="nccl.all_reduce[size_bytes=1073741824]", metric="busbw_gbps", direction=Direction.higher, minimum=100.0
+    )
     assert [v.outcome for v in evaluate(nccl_results(), [one])] == [Outcome.passed]
 
 

@@ -22,10 +22,16 @@ from gpufabric.results.records import Direction, Metric, RunRecord, Status, Test
 
 TESTS = 10
 #: (metric, unit, direction) per repeat; samples ride on p50 as the parsers attach them.
-METRICS = (("lat_p50_us", "us", Direction.lower), ("lat_avg_us", "us", Direction.lower),
-           ("lat_p99_us", "us", Direction.lower), ("lat_max_us", "us", Direction.lower),
-           ("lat_p99999_us", "us", Direction.lower), ("lat_stddev_us", "us", Direction.lower),
-           ("msg_rate_kps", "k/s", Direction.higher), ("observations", "count", Direction.higher))
+METRICS = (
+    ("lat_p50_us", "us", Direction.lower),
+    ("lat_avg_us", "us", Direction.lower),
+    ("lat_p99_us", "us", Direction.lower),
+    ("lat_max_us", "us", Direction.lower),
+    ("lat_p99999_us", "us", Direction.lower),
+    ("lat_stddev_us", "us", Direction.lower),
+    ("msg_rate_kps", "k/s", Direction.higher),
+    ("observations", "count", Direction.higher),
+)
 #: Metrics a planted regression may hit: the central ones (tails have a 10 % minimum effect by design).
 CENTRAL = ("lat_p50_us", "lat_avg_us", "msg_rate_kps")
 
@@ -47,10 +53,19 @@ def draw_values(rng: np.random.Generator, *, trials: int, repeats: int, samples:
     lat = median * np.exp(cv * x + jitter)
     s = np.sort(lat, axis=-1)
     mean = lat.mean(axis=-1)
-    values = np.stack([
-        np.median(lat, axis=-1), mean, np.quantile(s, 0.99, axis=-1), s[..., -1], s[..., -1],
-        lat.std(axis=-1, ddof=1), 1e3 / mean, np.full(mean.shape, float(samples)),
-    ], axis=-1)
+    values = np.stack(
+        [
+            np.median(lat, axis=-1),
+            mean,
+            np.quantile(s, 0.99, axis=-1),
+            s[..., -1],
+            s[..., -1],
+            lat.std(axis=-1, ddof=1),
+            1e3 / mean,
+            np.full(mean.shape, float(samples)),
+        ],
+        axis=-1,
+    )
     return values, lat
 
 
@@ -60,11 +75,32 @@ def make_run(run_id: int, values: np.ndarray, samples: np.ndarray | None) -> Run
     for k in range(values.shape[0]):
         for r in range(values.shape[1]):
             metrics = tuple(
-                Metric(name=name, value=float(values[k, r, j]), unit=unit, direction=direction,
-                       samples=tuple(samples[k, r].tolist()) if samples is not None and j == 0 else ())
+                Metric(
+                    name=name,
+                    value=float(values[k, r, j]),
+                    unit=unit,
+                    direction=direction,
+                    samples=tuple(samples[k, r].tolist()) if samples is not None and j == 0 else (),
+                )
                 for j, (name, unit, direction) in enumerate(METRICS)
             )
-            results.append(TestResult(name=f"sockperf.t{k}", tool="sockperf", host="node1", status=Status.ok,
-                                      metrics=metrics, params={"repeat": str(r + 1)}))
-    return RunRecord(id=run_id, kind="bench", status="passed", started_at=0.0, finished_at=1.0, argv=(),
-                     fingerprint={}, results=tuple(results))
+            results.append(
+                TestResult(
+                    name=f"sockperf.t{k}",
+                    tool="sockperf",
+                    host="node1",
+                    status=Status.ok,
+                    metrics=metrics,
+                    params={"repeat": str(r + 1)},
+                )
+            )
+    return RunRecord(
+        id=run_id,
+        kind="bench",
+        status="passed",
+        started_at=0.0,
+        finished_at=1.0,
+        argv=(),
+        fingerprint={},
+        results=tuple(results),
+    )

@@ -23,7 +23,7 @@ BREAKDOWN = StepBreakdown(
     bubble_s=1.0,
     comm_exposed_s=1.0,
     dependent_latency_steps=254,
-    latency_per_step_s=9.6e-6,   # NCCL's old NET ring per-step constant (models.md 2.3)
+    latency_per_step_s=9.6e-6,  # NCCL's old NET ring per-step constant (models.md 2.3)
     jitter_per_step_s=2e-6,
     num_ranks=1024,
     num_nodes=128,
@@ -33,11 +33,11 @@ BREAKDOWN = StepBreakdown(
     checkpoint_interval_s=1800.0,
     checkpoint_async=True,
     restart_s=600.0,
-    job_mttf_s=3.1 * 3600,       # Llama 3: one interruption every ~3.1 h (models.md 2.6)
+    job_mttf_s=3.1 * 3600,  # Llama 3: one interruption every ~3.1 h (models.md 2.6)
     compute_cv=0.01,
     hiccup_prob=1e-5,
     hiccup_s=2e-3,
-    checkpoint_lag_s=70.0,       # write 60 s + drain 10 s
+    checkpoint_lag_s=70.0,  # write 60 s + drain 10 s
 )
 
 
@@ -75,8 +75,16 @@ def test_overrides_and_the_async_backlog():
 
 
 def test_sync_when_the_block_is_the_write_and_constants_without_jitter():
-    b = replace(BREAKDOWN, checkpoint_async=False, checkpoint_block_s=60.0, checkpoint_lag_s=12.0,
-                jitter_per_step_s=0.0, job_mttf_s=0.0, compute_cv=0.0, hiccup_prob=0.0)
+    b = replace(
+        BREAKDOWN,
+        checkpoint_async=False,
+        checkpoint_block_s=60.0,
+        checkpoint_lag_s=12.0,
+        jitter_per_step_s=0.0,
+        job_mttf_s=0.0,
+        compute_cv=0.0,
+        hiccup_prob=0.0,
+    )
     cfg = config_from_breakdown(b)
     assert cfg.checkpoint.mode == "sync" and cfg.checkpoint.write_s == 60.0
     assert cfg.checkpoint.durable_lag_s == 12.0  # a drain to the durable tier after a local write

@@ -73,8 +73,12 @@ def test_effects_match_brute_force(n):
         hiccup=Hiccup(prob=0.002, delay_s=0.004),
         stragglers=Stragglers(fraction=0.05, factor=1.02),
         leaf_jitter=ShiftedExponential(shift_s=0.0, mean_excess_s=0.0005),
-        comm=CommLatency(alpha=Normal(mu_s=1e-5, sigma_s=2e-6), dependent_steps=6, width=max(2, n // 16),
-                         slow_links=Stragglers(fraction=0.2, factor=1.5)),
+        comm=CommLatency(
+            alpha=Normal(mu_s=1e-5, sigma_s=2e-6),
+            dependent_steps=6,
+            width=max(2, n // 16),
+            slow_links=Stragglers(fraction=0.2, factor=1.5),
+        ),
         fixed_s=0.01,
         steps=20_000,
         seed=5,
@@ -85,8 +89,14 @@ def test_effects_match_brute_force(n):
 
 
 def test_hiccup_with_an_offset_matches_brute_force():
-    cfg = SimConfig(num_ranks=64, compute=DISTS["normal"], hiccup=Hiccup(prob=0.01, delay_s=0.004, loc_s=0.001),
-                    steps=20_000, seed=8, attribution=False)
+    cfg = SimConfig(
+        num_ranks=64,
+        compute=DISTS["normal"],
+        hiccup=Hiccup(prob=0.01, delay_s=0.004, loc_s=0.001),
+        steps=20_000,
+        seed=8,
+        attribution=False,
+    )
     fast, brute = _both(cfg, brute_steps=4_000)
     assert stats.ks_2samp(fast, brute).pvalue > 0.01
     assert fast.min() > 0.1  # the offset applies to every rank, hiccup or not
@@ -118,10 +128,14 @@ def test_max_of_normals_matches_numerical_integration(n):
 def test_max_of_exponentials_matches_harmonic_numbers(n):
     shift, mean = 0.05, 0.001
     h_n = float(np.sum(1.0 / np.arange(1, n + 1)))
-    r = simulate(SimConfig(num_ranks=n, steps=100_000, compute=ShiftedExponential(shift_s=shift, mean_excess_s=mean), seed=4))
+    r = simulate(
+        SimConfig(num_ranks=n, steps=100_000, compute=ShiftedExponential(shift_s=shift, mean_excess_s=mean), seed=4)
+    )
     excess = r.step_time_ms.mean * 1e-3 - shift
     assert excess == pytest.approx(mean * h_n, rel=0.005)
-    assert expected_max(ShiftedExponential(shift_s=shift, mean_excess_s=mean), n) == pytest.approx(shift + mean * h_n, rel=1e-6)
+    assert expected_max(ShiftedExponential(shift_s=shift, mean_excess_s=mean), n) == pytest.approx(
+        shift + mean * h_n, rel=1e-6
+    )
 
 
 @pytest.mark.parametrize("n", [10, 100, 1024])

@@ -64,12 +64,21 @@ def test_stragglers_and_checkpoints():
     assert parse_checkpoint("500:8s:async:1s:0.1") == CheckpointPolicy(
         every_steps=500, write_s=8.0, mode="async", snapshot_s=1.0, drain_slowdown=0.1
     )
-    for bad, match in [("1.5x2", r"in \[0, 1\]"), ("-0.1x2", r"in \[0, 1\]"), ("0.1x0.5", "factor must be >= 1"),
-                       ("0.1", "FRACTIONxFACTOR")]:
+    for bad, match in [
+        ("1.5x2", r"in \[0, 1\]"),
+        ("-0.1x2", r"in \[0, 1\]"),
+        ("0.1x0.5", "factor must be >= 1"),
+        ("0.1", "FRACTIONxFACTOR"),
+    ]:
         with pytest.raises(InputError, match=match):
             parse_stragglers(bad)
-    for bad, match in [("0:8s", ">= 1 step"), ("500:8s:lazy", "sync or async"), ("500", "STEPS:WRITE"),
-                       ("500:8s:sync:1s", "async checkpoints only"), ("x:8s", "whole number")]:
+    for bad, match in [
+        ("0:8s", ">= 1 step"),
+        ("500:8s:lazy", "sync or async"),
+        ("500", "STEPS:WRITE"),
+        ("500:8s:sync:1s", "async checkpoints only"),
+        ("x:8s", "whole number"),
+    ]:
         with pytest.raises(InputError, match=match):
             parse_checkpoint(bad)
 

@@ -88,9 +88,11 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for (stem, kind), group in sorted(GROUPS.items()):
         errs = [errors(c, total) for c, total in group]
-        print(f"| {stem} | {kind} | {len(group)} | {_span(errs, 'mean', 100, '+.3f')}% "
-              f"| {_span(errs, 'p99', 100, '+.3f')}% | {_span(errs, 'cv', 100, '+.1f')}% "
-              f"| {_span(errs, 'goodput', 100, '+.2f')} |")
+        print(
+            f"| {stem} | {kind} | {len(group)} | {_span(errs, 'mean', 100, '+.3f')}% "
+            f"| {_span(errs, 'p99', 100, '+.3f')}% | {_span(errs, 'cv', 100, '+.1f')}% "
+            f"| {_span(errs, 'goodput', 100, '+.2f')} |"
+        )
 
 
 if __name__ == "__main__":

@@ -56,9 +56,14 @@ def configs(draw):
     leaf = leaf_nodes * rpn if leaf_nodes and nodes % leaf_nodes == 0 else 0
     comm = None
     if draw(st.booleans()):
-        comm = CommLatency(alpha=draw(dists), dependent_steps=draw(st.integers(0, 80)), width=draw(st.integers(1, 64)),
-                           slow_links=draw(st.none() | st.builds(lambda f, x: Stragglers(fraction=f, factor=x),
-                                                                  st.floats(0, 1), st.floats(1, 3))))
+        comm = CommLatency(
+            alpha=draw(dists),
+            dependent_steps=draw(st.integers(0, 80)),
+            width=draw(st.integers(1, 64)),
+            slow_links=draw(
+                st.none() | st.builds(lambda f, x: Stragglers(fraction=f, factor=x), st.floats(0, 1), st.floats(1, 3))
+            ),
+        )
     return SimConfig(
         num_ranks=nodes * rpn,
         ranks_per_node=rpn,
@@ -66,7 +71,9 @@ def configs(draw):
         compute=draw(dists),
         leaf_jitter=draw(st.none() | dists) if leaf else None,
         hiccup=draw(st.none() | st.builds(lambda q, d: Hiccup(prob=q, delay_s=d), st.floats(0, 0.2), ms)),
-        stragglers=draw(st.none() | st.builds(lambda f, x: Stragglers(fraction=f, factor=x), st.floats(0, 1), st.floats(1, 3))),
+        stragglers=draw(
+            st.none() | st.builds(lambda f, x: Stragglers(fraction=f, factor=x), st.floats(0, 1), st.floats(1, 3))
+        ),
         fixed_s=draw(st.floats(0, 0.01)),
         comm=comm,
         steps=draw(st.integers(1, 300)),
@@ -87,14 +94,18 @@ def delayed(draw):
     elif kind == "hiccup" and cfg.hiccup is not None:
         more = replace(cfg, hiccup=Hiccup(prob=cfg.hiccup.prob, delay_s=cfg.hiccup.delay_s + extra))
     elif kind == "straggler" and cfg.stragglers is not None:
-        more = replace(cfg, stragglers=Stragglers(fraction=cfg.stragglers.fraction, factor=cfg.stragglers.factor * (1 + extra)))
+        more = replace(
+            cfg, stragglers=Stragglers(fraction=cfg.stragglers.fraction, factor=cfg.stragglers.factor * (1 + extra))
+        )
     elif kind == "leaf" and cfg.leaf_jitter is not None:
         more = replace(cfg, leaf_jitter=cfg.leaf_jitter.affine(loc_s=extra))
     elif kind == "alpha" and cfg.comm is not None:
         more = replace(cfg, comm=replace(cfg.comm, alpha=cfg.comm.alpha.affine(loc_s=extra)))
     elif kind == "slow_link" and cfg.comm is not None and cfg.comm.slow_links is not None:
         s = cfg.comm.slow_links
-        more = replace(cfg, comm=replace(cfg.comm, slow_links=Stragglers(fraction=s.fraction, factor=s.factor * (1 + extra))))
+        more = replace(
+            cfg, comm=replace(cfg.comm, slow_links=Stragglers(fraction=s.fraction, factor=s.factor * (1 + extra)))
+        )
     else:
         more = replace(cfg, fixed_s=cfg.fixed_s + extra)
     return cfg, more

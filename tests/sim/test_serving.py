@@ -15,15 +15,31 @@ from gpufabric.sim.serving import ServingConfig, Tokens, fcfs_starts, max_concur
 
 
 def _perf(*, tp: int = 1, straggler: float = 1.0, fixed: float = 0.01, per_token: float = 1e-4) -> ReplicaPerf:
-    return ReplicaPerf(tp=tp, pp=1, prefill_fixed_s=fixed, prefill_s_per_token=per_token, prefill_s_per_token2=0.0,
-                       decode_weights_s=0.008, decode_s_per_kv_token=1e-8, decode_flop_s_per_seq=2e-4,
-                       decode_comm_fixed_s=0.001, decode_comm_s_per_seq=1e-6, straggler_factor=straggler, max_batch=64)
+    return ReplicaPerf(
+        tp=tp,
+        pp=1,
+        prefill_fixed_s=fixed,
+        prefill_s_per_token=per_token,
+        prefill_s_per_token2=0.0,
+        decode_weights_s=0.008,
+        decode_s_per_kv_token=1e-8,
+        decode_flop_s_per_seq=2e-4,
+        decode_comm_fixed_s=0.001,
+        decode_comm_s_per_seq=1e-6,
+        straggler_factor=straggler,
+        max_batch=64,
+    )
 
 
 def _kv(scale: float = 1.0) -> KvTransfer:
     grid = (1.0, 1e6)
-    return KvTransfer(grid_tokens=grid, grid_s=(1e-4 * scale, 1e-4 * scale + 1e6 * 1e-6 * scale),
-                      jitter_s=0.0, hiccup_prob=0.0, hiccup_s=0.0)
+    return KvTransfer(
+        grid_tokens=grid,
+        grid_s=(1e-4 * scale, 1e-4 * scale + 1e6 * 1e-6 * scale),
+        jitter_s=0.0,
+        hiccup_prob=0.0,
+        hiccup_s=0.0,
+    )
 
 
 def erlang_c(c: int, a: float) -> float:
@@ -67,8 +83,9 @@ def test_fcfs_multi_server_matches_brute_force():
 def md1_wait_cdf(t: float, lam: float, d: float) -> float:
     """Erlang's M/D/1 waiting-time CDF: (1-rho) sum_k (lam(kD - t))^k / k! e^{-lam(kD - t)}."""
     rho = lam * d
-    return (1 - rho) * sum((lam * (k * d - t)) ** k / math.factorial(k) * math.exp(-lam * (k * d - t))
-                           for k in range(int(t // d) + 1))
+    return (1 - rho) * sum(
+        (lam * (k * d - t)) ** k / math.factorial(k) * math.exp(-lam * (k * d - t)) for k in range(int(t // d) + 1)
+    )
 
 
 def md1_quantile(q: float, lam: float, d: float) -> float:
@@ -84,8 +101,17 @@ def test_deterministic_service_matches_md1_through_the_simulator():
     perf = _perf()
     service = float(perf.prefill_s(1000))  # 0.11 s
     rate = 0.5 / service
-    cfg = ServingConfig(perf=perf, prefill_replicas=1, max_batch=64, rate_rps=rate, prompt=Tokens(mean=1000),
-                        output=Tokens(mean=10), requests=2_000_000, jitter_cv=0.0, seed=5)
+    cfg = ServingConfig(
+        perf=perf,
+        prefill_replicas=1,
+        max_batch=64,
+        rate_rps=rate,
+        prompt=Tokens(mean=1000),
+        output=Tokens(mean=10),
+        requests=2_000_000,
+        jitter_cv=0.0,
+        seed=5,
+    )
     ttft = simulate_serving(cfg).ttft_s
     wait = ttft - service
     rho = rate * service
@@ -96,8 +122,18 @@ def test_deterministic_service_matches_md1_through_the_simulator():
 
 def test_no_queue_single_request_is_the_model_exactly():
     perf = _perf()
-    cfg = ServingConfig(perf=perf, prefill_replicas=4, decode_replicas=2, kv=_kv(), max_batch=8, rate_rps=1e-3,
-                        prompt=Tokens(mean=512), output=Tokens(mean=101), requests=50, jitter_cv=0.0)
+    cfg = ServingConfig(
+        perf=perf,
+        prefill_replicas=4,
+        decode_replicas=2,
+        kv=_kv(),
+        max_batch=8,
+        rate_rps=1e-3,
+        prompt=Tokens(mean=512),
+        output=Tokens(mean=101),
+        requests=50,
+        jitter_cv=0.0,
+    )
     res = simulate_serving(cfg)
     assert res.ttft_s == pytest.approx(np.full(50, perf.prefill_s(512)))
     kv = _kv().time_s(512)
@@ -106,16 +142,32 @@ def test_no_queue_single_request_is_the_model_exactly():
 
 
 def test_colocated_prefill_stalls_decode_but_disaggregated_does_not():
-    base = dict(perf=_perf(), max_batch=64, rate_rps=4.0, prompt=Tokens(mean=2000, cv=0.3),
-                output=Tokens(mean=200, cv=0.3), requests=20_000, jitter_cv=0.0)
+    base = dict(
+        perf=_perf(),
+        max_batch=64,
+        rate_rps=4.0,
+        prompt=Tokens(mean=2000, cv=0.3),
+        output=Tokens(mean=200, cv=0.3),
+        requests=20_000,
+        jitter_cv=0.0,
+    )
     colo = simulate_serving(ServingConfig(prefill_replicas=2, **base)).summary()
     disagg = simulate_serving(ServingConfig(prefill_replicas=1, decode_replicas=1, kv=_kv(), **base)).summary()
     assert colo["tpot_p99_s"] > disagg["tpot_p99_s"] * 1.2
 
 
 def test_slot_limit_queues_decode():
-    base = dict(perf=_perf(), prefill_replicas=8, decode_replicas=1, kv=_kv(), rate_rps=20.0,
-                prompt=Tokens(mean=100), output=Tokens(mean=500), requests=5000, jitter_cv=0.0)
+    base = dict(
+        perf=_perf(),
+        prefill_replicas=8,
+        decode_replicas=1,
+        kv=_kv(),
+        rate_rps=20.0,
+        prompt=Tokens(mean=100),
+        output=Tokens(mean=500),
+        requests=5000,
+        jitter_cv=0.0,
+    )
     wide = simulate_serving(ServingConfig(max_batch=512, **base)).summary()
     narrow = simulate_serving(ServingConfig(max_batch=4, **base)).summary()
     assert narrow["tpot_p99_s"] > 2 * wide["tpot_p99_s"]
@@ -123,8 +175,15 @@ def test_slot_limit_queues_decode():
 
 
 def test_tp_stragglers_raise_prefill_time():
-    base = dict(prefill_replicas=1, max_batch=64, rate_rps=0.01, prompt=Tokens(mean=1000), output=Tokens(mean=5),
-                requests=20_000, jitter_cv=0.2)
+    base = dict(
+        prefill_replicas=1,
+        max_batch=64,
+        rate_rps=0.01,
+        prompt=Tokens(mean=1000),
+        output=Tokens(mean=5),
+        requests=20_000,
+        jitter_cv=0.2,
+    )
     one = simulate_serving(ServingConfig(perf=_perf(tp=1), **base)).ttft_s.mean()
     eight = simulate_serving(ServingConfig(perf=_perf(tp=8), **base)).ttft_s.mean()
     # The group runs at the slowest of 8 mean-one lognormals: E[exp(sigma M - sigma^2/2)],
@@ -148,21 +207,47 @@ def test_mean_active_and_concurrency():
 
 def test_bad_configs_are_input_errors():
     with pytest.raises(InputError, match="KV-transfer"):
-        simulate_serving(ServingConfig(perf=_perf(), prefill_replicas=1, decode_replicas=1, max_batch=4, rate_rps=1,
-                                       prompt=Tokens(mean=10), output=Tokens(mean=10)))
+        simulate_serving(
+            ServingConfig(
+                perf=_perf(),
+                prefill_replicas=1,
+                decode_replicas=1,
+                max_batch=4,
+                rate_rps=1,
+                prompt=Tokens(mean=10),
+                output=Tokens(mean=10),
+            )
+        )
     with pytest.raises(InputError, match="at least one"):
-        simulate_serving(ServingConfig(perf=_perf(), prefill_replicas=0, max_batch=4, rate_rps=1,
-                                       prompt=Tokens(mean=10), output=Tokens(mean=10)))
+        simulate_serving(
+            ServingConfig(
+                perf=_perf(),
+                prefill_replicas=0,
+                max_batch=4,
+                rate_rps=1,
+                prompt=Tokens(mean=10),
+                output=Tokens(mean=10),
+            )
+        )
 
 
 @settings(max_examples=15, deadline=None)
-@given(rate=st.floats(0.5, 8.0), factor=st.floats(1.01, 3.0), replicas=st.integers(1, 3),
-       disagg=st.booleans())
+@given(rate=st.floats(0.5, 8.0), factor=st.floats(1.01, 3.0), replicas=st.integers(1, 3), disagg=st.booleans())
 def test_more_load_never_lowers_ttft_p99(rate, factor, replicas, disagg):
     def p99(r: float) -> float:
-        cfg = ServingConfig(perf=_perf(), prefill_replicas=replicas, decode_replicas=2 if disagg else 0,
-                            kv=_kv(), max_batch=32, rate_rps=r, prompt=Tokens(mean=800, cv=0.5),
-                            output=Tokens(mean=50, cv=0.5), requests=3000, jitter_cv=0.1, seed=11)
+        cfg = ServingConfig(
+            perf=_perf(),
+            prefill_replicas=replicas,
+            decode_replicas=2 if disagg else 0,
+            kv=_kv(),
+            max_batch=32,
+            rate_rps=r,
+            prompt=Tokens(mean=800, cv=0.5),
+            output=Tokens(mean=50, cv=0.5),
+            requests=3000,
+            jitter_cv=0.1,
+            seed=11,
+        )
         return simulate_serving(cfg).summary()["ttft_p99_s"]
 
     assert p99(rate * factor) >= p99(rate) - 1e-12
@@ -172,8 +257,18 @@ def test_more_load_never_lowers_ttft_p99(rate, factor, replicas, disagg):
 @given(speedup=st.floats(1.0, 20.0), rate=st.floats(0.5, 5.0))
 def test_faster_fabric_never_slows_kv_transfer_in_the_simulator(speedup, rate):
     def kv(scale: float) -> np.ndarray:
-        cfg = ServingConfig(perf=_perf(), prefill_replicas=2, decode_replicas=2, kv=_kv(scale), max_batch=32,
-                            rate_rps=rate, prompt=Tokens(mean=800, cv=0.5), output=Tokens(mean=50), requests=2000, seed=3)
+        cfg = ServingConfig(
+            perf=_perf(),
+            prefill_replicas=2,
+            decode_replicas=2,
+            kv=_kv(scale),
+            max_batch=32,
+            rate_rps=rate,
+            prompt=Tokens(mean=800, cv=0.5),
+            output=Tokens(mean=50),
+            requests=2000,
+            seed=3,
+        )
         return simulate_serving(cfg).kv_transfer_s
 
     assert np.all(kv(1.0 / speedup) <= kv(1.0) + 1e-15)

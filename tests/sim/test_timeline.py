@@ -41,7 +41,9 @@ def test_async_checkpoint_blocks_only_for_the_snapshot_when_the_drain_fits():
 
 def test_async_drain_contention_and_back_pressure():
     # Drain slows overlapping steps by 1.5x: a drain of 8 s costs 8 * 0.5/1.5 extra.
-    cfg = _cfg(checkpoint=CheckpointPolicy(every_steps=100, write_s=8.0, mode="async", snapshot_s=0.5, drain_slowdown=0.5))
+    cfg = _cfg(
+        checkpoint=CheckpointPolicy(every_steps=100, write_s=8.0, mode="async", snapshot_s=0.5, drain_slowdown=0.5)
+    )
     assert run_time(cfg, np.ones(1000), RNG).wall_s == pytest.approx(1000 + 10 * 0.5 + 9 * 8.0 * 0.5 / 1.5)
     # A drain longer than the next segment (150 s > 100 s x 1.0): checkpoints 2..10 each
     # wait 50 s for the previous drain; the first has no drain before it and the last
@@ -58,9 +60,13 @@ def test_failures_match_the_restart_formula():
     # would be immune.
     seg, node_mttf, restart, nodes = 100.0, 8 * 400.0, 20.0, 8
     rate = nodes / node_mttf
-    cfg = _cfg(num_ranks=nodes, steps=100, train_steps=100 * 4000,
-               checkpoint=CheckpointPolicy(every_steps=100, write_s=0.0),
-               failures=Failures(node_mttf_s=node_mttf, restart_s=restart))
+    cfg = _cfg(
+        num_ranks=nodes,
+        steps=100,
+        train_steps=100 * 4000,
+        checkpoint=CheckpointPolicy(every_steps=100, write_s=0.0),
+        failures=Failures(node_mttf_s=node_mttf, restart_s=restart),
+    )
     rt = run_time(cfg, np.ones(100), np.random.Generator(np.random.PCG64(1)))
     expected = 4000 / rate * math.exp(rate * restart) * math.expm1(rate * seg)
     assert rt.wall_s == pytest.approx(expected, rel=0.02)

@@ -146,19 +146,26 @@ def test_virtual_stages_need_a_layer_each(tmp_path):
         load_spec(write(tmp_path, text))
 
 
-@pytest.mark.parametrize(("field", "value", "message"), [
-    ("tp", "0", "workload.parallelism.tp: expected an integer >= 1, or auto"),
-    ("tp", "eight", "workload.parallelism.tp: expected an integer >= 1, or auto"),
-    ("zero_stage", "4", "workload.parallelism.zero_stage: expected an integer >= 0 and <= 3, or auto"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("tp", "0", "workload.parallelism.tp: expected an integer >= 1, or auto"),
+        ("tp", "eight", "workload.parallelism.tp: expected an integer >= 1, or auto"),
+        ("zero_stage", "4", "workload.parallelism.zero_stage: expected an integer >= 0 and <= 3, or auto"),
+    ],
+)
 def test_auto_fields_name_the_field_and_the_choice(tmp_path, field, value, message):
-    text = GOOD.replace("dp: 2}", f"dp: 2, {field}: {value}}}") if field != "tp" else GOOD.replace("tp: 8", f"tp: {value}")
+    text = (
+        GOOD.replace("dp: 2}", f"dp: 2, {field}: {value}}}") if field != "tp" else GOOD.replace("tp: 8", f"tp: {value}")
+    )
     with pytest.raises(SpecError, match=message):
         load_spec(write(tmp_path, text))
 
 
 def test_parallelism_auto_and_interval_auto_load(tmp_path):
-    text = GOOD.replace("parallelism: {tp: 8, pp: 1, dp: 2}", "parallelism: auto") + "  checkpoint: {interval_min: auto}\n"
+    text = (
+        GOOD.replace("parallelism: {tp: 8, pp: 1, dp: 2}", "parallelism: auto") + "  checkpoint: {interval_min: auto}\n"
+    )
     spec = load_spec(write(tmp_path, text)).spec
     assert spec.searched and spec.workload.recompute == "auto"
     assert spec.workload.checkpoint.interval_min == "auto"

@@ -9,8 +9,13 @@ import pytest
 from gpufabric.errors import InputError
 from gpufabric.spec.plan_file import load_plan, recommended_candidate
 
-PLAN = {"recommended": "b", "candidates": [{"id": "a", "fabric": "ib-ndr", "storage": "nfs"},
-                                           {"id": "b", "fabric": "tcp-100g", "storage": "local-nvme"}]}
+PLAN = {
+    "recommended": "b",
+    "candidates": [
+        {"id": "a", "fabric": "ib-ndr", "storage": "nfs"},
+        {"id": "b", "fabric": "tcp-100g", "storage": "local-nvme"},
+    ],
+}
 
 
 def test_recommended_candidate_of_a_saved_plan(tmp_path):
@@ -19,10 +24,13 @@ def test_recommended_candidate_of_a_saved_plan(tmp_path):
     assert recommended_candidate(load_plan(path), path)["fabric"] == "tcp-100g"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('{"x": 1}', "no 'candidates'"),
-    ("{not json", r"p\.json:1: not a plan JSON file \(not JSON"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"x": 1}', "no 'candidates'"),
+        ("{not json", r"p\.json:1: not a plan JSON file \(not JSON"),
+    ],
+)
 def test_load_plan_rejects_what_is_not_a_plan(tmp_path, text, message):
     path = tmp_path / "p.json"
     path.write_text(text)

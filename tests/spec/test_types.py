@@ -138,8 +138,11 @@ def test_numbers_are_finite_and_bounded(tmp_path, old, new, field):
             "workload.parallelism.allow_cross_node_tp",
         ),
         # a `bool | list[bool]` field checks every item of the list form
-        ("oversubscription: [1]", "oversubscription: [1]\n  in_network_reduction: [true, 0]",
-         "options.in_network_reduction[1]"),
+        (
+            "oversubscription: [1]",
+            "oversubscription: [1]\n  in_network_reduction: [true, 0]",
+            "options.in_network_reduction[1]",
+        ),
     ],
 )
 def test_booleans_are_not_numbers(tmp_path, old, new, field):

@@ -29,8 +29,12 @@ from gpufabric.spec.security import (
 )
 
 
-@check("BND-01", "Partition admits every adapter", Severity.high,
-       "list the role's HCA port GUIDs in roles[].port_guids so partitions.conf names its members")
+@check(
+    "BND-01",
+    "Partition admits every adapter",
+    Severity.high,
+    "list the role's HCA port GUIDs in roles[].port_guids so partitions.conf names its members",
+)
 def bnd01(facts: Facts) -> Iterator[Finding]:
     for view in _sm_views(facts):
         text = view.read(PARTITIONS)
@@ -42,13 +46,20 @@ def bnd01(facts: Facts) -> Iterator[Finding]:
                 continue  # the Default partition is IB-02's
             if re.search(r"\bALL(_CAS|_SWITCHES|_ROUTERS)?\s*=\s*full\b", members, re.IGNORECASE):
                 name = head.split("=", 1)[0].strip()
-                yield finding("BND-01", f"{view.name}: partition {name}",
-                              f"{rule.strip()!r}: any HCA on the subnet joins this plane as a full member",
-                              location=view.where(PARTITIONS))
+                yield finding(
+                    "BND-01",
+                    f"{view.name}: partition {name}",
+                    f"{rule.strip()!r}: any HCA on the subnet joins this plane as a full member",
+                    location=view.where(PARTITIONS),
+                )
 
 
-@check("BND-02", "NCCL_IB_GID_INDEX pinned", Severity.high,
-       "remove NCCL_IB_GID_INDEX; set NCCL_IB_ROCE_VERSION_NUM=2 and NCCL_IB_ADDR_FAMILY=AF_INET so NCCL picks the GID")
+@check(
+    "BND-02",
+    "NCCL_IB_GID_INDEX pinned",
+    Severity.high,
+    "remove NCCL_IB_GID_INDEX; set NCCL_IB_ROCE_VERSION_NUM=2 and NCCL_IB_ADDR_FAMILY=AF_INET so NCCL picks the GID",
+)
 def bnd02(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -58,8 +69,12 @@ def bnd02(facts: Facts) -> Iterator[Finding]:
         seen = True
         value = settings[0].get("NCCL_IB_GID_INDEX")
         if value is not None:
-            yield finding("BND-02", view.name, f"NCCL_IB_GID_INDEX={value} (from {', '.join(settings[1])}): with VLAN "
-                          "netdevs a fixed index names another netdev's GID or a RoCE v1 one")
+            yield finding(
+                "BND-02",
+                view.name,
+                f"NCCL_IB_GID_INDEX={value} (from {', '.join(settings[1])}): with VLAN "
+                "netdevs a fixed index names another netdev's GID or a RoCE v1 one",
+            )
     if not seen:
         raise NotAvailable("no NCCL environment file in the audited tree")
 
@@ -80,14 +95,30 @@ SERVICES = (
     Service(name="slurmd", proto="tcp", port=SLURMD, role_kinds=frozenset({"compute"})),
     Service(name="torchrun c10d rendezvous", proto="tcp", port=TORCH_C10D, role_kinds=frozenset({"compute"})),
     Service(name="torchrun static rendezvous", proto="tcp", port=TORCH_STATIC, role_kinds=frozenset({"compute"})),
-    Service(name="NVMe/TCP target", proto="tcp", port=NVME_TCP, role_kinds=frozenset({"storage"}),
-            storage=frozenset({"nvmeof-tcp"})),
-    Service(name="NVMe/TCP discovery", proto="tcp", port=NVME_DISCOVERY, role_kinds=frozenset({"storage"}),
-            storage=frozenset({"nvmeof-tcp"})),
+    Service(
+        name="NVMe/TCP target",
+        proto="tcp",
+        port=NVME_TCP,
+        role_kinds=frozenset({"storage"}),
+        storage=frozenset({"nvmeof-tcp"}),
+    ),
+    Service(
+        name="NVMe/TCP discovery",
+        proto="tcp",
+        port=NVME_DISCOVERY,
+        role_kinds=frozenset({"storage"}),
+        storage=frozenset({"nvmeof-tcp"}),
+    ),
     Service(name="NFS server", proto="tcp", port=NFS, role_kinds=frozenset({"storage"}), storage=frozenset({"nfs"})),
     Service(name="RoCEv2", proto="udp", port=ROCE_UDP, role_kinds=frozenset({"compute"}), fabric=frozenset({"roce"})),
-    Service(name="NVMe/RDMA over RoCEv2", proto="udp", port=ROCE_UDP, role_kinds=frozenset({"storage"}),
-            storage=frozenset({"nvmeof-rdma"}), fabric=frozenset({"roce"})),
+    Service(
+        name="NVMe/RDMA over RoCEv2",
+        proto="udp",
+        port=ROCE_UDP,
+        role_kinds=frozenset({"storage"}),
+        storage=frozenset({"nvmeof-rdma"}),
+        fabric=frozenset({"roce"}),
+    ),
 )
 
 
@@ -99,8 +130,12 @@ def runs(service: Service, role_kind: str | None, storage: str | None, fabric: s
     return service.fabric is None or fabric in service.fabric
 
 
-@check("BND-03", "Port open for a service the role does not run", Severity.medium,
-       "remove the flow: a port open with nothing meant to listen is attack surface the next install fills")
+@check(
+    "BND-03",
+    "Port open for a service the role does not run",
+    Severity.medium,
+    "remove the flow: a port open with nothing meant to listen is attack surface the next install fills",
+)
 def bnd03(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
         raise NotAvailable("no policy.json: which role runs which service is unknown")
@@ -111,13 +146,18 @@ def bnd03(facts: Facts) -> Iterator[Finding]:
     for view, rs in firewalled_views(facts):
         kind = facts.role_kind(view.role)
         for (proto, port), services in by_port.items():
-            if (view.role, proto, port) in done or any(runs(s, kind, facts.storage, facts.fabric_kind) for s in services):
+            if (view.role, proto, port) in done or any(
+                runs(s, kind, facts.storage, facts.fabric_kind) for s in services
+            ):
                 continue
             for plane, _kind, iface in planes_of(facts, view):
                 if iface and admitted(rs, iface, proto, port):
                     done.add((view.role, proto, port))
                     names = " / ".join(s.name for s in services)
-                    yield finding("BND-03", f"{view.name}: {port}/{proto} on {plane}",
-                                  f"{names} is open, but role {view.role} ({kind}) does not run it in design "
-                                  f"{facts.fabric_kind}/{facts.storage}")
+                    yield finding(
+                        "BND-03",
+                        f"{view.name}: {port}/{proto} on {plane}",
+                        f"{names} is open, but role {view.role} ({kind}) does not run it in design "
+                        f"{facts.fabric_kind}/{facts.storage}",
+                    )
                     break

@@ -25,8 +25,12 @@ def _sm_views(facts: Facts) -> list[HostView]:
     return views
 
 
-@check("IB-01", "partitions.conf missing or unreadable", Severity.high,
-       "install /etc/opensm/partitions.conf with an explicit Default rule and one PKey per plane")
+@check(
+    "IB-01",
+    "partitions.conf missing or unreadable",
+    Severity.high,
+    "install /etc/opensm/partitions.conf with an explicit Default rule and one PKey per plane",
+)
 def ib01(facts: Facts) -> Iterator[Finding]:
     for view in _sm_views(facts):
         if view.read(PARTITIONS) is None:
@@ -38,8 +42,12 @@ def _rules(text: str) -> list[str]:
     return [r.strip() for r in body.split(";") if r.strip()]
 
 
-@check("IB-02", "Default partition grants everyone full membership", Severity.high,
-       "write the Default rule as: Default=0x7fff : ALL=limited, SELF=full ;")
+@check(
+    "IB-02",
+    "Default partition grants everyone full membership",
+    Severity.high,
+    "write the Default rule as: Default=0x7fff : ALL=limited, SELF=full ;",
+)
 def ib02(facts: Facts) -> Iterator[Finding]:
     for view in _sm_views(facts):
         text = view.read(PARTITIONS)
@@ -52,7 +60,8 @@ def ib02(facts: Facts) -> Iterator[Finding]:
             explicit = re.search(r"\bALL(_CAS)?\s*=\s*full\b", members, re.IGNORECASE)
             # a member without "=type" takes the partition's defmember (limited by default)
             implied = re.search(r"defmember\s*=\s*full", head, re.IGNORECASE) and re.search(
-                r"\bALL(_CAS)?\b(?!\s*=)", members)
+                r"\bALL(_CAS)?\b(?!\s*=)", members
+            )
             if explicit or implied:
                 yield finding("IB-02", view.name, f"rule {rule.strip()!r}", location=view.where(PARTITIONS))
 
@@ -80,8 +89,12 @@ def ib03(facts: Facts) -> Iterator[Finding]:
             yield finding("IB-03", view.name, "no_partition_enforcement TRUE", location=view.where(OPENSM))
 
 
-@check("IB-04", "Fabric management keys left at defaults", Severity.medium,
-       "set random m_key, sm_key, sa_key and m_key_protection_level 2 in opensm.conf (keep it 0600)")
+@check(
+    "IB-04",
+    "Fabric management keys left at defaults",
+    Severity.medium,
+    "set random m_key, sm_key, sa_key and m_key_protection_level 2 in opensm.conf (keep it 0600)",
+)
 def ib04(facts: Facts) -> Iterator[Finding]:
     for view in _sm_views(facts):
         text = view.read(OPENSM)
@@ -128,19 +141,29 @@ def roce01(facts: Facts) -> Iterator[Finding]:
             yield finding("ROCE-01", view.name, "the QoS script never sets trust dscp", location=view.where(QOS_SCRIPT))
 
 
-@check("ROCE-02", "PFC is not enabled on exactly the RoCE priority", Severity.high,
-       "set mlnx_qos --pfc with a single 1 at the RoCE priority (and the same on the switch)")
+@check(
+    "ROCE-02",
+    "PFC is not enabled on exactly the RoCE priority",
+    Severity.high,
+    "set mlnx_qos --pfc with a single 1 at the RoCE priority (and the same on the switch)",
+)
 def roce02(facts: Facts) -> Iterator[Finding]:
     prio = facts.policy.roce_priority if facts.policy else 3
     expected = pfc_vector(prio)
     for view in _roce_views(facts):
         got = _script_vars(view.read(QOS_SCRIPT) or "").get("PFC")
         if got != expected:
-            yield finding("ROCE-02", view.name, f"PFC vector {got!r}, expected {expected!r}", location=view.where(QOS_SCRIPT))
+            yield finding(
+                "ROCE-02", view.name, f"PFC vector {got!r}, expected {expected!r}", location=view.where(QOS_SCRIPT)
+            )
 
 
-@check("ROCE-03", "ECN NP/RP disabled on the RoCE priority", Severity.medium,
-       "enable /sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>")
+@check(
+    "ROCE-03",
+    "ECN NP/RP disabled on the RoCE priority",
+    Severity.medium,
+    "enable /sys/class/net/<if>/ecn/roce_{np,rp}/enable/<prio>",
+)
 def roce03(facts: Facts) -> Iterator[Finding]:
     for view in _roce_views(facts):
         text = view.read(QOS_SCRIPT) or ""
@@ -149,8 +172,12 @@ def roce03(facts: Facts) -> Iterator[Finding]:
                 yield finding("ROCE-03", view.name, f"{side} is never enabled", location=view.where(QOS_SCRIPT))
 
 
-@check("ROCE-04", "DSCP/TC marking is inconsistent end to end", Severity.medium,
-       "make NCCL_IB_TC, rdma_cm default_roce_tos and the switch DSCP map agree (TOS = DSCP << 2)")
+@check(
+    "ROCE-04",
+    "DSCP/TC marking is inconsistent end to end",
+    Severity.medium,
+    "make NCCL_IB_TC, rdma_cm default_roce_tos and the switch DSCP map agree (TOS = DSCP << 2)",
+)
 def roce04(facts: Facts) -> Iterator[Finding]:
     for view in _roce_views(facts):
         tos = _script_vars(view.read(QOS_SCRIPT) or "").get("TOS")
@@ -186,8 +213,12 @@ def _pkey_views(facts: Facts) -> list[HostView]:
     return views
 
 
-@check("IB-05", "A host has an unexpected full-membership PKey", Severity.high,
-       "give the host's ports full membership only in its planes' partitions (partitions.conf member lists)")
+@check(
+    "IB-05",
+    "A host has an unexpected full-membership PKey",
+    Severity.high,
+    "give the host's ports full membership only in its planes' partitions (partitions.conf member lists)",
+)
 def ib05(facts: Facts) -> Iterator[Finding]:
     views = _pkey_views(facts)
     assert facts.policy is not None
@@ -198,9 +229,13 @@ def ib05(facts: Facts) -> Iterator[Finding]:
             value = _pkey(view.sys_read(path))
             if value is None or not value & FULL_MEMBER or (value & 0x7FFF) in intended:
                 continue
-            yield finding("IB-05", f"{view.name}: {path.split('/')[4]} port {path.split('/')[6]}",
-                          f"{path} = 0x{value:04x} (full member of 0x{value & 0x7fff:04x}); intended: "
-                          f"{', '.join(f'0x{k:04x}' for k in sorted(intended)) or 'none'}", location=path)
+            yield finding(
+                "IB-05",
+                f"{view.name}: {path.split('/')[4]} port {path.split('/')[6]}",
+                f"{path} = 0x{value:04x} (full member of 0x{value & 0x7FFF:04x}); intended: "
+                f"{', '.join(f'0x{k:04x}' for k in sorted(intended)) or 'none'}",
+                location=path,
+            )
 
 
 def _hca_ports(spec: str | None) -> list[tuple[str, str]] | None:
@@ -214,8 +249,12 @@ def _hca_ports(spec: str | None) -> list[tuple[str, str]] | None:
     return out
 
 
-@check("IB-06", "NCCL_IB_PKEY index points at the wrong partition", Severity.medium,
-       "set NCCL_IB_PKEY to the index of the compute-data PKey in the port's pkeys table (indx0 makes it 0)")
+@check(
+    "IB-06",
+    "NCCL_IB_PKEY index points at the wrong partition",
+    Severity.medium,
+    "set NCCL_IB_PKEY to the index of the compute-data PKey in the port's pkeys table (indx0 makes it 0)",
+)
 def ib06(facts: Facts) -> Iterator[Finding]:
     views = _pkey_views(facts)
     assert facts.policy is not None
@@ -231,7 +270,8 @@ def ib06(facts: Facts) -> Iterator[Finding]:
         env = settings[0] if settings else {}
         index = env.get("NCCL_IB_PKEY", "0")  # NCCL's default is table index 0 (reference 3.4)
         ports = _hca_ports(env.get("NCCL_IB_HCA")) or sorted(
-            {(p.split("/")[4], p.split("/")[6]) for p in view.sys_glob(PKEYS)})
+            {(p.split("/")[4], p.split("/")[6]) for p in view.sys_glob(PKEYS)}
+        )
         for dev, port in ports:
             path = f"/sys/class/infiniband/{dev}/ports/{port}/pkeys/{index}"
             value = _pkey(view.sys_read(path))
@@ -239,9 +279,13 @@ def ib06(facts: Facts) -> Iterator[Finding]:
                 continue  # an HCA this host lacks: NCCL skips it
             examined += 1
             if (value & 0x7FFF) != data.pkey or not value & FULL_MEMBER:
-                yield finding("IB-06", f"{view.name}: {dev}:{port}",
-                              f"NCCL_IB_PKEY={index} -> {path} = 0x{value:04x}; compute-data plane {data.name} is "
-                              f"0x{data.pkey | FULL_MEMBER:04x} (full)", location=path)
+                yield finding(
+                    "IB-06",
+                    f"{view.name}: {dev}:{port}",
+                    f"NCCL_IB_PKEY={index} -> {path} = 0x{value:04x}; compute-data plane {data.name} is "
+                    f"0x{data.pkey | FULL_MEMBER:04x} (full)",
+                    location=path,
+                )
     if not examined:
         raise NotAvailable("no pkeys table entry at NCCL_IB_PKEY for the NCCL_IB_HCA devices")
 
@@ -258,8 +302,12 @@ def _devinfo(view: HostView) -> list[IbPort] | None:
 IB_MTU_4096 = 5
 
 
-@check("IB-07", "IB MTU below 4096", Severity.medium,
-       "set mtu=5 (4096) on the plane partitions and check the HCA/switch port MTU")
+@check(
+    "IB-07",
+    "IB MTU below 4096",
+    Severity.medium,
+    "set mtu=5 (4096) on the plane partitions and check the HCA/switch port MTU",
+)
 def ib07(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -269,15 +317,22 @@ def ib07(facts: Facts) -> Iterator[Finding]:
             for rule in _rules(text):
                 mtu = re.search(r",\s*mtu\s*=\s*(\d+)", rule.partition(":")[0])
                 if mtu and int(mtu.group(1)) < IB_MTU_4096:
-                    yield finding("IB-07", f"{view.name}: partition {rule.split('=')[0].strip()}",
-                                  f"mtu={mtu.group(1)} ({128 << int(mtu.group(1))} bytes) in {rule!r}",
-                                  location=view.where(PARTITIONS))
+                    yield finding(
+                        "IB-07",
+                        f"{view.name}: partition {rule.split('=')[0].strip()}",
+                        f"mtu={mtu.group(1)} ({128 << int(mtu.group(1))} bytes) in {rule!r}",
+                        location=view.where(PARTITIONS),
+                    )
         ports = [p for p in _devinfo(view) or [] if p.link_layer == "InfiniBand"]
         seen = seen or bool(ports)
         for port in ports:
             if port.state == "PORT_ACTIVE" and port.active_mtu_bytes < 4096:
-                yield finding("IB-07", f"{view.name}: {port.hca} port {port.port}",
-                              f"ibv_devinfo active_mtu {port.active_mtu_bytes}", location=view.output_source("ibv_devinfo"))
+                yield finding(
+                    "IB-07",
+                    f"{view.name}: {port.hca} port {port.port}",
+                    f"ibv_devinfo active_mtu {port.active_mtu_bytes}",
+                    location=view.output_source("ibv_devinfo"),
+                )
     if not seen:
         raise NotAvailable("no partitions.conf and no InfiniBand port in ibv_devinfo")
 
@@ -287,15 +342,22 @@ def ib07(facts: Facts) -> Iterator[Finding]:
 ROCE_NETDEV_MTU_MIN = 4200
 
 
-@check("ROCE-06", "RoCE MTU too small or inconsistent", Severity.medium,
-       "set MTU 9000 (or at least 4200) on the RDMA netdevs of every host and the switch ports")
+@check(
+    "ROCE-06",
+    "RoCE MTU too small or inconsistent",
+    Severity.medium,
+    "set MTU 9000 (or at least 4200) on the RDMA netdevs of every host and the switch ports",
+)
 def roce06(facts: Facts) -> Iterator[Finding]:
     if facts.fabric_kind == "ib":
         raise NotAvailable("InfiniBand design (IB-07 checks the MTU)")
     planes = []
     if facts.policy is not None:
-        planes = [p for p in facts.policy.planes
-                  if p.kind == "compute-data" or (p.kind == "storage" and facts.storage == "nvmeof-rdma")]
+        planes = [
+            p
+            for p in facts.policy.planes
+            if p.kind == "compute-data" or (p.kind == "storage" and facts.storage == "nvmeof-rdma")
+        ]
     seen = False
     mtus: dict[str, dict[int, list[str]]] = {}
     for view in facts.hosts:
@@ -304,8 +366,12 @@ def roce06(facts: Facts) -> Iterator[Finding]:
                 continue
             seen = True
             if port.state == "PORT_ACTIVE" and port.active_mtu_bytes < 4096:
-                yield finding("ROCE-06", f"{view.name}: {port.hca} port {port.port}",
-                              f"ibv_devinfo active_mtu {port.active_mtu_bytes}", location=view.output_source("ibv_devinfo"))
+                yield finding(
+                    "ROCE-06",
+                    f"{view.name}: {port.hca} port {port.port}",
+                    f"ibv_devinfo active_mtu {port.active_mtu_bytes}",
+                    location=view.output_source("ibv_devinfo"),
+                )
         text = view.output("ip-link")
         if text is None or not planes:
             continue
@@ -320,21 +386,33 @@ def roce06(facts: Facts) -> Iterator[Finding]:
             seen = True
             mtus.setdefault(str(plane.interface), {}).setdefault(mtu, []).append(view.name)
             if mtu < ROCE_NETDEV_MTU_MIN:
-                yield finding("ROCE-06", f"{view.name}: {plane.interface} ({plane.name})",
-                              f"netdev mtu {mtu} < {ROCE_NETDEV_MTU_MIN}: RoCE falls below 4096", location=view.output_source("ip-link"))
+                yield finding(
+                    "ROCE-06",
+                    f"{view.name}: {plane.interface} ({plane.name})",
+                    f"netdev mtu {mtu} < {ROCE_NETDEV_MTU_MIN}: RoCE falls below 4096",
+                    location=view.output_source("ip-link"),
+                )
     if not seen:
         raise NotAvailable("no RoCE port in ibv_devinfo and no RDMA-plane netdev in ip -j link")
     for iface, by_mtu in mtus.items():
         if len(by_mtu) > 1:
-            yield finding("ROCE-06", iface, "MTU differs between hosts: " + "; ".join(
-                f"{mtu}: {', '.join(hosts)}" for mtu, hosts in sorted(by_mtu.items())))
+            yield finding(
+                "ROCE-06",
+                iface,
+                "MTU differs between hosts: "
+                + "; ".join(f"{mtu}: {', '.join(hosts)}" for mtu, hosts in sorted(by_mtu.items())),
+            )
 
 
 RDMA_CM = "/sys/kernel/config/rdma_cm/*/ports/*/"
 
 
-@check("ROCE-07", "rdma_cm default RoCE mode is not v2", Severity.low,
-       "echo \"RoCE v2\" > /sys/kernel/config/rdma_cm/<dev>/ports/<p>/default_roce_mode (gpufabric-roce-qos does)")
+@check(
+    "ROCE-07",
+    "rdma_cm default RoCE mode is not v2",
+    Severity.low,
+    'echo "RoCE v2" > /sys/kernel/config/rdma_cm/<dev>/ports/<p>/default_roce_mode (gpufabric-roce-qos does)',
+)
 def roce07(facts: Facts) -> Iterator[Finding]:
     if facts.fabric_kind == "ib":
         raise NotAvailable("InfiniBand design: no RoCE mode")
@@ -344,7 +422,13 @@ def roce07(facts: Facts) -> Iterator[Finding]:
             seen = True
             mode = view.sys_read(path)
             if mode != "RoCE v2":
-                yield finding("ROCE-07", f"{view.name}: {path.split('/')[5]} port {path.split('/')[7]}",
-                              f"{path} = {mode!r}", location=path)
+                yield finding(
+                    "ROCE-07",
+                    f"{view.name}: {path.split('/')[5]} port {path.split('/')[7]}",
+                    f"{path} = {mode!r}",
+                    location=path,
+                )
     if not seen:
-        raise NotAvailable("no rdma_cm configfs (/sys/kernel/config/rdma_cm/<dev>: created by mkdir; no RDMA device here?)")
+        raise NotAvailable(
+            "no rdma_cm configfs (/sys/kernel/config/rdma_cm/<dev>: created by mkdir; no RDMA device here?)"
+        )

@@ -35,7 +35,9 @@ def _live(facts: Facts) -> HostView:
     return views[0]
 
 
-@check("HOST-01", "CPU governor is not performance", Severity.low, "use the gpufabric tuned profile (governor=performance)")
+@check(
+    "HOST-01", "CPU governor is not performance", Severity.low, "use the gpufabric tuned profile (governor=performance)"
+)
 def host01(facts: Facts) -> Iterator[Finding]:
     view = _live(facts)
     paths = view.sys_glob("/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor")
@@ -46,8 +48,12 @@ def host01(facts: Facts) -> Iterator[Finding]:
         yield finding("HOST-01", view.name, f"scaling_governor = {', '.join(sorted(g for g in governors if g))}")
 
 
-@check("HOST-02", "No low-latency tuned profile", Severity.low,
-       "install /etc/tuned/gpufabric-<role>/tuned.conf and run tuned-adm profile gpufabric-<role>")
+@check(
+    "HOST-02",
+    "No low-latency tuned profile",
+    Severity.low,
+    "install /etc/tuned/gpufabric-<role>/tuned.conf and run tuned-adm profile gpufabric-<role>",
+)
 def host02(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -56,14 +62,22 @@ def host02(facts: Facts) -> Iterator[Finding]:
         seen = True
         profiles = [p for p in view.files if re.match(r"^/etc/tuned/[^/]+/tuned\.conf$", p)]
         active = (view.read("/etc/tuned/active_profile") or "").strip()
-        if not profiles and active not in ("network-latency", "latency-performance") and not active.startswith("gpufabric"):
+        if (
+            not profiles
+            and active not in ("network-latency", "latency-performance")
+            and not active.startswith("gpufabric")
+        ):
             yield finding("HOST-02", view.name, f"no tuned profile (active: {active or 'none'})")
     if not seen:
         raise NotAvailable("no host views")
 
 
-@check("HOST-03", "THP or NUMA balancing differs from policy", Severity.low,
-       "transparent_hugepage=never and kernel.numa_balancing=0 (the gpufabric tuned profile)")
+@check(
+    "HOST-03",
+    "THP or NUMA balancing differs from policy",
+    Severity.low,
+    "transparent_hugepage=never and kernel.numa_balancing=0 (the gpufabric tuned profile)",
+)
 def host03(facts: Facts) -> Iterator[Finding]:
     view = _live(facts)
     thp = view.sys_read("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -76,8 +90,12 @@ def host03(facts: Facts) -> Iterator[Finding]:
         yield finding("HOST-03", view.name, f"kernel.numa_balancing = {numa}")
 
 
-@check("FW-01", "No default-drop input policy", Severity.high,
-       "load the gpufabric nftables ruleset: input chain with policy drop")
+@check(
+    "FW-01",
+    "No default-drop input policy",
+    Severity.high,
+    "load the gpufabric nftables ruleset: input chain with policy drop",
+)
 def fw01(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -92,13 +110,21 @@ def fw01(facts: Facts) -> Iterator[Finding]:
             yield finding("FW-01", view.name, "no base chain on the input hook: every port on every plane is open")
         for chain in chains:
             if chain.policy != "drop":
-                yield finding("FW-01", view.name, f"chain {chain.family} {chain.table} {chain.name}: hook input policy {chain.policy}")
+                yield finding(
+                    "FW-01",
+                    view.name,
+                    f"chain {chain.family} {chain.table} {chain.name}: hook input policy {chain.policy}",
+                )
     if not seen:
         raise NotAvailable("no nftables ruleset (/etc/nftables.conf or nft -j list ruleset)")
 
 
-@check("FW-02", "Listener on a plane the policy gives no flow for", Severity.high,
-       "bind the service to its plane's address, or stop it")
+@check(
+    "FW-02",
+    "Listener on a plane the policy gives no flow for",
+    Severity.high,
+    "bind the service to its plane's address, or stop it",
+)
 def fw02(facts: Facts) -> Iterator[Finding]:
     views = [v for v in facts.hosts if v.live and v.listeners is not None]
     if not views or facts.policy is None:
@@ -107,16 +133,26 @@ def fw02(facts: Facts) -> Iterator[Finding]:
     if view.role is None:
         raise NotAvailable(f"host {view.name} is not in the policy")
     addresses = facts.policy.addresses()
-    plane_of = {addresses[(view.name, p)]: p for p in facts.policy.role_planes(view.role) if (view.name, p) in addresses}
+    plane_of = {
+        addresses[(view.name, p)]: p for p in facts.policy.role_planes(view.role) if (view.name, p) in addresses
+    }
     for lst in view.listeners or []:
         plane = plane_of.get(lst["local_addr"])
         if plane is None:
             continue
-        ok = any(f.dst == view.role and f.plane == plane and f.proto == lst["proto"] and
-                 any(lo <= lst["port"] <= hi for lo, hi in f.port_ranges()) for f in facts.policy.flows)
+        ok = any(
+            f.dst == view.role
+            and f.plane == plane
+            and f.proto == lst["proto"]
+            and any(lo <= lst["port"] <= hi for lo, hi in f.port_ranges())
+            for f in facts.policy.flows
+        )
         if not ok:
-            yield finding("FW-02", f"{view.name}: {lst['local_addr']}:{lst['port']}/{lst['proto']}",
-                          f"{lst['process'] or 'a process'} listens on plane {plane} with no flow for it")
+            yield finding(
+                "FW-02",
+                f"{view.name}: {lst['local_addr']}:{lst['port']}/{lst['proto']}",
+                f"{lst['process'] or 'a process'} listens on plane {plane} with no flow for it",
+            )
 
 
 @check("FW-03", "Mixed iptables-legacy and nftables", Severity.medium, "keep one loader: remove iptables-legacy rules")
@@ -130,15 +166,23 @@ def fw03(facts: Facts) -> Iterator[Finding]:
         yield finding("FW-03", view.name, f"{len(rules)} iptables-legacy rules alongside nftables")
 
 
-@check("FW-04", "Rules name interfaces that no plane uses", Severity.medium,
-       "fix the interface names (nft accepts any iifname, so a typo silently never matches)")
+@check(
+    "FW-04",
+    "Rules name interfaces that no plane uses",
+    Severity.medium,
+    "fix the interface names (nft accepts any iifname, so a typo silently never matches)",
+)
 def fw04(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
         raise NotAvailable("no policy.json with the plane interfaces")
     known = {p.interface for p in facts.policy.planes} | {"lo"}
     for view, rs in firewalled_views(facts):
         for name in sorted(rs.interfaces() - known):
-            yield finding("FW-04", view.name, f"iifname {name!r} is not a plane interface ({', '.join(sorted(k for k in known if k))})")
+            yield finding(
+                "FW-04",
+                view.name,
+                f"iifname {name!r} is not a plane interface ({', '.join(sorted(k for k in known if k))})",
+            )
         if view.live and view.addrs is not None:
             present = {link.get("ifname") for link in view.addrs}
             for name in sorted((rs.interfaces() & known) - present - {"lo"}):
@@ -146,12 +190,17 @@ def fw04(facts: Facts) -> Iterator[Finding]:
         # after the proof (runner.audit evaluates first) and after exploring every packet
         # class of this host's planes: every construct the evaluator could not decide
         for construct in sorted(explore(rs, [iface for _p, _k, iface in planes_of(facts, view) if iface])):
-            yield finding("FW-04", view.name, f"undecided (cells it guards are 'not proven'): {construct}",
-                          severity=Severity.info)
+            yield finding(
+                "FW-04", view.name, f"undecided (cells it guards are 'not proven'): {construct}", severity=Severity.info
+            )
 
 
-@check("FW-08", "Ruleset does not load", Severity.high,
-       "fix the ruleset until `nft -c -f` accepts it (nft's message names the line)")
+@check(
+    "FW-08",
+    "Ruleset does not load",
+    Severity.high,
+    "fix the ruleset until `nft -c -f` accepts it (nft's message names the line)",
+)
 def fw08(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -164,8 +213,12 @@ def fw08(facts: Facts) -> Iterator[Finding]:
         raise NotAvailable("no nftables ruleset file to load")
 
 
-@check("FW-05", "RDMA isolation rests on the host firewall", Severity.high,
-       "isolate RDMA with IB PKeys + part_enforce, or RoCE VLANs/VRFs and switch ACLs")
+@check(
+    "FW-05",
+    "RDMA isolation rests on the host firewall",
+    Severity.high,
+    "isolate RDMA with IB PKeys + part_enforce, or RoCE VLANs/VRFs and switch ACLs",
+)
 def fw05(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None or facts.fabric_kind not in ("ib", "roce"):
         raise NotAvailable("no RDMA design in policy.json")
@@ -174,14 +227,20 @@ def fw05(facts: Facts) -> Iterator[Finding]:
             continue
         if facts.fabric_kind == "ib":
             if plane.pkey is None:
-                yield finding("FW-05", f"plane {plane.name}", "IB plane without a PKey: host nftables cannot isolate RDMA")
+                yield finding(
+                    "FW-05", f"plane {plane.name}", "IB plane without a PKey: host nftables cannot isolate RDMA"
+                )
                 continue
             sm = [v for v in facts.hosts if v.has("/etc/opensm/partitions.conf")]
-            if sm and not any(re.search(rf"=\s*0x0*{plane.pkey:x}\b", v.read("/etc/opensm/partitions.conf") or "", re.IGNORECASE)
-                              for v in sm):
+            if sm and not any(
+                re.search(rf"=\s*0x0*{plane.pkey:x}\b", v.read("/etc/opensm/partitions.conf") or "", re.IGNORECASE)
+                for v in sm
+            ):
                 yield finding("FW-05", f"plane {plane.name}", f"PKey 0x{plane.pkey:04x} is not in partitions.conf")
         elif plane.vlan is None:
-            yield finding("FW-05", f"plane {plane.name}", "RoCE plane without a VLAN: host nftables cannot isolate RDMA")
+            yield finding(
+                "FW-05", f"plane {plane.name}", "RoCE plane without a VLAN: host nftables cannot isolate RDMA"
+            )
 
 
 @check("FW-06", "srun ports not constrained", Severity.medium, "set SrunPortRange (e.g. 60001-63000) in slurm.conf")
@@ -190,7 +249,9 @@ def fw06(facts: Facts) -> Iterator[Finding]:
     if not views:
         raise NotAvailable("no /etc/slurm/slurm.conf")
     for view in views:
-        if not re.search(r"^\s*SrunPortRange\s*=", view.read("/etc/slurm/slurm.conf") or "", re.MULTILINE | re.IGNORECASE):
+        if not re.search(
+            r"^\s*SrunPortRange\s*=", view.read("/etc/slurm/slurm.conf") or "", re.MULTILINE | re.IGNORECASE
+        ):
             yield finding("FW-06", view.name, "SrunPortRange missing while a firewall is in place")
 
 
@@ -201,18 +262,26 @@ def fw07(facts: Facts) -> Iterator[Finding]:
     for view, rs in firewalled_views(facts):
         for plane, kind, iface in planes_of(facts, view):
             if kind in ("compute-data", "storage") and (src := admitted(rs, iface, "tcp", SSH)):
-                yield finding("FW-07", f"{view.name}: {iface} ({plane})", f"tcp/22 admitted from {iv.fmt_ip_spans(src)}")
+                yield finding(
+                    "FW-07", f"{view.name}: {iface} ({plane})", f"tcp/22 admitted from {iv.fmt_ip_spans(src)}"
+                )
 
 
-@check("NVMF-09", "NVMe discovery exposed beyond the storage plane", Severity.medium,
-       "admit 8009/tcp only on the storage plane from compute nodes")
+@check(
+    "NVMF-09",
+    "NVMe discovery exposed beyond the storage plane",
+    Severity.medium,
+    "admit 8009/tcp only on the storage plane from compute nodes",
+)
 def nvmf09(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
         raise NotAvailable("no policy.json with plane kinds")
     for view, rs in firewalled_views(facts):
         for plane, kind, iface in planes_of(facts, view):
             if kind != "storage" and (src := admitted(rs, iface, "tcp", NVME_DISCOVERY)):
-                yield finding("NVMF-09", f"{view.name}: {iface} ({plane})", f"tcp/8009 admitted from {iv.fmt_ip_spans(src)}")
+                yield finding(
+                    "NVMF-09", f"{view.name}: {iface} ({plane})", f"tcp/8009 admitted from {iv.fmt_ip_spans(src)}"
+                )
 
 
 def _root_views(facts: Facts) -> list[HostView]:
@@ -227,8 +296,12 @@ def _nic_ifaces(facts: Facts, view: HostView) -> list[str]:
     return [p.split("/")[4] for p in view.sys_glob("/sys/class/net/*/device/numa_node")]
 
 
-@check("HOST-04", "NIC interrupts are served off the NIC's NUMA node", Severity.medium,
-       "pin the NIC IRQs to its node (set_irq_affinity_bynode.sh <node> <if>) and ban them from irqbalance")
+@check(
+    "HOST-04",
+    "NIC interrupts are served off the NIC's NUMA node",
+    Severity.medium,
+    "pin the NIC IRQs to its node (set_irq_affinity_bynode.sh <node> <if>) and ban them from irqbalance",
+)
 def host04(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in _root_views(facts):
@@ -252,12 +325,18 @@ def host04(facts: Facts) -> Iterator[Finding]:
             except (ParseError, ValueError):
                 continue  # a truncated copy; the other interfaces still count
             if off:
-                yield finding("HOST-04", f"{view.name}: {iface}",
-                              f"{len(off)} of {len(irqs)} IRQs reach CPUs outside NUMA node {node} ({cpulist}): "
-                              + ", ".join(off[:4]) + (" ..." if len(off) > 4 else ""),
-                              location=f"/proc/irq/{off[0].split()[1]}/smp_affinity_list")
+                yield finding(
+                    "HOST-04",
+                    f"{view.name}: {iface}",
+                    f"{len(off)} of {len(irqs)} IRQs reach CPUs outside NUMA node {node} ({cpulist}): "
+                    + ", ".join(off[:4])
+                    + (" ..." if len(off) > 4 else ""),
+                    location=f"/proc/irq/{off[0].split()[1]}/smp_affinity_list",
+                )
     if not seen:
-        raise NotAvailable("no NIC with numa_node and msi_irqs in sysfs (/sys/class/net/<if>/device; VM or not collected)")
+        raise NotAvailable(
+            "no NIC with numa_node and msi_irqs in sysfs (/sys/class/net/<if>/device; VM or not collected)"
+        )
 
 
 def _rdma_devices(facts: Facts, view: HostView) -> set[str] | None:
@@ -272,8 +351,12 @@ def _rdma_devices(facts: Facts, view: HostView) -> set[str] | None:
     return None
 
 
-@check("HOST-05", "GPU to NIC distance loses GPUDirect RDMA", Severity.medium,
-       "put each GPU's NIC under the same PCIe switch (PIX/PXB), or list the near NICs in NCCL_IB_HCA")
+@check(
+    "HOST-05",
+    "GPU to NIC distance loses GPUDirect RDMA",
+    Severity.medium,
+    "put each GPU's NIC under the same PCIe switch (PIX/PXB), or list the near NICs in NCCL_IB_HCA",
+)
 def host05(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -295,8 +378,12 @@ def host05(facts: Facts) -> Iterator[Finding]:
             nic, conn = min(nics.items(), key=lambda item: TOPO_ORDER.index(item[1]))
             # NCCL uses GDR only up to PXB/P2C by default (reference 4.4, 5.5)
             if TOPO_ORDER.index(conn) >= TOPO_ORDER.index("PHB"):
-                yield finding("HOST-05", f"{view.name}: {gpu}", f"nearest NIC {nic} is {conn} (nvidia-smi topo -m)",
-                              location=view.output_source("nvidia-smi-topo"))
+                yield finding(
+                    "HOST-05",
+                    f"{view.name}: {gpu}",
+                    f"nearest NIC {nic} is {conn} (nvidia-smi topo -m)",
+                    location=view.output_source("nvidia-smi-topo"),
+                )
     if not seen:
         raise NotAvailable("no nvidia-smi topo -m output with GPU and NIC columns (no GPU, or not captured)")
 
@@ -312,8 +399,12 @@ def _iommu_mode(cmdline: str) -> str | None:
     return None
 
 
-@check("HOST-06", "ACS/IOMMU state differs from policy", Severity.medium,
-       "disable ACS redirect only on the GPU-NIC path bridges and boot with iommu=pt; on shared nodes keep ACS on")
+@check(
+    "HOST-06",
+    "ACS/IOMMU state differs from policy",
+    Severity.medium,
+    "disable ACS redirect only on the GPU-NIC path bridges and boot with iommu=pt; on shared nodes keep ACS on",
+)
 def host06(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in _root_views(facts):
@@ -328,23 +419,40 @@ def host06(facts: Facts) -> Iterator[Finding]:
         open_ = [b.bdf for b in bridges if not b.redirects]
         if mode == "translated" and open_:
             # Williamson (pcie_acs_override): P2P below the IOMMU bypasses its isolation (reference 5.8)
-            yield finding("HOST-06", f"{view.name}: {', '.join(open_[:4])}",
-                          f"IOMMU translating (intel_iommu=on) but ACS redirect off on {len(open_)} bridge(s): "
-                          "peer-to-peer DMA bypasses IOMMU isolation", severity=Severity.high,
-                          location=view.output_source("lspci"))
+            yield finding(
+                "HOST-06",
+                f"{view.name}: {', '.join(open_[:4])}",
+                f"IOMMU translating (intel_iommu=on) but ACS redirect off on {len(open_)} bridge(s): "
+                "peer-to-peer DMA bypasses IOMMU isolation",
+                severity=Severity.high,
+                location=view.output_source("lspci"),
+            )
         elif mode == "translated":
-            yield finding("HOST-06", view.name, "intel_iommu=on without iommu=pt: GPUDirect RDMA goes through IOMMU "
-                          "translation (NVIDIA recommends iommu=pt)", location="/proc/cmdline")
+            yield finding(
+                "HOST-06",
+                view.name,
+                "intel_iommu=on without iommu=pt: GPUDirect RDMA goes through IOMMU "
+                "translation (NVIDIA recommends iommu=pt)",
+                location="/proc/cmdline",
+            )
         if redirecting and facts.role_kind(view.role) in (None, "compute"):
-            yield finding("HOST-06", f"{view.name}: {', '.join(redirecting[:4])}",
-                          f"ACSCtl ReqRedir+/CmpltRedir+ on {len(redirecting)} bridge(s): GPU-NIC peer-to-peer is "
-                          "redirected to the root complex (GDR fails or slows)", location=view.output_source("lspci"))
+            yield finding(
+                "HOST-06",
+                f"{view.name}: {', '.join(redirecting[:4])}",
+                f"ACSCtl ReqRedir+/CmpltRedir+ on {len(redirecting)} bridge(s): GPU-NIC peer-to-peer is "
+                "redirected to the root complex (GDR fails or slows)",
+                location=view.output_source("lspci"),
+            )
     if not seen:
         raise NotAvailable("no lspci -vvv output and no /proc/cmdline")
 
 
-@check("HOST-07", "RDMA prerequisites missing", Severity.low,
-       "set memlock unlimited (limits.conf / systemd LimitMEMLOCK=infinity) and load nvidia_peermem (or use dma-buf)")
+@check(
+    "HOST-07",
+    "RDMA prerequisites missing",
+    Severity.low,
+    "set memlock unlimited (limits.conf / systemd LimitMEMLOCK=infinity) and load nvidia_peermem (or use dma-buf)",
+)
 def host07(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in _root_views(facts):
@@ -358,10 +466,19 @@ def host07(facts: Facts) -> Iterator[Finding]:
             continue
         seen = True
         if memlock is not None and memlock.strip() != "unlimited":
-            yield finding("HOST-07", view.name, f"ulimit -l = {memlock.strip()} KiB (memory registration can fail)",
-                          location=view.output_source("ulimit-l"))
+            yield finding(
+                "HOST-07",
+                view.name,
+                f"ulimit -l = {memlock.strip()} KiB (memory registration can fail)",
+                location=view.output_source("ulimit-l"),
+            )
         if "nvidia" in modules and not modules & {"nvidia_peermem", "nv_peer_mem"}:
-            yield finding("HOST-07", view.name, "nvidia is loaded without nvidia_peermem: no GPUDirect RDMA through "
-                          "peer memory (unless the stack uses dma-buf)", location=view.output_source("lsmod"))
+            yield finding(
+                "HOST-07",
+                view.name,
+                "nvidia is loaded without nvidia_peermem: no GPUDirect RDMA through "
+                "peer memory (unless the stack uses dma-buf)",
+                location=view.output_source("lsmod"),
+            )
     if not seen:
         raise NotAvailable("no RDMA device (/sys/class/infiniband, ib_core) on the audited host")

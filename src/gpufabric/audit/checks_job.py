@@ -40,20 +40,30 @@ def _ifname_matches(spec: str, iface: str) -> bool:
     return not hit if exclude else hit
 
 
-@check("NCCL-01", "Bootstrap interface not pinned to the control plane", Severity.high,
-       "set NCCL_SOCKET_IFNAME==<control-plane interface> (exact match)")
+@check(
+    "NCCL-01",
+    "Bootstrap interface not pinned to the control plane",
+    Severity.high,
+    "set NCCL_SOCKET_IFNAME==<control-plane interface> (exact match)",
+)
 def nccl01(facts: Facts) -> Iterator[Finding]:
     ctl = [p.interface for p in facts.policy.planes if p.kind == "control"] if facts.policy else []
     mgmt = [p.interface for p in facts.policy.planes if p.kind == "management"] if facts.policy else []
     for view, env, sources in _compute_views(facts):
         value = env.get("NCCL_SOCKET_IFNAME")
         if not value:
-            yield finding("NCCL-01", view.name, f"NCCL_SOCKET_IFNAME unset in {', '.join(sources)}: bootstrap lands on"
-                          " whatever interface NCCL finds first")
+            yield finding(
+                "NCCL-01",
+                view.name,
+                f"NCCL_SOCKET_IFNAME unset in {', '.join(sources)}: bootstrap lands on"
+                " whatever interface NCCL finds first",
+            )
         elif any(m and _ifname_matches(value, m) for m in mgmt):
             yield finding("NCCL-01", view.name, f"NCCL_SOCKET_IFNAME={value} matches the management interface")
         elif ctl and not any(c and _ifname_matches(value, c) for c in ctl):
-            yield finding("NCCL-01", view.name, f"NCCL_SOCKET_IFNAME={value} does not select the control interface {ctl[0]}")
+            yield finding(
+                "NCCL-01", view.name, f"NCCL_SOCKET_IFNAME={value} does not select the control interface {ctl[0]}"
+            )
 
 
 @check("NCCL-02", "HCA selection too broad", Severity.medium, "set NCCL_IB_HCA==dev:port,... (exact list)")
@@ -66,13 +76,21 @@ def nccl02(facts: Facts) -> Iterator[Finding]:
             yield finding("NCCL-02", view.name, f"NCCL_IB_HCA={value or '(unset)'} is not an exact '=' list")
 
 
-@check("NCCL-03", "Hidden or leftover NCCL configuration", Severity.medium,
-       "remove /etc/nccl.conf and debug-only variables; keep settings in the gpufabric env file")
+@check(
+    "NCCL-03",
+    "Hidden or leftover NCCL configuration",
+    Severity.medium,
+    "remove /etc/nccl.conf and debug-only variables; keep settings in the gpufabric env file",
+)
 def nccl03(facts: Facts) -> Iterator[Finding]:
     for view, env, sources in _compute_views(facts):
         if "/etc/nccl.conf" in sources and (view.read("/etc/nccl.conf") or "").strip():
-            yield finding("NCCL-03", view.name, "/etc/nccl.conf is present: NCCL applies it silently",
-                          location=view.where("/etc/nccl.conf"))
+            yield finding(
+                "NCCL-03",
+                view.name,
+                "/etc/nccl.conf is present: NCCL applies it silently",
+                location=view.where("/etc/nccl.conf"),
+            )
         for key, bad in DEBUG_KNOBS.items():
             if env.get(key, "").upper() == bad:
                 yield finding("NCCL-03", view.name, f"{key}={env[key]} (debug-only knob)")
@@ -82,7 +100,12 @@ def nccl03(facts: Facts) -> Iterator[Finding]:
                     yield finding("NCCL-03", view.name, f"{key}={env[key]} pinned without bitwise reproducibility")
 
 
-@check("NCCL-04", "IB/RDMA transport disabled on an RDMA design", Severity.medium, "remove NCCL_IB_DISABLE=1 / NCCL_NET=Socket")
+@check(
+    "NCCL-04",
+    "IB/RDMA transport disabled on an RDMA design",
+    Severity.medium,
+    "remove NCCL_IB_DISABLE=1 / NCCL_NET=Socket",
+)
 def nccl04(facts: Facts) -> Iterator[Finding]:
     if facts.fabric_kind not in ("ib", "roce"):
         raise NotAvailable("not an RDMA design (policy.json design.fabric_kind)")
@@ -91,8 +114,12 @@ def nccl04(facts: Facts) -> Iterator[Finding]:
             yield finding("NCCL-04", view.name, "NCCL_IB_DISABLE=1 or NCCL_NET=Socket")
 
 
-@check("NCCL-05", "Determinism knobs not pinned while bitwise reproducibility is requested", Severity.medium,
-       "pin NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS and NCCL_NVLS_ENABLE=0")
+@check(
+    "NCCL-05",
+    "Determinism knobs not pinned while bitwise reproducibility is requested",
+    Severity.medium,
+    "pin NCCL_ALGO, NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS and NCCL_NVLS_ENABLE=0",
+)
 def nccl05(facts: Facts) -> Iterator[Finding]:
     if facts.reproducibility != "bitwise":
         raise NotAvailable("the policy does not request bitwise reproducibility")
@@ -104,7 +131,9 @@ def nccl05(facts: Facts) -> Iterator[Finding]:
             yield finding("NCCL-05", view.name, f"not pinned: {', '.join(missing)}")
 
 
-@check("NCCL-06", "RAS listener off loopback", Severity.medium, "set NCCL_RAS_ADDR=127.0.0.1:28028 (or NCCL_RAS_ENABLE=0)")
+@check(
+    "NCCL-06", "RAS listener off loopback", Severity.medium, "set NCCL_RAS_ADDR=127.0.0.1:28028 (or NCCL_RAS_ENABLE=0)"
+)
 def nccl06(facts: Facts) -> Iterator[Finding]:
     for view, env, _sources in _compute_views(facts):
         addr = env.get("NCCL_RAS_ADDR", "localhost:28028")
@@ -116,8 +145,12 @@ def nccl06(facts: Facts) -> Iterator[Finding]:
                 yield finding("NCCL-06", view.name, f"listener on {lst['local_addr']}:28028 ({lst['process']})")
 
 
-@check("TORCH-01", "Rendezvous or TCPStore reachable beyond the job's compute nodes", Severity.critical,
-       "admit 29400/29500 only on the control plane and only from compute nodes")
+@check(
+    "TORCH-01",
+    "Rendezvous or TCPStore reachable beyond the job's compute nodes",
+    Severity.critical,
+    "admit 29400/29500 only on the control plane and only from compute nodes",
+)
 def torch01(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
         raise NotAvailable("no policy.json: cannot tell planes and compute nodes apart")
@@ -128,12 +161,19 @@ def torch01(facts: Facts) -> Iterator[Finding]:
             for port in (TORCH_C10D, TORCH_STATIC):
                 extra = iv.subtract(admitted(rs, iface, "tcp", port), allowed_src)
                 if extra:
-                    yield finding("TORCH-01", f"{view.name}: {iface} ({plane}, {kind})",
-                                  f"tcp/{port} admitted from {iv.fmt_ip_spans(extra)}")
+                    yield finding(
+                        "TORCH-01",
+                        f"{view.name}: {iface} ({plane}, {kind})",
+                        f"tcp/{port} admitted from {iv.fmt_ip_spans(extra)}",
+                    )
 
 
-@check("TORCH-02", "Determinism settings missing", Severity.info,
-       "set CUBLAS_WORKSPACE_CONFIG=:4096:8 and torch.use_deterministic_algorithms(True)")
+@check(
+    "TORCH-02",
+    "Determinism settings missing",
+    Severity.info,
+    "set CUBLAS_WORKSPACE_CONFIG=:4096:8 and torch.use_deterministic_algorithms(True)",
+)
 def torch02(facts: Facts) -> Iterator[Finding]:
     if facts.reproducibility != "bitwise":
         raise NotAvailable("the policy does not request bitwise reproducibility")

@@ -37,14 +37,19 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
         raise NotAvailable("no nvmetcli config.json (/etc/nvmet/config.json) and no nvmet configfs")
 
 
-@check("NVMF-01", "A subsystem allows any host", Severity.critical,
-       "set attr.allow_any_host to \"0\" and list the initiators in allowed_hosts")
+@check(
+    "NVMF-01",
+    "A subsystem allows any host",
+    Severity.critical,
+    'set attr.allow_any_host to "0" and list the initiators in allowed_hosts',
+)
 def nvmf01(facts: Facts) -> Iterator[Finding]:
     for view, doc in _nvmet(facts):
         for sub in doc.get("subsystems", []):
             if str(sub.get("attr", {}).get("allow_any_host", "0")) == "1":
-                yield finding("NVMF-01", f"{view.name}: {sub.get('nqn')}", "attr.allow_any_host = \"1\"",
-                              location=view.where(NVMET))
+                yield finding(
+                    "NVMF-01", f"{view.name}: {sub.get('nqn')}", 'attr.allow_any_host = "1"', location=view.where(NVMET)
+                )
     for view in facts.hosts:
         if view.live:
             for attr in view.sys_glob("/sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host"):
@@ -52,8 +57,12 @@ def nvmf01(facts: Facts) -> Iterator[Finding]:
                     yield finding("NVMF-01", f"{view.name}: {attr.split('/')[-2]}", f"{attr} = 1", location=attr)
 
 
-@check("NVMF-02", "A target port listens outside the storage plane", Severity.high,
-       "set ports[].addr.traddr to the target's storage-plane address")
+@check(
+    "NVMF-02",
+    "A target port listens outside the storage plane",
+    Severity.high,
+    "set ports[].addr.traddr to the target's storage-plane address",
+)
 def nvmf02(facts: Facts) -> Iterator[Finding]:
     storage = [p for p in (facts.policy.planes if facts.policy else []) if p.kind == "storage"]
     if not storage:
@@ -68,17 +77,28 @@ def nvmf02(facts: Facts) -> Iterator[Finding]:
             try:
                 ip = ipaddress.IPv4Address(traddr)
             except ValueError:
-                yield finding("NVMF-02", f"{view.name}: port {port.get('portid')}", f"traddr {traddr!r} is not an IPv4 address",
-                              location=view.where(NVMET))
+                yield finding(
+                    "NVMF-02",
+                    f"{view.name}: port {port.get('portid')}",
+                    f"traddr {traddr!r} is not an IPv4 address",
+                    location=view.where(NVMET),
+                )
                 continue
             if ip.is_unspecified or not any(ip in n for n in nets):
-                yield finding("NVMF-02", f"{view.name}: port {port.get('portid')}",
-                              f"traddr {traddr} is outside the storage plane {', '.join(map(str, nets))}",
-                              location=view.where(NVMET))
+                yield finding(
+                    "NVMF-02",
+                    f"{view.name}: port {port.get('portid')}",
+                    f"traddr {traddr} is outside the storage plane {', '.join(map(str, nets))}",
+                    location=view.where(NVMET),
+                )
 
 
-@check("NVMF-03", "A TCP port runs without TLS, or TLS is downgradable", Severity.high,
-       "set addr.tsas to \"tls1.3\" and addr.treq to \"required\" on every tcp port")
+@check(
+    "NVMF-03",
+    "A TCP port runs without TLS, or TLS is downgradable",
+    Severity.high,
+    'set addr.tsas to "tls1.3" and addr.treq to "required" on every tcp port',
+)
 def nvmf03(facts: Facts) -> Iterator[Finding]:
     for view, doc in _nvmet(facts):
         for port in doc.get("ports", []):
@@ -87,26 +107,44 @@ def nvmf03(facts: Facts) -> Iterator[Finding]:
                 continue
             subject = f"{view.name}: port {port.get('portid')} ({addr.get('traddr')}:{addr.get('trsvcid')})"
             if addr.get("tsas") != "tls1.3":
-                yield finding("NVMF-03", subject, f"tsas = {addr.get('tsas')!r}: cleartext NVMe/TCP", location=view.where(NVMET))
+                yield finding(
+                    "NVMF-03", subject, f"tsas = {addr.get('tsas')!r}: cleartext NVMe/TCP", location=view.where(NVMET)
+                )
             elif addr.get("treq") == "not required":
-                yield finding("NVMF-03", subject, "tsas tls1.3 with treq \"not required\": non-TLS connections still allowed",
-                              location=view.where(NVMET))
+                yield finding(
+                    "NVMF-03",
+                    subject,
+                    'tsas tls1.3 with treq "not required": non-TLS connections still allowed',
+                    location=view.where(NVMET),
+                )
 
 
-@check("NVMF-04", "Allowed hosts lack DH-HMAC-CHAP", Severity.high,
-       "give every hosts[] entry a dhchap.key (nvme gen-dhchap-key) and use nvmetcli with commit 7a94d92")
+@check(
+    "NVMF-04",
+    "Allowed hosts lack DH-HMAC-CHAP",
+    Severity.high,
+    "give every hosts[] entry a dhchap.key (nvme gen-dhchap-key) and use nvmetcli with commit 7a94d92",
+)
 def nvmf04(facts: Facts) -> Iterator[Finding]:
     for view, doc in _nvmet(facts):
         keyed = {h.get("nqn") for h in doc.get("hosts", []) if (h.get("dhchap") or {}).get("key")}
         for sub in doc.get("subsystems", []):
             for host in sub.get("allowed_hosts", []):
                 if host not in keyed:
-                    yield finding("NVMF-04", f"{view.name}: {host}", f"allowed on {sub.get('nqn')} without a dhchap key",
-                                  location=view.where(NVMET))
+                    yield finding(
+                        "NVMF-04",
+                        f"{view.name}: {host}",
+                        f"allowed on {sub.get('nqn')} without a dhchap key",
+                        location=view.where(NVMET),
+                    )
 
 
-@check("NVMF-05", "Authentication is one-way only, or uses weak parameters", Severity.medium,
-       "set dhchap.ctrl_key, an FFDHE dhgroup and a DHHC-1:01..03 key for every host")
+@check(
+    "NVMF-05",
+    "Authentication is one-way only, or uses weak parameters",
+    Severity.medium,
+    "set dhchap.ctrl_key, an FFDHE dhgroup and a DHHC-1:01..03 key for every host",
+)
 def nvmf05(facts: Facts) -> Iterator[Finding]:
     for view, doc in _nvmet(facts):
         for host in doc.get("hosts", []):
@@ -121,7 +159,9 @@ def nvmf05(facts: Facts) -> Iterator[Finding]:
             if str(dh.get("key", "")).startswith("DHHC-1:00:"):
                 problems.append("key hash 00 (untransformed)")
             if problems:
-                yield finding("NVMF-05", f"{view.name}: {host.get('nqn')}", "; ".join(problems), location=view.where(NVMET))
+                yield finding(
+                    "NVMF-05", f"{view.name}: {host.get('nqn')}", "; ".join(problems), location=view.where(NVMET)
+                )
 
 
 @check("NVMF-06", "Secret files are readable by others", Severity.high, "chmod 0600 the file (owner root)")
@@ -136,14 +176,22 @@ def nvmf06(facts: Facts) -> Iterator[Finding]:
             seen = True
             mode = view.mode(path)
             if mode is not None and mode & 0o077:
-                yield finding("NVMF-06", f"{view.name}: {path}", f"mode {mode:04o} (group/other can read key material)",
-                              location=view.where(path))
+                yield finding(
+                    "NVMF-06",
+                    f"{view.name}: {path}",
+                    f"mode {mode:04o} (group/other can read key material)",
+                    location=view.where(path),
+                )
     if not seen:
         raise NotAvailable("no secret-bearing NVMe-oF/OpenSM files found")
 
 
-@check("NVMF-07", "Secrets appear on command lines or in public files", Severity.medium,
-       "keep keys only in 0600 key files or the .nvme keyring; never pass them as options")
+@check(
+    "NVMF-07",
+    "Secrets appear on command lines or in public files",
+    Severity.medium,
+    "keep keys only in 0600 key files or the .nvme keyring; never pass them as options",
+)
 def nvmf07(facts: Facts) -> Iterator[Finding]:
     secret = set(SECRET_FILES) | {"/etc/opensm/opensm.conf"}
     scanned: set[str] = set()  # a role's files are shared by its hosts: scan and report each once
@@ -162,8 +210,12 @@ def nvmf07(facts: Facts) -> Iterator[Finding]:
                     yield finding("NVMF-07", f"{view.name}: environment", f"${key} holds key material")
 
 
-@check("NVMF-08", "An NQN is invalid or duplicated", Severity.high,
-       "give every host its own /etc/nvme/hostnqn and hostid (nvme gen-hostnqn); fix invalid NQNs")
+@check(
+    "NVMF-08",
+    "An NQN is invalid or duplicated",
+    Severity.high,
+    "give every host its own /etc/nvme/hostnqn and hostid (nvme gen-hostnqn); fix invalid NQNs",
+)
 def nvmf08(facts: Facts) -> Iterator[Finding]:
     owners: dict[str, list[str]] = defaultdict(list)
     ids: dict[str, list[str]] = defaultdict(list)
@@ -175,16 +227,26 @@ def nvmf08(facts: Facts) -> Iterator[Finding]:
             seen = True
             owners[nqn].append(view.name)
             if (problem := nqn_problem(nqn)) is not None:
-                yield finding("NVMF-08", f"{view.name}: hostnqn", f"{nqn!r} {problem}", severity=Severity.medium,
-                              location=view.where("/etc/nvme/hostnqn"))
+                yield finding(
+                    "NVMF-08",
+                    f"{view.name}: hostnqn",
+                    f"{nqn!r} {problem}",
+                    severity=Severity.medium,
+                    location=view.where("/etc/nvme/hostnqn"),
+                )
         if hostid:
             ids[hostid].append(view.name)
     for view, doc in _safe_nvmet(facts):
         seen = True
         for sub in doc.get("subsystems", []):
             if (problem := nqn_problem(str(sub.get("nqn", "")))) is not None:
-                yield finding("NVMF-08", f"{view.name}: subsystem", f"{sub.get('nqn')!r} {problem}", severity=Severity.medium,
-                              location=view.where(NVMET))
+                yield finding(
+                    "NVMF-08",
+                    f"{view.name}: subsystem",
+                    f"{sub.get('nqn')!r} {problem}",
+                    severity=Severity.medium,
+                    location=view.where(NVMET),
+                )
     if not seen:
         raise NotAvailable("no /etc/nvme/hostnqn or nvmet config")
     for nqn, hosts in owners.items():
@@ -202,8 +264,12 @@ def _safe_nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
         return
 
 
-@check("NVMF-10", "Kernel support for the required NVMe-oF security is missing", Severity.high,
-       "use a kernel with CONFIG_NVME_TARGET_AUTH/TCP_TLS (targets) or NVME_HOST_AUTH/NVME_TCP_TLS (hosts)")
+@check(
+    "NVMF-10",
+    "Kernel support for the required NVMe-oF security is missing",
+    Severity.high,
+    "use a kernel with CONFIG_NVME_TARGET_AUTH/TCP_TLS (targets) or NVME_HOST_AUTH/NVME_TCP_TLS (hosts)",
+)
 def nvmf10(facts: Facts) -> Iterator[Finding]:
     import gzip
     import os
@@ -219,7 +285,7 @@ def nvmf10(facts: Facts) -> Iterator[Finding]:
     release = os.uname().release
     for path in (f"/boot/config-{release}", "/proc/config.gz"):
         try:
-            with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as handle:
+            with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as handle:
                 text = handle.read()
             break
         except OSError:
@@ -235,8 +301,12 @@ def nvmf10(facts: Facts) -> Iterator[Finding]:
 
 
 #: Where nvmetcli's module lives: distribution packages and pip installs.
-NVMETCLI_MODULES = ("/usr/lib/python3*/site-packages/nvmet/nvme.py", "/usr/lib/python3/dist-packages/nvmet/nvme.py",
-                    "/usr/lib64/python3*/site-packages/nvmet/nvme.py", "/usr/local/lib/python3*/*-packages/nvmet/nvme.py")
+NVMETCLI_MODULES = (
+    "/usr/lib/python3*/site-packages/nvmet/nvme.py",
+    "/usr/lib/python3/dist-packages/nvmet/nvme.py",
+    "/usr/lib64/python3*/site-packages/nvmet/nvme.py",
+    "/usr/local/lib/python3*/*-packages/nvmet/nvme.py",
+)
 
 
 def _host_class(source: str) -> str | None:
@@ -245,8 +315,12 @@ def _host_class(source: str) -> str | None:
     return match.group(1) if match else None
 
 
-@check("NVMF-11", "nvmetcli too old to persist DH-HMAC-CHAP", Severity.medium,
-       "install nvmetcli with commit 7a94d92 (2026-07-15), then nvmetcli save; older versions drop hosts[].dhchap")
+@check(
+    "NVMF-11",
+    "nvmetcli too old to persist DH-HMAC-CHAP",
+    Severity.medium,
+    "install nvmetcli with commit 7a94d92 (2026-07-15), then nvmetcli save; older versions drop hosts[].dhchap",
+)
 def nvmf11(facts: Facts) -> Iterator[Finding]:
     seen = False
     saved = {id(v): doc for v, doc in _safe_nvmet(facts)}
@@ -256,7 +330,8 @@ def nvmf11(facts: Facts) -> Iterator[Finding]:
             continue
         # keys in use: in the saved JSON, or set in the kernel (configfs) and about to be saved
         keyed = any((h.get("dhchap") or {}).get("key") for h in saved.get(id(view), {}).get("hosts", [])) or any(
-            view.sys_read(p) for p in view.sys_glob("/sys/kernel/config/nvmet/hosts/*/dhchap_key"))
+            view.sys_read(p) for p in view.sys_glob("/sys/kernel/config/nvmet/hosts/*/dhchap_key")
+        )
         if not keyed:
             continue
         seen = True
@@ -264,9 +339,13 @@ def nvmf11(facts: Facts) -> Iterator[Finding]:
         # Before 7a94d92 Host has no attribute group: setup() and dump() carry only the NQN
         # (reference 2.1), so `nvmetcli save` writes hosts without their dhchap group.
         if body is not None and "dhchap" not in body:
-            yield finding("NVMF-11", f"{view.name}: {modules[0]}",
-                          "nvmetcli's Host class has no dhchap attribute group: save/restore drops the host keys, "
-                          "so authentication is lost after a reboot", location=modules[0])
+            yield finding(
+                "NVMF-11",
+                f"{view.name}: {modules[0]}",
+                "nvmetcli's Host class has no dhchap attribute group: save/restore drops the host keys, "
+                "so authentication is lost after a reboot",
+                location=modules[0],
+            )
     if not seen:
         raise NotAvailable("no DH-HMAC-CHAP host keys together with an installed nvmetcli (nvmet/nvme.py)")
 
@@ -274,8 +353,12 @@ def nvmf11(facts: Facts) -> Iterator[Finding]:
 SPDK_SOCKET = "/var/tmp/spdk.sock"
 
 
-@check("NVMF-12", "SPDK RPC socket is open to other users", Severity.critical,
-       "restrict the SPDK RPC socket to root (chmod 0600, or 0660 with a dedicated group)")
+@check(
+    "NVMF-12",
+    "SPDK RPC socket is open to other users",
+    Severity.critical,
+    "restrict the SPDK RPC socket to root (chmod 0600, or 0660 with a dedicated group)",
+)
 def nvmf12(facts: Facts) -> Iterator[Finding]:
     seen = False
     for view in facts.hosts:
@@ -286,9 +369,12 @@ def nvmf12(facts: Facts) -> Iterator[Finding]:
         mode, kind = stat
         # JSON-RPC on this socket is full control of the target (reference 2.11): 0600/0660 only
         if mode & 0o007:
-            yield finding("NVMF-12", f"{view.name}: {SPDK_SOCKET}",
-                          f"{kind} mode {mode:04o}: any local user can drive nvmf_tgt over JSON-RPC",
-                          location=SPDK_SOCKET)
+            yield finding(
+                "NVMF-12",
+                f"{view.name}: {SPDK_SOCKET}",
+                f"{kind} mode {mode:04o}: any local user can drive nvmf_tgt over JSON-RPC",
+                location=SPDK_SOCKET,
+            )
     if not seen:
         raise NotAvailable(f"no SPDK RPC socket ({SPDK_SOCKET}): SPDK nvmf_tgt not running or not collected")
 
@@ -304,9 +390,13 @@ def _discovery_tos(text: str) -> Iterator[tuple[str, int | None, str]]:
         yield (transport.group(1) if transport else "", int(tos.group(1)) if tos else None, line)
 
 
-@check("NVMF-13", "ToS/DSCP of NVMe traffic does not match the fabric QoS", Severity.medium,
-       "mark NVMe/RDMA with the RoCE ToS (rdma_cm default_roce_tos, nvme connect -T) and keep NVMe/TCP out of the "
-       "lossless class")
+@check(
+    "NVMF-13",
+    "ToS/DSCP of NVMe traffic does not match the fabric QoS",
+    Severity.medium,
+    "mark NVMe/RDMA with the RoCE ToS (rdma_cm default_roce_tos, nvme connect -T) and keep NVMe/TCP out of the "
+    "lossless class",
+)
 def nvmf13(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None or facts.fabric_kind != "roce" or facts.storage not in ("nvmeof-tcp", "nvmeof-rdma"):
         raise NotAvailable("needs a RoCE design with NVMe-oF storage in policy.json (DSCP QoS is a RoCE matter)")
@@ -319,20 +409,32 @@ def nvmf13(facts: Facts) -> Iterator[Finding]:
             if tos is None:
                 continue  # RDMA inherits rdma_cm's default; TCP stays unmarked
             if transport == "rdma" and tos >> 2 != dscp:
-                yield finding("NVMF-13", f"{view.name}: discovery.conf", f"NVMe/RDMA -T {tos} is DSCP {tos >> 2}, "
-                              f"the RoCE class is DSCP {dscp} (ToS {facts.policy.rdma_tos})",
-                              location=view.where("/etc/nvme/discovery.conf"))
+                yield finding(
+                    "NVMF-13",
+                    f"{view.name}: discovery.conf",
+                    f"NVMe/RDMA -T {tos} is DSCP {tos >> 2}, "
+                    f"the RoCE class is DSCP {dscp} (ToS {facts.policy.rdma_tos})",
+                    location=view.where("/etc/nvme/discovery.conf"),
+                )
             elif transport == "tcp" and tos >> 2 == dscp:
-                yield finding("NVMF-13", f"{view.name}: discovery.conf", f"NVMe/TCP -T {tos} puts TCP into the lossless "
-                              f"RoCE class (DSCP {dscp}): PFC interference", location=view.where("/etc/nvme/discovery.conf"))
+                yield finding(
+                    "NVMF-13",
+                    f"{view.name}: discovery.conf",
+                    f"NVMe/TCP -T {tos} puts TCP into the lossless RoCE class (DSCP {dscp}): PFC interference",
+                    location=view.where("/etc/nvme/discovery.conf"),
+                )
         if facts.storage != "nvmeof-rdma":
             continue
         for path in view.sys_glob("/sys/kernel/config/rdma_cm/*/ports/*/default_roce_tos"):
             seen = True
             value = view.sys_read(path)
             if value is not None and value.isdigit() and int(value) >> 2 != dscp:
-                yield finding("NVMF-13", f"{view.name}: {path.split('/')[5]} port {path.split('/')[7]}",
-                              f"rdma_cm default_roce_tos {value} (DSCP {int(value) >> 2}); NVMe/RDMA needs the RoCE "
-                              f"class DSCP {dscp} (ToS {facts.policy.rdma_tos})", location=path)
+                yield finding(
+                    "NVMF-13",
+                    f"{view.name}: {path.split('/')[5]} port {path.split('/')[7]}",
+                    f"rdma_cm default_roce_tos {value} (DSCP {int(value) >> 2}); NVMe/RDMA needs the RoCE "
+                    f"class DSCP {dscp} (ToS {facts.policy.rdma_tos})",
+                    location=path,
+                )
     if not seen:
         raise NotAvailable("no /etc/nvme/discovery.conf and no rdma_cm default_roce_tos")

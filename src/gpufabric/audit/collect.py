@@ -371,10 +371,21 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
 
 
 LIVE_FILES = (
-    "/etc/nvmet/config.json", "/etc/nvme/config.json", "/etc/nvme/hostnqn", "/etc/nvme/hostid",
-    "/etc/nvme/discovery.conf", "/etc/nvme/tls-keys", "/etc/nvme/nvme-fabrics.conf", "/etc/nccl.conf",
-    "/etc/gpufabric/nccl.env", "/etc/gpufabric/policy.json", "/etc/opensm/partitions.conf",
-    "/etc/opensm/opensm.conf", "/etc/nftables.conf", "/etc/sysctl.d/90-gpufabric.conf", "/etc/slurm/slurm.conf",
+    "/etc/nvmet/config.json",
+    "/etc/nvme/config.json",
+    "/etc/nvme/hostnqn",
+    "/etc/nvme/hostid",
+    "/etc/nvme/discovery.conf",
+    "/etc/nvme/tls-keys",
+    "/etc/nvme/nvme-fabrics.conf",
+    "/etc/nccl.conf",
+    "/etc/gpufabric/nccl.env",
+    "/etc/gpufabric/policy.json",
+    "/etc/opensm/partitions.conf",
+    "/etc/opensm/opensm.conf",
+    "/etc/nftables.conf",
+    "/etc/sysctl.d/90-gpufabric.conf",
+    "/etc/slurm/slurm.conf",
     "/etc/tuned/active_profile",
 )
 
@@ -402,8 +413,16 @@ def live(env: dict[str, str] | None = None) -> Facts:
             addrs = json.loads(result.stdout)
         except json.JSONDecodeError:
             addrs = None
-    view = HostView(name=hostname, role=role, files=files, live=True, env=dict(os.environ if env is None else env),
-                    listeners=listeners, addrs=addrs, root=Path("/"))
+    view = HostView(
+        name=hostname,
+        role=role,
+        files=files,
+        live=True,
+        env=dict(os.environ if env is None else env),
+        listeners=listeners,
+        addrs=addrs,
+        root=Path("/"),
+    )
     return Facts(source=f"live host {hostname}", hosts=[view], policy_doc=doc, policy=policy)
 
 
@@ -419,6 +438,13 @@ def parse_ss(text: str) -> list[dict[str, Any]]:
         if not port.isdigit():
             continue
         addr = addr.strip("[]").split("%", 1)[0]
-        out.append({"proto": parts[0], "state": parts[1], "local_addr": addr, "port": int(port),
-                    "process": " ".join(parts[6:]) if len(parts) > 6 else ""})
+        out.append(
+            {
+                "proto": parts[0],
+                "state": parts[1],
+                "local_addr": addr,
+                "port": int(port),
+                "process": " ".join(parts[6:]) if len(parts) > 6 else "",
+            }
+        )
     return out

@@ -62,7 +62,16 @@ def check(check_id: str, title: str, severity: Severity, remedy: str):
     return wrap
 
 
-def finding(check_id: str, subject: str, evidence: str, *, severity: Severity | None = None, location: str = "") -> Finding:
+def finding(
+    check_id: str, subject: str, evidence: str, *, severity: Severity | None = None, location: str = ""
+) -> Finding:
     spec = REGISTRY[check_id]
-    return Finding(check_id=check_id, severity=severity or spec.severity, subject=subject, evidence=evidence,
-                   remedy=spec.remedy, title=spec.title, location=location)
+    return Finding(
+        check_id=check_id,
+        severity=severity or spec.severity,
+        subject=subject,
+        evidence=evidence,
+        remedy=spec.remedy,
+        title=spec.title,
+        location=location,
+    )

@@ -89,7 +89,9 @@ class KernelCheck:
 def prefix() -> str:
     value = os.environ.get("GPUFABRIC_KERNEL_PREFIX", "gfk")
     if not _PREFIX.fullmatch(value):
-        raise InputError(f"GPUFABRIC_KERNEL_PREFIX={value!r}: use 1-6 lowercase letters or digits, starting with a letter")
+        raise InputError(
+            f"GPUFABRIC_KERNEL_PREFIX={value!r}: use 1-6 lowercase letters or digits, starting with a letter"
+        )
     return value
 
 
@@ -152,17 +154,33 @@ def check_role(policy: SecurityPolicy, proof: Proof, role: str, ruleset_file: Pa
     with namespaces(tag) as (dst, src):
         # rp_filter would drop sources with no route back before the input hook
         for ns in (dst, src):
-            run(["ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv4.conf.all.rp_filter=0",
-                 "net.ipv4.conf.default.rp_filter=0"], timeout_s=_CMD_TIMEOUT_S, check=True)
+            run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-qw",
+                    "net.ipv4.conf.all.rp_filter=0",
+                    "net.ipv4.conf.default.rp_filter=0",
+                ],
+                timeout_s=_CMD_TIMEOUT_S,
+                check=True,
+            )
         per_plane: dict[str, list[tuple[str, str]]] = {}
         for i, plane_name in enumerate(planes):
             plane = policy.plane(plane_name)
             iface, peer = plane.interface or f"plane{i}", f"gfpeer{i}"
             if not IFNAME.fullmatch(iface):
-                raise InputError(f"policy plane {plane_name}: interface {iface!r} is not a Linux interface name "
-                                 "(1-15 letters, digits, _ . @ + -); fix planes[].interface")
+                raise InputError(
+                    f"policy plane {plane_name}: interface {iface!r} is not a Linux interface name "
+                    "(1-15 letters, digits, _ . @ + -); fix planes[].interface"
+                )
             _ip("-n", dst, "link", "add", iface, "type", "veth", "peer", "name", peer, "netns", src)
-            _ip("-n", dst, "addr", "add", f"{addresses[(dst_host, plane_name)]}/{plane.network.prefixlen}", "dev", iface)
+            _ip(
+                "-n", dst, "addr", "add", f"{addresses[(dst_host, plane_name)]}/{plane.network.prefixlen}", "dev", iface
+            )
             _ip("-n", dst, "link", "set", iface, "up")
             _ip("-n", src, "link", "set", peer, "up")
             _ip("-n", src, "route", "add", str(plane.network), "dev", peer)
@@ -193,8 +211,14 @@ def _fields(p: Probe) -> dict:
     return {k: getattr(p, k) for k in Probe.__slots__}
 
 
-def _plan(policy: SecurityPolicy, proof: Proof, rs: nft.Ruleset, role: str, dst_host: str,
-          per_plane: dict[str, list[tuple[str, str]]]) -> list[Probe]:
+def _plan(
+    policy: SecurityPolicy,
+    proof: Proof,
+    rs: nft.Ruleset,
+    role: str,
+    dst_host: str,
+    per_plane: dict[str, list[tuple[str, str]]],
+) -> list[Probe]:
     """One probe per (cell, representative port, source address), with the static verdict
     of exactly that source address and port (evaluated on the kernel's own listing)."""
     addresses = policy.addresses()
@@ -214,10 +238,25 @@ def _plan(policy: SecurityPolicy, proof: Proof, rs: nft.Ruleset, role: str, dst_
                     continue
                 seen.add(key)
                 got = evaluate(rs, Packet(iif=iif, proto=cell.proto, dport=port, daddr=daddr), iv.ip_spans([addr]))
-                static, reason = ("accept", "") if got.accept else ("drop", "") if got.drop else \
-                    ("unknown", got.unknown[0][0] if got.unknown else "")
-                probes.append(Probe(src=src_role, src_addr=addr, dst=role, plane=cell.plane, proto=cell.proto,
-                                    port=port, static=static, reason=reason))
+                static, reason = (
+                    ("accept", "")
+                    if got.accept
+                    else ("drop", "")
+                    if got.drop
+                    else ("unknown", got.unknown[0][0] if got.unknown else "")
+                )
+                probes.append(
+                    Probe(
+                        src=src_role,
+                        src_addr=addr,
+                        dst=role,
+                        plane=cell.plane,
+                        proto=cell.proto,
+                        port=port,
+                        static=static,
+                        reason=reason,
+                    )
+                )
     return probes
 
 
@@ -225,14 +264,17 @@ def _fire(src: str, dst: str, probes: list[Probe], dst_addr: dict[str, str]) -> 
     """Send every probe from the sender namespace; True where the observer saw it."""
     accepted = [False] * len(probes)
     for first in range(0, len(probes), BATCH):
-        batch = probes[first:first + BATCH]
+        batch = probes[first : first + BATCH]
         spec = [[str(first + i), p.proto, p.src_addr, dst_addr[p.plane], p.port] for i, p in enumerate(batch)]
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
             json.dump(spec, fh)
         try:
             _nft(dst, "flush", "set", "ip", "gfobserve", "seen")
-            out = run(["ip", "netns", "exec", src, sys.executable, probe_agent.__file__, "send", fh.name, str(LINGER_S)],
-                      timeout_s=_CMD_TIMEOUT_S * 3, check=True).stdout
+            out = run(
+                ["ip", "netns", "exec", src, sys.executable, probe_agent.__file__, "send", fh.name, str(LINGER_S)],
+                timeout_s=_CMD_TIMEOUT_S * 3,
+                check=True,
+            ).stdout
             seen = _observed(dst)
         finally:
             os.unlink(fh.name)

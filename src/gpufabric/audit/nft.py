@@ -156,9 +156,15 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
                 dev = c.get("dev", c.get("devices"))
                 devices = (dev,) if isinstance(dev, str) else tuple(dev) if isinstance(dev, list) else None
                 chains[(c["family"], c["table"], c["name"])] = Chain(
-                    family=c["family"], table=c["table"], name=c["name"], hook=c.get("hook"),
-                    prio=prio if isinstance(prio, int) else 0, policy=c.get("policy", "accept"),
-                    kind=c.get("type", "filter"), devices=devices)
+                    family=c["family"],
+                    table=c["table"],
+                    name=c["name"],
+                    hook=c.get("hook"),
+                    prio=prio if isinstance(prio, int) else 0,
+                    policy=c.get("policy", "accept"),
+                    kind=c.get("type", "filter"),
+                    devices=devices,
+                )
             elif "set" in item or "map" in item:
                 s = item.get("set") or item.get("map") or {}
                 key = (s["family"], s["table"], s["name"])
@@ -184,10 +190,16 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
         [[list(k), c.hook, c.prio, c.policy, c.kind, c.devices, c.rules] for k, c in sorted(chains.items())]
         + [[list(k), v] for k, v in sorted(sets.items())]
         + [[list(k), sorted(v) if v is not None else None] for k, v in sorted(tables.items())],
-        sort_keys=True, default=str,
+        sort_keys=True,
+        default=str,
     )
-    return Ruleset(chains=chains, sets=sets, set_flags=set_flags, tables=tables,
-                   fingerprint=hashlib.sha256(canonical.encode()).hexdigest())
+    return Ruleset(
+        chains=chains,
+        sets=sets,
+        set_flags=set_flags,
+        tables=tables,
+        fingerprint=hashlib.sha256(canonical.encode()).hexdigest(),
+    )
 
 
 def _mark_dynamic(chains: dict[tuple[str, str, str], Chain], set_flags: dict[tuple[str, str, str], set[str]]) -> None:
@@ -328,8 +340,11 @@ def _targets(rs: Ruleset, chain: Chain, expr: dict[str, Any], iif: str) -> list[
         for item in items or []:
             if isinstance(item, list) and len(item) == 2:
                 key = elem_val(item[0])
-                if meta_key(expr["vmap"].get("key")) in ("iifname", "iif") and isinstance(key, str) \
-                        and not iface_hit(iif, key):
+                if (
+                    meta_key(expr["vmap"].get("key")) in ("iifname", "iif")
+                    and isinstance(key, str)
+                    and not iface_hit(iif, key)
+                ):
                     continue
                 verdicts.append(item[1])
     out = []
@@ -373,5 +388,14 @@ from gpufabric.audit.nfteval import (  # noqa: E402 - re-export, imported last: 
     evaluate,
 )
 
-__all__ = ["Chain", "Packet", "Ruleset", "Verdicts", "accepted_sources", "augment", "evaluate", "parse",
-           "port_breakpoints"]
+__all__ = [
+    "Chain",
+    "Packet",
+    "Ruleset",
+    "Verdicts",
+    "accepted_sources",
+    "augment",
+    "evaluate",
+    "parse",
+    "port_breakpoints",
+]

@@ -246,8 +246,9 @@ def _outcome(ctx: _Ctx, chain: Chain, i: int, verdict: Any, pkt: Packet, spans: 
 Branch = tuple[Spans, Any, Packet]  # (sources, verdict or None, packet after the rule's statements)
 
 
-def _rule(ctx: _Ctx, chain: Chain, rule: list[dict[str, Any]], pkt: Packet, space: Spans,
-          where: str) -> tuple[list[Branch], list[tuple[Spans, Any, Packet, str]]]:
+def _rule(
+    ctx: _Ctx, chain: Chain, rule: list[dict[str, Any]], pkt: Packet, space: Spans, where: str
+) -> tuple[list[Branch], list[tuple[Spans, Any, Packet, str]]]:
     """Split ``space`` by one rule: sure matches (sources, verdict, packet) and undecided
     ones (sources, verdict if it matched, packet, reason); the rest does not match."""
     sure: Spans = space
@@ -294,7 +295,9 @@ def _rule(ctx: _Ctx, chain: Chain, rule: list[dict[str, Any]], pkt: Packet, spac
             # (nf_nat_setup_info): the proof's packets are addressed to the interface's own
             # address, which redirect keeps, so only a new port sets ct status dnat
             p = replace(p, dport=port, dnat=p.dnat or port != p.dport)
-            return ([(sure, {"accept": None}, p)] if sure else []), ([(maybe, {"accept": None}, p, reason)] if maybe else [])
+            return ([(sure, {"accept": None}, p)] if sure else []), (
+                [(maybe, {"accept": None}, p, reason)] if maybe else []
+            )
         elif key in ("limit", "quota", "ct count", "meter", "connlimit"):
             why = f"{where}: {key} (depends on traffic)"
             reason = reason or why
@@ -319,8 +322,9 @@ def _reason(where: str, expr: Any) -> str:
     return f"{where}: {_short(expr)}"
 
 
-def _vmap(ctx: _Ctx, chain: Chain, vmap: dict[str, Any], pkt: Packet, sure: Spans, maybe: Spans, reason: str,
-          where: str) -> tuple[list[Branch], list[tuple[Spans, Any, Packet, str]]]:
+def _vmap(
+    ctx: _Ctx, chain: Chain, vmap: dict[str, Any], pkt: Packet, sure: Spans, maybe: Spans, reason: str, where: str
+) -> tuple[list[Branch], list[tuple[Spans, Any, Packet, str]]]:
     data = vmap.get("data")
     if isinstance(data, str) and data.startswith("@"):
         items = ctx.rs.lookup(chain, data[1:])
@@ -369,14 +373,25 @@ def _match(ctx: _Ctx, chain: Chain, m: dict[str, Any], pkt: Packet, space: Spans
         op = "==" if op in ("==", "in") else op
     elif op == "in" and not (isinstance(right, dict) and "set" in right):
         # flag test, (value & right) != 0; a JSON list is one combined flag value
-        return _compare(ctx, chain, m.get("left"), "in", right if isinstance(right, list) else [right], pkt, space, where)
+        return _compare(
+            ctx, chain, m.get("left"), "in", right if isinstance(right, list) else [right], pkt, space, where
+        )
     else:
         values = [right] if isinstance(right, list) else flat(right)
     return _compare(ctx, chain, m.get("left"), op, values, pkt, space, where, vkey)
 
 
-def _compare(ctx: _Ctx, chain: Chain, left: Any, op: str, values: list[Any], pkt: Packet, space: Spans,
-             where: str, vkey: Any = None) -> tuple[Spans, Spans]:
+def _compare(
+    ctx: _Ctx,
+    chain: Chain,
+    left: Any,
+    op: str,
+    values: list[Any],
+    pkt: Packet,
+    space: Spans,
+    where: str,
+    vkey: Any = None,
+) -> tuple[Spans, Spans]:
     key = _value(left, pkt)
     if key is _NEVER:
         return (), ()  # the expression cannot apply to this packet: the rule never matches
@@ -592,7 +607,9 @@ def _concat(ctx: _Ctx, chain: Chain, parts: list[Any], values: list[Any], space:
     matched: Spans = ()
     for value in values:
         value = elem_val(value)
-        if not (isinstance(value, dict) and isinstance(value.get("concat"), list) and len(value["concat"]) == len(parts)):
+        if not (
+            isinstance(value, dict) and isinstance(value.get("concat"), list) and len(value["concat"]) == len(parts)
+        ):
             return (), space
         srcs: Spans | None = space
         for part, component in zip(parts, value["concat"], strict=True):  # lengths checked above

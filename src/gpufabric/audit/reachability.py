@@ -163,7 +163,9 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                         if acc is None:
                             acc = cache[key] = evaluate(rs, Packet(iif=iif, proto=proto, dport=lo, daddr=daddr or None))
                         accs.append(acc)
-                    statuses = tuple(_status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes, strict=True))
+                    statuses = tuple(
+                        _status(accs, spans, size) for (_name, spans), size in zip(srcs, sizes, strict=True)
+                    )
                     intended = tuple(bool(span) and _covers(span, lo) for span in intent_spans)
                     if runs and runs[-1][2] == statuses and runs[-1][3] == intended and runs[-1][1] + 1 == lo:
                         runs[-1][1] = hi
@@ -174,18 +176,44 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                     last: Cell | None = None
                     for lo, hi, statuses, intended in runs:
                         allowed, reason = statuses[i]
-                        if last is not None and (last.allowed, last.reason, last.intended) == (allowed, reason, intended[i]):
-                            last = cells[-1] = Cell(src=name, dst=role.name, plane=plane_name, proto=proto,
-                                                    port_lo=last.port_lo, port_hi=hi, allowed=allowed,
-                                                    intended=intended[i], reason=reason)
+                        if last is not None and (last.allowed, last.reason, last.intended) == (
+                            allowed,
+                            reason,
+                            intended[i],
+                        ):
+                            last = cells[-1] = Cell(
+                                src=name,
+                                dst=role.name,
+                                plane=plane_name,
+                                proto=proto,
+                                port_lo=last.port_lo,
+                                port_hi=hi,
+                                allowed=allowed,
+                                intended=intended[i],
+                                reason=reason,
+                            )
                         else:
-                            last = Cell(src=name, dst=role.name, plane=plane_name, proto=proto, port_lo=lo,
-                                        port_hi=hi, allowed=allowed, intended=intended[i], reason=reason)
+                            last = Cell(
+                                src=name,
+                                dst=role.name,
+                                plane=plane_name,
+                                proto=proto,
+                                port_lo=lo,
+                                port_hi=hi,
+                                allowed=allowed,
+                                intended=intended[i],
+                                reason=reason,
+                            )
                             cells.append(last)
     unsupported = sorted({u for rs in rulesets.values() for u in rs.unsupported})
     return Proof(
-        cells=cells, hosts_evaluated=hosts_done, rulesets_evaluated=len(canonical),
-        evaluations=len(cache), cells_evaluated=cells_evaluated, missing_hosts=missing, unsupported=unsupported,
+        cells=cells,
+        hosts_evaluated=hosts_done,
+        rulesets_evaluated=len(canonical),
+        evaluations=len(cache),
+        cells_evaluated=cells_evaluated,
+        missing_hosts=missing,
+        unsupported=unsupported,
         seconds=time.perf_counter() - start,
     )
 
@@ -213,7 +241,12 @@ def _covers(spans: tuple[tuple[int, int], ...], port: int) -> bool:
 def cell_at(proof: Proof, src: str, dst: str, plane: str, proto: str, port: int) -> Cell | None:
     """The (merged) cell holding ``port``."""
     for cell in proof.cells:
-        if (cell.src, cell.dst, cell.plane, cell.proto) == (src, dst, plane, proto) and cell.port_lo <= port <= cell.port_hi:
+        if (cell.src, cell.dst, cell.plane, cell.proto) == (
+            src,
+            dst,
+            plane,
+            proto,
+        ) and cell.port_lo <= port <= cell.port_hi:
             return cell
     return None
 
@@ -241,6 +274,7 @@ class Change:
 
 def diff(old: Proof, new: Proof) -> list[Change]:
     """Port ranges whose outcome differs between two proofs, per (src, dst, plane, proto)."""
+
     def index(proof: Proof) -> dict[tuple[str, str, str, str], list[Cell]]:
         out: dict[tuple[str, str, str, str], list[Cell]] = defaultdict(list)
         for c in proof.cells:
@@ -250,19 +284,45 @@ def diff(old: Proof, new: Proof) -> list[Change]:
     a, b = index(old), index(new)
     changes: list[Change] = []
     for key in sorted(set(a) | set(b), key=lambda k: (k[2], k[0], k[1], k[3])):
-        cuts = sorted({1, 65536} | {c.port_lo for c in a.get(key, [])} | {c.port_hi + 1 for c in a.get(key, [])}
-                      | {c.port_lo for c in b.get(key, [])} | {c.port_hi + 1 for c in b.get(key, [])})
+        cuts = sorted(
+            {1, 65536}
+            | {c.port_lo for c in a.get(key, [])}
+            | {c.port_hi + 1 for c in a.get(key, [])}
+            | {c.port_lo for c in b.get(key, [])}
+            | {c.port_hi + 1 for c in b.get(key, [])}
+        )
         for lo, nxt in itertools.pairwise(cuts):
             before = next((c.allowed for c in a.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
             after = next((c.allowed for c in b.get(key, []) if c.port_lo <= lo <= c.port_hi), "none")
             if before == after:
                 continue
             last = changes[-1] if changes else None
-            if last and (last.src, last.dst, last.plane, last.proto, last.old, last.new) == (*key, before, after) \
-                    and last.port_hi + 1 == lo:
-                changes[-1] = Change(src=key[0], dst=key[1], plane=key[2], proto=key[3], port_lo=last.port_lo,
-                                     port_hi=nxt - 1, old=before, new=after)
+            if (
+                last
+                and (last.src, last.dst, last.plane, last.proto, last.old, last.new) == (*key, before, after)
+                and last.port_hi + 1 == lo
+            ):
+                changes[-1] = Change(
+                    src=key[0],
+                    dst=key[1],
+                    plane=key[2],
+                    proto=key[3],
+                    port_lo=last.port_lo,
+                    port_hi=nxt - 1,
+                    old=before,
+                    new=after,
+                )
             else:
-                changes.append(Change(src=key[0], dst=key[1], plane=key[2], proto=key[3], port_lo=lo, port_hi=nxt - 1,
-                                      old=before, new=after))
+                changes.append(
+                    Change(
+                        src=key[0],
+                        dst=key[1],
+                        plane=key[2],
+                        proto=key[3],
+                        port_lo=lo,
+                        port_hi=nxt - 1,
+                        old=before,
+                        new=after,
+                    )
+                )
     return changes

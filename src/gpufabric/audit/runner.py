@@ -105,12 +105,18 @@ def kernel_checks(facts: Facts, proof: Proof) -> list[KernelCheck]:
 
 
 def kernel_findings(checks: list[KernelCheck]) -> list[Finding]:
-    return [Finding(
-        check_id="VER-03", severity=Severity.high, title="Static proof and kernel disagree",
-        subject=f"{p.src} ({p.src_addr}) -> {p.dst} on {p.plane} {p.proto}/{p.port}",
-        evidence=f"static proof: {p.static}, kernel: {p.kernel}",
-        remedy="report the ruleset (a bug of the proof); trust the kernel's verdict meanwhile",
-    ) for check in checks for p in check.disagreements()]
+    return [
+        Finding(
+            check_id="VER-03",
+            severity=Severity.high,
+            title="Static proof and kernel disagree",
+            subject=f"{p.src} ({p.src_addr}) -> {p.dst} on {p.plane} {p.proto}/{p.port}",
+            evidence=f"static proof: {p.static}, kernel: {p.kernel}",
+            remedy="report the ruleset (a bug of the proof); trust the kernel's verdict meanwhile",
+        )
+        for check in checks
+        for p in check.disagreements()
+    ]
 
 
 def proof_findings(proof: Proof) -> list[Finding]:
@@ -118,21 +124,28 @@ def proof_findings(proof: Proof) -> list[Finding]:
     for cell in proof.violations():
         if cell.verdict == "not-proven":
             # fail closed: an undecided isolation cell is a high finding, an undecided intended one medium
-            out.append(Finding(
-                check_id="VER-01", severity=Severity.medium if cell.intended else Severity.high,
-                title="Plane-pair reachability not proven",
-                subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
-                evidence=f"not proven ({'intended' if cell.intended else 'must be isolated'}): {cell.reason}",
-                remedy="replace the undecidable rule (FW-04 lists them) or check it with `audit --kernel`",
-            ))
+            out.append(
+                Finding(
+                    check_id="VER-01",
+                    severity=Severity.medium if cell.intended else Severity.high,
+                    title="Plane-pair reachability not proven",
+                    subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
+                    evidence=f"not proven ({'intended' if cell.intended else 'must be isolated'}): {cell.reason}",
+                    remedy="replace the undecidable rule (FW-04 lists them) or check it with `audit --kernel`",
+                )
+            )
             continue
         what = "allowed beyond intent" if cell.verdict == "beyond-intent" else "intended but blocked"
-        out.append(Finding(
-            check_id="VER-01", severity=Severity.high, title="Plane-pair reachability differs from intent",
-            subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
-            evidence=f"{what} (firewall admits: {cell.allowed})",
-            remedy="change the rules (or the policy's flows) until the matrix equals the intent",
-        ))
+        out.append(
+            Finding(
+                check_id="VER-01",
+                severity=Severity.high,
+                title="Plane-pair reachability differs from intent",
+                subject=f"{cell.src} -> {cell.dst} on {cell.plane} {cell.proto}/{cell.ports}",
+                evidence=f"{what} (firewall admits: {cell.allowed})",
+                remedy="change the rules (or the policy's flows) until the matrix equals the intent",
+            )
+        )
     return out
 
 
@@ -151,8 +164,14 @@ def audit_diff(old: Path, new: Path) -> AuditReport:
     for ch in changes:
         cell = cell_at(p_new, ch.src, ch.dst, ch.plane, ch.proto, ch.port_lo)
         if ch.direction == "opens" and not (cell is not None and cell.intended):
-            report.findings.append(Finding(
-                check_id="VER-02", severity=Severity.high, title="Change opens cells beyond intent",
-                subject=f"{ch.src} -> {ch.dst} on {ch.plane} {ch.proto}/{ch.ports}", evidence=f"{ch.old} -> {ch.new}",
-                remedy="revert the opening or add the flow to the policy on purpose"))
+            report.findings.append(
+                Finding(
+                    check_id="VER-02",
+                    severity=Severity.high,
+                    title="Change opens cells beyond intent",
+                    subject=f"{ch.src} -> {ch.dst} on {ch.plane} {ch.proto}/{ch.ports}",
+                    evidence=f"{ch.old} -> {ch.new}",
+                    remedy="revert the opening or add the flow to the policy on purpose",
+                )
+            )
     return report

@@ -33,8 +33,15 @@ def parse_ibv_devinfo(text: str) -> list[IbPort]:
             mtu = re.match(r"(\d+)", current.get("active_mtu", ""))
             if mtu is None:
                 raise ParseError(f"ibv_devinfo: port {current['port']} of {hca} has no active_mtu: {current!r}")
-            ports.append(IbPort(hca=hca, port=int(current["port"]), state=current.get("state", "").split(" ")[0],
-                                active_mtu_bytes=int(mtu.group(1)), link_layer=current.get("link_layer", "")))
+            ports.append(
+                IbPort(
+                    hca=hca,
+                    port=int(current["port"]),
+                    state=current.get("state", "").split(" ")[0],
+                    active_mtu_bytes=int(mtu.group(1)),
+                    link_layer=current.get("link_layer", ""),
+                )
+            )
 
     for line in text.splitlines():
         key, sep, value = line.strip().partition(":")
@@ -101,8 +108,9 @@ def parse_lspci_acs(text: str) -> list[AcsPort]:
     out = []
     bdf = desc = None
     for line in text.splitlines():
-        head = re.match(r"^([0-9a-fA-F]{2,4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (.*)$",
-                        line)
+        head = re.match(
+            r"^([0-9a-fA-F]{2,4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]|[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]) (.*)$", line
+        )
         if head:
             bdf, desc = head.group(1), head.group(2)
             continue

@@ -67,8 +67,17 @@ VOLATILE = (
 _ENVELOPE = ("schema_version", "gpufabric_version")
 
 #: Python distributions whose version can change numerics or communication.
-PACKAGES = ("torch", "numpy", "safetensors", "gpufabric", "nvidia-nccl-cu12", "nvidia-nccl-cu13",
-            "nvidia-cublas-cu12", "nvidia-cudnn-cu12", "triton")
+PACKAGES = (
+    "torch",
+    "numpy",
+    "safetensors",
+    "gpufabric",
+    "nvidia-nccl-cu12",
+    "nvidia-nccl-cu13",
+    "nvidia-cublas-cu12",
+    "nvidia-cudnn-cu12",
+    "triton",
+)
 
 #: Tools whose version is recorded: argv that prints it, and a regex for the version.
 TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -124,11 +133,13 @@ def _cpu() -> dict[str, Any]:
 
 def _memory() -> dict[str, Any]:
     info = _read("/proc/meminfo") or ""
+
     def kib(key: str) -> int | None:
         m = re.search(rf"^{key}:\s*(\d+) kB", info, re.M)
         return int(m.group(1)) * 1024 if m else None
+
     thp = _read("/sys/kernel/mm/transparent_hugepage/enabled")
-    thp_mode = re.search(r"\[(\w+)\]", thp) if thp else None   # the bracketed word is the active mode
+    thp_mode = re.search(r"\[(\w+)\]", thp) if thp else None  # the bracketed word is the active mode
     return {
         "total_bytes": kib("MemTotal"),
         "available_bytes": kib("MemAvailable"),
@@ -165,8 +176,11 @@ def _rdma() -> list[dict[str, Any]] | str:
     for dev in sorted(root.iterdir()):
         ports = {}
         for port in sorted((dev / "ports").glob("*")):
-            ports[port.name] = {"rate": _read(port / "rate"), "state": _read(port / "state"),
-                                "link_layer": _read(port / "link_layer")}
+            ports[port.name] = {
+                "rate": _read(port / "rate"),
+                "state": _read(port / "state"),
+                "link_layer": _read(port / "link_layer"),
+            }
         out.append({"name": dev.name, "fw_ver": _read(dev / "fw_ver"), "ports": ports})
     return out
 
@@ -178,8 +192,9 @@ def _gpus(smi: str | None) -> list[dict[str, str]] | str:
     for line in smi.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 5:
-            rows.append({"index": parts[0], "name": parts[1], "uuid": parts[2], "driver": parts[3],
-                         "pci_bus_id": parts[4]})
+            rows.append(
+                {"index": parts[0], "name": parts[1], "uuid": parts[2], "driver": parts[3], "pci_bus_id": parts[4]}
+            )
     return rows or UNAVAILABLE
 
 
@@ -207,9 +222,13 @@ def _torch_build() -> dict[str, Any]:
                 nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
         except Exception:  # noqa: BLE001 - a broken CUDA install must not break the manifest
             nccl = UNAVAILABLE
-        return {"cuda": torch.version.cuda or None, "git": torch.version.git_version, "nccl": nccl,
-                "cuda_available": bool(torch.cuda.is_available()),
-                "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled())}
+        return {
+            "cuda": torch.version.cuda or None,
+            "git": torch.version.git_version,
+            "nccl": nccl,
+            "cuda_available": bool(torch.cuda.is_available()),
+            "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        }
     try:
         import importlib.util
 
@@ -222,8 +241,11 @@ def _torch_build() -> dict[str, Any]:
     cuda = re.search(r"^cuda[^=]*=\s*(.+)$", text, re.M)
     git = re.search(r"^git_version[^=]*=\s*'([^']*)'", text, re.M)
     cuda_value = cuda.group(1).strip().strip("'\"") if cuda else UNAVAILABLE
-    return {"cuda": None if cuda_value == "None" else cuda_value, "git": git.group(1) if git else UNAVAILABLE,
-            "nccl": UNAVAILABLE}
+    return {
+        "cuda": None if cuda_value == "None" else cuda_value,
+        "git": git.group(1) if git else UNAVAILABLE,
+        "nccl": UNAVAILABLE,
+    }
 
 
 def _nccl_conf(env: Mapping[str, str]) -> dict[str, str]:
@@ -246,8 +268,9 @@ def collect(*, env: Mapping[str, str] | None = None, run: Any = None) -> dict[st
     env = dict(os.environ if env is None else env)
     with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
         tool_out = {name: pool.submit(_run, argv) for name, (argv, _) in TOOLS.items()}
-        smi = pool.submit(_run, ("nvidia-smi", "--query-gpu=index,name,uuid,driver_version,pci.bus_id",
-                                 "--format=csv,noheader"))
+        smi = pool.submit(
+            _run, ("nvidia-smi", "--query-gpu=index,name,uuid,driver_version,pci.bus_id", "--format=csv,noheader")
+        )
         topo = pool.submit(_run, ("nvidia-smi", "topo", "-m"))
         tools: dict[str, str | None] = {}
         for name, future in tool_out.items():
@@ -260,8 +283,12 @@ def collect(*, env: Mapping[str, str] | None = None, run: Any = None) -> dict[st
     manifest: dict[str, Any] = {
         "collected_at": time.time(),
         "host": socket.gethostname(),
-        "kernel": {"release": uname.release, "version": uname.version, "machine": uname.machine,
-                   "cmdline": _read("/proc/cmdline") or UNAVAILABLE},
+        "kernel": {
+            "release": uname.release,
+            "version": uname.version,
+            "machine": uname.machine,
+            "cmdline": _read("/proc/cmdline") or UNAVAILABLE,
+        },
         "os": _os_release(),
         "cpu": _cpu(),
         "memory": _memory(),
@@ -292,9 +319,9 @@ def _os_release() -> str:
 class Drift:
     """One key whose value differs between a baseline manifest and another one."""
 
-    key: str            # dotted path, e.g. "env.NCCL_ALGO" or "versions.torch"
-    baseline: Any       # value in the baseline (None when absent)
-    other: Any          # value in the other manifest (None when absent)
+    key: str  # dotted path, e.g. "env.NCCL_ALGO" or "versions.torch"
+    baseline: Any  # value in the baseline (None when absent)
+    other: Any  # value in the other manifest (None when absent)
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

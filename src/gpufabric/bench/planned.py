@@ -34,14 +34,15 @@ class PlannedHardware:
     """What one node of the recommended design has, as far as a fingerprint can tell."""
 
     fabric: str
-    nic_gbit_s: float               # fabric line rate per NIC, Gbit/s
+    nic_gbit_s: float  # fabric line rate per NIC, Gbit/s
     rdma: bool
-    gpu: str | None = None          # catalog id; None without the spec
+    gpu: str | None = None  # catalog id; None without the spec
     gpus_per_node: int | None = None
 
 
-def planned_hardware(plan: Mapping[str, Any], spec: Any = None, *, path: str = "plan",
-                     catalog: Any = None) -> PlannedHardware:
+def planned_hardware(
+    plan: Mapping[str, Any], spec: Any = None, *, path: str = "plan", catalog: Any = None
+) -> PlannedHardware:
     """The recommended candidate's node hardware (GPU only when ``spec`` is given)."""
     if catalog is None:
         from gpufabric.catalog import load_catalog
@@ -52,7 +53,9 @@ def planned_hardware(plan: Mapping[str, Any], spec: Any = None, *, path: str = "
     if fab is None:
         raise InputError(f"{path}: candidate {candidate.get('id')!r} names an unknown fabric {candidate['fabric']!r}")
     return PlannedHardware(
-        fabric=candidate["fabric"], nic_gbit_s=fab.nic_line_gbps * 8, rdma=fab.kind in ("ib", "roce"),
+        fabric=candidate["fabric"],
+        nic_gbit_s=fab.nic_line_gbps * 8,
+        rdma=fab.kind in ("ib", "roce"),
         gpu=spec.cluster.gpu if spec is not None else None,
         gpus_per_node=spec.cluster.gpus_per_node if spec is not None else None,
     )
@@ -76,8 +79,11 @@ def mismatches(planned: PlannedHardware, fingerprint: Mapping[str, Any]) -> tupl
         out.append("no GPU found (the plan is for GPU nodes)")
     raw_nics = fingerprint.get("nics")
     nics = raw_nics if isinstance(raw_nics, Mapping) else {}
-    speeds = [n.get("speed_mbps") for name, n in nics.items()
-              if name != "lo" and isinstance(n, Mapping) and n.get("operstate") == "up"]
+    speeds = [
+        n.get("speed_mbps")
+        for name, n in nics.items()
+        if name != "lo" and isinstance(n, Mapping) and n.get("operstate") == "up"
+    ]
     known = [s for s in speeds if isinstance(s, int) and s > 0]
     if not known or max(known) < planned.nic_gbit_s * 1000:
         fastest = f"{max(known) / 1000:g} Gbit/s" if known else "no link speed reported"
@@ -95,6 +101,11 @@ def mark_not_planned(verdicts: list[Verdict] | tuple[Verdict, ...], reasons: tup
     if not reasons:
         return list(verdicts)
     why = "not the planned hardware: " + "; ".join(reasons)
-    return [replace(v, outcome=Outcome.not_planned,
-                    reason=f"{why} (would have {v.outcome.value}: {v.reason})" if v.reason else why)
-            for v in verdicts]
+    return [
+        replace(
+            v,
+            outcome=Outcome.not_planned,
+            reason=f"{why} (would have {v.outcome.value}: {v.reason})" if v.reason else why,
+        )
+        for v in verdicts
+    ]

@@ -31,10 +31,24 @@ MIB = 1024 * 1024
 
 #: Per-suite knobs: how big, how long, how many writers at most.
 SUITES: dict[str, dict[str, float]] = {
-    "quick": {"shard_cap": 32 * MIB, "writers_cap": 2, "dataset_bytes": 64 * MIB, "commit_files": 32,
-              "iperf3_s": 3, "sockperf_s": 2, "repeats": 3},
-    "full": {"shard_cap": 256 * MIB, "writers_cap": 8, "dataset_bytes": 512 * MIB, "commit_files": 256,
-             "iperf3_s": 10, "sockperf_s": 10, "repeats": 5},
+    "quick": {
+        "shard_cap": 32 * MIB,
+        "writers_cap": 2,
+        "dataset_bytes": 64 * MIB,
+        "commit_files": 32,
+        "iperf3_s": 3,
+        "sockperf_s": 2,
+        "repeats": 3,
+    },
+    "full": {
+        "shard_cap": 256 * MIB,
+        "writers_cap": 8,
+        "dataset_bytes": 512 * MIB,
+        "commit_files": 256,
+        "iperf3_s": 10,
+        "sockperf_s": 10,
+        "repeats": 5,
+    },
 }
 
 #: Loopback ports this tool uses (servers are started and stopped per test).
@@ -49,14 +63,14 @@ class FioProfile:
     name: str
     rw: str
     bs_bytes: int
-    size_bytes: int                 # per job (per file when nrfiles > 1: filesize)
+    size_bytes: int  # per job (per file when nrfiles > 1: filesize)
     numjobs: int = 1
     direct: bool = False
-    fsync_every: int = 0            # fsync after this many writes (0: never)
+    fsync_every: int = 0  # fsync after this many writes (0: never)
     end_fsync: bool = False
     nrfiles: int = 1
     create_on_open: bool = False
-    subdir: str = ""                # files live in <scratch>/<subdir>; restore reuses the write's
+    subdir: str = ""  # files live in <scratch>/<subdir>; restore reuses the write's
     params: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -79,8 +93,12 @@ class FioProfile:
             "--output-format=json+",
         ]
         if self.nrfiles > 1:
-            argv += [f"--nrfiles={self.nrfiles}", f"--filesize={self.size_bytes}", "--openfiles=1",
-                     "--file_service_type=sequential"]
+            argv += [
+                f"--nrfiles={self.nrfiles}",
+                f"--filesize={self.size_bytes}",
+                "--openfiles=1",
+                "--file_service_type=sequential",
+            ]
         else:
             argv.append(f"--size={self.size_bytes}")
         if self.fsync_every:
@@ -98,7 +116,7 @@ class Iperf3Profile:
     duration_s: float
     streams: int = 2
     udp: bool = False
-    bitrate: str = ""               # UDP target rate, e.g. "1G"
+    bitrate: str = ""  # UDP target rate, e.g. "1G"
     reverse: bool = False
     port: int = IPERF3_PORT
 
@@ -106,7 +124,18 @@ class Iperf3Profile:
         return ["iperf3", "-s", "-B", "127.0.0.1", "-p", str(self.port)]
 
     def argv(self, server: str = "127.0.0.1") -> list[str]:
-        argv = ["iperf3", "-c", server, "-p", str(self.port), "-t", f"{self.duration_s:g}", "-P", str(self.streams), "-J"]
+        argv = [
+            "iperf3",
+            "-c",
+            server,
+            "-p",
+            str(self.port),
+            "-t",
+            f"{self.duration_s:g}",
+            "-P",
+            str(self.streams),
+            "-J",
+        ]
         if self.udp:
             argv += ["-u", "-b", self.bitrate or "1G"]
         if self.reverse:
@@ -119,7 +148,7 @@ class SockperfProfile:
     name: str
     duration_s: int
     tcp: bool = False
-    msg_size: int = 14              # sockperf's default payload, bytes
+    msg_size: int = 14  # sockperf's default payload, bytes
     port: int = SOCKPERF_PORT
     full_log: bool = True
 
@@ -127,8 +156,18 @@ class SockperfProfile:
         return ["sockperf", "server", "-i", "127.0.0.1", "-p", str(self.port)] + (["--tcp"] if self.tcp else [])
 
     def argv(self, server: str = "127.0.0.1", log_path: Path | None = None) -> list[str]:
-        argv = ["sockperf", "ping-pong", "-i", server, "-p", str(self.port), "-t", str(self.duration_s),
-                "-m", str(self.msg_size)]
+        argv = [
+            "sockperf",
+            "ping-pong",
+            "-i",
+            server,
+            "-p",
+            str(self.port),
+            "-t",
+            str(self.duration_s),
+            "-m",
+            str(self.msg_size),
+        ]
         if self.tcp:
             argv.append("--tcp")
         if log_path is not None:
@@ -143,8 +182,8 @@ class SuiteProfiles:
     fio: tuple[FioProfile, ...]
     iperf3: tuple[Iperf3Profile, ...]
     sockperf: tuple[SockperfProfile, ...]
-    perftest: tuple[str, ...]       # perftest binaries
-    nccl: tuple[str, ...]           # nccl-tests binaries
+    perftest: tuple[str, ...]  # perftest binaries
+    nccl: tuple[str, ...]  # nccl-tests binaries
 
 
 def build(suite: str, spec=None) -> SuiteProfiles:  # noqa: ANN001 - gpufabric.spec.Spec | None
@@ -160,34 +199,80 @@ def build(suite: str, spec=None) -> SuiteProfiles:  # noqa: ANN001 - gpufabric.s
         shard = int(min(per_rank, shard))
     shard = max(MIB, shard // MIB * MIB)
     pattern = spec.workload.dataset.pattern if spec is not None and spec.workload.dataset else "sequential"
-    ckpt_params = {"writers": str(writers), "shard_bytes": str(shard), "shard_source": shard_note,
-                   "writers_source": f"gpus_per_node capped at {int(knobs['writers_cap'])}"}
+    ckpt_params = {
+        "writers": str(writers),
+        "shard_bytes": str(shard),
+        "shard_source": shard_note,
+        "writers_source": f"gpus_per_node capped at {int(knobs['writers_cap'])}",
+    }
     blocks = shard // MIB
     fio = (
-        FioProfile(name="checkpoint_write", rw="write", bs_bytes=MIB, size_bytes=shard, numjobs=writers,
-                   fsync_every=max(1, blocks // 4), end_fsync=True, subdir="checkpoint", params=ckpt_params),
-        FioProfile(name="checkpoint_restore", rw="read", bs_bytes=MIB, size_bytes=shard, numjobs=writers,
-                   direct=True, subdir="checkpoint", params=ckpt_params),
-        FioProfile(name="dataset_read", rw="read" if pattern == "sequential" else "randread",
-                   bs_bytes=MIB if pattern == "sequential" else 128 * 1024,
-                   size_bytes=int(knobs["dataset_bytes"]), numjobs=2, direct=True,
-                   params={"pattern": pattern}),
-        FioProfile(name="small_file_commit", rw="write", bs_bytes=64 * 1024, size_bytes=256 * 1024,
-                   nrfiles=int(knobs["commit_files"]), create_on_open=True, fsync_every=4,
-                   params={"files": str(int(knobs["commit_files"])), "file_bytes": str(256 * 1024),
-                           "note": "create + write + fsync per shard; fio cannot rename"}),
+        FioProfile(
+            name="checkpoint_write",
+            rw="write",
+            bs_bytes=MIB,
+            size_bytes=shard,
+            numjobs=writers,
+            fsync_every=max(1, blocks // 4),
+            end_fsync=True,
+            subdir="checkpoint",
+            params=ckpt_params,
+        ),
+        FioProfile(
+            name="checkpoint_restore",
+            rw="read",
+            bs_bytes=MIB,
+            size_bytes=shard,
+            numjobs=writers,
+            direct=True,
+            subdir="checkpoint",
+            params=ckpt_params,
+        ),
+        FioProfile(
+            name="dataset_read",
+            rw="read" if pattern == "sequential" else "randread",
+            bs_bytes=MIB if pattern == "sequential" else 128 * 1024,
+            size_bytes=int(knobs["dataset_bytes"]),
+            numjobs=2,
+            direct=True,
+            params={"pattern": pattern},
+        ),
+        FioProfile(
+            name="small_file_commit",
+            rw="write",
+            bs_bytes=64 * 1024,
+            size_bytes=256 * 1024,
+            nrfiles=int(knobs["commit_files"]),
+            create_on_open=True,
+            fsync_every=4,
+            params={
+                "files": str(int(knobs["commit_files"])),
+                "file_bytes": str(256 * 1024),
+                "note": "create + write + fsync per shard; fio cannot rename",
+            },
+        ),
     )
     iperf3 = [Iperf3Profile(name="tcp", duration_s=knobs["iperf3_s"], streams=2)]
     sockperf = [SockperfProfile(name="udp", duration_s=int(knobs["sockperf_s"]))]
     if suite == "full":
-        iperf3 += [Iperf3Profile(name="tcp_reverse", duration_s=knobs["iperf3_s"], streams=2, reverse=True),
-                   Iperf3Profile(name="udp", duration_s=knobs["iperf3_s"], streams=1, udp=True, bitrate="1G")]
-        sockperf.append(SockperfProfile(name="tcp", duration_s=int(knobs["sockperf_s"]), tcp=True,
-                                        port=SOCKPERF_PORT + 1))
+        iperf3 += [
+            Iperf3Profile(name="tcp_reverse", duration_s=knobs["iperf3_s"], streams=2, reverse=True),
+            Iperf3Profile(name="udp", duration_s=knobs["iperf3_s"], streams=1, udp=True, bitrate="1G"),
+        ]
+        sockperf.append(
+            SockperfProfile(name="tcp", duration_s=int(knobs["sockperf_s"]), tcp=True, port=SOCKPERF_PORT + 1)
+        )
         perftest: tuple[str, ...] = ("ib_write_lat", "ib_send_lat", "ib_read_lat", "ib_write_bw")
         nccl: tuple[str, ...] = ("all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "alltoall_perf")
     else:
         perftest = ("ib_write_lat",)
         nccl = ("all_reduce_perf",)
-    return SuiteProfiles(suite=suite, repeats=int(knobs["repeats"]), fio=fio, iperf3=tuple(iperf3),
-                         sockperf=tuple(sockperf), perftest=perftest, nccl=nccl)
+    return SuiteProfiles(
+        suite=suite,
+        repeats=int(knobs["repeats"]),
+        fio=fio,
+        iperf3=tuple(iperf3),
+        sockperf=tuple(sockperf),
+        perftest=perftest,
+        nccl=nccl,
+    )

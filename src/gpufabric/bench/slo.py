@@ -115,15 +115,32 @@ def load_thresholds(path: Path) -> list[Slo]:
         for metric, bound in metrics.items():
             if bound.target is None and bound.min is None and bound.max is None:
                 raise InputError(f"{path}: tests.{test}.{metric}: give target, min or max")
-            slos.append(Slo(test=test, metric=metric, direction=bound.direction or direction_of(metric),
-                            expected=bound.target, tolerance=bound.tolerance, minimum=bound.min,
-                            maximum=bound.max, source=source, min_pass=bound.min_pass))
+            slos.append(
+                Slo(
+                    test=test,
+                    metric=metric,
+                    direction=bound.direction or direction_of(metric),
+                    expected=bound.target,
+                    tolerance=bound.tolerance,
+                    minimum=bound.min,
+                    maximum=bound.max,
+                    source=source,
+                    min_pass=bound.min_pass,
+                )
+            )
     return slos
 
 
-def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, step_time_s: float | None = None,
-              checkpoint_write_s: float | None = None, catalog=None,
-              source: str = "spec") -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
+def from_spec(
+    spec,
+    *,
+    fabric: str | None = None,
+    storage: str | None = None,
+    step_time_s: float | None = None,
+    checkpoint_write_s: float | None = None,
+    catalog=None,
+    source: str = "spec",
+) -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
     """SLOs for one node of the design (see the module docstring for each rule).
 
     ``checkpoint_write_s``: the plan's modelled checkpoint write time; with it the
@@ -144,8 +161,10 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
     work = spec.workload
     ckpt_bytes = work.model.params * work.checkpoint.bytes_per_param
     if work.checkpoint.interval_min == "auto":  # chosen per design by the planner
-        raise InputError(f"{source}: checkpoint.interval_min is auto; set the interval in minutes for bench SLOs"
-                         " (the plan's checkpoint_interval_min gives the one it chose)")
+        raise InputError(
+            f"{source}: checkpoint.interval_min is auto; set the interval in minutes for bench SLOs"
+            " (the plan's checkpoint_interval_min gives the one it chose)"
+        )
     interval_s = work.checkpoint.interval_min * 60
     stall = spec.requirements.max_checkpoint_stall_fraction
     slos: list[Slo] = []
@@ -161,48 +180,106 @@ def from_spec(spec, *, fabric: str | None = None, storage: str | None = None, st
         # The model writes the whole checkpoint in checkpoint_write_s with the backend's bandwidth
         # shared by all nodes (min(N x client, units x unit)): this node's share of it.
         expected = ckpt_bytes / nodes / checkpoint_write_s / 1e9
-        why += f"; plan models {expected:.3g} GB/s per node ({ckpt_bytes / 1e9:.0f} GB over {nodes} nodes" \
-               f" in {checkpoint_write_s:.3g} s)"
-    slos.append(Slo(test="fio.checkpoint_write", metric="write_bw_gbps", direction=Direction.higher,
-                    expected=expected, tolerance=STORAGE_TOLERANCE,
-                    minimum=ckpt_bytes / nodes / write_budget_s / 1e9, source=f"{tag}: {why}"))
+        why += (
+            f"; plan models {expected:.3g} GB/s per node ({ckpt_bytes / 1e9:.0f} GB over {nodes} nodes"
+            f" in {checkpoint_write_s:.3g} s)"
+        )
+    slos.append(
+        Slo(
+            test="fio.checkpoint_write",
+            metric="write_bw_gbps",
+            direction=Direction.higher,
+            expected=expected,
+            tolerance=STORAGE_TOLERANCE,
+            minimum=ckpt_bytes / nodes / write_budget_s / 1e9,
+            source=f"{tag}: {why}",
+        )
+    )
     restart_s = spec.reliability.restart_min * 60
     if restart_s > 0:
-        slos.append(Slo(test="fio.checkpoint_restore", metric="read_bw_gbps", direction=Direction.higher,
-                        minimum=ckpt_bytes / nodes / restart_s / 1e9,
-                        source=f"{tag}: restore within the {spec.reliability.restart_min:g} min restart budget"))
+        slos.append(
+            Slo(
+                test="fio.checkpoint_restore",
+                metric="read_bw_gbps",
+                direction=Direction.higher,
+                minimum=ckpt_bytes / nodes / restart_s / 1e9,
+                source=f"{tag}: restore within the {spec.reliability.restart_min:g} min restart budget",
+            )
+        )
     if work.dataset is not None and step_time_s:
         need = work.global_batch_tokens / step_time_s * work.dataset.bytes_per_token / nodes
-        slos.append(Slo(test="fio.dataset_read", metric="read_bw_gbps", direction=Direction.higher,
-                        minimum=need / 1e9, source=f"{tag}: data loading at the planned step time {step_time_s:.3g} s"))
+        slos.append(
+            Slo(
+                test="fio.dataset_read",
+                metric="read_bw_gbps",
+                direction=Direction.higher,
+                minimum=need / 1e9,
+                source=f"{tag}: data loading at the planned step time {step_time_s:.3g} s",
+            )
+        )
     slos += _hardware_slos(fab, sto, tag)
     predicted = _predicted_busbw(spec, fabric_id, catalog)
     if predicted is not None:
         busbw, algorithm = predicted
         pin = " (bitwise: no NVLS/CollNet)" if spec.requirements.reproducibility == "bitwise" else ""
-        slos.append(Slo(test="nccl.all_reduce", metric="busbw_gbps", direction=Direction.higher, expected=busbw,
-                        tolerance=PREDICT_TOLERANCE,
-                        source=f"{tag}: predict_collective all_reduce 128 MiB, {algorithm}{pin}"))
+        slos.append(
+            Slo(
+                test="nccl.all_reduce",
+                metric="busbw_gbps",
+                direction=Direction.higher,
+                expected=busbw,
+                tolerance=PREDICT_TOLERANCE,
+                source=f"{tag}: predict_collective all_reduce 128 MiB, {algorithm}{pin}",
+            )
+        )
     return slos
 
 
 def _hardware_slos(fab, sto, tag: str) -> list[Slo]:  # noqa: ANN001 - catalog Fabric, Storage
     """SLOs that need only the chosen fabric and storage (not the model's sizes)."""
     slos: list[Slo] = []
-    slos.append(Slo(test="fio.small_file_commit", metric="fsync_lat_p99_us", direction=Direction.lower,
-                    maximum=(sto.commit_latency_ms + 3 * sto.commit_jitter_ms) * 1000,
-                    source=f"{tag}: catalog commit latency + 3 sigma"))
+    slos.append(
+        Slo(
+            test="fio.small_file_commit",
+            metric="fsync_lat_p99_us",
+            direction=Direction.lower,
+            maximum=(sto.commit_latency_ms + 3 * sto.commit_jitter_ms) * 1000,
+            source=f"{tag}: catalog commit latency + 3 sigma",
+        )
+    )
     mean_us = fab.rdma_write_lat_us
     p99_us = mean_us + 3 * fab.jitter_us
     latency_test = "sockperf.udp" if fab.kind == "tcp" else "perftest.ib_write_lat"
-    slos.append(Slo(test=latency_test, metric="lat_p50_us", direction=Direction.lower, expected=mean_us,
-                    tolerance=0.5, source=f"{tag}: step model's per-step latency"))
-    slos.append(Slo(test=latency_test, metric="lat_p99_us", direction=Direction.lower, maximum=p99_us,
-                    source=f"{tag}: step model's latency + 3 sigma jitter"))
+    slos.append(
+        Slo(
+            test=latency_test,
+            metric="lat_p50_us",
+            direction=Direction.lower,
+            expected=mean_us,
+            tolerance=0.5,
+            source=f"{tag}: step model's per-step latency",
+        )
+    )
+    slos.append(
+        Slo(
+            test=latency_test,
+            metric="lat_p99_us",
+            direction=Direction.lower,
+            maximum=p99_us,
+            source=f"{tag}: step model's latency + 3 sigma jitter",
+        )
+    )
     if fab.kind == "tcp":
-        slos.append(Slo(test="iperf3.tcp", metric="throughput_gbit_s", direction=Direction.higher,
-                        expected=fab.nic_line_gbps * 8 * TCP_PAYLOAD_EFFICIENCY, tolerance=0.1,
-                        source=f"{tag}: NIC line rate x TCP payload efficiency"))
+        slos.append(
+            Slo(
+                test="iperf3.tcp",
+                metric="throughput_gbit_s",
+                direction=Direction.higher,
+                expected=fab.nic_line_gbps * 8 * TCP_PAYLOAD_EFFICIENCY,
+                tolerance=0.1,
+                source=f"{tag}: NIC line rate x TCP payload efficiency",
+            )
+        )
     return slos
 
 
@@ -213,10 +290,16 @@ def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:
         from gpufabric.model.collectives import predict_collective
     except ModuleNotFoundError:  # the planner's model is optional for bench
         return None
-    prediction = predict_collective(op="all_reduce", size_bytes=128 * 1024 * 1024, nodes=1,
-                                    gpus_per_node=spec.cluster.gpus_per_node, gpu=spec.cluster.gpu,
-                                    fabric=fabric_id, catalog=catalog,
-                                    deterministic=spec.requirements.reproducibility == "bitwise")
+    prediction = predict_collective(
+        op="all_reduce",
+        size_bytes=128 * 1024 * 1024,
+        nodes=1,
+        gpus_per_node=spec.cluster.gpus_per_node,
+        gpu=spec.cluster.gpu,
+        fabric=fabric_id,
+        catalog=catalog,
+        deterministic=spec.requirements.reproducibility == "bitwise",
+    )
     return float(prediction.busbw_gbps), str(prediction.algorithm)
 
 
@@ -236,9 +319,15 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
         raw_breakdown = candidate.get("breakdown")
         breakdown = raw_breakdown if isinstance(raw_breakdown, Mapping) else {}
         write_s = breakdown.get("checkpoint_write_s")
-        return from_spec(spec, fabric=candidate.get("fabric"), storage=candidate.get("storage"),
-                         step_time_s=candidate.get("step_time_s"), catalog=catalog, source=source,
-                         checkpoint_write_s=float(write_s) if isinstance(write_s, int | float) and write_s > 0 else None)
+        return from_spec(
+            spec,
+            fabric=candidate.get("fabric"),
+            storage=candidate.get("storage"),
+            step_time_s=candidate.get("step_time_s"),
+            catalog=catalog,
+            source=source,
+            checkpoint_write_s=float(write_s) if isinstance(write_s, int | float) and write_s > 0 else None,
+        )
     fab = catalog.fabrics.get(str(candidate.get("fabric")))
     sto = catalog.storage.get(str(candidate.get("storage")))
     if fab is None or sto is None:
@@ -262,8 +351,15 @@ def describe(slos: Sequence[Slo]) -> list[str]:
 
 
 #: Metrics the plan-derived SLOs above judge (whatever the test).
-PLAN_SLO_METRICS = ("write_bw_gbps", "read_bw_gbps", "fsync_lat_p99_us", "lat_p50_us", "lat_p99_us",
-                    "throughput_gbit_s", "busbw_gbps")
+PLAN_SLO_METRICS = (
+    "write_bw_gbps",
+    "read_bw_gbps",
+    "fsync_lat_p99_us",
+    "lat_p50_us",
+    "lat_p99_us",
+    "throughput_gbit_s",
+    "busbw_gbps",
+)
 
 #: Calibrated thresholds sit at least this far from the golden value on the bad side:
 #: DCGM's diagnostics fail a node below ~0.75 x its golden figure (bench-tools.md section 6).
@@ -318,14 +414,20 @@ def thresholds_from_run(run, *, hardware: str) -> str:  # noqa: ANN001 - RunReco
             continue  # no relative scale
         cv = statistics.stdev(xs) / abs(statistics.mean(xs)) if len(xs) > 1 else 0.0
         direction = directions[(test, metric)]
-        floor, cap = (CALIBRATION_TAIL_TOLERANCE if direction == Direction.lower
-                      and metric_class(metric, units[(test, metric)]) == "tail"
-                      else (CALIBRATION_TOLERANCE, CALIBRATION_MAX_TOLERANCE))
+        floor, cap = (
+            CALIBRATION_TAIL_TOLERANCE
+            if direction == Direction.lower and metric_class(metric, units[(test, metric)]) == "tail"
+            else (CALIBRATION_TOLERANCE, CALIBRATION_MAX_TOLERANCE)
+        )
         tol = round(min(cap, max(floor, CALIBRATION_CVS * cv)), 3)
         # A thresholds tolerance is at most 1 (a fraction); a wider bound on a time is an absolute max.
         tests.setdefault(test, {})[metric] = (
-            {"target": float(f"{median:.6g}"), "tolerance": tol, "direction": direction.value} if tol <= 1
-            else {"max": float(f"{median * (1 + tol):.6g}"), "direction": direction.value})
-    header = (f"# Calibrated from run {run.id} on {run.fingerprint.get('host', '?')}: targets are that run's medians;\n"
-              f"# tolerance max({CALIBRATION_TOLERANCE:g}, {CALIBRATION_CVS:g} x CV of its repeats).\n")
+            {"target": float(f"{median:.6g}"), "tolerance": tol, "direction": direction.value}
+            if tol <= 1
+            else {"max": float(f"{median * (1 + tol):.6g}"), "direction": direction.value}
+        )
+    header = (
+        f"# Calibrated from run {run.id} on {run.fingerprint.get('host', '?')}: targets are that run's medians;\n"
+        f"# tolerance max({CALIBRATION_TOLERANCE:g}, {CALIBRATION_CVS:g} x CV of its repeats).\n"
+    )
     return header + yaml.safe_dump({"hardware": hardware, "tests": tests}, sort_keys=False)

@@ -43,7 +43,7 @@ GRACE_S = 15.0
 class Progress:
     """One progress event: a test starts (``result`` None) or ends."""
 
-    index: int                      # 0-based position of the test
+    index: int  # 0-based position of the test
     total: int
     test: PlannedTest
     result: TestResult | None = None
@@ -54,14 +54,21 @@ class SuiteOutcome:
     run_id: int
     results: tuple[TestResult, ...]
     verdicts: tuple[Verdict, ...]
-    status: RunStatus               # passed | failed | interrupted
-    wall_s: float                   # whole suite, orchestration included
-    tool_s: float                   # time inside tool processes (servers included)
+    status: RunStatus  # passed | failed | interrupted
+    wall_s: float  # whole suite, orchestration included
+    tool_s: float  # time inside tool processes (servers included)
 
 
-def plan_suite(suite: str, *, scratch: Path, spec: Any = None, repeats: int | None = None,
-               server_addr: str | None = None, timeout_s: float | None = None,
-               detect: bool = True) -> list[PlannedTest]:
+def plan_suite(
+    suite: str,
+    *,
+    scratch: Path,
+    spec: Any = None,
+    repeats: int | None = None,
+    server_addr: str | None = None,
+    timeout_s: float | None = None,
+    detect: bool = True,
+) -> list[PlannedTest]:
     """Every test the suite will run, in order (fio profiles in write-restore-read-commit order per repeat).
 
     Args:
@@ -83,20 +90,45 @@ def plan_suite(suite: str, *, scratch: Path, spec: Any = None, repeats: int | No
             tests.append(fio_runner.plan(fp, scratch=scratch, timeout_s=fio_timeout, repeat=repeat))
     for ip in prof.iperf3:
         for repeat in range(1, n + 1):
-            tests.append(iperf3_runner.plan(ip, scratch=scratch, timeout_s=timeout_s or ip.duration_s + GRACE_S,
-                                            server_addr=server_addr, repeat=repeat))
+            tests.append(
+                iperf3_runner.plan(
+                    ip,
+                    scratch=scratch,
+                    timeout_s=timeout_s or ip.duration_s + GRACE_S,
+                    server_addr=server_addr,
+                    repeat=repeat,
+                )
+            )
     for sp in prof.sockperf:
         for repeat in range(1, n + 1):
-            tests.append(sockperf_runner.plan(sp, scratch=scratch, timeout_s=timeout_s or sp.duration_s + GRACE_S,
-                                              server_addr=server_addr, repeat=repeat))
+            tests.append(
+                sockperf_runner.plan(
+                    sp,
+                    scratch=scratch,
+                    timeout_s=timeout_s or sp.duration_s + GRACE_S,
+                    server_addr=server_addr,
+                    repeat=repeat,
+                )
+            )
     devices, no_device = perftest_runner.rdma_devices() if detect else (["<rdma-device>"], "")
     for binary in prof.perftest:
-        tests += _repeated(partial(perftest_runner.plan, binary, scratch=scratch, timeout_s=timeout_s or 60.0,
-                                   devices=devices, no_device_reason=no_device, server_addr=server_addr), n)
+        tests += _repeated(
+            partial(
+                perftest_runner.plan,
+                binary,
+                scratch=scratch,
+                timeout_s=timeout_s or 60.0,
+                devices=devices,
+                no_device_reason=no_device,
+                server_addr=server_addr,
+            ),
+            n,
+        )
     max_bytes = "128M" if suite == "quick" else "1G"
     for binary in prof.nccl:
-        tests += _repeated(partial(nccl_runner.plan, binary, scratch=scratch, timeout_s=timeout_s or 600.0,
-                                   max_bytes=max_bytes), n)
+        tests += _repeated(
+            partial(nccl_runner.plan, binary, scratch=scratch, timeout_s=timeout_s or 600.0, max_bytes=max_bytes), n
+        )
     return tests
 
 
@@ -110,9 +142,15 @@ def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTes
 run_status = judge
 
 
-def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, recorder: Recorder,
-              slos: Sequence[Slo] = (), progress: Callable[[Progress], None] | None = None,
-              not_planned: tuple[str, ...] = ()) -> SuiteOutcome:
+def run_suite(
+    tests: Sequence[PlannedTest],
+    *,
+    executor: Executor,
+    recorder: Recorder,
+    slos: Sequence[Slo] = (),
+    progress: Callable[[Progress], None] | None = None,
+    not_planned: tuple[str, ...] = (),
+) -> SuiteOutcome:
     """Run ``tests`` in order, recording each result as it arrives, then judge and finish the run.
 
     ``not_planned``: why this node is not the hardware the SLOs were derived for
@@ -144,8 +182,14 @@ def run_suite(tests: Sequence[PlannedTest], *, executor: Executor, recorder: Rec
         verdicts = mark_not_planned(verdicts, not_planned)
     recorder.add_verdicts(verdicts)
     status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None)
-    return SuiteOutcome(run_id=recorder.run_id, results=tuple(results), verdicts=tuple(verdicts), status=status,
-                        wall_s=time.monotonic() - start, tool_s=sum(r.duration_s for r in results))
+    return SuiteOutcome(
+        run_id=recorder.run_id,
+        results=tuple(results),
+        verdicts=tuple(verdicts),
+        status=status,
+        wall_s=time.monotonic() - start,
+        tool_s=sum(r.duration_s for r in results),
+    )
 
 
 @contextmanager
@@ -155,8 +199,10 @@ def _remember_sigint(interrupted: threading.Event) -> Iterator[None]:
     Left alone outside the main thread (only it may set handlers) and when SIGINT does
     not raise KeyboardInterrupt already (ignored, or handled by the embedding program).
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
         yield
         return
 

@@ -54,8 +54,12 @@ class Catalog:
 
     def known_ids(self) -> dict[str, set[str]]:
         """Ids per spec field, for ``load_spec(known_ids=...)``."""
-        return {"cluster.gpu": set(self.gpus), "options.fabrics": set(self.fabrics), "options.storage": set(self.storage),
-                "options.rentals": set(self.rentals)}
+        return {
+            "cluster.gpu": set(self.gpus),
+            "options.fabrics": set(self.fabrics),
+            "options.storage": set(self.storage),
+            "options.rentals": set(self.rentals),
+        }
 
     def rental(self, rental_id: str) -> Rental:
         return _get(self.rentals, rental_id, "rental offering")
@@ -111,8 +115,11 @@ class _Merged:
                 raise located.error((section,), "expected a mapping of id to entry")
             for entry_id, entry in entries.items():
                 if not re.fullmatch(CATALOG_ID, str(entry_id)):
-                    raise located.error((section, entry_id), f"catalog id {bounded_repr(str(entry_id))} is not allowed",
-                                        f"allowed: {pattern_help(CATALOG_ID)}")
+                    raise located.error(
+                        (section, entry_id),
+                        f"catalog id {bounded_repr(str(entry_id))} is not allowed",
+                        f"allowed: {pattern_help(CATALOG_ID)}",
+                    )
                 if not isinstance(entry, dict):
                     raise located.error((section, entry_id), "expected a mapping of fields")
                 norm = _normalise(entry, *defaults)
@@ -162,7 +169,12 @@ class _Merged:
 
     def _check_references(self, out: dict[str, dict[str, Entry]]) -> None:
         for fabric_id, fabric in out["fabrics"].items():
-            for key, section in (("switch", "switches"), ("nic_optic", "optics"), ("switch_optic", "optics"), ("fiber", "optics")):
+            for key, section in (
+                ("switch", "switches"),
+                ("nic_optic", "optics"),
+                ("switch_optic", "optics"),
+                ("fiber", "optics"),
+            ):
                 ref = getattr(fabric, key)
                 if ref not in out[section]:
                     located = self.field_origin.get(("fabrics", fabric_id, key)) or self.origin[("fabrics", fabric_id)]
@@ -174,10 +186,15 @@ class _Merged:
             refs += [(f"storage[{i}]", "storage", s) for i, s in enumerate(rental.storage)]
             for key, section, ref in refs:
                 if ref not in out[section]:
-                    located = (self.field_origin.get(("rentals", rental_id, key.split("[")[0]))
-                               or self.origin[("rentals", rental_id)])
-                    raise located.error(("rentals", rental_id, key.split("[")[0]), f"unknown {section} id {ref!r}",
-                                        did_you_mean(ref, sorted(out[section])))
+                    located = (
+                        self.field_origin.get(("rentals", rental_id, key.split("[")[0]))
+                        or self.origin[("rentals", rental_id)]
+                    )
+                    raise located.error(
+                        ("rentals", rental_id, key.split("[")[0]),
+                        f"unknown {section} id {ref!r}",
+                        did_you_mean(ref, sorted(out[section])),
+                    )
         if "default" not in out["site"]:
             raise SpecError(file="catalog", field="site.default", message="the catalog needs a site entry 'default'")
 

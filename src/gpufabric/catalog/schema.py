@@ -84,7 +84,9 @@ class Entry(StrictModel):
             if key in self.provenance:
                 continue
             if not (self.source and self.as_of):
-                raise ValueError(f"figure {key!r} has no source/as_of: give the entry a source and as_of, or write {{value, source, as_of, tag}}")
+                raise ValueError(
+                    f"figure {key!r} has no source/as_of: give the entry a source and as_of, or write {{value, source, as_of, tag}}"
+                )
             self.provenance[key] = Provenance(source=self.source, as_of=str(self.as_of), tag=self.tag)
         return self
 
@@ -311,8 +313,9 @@ class Rental(Entry):
 
     def usd_per_gpu_hour(self, term: str) -> float:
         """Catalog price per GPU-hour for ``term`` (on_demand, 1y, 3y)."""
-        return {"on_demand": self.usd_per_hour_on_demand, "1y": self.usd_per_hour_1y,
-                "3y": self.usd_per_hour_3y}[term] / self.gpus
+        return {"on_demand": self.usd_per_hour_on_demand, "1y": self.usd_per_hour_1y, "3y": self.usd_per_hour_3y}[
+            term
+        ] / self.gpus
 
 
 #: Catalog sections (the top-level keys of a catalog or --catalog file) and their entry models.

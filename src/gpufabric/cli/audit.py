@@ -28,12 +28,24 @@ def register(app: typer.Typer) -> None:
 
 
 def audit(
-    config: Path | None = typer.Option(None, "--config", help="An artefact bundle (gpufabric config --out) or a copy of /etc."),
-    live: bool = typer.Option(False, "--live", help="Audit this host: nft, ss, ip, files, environment, sysfs/configfs."),
-    reachability: bool = typer.Option(False, "--reachability", help="Prove the allow matrix of every role/plane/port cell against the intent."),
+    config: Path | None = typer.Option(
+        None, "--config", help="An artefact bundle (gpufabric config --out) or a copy of /etc."
+    ),
+    live: bool = typer.Option(
+        False, "--live", help="Audit this host: nft, ss, ip, files, environment, sysfs/configfs."
+    ),
+    reachability: bool = typer.Option(
+        False, "--reachability", help="Prove the allow matrix of every role/plane/port cell against the intent."
+    ),
     diff: tuple[Path, Path] | None = typer.Option(None, "--diff", help="OLD NEW: cells a change opens or closes."),
-    kernel: bool = typer.Option(False, "--kernel", help="With --config (root): load each role's ruleset into a namespace and probe every cell with real packets; static and kernel verdicts side by side."),
-    fail_on: Severity = typer.Option(Severity.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."),
+    kernel: bool = typer.Option(
+        False,
+        "--kernel",
+        help="With --config (root): load each role's ruleset into a namespace and probe every cell with real packets; static and kernel verdicts side by side.",
+    ),
+    fail_on: Severity = typer.Option(
+        Severity.low, "--fail-on", help="Exit 1 when a finding is at or above this severity."
+    ),
     fmt: AuditFormat = format_option(AuditFormat.text),
 ) -> int:
     """Audit NVMe-oF, InfiniBand, RoCE, NCCL, PyTorch, host and firewall security; exit 1 on findings."""
@@ -75,27 +87,76 @@ def _emit(report: AuditReport, fmt: AuditFormat, threshold: Severity, code: int)
         return
     if fmt is AuditFormat.json:
         payload: dict[str, Any] = {
-            "source": report.source, "rdma_note": RDMA_STATEMENT, "fail_on": threshold.value, "exit_code": code,
-            "findings": report.findings, "not_available": report.not_available, "passed": report.passed,
+            "source": report.source,
+            "rdma_note": RDMA_STATEMENT,
+            "fail_on": threshold.value,
+            "exit_code": code,
+            "findings": report.findings,
+            "not_available": report.not_available,
+            "passed": report.passed,
         }
         if report.proof is not None:
             p = report.proof
             payload["reachability"] = {
-                "hosts": p.hosts_evaluated, "rulesets": p.rulesets_evaluated, "evaluations": p.evaluations,
-                "cells": p.cells_evaluated, "seconds": round(p.seconds, 4), "unsupported": p.unsupported,
-                "missing_hosts": p.missing_hosts, "not_proven": len(p.not_proven()),
-                "matrix": [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
-                            "allowed": c.allowed, "intended": c.intended, "verdict": c.verdict,
-                            **({"reason": c.reason} if c.reason else {})}
-                           for c in p.allowed()],
+                "hosts": p.hosts_evaluated,
+                "rulesets": p.rulesets_evaluated,
+                "evaluations": p.evaluations,
+                "cells": p.cells_evaluated,
+                "seconds": round(p.seconds, 4),
+                "unsupported": p.unsupported,
+                "missing_hosts": p.missing_hosts,
+                "not_proven": len(p.not_proven()),
+                "matrix": [
+                    {
+                        "src": c.src,
+                        "dst": c.dst,
+                        "plane": c.plane,
+                        "proto": c.proto,
+                        "ports": c.ports,
+                        "allowed": c.allowed,
+                        "intended": c.intended,
+                        "verdict": c.verdict,
+                        **({"reason": c.reason} if c.reason else {}),
+                    }
+                    for c in p.allowed()
+                ],
             }
         if report.kernel is not None:
-            payload["kernel"] = [{"role": k.role, "seconds": round(k.seconds, 3), "probes": [
-                {"src": q.src, "src_addr": q.src_addr, "dst": q.dst, "plane": q.plane, "proto": q.proto, "port": q.port,
-                 "static": q.static, "kernel": q.kernel, "agrees": q.agrees} for q in k.probes]} for k in report.kernel]
+            payload["kernel"] = [
+                {
+                    "role": k.role,
+                    "seconds": round(k.seconds, 3),
+                    "probes": [
+                        {
+                            "src": q.src,
+                            "src_addr": q.src_addr,
+                            "dst": q.dst,
+                            "plane": q.plane,
+                            "proto": q.proto,
+                            "port": q.port,
+                            "static": q.static,
+                            "kernel": q.kernel,
+                            "agrees": q.agrees,
+                        }
+                        for q in k.probes
+                    ],
+                }
+                for k in report.kernel
+            ]
         if report.changes is not None:
-            payload["changes"] = [{"src": c.src, "dst": c.dst, "plane": c.plane, "proto": c.proto, "ports": c.ports,
-                                   "old": c.old, "new": c.new, "direction": c.direction} for c in report.changes]
+            payload["changes"] = [
+                {
+                    "src": c.src,
+                    "dst": c.dst,
+                    "plane": c.plane,
+                    "proto": c.proto,
+                    "ports": c.ports,
+                    "old": c.old,
+                    "new": c.new,
+                    "direction": c.direction,
+                }
+                for c in report.changes
+            ]
         print_json(payload)
         return
     echo = typer.echo
@@ -104,39 +165,57 @@ def _emit(report: AuditReport, fmt: AuditFormat, threshold: Severity, code: int)
     if report.proof is not None:
         p = report.proof
         echo("")
-        echo(f"allow matrix ({p.cells_evaluated} cells over {p.hosts_evaluated} hosts, {p.rulesets_evaluated} distinct"
-             f" rulesets, every port 1-65535; {p.seconds:.2f} s):")
-        echo(f"  {'plane':<8} {'source':<12} {'destination':<12} {'proto/ports':<20} {'firewall':<8} {'intent':<7} verdict")
+        echo(
+            f"allow matrix ({p.cells_evaluated} cells over {p.hosts_evaluated} hosts, {p.rulesets_evaluated} distinct"
+            f" rulesets, every port 1-65535; {p.seconds:.2f} s):"
+        )
+        echo(
+            f"  {'plane':<8} {'source':<12} {'destination':<12} {'proto/ports':<20} {'firewall':<8} {'intent':<7} verdict"
+        )
         for c in p.allowed():
-            echo(f"  {c.plane:<8} {c.src:<12} {c.dst:<12} {c.proto + '/' + c.ports:<20} {c.allowed:<8}"
-                 f" {'yes' if c.intended else 'no':<7} {c.verdict}" + (f": {c.reason}" if c.reason else ""))
+            echo(
+                f"  {c.plane:<8} {c.src:<12} {c.dst:<12} {c.proto + '/' + c.ports:<20} {c.allowed:<8}"
+                f" {'yes' if c.intended else 'no':<7} {c.verdict}" + (f": {c.reason}" if c.reason else "")
+            )
         echo("  every other cell: denied, as intended" if not p.violations() else "  every other cell: denied")
         if p.missing_hosts:
-            echo(f"  not proven: {len(p.missing_hosts)} hosts of the policy without a ruleset"
-                 f" ({', '.join(p.missing_hosts[:5])}{' ...' if len(p.missing_hosts) > 5 else ''})")
+            echo(
+                f"  not proven: {len(p.missing_hosts)} hosts of the policy without a ruleset"
+                f" ({', '.join(p.missing_hosts[:5])}{' ...' if len(p.missing_hosts) > 5 else ''})"
+            )
         if p.not_proven():
-            echo(f"  NOT PROVEN: {len(p.not_proven())} cells are undecided (listed above with their rule); "
-                 "they count as neither isolated nor reachable")
+            echo(
+                f"  NOT PROVEN: {len(p.not_proven())} cells are undecided (listed above with their rule); "
+                "they count as neither isolated nor reachable"
+            )
     if report.kernel is not None:
         echo("")
         echo("kernel cross-check (real packets into each role's ruleset in a namespace):")
-        echo(f"  {'plane':<8} {'source':<12} {'address':<15} {'destination':<12} {'proto/port':<12} {'static':<8} {'kernel':<7} result")
+        echo(
+            f"  {'plane':<8} {'source':<12} {'address':<15} {'destination':<12} {'proto/port':<12} {'static':<8} {'kernel':<7} result"
+        )
         for k in report.kernel:
             for q in k.probes:
                 if q.static == q.kernel == "drop":
                     continue  # closed in both: summarised below
                 result = "agree" if q.static == q.kernel else "n/a (static unknown)" if q.agrees else "DISAGREE"
-                echo(f"  {q.plane:<8} {q.src:<12} {q.src_addr:<15} {q.dst:<12} {q.proto + '/' + str(q.port):<12}"
-                     f" {q.static:<8} {q.kernel:<7} {result}")
+                echo(
+                    f"  {q.plane:<8} {q.src:<12} {q.src_addr:<15} {q.dst:<12} {q.proto + '/' + str(q.port):<12}"
+                    f" {q.static:<8} {q.kernel:<7} {result}"
+                )
             closed = sum(q.static == q.kernel == "drop" for q in k.probes)
-            echo(f"  role {k.role}: {len(k.probes)} probes, {closed} dropped by both, "
-                 f"{len(k.disagreements())} disagreements ({k.seconds:.1f} s)")
+            echo(
+                f"  role {k.role}: {len(k.probes)} probes, {closed} dropped by both, "
+                f"{len(k.disagreements())} disagreements ({k.seconds:.1f} s)"
+            )
     if report.changes is not None:
         echo("")
         echo(f"changes ({len(report.changes)}):" if report.changes else "changes: none (no cell opens or closes)")
         for change in report.changes:
-            echo(f"  {change.direction:<6} {change.plane:<8} {change.src} -> {change.dst} {change.proto}/{change.ports}:"
-                 f" {change.old} -> {change.new}")
+            echo(
+                f"  {change.direction:<6} {change.plane:<8} {change.src} -> {change.dst} {change.proto}/{change.ports}:"
+                f" {change.old} -> {change.new}"
+            )
     echo("")
     echo(f"findings ({len(report.findings)}):" if report.findings else "findings: none")
     order = sorted(report.findings, key=lambda f: (-f.severity.rank, f.check_id, f.subject))

@@ -69,24 +69,47 @@ def write_thresholds(
     if fmt is Format.json:
         print_json({"out": str(out), "run_id": run.id})
         return 0
-    stdout_console().print(f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}",
-                           markup=False)
+    stdout_console().print(
+        f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}", markup=False
+    )
     return 0
 
 
 def bench(
     ctx: typer.Context,
     suite: str = typer.Option(None, "--suite", help="quick (about a minute here) or full."),
-    plan: Path = typer.Option(None, "--plan", help="Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the checkpoint, dataset and busbw SLOs)."),
+    plan: Path = typer.Option(
+        None,
+        "--plan",
+        help="Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the checkpoint, dataset and busbw SLOs).",
+    ),
     spec: Path = typer.Option(None, "--spec", help="Spec YAML: shapes the storage profiles and derives SLOs."),
-    thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."),
-    target_dir: Path = typer.Option(None, "--target-dir", help="Directory on the storage to test (default: a temp dir). Must be empty unless --force."),
+    thresholds: Path = typer.Option(
+        None,
+        "--thresholds",
+        help="Thresholds YAML for this hardware type (target/tolerance, min, max per test metric).",
+    ),
+    target_dir: Path = typer.Option(
+        None,
+        "--target-dir",
+        help="Directory on the storage to test (default: a temp dir). Must be empty unless --force.",
+    ),
     db: Path = db_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every command and SLO; run nothing."),
-    force: bool = typer.Option(False, "--force", help="Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards)."),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards).",
+    ),
     fmt: Format = format_option(),
-    repeats: int = typer.Option(None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."),
-    server: str = typer.Option(None, "--server", help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here."),
+    repeats: int = typer.Option(
+        None, "--repeats", min=1, help="Runs per test (default: 3 quick, 5 full); an SLO passes on a majority."
+    ),
+    server: str = typer.Option(
+        None,
+        "--server",
+        help="Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here.",
+    ),
     timeout: str | None = timeout_option(None, "Per-test timeout (default: the test's duration plus a grace)"),
     quiet: bool = quiet_option("no progress bar and no live per-test lines (CI); the report only"),
 ) -> None:
@@ -112,8 +135,15 @@ def bench(
         scratch_mod.check_target(target_dir, force=force)
     argv = command_line()
     if dry_run:
-        tests = plan_suite(suite, scratch=scratch_mod.plan_path(target_dir), spec=loaded_spec, repeats=repeats,
-                           server_addr=server, timeout_s=timeout_s, detect=False)
+        tests = plan_suite(
+            suite,
+            scratch=scratch_mod.plan_path(target_dir),
+            spec=loaded_spec,
+            repeats=repeats,
+            server_addr=server,
+            timeout_s=timeout_s,
+            detect=False,
+        )
         _print_dry_run(tests, slos, fmt)
         return
     planned = None
@@ -121,8 +151,9 @@ def bench(
         from gpufabric.bench.planned import planned_hardware
 
         planned = planned_hardware(plan_doc, loaded_spec, path=str(plan))
-    code = _run(suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout_s, fmt,
-                planned, quiet)
+    code = _run(
+        suite, argv, loaded_spec, plan_doc, slos, target_dir, force, db, repeats, server, timeout_s, fmt, planned, quiet
+    )
     if code:
         raise typer.Exit(code)
 
@@ -155,10 +186,13 @@ def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tupl
     if plan is not None:
         plan_doc = load_plan(plan)
         if loaded is None:
-            typer.echo(f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
-                       " spec's sizes; only fabric and storage SLOs apply", err=True)
+            typer.echo(
+                f"note: --plan {plan} without --spec: checkpoint, dataset and busbw SLOs need the"
+                " spec's sizes; only fabric and storage SLOs apply",
+                err=True,
+            )
         slos += slo.from_plan(plan_doc, loaded, path=str(plan))
-    elif loaded is not None and spec is not None:   # loaded comes from spec; the test narrows spec too
+    elif loaded is not None and spec is not None:  # loaded comes from spec; the test narrows spec too
         slos += slo.from_spec(loaded, source=f"spec {spec.name}")
     if thresholds is not None:
         slos += slo.load_thresholds(thresholds)
@@ -169,26 +203,59 @@ def _print_dry_run(tests: list, slos: list, fmt: Format) -> None:
     from gpufabric.bench.slo import describe
 
     if fmt == Format.json:
-        print_json({"dry_run": True, "tests": [
-            {"name": t.name, "repeat": t.repeat, "argv": list(t.argv), "timeout_s": t.timeout_s,
-             "server_argv": list(t.server.argv) if t.server else None, "skip_reason": t.skip_reason}
-            for t in tests], "slos": slos})
+        print_json(
+            {
+                "dry_run": True,
+                "tests": [
+                    {
+                        "name": t.name,
+                        "repeat": t.repeat,
+                        "argv": list(t.argv),
+                        "timeout_s": t.timeout_s,
+                        "server_argv": list(t.server.argv) if t.server else None,
+                        "skip_reason": t.skip_reason,
+                    }
+                    for t in tests
+                ],
+                "slos": slos,
+            }
+        )
         return
     out = stdout_console()
     for t in tests:
-        out.print(f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s)" + (f"  [{t.skip_reason}]" if t.skip_reason else ""),
-                  markup=False)
+        out.print(
+            f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s)"
+            + (f"  [{t.skip_reason}]" if t.skip_reason else ""),
+            markup=False,
+        )
         for line in t.command_lines():
             out.print(line, markup=False)
-    out.print(f"# {len(tests)} tests; SLOs:" if slos else f"# {len(tests)} tests; no SLOs (give --plan/--spec or --thresholds)",
-              markup=False)
+    out.print(
+        f"# {len(tests)} tests; SLOs:"
+        if slos
+        else f"# {len(tests)} tests; no SLOs (give --plan/--spec or --thresholds)",
+        markup=False,
+    )
     for line in describe(slos):
         out.print(f"#   {line}", markup=False)
 
 
-def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: list, target_dir: Path | None,
-         force: bool, db: Path | None, repeats: int | None, server: str | None, timeout: float | None,
-         fmt: Format, planned: Any = None, quiet: bool = False) -> int:
+def _run(
+    suite: str,
+    argv: list[str],
+    spec: Any,
+    plan_doc: dict | None,
+    slos: list,
+    target_dir: Path | None,
+    force: bool,
+    db: Path | None,
+    repeats: int | None,
+    server: str | None,
+    timeout: float | None,
+    fmt: Format,
+    planned: Any = None,
+    quiet: bool = False,
+) -> int:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -205,7 +272,9 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
 
     scratch = scratch_mod.prepare(target_dir, force=force)
     try:
-        tests = plan_suite(suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout)
+        tests = plan_suite(
+            suite, scratch=scratch.path, spec=spec, repeats=repeats, server_addr=server, timeout_s=timeout
+        )
         fingerprint = collect_fingerprint()
         not_planned: tuple[str, ...] = ()
         if planned is not None:
@@ -214,15 +283,30 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
             not_planned = mismatches(planned, fingerprint)
             if not_planned:
                 stderr_console().print("not the planned hardware: " + "; ".join(not_planned), markup=False)
-        with Store.open(db) as store, store.recording(
-                "bench", argv, fingerprint, spec_name=spec.name if spec is not None else "", plan=plan_doc,
-                meta={"suite": suite, "tests": len(tests), "server": server or "loopback", "slos": len(slos)}) as rec:
+        with (
+            Store.open(db) as store,
+            store.recording(
+                "bench",
+                argv,
+                fingerprint,
+                spec_name=spec.name if spec is not None else "",
+                plan=plan_doc,
+                meta={"suite": suite, "tests": len(tests), "server": server or "loopback", "slos": len(slos)},
+            ) as rec,
+        ):
             rec.artifact("commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
             err = stderr_console()
             # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
             show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
-            bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           console=err, transient=True, disable=not show_bar)
+            bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+                disable=not show_bar,
+            )
             task = bar.add_task(f"bench {suite}", total=len(tests))
             width = max((len(t.name) for t in tests), default=10)
 
@@ -233,13 +317,17 @@ def _run(suite: str, argv: list[str], spec: Any, plan_doc: dict | None, slos: li
                 bar.advance(task)
                 if not quiet:  # each test as it finishes, above the bar (stderr: stdout stays the report)
                     r = event.result
-                    bar.console.print(f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
-                                      f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}", markup=False,
-                                      highlight=False)
+                    bar.console.print(
+                        f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
+                        f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}",
+                        markup=False,
+                        highlight=False,
+                    )
 
             with bar:
-                outcome = run_suite(tests, executor=LocalExecutor(), recorder=rec, slos=slos,
-                                    progress=progress, not_planned=not_planned)
+                outcome = run_suite(
+                    tests, executor=LocalExecutor(), recorder=rec, slos=slos, progress=progress, not_planned=not_planned
+                )
     finally:
         scratch.cleanup()
     _report(outcome, fmt)
@@ -256,17 +344,30 @@ def headline(result) -> str:  # noqa: ANN001 - TestResult
 
 def result_row(result, **extra: Any) -> dict[str, Any]:  # noqa: ANN001 - TestResult
     """A result's JSON entry in ``bench`` and ``ingest`` reports; ``extra`` adds keys."""
-    return {"name": result.name, **extra, "status": result.status.value, "reason": result.reason,
-            "warnings": result.params.get("quality_warnings", ""), "metrics": {m.name: m.value for m in result.metrics}}
+    return {
+        "name": result.name,
+        **extra,
+        "status": result.status.value,
+        "reason": result.reason,
+        "warnings": result.params.get("quality_warnings", ""),
+        "metrics": {m.name: m.value for m in result.metrics},
+    }
 
 
 def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
     if fmt == Format.json:
-        print_json({
-            "run_id": outcome.run_id, "status": outcome.status, "wall_s": outcome.wall_s, "tool_s": outcome.tool_s,
-            "results": [result_row(r, repeat=r.params.get("repeat"), duration_s=r.duration_s) for r in outcome.results],
-            "verdicts": outcome.verdicts,
-        })
+        print_json(
+            {
+                "run_id": outcome.run_id,
+                "status": outcome.status,
+                "wall_s": outcome.wall_s,
+                "tool_s": outcome.tool_s,
+                "results": [
+                    result_row(r, repeat=r.params.get("repeat"), duration_s=r.duration_s) for r in outcome.results
+                ],
+                "verdicts": outcome.verdicts,
+            }
+        )
         return
     out = stdout_console()
     # Plain aligned lines, not a table: they survive 80-column pipes and grep.
@@ -274,12 +375,21 @@ def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
     out.print(f"run {outcome.run_id}: {outcome.status}", markup=False)
     for r in outcome.results:
         note = r.reason or r.params.get("quality_warnings", "")
-        out.print(f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
-                  f"{headline(r)}" + (f"  ({note})" if note else ""), markup=False)
+        out.print(
+            f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
+            f"{headline(r)}" + (f"  ({note})" if note else ""),
+            markup=False,
+        )
     if outcome.verdicts:
         out.print("verdicts:", markup=False)
         for v in outcome.verdicts:
             text = "; ".join([v.reason, *v.warnings]).strip("; ")
-            out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}" + (f" on {v.host}" if v.host else "")
-                      + (f": {text}" if text else ""), markup=False)
-    out.print(f"wall {outcome.wall_s:.1f} s, in tools {outcome.tool_s:.1f} s; stored as run {outcome.run_id}", markup=False)
+            out.print(
+                f"  {v.outcome.value.upper():<7} {v.test} {v.metric}"
+                + (f" on {v.host}" if v.host else "")
+                + (f": {text}" if text else ""),
+                markup=False,
+            )
+    out.print(
+        f"wall {outcome.wall_s:.1f} s, in tools {outcome.tool_s:.1f} s; stored as run {outcome.run_id}", markup=False
+    )

@@ -62,17 +62,37 @@ def _csv(text: str, allowed: tuple[str, ...], flag: str) -> list[str]:
     return items
 
 
-def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: str, plane: str,
-                   master_port: int, timeout: str, init_timeout: str, op_timeout: str, backend: str,
-                   work_dir: str, slurm_mode: str = "srun", control_ifname: str = "", data_ifname: str = "",
-                   k8s_image: str = "", k8s_namespace: str = "default", k8s_rdma: str = "") -> Any:
+def launch_options(
+    *,
+    launcher: str,
+    nodes: int,
+    nproc: int,
+    hosts: str,
+    lab: str,
+    plane: str,
+    master_port: int,
+    timeout: str,
+    init_timeout: str,
+    op_timeout: str,
+    backend: str,
+    work_dir: str,
+    slurm_mode: str = "srun",
+    control_ifname: str = "",
+    data_ifname: str = "",
+    k8s_image: str = "",
+    k8s_namespace: str = "default",
+    k8s_rdma: str = "",
+) -> Any:
     from gpufabric.bench.probes.run import LaunchOptions
     from gpufabric.exec import launch
 
     if launcher not in (*launch.LAUNCHERS, "k8s"):
         raise InputError(f"--launcher {launcher!r}: use one of {', '.join(launch.LAUNCHERS)}, k8s")
-    refuse_unused(launcher != "k8s", {"k8s_image": "--k8s-image", "k8s_namespace": "--k8s-namespace",
-                                      "k8s_rdma": "--k8s-rdma"}, "without --launcher k8s")
+    refuse_unused(
+        launcher != "k8s",
+        {"k8s_image": "--k8s-image", "k8s_namespace": "--k8s-namespace", "k8s_rdma": "--k8s-rdma"},
+        "without --launcher k8s",
+    )
     refuse_unused(launcher == "k8s", {"db": "--db"}, "with --launcher k8s (the records stay in the pods)")
     refuse_unused(launcher != "slurm", {"slurm_mode": "--slurm-mode"}, "without --launcher slurm")
     refuse_unused(not lab, {"plane": "--plane"}, "without --lab")
@@ -92,13 +112,24 @@ def launch_options(*, launcher: str, nodes: int, nproc: int, hosts: str, lab: st
         backend = "nccl" if shutil.which("nvidia-smi") else "gloo"
     if backend not in ("gloo", "nccl"):
         raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
-    return LaunchOptions(launcher=launcher, nodes=nodes, nproc=nproc, hosts=tuple(host_list),
-                         master_port=master_port, timeout_s=duration_s("--timeout", timeout),
-                         init_timeout_s=duration_s("--init-timeout", init_timeout),
-                         op_timeout_s=duration_s("--op-timeout", op_timeout),
-                         backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
-                         control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
-                         k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
+    return LaunchOptions(
+        launcher=launcher,
+        nodes=nodes,
+        nproc=nproc,
+        hosts=tuple(host_list),
+        master_port=master_port,
+        timeout_s=duration_s("--timeout", timeout),
+        init_timeout_s=duration_s("--init-timeout", init_timeout),
+        op_timeout_s=duration_s("--op-timeout", op_timeout),
+        backend=backend,
+        work_dir=work_dir,
+        slurm_mode=slurm_mode,
+        control_ifname=control_ifname,
+        data_ifname=data_ifname,
+        k8s_image=k8s_image,
+        k8s_namespace=k8s_namespace,
+        k8s_rdma=k8s_rdma,
+    )
 
 
 def _argv() -> list[str]:
@@ -108,9 +139,15 @@ def _argv() -> list[str]:
 
 def print_dry_run(prep: Any, fmt: Format) -> None:
     if fmt is Format.json:
-        print_json({"dry_run": True, "launcher": prep.plan.launcher,
-                    "commands": [c.shell() for c in prep.plan.commands], "sbatch_script": prep.plan.script,
-                    "config": prep.config})
+        print_json(
+            {
+                "dry_run": True,
+                "launcher": prep.plan.launcher,
+                "commands": [c.shell() for c in prep.plan.commands],
+                "sbatch_script": prep.plan.script,
+                "config": prep.config,
+            }
+        )
         return
     for cmd in prep.plan.commands:
         sys.stdout.write(cmd.shell() + "\n")
@@ -122,7 +159,9 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
 OPT = {
     "launcher": typer.Option("local", "--launcher", help="local | torchrun | slurm | mpirun | k8s."),
-    "slurm_mode": typer.Option("srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."),
+    "slurm_mode": typer.Option(
+        "srun", "--slurm-mode", help="slurm launcher: srun, or sbatch --wait on the generated script."
+    ),
     "nodes": nodes_option(1),
     "nproc": gpus_per_node_option(2),
     "hosts": hosts_option(),
@@ -131,18 +170,33 @@ OPT = {
     "backend": typer.Option("auto", "--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl."),
     "master_port": typer.Option(29500, "--master-port", help="Rendezvous port on the first host."),
     "timeout": timeout_option("600s", "Limit for the whole launch"),
-    "init_timeout": typer.Option("60s", "--init-timeout", help="Limit for rendezvous and process-group init (a duration, as --timeout)."),
-    "op_timeout": typer.Option("60s", "--op-timeout", help="Limit for any single collective, step or write (a duration, as --timeout)."),
-    "work_dir": typer.Option("", "--run-dir", "--work-dir",
-                             help="Run directory for the rank config and records; on storage every node sees"
-                                  " (checked before launch; required for multi-node slurm and ssh hosts)."),
-    "control_ifname": typer.Option("", "--control-ifname",
-                                   help="Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."),
-    "data_ifname": typer.Option("", "--data-ifname", help="Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME."),
+    "init_timeout": typer.Option(
+        "60s", "--init-timeout", help="Limit for rendezvous and process-group init (a duration, as --timeout)."
+    ),
+    "op_timeout": typer.Option(
+        "60s", "--op-timeout", help="Limit for any single collective, step or write (a duration, as --timeout)."
+    ),
+    "work_dir": typer.Option(
+        "",
+        "--run-dir",
+        "--work-dir",
+        help="Run directory for the rank config and records; on storage every node sees"
+        " (checked before launch; required for multi-node slurm and ssh hosts).",
+    ),
+    "control_ifname": typer.Option(
+        "", "--control-ifname", help="Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."
+    ),
+    "data_ifname": typer.Option(
+        "", "--data-ifname", help="Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME."
+    ),
     "k8s_image": typer.Option("", "--k8s-image", help="k8s launcher: container image with gpufabric and torch."),
     "k8s_namespace": typer.Option("default", "--k8s-namespace", help="k8s launcher: namespace of the TrainJob."),
-    "k8s_rdma": typer.Option("", "--k8s-rdma", help="k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
-                             " (default rdma/rdma_shared_device_a=1 for nccl; none)."),
+    "k8s_rdma": typer.Option(
+        "",
+        "--k8s-rdma",
+        help="k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
+        " (default rdma/rdma_shared_device_a=1 for nccl; none).",
+    ),
     "db": db_option(),
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": format_option(),
@@ -176,8 +230,16 @@ def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int
         probe_run.cleanup(prep)
     code = 0 if outcome.returncodes == (0,) else 1
     if fmt is Format.json:
-        print_json({"launcher": "k8s", "manifest": prep.plan.script, "returncode": outcome.returncodes[0],
-                    "timed_out": outcome.timed_out, "log": outcome.logs[0], "status": "passed" if code == 0 else "failed"})
+        print_json(
+            {
+                "launcher": "k8s",
+                "manifest": prep.plan.script,
+                "returncode": outcome.returncodes[0],
+                "timed_out": outcome.timed_out,
+                "log": outcome.logs[0],
+                "status": "passed" if code == 0 else "failed",
+            }
+        )
     else:
         sys.stdout.write(outcome.logs[0])
     return code
@@ -215,14 +277,23 @@ def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
 
     def line(row: dict[str, Any]) -> None:
         if not header[0]:
-            err.print("# live, rank 0's timings as each size finishes (the table after the run combines all ranks)",
-                      markup=False, highlight=False)
-            err.print(f"  {'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'algbw GB/s':>12}{'busbw GB/s':>12}"
-                      f"{'#wrong':>8}", markup=False, highlight=False)
+            err.print(
+                "# live, rank 0's timings as each size finishes (the table after the run combines all ranks)",
+                markup=False,
+                highlight=False,
+            )
+            err.print(
+                f"  {'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}",
+                markup=False,
+                highlight=False,
+            )
             header[0] = True
-        err.print(f"  {row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}{row['time_p50_us']:>11.1f}"
-                  f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong']:>8d}", markup=False,
-                  highlight=False)
+        err.print(
+            f"  {row['op']:<15}{row['dtype']:<10}{format_size(row['size_bytes']):>10}{row['time_p50_us']:>11.1f}"
+            f"{row['algbw_gbps']:>12.4f}{row['busbw_gbps']:>12.4f}{row['wrong']:>8d}",
+            markup=False,
+            highlight=False,
+        )
 
     return line
 
@@ -230,22 +301,45 @@ def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("collectives")
     def collectives(
-        ops: str = typer.Option("all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv", "--ops",
-                                help="Comma-separated collectives."),
+        ops: str = typer.Option(
+            "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv",
+            "--ops",
+            help="Comma-separated collectives.",
+        ),
         sizes: str = sizes_option("1K:16M"),
-        dtypes: str = typer.Option("float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."),
+        dtypes: str = typer.Option(
+            "float32", "--dtypes", help="float32, float16, bfloat16, float64 (comma-separated)."
+        ),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
-        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
-        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
-        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
-        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
-        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
-        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
-        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
+        launcher: str = OPT["launcher"],
+        slurm_mode: str = OPT["slurm_mode"],
+        nodes: int = OPT["nodes"],
+        nproc: int = OPT["nproc"],
+        hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"],
+        plane: str = OPT["plane"],
+        backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"],
+        timeout: str = OPT["timeout"],
+        init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"],
+        work_dir: str = OPT["work_dir"],
+        db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"],
+        data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"],
+        k8s_namespace: str = OPT["k8s_namespace"],
+        k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"],
+        fmt: Format = OPT["fmt"],
         quiet: bool = quiet_option("no live per-size lines (CI logs): the final table only"),
-        stream: bool = typer.Option(False, "--stream", help="With --format json: one JSON line per size as it "
-                                    "finishes, then the report as the last line (JSON lines)."),
+        stream: bool = typer.Option(
+            False,
+            "--stream",
+            help="With --format json: one JSON line per size as it "
+            "finishes, then the report as the last line (JSON lines).",
+        ),
         corrupt_rank: int = typer.Option(-1, "--inject-corrupt-rank", hidden=True),
         die_rank: int = typer.Option(-1, "--inject-die-rank", hidden=True),
         die_after: str = typer.Option("0", "--inject-die-after", hidden=True),
@@ -255,25 +349,46 @@ def register(bench_app: typer.Typer) -> None:
         from gpufabric.bench.probes.collectives import DTYPES
         from gpufabric.model.collectives import OPS
 
-        refuse_unused(dry_run, {"quiet": "--quiet", "stream": "--stream"},
-                      "with --dry-run (nothing runs or is stored)")
+        refuse_unused(dry_run, {"quiet": "--quiet", "stream": "--stream"}, "with --dry-run (nothing runs or is stored)")
         refuse_unused(fmt is not Format.json, {"stream": "--stream"}, "without --format json")
         refuse_unused(fmt is Format.json, {"quiet": "--quiet"}, "with --format json (it prints no live lines)")
-        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
-                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
-                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
-                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
-        config = {"ops": _csv(ops, OPS, "--ops"), "sizes": parse_sizes(sizes),
-                  "dtypes": _csv(dtypes, DTYPES, "--dtypes"), "iters": iters, "warmup": warmup,
-                  "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
-                  "die_rank": die_rank if die_rank >= 0 else None, "die_after": parse_size(die_after)}
+        opts = launch_options(
+            launcher=launcher,
+            nodes=nodes,
+            nproc=nproc,
+            hosts=hosts,
+            lab=lab,
+            plane=plane,
+            master_port=master_port,
+            timeout=timeout,
+            init_timeout=init_timeout,
+            op_timeout=op_timeout,
+            backend=backend,
+            work_dir=work_dir,
+            slurm_mode=slurm_mode,
+            control_ifname=control_ifname,
+            data_ifname=data_ifname,
+            k8s_image=k8s_image,
+            k8s_namespace=k8s_namespace,
+            k8s_rdma=k8s_rdma,
+        )
+        config = {
+            "ops": _csv(ops, OPS, "--ops"),
+            "sizes": parse_sizes(sizes),
+            "dtypes": _csv(dtypes, DTYPES, "--dtypes"),
+            "iters": iters,
+            "warmup": warmup,
+            "corrupt_rank": corrupt_rank if corrupt_rank >= 0 else None,
+            "die_rank": die_rank if die_rank >= 0 else None,
+            "die_after": parse_size(die_after),
+        }
         if dry_run:
             return _dry_run("collectives", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("collectives", config, opts, fmt)
-        report = service.run_collectives(config, opts, db=db, argv=_argv(),
-                                         on_size=_live_sizes(fmt, quiet=quiet, stream=stream))
+        report = service.run_collectives(
+            config, opts, db=db, argv=_argv(), on_size=_live_sizes(fmt, quiet=quiet, stream=stream)
+        )
         if fmt is Format.json:
             if stream:  # the last JSON line is the report
                 print_json_line({"event": "report", **report.to_dict()})
@@ -281,15 +396,19 @@ def register(bench_app: typer.Typer) -> None:
                 print_json(report.to_dict())
             return report.exit_code
         console = stdout_console()
-        console.print(f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}",
-                      markup=False)
-        console.print(f"{'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'p99 us':>11}{'CV':>6}"
-                      f"{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}", markup=False)
+        console.print(f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}", markup=False)
+        console.print(
+            f"{'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'p99 us':>11}{'CV':>6}"
+            f"{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}",
+            markup=False,
+        )
         for row in report.rows:
-            console.print(f"{row.op:<15}{row.dtype:<10}{format_size(row.size_bytes):>10}"
-                          f"{row.time_p50_us:>11.1f}{row.time_p99_us:>11.1f}{row.time_cv:>6.2f}"
-                          f"{row.algbw_gbps:>12.4f}{row.busbw_gbps:>12.4f}{row.wrong_elements:>8.0f}",
-                          markup=False)
+            console.print(
+                f"{row.op:<15}{row.dtype:<10}{format_size(row.size_bytes):>10}"
+                f"{row.time_p50_us:>11.1f}{row.time_p99_us:>11.1f}{row.time_cv:>6.2f}"
+                f"{row.algbw_gbps:>12.4f}{row.busbw_gbps:>12.4f}{row.wrong_elements:>8.0f}",
+                markup=False,
+            )
         _failures(report, console)
         return report.exit_code
 
@@ -304,15 +423,32 @@ def register(bench_app: typer.Typer) -> None:
         mode: str = typer.Option("ddp", "--mode", help="ddp or fsdp (FSDP2 fully_shard)."),
         repeat: int = typer.Option(1, "--repeat", min=1, max=10, help="Runs; 2+ gives the bitwise verdict."),
         against: str | None = typer.Option(None, "--against", help="Compare parameters with a stored train run."),
-        deterministic: bool = typer.Option(True, "--deterministic/--no-deterministic",
-                                           help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG."),
-        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
-        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
-        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
-        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
-        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
-        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
-        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
+        deterministic: bool = typer.Option(
+            True,
+            "--deterministic/--no-deterministic",
+            help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG.",
+        ),
+        launcher: str = OPT["launcher"],
+        slurm_mode: str = OPT["slurm_mode"],
+        nodes: int = OPT["nodes"],
+        nproc: int = OPT["nproc"],
+        hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"],
+        plane: str = OPT["plane"],
+        backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"],
+        timeout: str = OPT["timeout"],
+        init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"],
+        work_dir: str = OPT["work_dir"],
+        db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"],
+        data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"],
+        k8s_namespace: str = OPT["k8s_namespace"],
+        k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"],
+        fmt: Format = OPT["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
         delay_ms: float = typer.Option(0.0, "--inject-delay-ms", hidden=True),
     ) -> int:
@@ -329,43 +465,77 @@ def register(bench_app: typer.Typer) -> None:
             from gpufabric.spec.loader import load_spec
 
             loaded = load_spec(spec).spec
-        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
-                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend=backend, work_dir=work_dir, slurm_mode=slurm_mode,
-                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
-                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
-        config = {**train_shape(loaded, scale=scale, blocks=blocks).as_config(), "steps": steps, "warmup": warmup,
-                  "seed": seed, "mode": mode, "deterministic": deterministic,
-                  "delay_rank": delay_rank if delay_rank >= 0 else None, "delay_rank_ms": delay_ms}
+        opts = launch_options(
+            launcher=launcher,
+            nodes=nodes,
+            nproc=nproc,
+            hosts=hosts,
+            lab=lab,
+            plane=plane,
+            master_port=master_port,
+            timeout=timeout,
+            init_timeout=init_timeout,
+            op_timeout=op_timeout,
+            backend=backend,
+            work_dir=work_dir,
+            slurm_mode=slurm_mode,
+            control_ifname=control_ifname,
+            data_ifname=data_ifname,
+            k8s_image=k8s_image,
+            k8s_namespace=k8s_namespace,
+            k8s_rdma=k8s_rdma,
+        )
+        config = {
+            **train_shape(loaded, scale=scale, blocks=blocks).as_config(),
+            "steps": steps,
+            "warmup": warmup,
+            "seed": seed,
+            "mode": mode,
+            "deterministic": deterministic,
+            "delay_rank": delay_rank if delay_rank >= 0 else None,
+            "delay_rank_ms": delay_ms,
+        }
         if dry_run:
             return _dry_run("train", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("train", config, opts, fmt)
-        report = service.run_train(config, opts, repeat=repeat, against=against, db=db,
-                                   argv=_argv(), env=dict(os.environ))
+        report = service.run_train(
+            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ)
+        )
         if fmt is Format.json:
             print_json(report.to_dict())
             return report.exit_code
         console = stdout_console()
         shape = report.shape
-        console.print(f"train: hidden {shape['hidden']}, {shape['layers']} blocks, seq {shape['seq_len']},"
-                      f" batch {shape['batch']}/rank, {shape['mode']}, spec layout {shape['spec_layout']};"
-                      f" run {report.run_id}, {report.status}", markup=False)
+        console.print(
+            f"train: hidden {shape['hidden']}, {shape['layers']} blocks, seq {shape['seq_len']},"
+            f" batch {shape['batch']}/rank, {shape['mode']}, spec layout {shape['spec_layout']};"
+            f" run {report.run_id}, {report.status}",
+            markup=False,
+        )
         for row in report.rows:
-            console.print(f"repeat {row.repeat}: {row.num_ranks} ranks, step p50 {row.step_time_p50_s * 1e3:.2f} ms,"
-                          f" p99 {row.step_time_p99_s * 1e3:.2f} ms, CV {row.step_time_cv:.3f},"
-                          f" loss {row.final_loss:.4f}, sha256 {row.sha256[:16]}", markup=False)
+            console.print(
+                f"repeat {row.repeat}: {row.num_ranks} ranks, step p50 {row.step_time_p50_s * 1e3:.2f} ms,"
+                f" p99 {row.step_time_p99_s * 1e3:.2f} ms, CV {row.step_time_cv:.3f},"
+                f" loss {row.final_loss:.4f}, sha256 {row.sha256[:16]}",
+                markup=False,
+            )
             for s in row.ranks.ranks:
-                console.print(f"  rank {s.rank} ({s.host}): p50 {(s.p50 or math.nan) * 1e3:.2f} ms,"
-                              f" p99 {(s.p99 or math.nan) * 1e3:.2f} ms, CV {s.cv if s.cv is not None else math.nan:.3f}",
-                              markup=False)
+                console.print(
+                    f"  rank {s.rank} ({s.host}): p50 {(s.p50 or math.nan) * 1e3:.2f} ms,"
+                    f" p99 {(s.p99 or math.nan) * 1e3:.2f} ms, CV {s.cv if s.cv is not None else math.nan:.3f}",
+                    markup=False,
+                )
         for comp in report.reproducibility:
             rep = comp.result
             if rep.identical:
                 console.print(f"{comp.compared}: bitwise identical ({rep.num_params} parameters)", markup=False)
             else:
-                console.print(f"{comp.compared}: NOT identical: {rep.differing_elements} parameters differ,"
-                              f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}", markup=False)
+                console.print(
+                    f"{comp.compared}: NOT identical: {rep.differing_elements} parameters differ,"
+                    f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}",
+                    markup=False,
+                )
                 for d in rep.differences:
                     console.print(f"  setup differs: {d}", markup=False)
                 if rep.unpinned:
@@ -376,18 +546,34 @@ def register(bench_app: typer.Typer) -> None:
     @bench_app.command("checkpoint")
     def checkpoint(
         directory: Path = typer.Option(..., "--dir", help="Directory on the storage under test (shared for dcp)."),
-        spec: Path | None = typer.Option(None, "--spec", help="Spec whose checkpoint (params x bytes/param) is scaled."),
+        spec: Path | None = typer.Option(
+            None, "--spec", help="Spec whose checkpoint (params x bytes/param) is scaled."
+        ),
         scale: int = typer.Option(10000, "--scale", min=1, help="Divide the spec's checkpoint size by this."),
         size: str = bytes_option("", "Total checkpoint size instead of the spec's"),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
-        launcher: str = OPT["launcher"], slurm_mode: str = OPT["slurm_mode"], nodes: int = OPT["nodes"], nproc: int = OPT["nproc"], hosts: str = OPT["hosts"],
-        lab: str = OPT["lab"], plane: str = OPT["plane"], backend: str = OPT["backend"],
-        master_port: int = OPT["master_port"], timeout: str = OPT["timeout"], init_timeout: str = OPT["init_timeout"],
-        op_timeout: str = OPT["op_timeout"], work_dir: str = OPT["work_dir"], db: str | None = OPT["db"],
-        control_ifname: str = OPT["control_ifname"], data_ifname: str = OPT["data_ifname"],
-        k8s_image: str = OPT["k8s_image"], k8s_namespace: str = OPT["k8s_namespace"], k8s_rdma: str = OPT["k8s_rdma"],
-        dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"],
+        launcher: str = OPT["launcher"],
+        slurm_mode: str = OPT["slurm_mode"],
+        nodes: int = OPT["nodes"],
+        nproc: int = OPT["nproc"],
+        hosts: str = OPT["hosts"],
+        lab: str = OPT["lab"],
+        plane: str = OPT["plane"],
+        backend: str = OPT["backend"],
+        master_port: int = OPT["master_port"],
+        timeout: str = OPT["timeout"],
+        init_timeout: str = OPT["init_timeout"],
+        op_timeout: str = OPT["op_timeout"],
+        work_dir: str = OPT["work_dir"],
+        db: str | None = OPT["db"],
+        control_ifname: str = OPT["control_ifname"],
+        data_ifname: str = OPT["data_ifname"],
+        k8s_image: str = OPT["k8s_image"],
+        k8s_namespace: str = OPT["k8s_namespace"],
+        k8s_rdma: str = OPT["k8s_rdma"],
+        dry_run: bool = OPT["dry_run"],
+        fmt: Format = OPT["fmt"],
     ) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
         from gpufabric.bench.probes import service
@@ -401,14 +587,32 @@ def register(bench_app: typer.Typer) -> None:
         shape = checkpoint_shape(loaded, scale=scale)
         if size:
             shape = replace(shape, total_bytes=parse_size(size))
-        opts = launch_options(launcher=launcher, nodes=nodes, nproc=nproc, hosts=hosts, lab=lab, plane=plane,
-                              master_port=master_port, timeout=timeout, init_timeout=init_timeout,
-                              op_timeout=op_timeout, backend="gloo" if backend == "auto" else backend,
-                              work_dir=work_dir, slurm_mode=slurm_mode,
-                              control_ifname=control_ifname, data_ifname=data_ifname, k8s_image=k8s_image,
-                              k8s_namespace=k8s_namespace, k8s_rdma=k8s_rdma)
-        config = {**shape.as_config(), "directory": str(directory.resolve()), "keep": keep,
-                  "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats")}
+        opts = launch_options(
+            launcher=launcher,
+            nodes=nodes,
+            nproc=nproc,
+            hosts=hosts,
+            lab=lab,
+            plane=plane,
+            master_port=master_port,
+            timeout=timeout,
+            init_timeout=init_timeout,
+            op_timeout=op_timeout,
+            backend="gloo" if backend == "auto" else backend,
+            work_dir=work_dir,
+            slurm_mode=slurm_mode,
+            control_ifname=control_ifname,
+            data_ifname=data_ifname,
+            k8s_image=k8s_image,
+            k8s_namespace=k8s_namespace,
+            k8s_rdma=k8s_rdma,
+        )
+        config = {
+            **shape.as_config(),
+            "directory": str(directory.resolve()),
+            "keep": keep,
+            "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats"),
+        }
         if dry_run:
             return _dry_run("checkpoint", config, opts, fmt)
         if opts.launcher == "k8s":
@@ -419,16 +623,27 @@ def register(bench_app: typer.Typer) -> None:
             return report.exit_code
         console = stdout_console()
         console.print(f"checkpoint: {directory}, run {report.run_id}, {report.status}", markup=False)
-        console.print("GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
-                      " commit phases of the slowest rank in ms", markup=False)
-        console.print(f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
-                      f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}", markup=False)
+        console.print(
+            "GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
+            " commit phases of the slowest rank in ms",
+            markup=False,
+        )
+        console.print(
+            f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
+            f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}",
+            markup=False,
+        )
         for row in report.rows:
-            phases = "".join(f"{row.phases_s.get(k, math.nan) * 1e3:>8.1f}"
-                             for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s"))
-            console.print(f"{row.format:<12}{format_size(row.size_bytes):>10}{row.write_duration_s:>9.3f}"
-                          f"{row.write_gbps:>8.3f}{row.write_min_rank_gbps:>9.3f}{phases}"
-                          f"{row.read_duration_s:>9.3f}{row.read_gbps:>8.3f}{row.read_min_rank_gbps:>9.3f}"
-                          f"{row.wrong_tensors:>7.0f}", markup=False)
+            phases = "".join(
+                f"{row.phases_s.get(k, math.nan) * 1e3:>8.1f}"
+                for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s")
+            )
+            console.print(
+                f"{row.format:<12}{format_size(row.size_bytes):>10}{row.write_duration_s:>9.3f}"
+                f"{row.write_gbps:>8.3f}{row.write_min_rank_gbps:>9.3f}{phases}"
+                f"{row.read_duration_s:>9.3f}{row.read_gbps:>8.3f}{row.read_min_rank_gbps:>9.3f}"
+                f"{row.wrong_tensors:>7.0f}",
+                markup=False,
+            )
         _failures(report, console)
         return report.exit_code

@@ -14,10 +14,18 @@ from gpufabric.errors import InputError
 def register(app: typer.Typer) -> None:
     @app.command("calibrate")
     def calibrate(
-        run_ref: str = typer.Argument(..., metavar="RUN", help="Run id (or 'latest') with collective sweeps / fio results."),
-        fabric: str | None = typer.Option(None, "--fabric", help="Catalog fabric id the multi-node sweeps ran over (needed when the run spans nodes)."),
-        gpu: str | None = typer.Option(None, "--gpu", help="Catalog GPU id (default: read from the nccl-tests header of the run)."),
-        storage: str | None = typer.Option(None, "--storage", help="Catalog storage id the run's fio results measured."),
+        run_ref: str = typer.Argument(
+            ..., metavar="RUN", help="Run id (or 'latest') with collective sweeps / fio results."
+        ),
+        fabric: str | None = typer.Option(
+            None, "--fabric", help="Catalog fabric id the multi-node sweeps ran over (needed when the run spans nodes)."
+        ),
+        gpu: str | None = typer.Option(
+            None, "--gpu", help="Catalog GPU id (default: read from the nccl-tests header of the run)."
+        ),
+        storage: str | None = typer.Option(
+            None, "--storage", help="Catalog storage id the run's fio results measured."
+        ),
         catalog_files: list[Path] = typer.Option([], "--catalog", help="Base catalog override(s) to start from."),
         out: Path = typer.Option(Path("calibrated.yaml"), "--out", help="Override file to write."),
         db: str | None = db_option(),
@@ -45,24 +53,46 @@ def register(app: typer.Typer) -> None:
             except OSError as exc:
                 raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
         if fmt is Format.json:
-            print_json({"run_id": cal.run_id, "out": None if dry_run else str(out), "gpu": cal.gpu, "fabric": cal.fabric,
-                        "notes": list(cal.notes), "fits": cal.fits, "override": cal.override, "before": cal.before,
-                        "after": cal.after, "points": list(cal.comparison)})
+            print_json(
+                {
+                    "run_id": cal.run_id,
+                    "out": None if dry_run else str(out),
+                    "gpu": cal.gpu,
+                    "fabric": cal.fabric,
+                    "notes": list(cal.notes),
+                    "fits": cal.fits,
+                    "override": cal.override,
+                    "before": cal.before,
+                    "after": cal.after,
+                    "points": list(cal.comparison),
+                }
+            )
             return 0
         console = stdout_console()
         for note in cal.notes:
             console.print(f"note: {note}", markup=False)
         for f in cal.fits:
-            console.print(f"{f.link_class}: alpha {f.alpha_us:.1f} us, beta {f.beta_gbps:.4f} GB/s busbw"
-                          f" ({f.points} points, rms rel error {f.rms_rel_error:.1%})", markup=False)
+            console.print(
+                f"{f.link_class}: alpha {f.alpha_us:.1f} us, beta {f.beta_gbps:.4f} GB/s busbw"
+                f" ({f.points} points, rms rel error {f.rms_rel_error:.1%})",
+                markup=False,
+            )
         for c in cal.before:
-            console.print(f"{c}: predicted vs measured time, median error {cal.before[c]['median_abs_error_pct']:.0f}%"
-                          f" -> {cal.after[c]['median_abs_error_pct']:.0f}% (max {cal.before[c]['max_abs_error_pct']:.0f}%"
-                          f" -> {cal.after[c]['max_abs_error_pct']:.0f}%)", markup=False)
-        console.print(f"{'op':<15}{'nodes':>6}{'size':>13}{'measured':>12}{'before':>12}{'after':>12}  time, us", markup=False)
+            console.print(
+                f"{c}: predicted vs measured time, median error {cal.before[c]['median_abs_error_pct']:.0f}%"
+                f" -> {cal.after[c]['median_abs_error_pct']:.0f}% (max {cal.before[c]['max_abs_error_pct']:.0f}%"
+                f" -> {cal.after[c]['max_abs_error_pct']:.0f}%)",
+                markup=False,
+            )
+        console.print(
+            f"{'op':<15}{'nodes':>6}{'size':>13}{'measured':>12}{'before':>12}{'after':>12}  time, us", markup=False
+        )
         for row in cal.comparison:
-            console.print(f"{row['op']:<15}{row['nodes']:>6}{row['size_bytes']:>13}{row['measured_time_us']:>12.1f}"
-                          f"{row['predicted_before_us']:>12.1f}{row['predicted_after_us']:>12.1f}", markup=False)
+            console.print(
+                f"{row['op']:<15}{row['nodes']:>6}{row['size_bytes']:>13}{row['measured_time_us']:>12.1f}"
+                f"{row['predicted_before_us']:>12.1f}{row['predicted_after_us']:>12.1f}",
+                markup=False,
+            )
         if not dry_run:
             console.print(f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}", markup=False)
         return 0

@@ -46,14 +46,23 @@ def compare(
     base: str = typer.Argument(..., help="Baseline: run id, 'latest~N', or a JSON report file (report --format json)."),
     cand: str = typer.Argument("latest", help="Candidate: run id, 'latest', or a JSON report file."),
     db: Path | None = db_option(),
-    tolerance: float = typer.Option(0.05, "--tolerance", help="Minimum effect of latency and throughput metrics (0.05 = 5 %)."),
-    min_effect: list[str] = typer.Option(None, "--min-effect", help="Per-class minimum effect, CLASS=FRACTION "
-                                         "(latency, throughput, tail, spread, other); repeatable."),
+    tolerance: float = typer.Option(
+        0.05, "--tolerance", help="Minimum effect of latency and throughput metrics (0.05 = 5 %)."
+    ),
+    min_effect: list[str] = typer.Option(
+        None,
+        "--min-effect",
+        help="Per-class minimum effect, CLASS=FRACTION (latency, throughput, tail, spread, other); repeatable.",
+    ),
     alpha: float = typer.Option(0.05, "--alpha", help="Error rate across all metrics compared (after --correction)."),
-    correction: str = typer.Option("holm", "--correction", help="Multiple-comparison correction: holm (family-wise), "
-                                   "bh (false discovery rate) or none."),
-    strict: bool = typer.Option(False, "--strict", help="Also fail on inconclusive metrics that moved the bad way "
-                                "beyond their minimum effect."),
+    correction: str = typer.Option(
+        "holm",
+        "--correction",
+        help="Multiple-comparison correction: holm (family-wise), bh (false discovery rate) or none.",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="Also fail on inconclusive metrics that moved the bad way beyond their minimum effect."
+    ),
     fmt: Format = format_option(),
 ) -> int:
     """Compare two runs metric by metric: per-repeat summaries, minimum effect, Holm-corrected.
@@ -71,23 +80,41 @@ def compare(
     failing = list(result.regressions) + (list(inconclusive_regressions(result)) if strict else [])
     counts = {c.value: sum(d.verdict == c and not d.duplicate_of for d in result.deltas) for c in Change}
     if fmt is Format.json:
-        print_json({"base": a.id, "cand": b.id, "alpha": alpha, "correction": result.correction,
-                    "min_effect": result.min_effect, "strict": strict, "tested": result.tested,
-                    "deltas": result.deltas, "counts": counts, "regressions": len(result.regressions),
-                    "failed": bool(failing)})
+        print_json(
+            {
+                "base": a.id,
+                "cand": b.id,
+                "alpha": alpha,
+                "correction": result.correction,
+                "min_effect": result.min_effect,
+                "strict": strict,
+                "tested": result.tested,
+                "deltas": result.deltas,
+                "counts": counts,
+                "regressions": len(result.regressions),
+                "failed": bool(failing),
+            }
+        )
         return 1 if failing else 0
     console = stdout_console()
-    console.print(f"compare run {a.id} (base) -> run {b.id} (candidate): {result.tested} metrics tested, "
-                  f"{result.correction} at alpha {alpha:g}, minimum effect "
-                  + ", ".join(f"{k} {v:.0%}" for k, v in result.min_effect.items()), markup=False)
+    console.print(
+        f"compare run {a.id} (base) -> run {b.id} (candidate): {result.tested} metrics tested, "
+        f"{result.correction} at alpha {alpha:g}, minimum effect "
+        + ", ".join(f"{k} {v:.0%}" for k, v in result.min_effect.items()),
+        markup=False,
+    )
     order = {Change.regression: 0, Change.inconclusive: 1, Change.improvement: 2, Change.unchanged: 3}
     for d in sorted(result.deltas, key=lambda d: (order[d.verdict], bool(d.duplicate_of))):
         evidence = ""
         if d.p_adjusted is not None:
-            evidence = (f"effect {pct(d.effect)} [{pct(d.ci_low)}, {pct(d.ci_high)}], "
-                        f"p_adj={d.p_adjusted:.2g}, n={d.n_base}/{d.n_cand}")
-        line = (f"{d.verdict.value.upper():12} {d.test} @{d.host} {d.metric}: {num(d.base)} -> {num(d.cand)} {d.unit}"
-                f" ({pct(d.delta)}, {d.direction.value} is better; {d.method}{', ' + evidence if evidence else ''})")
+            evidence = (
+                f"effect {pct(d.effect)} [{pct(d.ci_low)}, {pct(d.ci_high)}], "
+                f"p_adj={d.p_adjusted:.2g}, n={d.n_base}/{d.n_cand}"
+            )
+        line = (
+            f"{d.verdict.value.upper():12} {d.test} @{d.host} {d.metric}: {num(d.base)} -> {num(d.cand)} {d.unit}"
+            f" ({pct(d.delta)}, {d.direction.value} is better; {d.method}{', ' + evidence if evidence else ''})"
+        )
         if d.note:
             line += f" [{d.note}]"
         console.print(line, markup=False)

@@ -44,15 +44,24 @@ def _closest(result: Plan) -> Candidate | None:
 
 def config(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="The spec YAML file."),
-    plan: Path | None = typer.Option(None, "--plan", help="A `gpufabric plan --format json` file; its recommended design is configured."),
-    design_text: str | None = typer.Option(None, "--design", metavar="fabric=ID,storage=ID",
-                                           help="Configure this design instead of the planner's recommendation."),
-    out: Path | None = typer.Option(None, "--out", help="Directory to write the bundle into (required unless --dry-run)."),
+    plan: Path | None = typer.Option(
+        None, "--plan", help="A `gpufabric plan --format json` file; its recommended design is configured."
+    ),
+    design_text: str | None = typer.Option(
+        None,
+        "--design",
+        metavar="fabric=ID,storage=ID",
+        help="Configure this design instead of the planner's recommendation.",
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Directory to write the bundle into (required unless --dry-run)."
+    ),
     seed: str | None = typer.Option(None, "--seed", help="Make secrets reproducible from this seed (tests only)."),
     key_file: Path | None = typer.Option(None, "--key-file", help="Make secrets reproducible from this file's bytes."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Render and list the files without writing them."),
-    catalog_files: list[Path] = typer.Option([], "--catalog",
-                                             help="Catalog override file (repeatable; later wins), as for `gpufabric plan`."),
+    catalog_files: list[Path] = typer.Option(
+        [], "--catalog", help="Catalog override file (repeatable; later wins), as for `gpufabric plan`."
+    ),
     fmt: Format = format_option(),
 ) -> int:
     """Render nftables, NVMe-oF, OpenSM/RoCE, NCCL, tuned/sysctl and launch artefacts for every node role."""
@@ -87,19 +96,28 @@ def config(
         result = make_plan(spec, catalog)
         best = _closest(result)
         if best is None:  # no candidate at all (every design filtered out before evaluation)
-            typer.echo(f"gpufabric: failed: the planner evaluated no design for {spec_path}: {result.rationale}; "
-                       f"pass --design fabric=...,storage=... to configure one anyway", err=True)
+            typer.echo(
+                f"gpufabric: failed: the planner evaluated no design for {spec_path}: {result.rationale}; "
+                f"pass --design fabric=...,storage=... to configure one anyway",
+                err=True,
+            )
             return 1
-        design = design_from_candidate(fabric=best.fabric, storage=best.storage, candidate_id=best.id,
-                                       rented=best.capacity == "rent")
+        design = design_from_candidate(
+            fabric=best.fabric, storage=best.storage, candidate_id=best.id, rented=best.capacity == "rent"
+        )
         if result.recommended is None or not best.meets_requirements:
             why = "; ".join(best.violations) or result.rationale
-            head = ("no design meets every requirement" if result.recommended is not None
-                    else f"no design is recommended ({_NO_RECOMMENDATION.get(result.binding or '', result.binding)})")
-            typer.echo(f"gpufabric: failed: {head} for {spec_path}: closest {best.id}: {why}; "
-                       f"pass --design fabric=...,storage=... to configure one anyway "
-                       f"(the closest is --design fabric={design.fabric},storage={design.storage})",
-                       err=True)
+            head = (
+                "no design meets every requirement"
+                if result.recommended is not None
+                else f"no design is recommended ({_NO_RECOMMENDATION.get(result.binding or '', result.binding)})"
+            )
+            typer.echo(
+                f"gpufabric: failed: {head} for {spec_path}: closest {best.id}: {why}; "
+                f"pass --design fabric=...,storage=... to configure one anyway "
+                f"(the closest is --design fabric={design.fabric},storage={design.storage})",
+                err=True,
+            )
             return 1
     if out is not None and out.is_symlink():
         raise InputError(f"--out {out} is a symbolic link; give the real directory")
@@ -122,13 +140,23 @@ def config(
             write_bundle(bundle, Path(scratch) / "bundle", verify=verify)
     checks = reports[0]
     if fmt is Format.json:
-        print_json({
-            "spec": spec.name, "dry_run": dry_run, "out": str(out) if out else None,
-            "design": {"fabric": design.fabric, "storage": design.storage, "fabric_kind": design.fabric_kind,
-                       "source": design.source},
-            "policy_source": bundle.policy_source, "notes": bundle.notes, "files": bundle.file_list(),
-            "checks": {"passed": checks.checked, "skipped": checks.skipped},
-        })
+        print_json(
+            {
+                "spec": spec.name,
+                "dry_run": dry_run,
+                "out": str(out) if out else None,
+                "design": {
+                    "fabric": design.fabric,
+                    "storage": design.storage,
+                    "fabric_kind": design.fabric_kind,
+                    "source": design.source,
+                },
+                "policy_source": bundle.policy_source,
+                "notes": bundle.notes,
+                "files": bundle.file_list(),
+                "checks": {"passed": checks.checked, "skipped": checks.skipped},
+            }
+        )
         return 0
     verb = "would write" if dry_run else "wrote"
     secret = sum(a.secret for a in artefacts)
@@ -151,7 +179,9 @@ def config(
             counts[0] += 1
             counts[1] += a.secret
         for top, (count, secrets) in sorted(groups.items()):
-            typer.echo(f"  {top}: {count} file{'s' if count != 1 else ''}" + (f" ({secrets} secret)" if secrets else ""))
+            typer.echo(
+                f"  {top}: {count} file{'s' if count != 1 else ''}" + (f" ({secrets} secret)" if secrets else "")
+            )
         typer.echo("  (every file with its mode is listed in manifest.json and README.md)")
     if not dry_run:
         typer.echo(f"next: read {out}/README.md for what goes where, then `gpufabric audit --config {out}`")

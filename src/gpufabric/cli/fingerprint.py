@@ -31,8 +31,12 @@ def _load(path: Path) -> dict[str, Any]:
 def register(app: typer.Typer) -> None:
     @app.command("fingerprint")
     def fingerprint(
-        files: list[Path] = typer.Argument(None, help="Manifests to compare (with --compare); the first is the baseline."),
-        compare: bool = typer.Option(False, "--compare", help="Diff the given manifests against the first; exit 1 on drift."),
+        files: list[Path] = typer.Argument(
+            None, help="Manifests to compare (with --compare); the first is the baseline."
+        ),
+        compare: bool = typer.Option(
+            False, "--compare", help="Diff the given manifests against the first; exit 1 on drift."
+        ),
         out: Path | None = typer.Option(None, "--out", help="Write this host's manifest to FILE (JSON)."),
         fmt: Format = format_option(),
     ) -> int:
@@ -72,16 +76,21 @@ def register(app: typer.Typer) -> None:
             console = stdout_console()
             versions = ", ".join(f"{k} {v}" for k, v in manifest["versions"].items())
             nccl_env = {k: v for k, v in manifest["env"].items() if k.startswith("NCCL_")}
-            console.print(f"host {manifest['host']}  kernel {manifest['kernel']['release']}  {manifest['os']}", markup=False)
-            console.print(f"cpu {manifest['cpu']['model']} x{manifest['cpu']['logical_cpus']}  "
-                          f"governor {manifest['cpu']['governor']}  THP {manifest['memory']['transparent_hugepages']}",
-                          markup=False)
+            console.print(
+                f"host {manifest['host']}  kernel {manifest['kernel']['release']}  {manifest['os']}", markup=False
+            )
+            console.print(
+                f"cpu {manifest['cpu']['model']} x{manifest['cpu']['logical_cpus']}  "
+                f"governor {manifest['cpu']['governor']}  THP {manifest['memory']['transparent_hugepages']}",
+                markup=False,
+            )
             console.print(f"gpus {_short(manifest['gpus'])}  rdma {_short(manifest['rdma'])}", markup=False)
             console.print(f"versions: {versions}", markup=False)
             console.print(f"torch build: {_short(manifest['torch_build'])}", markup=False)
             console.print(f"NCCL env: {_short(nccl_env) if nccl_env else '(none set)'}", markup=False)
-            console.print(f"CUBLAS_WORKSPACE_CONFIG: {manifest['env'].get('CUBLAS_WORKSPACE_CONFIG', '(not set)')}",
-                          markup=False)
+            console.print(
+                f"CUBLAS_WORKSPACE_CONFIG: {manifest['env'].get('CUBLAS_WORKSPACE_CONFIG', '(not set)')}", markup=False
+            )
             if out is not None:
                 console.print(f"manifest written to {out}", markup=False)
         return 0

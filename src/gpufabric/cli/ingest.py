@@ -54,6 +54,7 @@ def _collector_paused(command: Callable[P, R]) -> Callable[P, R]:
     the collector still walked the growing heap again and again: 4 s of a 9.6 s parse at
     100 MB (docs/performance.md). A decorator, so the command's body stays as it is.
     """
+
     @functools.wraps(command)
     def paused(*args: P.args, **kwargs: P.kwargs) -> R:
         enabled = gc.isenabled()
@@ -63,18 +64,27 @@ def _collector_paused(command: Callable[P, R]) -> Callable[P, R]:
         finally:
             if enabled:
                 gc.enable()
+
     return paused
 
 
 @_collector_paused
 def ingest(
-    files: list[Path] = typer.Argument(..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."),
-    tool: str = typer.Option(..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."),
+    files: list[Path] = typer.Argument(
+        ..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."
+    ),
+    tool: str = typer.Option(
+        ..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."
+    ),
     db: Path = db_option(),
-    host: str = typer.Option(None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."),
+    host: str = typer.Option(
+        None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."
+    ),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
-    allow_duplicate: bool = typer.Option(False, "--allow-duplicate", help="Store a file even if the same content was ingested before."),
+    allow_duplicate: bool = typer.Option(
+        False, "--allow-duplicate", help="Store a file even if the same content was ingested before."
+    ),
     fmt: Format = format_option(),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
@@ -85,8 +95,7 @@ def ingest(
     from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
-    refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"},
-                  "with --dry-run (nothing is stored)")
+    refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"}, "with --dry-run (nothing is stored)")
     if tool not in (*TOOLS, "auto"):
         raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
     results: list[TestResult] = []
@@ -110,7 +119,9 @@ def ingest(
             parsed_all = parser_for(file_tool)(text, source=str(path))  # a ParseError names the file
         except ParseError as exc:
             if detected and detected != file_tool:
-                raise InputError(f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto") from None
+                raise InputError(
+                    f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto"
+                ) from None
             raise
         digests.append(hashlib.sha256(text.encode()).hexdigest())
         tools_seen.append(file_tool)
@@ -120,15 +131,26 @@ def ingest(
         for index, parsed in enumerate(parsed_all):
             invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
             reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
-            results.append(TestResult(
-                name=f"{prefix}.{parsed.case}", tool=file_tool,
-                host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                status=Status.failed if reason else Status.ok, metrics=parsed.metrics, reason=reason,
-                # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
-                # tables would otherwise store 10,000 copies of the same 200 kB.
-                started_at=mtime, raw_output=raw if index == 0 else "",
-                params={"file": str(path), **parsed.params(), **({"invalid": invalid} if invalid else {}),
-                        **({"raw_output": "stored with the file's first result"} if index else {})}))
+            results.append(
+                TestResult(
+                    name=f"{prefix}.{parsed.case}",
+                    tool=file_tool,
+                    host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
+                    status=Status.failed if reason else Status.ok,
+                    metrics=parsed.metrics,
+                    reason=reason,
+                    # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
+                    # tables would otherwise store 10,000 copies of the same 200 kB.
+                    started_at=mtime,
+                    raw_output=raw if index == 0 else "",
+                    params={
+                        "file": str(path),
+                        **parsed.params(),
+                        **({"invalid": invalid} if invalid else {}),
+                        **({"raw_output": "stored with the file's first result"} if index else {}),
+                    },
+                )
+            )
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
@@ -143,10 +165,16 @@ def ingest(
         with Store.open(db) as store:
             if not allow_duplicate:
                 _refuse_duplicates(store, files, digests)
-            with store.recording("ingest", command_line(),
-                                 {"source": "ingested", "files": [str(f) for f in files]},
-                                 meta={"tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
-                                       "imported_at": time.time(), "sha256": digests}) as rec:
+            with store.recording(
+                "ingest",
+                command_line(),
+                {"source": "ingested", "files": [str(f) for f in files]},
+                meta={
+                    "tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
+                    "imported_at": time.time(),
+                    "sha256": digests,
+                },
+            ) as rec:
                 for result in results:
                     rec.result(result)
                 rec.add_verdicts(verdicts)
@@ -174,8 +202,10 @@ def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
                 seen.setdefault(digest, run.id)
     for path, digest in zip(files, digests, strict=True):
         if digest in seen:
-            raise InputError(f"{path}: already ingested as run {seen[digest]} (same content); "
-                             "pass --allow-duplicate to store it again")
+            raise InputError(
+                f"{path}: already ingested as run {seen[digest]} (same content); "
+                "pass --allow-duplicate to store it again"
+            )
     if len(set(digests)) < len(digests):
         dup = next(p for p, d in zip(files, digests, strict=True) if digests.count(d) > 1)
         raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
@@ -183,17 +213,22 @@ def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
     if fmt == Format.json:
-        _print_json_rows({"run_id": run_id, "dry_run": dry_run, "status": status},
-                         [result_row(r, host=r.host, file=r.params.get("file")) for r in results],
-                         {"verdicts": verdicts})
+        _print_json_rows(
+            {"run_id": run_id, "dry_run": dry_run, "status": status},
+            [result_row(r, host=r.host, file=r.params.get("file")) for r in results],
+            {"verdicts": verdicts},
+        )
         return
     out = stdout_console()
     head = "would import" if dry_run else f"imported as run {run_id}"
     out.print(f"{head}: {len(results)} results, {status}", markup=False)
     for r in results:
         note = r.reason or r.params.get("quality_warnings", "")
-        out.print(f"  {r.name} [{r.host}] {r.status.value} {headline(r)}  {r.params['file']}" + (f"  ({note})" if note else ""),
-                  markup=False)
+        out.print(
+            f"  {r.name} [{r.host}] {r.status.value} {headline(r)}  {r.params['file']}"
+            + (f"  ({note})" if note else ""),
+            markup=False,
+        )
     for v in verdicts:
         out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}: {v.reason}", markup=False)
 

@@ -27,8 +27,9 @@ _EXAMPLES = {"training": "example.yaml", "inference": "example_inference.yaml"}
 def init(
     path: Path = typer.Argument(Path("gpufabric.yaml"), help="Where to write the spec."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
-    kind: InitKind = typer.Option(InitKind.training, "--kind",
-                                  help="training (a 1,024-GPU 70B run) or inference (70B serving on 64 GPUs)."),
+    kind: InitKind = typer.Option(
+        InitKind.training, "--kind", help="training (a 1,024-GPU 70B run) or inference (70B serving on 64 GPUs)."
+    ),
 ) -> int:
     """Write an annotated example spec to PATH, every field explained."""
     from gpufabric.spec import Spec, parse_yaml, validate_model

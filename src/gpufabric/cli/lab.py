@@ -27,16 +27,20 @@ def _rates(items: list[str]) -> dict[str, str]:
 
 
 def register(app: typer.Typer) -> None:
-    lab_app = typer.Typer(help="Rehearse a design on one machine: hosts as network namespaces with"
-                               " management, data and storage planes.", no_args_is_help=True,
-                            rich_markup_mode=PLAIN_HELP)
+    lab_app = typer.Typer(
+        help="Rehearse a design on one machine: hosts as network namespaces with management, data and storage planes.",
+        no_args_is_help=True,
+        rich_markup_mode=PLAIN_HELP,
+    )
     app.add_typer(lab_app, name="lab")
 
     @lab_app.command("up")
     def up(
         name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
         hosts: int = num_hosts_option(2),
-        rate: list[str] = typer.Option([], "--rate", help="tbf cap per plane, PLANE=RATE (e.g. data=1gbit); repeatable."),
+        rate: list[str] = typer.Option(
+            [], "--rate", help="tbf cap per plane, PLANE=RATE (e.g. data=1gbit); repeatable."
+        ),
         noise: str = typer.Option("", "--noise", help="Start an iperf3 noisy neighbour on this plane."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the layout and exit."),
         fmt: Format = format_option(),
@@ -46,10 +50,16 @@ def register(app: typer.Typer) -> None:
 
         rates = net.validate(name, hosts=hosts, rates=_rates(rate), noise=noise)
         if dry_run:
-            layout = {"switch_netns": net.ns_switch(name), "bridges": list(net.BRIDGES.values()),
-                      "hosts": [{"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24"
-                                                                    for p in net.PLANES}} for i in range(1, hosts + 1)],
-                      "rates": rates, "noise": noise or None}
+            layout = {
+                "switch_netns": net.ns_switch(name),
+                "bridges": list(net.BRIDGES.values()),
+                "hosts": [
+                    {"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24" for p in net.PLANES}}
+                    for i in range(1, hosts + 1)
+                ],
+                "rates": rates,
+                "noise": noise or None,
+            }
             if fmt is Format.json:
                 print_json({"dry_run": True, **layout})
             else:
@@ -65,8 +75,7 @@ def register(app: typer.Typer) -> None:
         return 0
 
     @lab_app.command("down")
-    def down(name: str = typer.Argument("lab", help="Lab name."),
-             fmt: Format = format_option()) -> int:
+    def down(name: str = typer.Argument("lab", help="Lab name."), fmt: Format = format_option()) -> int:
         """Remove the lab's namespaces and stop its noise (safe to repeat)."""
         from gpufabric.lab import net
 
@@ -79,8 +88,7 @@ def register(app: typer.Typer) -> None:
         return 0
 
     @lab_app.command("status")
-    def status(name: str = typer.Argument("lab", help="Lab name."),
-               fmt: Format = format_option()) -> int:
+    def status(name: str = typer.Argument("lab", help="Lab name."), fmt: Format = format_option()) -> int:
         """Hosts, addresses, qdiscs and noise of a lab (exit 1 when it is not up)."""
         from gpufabric.lab import net
 
@@ -93,8 +101,10 @@ def register(app: typer.Typer) -> None:
         return 0 if doc["up"] else 1
 
     @lab_app.command("noise")
-    def noise(name: str = typer.Argument("lab", help="Lab name."),
-              plane: str = typer.Option(..., "--plane", help="mgmt, data, storage, or none to stop it.")) -> int:
+    def noise(
+        name: str = typer.Argument("lab", help="Lab name."),
+        plane: str = typer.Option(..., "--plane", help="mgmt, data, storage, or none to stop it."),
+    ) -> int:
         """Move the noisy neighbour to another plane, or stop it."""
         from gpufabric.lab import net
 
@@ -109,16 +119,21 @@ def register(app: typer.Typer) -> None:
 
 
 def _register_slurm(lab_app: typer.Typer) -> None:
-    slurm_app = typer.Typer(help="A Slurm cluster on the lab: slurmctld on the login namespace, one slurmd per host.",
-                            no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
+    slurm_app = typer.Typer(
+        help="A Slurm cluster on the lab: slurmctld on the login namespace, one slurmd per host.",
+        no_args_is_help=True,
+        rich_markup_mode=PLAIN_HELP,
+    )
     lab_app.add_typer(slurm_app, name="slurm")
 
     @slurm_app.command("up")
-    def slurm_up(name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
-                 hosts: int = num_hosts_option(2, "Slurm nodes"),
-                 gpus_per_node: int = gpus_per_node_option(0, "Placeholder gres/gpu per node (0-16)."),
-                 auth: str = typer.Option("auto", "--auth", help="auto (auth/none if built, else munge), none, munge."),
-                 fmt: Format = format_option()) -> int:
+    def slurm_up(
+        name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
+        hosts: int = num_hosts_option(2, "Slurm nodes"),
+        gpus_per_node: int = gpus_per_node_option(0, "Placeholder gres/gpu per node (0-16)."),
+        auth: str = typer.Option("auto", "--auth", help="auto (auth/none if built, else munge), none, munge."),
+        fmt: Format = format_option(),
+    ) -> int:
         """Create lab NAME and start Slurm on it; run srun/sbatch with `ip netns exec gfl-NAME-sw` and SLURM_CONF."""
         from gpufabric.lab import slurm
 
@@ -129,15 +144,16 @@ def _register_slurm(lab_app: typer.Typer) -> None:
             print_json(doc)
         else:
             console = stdout_console()
-            console.print(f"slurm lab {name}: {', '.join(n['name'] + '=' + n['state'] for n in doc['nodes'])}",
-                          markup=False)
-            console.print(f"  SLURM_CONF={doc['conf']} ip netns exec {doc['login_netns']} srun -N{hosts} hostname",
-                          markup=False)
+            console.print(
+                f"slurm lab {name}: {', '.join(n['name'] + '=' + n['state'] for n in doc['nodes'])}", markup=False
+            )
+            console.print(
+                f"  SLURM_CONF={doc['conf']} ip netns exec {doc['login_netns']} srun -N{hosts} hostname", markup=False
+            )
         return 0
 
     @slurm_app.command("down")
-    def slurm_down(name: str = typer.Argument("lab", help="Lab name."),
-                   fmt: Format = format_option()) -> int:
+    def slurm_down(name: str = typer.Argument("lab", help="Lab name."), fmt: Format = format_option()) -> int:
         """Stop slurmctld and the slurmds, then remove the lab (safe to repeat)."""
         from gpufabric.lab import slurm
 
@@ -150,8 +166,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
         return 0
 
     @slurm_app.command("status")
-    def slurm_status(name: str = typer.Argument("lab", help="Lab name."),
-                     fmt: Format = format_option()) -> int:
+    def slurm_status(name: str = typer.Argument("lab", help="Lab name."), fmt: Format = format_option()) -> int:
         """Slurm node states as slurmctld reports them (exit 1 when not up)."""
         from gpufabric.lab import slurm
 
@@ -169,8 +184,11 @@ def _print_status(doc: dict) -> None:
     if not doc.get("hosts"):
         console.print(f"lab {doc['name']}: down", markup=False)
         return
-    console.print(f"lab {doc['name']}: {'up' if doc['up'] else 'DEGRADED'}, rates {doc['rates'] or 'none'},"
-                  f" noise {doc['noise']['plane'] or 'off'}", markup=False)
+    console.print(
+        f"lab {doc['name']}: {'up' if doc['up'] else 'DEGRADED'}, rates {doc['rates'] or 'none'},"
+        f" noise {doc['noise']['plane'] or 'off'}",
+        markup=False,
+    )
     for host in doc["hosts"]:
         planes = "  ".join(f"{p}={v['ifname']} {v['addr']}" for p, v in host["planes"].items())
         console.print(f"  {host['netns']}: {planes}", markup=False)
@@ -179,8 +197,11 @@ def _print_status(doc: dict) -> None:
 def _print_layout(layout: dict) -> None:
     """``lab up --dry-run`` as text: what would be created."""
     console = stdout_console()
-    console.print(f"would create switch namespace {layout['switch_netns']} with bridges {', '.join(layout['bridges'])};"
-                  f" rates {layout['rates'] or 'none'}, noise {layout['noise'] or 'off'}", markup=False)
+    console.print(
+        f"would create switch namespace {layout['switch_netns']} with bridges {', '.join(layout['bridges'])};"
+        f" rates {layout['rates'] or 'none'}, noise {layout['noise'] or 'off'}",
+        markup=False,
+    )
     for host in layout["hosts"]:
         planes = "  ".join(f"{k}={v}" for k, v in host.items() if k != "netns")
         console.print(f"  {host['netns']}: {planes}", markup=False)

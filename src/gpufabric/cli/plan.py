@@ -18,7 +18,9 @@ def register(app: typer.Typer) -> None:
 def plan(
     spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
     fmt: ReportFormat = format_option(ReportFormat.text),
-    top: int = typer.Option(None, "--top", min=1, help="Show only the best N candidates (default: 12 in text, all in JSON)."),
+    top: int = typer.Option(
+        None, "--top", min=1, help="Show only the best N candidates (default: 12 in text, all in JSON)."
+    ),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
 ) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
@@ -39,16 +41,24 @@ def plan(
     if fmt == ReportFormat.json:
         from gpufabric.spec.plan_file import plan_to_dict
 
-        print_json(plan_to_dict(result, _shown(result, top, default=None), catalog_files=list(catalog.files),
-                                overrides=_overrides(catalog_files)))
+        print_json(
+            plan_to_dict(
+                result,
+                _shown(result, top, default=None),
+                catalog_files=list(catalog.files),
+                overrides=_overrides(catalog_files),
+            )
+        )
     elif fmt == ReportFormat.markdown:
         typer.echo(_markdown(result, _shown(result, top, default=None)))
     else:
         _text(result, _shown(result, top, default=12), spec)
         for o in _overrides(catalog_files):
-            typer.echo(f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
-                       if isinstance(o["value"], float) else
-                       f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})")
+            typer.echo(
+                f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
+                if isinstance(o["value"], float)
+                else f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})"
+            )
     # Nothing recommendable (no layout fits in memory) is a failed check.
     return 0 if result.recommended is not None else 1
 
@@ -75,8 +85,16 @@ def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
 def _ok(c: Any) -> str:
     if c.meets_requirements:
         return "yes"
-    short = {"step_time_cv": "cv", "checkpoint_stall_fraction": "stall", "time_to_train_days": "days",
-             "capex_usd": "budget", "rent_commitment_usd": "budget", "dataset_read_gbps": "data", "goodput": "goodput", "memory": "mem"}
+    short = {
+        "step_time_cv": "cv",
+        "checkpoint_stall_fraction": "stall",
+        "time_to_train_days": "days",
+        "capex_usd": "budget",
+        "rent_commitment_usd": "budget",
+        "dataset_read_gbps": "data",
+        "goodput": "goodput",
+        "memory": "mem",
+    }
     return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
 
 
@@ -88,15 +106,43 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
     else:
         what, where = c.fabric + ("+S" if c.in_network_reduction else ""), f"{topo} {c.oversubscription:g}:1"
     return [
-        mark, what, where, c.storage, f"{c.step_time_s:.3g}", f"{c.step_time_p99_s:.3g}",
-        f"{c.step_time_cv:.2%}", f"{c.comm_exposed_s:.3g}", f"{c.checkpoint_stall_fraction:.1%}",
-        f"{c.goodput:.0%}", f"{c.time_to_train_days:.1f}", f"{c.capex_usd / 1e6:,.1f}",
-        f"{c.run_cost_usd / 1e6:,.3g}", f"{c.mfu:.0%}", f"{c.memory_gb:.0f}", _ok(c),
+        mark,
+        what,
+        where,
+        c.storage,
+        f"{c.step_time_s:.3g}",
+        f"{c.step_time_p99_s:.3g}",
+        f"{c.step_time_cv:.2%}",
+        f"{c.comm_exposed_s:.3g}",
+        f"{c.checkpoint_stall_fraction:.1%}",
+        f"{c.goodput:.0%}",
+        f"{c.time_to_train_days:.1f}",
+        f"{c.capex_usd / 1e6:,.1f}",
+        f"{c.run_cost_usd / 1e6:,.3g}",
+        f"{c.mfu:.0%}",
+        f"{c.memory_gb:.0f}",
+        _ok(c),
     ]
 
 
-HEADERS = ("", "fabric", "topology", "storage", "step", "p99", "CV", "comm", "stall", "good", "days",
-           "capex", "run", "MFU", "mem", "meets")
+HEADERS = (
+    "",
+    "fabric",
+    "topology",
+    "storage",
+    "step",
+    "p99",
+    "CV",
+    "comm",
+    "stall",
+    "good",
+    "days",
+    "capex",
+    "run",
+    "MFU",
+    "mem",
+    "meets",
+)
 
 
 def _text(result: Any, shown: list[Any], spec: Any) -> None:
@@ -106,8 +152,14 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
 
     probe = Console()
     console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 0, 0, 1), title=f"{result.name}: {len(result.candidates)} designs"
-                  f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)", title_justify="left")
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 0, 0, 1),
+        title=f"{result.name}: {len(result.candidates)} designs"
+        f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)",
+        title_justify="left",
+    )
     for i, h in enumerate(HEADERS):
         table.add_column(h, justify="left" if i < 4 or i == len(HEADERS) - 1 else "right", no_wrap=True)
     pareto = set(result.pareto)
@@ -115,16 +167,20 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
         table.add_row(*_row(c, result.recommended, pareto), style=style)
     console.print(table)
-    console.print("[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
-                  " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
-                  " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement\n+S: in-network"
-                  " reduction (SHARP)  rent: a rented offering, od on demand or 1y/3y committed[/dim]")
+    console.print(
+        "[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
+        " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
+        " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement\n+S: in-network"
+        " reduction (SHARP)  rent: a rented offering, od on demand or 1y/3y committed[/dim]"
+    )
     for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
     if result.layout_search:
         ls = result.layout_search
-        console.print(f"Layout search: {ls['searched']} layouts, {ls['fit_in_memory']} fit in memory,"
-                      f" {ls['evaluated']:,} layout x design evaluations; best layout per design:")
+        console.print(
+            f"Layout search: {ls['searched']} layouts, {ls['fit_in_memory']} fit in memory,"
+            f" {ls['evaluated']:,} layout x design evaluations; best layout per design:"
+        )
         for c in shown[:4]:
             console.print(f"- {c.id}: {c.layout.text}")
     console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'}")
@@ -137,10 +193,22 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
 
 def _markdown(result: Any, shown: list[Any]) -> str:
     pareto = set(result.pareto)
-    lines = [f"# Plan: {result.name}", "", "| " + " | ".join(h or "#" for h in HEADERS) + " |",
-             "|" + "---|" * len(HEADERS)]
+    lines = [
+        f"# Plan: {result.name}",
+        "",
+        "| " + " | ".join(h or "#" for h in HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
     for c in shown:
         lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
-    lines += ["", f"**Recommendation:** `{result.recommended or 'none'}`", "", result.rationale, "", "**Sensitivity**", ""]
+    lines += [
+        "",
+        f"**Recommendation:** `{result.recommended or 'none'}`",
+        "",
+        result.rationale,
+        "",
+        "**Sensitivity**",
+        "",
+    ]
     lines += [f"- {s['text']}" for s in result.sensitivity]
     return "\n".join(lines)

@@ -29,11 +29,19 @@ def plan_inference(spec_file: Path, fmt: ReportFormat, top: int | None, catalog_
     known = catalog.known_ids()
     spec = load_inference_spec(read_located(spec_file), known_ids=known)
     result = make_serving_plan(spec, catalog, simulate=simulate_serving)
-    shown = result.candidates[: top] if top else result.candidates
+    shown = result.candidates[:top] if top else result.candidates
     if fmt == ReportFormat.json:
-        print_json({"name": result.name, "kind": "inference", "rate_rps": result.rate_rps,
-                    "candidates": [asdict(c) for c in shown], "recommended": result.recommended,
-                    "rationale": result.rationale, "catalog": list(catalog.files)})
+        print_json(
+            {
+                "name": result.name,
+                "kind": "inference",
+                "rate_rps": result.rate_rps,
+                "candidates": [asdict(c) for c in shown],
+                "recommended": result.recommended,
+                "rationale": result.rationale,
+                "catalog": list(catalog.files),
+            }
+        )
     elif fmt == ReportFormat.markdown:
         typer.echo("\n".join(_markdown(result, shown)))
     else:
@@ -45,10 +53,20 @@ HEADERS = ("", "mode", "fabric", "storage", "P+D", "GPUs", "TTFT p99", "TPOT p99
 
 
 def _row(c: Any, rec: str | None) -> list[str]:
-    return ["*" if c.id == rec else "", "disagg" if c.mode == "disaggregated" else "coloc", c.fabric, c.storage,
-            f"{c.prefill_replicas}+{c.decode_replicas}", str(c.gpus), f"{c.ttft_p99_s:.3g}s", f"{c.tpot_p99_s * 1e3:.3g}ms",
-            f"{c.kv_transfer_p99_s * 1e3:.3g}ms", f"{c.weight_load_s:.3g}s", f"{c.usd_per_million_output_tokens:.3g}",
-            "yes" if c.meets_slo else ";".join(v.split(" ", 1)[0] for v in c.violations)]
+    return [
+        "*" if c.id == rec else "",
+        "disagg" if c.mode == "disaggregated" else "coloc",
+        c.fabric,
+        c.storage,
+        f"{c.prefill_replicas}+{c.decode_replicas}",
+        str(c.gpus),
+        f"{c.ttft_p99_s:.3g}s",
+        f"{c.tpot_p99_s * 1e3:.3g}ms",
+        f"{c.kv_transfer_p99_s * 1e3:.3g}ms",
+        f"{c.weight_load_s:.3g}s",
+        f"{c.usd_per_million_output_tokens:.3g}",
+        "yes" if c.meets_slo else ";".join(v.split(" ", 1)[0] for v in c.violations),
+    ]
 
 
 def _text(result: Any, shown: list[Any]) -> list[str]:
@@ -56,13 +74,22 @@ def _text(result: Any, shown: list[Any]) -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(HEADERS))]
     lines = [f"{result.name}: {len(result.candidates)} serving designs at {result.rate_rps:g} requests/s"]
     lines += ["  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip() for r in rows]
-    lines += ["* recommended  P+D: prefill + decode replicas (colocated: replicas + 0)  KV: KV-cache transfer"
-              "  load: cold start of one replica", "", f"Recommendation: {result.recommended or 'none'}", result.rationale]
+    lines += [
+        "* recommended  P+D: prefill + decode replicas (colocated: replicas + 0)  KV: KV-cache transfer"
+        "  load: cold start of one replica",
+        "",
+        f"Recommendation: {result.recommended or 'none'}",
+        result.rationale,
+    ]
     return lines
 
 
 def _markdown(result: Any, shown: list[Any]) -> list[str]:
-    lines = [f"# Serving plan: {result.name}", "", "| " + " | ".join(h or "#" for h in HEADERS) + " |",
-             "|" + "---|" * len(HEADERS)]
+    lines = [
+        f"# Serving plan: {result.name}",
+        "",
+        "| " + " | ".join(h or "#" for h in HEADERS) + " |",
+        "|" + "---|" * len(HEADERS),
+    ]
     lines += ["| " + " | ".join(_row(c, result.recommended)) + " |" for c in shown]
     return lines + ["", f"**Recommendation:** `{result.recommended}`", "", result.rationale]

@@ -16,23 +16,36 @@ _MAX_BYTES = 1 << 50
 
 
 def register(app: typer.Typer) -> None:
-    predict_app = typer.Typer(help="Predict expected performance from the analytic models.", no_args_is_help=True,
-                              rich_markup_mode=PLAIN_HELP)
+    predict_app = typer.Typer(
+        help="Predict expected performance from the analytic models.", no_args_is_help=True, rich_markup_mode=PLAIN_HELP
+    )
     predict_app.command("collective")(collective)
     app.add_typer(predict_app, name="predict")
 
 
 def collective(
-    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv."),
+    op: str = typer.Option(
+        "all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv."
+    ),
     size: str = bytes_option("1G", "Message size (nccl-tests S)"),
     nodes: int = nodes_option(1),
     gpus_per_node: int = gpus_per_node_option(8),
     gpu: str = typer.Option("h100-sxm", "--gpu", help="GPU catalog id."),
     fabric: str = typer.Option("ib-ndr", "--fabric", help="Scale-out fabric catalog id."),
-    algorithm: str = typer.Option(None, "--algorithm", help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree."),
-    timing: str = typer.Option("eager", "--timing", help="eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."),
-    sharp: bool = typer.Option(False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."),
-    deterministic: bool = typer.Option(False, "--deterministic", help="Only algorithms with a fixed reduction order (bitwise runs)."),
+    algorithm: str = typer.Option(
+        None,
+        "--algorithm",
+        help="Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree.",
+    ),
+    timing: str = typer.Option(
+        "eager", "--timing", help="eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."
+    ),
+    sharp: bool = typer.Option(
+        False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."
+    ),
+    deterministic: bool = typer.Option(
+        False, "--deterministic", help="Only algorithms with a fixed reduction order (bitwise runs)."
+    ),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable)."),
     fmt: Format = format_option(),
 ) -> int:
@@ -47,17 +60,42 @@ def collective(
     if size_bytes > _MAX_BYTES:
         raise InputError(f"--bytes {size} is beyond any collective message (at most {format_size(_MAX_BYTES)})")
     catalog = load_catalog(catalog_files)
-    pred = predict_collective(op=op, size_bytes=size_bytes, nodes=nodes, gpus_per_node=gpus_per_node, gpu=gpu,
-                              fabric=fabric, catalog=catalog, algorithm=algorithm, deterministic=deterministic,
-                              sharp=sharp, timing=timing)
+    pred = predict_collective(
+        op=op,
+        size_bytes=size_bytes,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        gpu=gpu,
+        fabric=fabric,
+        catalog=catalog,
+        algorithm=algorithm,
+        deterministic=deterministic,
+        sharp=sharp,
+        timing=timing,
+    )
     if fmt == Format.json:
-        print_json({
-            "op": pred.op, "bytes": pred.size_bytes, "ranks": pred.num_ranks, "algorithm": pred.algorithm,
-            "protocol": pred.protocol, "time_us": pred.time_us, "algbw_gbps": pred.algbw_gbps,
-            "busbw_gbps": pred.busbw_gbps, "gpu": gpu, "fabric": fabric, "switch_hops": pred.switch_hops,
-            "timing": pred.timing, "sharp": pred.sharp,
-            "breakdown": {"launch_us": pred.launch_us, "latency_us": pred.latency_us, "bandwidth_us": pred.bandwidth_us},
-        })
+        print_json(
+            {
+                "op": pred.op,
+                "bytes": pred.size_bytes,
+                "ranks": pred.num_ranks,
+                "algorithm": pred.algorithm,
+                "protocol": pred.protocol,
+                "time_us": pred.time_us,
+                "algbw_gbps": pred.algbw_gbps,
+                "busbw_gbps": pred.busbw_gbps,
+                "gpu": gpu,
+                "fabric": fabric,
+                "switch_hops": pred.switch_hops,
+                "timing": pred.timing,
+                "sharp": pred.sharp,
+                "breakdown": {
+                    "launch_us": pred.launch_us,
+                    "latency_us": pred.latency_us,
+                    "bandwidth_us": pred.bandwidth_us,
+                },
+            }
+        )
         return 0
     typer.echo(
         f"{pred.op} {format_size(pred.size_bytes)} on {nodes} x {gpus_per_node} {gpu} over {fabric}"

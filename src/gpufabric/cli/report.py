@@ -27,7 +27,11 @@ def register(app: typer.Typer) -> None:
 def report(
     run: str = typer.Argument("latest", help="Run id, 'latest' or 'latest~N'."),
     db: Path | None = db_option(),
-    fmt: ReportKind = typer.Option(ReportKind.markdown, "--format", help="Output format: markdown (default: readable as text), html (self-contained, with charts), json or junit."),
+    fmt: ReportKind = typer.Option(
+        ReportKind.markdown,
+        "--format",
+        help="Output format: markdown (default: readable as text), html (self-contained, with charts), json or junit.",
+    ),
     out: Path | None = typer.Option(None, "--out", help="Write to FILE instead of stdout."),
 ) -> int:
     """Render one run: verdicts, results, charts (busbw vs size, latency CDFs, fio percentiles), fingerprint."""
@@ -35,8 +39,10 @@ def report(
     from gpufabric.results.store import Store
 
     if fmt is ReportKind.text:
-        raise InputError("--format text: a report is a document; use markdown (the default, plain text to read),"
-                         " html, json or junit (`gpufabric runs` lists runs as text)")
+        raise InputError(
+            "--format text: a report is a document; use markdown (the default, plain text to read),"
+            " html, json or junit (`gpufabric runs` lists runs as text)"
+        )
     with Store.open(db, create=False) as store:
         record = store.get_run(run)
     kind = fmt.value

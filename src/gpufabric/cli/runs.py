@@ -39,23 +39,41 @@ def runs(
         records = store.list_runs(limit=limit)
         path = store.path
     if fmt is Format.json:
-        print_json({"db": str(path), "runs": [
-            {"id": r.id, "kind": r.kind, "status": r.status, "started_at": r.started_at, "finished_at": r.finished_at,
-             "argv": list(r.argv), "spec_name": r.spec_name, "host": r.fingerprint.get("host"),
-             "gpufabric_version": r.gpufabric_version, "result_count": r.result_count,
-             "verdict_counts": r.verdict_counts}
-            for r in records
-        ]})
+        print_json(
+            {
+                "db": str(path),
+                "runs": [
+                    {
+                        "id": r.id,
+                        "kind": r.kind,
+                        "status": r.status,
+                        "started_at": r.started_at,
+                        "finished_at": r.finished_at,
+                        "argv": list(r.argv),
+                        "spec_name": r.spec_name,
+                        "host": r.fingerprint.get("host"),
+                        "gpufabric_version": r.gpufabric_version,
+                        "result_count": r.result_count,
+                        "verdict_counts": r.verdict_counts,
+                    }
+                    for r in records
+                ],
+            }
+        )
         return 0
     console = stdout_console()
     if not records:
         console.print(f"no runs in {path}", markup=False)
         return 0
-    console.print(f"{'id':>5}  {'started (UTC)':16}  {'kind':8} {'status':11} {'tests':>5}  {'verdicts':28} spec / command",
-                  markup=False)
+    console.print(
+        f"{'id':>5}  {'started (UTC)':16}  {'kind':8} {'status':11} {'tests':>5}  {'verdicts':28} spec / command",
+        markup=False,
+    )
     for r in records:
         verdicts = " ".join(f"{n} {k}" for k, n in sorted(r.verdict_counts.items())) or "-"
         what = r.spec_name or " ".join(r.argv)[:60]
-        console.print(f"{r.id:>5}  {_when(r.started_at):16}  {r.kind:8} {r.status:11} {r.result_count:>5}  "
-                      f"{verdicts:28} {what}", markup=False)
+        console.print(
+            f"{r.id:>5}  {_when(r.started_at):16}  {r.kind:8} {r.status:11} {r.result_count:>5}  {verdicts:28} {what}",
+            markup=False,
+        )
     return 0

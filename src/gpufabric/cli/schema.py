@@ -20,8 +20,9 @@ def register(app: typer.Typer) -> None:
 
 
 def schema(
-    kind: SchemaKind = typer.Option(SchemaKind.all, "--kind",
-                                    help="Which spec: training, inference (workload.kind), or all (either)."),
+    kind: SchemaKind = typer.Option(
+        SchemaKind.all, "--kind", help="Which spec: training, inference (workload.kind), or all (either)."
+    ),
 ) -> int:
     """Print the JSON Schema of the spec (point your editor's YAML plugin at it)."""
     typer.echo(json.dumps(spec_schema(kind.value), indent=2))

@@ -30,7 +30,9 @@ def register(app: typer.Typer) -> None:
 
 def simulate(
     spec: Path | None = typer.Argument(None, help="A spec: simulate one of its plan candidates."),
-    candidate: str | None = typer.Option(None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."),
+    candidate: str | None = typer.Option(
+        None, "--candidate", help="Candidate id (spec mode; default: the recommended one)."
+    ),
     ranks: int | None = typer.Option(None, "--ranks", help="Ranks (GPUs) in the synchronous step (synthetic mode)."),
     ranks_per_node: int = gpus_per_node_option(1, "GPUs (ranks) per node (stragglers are whole nodes)."),
     ranks_per_leaf: int = typer.Option(0, "--ranks-per-leaf", help="Ranks under one leaf switch (0: no grouping)."),
@@ -39,24 +41,56 @@ def simulate(
     runs: int = typer.Option(1, "--runs", help="Independent runs R (run-to-run spread)."),
     seed: int = typer.Option(0, "--seed", help="Random seed; the same seed gives the same output bit for bit."),
     compute_ms: float = typer.Option(100.0, "--compute-ms", help="Mean per-rank compute time per step, ms."),
-    jitter: str | None = typer.Option(None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP),
-    compute_cv: float | None = typer.Option(None, "--compute-cv", help="Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate; use a measured value)."),
-    hiccup: str | None = typer.Option(None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."),
-    straggler: str | None = typer.Option(None, "--straggler", help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5)."),
-    leaf_jitter: str | None = typer.Option(None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP),
-    fixed_ms: float = typer.Option(0.0, "--fixed-ms", help="Deterministic critical-path time per step (bubble, bandwidth term), ms."),
-    comm_latency: str | None = typer.Option(None, "--comm-latency", help="Latency of one transfer in one dependent collective step: " + _DIST_HELP),
-    ring_steps: int = typer.Option(0, "--ring-steps", help="Dependent collective steps per step (2(p-1) for a flat ring all-reduce)."),
+    jitter: str | None = typer.Option(
+        None, "--jitter", help="Per-rank jitter added to the compute time: " + _DIST_HELP
+    ),
+    compute_cv: float | None = typer.Option(
+        None,
+        "--compute-cv",
+        help="Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate; use a measured value).",
+    ),
+    hiccup: str | None = typer.Option(
+        None, "--hiccup", help="PROB:DELAY: per rank per step, probability PROB of an extra DELAY (e.g. 0.001:5ms)."
+    ),
+    straggler: str | None = typer.Option(
+        None,
+        "--straggler",
+        help="FRACTIONxFACTOR: each node is slow with probability FRACTION for a whole run, by FACTOR (e.g. 0.01x1.5).",
+    ),
+    leaf_jitter: str | None = typer.Option(
+        None, "--leaf-jitter", help="Per-step delay shared by all ranks of a leaf switch: " + _DIST_HELP
+    ),
+    fixed_ms: float = typer.Option(
+        0.0, "--fixed-ms", help="Deterministic critical-path time per step (bubble, bandwidth term), ms."
+    ),
+    comm_latency: str | None = typer.Option(
+        None, "--comm-latency", help="Latency of one transfer in one dependent collective step: " + _DIST_HELP
+    ),
+    ring_steps: int = typer.Option(
+        0, "--ring-steps", help="Dependent collective steps per step (2(p-1) for a flat ring all-reduce)."
+    ),
     ring_width: int = typer.Option(0, "--ring-width", help="Transfers each dependent step waits for (default: nodes)."),
-    slow_links: str | None = typer.Option(None, "--slow-links", help="FRACTIONxFACTOR: persistently slow links among them."),
-    checkpoint_every: str | None = typer.Option(None, "--checkpoint-every", help="STEPS:WRITE[:sync|async[:SNAPSHOT[:SLOWDOWN]]], e.g. 500:8s:sync or 500:8s:async:1s:0.1."),
-    node_mttf_h: float = typer.Option(0.0, "--node-mttf-h", help="Mean time to failure per node, hours (0: no failures)."),
+    slow_links: str | None = typer.Option(
+        None, "--slow-links", help="FRACTIONxFACTOR: persistently slow links among them."
+    ),
+    checkpoint_every: str | None = typer.Option(
+        None,
+        "--checkpoint-every",
+        help="STEPS:WRITE[:sync|async[:SNAPSHOT[:SLOWDOWN]]], e.g. 500:8s:sync or 500:8s:async:1s:0.1.",
+    ),
+    node_mttf_h: float = typer.Option(
+        0.0, "--node-mttf-h", help="Mean time to failure per node, hours (0: no failures)."
+    ),
     restart_min: float = typer.Option(10.0, "--restart-min", help="Minutes from a failure to training again."),
     tokens_per_step: float = typer.Option(0.0, "--tokens-per-step", help="Tokens per step, to report tokens/s."),
     brute_force: bool = typer.Option(False, "--brute-force", help="Draw every rank (the slow reference path)."),
-    no_attribution: bool = typer.Option(False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."),
+    no_attribution: bool = typer.Option(
+        False, "--no-attribution", help="Skip the straggler-free rerun used to attribute lost time."
+    ),
     format: Format = format_option(),
-    requests: int | None = typer.Option(None, "--requests", help="Inference spec: requests to simulate (default 100,000)."),
+    requests: int | None = typer.Option(
+        None, "--requests", help="Inference spec: requests to simulate (default 100,000)."
+    ),
 ) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
 
@@ -67,14 +101,23 @@ def simulate(
     from gpufabric.cli.plan_inference import is_inference
     from gpufabric.sim import simulate as run_sim
 
-    for flag, value, high in (("--ranks", ranks, 1 << 31), ("--gpus-per-node", ranks_per_node, 1 << 31),
-                              ("--ranks-per-leaf", ranks_per_leaf, 1 << 31), ("--steps", steps, 10**9),
-                              ("--train-steps", train_steps, 10**15), ("--runs", runs, 10**6),
-                              ("--seed", seed, 2**63 - 1), ("--ring-steps", ring_steps, 10**9),
-                              ("--ring-width", ring_width, 1 << 31), ("--compute-ms", compute_ms, 1e9),
-                              ("--fixed-ms", fixed_ms, 1e9), ("--node-mttf-h", node_mttf_h, 1e9),
-                              ("--restart-min", restart_min, 1e7), ("--tokens-per-step", tokens_per_step, 1e15),
-                              ("--compute-cv", compute_cv, 1e3)):
+    for flag, value, high in (
+        ("--ranks", ranks, 1 << 31),
+        ("--gpus-per-node", ranks_per_node, 1 << 31),
+        ("--ranks-per-leaf", ranks_per_leaf, 1 << 31),
+        ("--steps", steps, 10**9),
+        ("--train-steps", train_steps, 10**15),
+        ("--runs", runs, 10**6),
+        ("--seed", seed, 2**63 - 1),
+        ("--ring-steps", ring_steps, 10**9),
+        ("--ring-width", ring_width, 1 << 31),
+        ("--compute-ms", compute_ms, 1e9),
+        ("--fixed-ms", fixed_ms, 1e9),
+        ("--node-mttf-h", node_mttf_h, 1e9),
+        ("--restart-min", restart_min, 1e7),
+        ("--tokens-per-step", tokens_per_step, 1e15),
+        ("--compute-cv", compute_cv, 1e3),
+    ):
         check_max(flag, value, high)
     if spec is not None and is_inference(spec):  # workload.kind: inference (docs/inference.md)
         from gpufabric.cli.simulate_inference import simulate_inference
@@ -86,8 +129,17 @@ def simulate(
             raise InputError("give either a SPEC or --ranks (synthetic mode), not both")
         _refuse_other_modes("spec")
         try:
-            cfg, meta = _spec_config(spec, candidate, steps=steps, train_steps=train_steps, runs=runs,
-                                     seed=seed, compute_cv=compute_cv, straggler=straggler, hiccup_text=hiccup)
+            cfg, meta = _spec_config(
+                spec,
+                candidate,
+                steps=steps,
+                train_steps=train_steps,
+                runs=runs,
+                seed=seed,
+                compute_cv=compute_cv,
+                straggler=straggler,
+                hiccup_text=hiccup,
+            )
         except _NoRecommendation as exc:
             typer.echo(f"gpufabric: simulate: {exc}", err=True)
             return 1
@@ -98,11 +150,27 @@ def simulate(
             raise InputError("--candidate needs a SPEC")
         _refuse_other_modes("synthetic")
         cfg = _synthetic_config(
-            ranks=ranks, ranks_per_node=ranks_per_node, ranks_per_leaf=ranks_per_leaf, steps=steps,
-            train_steps=train_steps, runs=runs, seed=seed, compute_ms=compute_ms, jitter=jitter, hiccup=hiccup,
-            straggler=straggler, leaf_jitter=leaf_jitter, fixed_ms=fixed_ms, comm_latency=comm_latency,
-            ring_steps=ring_steps, ring_width=ring_width, slow_links=slow_links, checkpoint_every=checkpoint_every,
-            node_mttf_h=node_mttf_h, restart_min=restart_min, tokens_per_step=tokens_per_step,
+            ranks=ranks,
+            ranks_per_node=ranks_per_node,
+            ranks_per_leaf=ranks_per_leaf,
+            steps=steps,
+            train_steps=train_steps,
+            runs=runs,
+            seed=seed,
+            compute_ms=compute_ms,
+            jitter=jitter,
+            hiccup=hiccup,
+            straggler=straggler,
+            leaf_jitter=leaf_jitter,
+            fixed_ms=fixed_ms,
+            comm_latency=comm_latency,
+            ring_steps=ring_steps,
+            ring_width=ring_width,
+            slow_links=slow_links,
+            checkpoint_every=checkpoint_every,
+            node_mttf_h=node_mttf_h,
+            restart_min=restart_min,
+            tokens_per_step=tokens_per_step,
         )
         meta = {"mode": "synthetic"}
     if cfg.runs * cfg.steps > _MAX_STEP_SAMPLES:
@@ -121,9 +189,30 @@ def simulate(
     return 0
 
 
-def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_steps, runs, seed, compute_ms, jitter,
-                      hiccup, straggler, leaf_jitter, fixed_ms, comm_latency, ring_steps, ring_width, slow_links,
-                      checkpoint_every, node_mttf_h, restart_min, tokens_per_step):
+def _synthetic_config(
+    *,
+    ranks,
+    ranks_per_node,
+    ranks_per_leaf,
+    steps,
+    train_steps,
+    runs,
+    seed,
+    compute_ms,
+    jitter,
+    hiccup,
+    straggler,
+    leaf_jitter,
+    fixed_ms,
+    comm_latency,
+    ring_steps,
+    ring_width,
+    slow_links,
+    checkpoint_every,
+    node_mttf_h,
+    restart_min,
+    tokens_per_step,
+):
     from gpufabric.sim import (
         CommLatency,
         Constant,
@@ -137,8 +226,13 @@ def _synthetic_config(*, ranks, ranks_per_node, ranks_per_leaf, steps, train_ste
         parse_stragglers,
     )
 
-    for name, value in (("--compute-ms", compute_ms), ("--fixed-ms", fixed_ms), ("--node-mttf-h", node_mttf_h),
-                        ("--restart-min", restart_min), ("--tokens-per-step", tokens_per_step)):
+    for name, value in (
+        ("--compute-ms", compute_ms),
+        ("--fixed-ms", fixed_ms),
+        ("--node-mttf-h", node_mttf_h),
+        ("--restart-min", restart_min),
+        ("--tokens-per-step", tokens_per_step),
+    ):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be a finite number >= 0, got {value}")
     if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
@@ -188,16 +282,20 @@ class _NoRecommendation(Exception):
     """The plan found no design to recommend and no --candidate was given (exit 1, like plan)."""
 
 
-def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler,
-                 hiccup_text):
+def _spec_config(
+    path: Path, candidate: str | None, *, steps, train_steps, runs, seed, compute_cv, straggler, hiccup_text
+):
     from gpufabric.catalog import load_catalog
     from gpufabric.plan import evaluate_candidates, rank, recommend
     from gpufabric.sim import config_from_breakdown, parse_hiccup, parse_stragglers
     from gpufabric.spec import load_spec
 
     catalog = load_catalog()
-    known = {"cluster.gpu": set(catalog.gpus), "options.fabrics": set(catalog.fabrics),
-             "options.storage": set(catalog.storage)}
+    known = {
+        "cluster.gpu": set(catalog.gpus),
+        "options.fabrics": set(catalog.fabrics),
+        "options.storage": set(catalog.storage),
+    }
     spec = load_spec(path, known_ids=known).spec
     cands = rank(evaluate_candidates(spec, catalog))
     ids = [c.id for c in cands]
@@ -206,7 +304,8 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
         if rec.recommended is None:  # plan's contract: no design fits => exit 1
             raise _NoRecommendation(
                 f"{path}: the plan recommends no design, so there is nothing to simulate by default."
-                f" {rec.rationale} Simulate one anyway with --candidate ID (one of {', '.join(ids)}).")
+                f" {rec.rationale} Simulate one anyway with --candidate ID (one of {', '.join(ids)})."
+            )
         chosen_id = rec.recommended
     else:
         chosen_id = candidate
@@ -219,14 +318,28 @@ def _spec_config(path: Path, candidate: str | None, *, steps, train_steps, runs,
     # Compute CV and hiccups come with the candidate's breakdown (the planner's own
     # inputs); --compute-cv and --hiccup override them.
     cfg = config_from_breakdown(
-        chosen.breakdown, steps=steps, train_steps=train_steps or total, runs=runs, seed=seed,
-        compute_cv=compute_cv, hiccup=parse_hiccup(hiccup_text) if hiccup_text else None,
+        chosen.breakdown,
+        steps=steps,
+        train_steps=train_steps or total,
+        runs=runs,
+        seed=seed,
+        compute_cv=compute_cv,
+        hiccup=parse_hiccup(hiccup_text) if hiccup_text else None,
         stragglers=parse_stragglers(straggler) if straggler else None,
         tokens_per_step=spec.workload.global_batch_tokens,
     )
-    meta = {"mode": "spec", "spec": str(path), "name": spec.name, "candidate": chosen.id,
-            "planner": {"step_time_s": chosen.step_time_s, "step_time_p99_s": chosen.step_time_p99_s,
-                        "step_time_cv": chosen.step_time_cv, "goodput": chosen.goodput}}
+    meta = {
+        "mode": "spec",
+        "spec": str(path),
+        "name": spec.name,
+        "candidate": chosen.id,
+        "planner": {
+            "step_time_s": chosen.step_time_s,
+            "step_time_p99_s": chosen.step_time_p99_s,
+            "step_time_cv": chosen.step_time_cv,
+            "goodput": chosen.goodput,
+        },
+    }
     return cfg, meta
 
 
@@ -251,8 +364,10 @@ def _planner_line(p: dict[str, Any]) -> list[str]:
     pl = p.get("planner")
     if not pl:
         return []
-    return [f"  planner (closed form): mean {pl['step_time_s'] * 1e3:.3f} ms, p99 {pl['step_time_p99_s'] * 1e3:.3f} ms, "
-            f"CV {pl['step_time_cv']:.4f}, goodput {_pct(pl['goodput']).strip()}"]
+    return [
+        f"  planner (closed form): mean {pl['step_time_s'] * 1e3:.3f} ms, p99 {pl['step_time_p99_s'] * 1e3:.3f} ms, "
+        f"CV {pl['step_time_cv']:.4f}, goodput {_pct(pl['goodput']).strip()}"
+    ]
 
 
 def _pct(x: float | None) -> str:
@@ -267,7 +382,9 @@ def render_text(p: dict[str, Any]) -> str:
     lines = [
         head,
         "",
-        "step time (ms)   mean {mean:.3f}   p50 {p50:.3f}   p90 {p90:.3f}   p99 {p99:.3f}   p99.9 {p999:.3f}   CV {cv:.4f}".format(**st),
+        "step time (ms)   mean {mean:.3f}   p50 {p50:.3f}   p90 {p90:.3f}   p99 {p99:.3f}   p99.9 {p999:.3f}   CV {cv:.4f}".format(
+            **st
+        ),
         f"  mean-value model {p['mean_value_step_ms']:.3f} ms; ideal (no latency) {p['ideal_step_ms']:.3f} ms",
         *_planner_line(p),
         "",
@@ -291,15 +408,32 @@ def render_text(p: dict[str, Any]) -> str:
 
 
 #: Options each mode reads (param name -> flag); any other given option would do nothing.
-_SYNTHETIC_ONLY = {"ranks_per_node": "--gpus-per-node", "ranks_per_leaf": "--ranks-per-leaf",
-                   "compute_ms": "--compute-ms", "jitter": "--jitter", "leaf_jitter": "--leaf-jitter",
-                   "fixed_ms": "--fixed-ms", "comm_latency": "--comm-latency", "ring_steps": "--ring-steps",
-                   "ring_width": "--ring-width", "slow_links": "--slow-links", "checkpoint_every": "--checkpoint-every",
-                   "node_mttf_h": "--node-mttf-h", "restart_min": "--restart-min",
-                   "tokens_per_step": "--tokens-per-step"}
+_SYNTHETIC_ONLY = {
+    "ranks_per_node": "--gpus-per-node",
+    "ranks_per_leaf": "--ranks-per-leaf",
+    "compute_ms": "--compute-ms",
+    "jitter": "--jitter",
+    "leaf_jitter": "--leaf-jitter",
+    "fixed_ms": "--fixed-ms",
+    "comm_latency": "--comm-latency",
+    "ring_steps": "--ring-steps",
+    "ring_width": "--ring-width",
+    "slow_links": "--slow-links",
+    "checkpoint_every": "--checkpoint-every",
+    "node_mttf_h": "--node-mttf-h",
+    "restart_min": "--restart-min",
+    "tokens_per_step": "--tokens-per-step",
+}
 _TRAINING_SPEC_ONLY = {"compute_cv": "--compute-cv"}
-_SHARED_TRAINING = {"steps": "--steps", "train_steps": "--train-steps", "runs": "--runs", "straggler": "--straggler",
-                    "hiccup": "--hiccup", "brute_force": "--brute-force", "no_attribution": "--no-attribution"}
+_SHARED_TRAINING = {
+    "steps": "--steps",
+    "train_steps": "--train-steps",
+    "runs": "--runs",
+    "straggler": "--straggler",
+    "hiccup": "--hiccup",
+    "brute_force": "--brute-force",
+    "no_attribution": "--no-attribution",
+}
 _INFERENCE_ONLY = {"requests": "--requests"}
 
 
@@ -308,11 +442,16 @@ def _refuse_other_modes(mode: str) -> None:
     from gpufabric.cli.options import refuse_unused
 
     if mode == "inference":
-        refuse_unused(True, {**_SYNTHETIC_ONLY, **_TRAINING_SPEC_ONLY, **_SHARED_TRAINING},
-                      "with an inference spec (see docs/inference.md)")
+        refuse_unused(
+            True,
+            {**_SYNTHETIC_ONLY, **_TRAINING_SPEC_ONLY, **_SHARED_TRAINING},
+            "with an inference spec (see docs/inference.md)",
+        )
     elif mode == "spec":
-        refuse_unused(True, {**_SYNTHETIC_ONLY, **_INFERENCE_ONLY},
-                      "with a training SPEC (the spec sets the job; they are synthetic-mode options)")
+        refuse_unused(
+            True,
+            {**_SYNTHETIC_ONLY, **_INFERENCE_ONLY},
+            "with a training SPEC (the spec sets the job; they are synthetic-mode options)",
+        )
     else:
         refuse_unused(True, {**_TRAINING_SPEC_ONLY, **_INFERENCE_ONLY}, "without a SPEC")
-

@@ -39,21 +39,33 @@ def simulate_inference(spec_file: Path, candidate: str | None, *, requests: int 
     result = simulate_serving(serving_config(spec, catalog, cand, requests=n, seed=seed))
     summary = result.summary()
     violations = _violations(summary, spec.workload.slo)
-    payload: dict[str, Any] = {"mode": "inference", "name": spec.name, "candidate": chosen,
-                               "prefill_replicas": cand.prefill_replicas, "decode_replicas": cand.decode_replicas,
-                               "gpus": cand.gpus, "seed": seed, **summary, "meets_slo": not violations,
-                               "violations": violations}
+    payload: dict[str, Any] = {
+        "mode": "inference",
+        "name": spec.name,
+        "candidate": chosen,
+        "prefill_replicas": cand.prefill_replicas,
+        "decode_replicas": cand.decode_replicas,
+        "gpus": cand.gpus,
+        "seed": seed,
+        **summary,
+        "meets_slo": not violations,
+        "violations": violations,
+    }
     if fmt == Format.json:
         print_json(payload)
     else:
-        typer.echo("\n".join([
-            f"{spec.name}: {chosen} ({cand.prefill_replicas}+{cand.decode_replicas} replicas, {cand.gpus} GPUs),"
-            f" {n:,} requests at {spec.workload.traffic.rate_rps:g}/s, seed {seed}",
-            f"  TTFT  p50 {summary['ttft_p50_s']:.3g} s   p99 {summary['ttft_p99_s']:.3g} s",
-            f"  TPOT  p50 {summary['tpot_p50_s'] * 1e3:.3g} ms  p99 {summary['tpot_p99_s'] * 1e3:.3g} ms",
-            f"  KV    p50 {summary['kv_transfer_p50_s'] * 1e3:.3g} ms  p99 {summary['kv_transfer_p99_s'] * 1e3:.3g} ms",
-            f"  goodput {summary['goodput_rps']:.3g} requests/s within SLO ({summary['slo_attainment']:.1%}),"
-            f" mean decode batch {summary['mean_decode_batch']:.3g}",
-            "  SLOs met" if not violations else "  SLO missed: " + "; ".join(violations),
-        ]))
+        typer.echo(
+            "\n".join(
+                [
+                    f"{spec.name}: {chosen} ({cand.prefill_replicas}+{cand.decode_replicas} replicas, {cand.gpus} GPUs),"
+                    f" {n:,} requests at {spec.workload.traffic.rate_rps:g}/s, seed {seed}",
+                    f"  TTFT  p50 {summary['ttft_p50_s']:.3g} s   p99 {summary['ttft_p99_s']:.3g} s",
+                    f"  TPOT  p50 {summary['tpot_p50_s'] * 1e3:.3g} ms  p99 {summary['tpot_p99_s'] * 1e3:.3g} ms",
+                    f"  KV    p50 {summary['kv_transfer_p50_s'] * 1e3:.3g} ms  p99 {summary['kv_transfer_p99_s'] * 1e3:.3g} ms",
+                    f"  goodput {summary['goodput_rps']:.3g} requests/s within SLO ({summary['slo_attainment']:.1%}),"
+                    f" mean decode batch {summary['mean_decode_batch']:.3g}",
+                    "  SLOs met" if not violations else "  SLO missed: " + "; ".join(violations),
+                ]
+            )
+        )
     return 0 if not violations else 1

@@ -16,7 +16,9 @@ def register(app: typer.Typer) -> None:
 
 def sweep(
     spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
-    vary: list[str] = typer.Option(..., "--vary", help="key=v1,v2,... with a dotted spec path (repeatable; combinations multiply)."),
+    vary: list[str] = typer.Option(
+        ..., "--vary", help="key=v1,v2,... with a dotted spec path (repeatable; combinations multiply)."
+    ),
     out: Path = typer.Option(..., "--out", help="Output file: .csv, or .parquet (needs pyarrow)."),
     catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
     fmt: Format = format_option(),
@@ -38,8 +40,14 @@ def sweep(
     if fmt is Format.json:
         from gpufabric.cli.output import print_json
 
-        print_json({"out": str(out), "rows": len(result), "variants": len(set(result.combos)),
-                    "skipped": [str(s) for s in result.skipped]})
+        print_json(
+            {
+                "out": str(out),
+                "rows": len(result),
+                "variants": len(set(result.combos)),
+                "skipped": [str(s) for s in result.skipped],
+            }
+        )
         return 0
     typer.echo(f"{len(result):,} rows ({len(set(result.combos))} variants x designs) -> {out}")
     if result.skipped:

@@ -13,6 +13,13 @@ from gpufabric.configure.design import (
 from gpufabric.configure.keys import KeySource
 
 __all__ = [
-    "Artefact", "Bundle", "Design", "KeySource", "design_from_plan", "design_from_spec", "effective_policy",
-    "render_bundle", "write_bundle",
+    "Artefact",
+    "Bundle",
+    "Design",
+    "KeySource",
+    "design_from_plan",
+    "design_from_spec",
+    "effective_policy",
+    "render_bundle",
+    "write_bundle",
 ]

@@ -94,7 +94,11 @@ def policy_document(policy: SecurityPolicy, design: Design, spec: Spec) -> dict[
 def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
     """All artefacts for ``design``; raises InputError when the policy cannot serve it."""
     policy = effective_policy(spec, design)
-    source = "the spec's security section" if spec.security is not None else "the least-privilege default (no security section)"
+    source = (
+        "the spec's security section"
+        if spec.security is not None
+        else "the least-privilege default (no security section)"
+    )
     bundle = Bundle(design=design, policy=policy, policy_source=source)
     env = template_env()
     version = __version__
@@ -113,20 +117,28 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         bundle.add(f"{base}/etc/nftables.conf", nftables.render_text(ruleset, env=env, **common), mode=0o755)
         bundle.add(f"{base}/etc/gpufabric/nftables.json", json_text(nftables.render_json(ruleset)))
         bundle.add(f"{base}/etc/gpufabric/policy.json", doc)
-        bundle.add(f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, policy=policy, role=role.name, version=version))
-        bundle.add(f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, version=version))
+        bundle.add(
+            f"{base}/etc/sysctl.d/90-gpufabric.conf", launch.sysctl(env, policy=policy, role=role.name, version=version)
+        )
+        bundle.add(
+            f"{base}/etc/tuned/gpufabric-{role.name}/tuned.conf", launch.tuned(env, role=role.name, version=version)
+        )
         if role.kind == "compute":
             nccl = launch.nccl_env(env, spec=spec, policy=policy, design=design, role=role.name, version=version)
             bundle.add(f"{base}/etc/gpufabric/nccl.env", nccl)
-            bundle.add(f"{base}/usr/local/bin/gpufabric-torchrun",
-                       launch.torchrun(env, policy=policy, role=role.name, version=version), mode=0o755)
+            bundle.add(
+                f"{base}/usr/local/bin/gpufabric-torchrun",
+                launch.torchrun(env, policy=policy, role=role.name, version=version),
+                mode=0o755,
+            )
         if role.kind == "login":
             sbatch = launch.sbatch(env, spec=spec, policy=policy, version=version)
             bundle.add(f"{base}/etc/gpufabric/train.sbatch", sbatch, mode=0o755)
         rdma_host = role.kind == "compute" or (role.kind == "storage" and design.storage_transport == "rdma")
         if design.fabric_kind == "roce" and rdma_host and not design.rented:
-            qos = fabric.roce_qos(env, policy=policy, role=role.name, version=version,
-                                  gpus_per_node=spec.cluster.gpus_per_node)
+            qos = fabric.roce_qos(
+                env, policy=policy, role=role.name, version=version, gpus_per_node=spec.cluster.gpus_per_node
+            )
             bundle.add(f"{base}/usr/local/sbin/gpufabric-roce-qos", qos, mode=0o755)
         if design.storage_transport == "tcp" and role.kind in ("compute", "storage"):
             bundle.add(f"{base}/etc/tlshd/config", env.get_template("tlshd.conf.j2").render(version=version))
@@ -135,11 +147,15 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         bundle.notes.append(
             "rented design: host-side artefacts only (nftables, sysctl, tuned, NCCL environment, launch scripts); the"
             " provider owns the switches, so no OpenSM partitions.conf/opensm.conf, no RoCE/switch QoS script and no"
-            " NVMe-oF target or host files were rendered")
+            " NVMe-oF target or host files were rendered"
+        )
     elif design.fabric_kind == "ib":
         parts, notes = fabric.partitions(policy)
         bundle.notes.extend(notes)
-        bundle.add("fabric/etc/opensm/partitions.conf", env.get_template("partitions.conf.j2").render(partitions=parts, **common))
+        bundle.add(
+            "fabric/etc/opensm/partitions.conf",
+            env.get_template("partitions.conf.j2").render(partitions=parts, **common),
+        )
         bundle.add("fabric/etc/opensm/opensm.conf", fabric.opensm_conf(env, keys=keys, **common), secret=True)
     if design.rented:
         pass
@@ -149,22 +165,34 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         bundle.notes.append(f"storage {design.storage} is not NVMe-oF: no target or host NVMe files were rendered")
     interfaces = ", ".join(p.interface or "" for p in policy.planes)
     readme = env.get_template("README.md.j2").render(
-        design=design, policy=policy, policy_source=source, interfaces=interfaces, files=bundle.sorted_artefacts(),
+        design=design,
+        policy=policy,
+        policy_source=source,
+        interfaces=interfaces,
+        files=bundle.sorted_artefacts(),
         notes=bundle.notes,
-        dscp=policy.rdma_tos >> 2, prio=policy.roce_priority, placeholder=nvme.PLACEHOLDER_DEVICE,
-        srun_range=SRUN_RANGE, ephemeral_range=EPHEMERAL_RANGE, **common,
+        dscp=policy.rdma_tos >> 2,
+        prio=policy.roce_priority,
+        placeholder=nvme.PLACEHOLDER_DEVICE,
+        srun_range=SRUN_RANGE,
+        ephemeral_range=EPHEMERAL_RANGE,
+        **common,
     )
     bundle.add("README.md", readme)
-    manifest = Manifest(spec=spec.name, design=document["design"],
-                        hosts=tuple(ManifestHost(host=h, role=r) for h, r in policy.hosts()),
-                        files=tuple(ManifestFile(path=a.path, mode=a.mode, secret=a.secret)
-                                    for a in bundle.sorted_artefacts()))
+    manifest = Manifest(
+        spec=spec.name,
+        design=document["design"],
+        hosts=tuple(ManifestHost(host=h, role=r) for h, r in policy.hosts()),
+        files=tuple(ManifestFile(path=a.path, mode=a.mode, secret=a.secret) for a in bundle.sorted_artefacts()),
+    )
     bundle.add(MANIFEST, json_text(manifest.to_dict()))
     _check_secrets(bundle, keys)
     return bundle
 
 
-def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, transport: str, keys: KeySource) -> None:
+def _storage(
+    bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, transport: str, keys: KeySource
+) -> None:
     targets = [h for r in policy.roles if r.kind == "storage" for h in r.host_names]
     initiators = [h for r in policy.roles if r.kind == "compute" for h in r.host_names]
     if not targets:
@@ -173,23 +201,42 @@ def _storage(bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design,
     role_of = dict(policy.hosts())
     for host in targets + initiators:
         if plane not in policy.role_planes(role_of[host]):
-            raise InputError(f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry")
-    nvmet = {t: nvme.nvmet_config(policy=policy, spec_name=spec.name, target=t, initiators=initiators,
-                                  transport=transport, keys=keys) for t in targets}
+            raise InputError(
+                f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry"
+            )
+    nvmet = {
+        t: nvme.nvmet_config(
+            policy=policy, spec_name=spec.name, target=t, initiators=initiators, transport=transport, keys=keys
+        )
+        for t in targets
+    }
     psks: dict[tuple[str, str], tuple[str, str]] = {}
     if transport == "tcp":
-        psks = {(h, t): (keys.tls_psk(f"tls-discovery/{spec.name}/{h}/{t}"), keys.tls_psk(f"tls/{spec.name}/{h}/{t}"))
-                for t in targets for h in initiators}
+        psks = {
+            (h, t): (keys.tls_psk(f"tls-discovery/{spec.name}/{h}/{t}"), keys.tls_psk(f"tls/{spec.name}/{h}/{t}"))
+            for t in targets
+            for h in initiators
+        }
     for target in targets:
         bundle.add(f"hosts/{target}/etc/nvmet/config.json", json_text(nvmet[target]), secret=True)
         if psks:
-            lines = "".join(nvme.tls_key_lines(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
-                            for h in initiators)
+            lines = "".join(
+                nvme.tls_key_lines(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
+                for h in initiators
+            )
             bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
     index = nvme.host_index(nvmet)
     for host in initiators:
-        files = nvme.host_files(policy=policy, spec_name=spec.name, host=host, targets=targets, transport=transport,
-                                nvmet=nvmet, tls_psks=psks, index=index)
+        files = nvme.host_files(
+            policy=policy,
+            spec_name=spec.name,
+            host=host,
+            targets=targets,
+            transport=transport,
+            nvmet=nvmet,
+            tls_psks=psks,
+            index=index,
+        )
         base = f"hosts/{host}/etc/nvme"
         bundle.add(f"{base}/hostnqn", files.hostnqn)
         bundle.add(f"{base}/hostid", files.hostid)
@@ -227,9 +274,12 @@ def write_bundle(bundle: Bundle, out: Path, *, verify: Callable[[Path, list[str]
         # file creation waits on the filesystem, not the CPU: a few writers overlap that
         with ThreadPoolExecutor(WRITERS) as pool:
             try:
-                written = list(pool.map(
-                    lambda a: write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made),
-                    bundle.artefacts))
+                written = list(
+                    pool.map(
+                        lambda a: write_file(tmp, a.path, a.content, mode=a.mode, secret=a.secret, made=made),
+                        bundle.artefacts,
+                    )
+                )
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise

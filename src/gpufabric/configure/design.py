@@ -20,7 +20,7 @@ class Design:
     fabric: str
     storage: str
     source: str
-    rented: bool = False    # a rented offering: the provider owns switches and storage targets
+    rented: bool = False  # a rented offering: the provider owns switches and storage targets
 
     @property
     def fabric_kind(self) -> str:
@@ -55,8 +55,12 @@ def design_from_plan(path: Path, known_ids: Mapping[str, Collection[str]] | None
 def design_from_candidate(*, fabric: str, storage: str, candidate_id: str, rented: bool = False) -> Design:
     """The design of a candidate the planner recommends (``gpufabric plan`` ranks them)."""
     _check_kind(fabric, f"planner candidate {candidate_id!r}", rented=rented)
-    return Design(fabric=fabric, storage=storage, rented=rented,
-                  source=f"the planner's recommendation {candidate_id} (as `gpufabric plan` ranks it)")
+    return Design(
+        fabric=fabric,
+        storage=storage,
+        rented=rented,
+        source=f"the planner's recommendation {candidate_id} (as `gpufabric plan` ranks it)",
+    )
 
 
 def design_from_option(text: str, catalog: Catalog) -> Design:
@@ -95,5 +99,9 @@ def effective_policy(spec: Spec, design: Design) -> SecurityPolicy:
     """The spec's policy, or the least-privilege default sized to the cluster."""
     if spec.security is not None:
         return spec.security
-    return default_policy(compute_nodes=spec.cluster.nodes, gpus_per_node=spec.cluster.gpus_per_node, storage=design.storage,
-                          fabric_kind=design.fabric_kind)
+    return default_policy(
+        compute_nodes=spec.cluster.nodes,
+        gpus_per_node=spec.cluster.gpus_per_node,
+        storage=design.storage,
+        fabric_kind=design.fabric_kind,
+    )

@@ -76,18 +76,29 @@ def partitions(policy: SecurityPolicy) -> tuple[list[Partition], list[str]]:
         else:
             members = [Member(guid=OPEN_MEMBERS, membership="full")]
             open_parts.append(f"{plane.name} (0x{plane.pkey:04x})")
-        out.append(Partition(name=plane.name, pkey=plane.pkey, members=tuple(members),
-                             indx0=plane.name == data_plane, comment=comment))
+        out.append(
+            Partition(
+                name=plane.name,
+                pkey=plane.pkey,
+                members=tuple(members),
+                indx0=plane.name == data_plane,
+                comment=comment,
+            )
+        )
     if open_parts:
-        notes.append(f"partitions {', '.join(open_parts)} admit every CA because their roles list no port_guids;"
-                     " set roles[].port_guids to restrict membership")
+        notes.append(
+            f"partitions {', '.join(open_parts)} admit every CA because their roles list no port_guids;"
+            " set roles[].port_guids to restrict membership"
+        )
     return out, notes
 
 
 def opensm_conf(env: Any, *, keys: KeySource, version: str, spec_name: str) -> str:
     return env.get_template("opensm.conf.j2").render(
-        version=version, spec_name=spec_name,
-        m_key=keys.ib_key(f"m_key/{spec_name}"), sm_key=keys.ib_key(f"sm_key/{spec_name}"),
+        version=version,
+        spec_name=spec_name,
+        m_key=keys.ib_key(f"m_key/{spec_name}"),
+        sm_key=keys.ib_key(f"sm_key/{spec_name}"),
         sa_key=keys.ib_key(f"sa_key/{spec_name}"),
     )
 
@@ -102,7 +113,9 @@ def rdma_hcas(policy: SecurityPolicy, gpus_per_node: int) -> list[str]:
 def checked_hcas(hcas: list[str], plane: str) -> list[str]:
     for hca in hcas:
         if not _HCA.fullmatch(hca):
-            raise refuse(hca, "NCCL_IB_HCA and the RoCE QoS script", _HCA.pattern + " (device:port)", f"plane {plane} HCA")
+            raise refuse(
+                hca, "NCCL_IB_HCA and the RoCE QoS script", _HCA.pattern + " (device:port)", f"plane {plane} HCA"
+            )
     return hcas
 
 
@@ -125,6 +138,12 @@ def roce_qos(env: Any, *, policy: SecurityPolicy, role: str, version: str, gpus_
     else:
         hcas, netdevs = rdma_hcas(policy, gpus_per_node), []
     return env.get_template("roce-qos.sh.j2").render(
-        role=role, version=version, prio=policy.roce_priority, dscp=policy.rdma_tos >> 2, tos=policy.rdma_tos,
-        pfc=pfc_vector(policy.roce_priority), hcas=hcas, netdevs=netdevs,
+        role=role,
+        version=version,
+        prio=policy.roce_priority,
+        dscp=policy.rdma_tos >> 2,
+        tos=policy.rdma_tos,
+        pfc=pfc_vector(policy.roce_priority),
+        hcas=hcas,
+        netdevs=netdevs,
     )

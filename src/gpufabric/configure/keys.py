@@ -41,8 +41,10 @@ def read_key_file(path: Path) -> bytes:
     except OSError as exc:
         raise InputError(f"{path}: cannot read key file: {exc.strerror}") from None
     if not stat.S_ISREG(mode):
-        raise InputError(f"{path}: key file is not a regular file; write the key to a file "
-                         "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)")
+        raise InputError(
+            f"{path}: key file is not a regular file; write the key to a file "
+            "(e.g. head -c 64 /dev/urandom > key && chmod 600 key)"
+        )
     return read_capped(path, MAX_KEY_FILE_BYTES, "key")
 
 

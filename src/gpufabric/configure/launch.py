@@ -31,25 +31,42 @@ def nccl_env(env: Any, *, spec: Spec, policy: SecurityPolicy, design: Design, ro
     data = policy.planes_of_kind("compute-data")
     pkey = data[0].pkey if data and data[0].pkey is not None else 0x7FFF
     return env.get_template("nccl.env.j2").render(
-        role=role, version=version, kind=design.fabric_kind, ctl_if=control_plane(policy).interface,
-        hcas=rdma_hcas(policy, spec.cluster.gpus_per_node), tos=policy.rdma_tos,
-        dscp=policy.rdma_tos >> 2, pkey=pkey, pkey_index=0, ras_port=NCCL_RAS,
-        bitwise=spec.requirements.reproducibility == "bitwise", channels=BITWISE_CHANNELS,
+        role=role,
+        version=version,
+        kind=design.fabric_kind,
+        ctl_if=control_plane(policy).interface,
+        hcas=rdma_hcas(policy, spec.cluster.gpus_per_node),
+        tos=policy.rdma_tos,
+        dscp=policy.rdma_tos >> 2,
+        pkey=pkey,
+        pkey_index=0,
+        ras_port=NCCL_RAS,
+        bitwise=spec.requirements.reproducibility == "bitwise",
+        channels=BITWISE_CHANNELS,
     )
 
 
 def torchrun(env: Any, *, policy: SecurityPolicy, role: str, version: str) -> str:
     ctl = control_plane(policy)
     return env.get_template("torchrun.sh.j2").render(
-        role=role, version=version, ctl_if=ctl.interface, ctl_cidr=ctl.cidr, rdzv_port=TORCH_C10D,
+        role=role,
+        version=version,
+        ctl_if=ctl.interface,
+        ctl_cidr=ctl.cidr,
+        rdzv_port=TORCH_C10D,
     )
 
 
 def sbatch(env: Any, *, spec: Spec, policy: SecurityPolicy, version: str) -> str:
     ctl = control_plane(policy)
     return env.get_template("train.sbatch.j2").render(
-        version=version, spec_name=spec.name, job_name=job_name(spec.name), nodes=spec.cluster.nodes,
-        gpus_per_node=spec.cluster.gpus_per_node, ctl_if=ctl.interface, srun_range=SRUN_RANGE,
+        version=version,
+        spec_name=spec.name,
+        job_name=job_name(spec.name),
+        nodes=spec.cluster.nodes,
+        gpus_per_node=spec.cluster.gpus_per_node,
+        ctl_if=ctl.interface,
+        srun_range=SRUN_RANGE,
     )
 
 
@@ -67,7 +84,11 @@ def sysctl(env: Any, *, policy: SecurityPolicy, role: str, version: str) -> str:
     srun_low, srun_high = parse_port(SRUN_RANGE)
     interfaces = [policy.plane(p).interface for p in policy.role_planes(role) if policy.plane(p).interface]
     return env.get_template("sysctl.conf.j2").render(
-        role=role, version=version, ephemeral_low=low, ephemeral_high=high, srun_low=srun_low, srun_high=srun_high,
+        role=role,
+        version=version,
+        ephemeral_low=low,
+        ephemeral_high=high,
+        srun_low=srun_low,
+        srun_high=srun_high,
         interfaces=interfaces,
     )
-

@@ -32,8 +32,8 @@ _MODE = re.compile(r"0[0-7]{3}")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ManifestFile:
-    path: str        # relative to the bundle root
-    mode: int        # permission bits, written as 4 octal digits ("0600")
+    path: str  # relative to the bundle root
+    mode: int  # permission bits, written as 4 octal digits ("0600")
     secret: bool
 
 
@@ -53,8 +53,11 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema_version": MANIFEST_SCHEMA_VERSION, "gpufabric_version": self.gpufabric_version, "kind": KIND,
-            "spec": self.spec, "design": self.design,
+            "schema_version": MANIFEST_SCHEMA_VERSION,
+            "gpufabric_version": self.gpufabric_version,
+            "kind": KIND,
+            "spec": self.spec,
+            "design": self.design,
             "hosts": [{"host": h.host, "role": h.role} for h in self.hosts],
             "files": [{"path": f.path, "mode": f"{f.mode:04o}", "secret": f.secret} for f in self.files],
         }
@@ -70,17 +73,24 @@ class Manifest:
         try:
             # Host and role names become directories the audit reads (hosts/NAME, roles/NAME):
             # each must be one plain path component, like every bundle path.
-            hosts = tuple(ManifestHost(host=check_relative(_component(h["host"])),
-                                       role=check_relative(_component(h["role"])))
-                          for h in data.get("hosts", ()))
-            files = tuple(ManifestFile(path=check_relative(_text(f["path"])), mode=_mode(f["mode"]),
-                                       secret=f["secret"] is True)
-                          for f in data.get("files", ()))
+            hosts = tuple(
+                ManifestHost(host=check_relative(_component(h["host"])), role=check_relative(_component(h["role"])))
+                for h in data.get("hosts", ())
+            )
+            files = tuple(
+                ManifestFile(path=check_relative(_text(f["path"])), mode=_mode(f["mode"]), secret=f["secret"] is True)
+                for f in data.get("files", ())
+            )
             design = data.get("design") or {}
             if not isinstance(design, dict):
                 raise TypeError("design is not an object")
-            return cls(spec=_text(data.get("spec", "")), design=design, hosts=hosts, files=files,
-                       gpufabric_version=_text(data.get("gpufabric_version", "")))
+            return cls(
+                spec=_text(data.get("spec", "")),
+                design=design,
+                hosts=hosts,
+                files=files,
+                gpufabric_version=_text(data.get("gpufabric_version", "")),
+            )
         except InputError as exc:
             raise InputError(f"{source}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:

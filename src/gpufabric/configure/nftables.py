@@ -98,11 +98,24 @@ def render_text(ruleset: RoleRuleset, *, env: Any, version: str, spec_name: str)
 
 def render_json(ruleset: RoleRuleset) -> dict[str, Any]:
     """The ruleset in ``nft -j list ruleset`` form (schema v1), for drift diffs and the proof."""
-    items: list[dict[str, Any]] = [{"metainfo": {"json_schema_version": 1}}, {"table": {"family": "inet", "name": TABLE}}]
+    items: list[dict[str, Any]] = [
+        {"metainfo": {"json_schema_version": 1}},
+        {"table": {"family": "inet", "name": TABLE}},
+    ]
     for s in ruleset.sets:
         elem: list[Any] = [lo if lo == hi else {"range": [lo, hi]} for lo, hi in s.ranges]
-        items.append({"set": {"family": "inet", "table": TABLE, "name": s.name, "type": "ipv4_addr",
-                              "flags": ["interval"], "elem": elem}})
+        items.append(
+            {
+                "set": {
+                    "family": "inet",
+                    "table": TABLE,
+                    "name": s.name,
+                    "type": "ipv4_addr",
+                    "flags": ["interval"],
+                    "elem": elem,
+                }
+            }
+        )
 
     def chain(name: str, hook: str | None = None, policy: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"family": "inet", "table": TABLE, "name": name}
@@ -131,8 +144,12 @@ def render_json(ruleset: RoleRuleset) -> dict[str, Any]:
     icmp = {"set": ["echo-request", "destination-unreachable", "time-exceeded", "parameter-problem"]}
     items.append(rule("input", [match({"payload": {"protocol": "icmp", "field": "type"}}, icmp), {"accept": None}]))
     if ruleset.chains:
-        vmap = {"vmap": {"key": {"meta": {"key": "iifname"}},
-                         "data": {"set": [[c.interface, {"jump": {"target": c.name}}] for c in ruleset.chains]}}}
+        vmap = {
+            "vmap": {
+                "key": {"meta": {"key": "iifname"}},
+                "data": {"set": [[c.interface, {"jump": {"target": c.name}}] for c in ruleset.chains]},
+            }
+        }
         items.append(rule("input", [vmap]))
     for c in ruleset.chains:
         for r in c.rules:

@@ -18,7 +18,9 @@ UUID_PREFIX = "nqn.2014-08.org.nvmexpress:uuid:"
 
 _NAMESPACE = uuid.UUID("6f1d7c52-3c1e-5a7e-9c55-8f0a6b6e9f10")
 _DATE = re.compile(r"^nqn\.(\d{4})-(\d{2})\.(.+)$")
-_UUID_FORM = re.compile(r"^nqn\.2014-08\.org\.nvmexpress:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+_UUID_FORM = re.compile(
+    r"^nqn\.2014-08\.org\.nvmexpress:uuid:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+)
 
 
 def stable_uuid(*parts: str) -> str:

@@ -60,15 +60,17 @@ def nvmet_config(
     hosts = []
     for host in initiators:
         ident = host_identity(spec_name, host)
-        hosts.append({
-            "nqn": ident.hostnqn,
-            "dhchap": {
-                "key": keys.dhchap(f"dhchap-host/{spec_name}/{host}"),
-                "ctrl_key": keys.dhchap(f"dhchap-ctrl/{spec_name}/{target}/{host}"),
-                "hash": DHCHAP_HASH,
-                "dhgroup": DHCHAP_DHGROUP,
-            },
-        })
+        hosts.append(
+            {
+                "nqn": ident.hostnqn,
+                "dhchap": {
+                    "key": keys.dhchap(f"dhchap-host/{spec_name}/{host}"),
+                    "ctrl_key": keys.dhchap(f"dhchap-ctrl/{spec_name}/{target}/{host}"),
+                    "hash": DHCHAP_HASH,
+                    "dhgroup": DHCHAP_DHGROUP,
+                },
+            }
+        )
 
     def port(portid: int, trsvcid: int) -> dict[str, Any]:
         addr = {"adrfam": "ipv4", "traddr": traddr, "trsvcid": str(trsvcid), "trtype": transport}
@@ -76,8 +78,14 @@ def nvmet_config(
             addr.update({"treq": "required", "tsas": "tls1.3"})
         else:
             addr.update({"treq": "not specified"})
-        return {"portid": portid, "addr": addr, "ana_groups": [{"grpid": 1, "ana": {"state": "optimized"}}],
-                "param": {"inline_data_size": "16384"}, "referrals": [], "subsystems": [nqn]}
+        return {
+            "portid": portid,
+            "addr": addr,
+            "ana_groups": [{"grpid": 1, "ana": {"state": "optimized"}}],
+            "param": {"inline_data_size": "16384"},
+            "referrals": [],
+            "subsystems": [nqn],
+        }
 
     # One port: the kernel serves the well-known discovery subsystem on every port, so
     # hosts discover on 4420 too and no separate discovery port (8009) is opened.
@@ -85,19 +93,35 @@ def nvmet_config(
     return {
         "hosts": hosts,
         "ports": ports,
-        "subsystems": [{
-            "nqn": nqn,
-            "allowed_hosts": [h["nqn"] for h in hosts],
-            "attr": {"allow_any_host": "0", "cntlid_max": "65519", "cntlid_min": "1", "model": "gpufabric-checkpoint",
-                     "pi_enable": "0", "serial": stable_uuid(spec_name, "serial", target).replace("-", "")[:20],
-                     "version": "1.3"},
-            # disabled until the operator replaces the placeholder path (README step 1):
-            # enabling a missing device makes `nvmetcli restore` abort half way
-            "namespaces": [{"nsid": 1, "enable": 0, "ana_grpid": 1,
-                            "device": {"path": PLACEHOLDER_DEVICE,
-                                       "uuid": stable_uuid(spec_name, "ns", target),
-                                       "nguid": stable_uuid(spec_name, "nguid", target)}}],
-        }],
+        "subsystems": [
+            {
+                "nqn": nqn,
+                "allowed_hosts": [h["nqn"] for h in hosts],
+                "attr": {
+                    "allow_any_host": "0",
+                    "cntlid_max": "65519",
+                    "cntlid_min": "1",
+                    "model": "gpufabric-checkpoint",
+                    "pi_enable": "0",
+                    "serial": stable_uuid(spec_name, "serial", target).replace("-", "")[:20],
+                    "version": "1.3",
+                },
+                # disabled until the operator replaces the placeholder path (README step 1):
+                # enabling a missing device makes `nvmetcli restore` abort half way
+                "namespaces": [
+                    {
+                        "nsid": 1,
+                        "enable": 0,
+                        "ana_grpid": 1,
+                        "device": {
+                            "path": PLACEHOLDER_DEVICE,
+                            "uuid": stable_uuid(spec_name, "ns", target),
+                            "nguid": stable_uuid(spec_name, "nguid", target),
+                        },
+                    }
+                ],
+            }
+        ],
     }
 
 
@@ -110,8 +134,9 @@ def tls_key_lines(hostnqn: str, target_cfg: dict[str, Any], psks: tuple[str, str
     """The PSKs one host needs for one target: the discovery NQN first (the kernel looks
     the discovery controller's PSK up by that NQN), then the I/O subsystem."""
     discovery_psk, io_psk = psks
-    return (tls_key_line(hostnqn, DISCOVERY_NQN, discovery_psk)
-            + tls_key_line(hostnqn, target_cfg["subsystems"][0]["nqn"], io_psk))
+    return tls_key_line(hostnqn, DISCOVERY_NQN, discovery_psk) + tls_key_line(
+        hostnqn, target_cfg["subsystems"][0]["nqn"], io_psk
+    )
 
 
 def host_index(nvmet: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -129,8 +154,14 @@ class HostNvmeFiles:
 
 
 def host_files(
-    *, policy: SecurityPolicy, spec_name: str, host: str, targets: list[str], transport: str,
-    nvmet: dict[str, dict[str, Any]], tls_psks: dict[tuple[str, str], tuple[str, str]],
+    *,
+    policy: SecurityPolicy,
+    spec_name: str,
+    host: str,
+    targets: list[str],
+    transport: str,
+    nvmet: dict[str, dict[str, Any]],
+    tls_psks: dict[tuple[str, str], tuple[str, str]],
     index: dict[str, dict[str, dict[str, Any]]] | None = None,
 ) -> HostNvmeFiles:
     """hostnqn/hostid, discovery.conf (no secrets), libnvme config.json (with the host's DH-HMAC-CHAP key, 0600).
@@ -145,14 +176,22 @@ def host_files(
     plane = storage_plane(policy)
     iface = ifname(policy.plane(plane).interface or "", what=f"plane {plane} interface")
     own = policy.addresses()[(host, plane)]
-    lines = [f"# nvme-cli discovery controllers for {comment(host)} (install as /etc/nvme/discovery.conf);",
-             "# --tls needs nvme-cli 2.4 or later"]
+    lines = [
+        f"# nvme-cli discovery controllers for {comment(host)} (install as /etc/nvme/discovery.conf);",
+        "# --tls needs nvme-cli 2.4 or later",
+    ]
     ports = []
     host_key = ""
     for target in targets:
         traddr = policy.addresses()[(target, plane)]
-        words = [f"--transport={transport}", f"--traddr={traddr}", f"--trsvcid={NVME_TCP}", f"--host-traddr={own}",
-                 f"--hostnqn={ident.hostnqn}", f"--hostid={ident.hostid}"]
+        words = [
+            f"--transport={transport}",
+            f"--traddr={traddr}",
+            f"--trsvcid={NVME_TCP}",
+            f"--host-traddr={own}",
+            f"--hostnqn={ident.hostnqn}",
+            f"--hostid={ident.hostid}",
+        ]
         if transport == "tcp":
             words += [f"--host-iface={iface}", "--tls"]
         lines.append(" ".join(words))
@@ -162,9 +201,20 @@ def host_files(
         if transport == "tcp":
             port.update({"host_iface": iface, "tls": True})  # keyring: the default .nvme
         ports.append(port)
-    config = [{"hostnqn": ident.hostnqn, "hostid": ident.hostid, "hostsymname": host, "dhchap_key": host_key,
-               "subsystems": [{"nqn": DISCOVERY_NQN, "ports": ports}] if ports else []}]
+    config = [
+        {
+            "hostnqn": ident.hostnqn,
+            "hostid": ident.hostid,
+            "hostsymname": host,
+            "dhchap_key": host_key,
+            "subsystems": [{"nqn": DISCOVERY_NQN, "ports": ports}] if ports else [],
+        }
+    ]
     tls = "".join(tls_key_lines(ident.hostnqn, nvmet[t], tls_psks[(host, t)]) for t in targets if (host, t) in tls_psks)
-    return HostNvmeFiles(hostnqn=ident.hostnqn + "\n", hostid=ident.hostid + "\n",
-                         discovery_conf="\n".join(lines) + "\n", config_json=json_text(config),
-                         tls_keys=tls)
+    return HostNvmeFiles(
+        hostnqn=ident.hostnqn + "\n",
+        hostid=ident.hostid + "\n",
+        discovery_conf="\n".join(lines) + "\n",
+        config_json=json_text(config),
+        tls_keys=tls,
+    )

@@ -34,8 +34,10 @@ def check_relative(rel: str) -> str:
     """``rel`` if it is a safe relative path of plain components; InputError otherwise."""
     parts = rel.split("/")
     if not rel or len(rel) > 4096 or any(not _COMPONENT.fullmatch(p) for p in parts):
-        raise InputError(f"refusing bundle path {rel[:120]!r}: every component must match {_COMPONENT.pattern} "
-                         "(no '..', no absolute or empty parts); check host and role names")
+        raise InputError(
+            f"refusing bundle path {rel[:120]!r}: every component must match {_COMPONENT.pattern} "
+            "(no '..', no absolute or empty parts); check host and role names"
+        )
     return rel
 
 
@@ -61,8 +63,7 @@ def make_parents(root: Path, rel: str, made: set[str]) -> str:
     return current
 
 
-def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool,
-               made: set[str] | None = None) -> Path:
+def write_file(root: Path, rel: str, content: str, *, mode: int, secret: bool, made: set[str] | None = None) -> Path:
     """Create ``root/rel`` (never existing before, never through a symlink), mode exact;
     a secret's directory becomes 0700."""
     parent = make_parents(root, rel, set() if made is None else made)
@@ -108,7 +109,7 @@ def remove_orphans(out: Path) -> list[Path]:
     cleanup): their names carry the writer's PID, and only dead writers' trees go."""
     removed = []
     for path in out.parent.glob(f".{glob_escape(out.name)}{TMP_MARK}*"):
-        pid_text = path.name[len(out.name) + 1 + len(TMP_MARK):].split("-", 1)[0]
+        pid_text = path.name[len(out.name) + 1 + len(TMP_MARK) :].split("-", 1)[0]
         if not pid_text.isdigit() or _alive(int(pid_text)) or path.is_symlink() or not path.is_dir():
             continue
         shutil.rmtree(path, ignore_errors=True)

@@ -142,9 +142,20 @@ def _text(value: object, context: str) -> str:
 
 #: Every context filter; a template output must end in one of these (or be a literal).
 CONTEXT_FILTERS: dict[str, Any] = {
-    "sh": sh, "sh_words": sh_words, "env_value": env_value, "comment": comment, "nft_comment": nft_comment,
-    "ifname": ifname, "nft_ident": nft_ident, "opensm_word": opensm_word, "plain": plain,
-    "sysctl_ifname": sysctl_ifname, "ipv4": ipv4, "num": num, "hex4": hex4, "md": md,
+    "sh": sh,
+    "sh_words": sh_words,
+    "env_value": env_value,
+    "comment": comment,
+    "nft_comment": nft_comment,
+    "ifname": ifname,
+    "nft_ident": nft_ident,
+    "opensm_word": opensm_word,
+    "plain": plain,
+    "sysctl_ifname": sysctl_ifname,
+    "ipv4": ipv4,
+    "num": num,
+    "hex4": hex4,
+    "md": md,
 }
 
 

@@ -67,9 +67,22 @@ def parse_resources(text: str) -> dict[str, int]:
     return out
 
 
-def train_job(*, name: str, namespace: str, image: str, module: str, config: Mapping[str, Any], nodes: int,
-              nproc: int, gpus_per_node: int, rdma: Mapping[str, int], env: Mapping[str, str] | None = None,
-              control_ifname: str = POD_IFNAME, data_ifname: str = "", runtime: str = RUNTIME) -> dict[str, Any]:
+def train_job(
+    *,
+    name: str,
+    namespace: str,
+    image: str,
+    module: str,
+    config: Mapping[str, Any],
+    nodes: int,
+    nproc: int,
+    gpus_per_node: int,
+    rdma: Mapping[str, int],
+    env: Mapping[str, str] | None = None,
+    control_ifname: str = POD_IFNAME,
+    data_ifname: str = "",
+    runtime: str = RUNTIME,
+) -> dict[str, Any]:
     """The TrainJob as a dict (apply it as JSON or YAML)."""
     for label, value in (("name", name), ("namespace", namespace), ("runtime", runtime)):
         if not _NAME.fullmatch(value):
@@ -95,13 +108,17 @@ def train_job(*, name: str, namespace: str, image: str, module: str, config: Map
     }
     env_list: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(variables.items())]
     # Each rank's host in the records is the Kubernetes node the pod landed on.
-    env_list += [{"name": "GPUFABRIC_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                 {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
+    env_list += [
+        {"name": "GPUFABRIC_HOST", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
     resources = {**({GPU_RESOURCE: gpus_per_node} if gpus_per_node else {}), **dict(rdma)}
     quantities = {k: str(v) for k, v in resources.items()}
     # The shell writes the config the ranks read and gives torchrun this pod's address.
-    script = (f'printf %s "$GPUFABRIC_PROBE_CONFIG" > {CONFIG_PATH} && exec torchrun --local-addr="$POD_IP"'
-              f' --max-restarts=0 --module {shlex.quote(module)} {CONFIG_PATH}')
+    script = (
+        f'printf %s "$GPUFABRIC_PROBE_CONFIG" > {CONFIG_PATH} && exec torchrun --local-addr="$POD_IP"'
+        f" --max-restarts=0 --module {shlex.quote(module)} {CONFIG_PATH}"
+    )
     trainer: dict[str, Any] = {
         "image": image,
         "command": ["/bin/sh", "-c", script],
@@ -114,8 +131,11 @@ def train_job(*, name: str, namespace: str, image: str, module: str, config: Map
     return {
         "apiVersion": API_VERSION,
         "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "gpufabric", "gpufabric/probe": module.rsplit(".", 1)[-1]}},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "gpufabric", "gpufabric/probe": module.rsplit(".", 1)[-1]},
+        },
         "spec": {
             "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtime},
             "trainer": trainer,
@@ -135,7 +155,9 @@ def validate(doc: Mapping[str, Any]) -> None:
     except ImportError as exc:
         raise InputError("validating a TrainJob needs kubeflow-trainer-api: pip install 'gpufabric[k8s]'") from exc
     if doc.get("apiVersion") != API_VERSION or doc.get("kind") != "TrainJob":
-        raise ManifestRejected(f"not a {API_VERSION} TrainJob: apiVersion={doc.get('apiVersion')!r} kind={doc.get('kind')!r}")
+        raise ManifestRejected(
+            f"not a {API_VERSION} TrainJob: apiVersion={doc.get('apiVersion')!r} kind={doc.get('kind')!r}"
+        )
     try:
         model = TrainerV1alpha1TrainJob.from_dict(dict(doc))
     except (ValidationError, ValueError, TypeError) as exc:
@@ -165,7 +187,11 @@ def _diff(want: Any, got: Any, path: str = "") -> list[str]:
             return [path or "."]
         out = []
         for key, value in want.items():
-            out += _diff(value, got.get(key), f"{path}.{key}" if path else key) if key in got else [f"{path}.{key}".lstrip(".")]
+            out += (
+                _diff(value, got.get(key), f"{path}.{key}" if path else key)
+                if key in got
+                else [f"{path}.{key}".lstrip(".")]
+            )
         return out
     if isinstance(want, list):
         if not isinstance(got, list) or len(got) != len(want):
@@ -179,9 +205,23 @@ def _first_line(exc: BaseException) -> str:
     return " ".join(text[:3])[:300]
 
 
-def plan(*, kind: str, module: str, config: Mapping[str, Any], out_dir: Path, nodes: int, nproc: int,
-         backend: str, image: str, namespace: str, rdma: str, env: Mapping[str, str] | None = None,
-         control_ifname: str = "", data_ifname: str = "", python: str = sys.executable) -> LaunchPlan:
+def plan(
+    *,
+    kind: str,
+    module: str,
+    config: Mapping[str, Any],
+    out_dir: Path,
+    nodes: int,
+    nproc: int,
+    backend: str,
+    image: str,
+    namespace: str,
+    rdma: str,
+    env: Mapping[str, str] | None = None,
+    control_ifname: str = "",
+    data_ifname: str = "",
+    python: str = sys.executable,
+) -> LaunchPlan:
     """A launch plan whose one command applies the TrainJob and follows it to the end.
 
     ``rdma`` is ``--k8s-rdma`` (RESOURCE[=COUNT],...; empty: the shared-device plugin's
@@ -192,15 +232,33 @@ def plan(*, kind: str, module: str, config: Mapping[str, Any], out_dir: Path, no
         raise InputError("--launcher k8s needs --k8s-image (a container image with gpufabric and torch)")
     resources = parse_resources(rdma) if rdma else ({DEFAULT_RDMA_RESOURCE: 1} if backend == "nccl" else {})
     name = f"gpufabric-{kind}-{secrets.token_hex(3)}"
-    doc = train_job(name=name, namespace=namespace, image=image, module=module, config=config, nodes=nodes,
-                    nproc=nproc, gpus_per_node=nproc if backend == "nccl" else 0, rdma=resources, env=env,
-                    control_ifname=control_ifname or POD_IFNAME, data_ifname=data_ifname)
+    doc = train_job(
+        name=name,
+        namespace=namespace,
+        image=image,
+        module=module,
+        config=config,
+        nodes=nodes,
+        nproc=nproc,
+        gpus_per_node=nproc if backend == "nccl" else 0,
+        rdma=resources,
+        env=env,
+        control_ifname=control_ifname or POD_IFNAME,
+        data_ifname=data_ifname,
+    )
     if importlib.util.find_spec("kubeflow_trainer_api") is not None:
         validate(doc)
     manifest = str(out_dir / "trainjob.yaml")
-    return LaunchPlan(launcher="k8s", commands=(Command(argv=tuple(follow_argv(manifest, name=name, namespace=namespace,
-                                                                                python=python)), host="k8s"),),
-                      num_ranks=nodes * nproc, hosts=(), script=to_yaml(doc), script_path=manifest)
+    return LaunchPlan(
+        launcher="k8s",
+        commands=(
+            Command(argv=tuple(follow_argv(manifest, name=name, namespace=namespace, python=python)), host="k8s"),
+        ),
+        num_ranks=nodes * nproc,
+        hosts=(),
+        script=to_yaml(doc),
+        script_path=manifest,
+    )
 
 
 def to_yaml(doc: Mapping[str, Any]) -> str:
@@ -214,14 +272,22 @@ def follow_argv(manifest: str, *, name: str, namespace: str, python: str) -> lis
     return [python, "-m", "gpufabric.exec.k8s", "follow", manifest, name, namespace]
 
 
-def follow(manifest: str, name: str, namespace: str, *, poll_s: float = 2.0, kubectl: Sequence[str] = ("kubectl",)) -> int:
+def follow(
+    manifest: str, name: str, namespace: str, *, poll_s: float = 2.0, kubectl: Sequence[str] = ("kubectl",)
+) -> int:
     """kubectl apply, then poll the TrainJob's conditions; stream its pods' logs; 0 when Complete."""
     import subprocess
     import time
 
     def k(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*kubectl, "-n", namespace, *args], capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, check=False, **kw)
+        return subprocess.run(
+            [*kubectl, "-n", namespace, *args],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            check=False,
+            **kw,
+        )
 
     applied = k("apply", "-f", manifest)
     sys.stdout.write(applied.stdout)
@@ -238,8 +304,10 @@ def follow(manifest: str, name: str, namespace: str, *, poll_s: float = 2.0, kub
                 return 1
             state = _state(json.loads(got.stdout))
             if logs is None and state in ("Running", "Complete", "Failed"):
-                logs = subprocess.Popen([*kubectl, "-n", namespace, "logs", "-f", "--prefix", "--max-log-requests=64",
-                                         "-l", selector], stdin=subprocess.DEVNULL)
+                logs = subprocess.Popen(
+                    [*kubectl, "-n", namespace, "logs", "-f", "--prefix", "--max-log-requests=64", "-l", selector],
+                    stdin=subprocess.DEVNULL,
+                )
             if state in ("Complete", "Failed"):
                 print(f"trainjob {name} {state}", flush=True)
                 return 0 if state == "Complete" else 1

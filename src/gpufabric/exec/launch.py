@@ -48,11 +48,11 @@ PEER_FAILURE_GRACE_S = 10.0
 class Host:
     """Where ranks run and which addresses they use."""
 
-    name: str                    # label in results (rank -> host map)
-    netns: str = ""              # run inside this network namespace (lab hosts)
-    ssh: str = ""                # run through ssh on this host
-    control_addr: str = "127.0.0.1"   # rendezvous (MASTER_ADDR) when this is the first host
-    data_ifname: str = ""        # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on this host
+    name: str  # label in results (rank -> host map)
+    netns: str = ""  # run inside this network namespace (lab hosts)
+    ssh: str = ""  # run through ssh on this host
+    control_addr: str = "127.0.0.1"  # rendezvous (MASTER_ADDR) when this is the first host
+    data_ifname: str = ""  # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME on this host
 
 
 def parse_hosts(text: str) -> list[Host]:
@@ -81,7 +81,7 @@ def parse_hosts(text: str) -> list[Host]:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Command:
     argv: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)   # added to the parent's environment
+    env: dict[str, str] = field(default_factory=dict)  # added to the parent's environment
     host: str = ""
 
     def shell(self) -> str:
@@ -96,8 +96,8 @@ class LaunchPlan:
     commands: tuple[Command, ...]
     num_ranks: int
     hosts: tuple[Host, ...]
-    script: str = ""             # generated sbatch script (slurm), kept with the run
-    script_path: str = ""        # where execute() writes it when the launch is `sbatch --wait`
+    script: str = ""  # generated sbatch script (slurm), kept with the run
+    script_path: str = ""  # where execute() writes it when the launch is `sbatch --wait`
 
 
 def _wrap(host: Host, argv: list[str], env: Mapping[str, str]) -> Command:
@@ -123,7 +123,7 @@ def _host_env(host: Host) -> dict[str, str]:
 SLURM_MASTER_ADDR = (
     'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
     'addr=$(scontrol -o show node "$head" 2>/dev/null | sed -n "s/.* NodeAddr=\\([^ ]*\\).*/\\1/p" || true); '
-    'MASTER_ADDR=${addr:-$head}; export MASTER_ADDR'
+    "MASTER_ADDR=${addr:-$head}; export MASTER_ADDR"
 )
 #: Per-task prologue: the Slurm node name labels the rank's host (lab nodes share a hostname).
 SLURM_TASK = 'export GPUFABRIC_HOST="${SLURMD_NODENAME:-$(hostname)}"; exec "$@"'
@@ -152,11 +152,25 @@ def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
     )
 
 
-def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc: int,
-          hosts: Sequence[Host] | None = None, master_port: int = 29500, python: str = sys.executable,
-          env: Mapping[str, str] | None = None, time_limit_min: int = 30, job_name: str = "gpufabric",
-          out_dir: str = ".", slurm_mode: str = "srun", gpus_per_node: int = 0,
-          control_ifname: str = "", data_ifname: str = "") -> LaunchPlan:
+def build(
+    launcher: str,
+    *,
+    module: str,
+    args: Sequence[str],
+    nodes: int,
+    nproc: int,
+    hosts: Sequence[Host] | None = None,
+    master_port: int = 29500,
+    python: str = sys.executable,
+    env: Mapping[str, str] | None = None,
+    time_limit_min: int = 30,
+    job_name: str = "gpufabric",
+    out_dir: str = ".",
+    slurm_mode: str = "srun",
+    gpus_per_node: int = 0,
+    control_ifname: str = "",
+    data_ifname: str = "",
+) -> LaunchPlan:
     """The commands that start ``nodes x nproc`` ranks of ``python -m module args``.
 
     ``slurm_mode`` "sbatch" submits the generated script with ``sbatch`` and waits for the
@@ -188,17 +202,34 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
     if launcher == "local":
         for node, host in enumerate(hosts):
             for local in range(nproc):
-                rank_env = {**base_env, **_host_env(host), "RANK": str(node * nproc + local),
-                            "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), "LOCAL_WORLD_SIZE": str(nproc)}
+                rank_env = {
+                    **base_env,
+                    **_host_env(host),
+                    "RANK": str(node * nproc + local),
+                    "WORLD_SIZE": str(world),
+                    "LOCAL_RANK": str(local),
+                    "LOCAL_WORLD_SIZE": str(nproc),
+                }
                 commands.append(_wrap(host, worker, rank_env))
     elif launcher == "torchrun":
         # Static rendezvous at the first host's control-plane address; --local-addr makes each
         # agent advertise its own control-plane address, not whatever its hostname resolves to.
         for node, host in enumerate(hosts):
-            argv = [python, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc-per-node={nproc}",
-                    f"--node-rank={node}", "--rdzv-backend=static",
-                    f"--rdzv-endpoint={_hostport(hosts[0].control_addr, master_port)}",
-                    f"--local-addr={host.control_addr}", "--max-restarts=0", "--module", module, *args]
+            argv = [
+                python,
+                "-m",
+                "torch.distributed.run",
+                f"--nnodes={nodes}",
+                f"--nproc-per-node={nproc}",
+                f"--node-rank={node}",
+                "--rdzv-backend=static",
+                f"--rdzv-endpoint={_hostport(hosts[0].control_addr, master_port)}",
+                f"--local-addr={host.control_addr}",
+                "--max-restarts=0",
+                "--module",
+                module,
+                *args,
+            ]
             commands.append(_wrap(host, argv, {**base_env, **_host_env(host)}))
     elif launcher == "mpirun":
         if any(h.netns for h in hosts):
@@ -215,39 +246,72 @@ def build(launcher: str, *, module: str, args: Sequence[str], nodes: int, nproc:
         for key in sorted(full_env):
             if full_env[key]:
                 argv += ["-x", key]
-        commands.append(Command(argv=(*argv, *worker), env={k: v for k, v in full_env.items() if v},
-                                host=hosts[0].name))
+        commands.append(
+            Command(argv=(*argv, *worker), env={k: v for k, v in full_env.items() if v}, host=hosts[0].name)
+        )
     else:  # slurm
         if slurm_mode not in ("srun", "sbatch"):
             raise InputError(f"--slurm-mode {slurm_mode!r}: use srun or sbatch")
-        srun = ["srun", f"--nodes={nodes}", f"--ntasks={world}", f"--ntasks-per-node={nproc}",
-                "--kill-on-bad-exit=1", f"--job-name={job_name}", f"--time={time_limit_min}"]
+        srun = [
+            "srun",
+            f"--nodes={nodes}",
+            f"--ntasks={world}",
+            f"--ntasks-per-node={nproc}",
+            "--kill-on-bad-exit=1",
+            f"--job-name={job_name}",
+            f"--time={time_limit_min}",
+        ]
         if gpus_per_node:
             srun.append(f"--gpus-per-node={gpus_per_node}")
         srun += _nodelist(hosts)
         slurm_env = {**(env or {}), "MASTER_PORT": str(master_port)}
         if hosts[0].data_ifname:
             slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
-        script = sbatch_script(worker=worker, nodes=nodes, nproc=nproc, env=slurm_env,
-                               time_limit_min=time_limit_min, job_name=job_name, out_dir=out_dir,
-                               gpus_per_node=gpus_per_node, nodelist=[h.ssh for h in hosts if h.ssh],
-                               task_prologue=slurm_task(control_ifname, out_dir))
+        script = sbatch_script(
+            worker=worker,
+            nodes=nodes,
+            nproc=nproc,
+            env=slurm_env,
+            time_limit_min=time_limit_min,
+            job_name=job_name,
+            out_dir=out_dir,
+            gpus_per_node=gpus_per_node,
+            nodelist=[h.ssh for h in hosts if h.ssh],
+            task_prologue=slurm_task(control_ifname, out_dir),
+        )
         if slurm_mode == "sbatch":
             script_path = str(Path(out_dir) / "job.sbatch")
             # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
-            commands.append(Command(argv=(python, "-m", "gpufabric.exec.launch", "sbatch-wait", script_path),
-                                    host=hosts[0].name))
-            return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts),
-                              script=script, script_path=script_path)
+            commands.append(
+                Command(argv=(python, "-m", "gpufabric.exec.launch", "sbatch-wait", script_path), host=hosts[0].name)
+            )
+            return LaunchPlan(
+                launcher=launcher,
+                commands=tuple(commands),
+                num_ranks=world,
+                hosts=tuple(hosts),
+                script=script,
+                script_path=script_path,
+            )
         # MASTER_ADDR is not exported from here: this host is not part of the allocation.
         task = ["bash", "-c", f"{SLURM_MASTER_ADDR}; {slurm_task(control_ifname, out_dir)}", "gpufabric-rank", *worker]
         commands.append(Command(argv=(*srun, *task), env=slurm_env, host=hosts[0].name))
     return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
 
 
-def sbatch_script(*, worker: Sequence[str], nodes: int, nproc: int, env: Mapping[str, str],
-                  time_limit_min: int, job_name: str, out_dir: str, gpus_per_node: int = 0,
-                  nodelist: Sequence[str] = (), task_prologue: str = SLURM_TASK) -> str:
+def sbatch_script(
+    *,
+    worker: Sequence[str],
+    nodes: int,
+    nproc: int,
+    env: Mapping[str, str],
+    time_limit_min: int,
+    job_name: str,
+    out_dir: str,
+    gpus_per_node: int = 0,
+    nodelist: Sequence[str] = (),
+    task_prologue: str = SLURM_TASK,
+) -> str:
     """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
     for key in env:
         if not _ENV_KEY.fullmatch(key):
@@ -277,8 +341,9 @@ def spans_machines(launcher: str, nodes: int, hosts: Sequence[Host]) -> bool:
     return any(h.ssh for h in hosts[:nodes])
 
 
-def check_run_dir(plan: LaunchPlan, run_dir: Path, *, timeout_s: float = 60.0,
-                  env: Mapping[str, str] | None = None) -> None:
+def check_run_dir(
+    plan: LaunchPlan, run_dir: Path, *, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
+) -> None:
     """Fail unless every node of ``plan`` reads back a fresh token written into ``run_dir``."""
     token = secrets.token_hex(8)
     marker = run_dir / f".gpufabric-visible-{token}"
@@ -292,14 +357,17 @@ def check_run_dir(plan: LaunchPlan, run_dir: Path, *, timeout_s: float = 60.0,
             try:
                 done = run(cmd.argv, timeout_s=timeout_s, env={**os.environ, **(env or {}), **cmd.env})
             except CommandTimeout as exc:
-                raise InputError(f"run directory {run_dir}: the visibility check timed out on {cmd.host}"
-                                 f" ({shlex.join(cmd.argv)})") from exc
+                raise InputError(
+                    f"run directory {run_dir}: the visibility check timed out on {cmd.host} ({shlex.join(cmd.argv)})"
+                ) from exc
             seen = done.stdout.split().count(token)
             if done.returncode or seen != expected:
                 detail = (done.stderr.strip().splitlines() or [""])[-1][:200]
-                raise InputError(f"run directory {run_dir} is not visible from every node ({seen} of {expected}"
-                                 f" read it back via {cmd.argv[0]}{': ' + detail if detail else ''}); pass"
-                                 " --run-dir on storage all nodes mount (NFS, Lustre, ...)")
+                raise InputError(
+                    f"run directory {run_dir} is not visible from every node ({seen} of {expected}"
+                    f" read it back via {cmd.argv[0]}{': ' + detail if detail else ''}); pass"
+                    " --run-dir on storage all nodes mount (NFS, Lustre, ...)"
+                )
     finally:
         marker.unlink(missing_ok=True)
 
@@ -312,8 +380,17 @@ def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
     """
     if plan.launcher == "slurm":
         nodes = len(plan.hosts)
-        argv = ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1", "--job-name=gpufabric-rundir",
-                "--time=2", *_nodelist(plan.hosts), "cat", marker]
+        argv = [
+            "srun",
+            f"--nodes={nodes}",
+            f"--ntasks={nodes}",
+            "--ntasks-per-node=1",
+            "--job-name=gpufabric-rundir",
+            "--time=2",
+            *_nodelist(plan.hosts),
+            "cat",
+            marker,
+        ]
         return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
         return [_wrap(h, ["cat", marker], {}) for h in plan.hosts]
@@ -331,14 +408,20 @@ def _hostport(addr: str, port: int) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Outcome:
-    returncodes: tuple[int | None, ...]   # None: killed by us
+    returncodes: tuple[int | None, ...]  # None: killed by us
     duration_s: float
     timed_out: bool
-    logs: tuple[str, ...]                 # combined stdout+stderr per command (tail)
+    logs: tuple[str, ...]  # combined stdout+stderr per command (tail)
 
 
-def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[str, str] | None = None,
-            peer_grace_s: float = PEER_FAILURE_GRACE_S) -> Outcome:
+def execute(
+    plan: LaunchPlan,
+    *,
+    timeout_s: float,
+    log_dir: Path,
+    env: Mapping[str, str] | None = None,
+    peer_grace_s: float = PEER_FAILURE_GRACE_S,
+) -> Outcome:
     """Run every command of ``plan`` concurrently; never leaves a process behind.
 
     Ends when all commands exit, when ``timeout_s`` passes, or ``peer_grace_s`` after the
@@ -357,8 +440,16 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
             logs.append(log)
             with open(log, "wb") as fh:
                 try:
-                    procs.append(subprocess.Popen(cmd.argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                                  env={**os.environ, **(env or {}), **cmd.env}, start_new_session=True))
+                    procs.append(
+                        subprocess.Popen(
+                            cmd.argv,
+                            stdin=subprocess.DEVNULL,
+                            stdout=fh,
+                            stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {}), **cmd.env},
+                            start_new_session=True,
+                        )
+                    )
                 except FileNotFoundError as exc:
                     raise ToolNotFound(cmd.argv[0]) from exc
         deadline = started + timeout_s
@@ -382,14 +473,24 @@ def execute(plan: LaunchPlan, *, timeout_s: float, log_dir: Path, env: Mapping[s
     return Outcome(returncodes=codes, duration_s=time.monotonic() - started, timed_out=timed_out, logs=tails)
 
 
-_TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-             "BOOT_FAIL", "DEADLINE"}
+_TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 def sbatch_wait(script: str, *args: str, poll_s: float = 0.2) -> int:
     """Submit ``script args`` with sbatch, wait for the job, return its exit code; SIGTERM cancels it."""
-    sub = subprocess.run(["sbatch", "--parsable", script, *args], capture_output=True, text=True, check=False,
-                         stdin=subprocess.DEVNULL)
+    sub = subprocess.run(
+        ["sbatch", "--parsable", script, *args], capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL
+    )
     if sub.returncode:
         sys.stderr.write(sub.stderr)
         return sub.returncode
@@ -402,8 +503,13 @@ def sbatch_wait(script: str, *args: str, poll_s: float = 0.2) -> int:
 
     signal.signal(signal.SIGTERM, cancel)
     while True:
-        show = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, check=False,
-                              stdin=subprocess.DEVNULL).stdout
+        show = subprocess.run(
+            ["scontrol", "-o", "show", "job", job],
+            capture_output=True,
+            text=True,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        ).stdout
         state = re.search(r"JobState=(\S+)", show)
         if state and state.group(1) in _TERMINAL:
             code = re.search(r"ExitCode=(\d+):(\d+)", show)

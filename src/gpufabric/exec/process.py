@@ -117,8 +117,14 @@ def spawn_detached(argv: Sequence[str], *, log: Path, env: Mapping[str, str] | N
     """
     argv = _resolve(argv, env)
     with open(log, "ab") as fh:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=fh, stderr=subprocess.STDOUT,
-                                env=dict(env) if env is not None else None, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
     return proc.pid
 
 

@@ -46,7 +46,7 @@ _CMD_TIMEOUT_S = 10.0
 class LabState:
     name: str
     hosts: int
-    rates: dict[str, str] = field(default_factory=dict)     # plane -> tbf rate
+    rates: dict[str, str] = field(default_factory=dict)  # plane -> tbf rate
     noise_plane: str = ""
     noise_pids: tuple[int, ...] = ()
     created_at: float = 0.0
@@ -147,8 +147,27 @@ def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise:
                 _ip("-n", ns, "link", "set", ifname, "up")
                 if plane in rates:
                     # burst 32kbit / latency 50ms as measured working here (this-machine.md item 2).
-                    run(["tc", "-n", ns, "qdisc", "add", "dev", ifname, "root", "tbf", "rate", rates[plane],
-                         "burst", "32kbit", "latency", "50ms"], timeout_s=_CMD_TIMEOUT_S, check=True)
+                    run(
+                        [
+                            "tc",
+                            "-n",
+                            ns,
+                            "qdisc",
+                            "add",
+                            "dev",
+                            ifname,
+                            "root",
+                            "tbf",
+                            "rate",
+                            rates[plane],
+                            "burst",
+                            "32kbit",
+                            "latency",
+                            "50ms",
+                        ],
+                        timeout_s=_CMD_TIMEOUT_S,
+                        check=True,
+                    )
         state = LabState(name=name, hosts=hosts, rates=rates, created_at=time.time())
         _save_state(state)
         if noise:
@@ -166,13 +185,45 @@ def start_noise(name: str, plane: str) -> LabState:
     stop_noise(name)
     last = state.hosts
     log = STATE_DIR / f"{name}-noise.log"
-    pids = [spawn_detached(["ip", "netns", "exec", ns_host(name, last), "iperf3", "-s", "-B", addr(plane, last),
-                            "-p", str(NOISE_PORT)], log=log)]
+    pids = [
+        spawn_detached(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns_host(name, last),
+                "iperf3",
+                "-s",
+                "-B",
+                addr(plane, last),
+                "-p",
+                str(NOISE_PORT),
+            ],
+            log=log,
+        )
+    ]
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and not _listening(ns_host(name, last), NOISE_PORT):
         time.sleep(0.05)
-    pids.append(spawn_detached(["ip", "netns", "exec", ns_host(name, 1), "iperf3", "-c", addr(plane, last),
-                                "-p", str(NOISE_PORT), "-t", "86400", "--bidir"], log=log))
+    pids.append(
+        spawn_detached(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns_host(name, 1),
+                "iperf3",
+                "-c",
+                addr(plane, last),
+                "-p",
+                str(NOISE_PORT),
+                "-t",
+                "86400",
+                "--bidir",
+            ],
+            log=log,
+        )
+    )
     state = replace(state, noise_plane=plane, noise_pids=tuple(pids))
     _save_state(state)
     return state
@@ -180,8 +231,11 @@ def start_noise(name: str, plane: str) -> LabState:
 
 def _listening(ns: str, port: int) -> bool:
     out = run(["ip", "netns", "exec", ns, "cat", "/proc/net/tcp"], timeout_s=_CMD_TIMEOUT_S).stdout
-    return any(line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"
-               for line in out.splitlines()[1:] if len(line.split()) > 3)
+    return any(
+        line.split()[1].endswith(f":{port:04X}") and line.split()[3] == "0A"
+        for line in out.splitlines()[1:]
+        if len(line.split()) > 3
+    )
 
 
 def stop_noise(name: str) -> None:
@@ -237,9 +291,14 @@ def status(name: str) -> dict[str, Any]:
             planes[plane] = {"ifname": ifname, "addr": addr(plane, i), "qdisc": qdisc.split("\n")[0]}
         hosts.append({"name": f"h{i}", "netns": ns, "up": ns in namespaces, "planes": planes})
     alive = [pid for pid in state.noise_pids if _alive(pid)]
-    return {"name": name, "up": all(h["up"] for h in hosts), "switch_netns": ns_switch(name),
-            "hosts": hosts, "rates": state.rates,
-            "noise": {"plane": state.noise_plane or None, "pids": list(state.noise_pids), "alive": alive}}
+    return {
+        "name": name,
+        "up": all(h["up"] for h in hosts),
+        "switch_netns": ns_switch(name),
+        "hosts": hosts,
+        "rates": state.rates,
+        "noise": {"plane": state.noise_plane or None, "pids": list(state.noise_pids), "alive": alive},
+    }
 
 
 def _alive(pid: int) -> bool:
@@ -254,5 +313,7 @@ def lab_hosts(name: str, *, plane: str = "data") -> list[Host]:
     """Launcher hosts for the lab: rendezvous on the management plane, data on ``plane``."""
     _check_plane(plane)
     state = _require(name)
-    return [Host(name=f"h{i}", netns=ns_host(name, i), control_addr=addr("mgmt", i), data_ifname=IFNAMES[plane])
-            for i in range(1, state.hosts + 1)]
+    return [
+        Host(name=f"h{i}", netns=ns_host(name, i), control_addr=addr("mgmt", i), data_ifname=IFNAMES[plane])
+        for i in range(1, state.hosts + 1)
+    ]

@@ -42,8 +42,12 @@ SLURMCTLD_PORT = 6817
 SLURMD_PORT = 6818
 SRUN_PORT_RANGE = "60001-60100"
 #: Where slurm-wlm 22.05 (Debian 12) keeps its plugins.
-PLUGIN_DIRS = (Path("/usr/lib/x86_64-linux-gnu/slurm-wlm"), Path("/usr/lib/aarch64-linux-gnu/slurm-wlm"),
-               Path("/usr/lib64/slurm"), Path("/usr/lib/slurm"))
+PLUGIN_DIRS = (
+    Path("/usr/lib/x86_64-linux-gnu/slurm-wlm"),
+    Path("/usr/lib/aarch64-linux-gnu/slurm-wlm"),
+    Path("/usr/lib64/slurm"),
+    Path("/usr/lib/slurm"),
+)
 _START_TIMEOUT_S = 30.0
 _CMD_TIMEOUT_S = 10.0
 
@@ -84,14 +88,14 @@ class SlurmLab:
     """A running lab cluster: what clients need (conf, login namespace) and what ``down`` stops."""
 
     name: str
-    conf: str                                   # slurm.conf path; SLURM_CONF for clients
-    login_netns: str                            # run srun/sbatch here
+    conf: str  # slurm.conf path; SLURM_CONF for clients
+    login_netns: str  # run srun/sbatch here
     login_addr: str
-    nodes: tuple[str, ...]                      # Slurm NodeNames, in lab host order
+    nodes: tuple[str, ...]  # Slurm NodeNames, in lab host order
     node_addrs: tuple[str, ...]
-    auth: str                                   # auth/none or auth/munge
-    gpus_per_node: int = 0                      # gres/gpu count per node (count only: no devices)
-    pids: dict[str, int] = field(default_factory=dict)   # daemon -> pid (pgid: own session)
+    auth: str  # auth/none or auth/munge
+    gpus_per_node: int = 0  # gres/gpu count per node (count only: no devices)
+    pids: dict[str, int] = field(default_factory=dict)  # daemon -> pid (pgid: own session)
 
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": self.conf}
@@ -118,8 +122,9 @@ def has_plugin(plugin: str) -> bool:
     return any((d / f"{plugin}.so").exists() for d in PLUGIN_DIRS)
 
 
-def up(name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str, str] | None = None,
-       auth: str = "auto") -> SlurmLab:
+def up(
+    name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str, str] | None = None, auth: str = "auto"
+) -> SlurmLab:
     """Create the namespace lab NAME and start slurmctld + one slurmd per host; wait until idle."""
     net.check_name(name)
     if not 0 <= gpus_per_node <= 16:
@@ -143,20 +148,37 @@ def up(name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str,
             (d / sub).mkdir(parents=True, exist_ok=True)
         login_ns = net.ns_switch(name)
         login_addr = f"10.210.0.{LOGIN_HOST}"
-        run(["ip", "-n", login_ns, "addr", "add", f"{login_addr}/24", "dev", net.BRIDGES["mgmt"]],
-            timeout_s=_CMD_TIMEOUT_S, check=True)
+        run(
+            ["ip", "-n", login_ns, "addr", "add", f"{login_addr}/24", "dev", net.BRIDGES["mgmt"]],
+            timeout_s=_CMD_TIMEOUT_S,
+            check=True,
+        )
         nodes = tuple(node_name(name, i) for i in range(1, hosts + 1))
         addrs = tuple(net.addr("mgmt", i) for i in range(1, hosts + 1))
         pids: dict[str, int] = {}
         auth_lines = _start_munge(d, login_ns, pids) if auth == "munge" else "AuthType=auth/none\nCredType=cred/none"
         gres = f" Gres=gpu:{gpus_per_node}" if gpus_per_node else ""
-        node_lines = "\n".join(f"NodeName={n} NodeAddr={a} CPUs={os.cpu_count() or 1} RealMemory=1000{gres}"
-                               f" State=UNKNOWN" for n, a in zip(nodes, addrs, strict=True))
+        node_lines = "\n".join(
+            f"NodeName={n} NodeAddr={a} CPUs={os.cpu_count() or 1} RealMemory=1000{gres} State=UNKNOWN"
+            for n, a in zip(nodes, addrs, strict=True)
+        )
         conf = d / "slurm.conf"
-        conf.write_text(CONF.format(name=name, ctl_host=socket.gethostname(), ctl_addr=login_addr, auth=auth_lines,
-                                    ctl_port=SLURMCTLD_PORT, d_port=SLURMD_PORT, srun_ports=SRUN_PORT_RANGE, d=d,
-                                    gres_types="GresTypes=gpu" if gpus_per_node else "", nodes=node_lines,
-                                    node_list=",".join(nodes)), encoding="utf-8")
+        conf.write_text(
+            CONF.format(
+                name=name,
+                ctl_host=socket.gethostname(),
+                ctl_addr=login_addr,
+                auth=auth_lines,
+                ctl_port=SLURMCTLD_PORT,
+                d_port=SLURMD_PORT,
+                srun_ports=SRUN_PORT_RANGE,
+                d=d,
+                gres_types="GresTypes=gpu" if gpus_per_node else "",
+                nodes=node_lines,
+                node_list=",".join(nodes),
+            ),
+            encoding="utf-8",
+        )
         if gpus_per_node:
             # Placeholder GPUs: slurmd 22.05 counts a gpu gres only through File= lines (a count-only
             # line registers 0 and drains the node), so each GPU is an empty file in the lab dir.
@@ -164,16 +186,31 @@ def up(name: str, *, hosts: int = 2, gpus_per_node: int = 0, binds: Mapping[str,
             files = [d / "dev" / f"nvidia{i}" for i in range(gpus_per_node)]
             for f in files:
                 f.touch()
-            (d / "gres.conf").write_text("AutoDetect=off\n" + "".join(f"Name=gpu File={f}\n" for f in files),
-                                         encoding="utf-8")
+            (d / "gres.conf").write_text(
+                "AutoDetect=off\n" + "".join(f"Name=gpu File={f}\n" for f in files), encoding="utf-8"
+            )
         env = {**os.environ, "SLURM_CONF": str(conf)}
         pids["slurmctld"] = _spawn(login_ns, ["slurmctld", "-D", "-f", str(conf)], env, d / "log" / "slurmctld.out")
         for i, node in enumerate(nodes, start=1):
             (d / "spool" / node).mkdir(exist_ok=True)
-            pids[node] = _spawn(net.ns_host(name, i), ["slurmd", "-D", "-N", node, "-f", str(conf)], env,
-                                d / "log" / f"slurmd-{node}.out", binds=binds)
-        lab = SlurmLab(name=name, conf=str(conf), login_netns=login_ns, login_addr=login_addr, nodes=nodes,
-                       node_addrs=addrs, auth=f"auth/{auth}", gpus_per_node=gpus_per_node, pids=pids)
+            pids[node] = _spawn(
+                net.ns_host(name, i),
+                ["slurmd", "-D", "-N", node, "-f", str(conf)],
+                env,
+                d / "log" / f"slurmd-{node}.out",
+                binds=binds,
+            )
+        lab = SlurmLab(
+            name=name,
+            conf=str(conf),
+            login_netns=login_ns,
+            login_addr=login_addr,
+            nodes=nodes,
+            node_addrs=addrs,
+            auth=f"auth/{auth}",
+            gpus_per_node=gpus_per_node,
+            pids=pids,
+        )
         _state_path(name).write_text(json.dumps(asdict(lab), indent=1), encoding="utf-8")
         _wait_idle(lab)
     except BaseException:
@@ -193,9 +230,20 @@ def _start_munge(d: Path, login_ns: str, pids: dict[str, int]) -> str:
     run(["mungekey", "-c", "-k", str(key)], timeout_s=_CMD_TIMEOUT_S, check=True)
     key.chmod(0o400)
     sock = m / "munge.socket"
-    pids["munged"] = _spawn(login_ns, ["munged", "-F", f"--key-file={key}", f"--socket={sock}",
-                                       f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
-                                       f"--seed-file={m / 'munged.seed'}"], dict(os.environ), m / "munged.out")
+    pids["munged"] = _spawn(
+        login_ns,
+        [
+            "munged",
+            "-F",
+            f"--key-file={key}",
+            f"--socket={sock}",
+            f"--pid-file={m / 'munged.pid'}",
+            f"--log-file={m / 'munged.log'}",
+            f"--seed-file={m / 'munged.seed'}",
+        ],
+        dict(os.environ),
+        m / "munged.out",
+    )
     deadline = time.monotonic() + 5
     while not sock.exists():
         if time.monotonic() > deadline:
@@ -204,7 +252,9 @@ def _start_munge(d: Path, login_ns: str, pids: dict[str, int]) -> str:
     return f"AuthType=auth/munge\nAuthInfo=socket={sock}\nCredType=cred/munge"
 
 
-def _spawn(ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds: Mapping[str, str] | None = None) -> int:
+def _spawn(
+    ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds: Mapping[str, str] | None = None
+) -> int:
     """Start a daemon in netns ``ns`` in its own session; binds are mounted in its mount namespace first.
 
     nsenter, not ``ip netns exec``: the latter remounts /sys, which hides /sys/fs/cgroup, and
@@ -214,8 +264,17 @@ def _spawn(ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds
         # A private mount namespace (slave of the host's), so the binds are seen only by the
         # daemon and the job steps it starts.
         mounts = " && ".join(f"mount --bind {shlex.quote(src)} {shlex.quote(dst)}" for dst, src in binds.items())
-        argv = ["unshare", "--mount", "--propagation", "slave", "sh", "-c", f'{mounts} && exec "$@"',
-                "gpufabric-node", *argv]
+        argv = [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "slave",
+            "sh",
+            "-c",
+            f'{mounts} && exec "$@"',
+            "gpufabric-node",
+            *argv,
+        ]
     return spawn_detached(["nsenter", f"--net=/run/netns/{ns}", *argv], log=log, env=env)
 
 
@@ -223,8 +282,11 @@ def _wait_idle(lab: SlurmLab) -> None:
     deadline = time.monotonic() + _START_TIMEOUT_S
     states: dict[str, str] = {}
     while time.monotonic() < deadline:
-        done = run([*login_argv(lab), "sinfo", "-h", "-N", "-o", "%N %T"], timeout_s=_CMD_TIMEOUT_S,
-                   env={**os.environ, **lab.env()})
+        done = run(
+            [*login_argv(lab), "sinfo", "-h", "-N", "-o", "%N %T"],
+            timeout_s=_CMD_TIMEOUT_S,
+            env={**os.environ, **lab.env()},
+        )
         states = dict(line.split(None, 1) for line in done.stdout.splitlines() if len(line.split()) == 2)
         if all(states.get(n) == "idle" for n in lab.nodes):
             return
@@ -262,11 +324,22 @@ def status(name: str) -> dict[str, Any]:
     lab = load(name)
     if lab is None:
         return {"name": name, "up": False}
-    done = run([*login_argv(lab), "sinfo", "-h", "-N", "-o", "%N %T"], timeout_s=_CMD_TIMEOUT_S,
-               env={**os.environ, **lab.env()})
+    done = run(
+        [*login_argv(lab), "sinfo", "-h", "-N", "-o", "%N %T"],
+        timeout_s=_CMD_TIMEOUT_S,
+        env={**os.environ, **lab.env()},
+    )
     states = dict(line.split(None, 1) for line in done.stdout.splitlines() if len(line.split()) == 2)
-    return {"name": name, "up": bool(states) and all(states.get(n) in ("idle", "mixed", "allocated") for n in lab.nodes),
-            "conf": lab.conf, "login_netns": lab.login_netns, "login_addr": lab.login_addr, "auth": lab.auth,
-            "gpus_per_node": lab.gpus_per_node,
-            "nodes": [{"name": n, "addr": a, "state": states.get(n, "unknown")}
-                      for n, a in zip(lab.nodes, lab.node_addrs, strict=True)]}
+    return {
+        "name": name,
+        "up": bool(states) and all(states.get(n) in ("idle", "mixed", "allocated") for n in lab.nodes),
+        "conf": lab.conf,
+        "login_netns": lab.login_netns,
+        "login_addr": lab.login_addr,
+        "auth": lab.auth,
+        "gpus_per_node": lab.gpus_per_node,
+        "nodes": [
+            {"name": n, "addr": a, "state": states.get(n, "unknown")}
+            for n, a in zip(lab.nodes, lab.node_addrs, strict=True)
+        ],
+    }

@@ -96,20 +96,20 @@ def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
 class Links:
     """Link-class parameters of one or many designs (scalars or broadcastable arrays)."""
 
-    nvl_busbw_gbps: Any         # achievable intra-node ring busbw per GPU
-    intra_is_pci: Any           # bool: PCIe (no NVLink) inside the node
-    nvls_busbw_gbps: Any        # NVLS busbw; 0 where absent
+    nvl_busbw_gbps: Any  # achievable intra-node ring busbw per GPU
+    intra_is_pci: Any  # bool: PCIe (no NVLink) inside the node
+    nvls_busbw_gbps: Any  # NVLS busbw; 0 where absent
     nvls_latency_us: Any
-    nic_gbps: Any               # achievable bandwidth per NIC
+    nic_gbps: Any  # achievable bandwidth per NIC
     nics_per_node: Any
-    net_latency_scale: Any      # multiplier on tuning.cc NET latencies (1 for IB)
-    extra_hop_us: Any           # added per inter-node step for switch hops beyond the first
-    in_network_reduction: Any   # bool: SHARP-capable fabric
+    net_latency_scale: Any  # multiplier on tuning.cc NET latencies (1 for IB)
+    extra_hop_us: Any  # added per inter-node step for switch hops beyond the first
+    in_network_reduction: Any  # bool: SHARP-capable fabric
     launch_us: Any = 1.0
     oversubscription: Any = 1.0
     ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
     eager_launch_us: Any = 0.0  # per-op launch + host overhead without CUDA graphs; 0 = launch_us
-    proxy_us: Any = 0.0         # per-op network proxy overhead per log2(nodes), eager only
+    proxy_us: Any = 0.0  # per-op network proxy overhead per log2(nodes), eager only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,12 +117,12 @@ class CollectiveTimes:
     """Vectorised result: best time and the algorithm/protocol that achieves it."""
 
     time_us: np.ndarray
-    algorithm: np.ndarray       # index into ALGORITHMS
-    protocol: np.ndarray        # index into PROTOCOLS
-    latency_steps: np.ndarray   # dependent inter-node latency steps of the chosen algorithm
-    launch_us: np.ndarray       # breakdown of time_us: launch/host/proxy overhead,
-    latency_us: np.ndarray      # the algorithm's latency term
-    bandwidth_us: np.ndarray    # and its bandwidth term
+    algorithm: np.ndarray  # index into ALGORITHMS
+    protocol: np.ndarray  # index into PROTOCOLS
+    latency_steps: np.ndarray  # dependent inter-node latency steps of the chosen algorithm
+    launch_us: np.ndarray  # breakdown of time_us: launch/host/proxy overhead,
+    latency_us: np.ndarray  # the algorithm's latency term
+    bandwidth_us: np.ndarray  # and its bandwidth term
 
 
 def algbw_gbps(size_bytes: int, time_s: float) -> float:
@@ -186,7 +186,9 @@ def collective_times(
     graph_launch = np.asarray(L.launch_us, dtype=float)
     if timing == "eager":
         eager = np.asarray(L.eager_launch_us, dtype=float)
-        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(L.proxy_us, dtype=float) * np.log2(np.maximum(N, 1))
+        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(L.proxy_us, dtype=float) * np.log2(
+            np.maximum(N, 1)
+        )
     else:
         launch = graph_launch + 0 * N
     factor = busbw_factor(op, p)
@@ -206,7 +208,7 @@ def collective_times(
         intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
         inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
         base = BASE_LAT_US["ring"][pi]
-        pf: np.ndarray | float   # protocol efficiency: per-element where it depends on the layout
+        pf: np.ndarray | float  # protocol efficiency: per-element where it depends on the layout
         if pi == 0:
             pf = np.where(multi | (op == "all_reduce"), 0.25, 1 / 3)
         elif pi == 1:
@@ -239,20 +241,34 @@ def collective_times(
                 c_intra = _hw("collnet", pi, L.intra_is_pci)
                 c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
                 cpf = (0.9 / 6, 0.0, 0.9)[pi]
-                intra_bw = np.maximum(nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3))
+                intra_bw = np.maximum(
+                    nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3)
+                )
                 bw_c = np.maximum(S / net_node, 2 * (g - 1) / g * S / intra_bw) / cpf
                 lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c_intra + c_inter
-                add("collnet", pi, lat_c, bw_c, 2 + 0 * N,
-                    multi & np.asarray(L.in_network_reduction, dtype=bool) & bool(sharp))
+                add(
+                    "collnet",
+                    pi,
+                    lat_c,
+                    bw_c,
+                    2 + 0 * N,
+                    multi & np.asarray(L.in_network_reduction, dtype=bool) & bool(sharp),
+                )
             if pi == 2:
                 nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
                 # nvls_latency_us was fitted to eager nccl-tests (launch included): keep it in
                 # the latency term, minus the launch this call adds separately.
                 nvls_lat = np.maximum(np.asarray(L.nvls_latency_us, dtype=float) - launch, 0.0)
-                add("nvls", pi, nvls_lat, S * factor / np.maximum(nvls_bw, 1e-9), 0 * N,
-                    (~multi) & (nvls_bw > 0) & (g > 1))
+                add(
+                    "nvls",
+                    pi,
+                    nvls_lat,
+                    S * factor / np.maximum(nvls_bw, 1e-9),
+                    0 * N,
+                    (~multi) & (nvls_bw > 0) & (g > 1),
+                )
                 # NVLSTree: NVSwitch reduction in the node, tree across nodes (one slice per NIC).
-                a_nvls = nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9)   # NVLS algbw
+                a_nvls = nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9)  # NVLS algbw
                 algbw_nt = 1.0 / (1.0 / np.maximum(a_nvls, 1e-9) + NVLS_TREE_KAPPA * (N - 1) / net_node)
                 lat_nt = nvls_lat + 2 * log2n * (HW_LAT_US["net"]["tree"][2] * scale + hop)
                 add("nvls_tree", pi, lat_nt, S / algbw_nt, 2 * log2n, multi & (nvls_bw > 0) & (g > 1))
@@ -270,7 +286,9 @@ def collective_times(
             add("p2p", pi, lat_s, S / (b_p2p * pf), np.where(multi, 1, 0))
 
     if not cands:
-        raise InputError(f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else ""))
+        raise InputError(
+            f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else "")
+        )
     times = np.stack([np.broadcast_to(c[2], np.broadcast(S, N, g, nvl, net_node).shape) for c in cands])
     best = np.argmin(times, axis=0)
     algo_idx = np.array([c[0] for c in cands])[best]
@@ -285,8 +303,15 @@ def collective_times(
         return np.take_along_axis(stack, best[None, ...], axis=0)[0]
 
     lat_part, bw_part = pick(4), pick(5)
-    return CollectiveTimes(time_us=chosen, algorithm=algo_idx, protocol=proto_idx, latency_steps=dep,
-                           launch_us=chosen - lat_part - bw_part, latency_us=lat_part, bandwidth_us=bw_part)
+    return CollectiveTimes(
+        time_us=chosen,
+        algorithm=algo_idx,
+        protocol=proto_idx,
+        latency_steps=dep,
+        launch_us=chosen - lat_part - bw_part,
+        latency_us=lat_part,
+        bandwidth_us=bw_part,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,14 +328,23 @@ class CollectivePrediction:
     busbw_gbps: float
     switch_hops: int
     timing: str = "graph"
-    launch_us: float = 0.0       # launch, host and proxy overhead of the op
-    latency_us: float = 0.0      # the algorithm's latency term (tuner constants x steps)
-    bandwidth_us: float = 0.0    # bytes over the bottleneck link class
+    launch_us: float = 0.0  # launch, host and proxy overhead of the op
+    latency_us: float = 0.0  # the algorithm's latency term (tuner constants x steps)
+    bandwidth_us: float = 0.0  # bytes over the bottleneck link class
     sharp: bool = False
 
 
-def links_for(gpu: Any, fabric: Any, site: Any, switch: Any, *, nics_per_node: Any, hops: Any = 1,
-              oversubscription: Any = 1.0, ranks_per_leaf: Any = 1e18) -> Links:
+def links_for(
+    gpu: Any,
+    fabric: Any,
+    site: Any,
+    switch: Any,
+    *,
+    nics_per_node: Any,
+    hops: Any = 1,
+    oversubscription: Any = 1.0,
+    ranks_per_leaf: Any = 1e18,
+) -> Links:
     """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops)."""
     return Links(
         nvl_busbw_gbps=gpu.nvlink_busbw_gbps,
@@ -371,19 +405,45 @@ def predict_collective(
     sw = catalog.switches[f.switch]
     size = size_fabric(nodes=nodes, nics_per_node=gpus_per_node, radix=sw.radix, oversubscription=oversubscription)
     hops = int(switch_hops(nodes, size)) if nodes > 1 else 0
-    links = links_for(g, f, catalog.site, sw, nics_per_node=gpus_per_node, hops=max(hops, 1),
-                      oversubscription=oversubscription, ranks_per_leaf=float(size.nodes_per_leaf) * gpus_per_node)
-    res = collective_times(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic,
-                           algorithms=(algorithm,) if algorithm else None, sharp=sharp, timing=timing)
+    links = links_for(
+        g,
+        f,
+        catalog.site,
+        sw,
+        nics_per_node=gpus_per_node,
+        hops=max(hops, 1),
+        oversubscription=oversubscription,
+        ranks_per_leaf=float(size.nodes_per_leaf) * gpus_per_node,
+    )
+    res = collective_times(
+        op,
+        size_bytes,
+        nodes,
+        gpus_per_node,
+        links,
+        deterministic=deterministic,
+        algorithms=(algorithm,) if algorithm else None,
+        sharp=sharp,
+        timing=timing,
+    )
     t_us = float(res.time_us)
     if not np.isfinite(t_us):
         raise InputError(f"algorithm {algorithm!r} does not apply to {op} on {nodes} node(s) of {gpu} over {fabric}")
     ranks = nodes * gpus_per_node
     algbw = size_bytes / (t_us * 1e3)
     return CollectivePrediction(
-        op=op, size_bytes=int(size_bytes), num_ranks=ranks, algorithm=ALGORITHMS[int(res.algorithm)],
-        protocol=PROTOCOLS[int(res.protocol)], time_us=t_us, algbw_gbps=algbw,
-        busbw_gbps=float(algbw * busbw_factor(op, ranks)), switch_hops=hops, timing=timing,
-        launch_us=float(res.launch_us), latency_us=float(res.latency_us), bandwidth_us=float(res.bandwidth_us),
+        op=op,
+        size_bytes=int(size_bytes),
+        num_ranks=ranks,
+        algorithm=ALGORITHMS[int(res.algorithm)],
+        protocol=PROTOCOLS[int(res.protocol)],
+        time_us=t_us,
+        algbw_gbps=algbw,
+        busbw_gbps=float(algbw * busbw_factor(op, ranks)),
+        switch_hops=hops,
+        timing=timing,
+        launch_us=float(res.launch_us),
+        latency_us=float(res.latency_us),
+        bandwidth_us=float(res.bandwidth_us),
         sharp=sharp,
     )

@@ -80,8 +80,9 @@ def cross_fraction(*, group_nodes: Any, nodes_per_leaf: Any, scattered: Any, all
     return np.where(spans, np.where(np.asarray(scattered, dtype=bool), 1.0, contiguous), 0.0)
 
 
-def uplink_slowdown(*, nics_per_leaf: Any, uplinks: Any, cross: Any, demand: Any = 1.0,
-                    flows_per_nic: float = FLOWS_PER_NIC) -> np.ndarray:
+def uplink_slowdown(
+    *, nics_per_leaf: Any, uplinks: Any, cross: Any, demand: Any = 1.0, flows_per_nic: float = FLOWS_PER_NIC
+) -> np.ndarray:
     """Slowdown (>= 1) of the traffic that leaves a leaf: ``max(1, E[max load] x demand / q)``.
 
     Args:

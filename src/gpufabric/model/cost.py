@@ -32,11 +32,27 @@ HOURS_PER_YEAR = 8760.0
 HOURS_PER_MONTH = HOURS_PER_YEAR / 12  # 730
 
 
-def network_capex_usd(*, switches: Any, switch_usd: Any, nic_xcvrs: Any, nic_xcvr_usd: Any, switch_xcvrs: Any,
-                      switch_xcvr_usd: Any, cables: Any, cable_usd: Any, nics: Any, nic_usd: Any) -> Any:
+def network_capex_usd(
+    *,
+    switches: Any,
+    switch_usd: Any,
+    nic_xcvrs: Any,
+    nic_xcvr_usd: Any,
+    switch_xcvrs: Any,
+    switch_xcvr_usd: Any,
+    cables: Any,
+    cable_usd: Any,
+    nics: Any,
+    nic_usd: Any,
+) -> Any:
     """Compute-fabric capex (models.md 2.8)."""
-    return (np.asarray(switches) * switch_usd + np.asarray(nic_xcvrs) * nic_xcvr_usd
-            + np.asarray(switch_xcvrs) * switch_xcvr_usd + np.asarray(cables) * cable_usd + np.asarray(nics) * nic_usd)
+    return (
+        np.asarray(switches) * switch_usd
+        + np.asarray(nic_xcvrs) * nic_xcvr_usd
+        + np.asarray(switch_xcvrs) * switch_xcvr_usd
+        + np.asarray(cables) * cable_usd
+        + np.asarray(nics) * nic_usd
+    )
 
 
 def energy_usd_per_hour(power_kw: Any, pue: Any, usd_per_kwh: Any) -> Any:
@@ -46,18 +62,33 @@ def energy_usd_per_hour(power_kw: Any, pue: Any, usd_per_kwh: Any) -> Any:
 
 def usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years: Any, pue: Any, usd_per_kwh: Any) -> Any:
     """Owned-cluster cost of one GPU-hour: amortised capex plus energy."""
-    per_hour = np.asarray(capex_usd) / (np.asarray(years) * HOURS_PER_YEAR) + energy_usd_per_hour(power_kw, pue, usd_per_kwh)
+    per_hour = np.asarray(capex_usd) / (np.asarray(years) * HOURS_PER_YEAR) + energy_usd_per_hour(
+        power_kw, pue, usd_per_kwh
+    )
     return per_hour / np.asarray(num_gpus)
 
 
-def tco_usd_per_gpu_hour(*, capex_usd: Any, power_kw: Any, num_gpus: Any, years: Any, pue: Any, usd_per_kwh: Any,
-                         facility_usd_per_mw: Any, facility_years: Any, staff_usd_per_gpu_year: Any) -> Any:
+def tco_usd_per_gpu_hour(
+    *,
+    capex_usd: Any,
+    power_kw: Any,
+    num_gpus: Any,
+    years: Any,
+    pue: Any,
+    usd_per_kwh: Any,
+    facility_usd_per_mw: Any,
+    facility_years: Any,
+    staff_usd_per_gpu_year: Any,
+) -> Any:
     """Total cost of ownership per GPU-hour: ``usd_per_gpu_hour`` plus the facility (build
     cost per MW of IT load, amortised over its own years) and operations staff."""
-    facility = np.asarray(facility_usd_per_mw) * np.asarray(power_kw) / 1e3 / (np.asarray(facility_years) * HOURS_PER_YEAR)
+    facility = (
+        np.asarray(facility_usd_per_mw) * np.asarray(power_kw) / 1e3 / (np.asarray(facility_years) * HOURS_PER_YEAR)
+    )
     staff = np.asarray(staff_usd_per_gpu_year) * np.asarray(num_gpus) / HOURS_PER_YEAR
-    return usd_per_gpu_hour(capex_usd=capex_usd, power_kw=power_kw, num_gpus=num_gpus, years=years, pue=pue,
-                            usd_per_kwh=usd_per_kwh) + (facility + staff) / np.asarray(num_gpus)
+    return usd_per_gpu_hour(
+        capex_usd=capex_usd, power_kw=power_kw, num_gpus=num_gpus, years=years, pue=pue, usd_per_kwh=usd_per_kwh
+    ) + (facility + staff) / np.asarray(num_gpus)
 
 
 def run_cost_usd(*, usd_per_gpu_hour: Any, num_gpus: Any, wall_hours: Any) -> Any:
@@ -72,8 +103,9 @@ def rented_usd_per_gpu_hour(*, usd_per_gpu_hour: Any, committed: Any, utilisatio
     return np.where(committed, price / np.asarray(utilisation, dtype=float), price)
 
 
-def break_even_utilisation(*, capex_usd: float, opex_usd_per_hour: float, years: float,
-                           rent_usd_per_hour: float) -> float:
+def break_even_utilisation(
+    *, capex_usd: float, opex_usd_per_hour: float, years: float, rent_usd_per_hour: float
+) -> float:
     """Utilisation above which building costs less per useful hour than renting on demand.
 
     Build: (capex / (years x 8760) + opex) / u per useful hour; on-demand rent: the same

@@ -30,8 +30,9 @@ import numpy as np
 RECOMPUTE = ("none", "selective", "full")
 
 
-def active_params(params: float, *, experts: int = 1, top_k: int = 1, expert_params: float | None = None,
-                  active: float | None = None) -> float:
+def active_params(
+    params: float, *, experts: int = 1, top_k: int = 1, expert_params: float | None = None, active: float | None = None
+) -> float:
     """Parameters one token uses: the dense part plus top_k / experts of the expert part."""
     if active is not None:
         return float(active)
@@ -40,8 +41,9 @@ def active_params(params: float, *, experts: int = 1, top_k: int = 1, expert_par
     return float(params)
 
 
-def expert_params_of(params: float, *, experts: int = 1, top_k: int = 1, expert_params: float | None = None,
-                     active: float | None = None) -> float:
+def expert_params_of(
+    params: float, *, experts: int = 1, top_k: int = 1, expert_params: float | None = None, active: float | None = None
+) -> float:
     """Parameters held in experts (0 for a dense model); from active_params when that is what was given."""
     if experts <= 1:
         return 0.0
@@ -56,8 +58,16 @@ def layer_params(params_active: Any, hidden: Any, vocab: Any) -> np.ndarray:
     return np.maximum(np.asarray(params_active, dtype=float) - 2.0 * np.asarray(vocab) * np.asarray(hidden), 0.0)
 
 
-def flops_per_token(*, params_active: Any, layers: Any, hidden: Any, seq_len: Any, vocab: Any, recompute: Any,
-                    convention: str = "megatron") -> np.ndarray:
+def flops_per_token(
+    *,
+    params_active: Any,
+    layers: Any,
+    hidden: Any,
+    seq_len: Any,
+    vocab: Any,
+    recompute: Any,
+    convention: str = "megatron",
+) -> np.ndarray:
     """Training FLOPs per token.
 
     Args:

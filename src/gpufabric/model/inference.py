@@ -40,7 +40,12 @@ from gpufabric.model.storage import DTYPE_BYTES, units_needed
 from gpufabric.model.tail import expected_max_offset
 
 #: Precision -> catalog peak FLOP/s field.
-PEAK_FIELD = {"bf16": "peak_bf16_tflops", "fp16": "peak_bf16_tflops", "fp8": "peak_fp8_tflops", "fp32": "peak_fp32_tflops"}
+PEAK_FIELD = {
+    "bf16": "peak_bf16_tflops",
+    "fp16": "peak_bf16_tflops",
+    "fp8": "peak_fp8_tflops",
+    "fp32": "peak_fp32_tflops",
+}
 #: Tensor-parallel all-reduces per layer per forward pass: one after attention, one after
 #: the MLP (Megatron-LM, Shoeybi et al. 2019, section 3).
 TP_ALLREDUCES_PER_LAYER = 2
@@ -77,9 +82,15 @@ class ModelShape:
 
 def shape_from_spec(model: Any) -> ModelShape:
     """:class:`ModelShape` of a spec ``ServedModel``."""
-    return ModelShape(params=model.params, layers=model.layers, hidden=model.hidden, heads=model.heads,
-                      kv_heads=model.kv_heads, weight_bytes_per_param=DTYPE_BYTES[model.precision],
-                      kv_bytes_per_element=DTYPE_BYTES[model.kv_precision])
+    return ModelShape(
+        params=model.params,
+        layers=model.layers,
+        hidden=model.hidden,
+        heads=model.heads,
+        kv_heads=model.kv_heads,
+        weight_bytes_per_param=DTYPE_BYTES[model.precision],
+        kv_bytes_per_element=DTYPE_BYTES[model.kv_precision],
+    )
 
 
 def prefill_flops(shape: ModelShape, prompt_tokens: Any) -> Any:
@@ -117,7 +128,11 @@ class ReplicaPerf:
     def decode_step_s(self, batch: Any, mean_context_tokens: Any) -> Any:
         b = np.asarray(batch, dtype=float)
         memory = self.decode_weights_s + b * np.asarray(mean_context_tokens, dtype=float) * self.decode_s_per_kv_token
-        return np.maximum(memory, b * self.decode_flop_s_per_seq) + self.decode_comm_fixed_s + b * self.decode_comm_s_per_seq
+        return (
+            np.maximum(memory, b * self.decode_flop_s_per_seq)
+            + self.decode_comm_fixed_s
+            + b * self.decode_comm_s_per_seq
+        )
 
 
 def _tp_allreduce_s(small: float, large: float, tp: int, links: Any) -> tuple[float, float]:
@@ -129,8 +144,20 @@ def _tp_allreduce_s(small: float, large: float, tp: int, links: Any) -> tuple[fl
     return float(t[0] - slope * small), float(slope)
 
 
-def replica_perf(*, shape: ModelShape, gpu: Any, links: Any, tp: int, pp: int, precision: str, mfu: float,
-                 hbm_efficiency: float, max_batch: int, jitter_cv: float, act_bytes: float = 2.0) -> ReplicaPerf:
+def replica_perf(
+    *,
+    shape: ModelShape,
+    gpu: Any,
+    links: Any,
+    tp: int,
+    pp: int,
+    precision: str,
+    mfu: float,
+    hbm_efficiency: float,
+    max_batch: int,
+    jitter_cv: float,
+    act_bytes: float = 2.0,
+) -> ReplicaPerf:
     """Timing coefficients of one replica of ``tp x pp`` GPUs.
 
     TP all-reduces are fitted as affine in bytes (their latency term plus bandwidth term
@@ -147,7 +174,8 @@ def replica_perf(*, shape: ModelShape, gpu: Any, links: Any, tp: int, pp: int, p
     # A TP group waits for its slowest rank: mean of the max of tp per-rank times (model/tail.py).
     straggler = 1.0 + jitter_cv * float(expected_max_offset(tp)) if tp > 1 else 1.0
     return ReplicaPerf(
-        tp=tp, pp=pp,
+        tp=tp,
+        pp=pp,
         prefill_fixed_s=n_ar * pre_fixed,
         prefill_s_per_token=2.0 * shape.params / flop_rate + n_ar * pre_per_byte * row,
         prefill_s_per_token2=2.0 * shape.layers * shape.hidden / flop_rate,
@@ -167,12 +195,23 @@ def kv_capacity_tokens(*, shape: ModelShape, gpu: Any, tp: int, pp: int, memory_
     return max(0.0, usable / shape.kv_bytes_per_token)
 
 
-def auto_tp(*, shape: ModelShape, gpu: Any, pp: int, gpus_per_node: int, memory_fraction: float,
-            context_tokens: float, batch: int) -> int:
+def auto_tp(
+    *,
+    shape: ModelShape,
+    gpu: Any,
+    pp: int,
+    gpus_per_node: int,
+    memory_fraction: float,
+    context_tokens: float,
+    batch: int,
+) -> int:
     """Smallest power-of-two TP inside a node whose HBM holds the weights and ``batch`` contexts."""
     tp = 1
     while tp <= gpus_per_node:
-        if kv_capacity_tokens(shape=shape, gpu=gpu, tp=tp, pp=pp, memory_fraction=memory_fraction) >= context_tokens * batch:
+        if (
+            kv_capacity_tokens(shape=shape, gpu=gpu, tp=tp, pp=pp, memory_fraction=memory_fraction)
+            >= context_tokens * batch
+        ):
             return tp
         tp *= 2
     return 0
@@ -189,8 +228,8 @@ class KvTransfer:
 
     grid_tokens: tuple[float, ...]
     grid_s: tuple[float, ...]
-    jitter_s: float        # std of the summed per-message fabric jitter
-    hiccup_prob: float     # probability that at least one of the messages hits a hiccup
+    jitter_s: float  # std of the summed per-message fabric jitter
+    hiccup_prob: float  # probability that at least one of the messages hits a hiccup
     hiccup_s: float
 
     def time_s(self, prompt_tokens: Any) -> Any:
@@ -207,9 +246,11 @@ def kv_transfer(*, shape: ModelShape, tp: int, links: Any, fabric: Any) -> KvTra
     grid = np.array(KV_GRID_TOKENS)
     messages = shape.layers
     return KvTransfer(
-        grid_tokens=KV_GRID_TOKENS, grid_s=tuple(float(x) for x in kv_transfer_s(shape=shape, prompt_tokens=grid, tp=tp, links=links)),
+        grid_tokens=KV_GRID_TOKENS,
+        grid_s=tuple(float(x) for x in kv_transfer_s(shape=shape, prompt_tokens=grid, tp=tp, links=links)),
         jitter_s=float(np.sqrt(messages) * fabric.jitter_us * 1e-6),
-        hiccup_prob=float(1.0 - (1.0 - fabric.hiccup_prob) ** messages), hiccup_s=fabric.hiccup_ms * 1e-3,
+        hiccup_prob=float(1.0 - (1.0 - fabric.hiccup_prob) ** messages),
+        hiccup_s=fabric.hiccup_ms * 1e-3,
     )
 
 
@@ -220,8 +261,9 @@ def kv_transfer_s(*, shape: ModelShape, prompt_tokens: Any, tp: int, links: Any)
     return collective_times("send_recv", msg, 2, tp, links).time_us * 1e-6 * shape.layers
 
 
-def weight_load_s(*, shape: ModelShape, storage: Any, gpu: Any, tp: int, pp: int, gpus_per_node: int,
-                  concurrent_replicas: int = 1) -> float:
+def weight_load_s(
+    *, shape: ModelShape, storage: Any, gpu: Any, tp: int, pp: int, gpus_per_node: int, concurrent_replicas: int = 1
+) -> float:
     """Cold-start time to read a replica's weights and copy them to the GPUs.
 
     Each node of the replica reads its share at the backend's client bandwidth; a shared
@@ -241,11 +283,26 @@ def weight_load_s(*, shape: ModelShape, storage: Any, gpu: Any, tp: int, pp: int
 
 def fleet_usd_per_gpu_hour(*, gpu: Any, fabric: Any, switch: Any, nic_optic: Any, site: Any) -> float:
     """Owned cost of a GPU-hour: server, one NIC + optic + switch-port share per GPU, energy (model/cost.py)."""
-    per_gpu_capex = (gpu.node_usd / gpu.gpus_per_node + fabric.nic_usd + nic_optic.price_usd
-                     + SWITCH_PORTS_PER_NIC * switch.price_usd / switch.radix)
-    per_gpu_kw = gpu.node_power_kw / gpu.gpus_per_node + (fabric.nic_power_w + SWITCH_PORTS_PER_NIC * switch.power_w / switch.radix) / 1e3
-    return float(usd_per_gpu_hour(capex_usd=per_gpu_capex, power_kw=per_gpu_kw, num_gpus=1,
-                                  years=site.amortization_years, pue=site.pue, usd_per_kwh=site.usd_per_kwh))
+    per_gpu_capex = (
+        gpu.node_usd / gpu.gpus_per_node
+        + fabric.nic_usd
+        + nic_optic.price_usd
+        + SWITCH_PORTS_PER_NIC * switch.price_usd / switch.radix
+    )
+    per_gpu_kw = (
+        gpu.node_power_kw / gpu.gpus_per_node
+        + (fabric.nic_power_w + SWITCH_PORTS_PER_NIC * switch.power_w / switch.radix) / 1e3
+    )
+    return float(
+        usd_per_gpu_hour(
+            capex_usd=per_gpu_capex,
+            power_kw=per_gpu_kw,
+            num_gpus=1,
+            years=site.amortization_years,
+            pue=site.pue,
+            usd_per_kwh=site.usd_per_kwh,
+        )
+    )
 
 
 def usd_per_million_tokens(*, usd_per_gpu_hour: Any, gpus: Any, tokens_per_s: Any) -> Any:
@@ -256,7 +313,9 @@ def usd_per_million_tokens(*, usd_per_gpu_hour: Any, gpus: Any, tokens_per_s: An
 def serving_links(catalog: Any, gpu_id: str, fabric_id: str, gpus_per_node: int) -> Any:
     """Links of one GPU/fabric pair for a two-node KV transfer (one switch hop, rail-aligned)."""
     fabric = catalog.fabric(fabric_id)
-    return links_for(catalog.gpu(gpu_id), fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=gpus_per_node)
+    return links_for(
+        catalog.gpu(gpu_id), fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=gpus_per_node
+    )
 
 
 # Inputs of the request-level simulator (sim/serving.py). They live here, with the
@@ -285,9 +344,9 @@ class ServingConfig:
 
     perf: ReplicaPerf
     prefill_replicas: int
-    decode_replicas: int = 0            # 0: colocated, decode on the prefill replicas
-    kv: KvTransfer | None = None        # required when decode_replicas > 0
-    max_batch: int                      # effective decode slots per replica (batching and KV limits)
+    decode_replicas: int = 0  # 0: colocated, decode on the prefill replicas
+    kv: KvTransfer | None = None  # required when decode_replicas > 0
+    max_batch: int  # effective decode slots per replica (batching and KV limits)
     rate_rps: float
     prompt: Tokens
     output: Tokens

@@ -56,8 +56,17 @@ class MemoryBreakdown:
         return np.maximum(np.asarray(self.total_bytes) - np.asarray(self.capacity_bytes), 0.0)
 
 
-def model_state_bytes(*, dense_params: Any, expert_params: Any, tp: Any, pp: Any, dp: Any, ep: Any, zero_stage: Any,
-                      bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def model_state_bytes(
+    *,
+    dense_params: Any,
+    expert_params: Any,
+    tp: Any,
+    pp: Any,
+    dp: Any,
+    ep: Any,
+    zero_stage: Any,
+    bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weights, gradients and optimizer bytes per GPU under ZeRO ``zero_stage``."""
     tp, pp, dp, ep, z = (np.asarray(x, dtype=float) for x in (tp, pp, dp, ep, zero_stage))
     dense = np.asarray(dense_params, dtype=float) / (tp * pp)
@@ -72,8 +81,17 @@ def model_state_bytes(*, dense_params: Any, expert_params: Any, tp: Any, pp: Any
     return sharded(w, 3), sharded(g, 2), sharded(o, 1)
 
 
-def activation_bytes_per_layer(*, seq_len: Any, microbatch_size: Any, hidden: Any, heads: Any, tp: Any,
-                               sequence_parallel: Any, recompute: Any, flash_attention: Any) -> np.ndarray:
+def activation_bytes_per_layer(
+    *,
+    seq_len: Any,
+    microbatch_size: Any,
+    hidden: Any,
+    heads: Any,
+    tp: Any,
+    sequence_parallel: Any,
+    recompute: Any,
+    flash_attention: Any,
+) -> np.ndarray:
     """Korthikanti et al. 2022 activation bytes of one layer for one microbatch (16-bit)."""
     s, b, h, a, t = (np.asarray(x, dtype=float) for x in (seq_len, microbatch_size, hidden, heads, tp))
     sp = np.asarray(sequence_parallel, dtype=bool)
@@ -85,27 +103,74 @@ def activation_bytes_per_layer(*, seq_len: Any, microbatch_size: Any, hidden: An
     return sbh * np.where(rc == 2, full, linear + scores)
 
 
-def per_gpu_memory(*, dense_params: Any, expert_params: Any, layers: Any, hidden: Any, heads: Any, seq_len: Any,
-                   vocab: Any, tp: Any, pp: Any, dp: Any, ep: Any, zero_stage: Any, microbatch_size: Any,
-                   microbatches: Any, virtual_stages: Any, sequence_parallel: Any, recompute: Any,
-                   flash_attention: Any, hbm_gib: Any, reserve_gib: Any,
-                   bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"]) -> MemoryBreakdown:
+def per_gpu_memory(
+    *,
+    dense_params: Any,
+    expert_params: Any,
+    layers: Any,
+    hidden: Any,
+    heads: Any,
+    seq_len: Any,
+    vocab: Any,
+    tp: Any,
+    pp: Any,
+    dp: Any,
+    ep: Any,
+    zero_stage: Any,
+    microbatch_size: Any,
+    microbatches: Any,
+    virtual_stages: Any,
+    sequence_parallel: Any,
+    recompute: Any,
+    flash_attention: Any,
+    hbm_gib: Any,
+    reserve_gib: Any,
+    bytes_per_param: tuple[Any, Any, Any] = STATE_BYTES["bf16"],
+) -> MemoryBreakdown:
     """Memory of the busiest pipeline stage per GPU (module docstring; arrays broadcast)."""
-    w, g, o = model_state_bytes(dense_params=dense_params, expert_params=expert_params, tp=tp, pp=pp, dp=dp, ep=ep,
-                                zero_stage=zero_stage, bytes_per_param=bytes_per_param)
-    per_layer = activation_bytes_per_layer(seq_len=seq_len, microbatch_size=microbatch_size, hidden=hidden, heads=heads,
-                                           tp=tp, sequence_parallel=sequence_parallel, recompute=recompute,
-                                           flash_attention=flash_attention)
+    w, g, o = model_state_bytes(
+        dense_params=dense_params,
+        expert_params=expert_params,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        zero_stage=zero_stage,
+        bytes_per_param=bytes_per_param,
+    )
+    per_layer = activation_bytes_per_layer(
+        seq_len=seq_len,
+        microbatch_size=microbatch_size,
+        hidden=hidden,
+        heads=heads,
+        tp=tp,
+        sequence_parallel=sequence_parallel,
+        recompute=recompute,
+        flash_attention=flash_attention,
+    )
     pp_, v, m = (np.asarray(x, dtype=float) for x in (pp, virtual_stages, microbatches))
     # Layers of the busiest stage: Megatron needs whole layers per virtual stage.
     layers_stage = np.ceil(np.asarray(layers, dtype=float) / (pp_ * v)) * v
     interleave = np.where(v > 1, 1.0 + (pp_ - 1) / (pp_ * v), 1.0)
     first = per_layer * layers_stage * np.minimum(pp_, m) * interleave
-    logits = 4.0 * np.asarray(seq_len, dtype=float) * np.asarray(microbatch_size, dtype=float) * np.asarray(vocab) / np.asarray(tp, dtype=float)
+    logits = (
+        4.0
+        * np.asarray(seq_len, dtype=float)
+        * np.asarray(microbatch_size, dtype=float)
+        * np.asarray(vocab)
+        / np.asarray(tp, dtype=float)
+    )
     last = per_layer * layers_stage + logits
     act = np.maximum(first, last)
     cap = np.asarray(hbm_gib, dtype=float) * GIB
     reserve = np.asarray(reserve_gib, dtype=float) * GIB
     total = w + g + o + act + reserve
-    return MemoryBreakdown(weights_bytes=w, grads_bytes=g, optimizer_bytes=o, activations_bytes=act,
-                           reserve_bytes=reserve, total_bytes=total, capacity_bytes=cap)
+    return MemoryBreakdown(
+        weights_bytes=w,
+        grads_bytes=g,
+        optimizer_bytes=o,
+        activations_bytes=act,
+        reserve_bytes=reserve,
+        total_bytes=total,
+        capacity_bytes=cap,
+    )

@@ -59,8 +59,9 @@ def daly_interval_s(delta_s: Any, mttf_s: Any) -> Any:
 def min_interval_s(*, write_s: Any, durable_s: Any, lag_s: Any) -> Any:
     """Shortest feasible checkpoint interval (module docstring): the write, the time to
     durability and the durability lag, whichever is longest."""
-    return np.maximum(np.asarray(write_s, dtype=float), np.maximum(np.asarray(durable_s, dtype=float),
-                                                                  np.asarray(lag_s, dtype=float)))
+    return np.maximum(
+        np.asarray(write_s, dtype=float), np.maximum(np.asarray(durable_s, dtype=float), np.asarray(lag_s, dtype=float))
+    )
 
 
 def waste_fraction(*, block_s: Any, interval_s: Any, mttf_s: Any, restart_s: Any, lag_s: Any = 0.0) -> Any:
@@ -86,4 +87,5 @@ def expected_segment_wall_s(*, block_s: Any, interval_s: Any, mttf_s: Any, resta
 def goodput(*, block_s: Any, interval_s: Any, mttf_s: Any, restart_s: Any, lag_s: Any = 0.0) -> Any:
     """Time in steps that count / wall time: interval / expected segment wall (Daly 2006)."""
     return np.asarray(interval_s, dtype=float) / expected_segment_wall_s(
-        block_s=block_s, interval_s=interval_s, mttf_s=mttf_s, restart_s=restart_s, lag_s=lag_s)
+        block_s=block_s, interval_s=interval_s, mttf_s=mttf_s, restart_s=restart_s, lag_s=lag_s
+    )

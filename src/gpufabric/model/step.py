@@ -23,27 +23,27 @@ class StepBreakdown:
     the same fields, so they describe the same step (docs/simulation.md, agreement).
     """
 
-    step_time_s: float              # deterministic mean step time (compute + bubble + exposed comm)
-    compute_s: float                # per-rank compute per step
-    bubble_s: float                 # pipeline bubble per step
-    comm_exposed_s: float           # communication not hidden behind compute
-    dependent_latency_steps: int    # latency-bound dependent steps on the critical path per step
-    latency_per_step_s: float       # mean per-dependent-step latency (alpha) of the scale-out fabric
-    jitter_per_step_s: float        # std-dev of that per-step latency (fabric jitter)
+    step_time_s: float  # deterministic mean step time (compute + bubble + exposed comm)
+    compute_s: float  # per-rank compute per step
+    bubble_s: float  # pipeline bubble per step
+    comm_exposed_s: float  # communication not hidden behind compute
+    dependent_latency_steps: int  # latency-bound dependent steps on the critical path per step
+    latency_per_step_s: float  # mean per-dependent-step latency (alpha) of the scale-out fabric
+    jitter_per_step_s: float  # std-dev of that per-step latency (fabric jitter)
     num_ranks: int
     num_nodes: int
-    nodes_per_leaf: int             # nodes sharing one leaf switch (correlated-jitter group)
-    checkpoint_write_s: float       # time to write one checkpoint to the storage backend
-    checkpoint_block_s: float       # time one checkpoint blocks training (sync: write; async: snapshot)
-    checkpoint_interval_s: float    # wall time between checkpoints
-    checkpoint_async: bool          # async: block = snapshot (+ backlog), the write drains in the background
-    restart_s: float                # time from a failure to training again
-    job_mttf_s: float               # mean time between failures of the whole job
-    compute_cv: float               # per-rank compute-time coefficient of variation (std / compute_s)
-    hiccup_prob: float              # per rank per step: probability of a hiccup (congestion included)
-    hiccup_s: float                 # extra delay of the one rank that hiccups
-    checkpoint_lag_s: float         # from the end of a checkpoint's block until it is durable (a
-                                    # failure inside it also loses the previous interval)
+    nodes_per_leaf: int  # nodes sharing one leaf switch (correlated-jitter group)
+    checkpoint_write_s: float  # time to write one checkpoint to the storage backend
+    checkpoint_block_s: float  # time one checkpoint blocks training (sync: write; async: snapshot)
+    checkpoint_interval_s: float  # wall time between checkpoints
+    checkpoint_async: bool  # async: block = snapshot (+ backlog), the write drains in the background
+    restart_s: float  # time from a failure to training again
+    job_mttf_s: float  # mean time between failures of the whole job
+    compute_cv: float  # per-rank compute-time coefficient of variation (std / compute_s)
+    hiccup_prob: float  # per rank per step: probability of a hiccup (congestion included)
+    hiccup_s: float  # extra delay of the one rank that hiccups
+    checkpoint_lag_s: float  # from the end of a checkpoint's block until it is durable (a
+    # failure inside it also loses the previous interval)
     checkpoint_drain_slowdown: float = 0.0  # async: fractional step slowdown while a drain runs
 
 

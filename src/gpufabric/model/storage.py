@@ -100,14 +100,19 @@ def drain_slowdown(*, size_bytes: Any, num_nodes: Any, drain_s: Any, node_nic_gb
     of the node's NIC bandwidth is capped below 1 (a drain that needs the whole NIC would
     stall communication: c large, the interval bound then dominates).
     """
-    rate_gbps = np.asarray(size_bytes, dtype=float) / np.asarray(num_nodes, dtype=float) / np.maximum(
-        np.asarray(drain_s, dtype=float), 1e-9) / 1e9
+    rate_gbps = (
+        np.asarray(size_bytes, dtype=float)
+        / np.asarray(num_nodes, dtype=float)
+        / np.maximum(np.asarray(drain_s, dtype=float), 1e-9)
+        / 1e9
+    )
     share = np.minimum(rate_gbps / np.asarray(node_nic_gbps, dtype=float), 0.9)
     return np.asarray(comm_fraction, dtype=float) * share / (1 - share)
 
 
-def block_time_s(*, mode_sync: Any, write_s: Any, snapshot_s: Any, durable_s: Any, interval_s: Any,
-                 slowdown: Any = 0.0) -> Any:
+def block_time_s(
+    *, mode_sync: Any, write_s: Any, snapshot_s: Any, durable_s: Any, interval_s: Any, slowdown: Any = 0.0
+) -> Any:
     """Time one checkpoint costs training: sync = write; async = snapshot plus the larger of
     the drain's contention and the wait for a drain that outlasts the interval."""
     durable = np.asarray(durable_s, dtype=float)

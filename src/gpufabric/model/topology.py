@@ -40,8 +40,8 @@ class FabricSize:
     nic_transceivers: Any
     switch_transceivers: Any
     cables: Any
-    nodes_per_leaf: Any          # nodes whose same-rail NICs share one leaf
-    nodes_per_pod: Any           # nodes reachable without a core switch
+    nodes_per_leaf: Any  # nodes whose same-rail NICs share one leaf
+    nodes_per_pod: Any  # nodes reachable without a core switch
 
     @property
     def switches(self) -> Any:
@@ -67,8 +67,11 @@ def max_endpoints(radix: Any, tiers: Any, oversubscription: Any = 1.0) -> Any:
 def tiers_needed(endpoints: Any, radix: Any, oversubscription: Any = 1.0) -> Any:
     """Fewest tiers that hold ``endpoints`` (a value above 3 tiers' capacity still gets 3)."""
     h = np.asarray(endpoints, dtype=float)
-    return np.where(h <= max_endpoints(radix, 1, oversubscription), 1,
-                    np.where(h <= max_endpoints(radix, 2, oversubscription), 2, 3))
+    return np.where(
+        h <= max_endpoints(radix, 1, oversubscription),
+        1,
+        np.where(h <= max_endpoints(radix, 2, oversubscription), 2, 3),
+    )
 
 
 def size_fabric(
@@ -108,10 +111,19 @@ def size_fabric(
     per_leaf = np.where(t == 1, n, np.where(rail, d, np.maximum(1.0, np.floor(d / g))))
     per_pod = np.where(t <= 2, n, per_leaf * (k / 2))
     return FabricSize(
-        tiers=t, endpoints=h, leaf_switches=leaf, spine_switches=spine, core_switches=core,
-        node_leaf_links=h, leaf_spine_links=leaf_spine, spine_core_links=spine_core,
-        nic_transceivers=nic_x, switch_transceivers=switch_x, cables=h + leaf_spine + spine_core,
-        nodes_per_leaf=per_leaf, nodes_per_pod=per_pod,
+        tiers=t,
+        endpoints=h,
+        leaf_switches=leaf,
+        spine_switches=spine,
+        core_switches=core,
+        node_leaf_links=h,
+        leaf_spine_links=leaf_spine,
+        spine_core_links=spine_core,
+        nic_transceivers=nic_x,
+        switch_transceivers=switch_x,
+        cables=h + leaf_spine + spine_core,
+        nodes_per_leaf=per_leaf,
+        nodes_per_pod=per_pod,
     )
 
 

@@ -12,7 +12,16 @@ from gpufabric.plan.evaluate import Candidate
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec
 
-__all__ = ["Candidate", "Plan", "Recommendation", "evaluate_candidates", "make_plan", "pareto_front", "rank", "recommend"]
+__all__ = [
+    "Candidate",
+    "Plan",
+    "Recommendation",
+    "evaluate_candidates",
+    "make_plan",
+    "pareto_front",
+    "rank",
+    "recommend",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,23 +53,64 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         cands = with_break_even(cands, spec, catalog)
     req = spec.requirements
     rec = recommend(cands, req)
-    sens = [s for s in (sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
-                        sensitivity_text(cands, rec, "storage commit latency", slow_storage, req)) if s is not None]
+    sens = [
+        s
+        for s in (
+            sensitivity_text(cands, rec, "network latency and jitter", slow_net, req),
+            sensitivity_text(cands, rec, "storage commit latency", slow_storage, req),
+        )
+        if s is not None
+    ]
     a = prep.anchor
     best = next((c for c in cands if c.id == rec.recommended), None)
-    rationale = " ".join(t for t in (a.text, rec.rationale, sharp_text(cands, rec.recommended, catalog),
-                                      rent_text(cands, rec.recommended, spec)) if t)
+    rationale = " ".join(
+        t
+        for t in (
+            a.text,
+            rec.rationale,
+            sharp_text(cands, rec.recommended, catalog),
+            rent_text(cands, rec.recommended, spec),
+        )
+        if t
+    )
     if spec.searched and best is not None:
         rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."
     throughput = {
-        "given": a.kind, "figure": a.figure, "flops": a.flops, "compute_efficiency": a.compute_efficiency,
-        "measured_at": None if a.measured_layout is None else {
-            "gpus": a.measured_gpus, "layout": a.measured_layout, "fabric": a.measured_fabric,
-            "assumed_from_spec": a.assumed, "step_time_s": a.anchor_step_s},
-        "text": a.text, "notes": list(a.notes),
+        "given": a.kind,
+        "figure": a.figure,
+        "flops": a.flops,
+        "compute_efficiency": a.compute_efficiency,
+        "measured_at": None
+        if a.measured_layout is None
+        else {
+            "gpus": a.measured_gpus,
+            "layout": a.measured_layout,
+            "fabric": a.measured_fabric,
+            "assumed_from_spec": a.assumed,
+            "step_time_s": a.anchor_step_s,
+        },
+        "text": a.text,
+        "notes": list(a.notes),
     }
-    search = {"searched": prep.choice.searched, "fit_in_memory": prep.choice.feasible,
-              "evaluated": prep.choice.evaluated_rows} if spec.searched else {}
-    return Plan(name=spec.name, candidates=cands, pareto=rec.pareto, recommended=rec.recommended,
-                runner_up=rec.runner_up, binding=rec.binding, rationale=rationale, sensitivity=sens,
-                throughput=throughput, layout_search=search, notes=list(prep.notes))
+    search = (
+        {
+            "searched": prep.choice.searched,
+            "fit_in_memory": prep.choice.feasible,
+            "evaluated": prep.choice.evaluated_rows,
+        }
+        if spec.searched
+        else {}
+    )
+    return Plan(
+        name=spec.name,
+        candidates=cands,
+        pareto=rec.pareto,
+        recommended=rec.recommended,
+        runner_up=rec.runner_up,
+        binding=rec.binding,
+        rationale=rationale,
+        sensitivity=sens,
+        throughput=throughput,
+        layout_search=search,
+        notes=list(prep.notes),
+    )

@@ -31,13 +31,13 @@ from gpufabric.spec.models import AUTO, Spec
 class Anchor:
     """How the spec's throughput figure was read, and the compute efficiency it implies."""
 
-    kind: str                    # mfu | tflops_per_gpu | compute_efficiency
+    kind: str  # mfu | tflops_per_gpu | compute_efficiency
     figure: float
-    flops: str                   # 6pt | megatron
+    flops: str  # 6pt | megatron
     measured_gpus: int
     measured_layout: Layout | None
     measured_fabric: str | None
-    assumed: bool                # measured_at omitted: the spec's layout on the first fabric
+    assumed: bool  # measured_at omitted: the spec's layout on the first fabric
     compute_efficiency: float
     peak_tflops: float
     anchor_step_s: float | None  # the step time the figure implies at the measured point
@@ -49,28 +49,50 @@ class Anchor:
         """Model FLOPs per token under the figure's convention, for each layout (megatron counts its recomputation)."""
         layers, hidden, seq, vocab = self.model_shape
         rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
-        return flops_per_token(params_active=self.params_active, layers=layers, hidden=hidden, seq_len=seq, vocab=vocab,
-                               recompute=rc, convention=self.flops)
+        return flops_per_token(
+            params_active=self.params_active,
+            layers=layers,
+            hidden=hidden,
+            seq_len=seq,
+            vocab=vocab,
+            recompute=rc,
+            convention=self.flops,
+        )
 
     @property
     def text(self) -> str:
         """One paragraph for the plan: convention, anchor point, and the solved efficiency."""
-        conv = ("6PT FLOPs (6 x active params x tokens)" if self.flops == "6pt"
-                else "Megatron FLOPs (Narayanan et al. SC'21 eq. 3: attention and recomputation counted)")
+        conv = (
+            "6PT FLOPs (6 x active params x tokens)"
+            if self.flops == "6pt"
+            else "Megatron FLOPs (Narayanan et al. SC'21 eq. 3: attention and recomputation counted)"
+        )
         if self.kind == "compute_efficiency":
-            return (f"Throughput: compute efficiency {self.figure:g} given (executed FLOPs, attention and recomputation"
-                    " included, over peak while computing); bubble and communication come on top, and each candidate's"
-                    " end-to-end MFU follows from its step time (reported in " + conv + ").")
-        what = f"end-to-end MFU {self.figure:g}" if self.kind == "mfu" else f"end-to-end {self.figure:g} TFLOP/s per GPU"
+            return (
+                f"Throughput: compute efficiency {self.figure:g} given (executed FLOPs, attention and recomputation"
+                " included, over peak while computing); bubble and communication come on top, and each candidate's"
+                " end-to-end MFU follows from its step time (reported in " + conv + ")."
+            )
+        what = (
+            f"end-to-end MFU {self.figure:g}" if self.kind == "mfu" else f"end-to-end {self.figure:g} TFLOP/s per GPU"
+        )
         lay = self.measured_layout
         assert lay is not None  # set for every figure but compute_efficiency (handled above)
-        where = (f"{self.measured_gpus:,} GPUs, tp{lay.tp} pp{lay.pp} dp{lay.dp}"
-                 f"{f' v{lay.virtual_stages}' if lay.virtual_stages > 1 else ''}, {lay.microbatches} microbatches,"
-                 f" recompute {lay.recompute}, on {self.measured_fabric}")
-        src = ("taken as measured with the spec's own layout on the first of options.fabrics (no"
-               " throughput.measured_at given)" if self.assumed else "measured at throughput.measured_at")
-        return (f"Throughput: {what} in {conv}, {src}: {where} (step {self.anchor_step_s:.3g} s). The compute efficiency"
-                f" that reproduces it there is {self.compute_efficiency:.3f}; every candidate is predicted from it.")
+        where = (
+            f"{self.measured_gpus:,} GPUs, tp{lay.tp} pp{lay.pp} dp{lay.dp}"
+            f"{f' v{lay.virtual_stages}' if lay.virtual_stages > 1 else ''}, {lay.microbatches} microbatches,"
+            f" recompute {lay.recompute}, on {self.measured_fabric}"
+        )
+        src = (
+            "taken as measured with the spec's own layout on the first of options.fabrics (no"
+            " throughput.measured_at given)"
+            if self.assumed
+            else "measured at throughput.measured_at"
+        )
+        return (
+            f"Throughput: {what} in {conv}, {src}: {where} (step {self.anchor_step_s:.3g} s). The compute efficiency"
+            f" that reproduces it there is {self.compute_efficiency:.3f}; every candidate is predicted from it."
+        )
 
 
 def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
@@ -83,21 +105,32 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
             raise InputError(
                 f"{spec.name}: workload.throughput.{th.kind} needs throughput.measured_at when the layout is searched"
                 " (parallelism: auto): say which layout and fabric the figure was measured on, or give"
-                " throughput.compute_efficiency")
+                " throughput.compute_efficiency"
+            )
         return spec_layout(spec), spec.num_gpus, spec.options.fabrics[0], True
     gpn = spec.cluster.gpus_per_node
     if ma.gpus % gpn:
         raise InputError(f"workload.throughput.measured_at.gpus = {ma.gpus} is not a multiple of gpus_per_node = {gpn}")
     seqs = w.global_batch_tokens // w.model.seq_len
     if seqs // ma.dp < ma.microbatch_size:
-        raise InputError(f"workload.throughput.measured_at: dp = {ma.dp} leaves less than one microbatch per replica"
-                         f" of the global batch ({seqs} sequences)")
+        raise InputError(
+            f"workload.throughput.measured_at: dp = {ma.dp} leaves less than one microbatch per replica"
+            f" of the global batch ({seqs} sequences)"
+        )
     rc = ma.recompute or (w.recompute if w.recompute != AUTO else ("full" if th.flops == "megatron" else "none"))
     zero = ma.zero_stage if ma.zero_stage is not None else (int(par.zero_stage) if par.zero_stage != AUTO else 0)
     ep = par.ep if ma.dp % par.ep == 0 else 1
-    lay = Layout(tp=ma.tp, pp=ma.pp, dp=ma.dp, ep=ep, microbatch_size=ma.microbatch_size,
-                 microbatches=ma.microbatches or seqs // ma.dp // ma.microbatch_size, virtual_stages=ma.virtual_stages,
-                 zero_stage=zero, recompute=rc)
+    lay = Layout(
+        tp=ma.tp,
+        pp=ma.pp,
+        dp=ma.dp,
+        ep=ep,
+        microbatch_size=ma.microbatch_size,
+        microbatches=ma.microbatches or seqs // ma.dp // ma.microbatch_size,
+        virtual_stages=ma.virtual_stages,
+        zero_stage=zero,
+        recompute=rc,
+    )
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False
 
 
@@ -115,23 +148,41 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
 
-    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float,
-               step_s: float | None) -> Anchor:
-        return Anchor(kind=th.kind, figure=figure, flops=th.flops, measured_gpus=gpus, measured_layout=layout,
-                      measured_fabric=fabric, assumed=assumed, compute_efficiency=efficiency, peak_tflops=peak,
-                      anchor_step_s=step_s, params_active=float(scal["params_active"]), model_shape=shape,
-                      notes=w.notes)
+    def anchor(
+        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, step_s: float | None
+    ) -> Anchor:
+        return Anchor(
+            kind=th.kind,
+            figure=figure,
+            flops=th.flops,
+            measured_gpus=gpus,
+            measured_layout=layout,
+            measured_fabric=fabric,
+            assumed=assumed,
+            compute_efficiency=efficiency,
+            peak_tflops=peak,
+            anchor_step_s=step_s,
+            params_active=float(scal["params_active"]),
+            model_shape=shape,
+            notes=w.notes,
+        )
 
     if th.kind == "compute_efficiency":
         return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure, step_s=None)
     layout, gpus, fabric, assumed = _measured(spec)
     catalog.fabric(fabric)  # unknown id: CatalogError naming the known ones
     o = spec.options
-    design = Design(fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]),
-                    storage=o.storage[0])
-    at = spec.model_copy(update={"cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node})})
-    f_fig = float(anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0,
-                         step_s=None).figure_flops_per_token([layout])[0])
+    design = Design(
+        fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]), storage=o.storage[0]
+    )
+    at = spec.model_copy(
+        update={"cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node})}
+    )
+    f_fig = float(
+        anchor(
+            gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0, step_s=None
+        ).figure_flops_per_token([layout])[0]
+    )
     tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * w.global_batch_tokens / (gpus * tflops * 1e12)
 
@@ -146,9 +197,12 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
         raise InputError(
             f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
             f" step at {gpus:,} GPUs ({layout.text}) on {fabric}, but even a compute efficiency of 1 gives {s[-1]:.3g} s"
-            " there (bubble and communication); check the figure, its flops convention and measured_at")
+            " there (bubble and communication); check the figure, its flops convention and measured_at"
+        )
     if target > s[0]:
-        raise InputError("workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure")
+        raise InputError(
+            "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
+        )
     k = int(np.searchsorted(-s, -target))  # s decreasing: first index with s <= target
     fine = np.linspace(grid[k - 1], grid[k], 65)
     sf = steps(fine)

@@ -80,13 +80,13 @@ class Point:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fit:
-    link_class: str        # "inter" or "intra"
+    link_class: str  # "inter" or "intra"
     alpha_us: float
-    beta_gbps: float       # busbw asymptote, GB/s
+    beta_gbps: float  # busbw asymptote, GB/s
     points: int
     rms_rel_error: float
-    latency_anchor_us: float = 0.0    # median time of the latency-dominated sizes (what the model must match)
-    busbw_anchor_gbps: float = 0.0    # median busbw of the largest sizes (at most 3)
+    latency_anchor_us: float = 0.0  # median time of the latency-dominated sizes (what the model must match)
+    busbw_anchor_gbps: float = 0.0  # median busbw of the largest sizes (at most 3)
 
 
 def gpu_id(model: str) -> str | None:
@@ -104,13 +104,26 @@ def _nccl_points(r: Any) -> list[Point]:
     timing = "graph" if p.get("tool_graph") == "1" else "eager"
     # Out-of-place and in-place rows time the same transfer: the parser keeps both as the
     # metric's samples, two repeats of one point.
-    sized = [(int(m.group(1)), v) for x in r.metrics if (m := _SIZE_METRIC.match(x.name)) for v in (x.samples or (x.value,))]
+    sized = [
+        (int(m.group(1)), v) for x in r.metrics if (m := _SIZE_METRIC.match(x.name)) for v in (x.samples or (x.value,))
+    ]
     top = r.metric("time_us")
     if top is not None and "tool_max_size_bytes" in p:
         sized += [(int(p["tool_max_size_bytes"]), v) for v in (top.samples or (top.value,))]
-    return [Point(op=op, size_bytes=s, time_us=t, num_ranks=ranks, nodes=nodes, gpus_per_node=g, timing=timing,
-                  busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks))
-            for s, t in sized if s > 0 and t > 0 and math.isfinite(t)]
+    return [
+        Point(
+            op=op,
+            size_bytes=s,
+            time_us=t,
+            num_ranks=ranks,
+            nodes=nodes,
+            gpus_per_node=g,
+            timing=timing,
+            busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks),
+        )
+        for s, t in sized
+        if s > 0 and t > 0 and math.isfinite(t)
+    ]
 
 
 def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
@@ -135,8 +148,17 @@ def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
         ranks = rank_stats(r)
         nodes = len({s.host for s in ranks.ranks}) if ranks and ranks.ranks else int(p.get("nodes", "1"))
         size = int(p["size_bytes"])
-        raw.append(Point(op=p["op"], size_bytes=size, time_us=t.value, num_ranks=n, nodes=nodes,
-                         gpus_per_node=max(1, n // nodes), busbw_gbps=busbw_gbps(p["op"], size, t.value * 1e-6, n)))
+        raw.append(
+            Point(
+                op=p["op"],
+                size_bytes=size,
+                time_us=t.value,
+                num_ranks=n,
+                nodes=nodes,
+                gpus_per_node=max(1, n // nodes),
+                busbw_gbps=busbw_gbps(p["op"], size, t.value * 1e-6, n),
+            )
+        )
     groups: dict[tuple, list[Point]] = defaultdict(list)
     for pt in raw:
         groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing)].append(pt)
@@ -147,8 +169,14 @@ def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
             times = [t for t in times if t <= DISTURBED_FACTOR * min(times)]
         t = statistics.median(times)
         first = pts[0]
-        out.append(replace(first, time_us=t, repeats=len(pts),
-                           busbw_gbps=busbw_gbps(first.op, first.size_bytes, t * 1e-6, first.num_ranks)))
+        out.append(
+            replace(
+                first,
+                time_us=t,
+                repeats=len(pts),
+                busbw_gbps=busbw_gbps(first.op, first.size_bytes, t * 1e-6, first.num_ranks),
+            )
+        )
     return sorted(out, key=lambda p: (p.op, p.nodes, p.size_bytes))
 
 
@@ -180,11 +208,13 @@ def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
     if lat_share < IDENTIFY_SHARE:
         raise InputError(
             f"the {link_class} sweep cannot identify alpha (latency): at its smallest size, {min(sizes)} B, only "
-            f"{lat_share:.0%} of the time is latency; add small sizes (nccl-tests -b 8, bench collectives --sizes 8:...)")
+            f"{lat_share:.0%} of the time is latency; add small sizes (nccl-tests -b 8, bench collectives --sizes 8:...)"
+        )
     if bw_share < IDENTIFY_SHARE or inv_beta <= 0:
         raise InputError(
             f"the {link_class} sweep cannot identify beta (bandwidth): at its largest size, {max(sizes)} B, only "
-            f"{bw_share:.0%} of the time moves bytes; add large sizes (nccl-tests -e 1G or more)")
+            f"{bw_share:.0%} of the time moves bytes; add large sizes (nccl-tests -e 1G or more)"
+        )
     pred = alpha + x * inv_beta
     # Anchors for mapping the fit onto the model: a straight alpha-beta line bends away from
     # real curves in the protocol-switch region, so the model is matched where each parameter
@@ -192,17 +222,30 @@ def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
     # largest (up to 3) sizes.
     latency_sizes = [float(ti) for xi, ti in zip(x, t, strict=True) if alpha / (alpha + xi * inv_beta) >= 0.8]
     top = [p for p in sorted(points, key=lambda p: p.size_bytes) if p.size_bytes * 8 >= max(sizes)][-3:]
-    return Fit(link_class=link_class, alpha_us=alpha, beta_gbps=1.0 / inv_beta * 1e6 / 1e9, points=len(points),
-               rms_rel_error=float(np.sqrt(np.mean(((pred - t) / t) ** 2))),
-               latency_anchor_us=statistics.median(latency_sizes) if latency_sizes else float(pred[small]),
-               busbw_anchor_gbps=statistics.median(p.busbw_gbps for p in top))
+    return Fit(
+        link_class=link_class,
+        alpha_us=alpha,
+        beta_gbps=1.0 / inv_beta * 1e6 / 1e9,
+        points=len(points),
+        rms_rel_error=float(np.sqrt(np.mean(((pred - t) / t) ** 2))),
+        latency_anchor_us=statistics.median(latency_sizes) if latency_sizes else float(pred[small]),
+        busbw_anchor_gbps=statistics.median(p.busbw_gbps for p in top),
+    )
 
 
 def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> Any:
     from gpufabric.model.collectives import predict_collective
 
-    return predict_collective(op=p.op, size_bytes=p.size_bytes, nodes=p.nodes, gpus_per_node=p.gpus_per_node,
-                              gpu=gpu, fabric=fabric, catalog=catalog, timing=p.timing)
+    return predict_collective(
+        op=p.op,
+        size_bytes=p.size_bytes,
+        nodes=p.nodes,
+        gpus_per_node=p.gpus_per_node,
+        gpu=gpu,
+        fabric=fabric,
+        catalog=catalog,
+        timing=p.timing,
+    )
 
 
 def _error(points: Sequence[Point], catalog: Any, gpu: str, fabric: str) -> dict[str, float]:
@@ -221,10 +264,10 @@ def _load(files: Sequence[Path]) -> Any:
 class Calibration:
     run_id: int
     fits: tuple[Fit, ...]
-    override: dict[str, Any]           # the catalog override document
+    override: dict[str, Any]  # the catalog override document
     before: dict[str, dict[str, float]]
     after: dict[str, dict[str, float]]
-    comparison: tuple[dict[str, Any], ...]   # per point: measured, predicted before/after
+    comparison: tuple[dict[str, Any], ...]  # per point: measured, predicted before/after
     gpu: str = ""
     fabric: str = ""
     notes: tuple[str, ...] = ()
@@ -236,8 +279,15 @@ def _run_gpu(run: Any) -> str | None:
     return ids.pop() if len(ids) == 1 else None
 
 
-def calibrate(run: Any, *, gpu: str | None = None, fabric: str | None = None, storage: str | None = None,
-              base_catalog: Sequence[Path] = (), iterations: int = 6) -> Calibration:
+def calibrate(
+    run: Any,
+    *,
+    gpu: str | None = None,
+    fabric: str | None = None,
+    storage: str | None = None,
+    base_catalog: Sequence[Path] = (),
+    iterations: int = 6,
+) -> Calibration:
     """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
 
     ``gpu`` and ``fabric`` override what the run says; the fabric is needed only when the
@@ -254,40 +304,51 @@ def calibrate(run: Any, *, gpu: str | None = None, fabric: str | None = None, st
     catalog = _load(base_catalog)
     for check, value in ((catalog.gpu, gpu), (catalog.fabric, fabric)):
         if value is not None:
-            check(value)   # an unknown id is a CatalogError before anything else
+            check(value)  # an unknown id is a CatalogError before anything else
     groups: dict[str, list[Point]] = defaultdict(list)
     for p in points:
         groups["inter" if p.nodes > 1 else "intra"].append(p)
     storage_fields = _storage_fields(run) if storage else {}
     if not groups and not storage_fields:
-        raise InputError(f"run {run.id} has no collective sweep results (torch probes or nccl-tests tables)"
-                         " or fio results with --storage to fit")
+        raise InputError(
+            f"run {run.id} has no collective sweep results (torch probes or nccl-tests tables)"
+            " or fio results with --storage to fit"
+        )
     notes: list[str] = []
     run_gpu = _run_gpu(run)
     if gpu is None:
         gpu = run_gpu
         if gpu is None and points:
             if any(p.gpus_per_node > 1 for p in points):
-                raise InputError(f"run {run.id} does not name its GPU model (no nccl-tests '# Rank' header);"
-                                 " name it with --gpu (e.g. h100-sxm)")
+                raise InputError(
+                    f"run {run.id} does not name its GPU model (no nccl-tests '# Rank' header);"
+                    " name it with --gpu (e.g. h100-sxm)"
+                )
             gpu = "h100-sxm"
             notes.append("GPU unknown; h100-sxm assumed (one rank per node: only its launch overhead matters)")
         elif gpu is not None:
             notes.append(f"GPU {gpu} read from the run")
     if "inter" in groups and fabric is None:
         n = max(p.nodes for p in groups["inter"])
-        raise InputError(f"run {run.id} spans {n} nodes: name the fabric it ran over with --fabric"
-                         " (a catalog id such as ib-ndr or roce-400g); no tool output says it")
-    fabric = fabric or "ib-ndr"   # intra-node only: the fabric never enters the prediction
+        raise InputError(
+            f"run {run.id} spans {n} nodes: name the fabric it ran over with --fabric"
+            " (a catalog id such as ib-ndr or roce-400g); no tool output says it"
+        )
+    fabric = fabric or "ib-ndr"  # intra-node only: the fabric never enters the prediction
     gpu = gpu or "h100-sxm"
     gpu_entry = catalog.gpu(gpu)
     fab = catalog.fabric(fabric)
     fits = tuple(fit_alpha_beta(groups[c], c) for c in ("inter", "intra") if c in groups)
     stamp = {"source": f"measured, run {run.id}", "as_of": datetime.date.today().isoformat(), "tag": "user"}
-    fab_fields = {"nic_line_gbps": float(fab.nic_line_gbps), "nic_efficiency": float(fab.nic_efficiency),
-                  "proxy_us": float(getattr(fab, "proxy_us", 0.0))}
-    gpu_fields = {"nvlink_busbw_gbps": float(gpu_entry.nvlink_busbw_gbps),
-                  "eager_launch_us": float(getattr(gpu_entry, "eager_launch_us", 0.0) or catalog.site.launch_us)}
+    fab_fields = {
+        "nic_line_gbps": float(fab.nic_line_gbps),
+        "nic_efficiency": float(fab.nic_efficiency),
+        "proxy_us": float(getattr(fab, "proxy_us", 0.0)),
+    }
+    gpu_fields = {
+        "nvlink_busbw_gbps": float(gpu_entry.nvlink_busbw_gbps),
+        "eager_launch_us": float(getattr(gpu_entry, "eager_launch_us", 0.0) or catalog.site.launch_us),
+    }
     if gpu_entry.nvls:
         gpu_fields["nvls_busbw_gbps"] = float(gpu_entry.nvls_busbw_gbps)
 
@@ -311,7 +372,7 @@ def calibrate(run: Any, *, gpu: str | None = None, fabric: str | None = None, st
                 big = max(pts, key=lambda p: p.size_bytes)
                 small = min(pts, key=lambda p: p.size_bytes)
                 ratio = fit.busbw_anchor_gbps / _predict(big, cat, gpu, fabric).busbw_gbps  # > 1: model too slow
-                delta = fit.latency_anchor_us - _predict(small, cat, gpu, fabric).time_us   # > 0: model too fast
+                delta = fit.latency_anchor_us - _predict(small, cat, gpu, fabric).time_us  # > 0: model too fast
                 if fit.link_class == "inter":
                     eff = fab_fields["nic_efficiency"] * ratio
                     if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong
@@ -334,18 +395,46 @@ def calibrate(run: Any, *, gpu: str | None = None, fabric: str | None = None, st
             after[c] = _error(pts, after_cat, gpu, fabric)
             for p in pts:
                 b, a = _predict(p, catalog, gpu, fabric), _predict(p, after_cat, gpu, fabric)
-                rows.append({"link_class": c, "op": p.op, "size_bytes": p.size_bytes, "nodes": p.nodes,
-                             "ranks": p.num_ranks, "repeats": p.repeats, "timing": p.timing,
-                             "measured_time_us": p.time_us, "predicted_before_us": b.time_us,
-                             "predicted_after_us": a.time_us, "measured_busbw_gbps": p.busbw_gbps,
-                             "predicted_before_gbps": b.busbw_gbps, "predicted_after_gbps": a.busbw_gbps})
-    return Calibration(run_id=run.id, fits=fits, override=final, before=before, after=after, comparison=tuple(rows),
-                       gpu=gpu, fabric=fabric, notes=tuple(notes))
+                rows.append(
+                    {
+                        "link_class": c,
+                        "op": p.op,
+                        "size_bytes": p.size_bytes,
+                        "nodes": p.nodes,
+                        "ranks": p.num_ranks,
+                        "repeats": p.repeats,
+                        "timing": p.timing,
+                        "measured_time_us": p.time_us,
+                        "predicted_before_us": b.time_us,
+                        "predicted_after_us": a.time_us,
+                        "measured_busbw_gbps": p.busbw_gbps,
+                        "predicted_before_gbps": b.busbw_gbps,
+                        "predicted_after_gbps": a.busbw_gbps,
+                    }
+                )
+    return Calibration(
+        run_id=run.id,
+        fits=fits,
+        override=final,
+        before=before,
+        after=after,
+        comparison=tuple(rows),
+        gpu=gpu,
+        fabric=fabric,
+        notes=tuple(notes),
+    )
 
 
 def _median(run: Any, metric: str) -> float | None:
-    values = [m.value for r in run.results if r.tool == "fio" and r.status.value == "ok"
-              and (m := r.metric(metric)) and m.value > 0 and math.isfinite(m.value)]
+    values = [
+        m.value
+        for r in run.results
+        if r.tool == "fio"
+        and r.status.value == "ok"
+        and (m := r.metric(metric))
+        and m.value > 0
+        and math.isfinite(m.value)
+    ]
     return statistics.median(values) if values else None
 
 
@@ -363,8 +452,10 @@ def _storage_fields(run: Any) -> dict[str, float]:
 
 
 def render_yaml(cal: Calibration) -> str:
-    header = (f"# Catalog override written by `gpufabric calibrate` from run {cal.run_id}.\n"
-              "# Use it with: gpufabric plan SPEC --catalog THIS_FILE\n")
+    header = (
+        f"# Catalog override written by `gpufabric calibrate` from run {cal.run_id}.\n"
+        "# Use it with: gpufabric plan SPEC --catalog THIS_FILE\n"
+    )
     return header + yaml.safe_dump(cal.override, sort_keys=False)
 
 
@@ -391,8 +482,9 @@ def overrides_in(files: Sequence[str | Path]) -> list[dict[str, Any]]:
                 for key, value in fields.items():
                     if key in _META_KEYS:
                         continue
-                    if isinstance(value, dict):   # {value, source, ...}
+                    if isinstance(value, dict):  # {value, source, ...}
                         source, value = str(value.get("source", source)), value.get("value")
-                    out.append({"file": str(file), "field": f"{section}.{entry_id}.{key}", "value": value,
-                                "source": source})
+                    out.append(
+                        {"file": str(file), "field": f"{section}.{entry_id}.{key}", "value": value, "source": source}
+                    )
     return out

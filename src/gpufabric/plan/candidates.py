@@ -27,10 +27,12 @@ def memory_violation(out: Evaluation, i: int) -> str | None:
     need, cap = out.memory_bytes[i], out.memory_capacity_bytes[i]
     if need <= cap:
         return None
-    return (f"memory {need / GIB:.1f} GiB per GPU > {cap / GIB:.0f} GiB HBM (short by {(need - cap) / GIB:.1f} GiB:"
-            f" weights {out.memory_weights_bytes[i] / GIB:.1f}, grads {out.memory_grads_bytes[i] / GIB:.1f},"
-            f" optimizer {out.memory_optimizer_bytes[i] / GIB:.1f}, activations {out.memory_activations_bytes[i] / GIB:.1f},"
-            f" reserve {out.memory_reserve_bytes[i] / GIB:.1f}); raise zero_stage, tp or pp, or recompute")
+    return (
+        f"memory {need / GIB:.1f} GiB per GPU > {cap / GIB:.0f} GiB HBM (short by {(need - cap) / GIB:.1f} GiB:"
+        f" weights {out.memory_weights_bytes[i] / GIB:.1f}, grads {out.memory_grads_bytes[i] / GIB:.1f},"
+        f" optimizer {out.memory_optimizer_bytes[i] / GIB:.1f}, activations {out.memory_activations_bytes[i] / GIB:.1f},"
+        f" reserve {out.memory_reserve_bytes[i] / GIB:.1f}); raise zero_stage, tp or pp, or recompute"
+    )
 
 
 def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
@@ -42,16 +44,25 @@ def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
         found.append(mem)
     if req.max_step_time_cv is not None and out.step_time_cv[i] > req.max_step_time_cv:
         found.append(f"step_time_cv {out.step_time_cv[i]:.3g} > {req.max_step_time_cv:g}")
-    if req.max_checkpoint_stall_fraction is not None and out.checkpoint_stall_fraction[i] > req.max_checkpoint_stall_fraction:
-        found.append(f"checkpoint_stall_fraction {out.checkpoint_stall_fraction[i]:.3g} > {req.max_checkpoint_stall_fraction:g}")
+    if (
+        req.max_checkpoint_stall_fraction is not None
+        and out.checkpoint_stall_fraction[i] > req.max_checkpoint_stall_fraction
+    ):
+        found.append(
+            f"checkpoint_stall_fraction {out.checkpoint_stall_fraction[i]:.3g} > {req.max_checkpoint_stall_fraction:g}"
+        )
     if req.max_time_to_train_days is not None and out.time_to_train_days[i] > req.max_time_to_train_days:
         found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
     if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
         found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
     if req.budget_usd is not None and out.rent_commitment_usd[i] > req.budget_usd:
-        found.append(f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+        found.append(
+            f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M"
+        )
     if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
-        found.append(f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}")
+        found.append(
+            f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}"
+        )
     if out.goodput[i] <= 0:
         found.append("goodput 0: failures arrive faster than checkpoints complete")
     return tuple(found)
@@ -80,61 +91,115 @@ def _output_violation(columns: tuple[str, ...], design_id: str) -> tuple[str, ..
     return (f"model_output {shown} not a finite non-negative number for design {design_id}",)
 
 
-def end_to_end(out: Evaluation, i: int, spec: Spec, peak_tflops: float, figure_flops_per_token: float) -> tuple[float, float]:
+def end_to_end(
+    out: Evaluation, i: int, spec: Spec, peak_tflops: float, figure_flops_per_token: float
+) -> tuple[float, float]:
     """(MFU, TFLOP/s per GPU) end to end under the spec's FLOP convention."""
     tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * out.step_time_s[i]) / 1e12
     return tflops / peak_tflops, tflops
 
 
-def to_records(spec: Spec, designs: Sequence[Design], layouts: Sequence[Layout], out: Evaluation, *,
-               peak_tflops: float, figure_flops_per_token: Sequence[float] | np.ndarray,
-               compute_efficiency: float, runner_ups: Sequence[str | None] | None = None,
-               notes: Sequence[str] | None = None) -> list[Candidate]:
+def to_records(
+    spec: Spec,
+    designs: Sequence[Design],
+    layouts: Sequence[Layout],
+    out: Evaluation,
+    *,
+    peak_tflops: float,
+    figure_flops_per_token: Sequence[float] | np.ndarray,
+    compute_efficiency: float,
+    runner_ups: Sequence[str | None] | None = None,
+    notes: Sequence[str] | None = None,
+) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
     records = []
     invalid = invalid_outputs(out)
     for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
         r = out.take(i)
         bd = StepBreakdown(
-            step_time_s=float(r.step_time_det_s), compute_s=float(r.compute_s), bubble_s=float(r.bubble_s),
-            comm_exposed_s=float(r.comm_exposed_s), dependent_latency_steps=round(float(r.dependent_steps)),
-            latency_per_step_s=float(r.latency_per_step_s), jitter_per_step_s=float(r.jitter_per_step_s),
-            num_ranks=spec.num_gpus, num_nodes=spec.cluster.nodes, nodes_per_leaf=int(r.nodes_per_leaf),
-            checkpoint_write_s=float(r.checkpoint_write_s), checkpoint_block_s=float(r.checkpoint_block_s),
+            step_time_s=float(r.step_time_det_s),
+            compute_s=float(r.compute_s),
+            bubble_s=float(r.bubble_s),
+            comm_exposed_s=float(r.comm_exposed_s),
+            dependent_latency_steps=round(float(r.dependent_steps)),
+            latency_per_step_s=float(r.latency_per_step_s),
+            jitter_per_step_s=float(r.jitter_per_step_s),
+            num_ranks=spec.num_gpus,
+            num_nodes=spec.cluster.nodes,
+            nodes_per_leaf=int(r.nodes_per_leaf),
+            checkpoint_write_s=float(r.checkpoint_write_s),
+            checkpoint_block_s=float(r.checkpoint_block_s),
             checkpoint_interval_s=float(r.checkpoint_interval_s),
-            checkpoint_async=spec.workload.checkpoint.mode == "async", restart_s=float(r.restart_s),
-            job_mttf_s=float(r.job_mttf_s), compute_cv=float(r.compute_cv), hiccup_prob=float(r.hiccup_prob),
-            hiccup_s=float(r.hiccup_s), checkpoint_lag_s=float(r.checkpoint_lag_s),
+            checkpoint_async=spec.workload.checkpoint.mode == "async",
+            restart_s=float(r.restart_s),
+            job_mttf_s=float(r.job_mttf_s),
+            compute_cv=float(r.compute_cv),
+            hiccup_prob=float(r.hiccup_prob),
+            hiccup_s=float(r.hiccup_s),
+            checkpoint_lag_s=float(r.checkpoint_lag_s),
             checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
         mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
-        records.append(Candidate(
-            id=d.id, fabric=d.fabric, topology=d.topology, oversubscription=d.oversubscription, storage=d.storage,
-            tiers=int(r.tiers), step_time_s=float(r.step_time_s), step_time_p99_s=float(r.step_time_p99_s),
-            step_time_cv=float(r.step_time_cv), comm_exposed_s=float(r.comm_exposed_s),
-            checkpoint_write_s=float(r.checkpoint_write_s), checkpoint_stall_fraction=float(r.checkpoint_stall_fraction),
-            goodput=float(r.goodput), time_to_train_days=float(r.time_to_train_days), capex_usd=float(r.capex_usd),
-            network_capex_usd=float(r.network_capex_usd), storage_capex_usd=float(r.storage_capex_usd),
-            usd_per_gpu_hour=float(r.usd_per_gpu_hour), run_cost_usd=float(r.run_cost_usd),
-            network_wait_usd=float(r.network_wait_usd), storage_wait_usd=float(r.storage_wait_usd),
-            dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
-            switches=int(r.switches), transceivers=int(r.transceivers), cables=int(r.cables),
-            power_kw=float(r.power_kw), dataset_read_gbps_needed=float(r.dataset_read_gbps_needed),
-            storage_read_gbps=float(r.storage_read_gbps), young_interval_min=float(r.young_interval_s) / 60,
-            daly_interval_min=float(r.daly_interval_s) / 60, min_interval_min=float(r.min_interval_s) / 60,
-            checkpoint_interval_min=float(r.checkpoint_interval_s) / 60, optimal_interval_min=float(r.optimal_interval_s) / 60,
-            goodput_at_optimal=float(r.goodput_at_optimal), failure_usd=float(r.failure_usd),
-            failures_expected=float(r.failures_expected),
-            meets_requirements=not v, violations=v, layout=lay,
-            layout_runner_up=runner_ups[i] if runner_ups else None, layout_note=notes[i] if notes else "",
-            memory_gb=float(r.memory_bytes) / GIB, memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
-            mfu=mfu, tflops_per_gpu=tflops, compute_efficiency=compute_efficiency, breakdown=bd,
-            capacity=d.capacity, rental=d.rental or None, term=d.term or None, in_network_reduction=d.sharp,
-            sharp_usd=float(r.sharp_usd), opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
-            rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
-            rent_commitment_usd=float(r.rent_commitment_usd),
-        ))
+        records.append(
+            Candidate(
+                id=d.id,
+                fabric=d.fabric,
+                topology=d.topology,
+                oversubscription=d.oversubscription,
+                storage=d.storage,
+                tiers=int(r.tiers),
+                step_time_s=float(r.step_time_s),
+                step_time_p99_s=float(r.step_time_p99_s),
+                step_time_cv=float(r.step_time_cv),
+                comm_exposed_s=float(r.comm_exposed_s),
+                checkpoint_write_s=float(r.checkpoint_write_s),
+                checkpoint_stall_fraction=float(r.checkpoint_stall_fraction),
+                goodput=float(r.goodput),
+                time_to_train_days=float(r.time_to_train_days),
+                capex_usd=float(r.capex_usd),
+                network_capex_usd=float(r.network_capex_usd),
+                storage_capex_usd=float(r.storage_capex_usd),
+                usd_per_gpu_hour=float(r.usd_per_gpu_hour),
+                run_cost_usd=float(r.run_cost_usd),
+                network_wait_usd=float(r.network_wait_usd),
+                storage_wait_usd=float(r.storage_wait_usd),
+                dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
+                switches=int(r.switches),
+                transceivers=int(r.transceivers),
+                cables=int(r.cables),
+                power_kw=float(r.power_kw),
+                dataset_read_gbps_needed=float(r.dataset_read_gbps_needed),
+                storage_read_gbps=float(r.storage_read_gbps),
+                young_interval_min=float(r.young_interval_s) / 60,
+                daly_interval_min=float(r.daly_interval_s) / 60,
+                min_interval_min=float(r.min_interval_s) / 60,
+                checkpoint_interval_min=float(r.checkpoint_interval_s) / 60,
+                optimal_interval_min=float(r.optimal_interval_s) / 60,
+                goodput_at_optimal=float(r.goodput_at_optimal),
+                failure_usd=float(r.failure_usd),
+                failures_expected=float(r.failures_expected),
+                meets_requirements=not v,
+                violations=v,
+                layout=lay,
+                layout_runner_up=runner_ups[i] if runner_ups else None,
+                layout_note=notes[i] if notes else "",
+                memory_gb=float(r.memory_bytes) / GIB,
+                memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
+                mfu=mfu,
+                tflops_per_gpu=tflops,
+                compute_efficiency=compute_efficiency,
+                breakdown=bd,
+                capacity=d.capacity,
+                rental=d.rental or None,
+                term=d.term or None,
+                in_network_reduction=d.sharp,
+                sharp_usd=float(r.sharp_usd),
+                opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
+                rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
+                rent_commitment_usd=float(r.rent_commitment_usd),
+            )
+        )
     return records
 
 
@@ -160,12 +225,16 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     for fabric in dict.fromkeys(d.fabric for d in designs):
         line = catalog.fabric(fabric).nic_line_gbps
         if line > host:
-            notes.append(f"{fabric} left out: its NIC moves {line:g} GB/s but a {spec.cluster.gpu} server gives each NIC"
-                         f" PCIe Gen{gpu.nic_pcie_gen} x{gpu.nic_pcie_lanes} ({host:.1f} GB/s usable)")
+            notes.append(
+                f"{fabric} left out: its NIC moves {line:g} GB/s but a {spec.cluster.gpu} server gives each NIC"
+                f" PCIe Gen{gpu.nic_pcie_gen} x{gpu.nic_pcie_lanes} ({host:.1f} GB/s usable)"
+            )
     dropped = {n.split(" ", 1)[0] for n in notes}
     keep = [d for d in designs if d.fabric not in dropped]
     if not keep:
-        raise InputError(f"no fabric in options.fabrics fits the host interface of {spec.cluster.gpu}: " + "; ".join(notes))
+        raise InputError(
+            f"no fabric in options.fabrics fits the host interface of {spec.cluster.gpu}: " + "; ".join(notes)
+        )
     return keep, notes
 
 
@@ -176,12 +245,17 @@ def prepare(spec: Spec, catalog: Catalog) -> Prepared:
     check_options(spec, catalog)
     anchor = solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
-    return Prepared(anchor=anchor, designs=designs, notes=tuple(notes),
-                    choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency))
+    return Prepared(
+        anchor=anchor,
+        designs=designs,
+        notes=tuple(notes),
+        choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency),
+    )
 
 
-def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]],
-                       prepared: Prepared | None = None) -> list[list[Candidate]]:
+def evaluate_scenarios(
+    spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[float, float]], prepared: Prepared | None = None
+) -> list[list[Candidate]]:
     """Candidates under several (network_latency, storage_latency) multipliers, in one vectorised pass.
 
     The throughput anchor is solved and the layout searched once, at (1, 1) (``prepare``);
@@ -190,19 +264,36 @@ def evaluate_scenarios(spec: Spec, catalog: Catalog, scenarios: Sequence[tuple[f
     p = prepared or prepare(spec, catalog)
     designs, choice, anchor = p.designs, p.choice, p.anchor
     k = len(designs)
-    base = build_table(spec, catalog, designs, choice.layouts, pairs=(np.arange(k), np.arange(k)),
-                       compute_efficiency=anchor.compute_efficiency)
+    base = build_table(
+        spec,
+        catalog,
+        designs,
+        choice.layouts,
+        pairs=(np.arange(k), np.arange(k)),
+        compute_efficiency=anchor.compute_efficiency,
+    )
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
     figure = anchor.figure_flops_per_token(choice.layouts)
-    return [to_records(spec, designs, choice.layouts, out.take(slice(i * k, (i + 1) * k)), peak_tflops=anchor.peak_tflops,
-                       figure_flops_per_token=figure, compute_efficiency=anchor.compute_efficiency,
-                       runner_ups=choice.runner_ups, notes=choice.notes)
-            for i in range(len(scenarios))]
+    return [
+        to_records(
+            spec,
+            designs,
+            choice.layouts,
+            out.take(slice(i * k, (i + 1) * k)),
+            peak_tflops=anchor.peak_tflops,
+            figure_flops_per_token=figure,
+            compute_efficiency=anchor.compute_efficiency,
+            runner_ups=choice.runner_ups,
+            notes=choice.notes,
+        )
+        for i in range(len(scenarios))
+    ]
 
 
-def evaluate_candidates(spec: Spec, catalog: Catalog, *, network_latency: float = 1.0,
-                        storage_latency: float = 1.0) -> list[Candidate]:
+def evaluate_candidates(
+    spec: Spec, catalog: Catalog, *, network_latency: float = 1.0, storage_latency: float = 1.0
+) -> list[Candidate]:
     """Evaluate every design the spec's options allow (with the best layout for each).
 
     Args:

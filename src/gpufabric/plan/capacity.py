@@ -22,10 +22,14 @@ from gpufabric.spec.loader import Located, did_you_mean
 from gpufabric.spec.models import Spec
 
 #: What a rented design gives up, and what ``config`` still renders for it.
-RENTED_GIVES_UP = ("the provider owns the switches: InfiniBand partitions (OpenSM PKeys), switch QoS (PFC/ECN, DSCP"
-                   " classes), in-network reduction, topology and oversubscription are not yours to set")
-RENTED_CONFIG = ("`gpufabric config` renders only host-side artefacts for it (nftables, sysctl, tuned, NCCL"
-                 " environment, launch scripts): no partitions.conf/opensm.conf, no switch QoS script, no NVMe-oF targets")
+RENTED_GIVES_UP = (
+    "the provider owns the switches: InfiniBand partitions (OpenSM PKeys), switch QoS (PFC/ECN, DSCP"
+    " classes), in-network reduction, topology and oversubscription are not yours to set"
+)
+RENTED_CONFIG = (
+    "`gpufabric config` renders only host-side artefacts for it (nftables, sysctl, tuned, NCCL"
+    " environment, launch scripts): no partitions.conf/opensm.conf, no switch QoS script, no NVMe-oF targets"
+)
 
 
 def _fail(located: Located | None, path: tuple, message: str, fix: str) -> Exception:
@@ -44,34 +48,55 @@ def check_options(spec: Spec, catalog: Catalog, located: Located | None = None) 
     if "build" in o.capacity:
         for i, fid in enumerate(o.fabrics):
             if catalog.fabric(fid).rented_only:
-                raise _fail(located, ("options", "fabrics", i), f"fabric {fid!r} is a provider's fabric and cannot be built",
-                            "rent it instead: options.capacity: [build, rent] (catalog rentals)")
+                raise _fail(
+                    located,
+                    ("options", "fabrics", i),
+                    f"fabric {fid!r} is a provider's fabric and cannot be built",
+                    "rent it instead: options.capacity: [build, rent] (catalog rentals)",
+                )
         if o.sharp_choices == (True,):
             unable = [f for f in o.fabrics if not catalog.fabric(f).in_network_reduction]
             if unable:
                 capable = sorted(k for k, f in catalog.fabrics.items() if f.in_network_reduction)
-                raise _fail(located, ("options", "in_network_reduction"),
-                            f"in-network reduction (SHARP) needs SHARP-capable switches; {', '.join(unable)} cannot",
-                            f"use [true, false] to enumerate both, or list only capable fabrics ({', '.join(capable)})")
+                raise _fail(
+                    located,
+                    ("options", "in_network_reduction"),
+                    f"in-network reduction (SHARP) needs SHARP-capable switches; {', '.join(unable)} cannot",
+                    f"use [true, false] to enumerate both, or list only capable fabrics ({', '.join(capable)})",
+                )
     if "rent" in o.capacity:
         ids = rental_ids(spec, catalog)
         if not ids:
-            raise _fail(located, ("options", "capacity"),
-                        f"no rental offering in the catalog has {spec.cluster.gpus_per_node} x {spec.cluster.gpu} per instance",
-                        "drop rent, change cluster.gpu, or add an offering with --catalog (section rentals)")
+            raise _fail(
+                located,
+                ("options", "capacity"),
+                f"no rental offering in the catalog has {spec.cluster.gpus_per_node} x {spec.cluster.gpu} per instance",
+                "drop rent, change cluster.gpu, or add an offering with --catalog (section rentals)",
+            )
         for i, rid in enumerate(o.rentals or []):
             offer = catalog.rentals.get(rid)
             if offer is None:
-                raise _fail(located, ("options", "rentals", i), f"unknown rental offering {rid!r}",
-                            did_you_mean(rid, sorted(catalog.rentals)))
+                raise _fail(
+                    located,
+                    ("options", "rentals", i),
+                    f"unknown rental offering {rid!r}",
+                    did_you_mean(rid, sorted(catalog.rentals)),
+                )
             if offer.gpu != spec.cluster.gpu or offer.gpus != spec.cluster.gpus_per_node:
-                raise _fail(located, ("options", "rentals", i),
-                            f"{rid} has {offer.gpus} x {offer.gpu} per instance, the cluster {spec.cluster.gpus_per_node}"
-                            f" x {spec.cluster.gpu}", "choose an offering with the cluster's GPU and GPUs per node")
+                raise _fail(
+                    located,
+                    ("options", "rentals", i),
+                    f"{rid} has {offer.gpus} x {offer.gpu} per instance, the cluster {spec.cluster.gpus_per_node}"
+                    f" x {spec.cluster.gpu}",
+                    "choose an offering with the cluster's GPU and GPUs per node",
+                )
             if not set(offer.storage) & set(o.storage):
-                raise _fail(located, ("options", "rentals", i),
-                            f"{rid} offers storage {', '.join(offer.storage)}, none of options.storage",
-                            "add one of them to options.storage")
+                raise _fail(
+                    located,
+                    ("options", "rentals", i),
+                    f"{rid} offers storage {', '.join(offer.storage)}, none of options.storage",
+                    "add one of them to options.storage",
+                )
 
 
 def _years(spec: Spec, catalog: Catalog) -> float:
@@ -93,11 +118,19 @@ def break_even(rented: Candidate, built: Candidate, spec: Spec, catalog: Catalog
     opex_net_h = built.opex_usd_per_gpu_hour * g - storage_h
     years = _years(spec, catalog)
     committed = rented.term != "on_demand"
-    u_star = None if committed else cost.break_even_utilisation(
-        capex_usd=built.capex_usd, opex_usd_per_hour=opex_net_h, years=years, rent_usd_per_hour=rent_h)
+    u_star = (
+        None
+        if committed
+        else cost.break_even_utilisation(
+            capex_usd=built.capex_usd, opex_usd_per_hour=opex_net_h, years=years, rent_usd_per_hour=rent_h
+        )
+    )
     paid_h = rent_h if committed else rent_h * u  # on demand: only the used hours are paid
-    months = cost.break_even_months(capex_usd=built.capex_usd, build_opex_usd_per_month=opex_net_h * cost.HOURS_PER_MONTH,
-                                    rent_usd_per_month=paid_h * cost.HOURS_PER_MONTH)
+    months = cost.break_even_months(
+        capex_usd=built.capex_usd,
+        build_opex_usd_per_month=opex_net_h * cost.HOURS_PER_MONTH,
+        rent_usd_per_month=paid_h * cost.HOURS_PER_MONTH,
+    )
     return u_star, months
 
 
@@ -110,7 +143,9 @@ def with_break_even(cands: Sequence[Candidate], spec: Spec, catalog: Catalog) ->
     for c in cands:
         if c.capacity == "rent":
             u_star, months = break_even(c, built, spec, catalog)
-            c = dataclasses.replace(c, break_even_utilisation=u_star, break_even_months=months, build_reference=built.id)
+            c = dataclasses.replace(
+                c, break_even_utilisation=u_star, break_even_months=months, build_reference=built.id
+            )
         out.append(c)
     return out
 
@@ -125,17 +160,21 @@ def sharp_text(cands: Sequence[Candidate], recommended: str | None, catalog: Cat
     best = by_id.get(recommended or "")
     if best is None or best.capacity != "build":
         return ""
-    on, off = (best, by_id.get(best.id.removesuffix("/sharp"))) if best.in_network_reduction else \
-        (by_id.get(best.id + "/sharp"), best)
+    on, off = (
+        (best, by_id.get(best.id.removesuffix("/sharp")))
+        if best.in_network_reduction
+        else (by_id.get(best.id + "/sharp"), best)
+    )
     if on is None:
         return ""
     f = catalog.fabric(on.fabric)
-    cost_text = (f"{_money(on.sharp_usd)} of licences and aggregation manager"
-                 f" ({f.cite('sharp_usd_per_node')} per node)")
+    cost_text = f"{_money(on.sharp_usd)} of licences and aggregation manager ({f.cite('sharp_usd_per_node')} per node)"
     if off is None:
         return f"In-network reduction (SHARP) is on: {cost_text}."
-    buys = (f"step {on.step_time_s:.3g} s vs {off.step_time_s:.3g} s, run {_money(on.run_cost_usd)} vs"
-            f" {_money(off.run_cost_usd)}, DP all-reduce by {on.dp_algorithm} vs {off.dp_algorithm}")
+    buys = (
+        f"step {on.step_time_s:.3g} s vs {off.step_time_s:.3g} s, run {_money(on.run_cost_usd)} vs"
+        f" {_money(off.run_cost_usd)}, DP all-reduce by {on.dp_algorithm} vs {off.dp_algorithm}"
+    )
     if best.in_network_reduction:
         return f"In-network reduction (SHARP) is chosen: {cost_text}; against the same design without it, {buys}."
     return f"In-network reduction (SHARP) was not chosen: on this design it costs {cost_text} and gives {buys}."
@@ -149,19 +188,26 @@ def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec) -
     fits = [c for c in rented if c.memory_gb <= c.memory_capacity_gb] or rented
     best_rent = fits[0]  # candidates come ranked
     u = spec.options.utilisation
-    lines = [f"Rented: the best rented design is {best_rent.id} at ${best_rent.usd_per_gpu_hour:.2f} per useful GPU-hour"
-             f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days)."]
+    lines = [
+        f"Rented: the best rented design is {best_rent.id} at ${best_rent.usd_per_gpu_hour:.2f} per useful GPU-hour"
+        f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days)."
+    ]
     ref = best_rent.build_reference
     if ref is not None:
         built = next(c for c in cands if c.id == ref)
-        lines.append(f"The best built design {ref} costs ${built.usd_per_gpu_hour:.2f} per useful GPU-hour at utilisation"
-                     f" {u:.0%}.")
+        lines.append(
+            f"The best built design {ref} costs ${built.usd_per_gpu_hour:.2f} per useful GPU-hour at utilisation"
+            f" {u:.0%}."
+        )
         same = [c for c in fits if c.rental == best_rent.rental and c.storage == best_rent.storage]
         od = next((c for c in same if c.term == "on_demand"), None)
         if od is not None and od.break_even_utilisation is not None:
-            lines.append(f"Building becomes cheaper than {od.rental} on demand above {od.break_even_utilisation:.0%}"
-                         f" utilisation" + (" (never: above 100%)" if od.break_even_utilisation > 1 else "")
-                         + f", and after {od.break_even_months:.0f} months of use at {u:.0%}.")
+            lines.append(
+                f"Building becomes cheaper than {od.rental} on demand above {od.break_even_utilisation:.0%}"
+                f" utilisation"
+                + (" (never: above 100%)" if od.break_even_utilisation > 1 else "")
+                + f", and after {od.break_even_months:.0f} months of use at {u:.0%}."
+            )
         for c in sorted(same, key=lambda c: c.term or ""):
             if c.term != "on_demand" and c.break_even_months is not None:
                 when = "never" if c.break_even_months == float("inf") else f"after {c.break_even_months:.0f} months"

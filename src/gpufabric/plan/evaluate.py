@@ -94,10 +94,10 @@ class Evaluation:
     capex_usd: np.ndarray
     power_kw: np.ndarray
     usd_per_gpu_hour: np.ndarray
-    opex_usd_per_gpu_hour: np.ndarray           # built: energy, facility, staff (capex excluded); 0 rented
-    rent_storage_usd_per_gpu_hour: np.ndarray   # rented: the provider's storage per GPU and clock hour
-    sharp_usd: np.ndarray                       # in-network reduction licences and manager (in network capex)
-    rent_commitment_usd: np.ndarray             # rented: the run on demand, the whole term committed
+    opex_usd_per_gpu_hour: np.ndarray  # built: energy, facility, staff (capex excluded); 0 rented
+    rent_storage_usd_per_gpu_hour: np.ndarray  # rented: the provider's storage per GPU and clock hour
+    sharp_usd: np.ndarray  # in-network reduction licences and manager (in network capex)
+    rent_commitment_usd: np.ndarray  # rented: the run on demand, the whole term committed
     run_cost_usd: np.ndarray
     network_wait_usd: np.ndarray
     storage_wait_usd: np.ndarray
@@ -128,9 +128,18 @@ EVAL_FIELDS = tuple(f.name for f in dataclasses.fields(Evaluation))
 _TAU_GRID = np.linspace(0.0, 1.0, 64)
 
 
-def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.ndarray, durable_s: np.ndarray,
-                      mttf_s: np.ndarray, restart_s: np.ndarray, lag_s: np.ndarray, slowdown: np.ndarray,
-                      min_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _optimal_interval(
+    *,
+    sync: np.ndarray,
+    write_s: np.ndarray,
+    snapshot_s: np.ndarray,
+    durable_s: np.ndarray,
+    mttf_s: np.ndarray,
+    restart_s: np.ndarray,
+    lag_s: np.ndarray,
+    slowdown: np.ndarray,
+    min_s: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Interval maximising the exact goodput at or above ``min_s``, that goodput, and the
     unbounded Daly interval, per row (on _TAU_GRID).
 
@@ -139,18 +148,35 @@ def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.n
     cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s)
     first, inv = unique_rows(*cols)
     sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = (
-        np.asarray(a)[first] for a in cols)
-    block_free = storage.block_time_s(mode_sync=sync, write_s=write_s, snapshot_s=snapshot_s, durable_s=durable_s,
-                                      interval_s=np.inf, slowdown=slowdown)
+        np.asarray(a)[first] for a in cols
+    )
+    block_free = storage.block_time_s(
+        mode_sync=sync,
+        write_s=write_s,
+        snapshot_s=snapshot_s,
+        durable_s=durable_s,
+        interval_s=np.inf,
+        slowdown=slowdown,
+    )
     daly = np.maximum(reliability.daly_interval_s(np.maximum(block_free, 1e-9), mttf_s), 1.0)
     # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
     lo = np.maximum(0.25 * daly, min_s)
     hi = np.maximum(np.maximum(4.0 * daly, 4.0 * lag_s), 2.0 * lo)
     taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
     goods = reliability.goodput(
-        block_s=storage.block_time_s(mode_sync=sync[:, None], write_s=write_s[:, None], snapshot_s=snapshot_s[:, None],
-                                     durable_s=durable_s[:, None], interval_s=taus, slowdown=slowdown[:, None]),
-        interval_s=taus, mttf_s=mttf_s[:, None], restart_s=restart_s[:, None], lag_s=lag_s[:, None])
+        block_s=storage.block_time_s(
+            mode_sync=sync[:, None],
+            write_s=write_s[:, None],
+            snapshot_s=snapshot_s[:, None],
+            durable_s=durable_s[:, None],
+            interval_s=taus,
+            slowdown=slowdown[:, None],
+        ),
+        interval_s=taus,
+        mttf_s=mttf_s[:, None],
+        restart_s=restart_s[:, None],
+        lag_s=lag_s[:, None],
+    )
     goods = np.where(np.isfinite(goods), goods, 0.0)
     best = np.argmax(goods, axis=1)
     tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
@@ -161,14 +187,24 @@ def _optimal_interval(*, sync: np.ndarray, write_s: np.ndarray, snapshot_s: np.n
 def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
     """Link parameters; ``slowdown`` divides the NIC bandwidth (congestion above the leaf)."""
     return Links(
-        nvl_busbw_gbps=t.nvl_busbw, intra_is_pci=t.intra_pci, nvls_busbw_gbps=t.nvls_busbw,
-        nvls_latency_us=t.nvls_lat, nic_gbps=t.nic_gbps / slowdown, nics_per_node=nics, net_latency_scale=t.net_scale,
-        extra_hop_us=(hops - 1) * t.switch_ns / 1e3, in_network_reduction=t.sharp, launch_us=t.launch_us,
-        oversubscription=t.oversub, ranks_per_leaf=ranks_per_leaf,
+        nvl_busbw_gbps=t.nvl_busbw,
+        intra_is_pci=t.intra_pci,
+        nvls_busbw_gbps=t.nvls_busbw,
+        nvls_latency_us=t.nvls_lat,
+        nic_gbps=t.nic_gbps / slowdown,
+        nics_per_node=nics,
+        net_latency_scale=t.net_scale,
+        extra_hop_us=(hops - 1) * t.switch_ns / 1e3,
+        in_network_reduction=t.sharp,
+        launch_us=t.launch_us,
+        oversubscription=t.oversub,
+        ranks_per_leaf=ranks_per_leaf,
     )
 
 
-def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray):
+def _coll(
+    op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: Links, det: np.ndarray, active: np.ndarray
+):
     """Collective time in seconds (0 where inactive); deterministic rows exclude NVLS/SHARP;
     SHARP (collnet) only on rows that chose it."""
     if not np.any(active):  # e.g. no expert parallelism anywhere: skip the whole model
@@ -186,12 +222,29 @@ def _coll(op: str, size: np.ndarray, nodes: np.ndarray, gpn: np.ndarray, links: 
 
 def memory_of(t: Table) -> MemoryBreakdown:
     """Per-GPU memory of the busiest pipeline stage for every row (model.memory)."""
-    return per_gpu_memory(dense_params=t.params - t.expert_params, expert_params=t.expert_params, layers=t.layers,
-                          hidden=t.hidden, heads=t.heads, seq_len=t.seq_len, vocab=t.vocab, tp=t.tp, pp=t.pp, dp=t.dp,
-                          ep=t.ep, zero_stage=t.zero_stage, microbatch_size=t.microbatch_size, microbatches=t.microbatches,
-                          virtual_stages=t.virtual_stages, sequence_parallel=t.sequence_parallel, recompute=t.recompute,
-                          flash_attention=t.flash_attention, hbm_gib=t.hbm_gib, reserve_gib=t.reserve_gib,
-                          bytes_per_param=(t.w_bpp, t.g_bpp, t.o_bpp))
+    return per_gpu_memory(
+        dense_params=t.params - t.expert_params,
+        expert_params=t.expert_params,
+        layers=t.layers,
+        hidden=t.hidden,
+        heads=t.heads,
+        seq_len=t.seq_len,
+        vocab=t.vocab,
+        tp=t.tp,
+        pp=t.pp,
+        dp=t.dp,
+        ep=t.ep,
+        zero_stage=t.zero_stage,
+        microbatch_size=t.microbatch_size,
+        microbatches=t.microbatches,
+        virtual_stages=t.virtual_stages,
+        sequence_parallel=t.sequence_parallel,
+        recompute=t.recompute,
+        flash_attention=t.flash_attention,
+        hbm_gib=t.hbm_gib,
+        reserve_gib=t.reserve_gib,
+        bytes_per_param=(t.w_bpp, t.g_bpp, t.o_bpp),
+    )
 
 
 def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
@@ -208,16 +261,23 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     rc = t.recompute
 
     # Compute (executed FLOPs: attention and recomputation included) and bubble.
-    flops_tok = flops_per_token(params_active=t.params_active, layers=t.layers, hidden=t.hidden, seq_len=t.seq_len,
-                                vocab=t.vocab, recompute=rc)
+    flops_tok = flops_per_token(
+        params_active=t.params_active, layers=t.layers, hidden=t.hidden, seq_len=t.seq_len, vocab=t.vocab, recompute=rc
+    )
     compute = compute_time_s(flops_tok * t.batch_tokens, G, t.peak_tflops, t.compute_eff)
     bubble = bubble_time_s(compute, pp, m, t.virtual_stages)
 
     mem = memory_of(t)
 
     # Fabric sizing.
-    size = size_fabric(nodes=N, nics_per_node=g, radix=t.radix, oversubscription=t.oversub,
-                       rail_optimized=t.rail, switch_ports_per_module=t.sw_xcvr_ports)
+    size = size_fabric(
+        nodes=N,
+        nics_per_node=g,
+        radix=t.radix,
+        oversubscription=t.oversub,
+        rail_optimized=t.rail,
+        switch_ports_per_module=t.sw_xcvr_ports,
+    )
 
     # Communication per parallelism dimension.
     tokens_mb = t.batch_tokens / (dp * m)
@@ -261,8 +321,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
 
     g_ep = np.maximum(1, np.minimum(ep, g_dp))
     n_ep = np.ceil(ep / g_ep)
-    cross_ep = cross_fraction(group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered,
-                              all_to_all=True)
+    cross_ep = cross_fraction(
+        group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered, all_to_all=True
+    )
     # The all-to-all model already divides by max(1, r x cross): add only the collisions.
     cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
     links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf, cong_ep)
@@ -277,20 +338,34 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # Storage: checkpoints and data loading.
     ckpt = storage.checkpoint_bytes(t.params, t.ckpt_bpp)
     local = t.st_local  # local NVMe: units are the durable tier it drains to, sized for capacity
-    need_gbps = storage.dataset_read_gbps(tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token,
-                                          random=t.random_read)
+    need_gbps = storage.dataset_read_gbps(
+        tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token, random=t.random_read
+    )
     # Shared storage is sized for capacity, for the checkpoint write target and for the
     # data loader's read bandwidth, whichever needs the most units.
-    units = np.maximum(storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
-                       np.where(local, 0.0, np.maximum(
-                           storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w),
-                           storage.units_for_bandwidth(need_gbps, t.st_unit_r))))
+    units = np.maximum(
+        storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
+        np.where(
+            local,
+            0.0,
+            np.maximum(
+                storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w),
+                storage.units_for_bandwidth(need_gbps, t.st_unit_r),
+            ),
+        ),
+    )
     # Remote storage traffic leaves every leaf; each NIC asks for its share of the client rate.
     cong_st = np.where(local, 1.0, slowdown(np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
     write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w / cong_st, units * t.st_unit_w))
     read_bw = np.where(local, N * t.st_client_r, np.minimum(N * t.st_client_r / cong_st, units * t.st_unit_r))
-    commit = storage.commit_time_s(shards=G, nodes=N, commit_ms=t.st_commit_ms, jitter_ms=t.st_commit_jitter_ms,
-                                   concurrency=t.st_concurrency, per_node=t.st_per_node)
+    commit = storage.commit_time_s(
+        shards=G,
+        nodes=N,
+        commit_ms=t.st_commit_ms,
+        jitter_ms=t.st_commit_jitter_ms,
+        concurrency=t.st_concurrency,
+        per_node=t.st_per_node,
+    )
     write_s = storage.write_time_s(size_bytes=ckpt, bandwidth_gbps=write_bw, commit_s=commit)
     drain_bw = np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_w)
     drain_s = np.where(t.st_drain, ckpt / (drain_bw * 1e9), 0.0)
@@ -308,26 +383,52 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     congestion = 1 + (t.oversub - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
     dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * n_a2a * layers_stage * m
     hiccup_q = np.minimum(1.0, t.hiccup_q * congestion)
-    tail = step_tail(base_s=step_det, compute_s=compute, compute_cv=t.compute_cv, num_ranks=G,
-                     dependent_steps=dep_steps, group_size=N, jitter_s=t.jitter_us * 1e-6 * congestion,
-                     hiccup_prob=hiccup_q, hiccup_s=t.hiccup_ms * 1e-3, quantise=quantise_tail)
+    tail = step_tail(
+        base_s=step_det,
+        compute_s=compute,
+        compute_cv=t.compute_cv,
+        num_ranks=G,
+        dependent_steps=dep_steps,
+        group_size=N,
+        jitter_s=t.jitter_us * 1e-6 * congestion,
+        hiccup_prob=hiccup_q,
+        hiccup_s=t.hiccup_ms * 1e-3,
+        quantise=quantise_tail,
+    )
 
     # Reliability: goodput at the spec's interval and at the optimal one (exact goodput
     # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
     mttf = reliability.job_mttf_s(t.mttf_h, G)
     restart = t.restart_s + restore_s
     # Async drains contend with the step's exposed communication for the node's NICs.
-    drain_c = np.where(t.sync, 0.0, storage.drain_slowdown(
-        size_bytes=ckpt, num_nodes=N, drain_s=durable, node_nic_gbps=g * t.nic_gbps,
-        comm_fraction=comm / np.maximum(step_det, 1e-12)))
+    drain_c = np.where(
+        t.sync,
+        0.0,
+        storage.drain_slowdown(
+            size_bytes=ckpt,
+            num_nodes=N,
+            drain_s=durable,
+            node_nic_gbps=g * t.nic_gbps,
+            comm_fraction=comm / np.maximum(step_det, 1e-12),
+        ),
+    )
     # Sync: the interval must cover the write and the later drain (the lag), not their sum.
     tau_min = reliability.min_interval_s(write_s=write_s, durable_s=np.where(t.sync, 0.0, durable), lag_s=lag)
-    tau_opt, good_opt, daly = _optimal_interval(sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
-                                                mttf_s=mttf, restart_s=restart, lag_s=lag, slowdown=drain_c,
-                                                min_s=tau_min)
+    tau_opt, good_opt, daly = _optimal_interval(
+        sync=t.sync,
+        write_s=write_s,
+        snapshot_s=snap,
+        durable_s=durable,
+        mttf_s=mttf,
+        restart_s=restart,
+        lag_s=lag,
+        slowdown=drain_c,
+        min_s=tau_min,
+    )
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
-    block = storage.block_time_s(mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable,
-                                 interval_s=interval, slowdown=drain_c)
+    block = storage.block_time_s(
+        mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, interval_s=interval, slowdown=drain_c
+    )
     good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
     young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
     steps_total = t.total_tokens / t.batch_tokens
@@ -335,21 +436,45 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
 
     # Cost.
     nics = G  # one scale-out NIC per GPU
-    net_usd = cost.network_capex_usd(switches=size.switches, switch_usd=t.switch_usd, nic_xcvrs=size.nic_transceivers,
-                                     nic_xcvr_usd=t.nic_xcvr_usd, switch_xcvrs=size.switch_transceivers,
-                                     switch_xcvr_usd=t.sw_xcvr_usd, cables=size.cables, cable_usd=t.cable_usd,
-                                     nics=nics, nic_usd=t.nic_usd)
+    net_usd = cost.network_capex_usd(
+        switches=size.switches,
+        switch_usd=t.switch_usd,
+        nic_xcvrs=size.nic_transceivers,
+        nic_xcvr_usd=t.nic_xcvr_usd,
+        switch_xcvrs=size.switch_transceivers,
+        switch_xcvr_usd=t.sw_xcvr_usd,
+        cables=size.cables,
+        cable_usd=t.cable_usd,
+        nics=nics,
+        nic_usd=t.nic_usd,
+    )
     # In-network reduction when chosen: licence per switch + aggregation manager per node.
     sharp_usd = np.where(t.sharp, size.switches * t.sharp_switch_usd + N * t.sharp_node_usd, 0.0)
     net_usd = net_usd + sharp_usd
     storage_usd = units * t.st_unit_usd
     server_usd = N * t.node_usd
     capex = server_usd + net_usd + storage_usd + N * t.other_networks_usd_per_node
-    power_kw = (N * t.node_kw + (size.switches * t.switch_w + nics * t.nic_w + size.nic_transceivers * t.nic_xcvr_w
-                + size.switch_transceivers * t.sw_xcvr_w + units * t.st_unit_w_power) / 1e3)
-    tco = dict(power_kw=power_kw, num_gpus=G, years=t.years, pue=t.pue, usd_per_kwh=t.usd_per_kwh,
-               facility_usd_per_mw=t.facility_usd_per_mw, facility_years=t.facility_years,
-               staff_usd_per_gpu_year=t.staff_usd_per_gpu_year)
+    power_kw = (
+        N * t.node_kw
+        + (
+            size.switches * t.switch_w
+            + nics * t.nic_w
+            + size.nic_transceivers * t.nic_xcvr_w
+            + size.switch_transceivers * t.sw_xcvr_w
+            + units * t.st_unit_w_power
+        )
+        / 1e3
+    )
+    tco = dict(
+        power_kw=power_kw,
+        num_gpus=G,
+        years=t.years,
+        pue=t.pue,
+        usd_per_kwh=t.usd_per_kwh,
+        facility_usd_per_mw=t.facility_usd_per_mw,
+        facility_years=t.facility_years,
+        staff_usd_per_gpu_year=t.staff_usd_per_gpu_year,
+    )
     # A built cluster is paid (and powered) whether busy or not: a useful GPU-hour costs the
     # hourly cost over the utilisation (1 by default, the figure of earlier plans).
     build_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, **tco) / t.util
@@ -357,11 +482,15 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # Rented: the catalog price (over the utilisation when committed) plus the provider's
     # durable storage for the capacity the design needs, paid every hour.
     rent_storage_h = units * t.st_unit_tb * t.rent_storage_tb_month / cost.HOURS_PER_MONTH / G  # per clock hour
-    rent_h = cost.rented_usd_per_gpu_hour(usd_per_gpu_hour=t.rent_gpu_h, committed=t.rent_committed,
-                                          utilisation=t.util) + rent_storage_h / t.util
+    rent_h = (
+        cost.rented_usd_per_gpu_hour(usd_per_gpu_hour=t.rent_gpu_h, committed=t.rent_committed, utilisation=t.util)
+        + rent_storage_h / t.util
+    )
     rent = t.rent
     per_gpu_h = np.where(rent, rent_h, build_h)
-    net_usd, storage_usd, server_usd, capex = (np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex))
+    net_usd, storage_usd, server_usd, capex = (
+        np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex)
+    )
     power_kw = np.where(rent, N * t.node_kw, power_kw)  # the instances' draw (in the rental price)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
     # What renting obliges the user to pay (checked against requirements.budget_usd like a
@@ -408,8 +537,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         daly_interval_s=daly,
         min_interval_s=tau_min,
         checkpoint_drain_slowdown=drain_c,
-        checkpoint_interval_s=interval, optimal_interval_s=tau_opt, goodput_at_optimal=good_opt,
-        failure_usd=run_usd * failure_frac, failures_expected=train_s / mttf,
+        checkpoint_interval_s=interval,
+        optimal_interval_s=tau_opt,
+        goodput_at_optimal=good_opt,
+        failure_usd=run_usd * failure_frac,
+        failures_expected=train_s / mttf,
         goodput=good,
         time_to_train_days=train_s / 86400,
         dataset_read_gbps_needed=need_gbps,
@@ -432,11 +564,18 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         run_cost_usd=run_usd,
         network_wait_usd=run_usd * net_frac,
         storage_wait_usd=run_usd * storage_frac,
-        dp_congestion=cong_dp, ep_congestion=cong_ep, storage_congestion=cong_st,
-        memory_bytes=mem.total_bytes, memory_capacity_bytes=mem.capacity_bytes, memory_weights_bytes=mem.weights_bytes,
-        memory_grads_bytes=mem.grads_bytes, memory_optimizer_bytes=mem.optimizer_bytes,
-        memory_activations_bytes=mem.activations_bytes, memory_reserve_bytes=mem.reserve_bytes,
-        model_flops_6pt=6.0 * t.params_active * t.batch_tokens, executed_flops=flops_tok * t.batch_tokens,
+        dp_congestion=cong_dp,
+        ep_congestion=cong_ep,
+        storage_congestion=cong_st,
+        memory_bytes=mem.total_bytes,
+        memory_capacity_bytes=mem.capacity_bytes,
+        memory_weights_bytes=mem.weights_bytes,
+        memory_grads_bytes=mem.grads_bytes,
+        memory_optimizer_bytes=mem.optimizer_bytes,
+        memory_activations_bytes=mem.activations_bytes,
+        memory_reserve_bytes=mem.reserve_bytes,
+        model_flops_6pt=6.0 * t.params_active * t.batch_tokens,
+        executed_flops=flops_tok * t.batch_tokens,
     )
 
 
@@ -496,14 +635,14 @@ class Candidate:
     tflops_per_gpu: float
     compute_efficiency: float
     breakdown: StepBreakdown = field(repr=False)
-    capacity: str = "build"                  # build | rent
-    rental: str | None = None                # catalog rentals id of a rented design
-    term: str | None = None                  # on_demand | 1y | 3y
-    in_network_reduction: bool = False       # SHARP chosen (and the fabric can)
-    sharp_usd: float = 0.0                   # its licences and aggregation manager
-    opex_usd_per_gpu_hour: float = 0.0       # built: energy, facility, staff per GPU-hour (capex excluded)
+    capacity: str = "build"  # build | rent
+    rental: str | None = None  # catalog rentals id of a rented design
+    term: str | None = None  # on_demand | 1y | 3y
+    in_network_reduction: bool = False  # SHARP chosen (and the fabric can)
+    sharp_usd: float = 0.0  # its licences and aggregation manager
+    opex_usd_per_gpu_hour: float = 0.0  # built: energy, facility, staff per GPU-hour (capex excluded)
     rent_storage_usd_per_gpu_hour: float = 0.0
-    rent_commitment_usd: float = 0.0         # rented: what renting obliges (the run on demand, the term committed)
+    rent_commitment_usd: float = 0.0  # rented: what renting obliges (the run on demand, the term committed)
     break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
-    break_even_months: float | None = None   # rented: months of use after which building is cheaper
-    build_reference: str | None = None       # the built design the break-even compares with
+    break_even_months: float | None = None  # rented: months of use after which building is cheaper
+    build_reference: str | None = None  # the built design the break-even compares with

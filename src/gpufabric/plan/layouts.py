@@ -44,8 +44,10 @@ class Layout:
     def text(self) -> str:
         v = f" v{self.virtual_stages}" if self.virtual_stages > 1 else ""
         ep = f" ep{self.ep}" if self.ep > 1 else ""
-        return (f"tp{self.tp} pp{self.pp}{v} dp{self.dp}{ep} mbs{self.microbatch_size} x{self.microbatches}"
-                f" zero{self.zero_stage} recompute {self.recompute}")
+        return (
+            f"tp{self.tp} pp{self.pp}{v} dp{self.dp}{ep} mbs{self.microbatch_size} x{self.microbatches}"
+            f" zero{self.zero_stage} recompute {self.recompute}"
+        )
 
 
 def _pow2_upto(n: int) -> list[int]:
@@ -69,10 +71,17 @@ def _choices(value: int | str, searched: Sequence[int]) -> list[int]:
 def spec_layout(spec: Spec) -> Layout:
     """The layout a fully fixed spec names."""
     par = spec.workload.parallelism
-    return Layout(tp=_fixed(par.tp), pp=_fixed(par.pp), dp=_fixed(par.dp), ep=par.ep,
-                  microbatch_size=_fixed(par.microbatch_size), microbatches=spec.microbatches,
-                  virtual_stages=_fixed(par.virtual_stages), zero_stage=_fixed(par.zero_stage),
-                  recompute=spec.workload.recompute)
+    return Layout(
+        tp=_fixed(par.tp),
+        pp=_fixed(par.pp),
+        dp=_fixed(par.dp),
+        ep=par.ep,
+        microbatch_size=_fixed(par.microbatch_size),
+        microbatches=spec.microbatches,
+        virtual_stages=_fixed(par.virtual_stages),
+        zero_stage=_fixed(par.zero_stage),
+        recompute=spec.workload.recompute,
+    )
 
 
 def heads_of(spec: Spec) -> int:
@@ -116,6 +125,17 @@ def enumerate_layouts(spec: Spec) -> list[Layout]:
                         if z >= 2 and pp > 1 and par.zero_stage == AUTO:
                             continue
                         for rc in recs:
-                            out.append(Layout(tp=tp, pp=pp, dp=dp, ep=par.ep, microbatch_size=mbs, microbatches=m,
-                                              virtual_stages=v, zero_stage=z, recompute=rc))
+                            out.append(
+                                Layout(
+                                    tp=tp,
+                                    pp=pp,
+                                    dp=dp,
+                                    ep=par.ep,
+                                    microbatch_size=mbs,
+                                    microbatches=m,
+                                    virtual_stages=v,
+                                    zero_stage=z,
+                                    recompute=rc,
+                                )
+                            )
     return out

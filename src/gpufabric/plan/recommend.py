@@ -47,15 +47,19 @@ _OBJECTIVE_KEYS = {
     "capex": ("capex_usd", "run_cost_usd", "time_to_train_days"),
     "time_to_train": ("time_to_train_days", "run_cost_usd", "capex_usd"),
 }
-_OBJECTIVE_TEXT = {"run_cost": "lowest cost for the whole run", "capex": "lowest capex",
-                   "time_to_train": "shortest time to train"}
+_OBJECTIVE_TEXT = {
+    "run_cost": "lowest cost for the whole run",
+    "capex": "lowest capex",
+    "time_to_train": "shortest time to train",
+}
 
 
 def rank(cands: Sequence[Candidate], objective: str = "run_cost") -> list[Candidate]:
     """Candidates meeting requirements first, then by the objective (run cost, capex or time), then the others."""
     keys = _OBJECTIVE_KEYS[objective]
-    return sorted(cands, key=lambda c: (not c.meets_requirements, len(c.violations),
-                                        *(getattr(c, k) for k in keys), c.id))
+    return sorted(
+        cands, key=lambda c: (not c.meets_requirements, len(c.violations), *(getattr(c, k) for k in keys), c.id)
+    )
 
 
 def _objective_value(c: Candidate, objective: str) -> float:
@@ -67,7 +71,7 @@ class Recommendation:
     """The chosen design, the frontier it was taken from, and the reasons in plain language."""
 
     pareto: list[str]
-    recommended: str | None         # None when no design has a layout that fits in memory
+    recommended: str | None  # None when no design has a layout that fits in memory
     runner_up: str | None
     binding: str | None
     rationale: str
@@ -121,8 +125,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     # A design whose model outputs are NaN/inf/negative cannot be judged: never recommended.
     sound = [c for c in cands if not any(v.startswith("model_output") for v in c.violations)]
     if not sound:
-        text = ("No design is recommended: the models give no finite answer for any design"
-                f" ({cands[0].violations[0]}); check the spec's and catalog's values for extremes.")
+        text = (
+            "No design is recommended: the models give no finite answer for any design"
+            f" ({cands[0].violations[0]}); check the spec's and catalog's values for extremes."
+        )
         return Recommendation(pareto=[], recommended=None, runner_up=None, binding="model_output", rationale=text)
     pool = feasible or sound
     front = pareto_front(pool)
@@ -131,8 +137,10 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     best = rank(on_front, objective)[0]  # with no feasible design: fewest violations, then the objective
     others = [c for c in rank(pool, objective) if c.id != best.id]
     # The runner-up answers "why not the other fabric?" first, then "why not the other storage?".
-    runner = next((c for c in others if c.fabric != best.fabric),
-                  next((c for c in others if c.storage != best.storage), others[0] if others else None))
+    runner = next(
+        (c for c in others if c.fabric != best.fabric),
+        next((c for c in others if c.storage != best.storage), others[0] if others else None),
+    )
     cheaper = [c for c in cands if c.run_cost_usd < best.run_cost_usd and not c.meets_requirements]
     counts = Counter(_req_name(v) for c in cheaper for v in c.violations)
     binding = counts.most_common(1)[0][0] if counts else None
@@ -148,7 +156,8 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     else:
         lines.append(
             f"No design meets every requirement. Closest: {best.id} with {len(best.violations)} violation(s): "
-            + "; ".join(best.violations) + "."
+            + "; ".join(best.violations)
+            + "."
         )
         most = Counter(_req_name(v) for c in cands for v in c.violations).most_common(1)[0][0]
         all_fail = all(any(_req_name(v) == most for v in c.violations) for c in cands)
@@ -156,11 +165,15 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if most == "time_to_train_days":
             bd = best.breakdown
             floor_days = best.time_to_train_days * (bd.compute_s + bd.bubble_s) / best.step_time_s
-            msg += (f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s step"
-                    f" already take {floor_days:.0f} days")
+            msg += (
+                f": compute {bd.compute_s:.3g} s + pipeline bubble {bd.bubble_s:.3g} s of a {best.step_time_s:.3g} s step"
+                f" already take {floor_days:.0f} days"
+            )
             limit = getattr(requirements, "max_time_to_train_days", None)
             if limit and floor_days > limit:
-                msg += "; no fabric or storage can fix that: raise MFU or microbatches, add nodes, or relax the deadline"
+                msg += (
+                    "; no fabric or storage can fix that: raise MFU or microbatches, add nodes, or relax the deadline"
+                )
         lines.append(msg + ".")
     if runner is not None:
         diffs = []
@@ -177,13 +190,17 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if runner.storage != best.storage and runner.checkpoint_write_s != best.checkpoint_write_s:
             diffs.append(f"writes a checkpoint in {runner.checkpoint_write_s:.3g} s vs {best.checkpoint_write_s:.3g} s")
         if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
-            diffs.append(f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s")
+            diffs.append(
+                f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s"
+            )
         lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
         a, b = _objective_value(best, objective), _objective_value(runner, objective)
         if a > 0 and runner.meets_requirements and b <= a * (1 + MODEL_UNCERTAINTY):
-            lines.append(f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
-                         f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
-                         " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time).")
+            lines.append(
+                f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
+                f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
+                " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time)."
+            )
     if binding:
         n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
         lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
@@ -194,28 +211,42 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
         if tight:
             lines.append(tight)
     if best.run_cost_usd > 0:
-        lines.append(f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives,"
-                     f" tail), {_money(best.storage_wait_usd)} blocked on checkpoints and {_money(best.failure_usd)} lost to"
-                     f" {best.failures_expected:,.0f} expected failures (each redoes half an interval plus the durability lag"
-                     " on average, then restarts and restores).")
+        lines.append(
+            f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives,"
+            f" tail), {_money(best.storage_wait_usd)} blocked on checkpoints and {_money(best.failure_usd)} lost to"
+            f" {best.failures_expected:,.0f} expected failures (each redoes half an interval plus the durability lag"
+            " on average, then restarts and restores)."
+        )
     if best.goodput_at_optimal > best.goodput + 0.005:
-        lines.append(f"Checkpoints every {best.checkpoint_interval_min:.3g} min give goodput {best.goodput:.1%}; the optimum for"
-                     f" this design is every {best.optimal_interval_min:.3g} min with {best.goodput_at_optimal:.1%}"
-                     " (exact goodput, Daly 2006): set checkpoint.interval_min: auto.")
+        lines.append(
+            f"Checkpoints every {best.checkpoint_interval_min:.3g} min give goodput {best.goodput:.1%}; the optimum for"
+            f" this design is every {best.optimal_interval_min:.3g} min with {best.goodput_at_optimal:.1%}"
+            " (exact goodput, Daly 2006): set checkpoint.interval_min: auto."
+        )
     if best.min_interval_min > best.daly_interval_min:
-        lines.append(f"The checkpoint interval is bounded below by {best.min_interval_min:.3g} min, the time a checkpoint"
-                     f" takes to become durable (one in flight at a time); Young/Daly's unbounded interval would be"
-                     f" {best.daly_interval_min:.3g} min.")
+        lines.append(
+            f"The checkpoint interval is bounded below by {best.min_interval_min:.3g} min, the time a checkpoint"
+            f" takes to become durable (one in flight at a time); Young/Daly's unbounded interval would be"
+            f" {best.daly_interval_min:.3g} min."
+        )
     bd = best.breakdown
     if not bd.checkpoint_async and best.young_interval_min * 60 < 0.5 * bd.checkpoint_interval_s:
-        lines.append(f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
-                     f"{best.young_interval_min:.0f} min, well under the spec's {bd.checkpoint_interval_s / 60:.0f} min.")
-    return Recommendation(pareto=front, recommended=best.id, runner_up=runner.id if runner else None, binding=binding,
-                          rationale=" ".join(lines))
+        lines.append(
+            f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
+            f"{best.young_interval_min:.0f} min, well under the spec's {bd.checkpoint_interval_s / 60:.0f} min."
+        )
+    return Recommendation(
+        pareto=front,
+        recommended=best.id,
+        runner_up=runner.id if runner else None,
+        binding=binding,
+        rationale=" ".join(lines),
+    )
 
 
-def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate],
-                     requirements: Any = None) -> dict | None:
+def sensitivity_text(
+    base: Sequence[Candidate], rec: Recommendation, label: str, alt: Sequence[Candidate], requirements: Any = None
+) -> dict | None:
     """How the recommendation changes when ``label`` doubles (None when nothing was recommended)."""
     if rec.recommended is None:
         return None
@@ -230,5 +261,10 @@ def sensitivity_text(base: Sequence[Candidate], rec: Recommendation, label: str,
         text = f"With {label} x2, the recommendation changes to {alt_rec.recommended} (current choice: step time {delta:+.2%}"
     text += f", p99 {after.step_time_p99_s / before.step_time_p99_s - 1:+.2%}, stall {stall:+.4f}"
     text += f", meets requirements: {'yes' if after.meets_requirements else 'no'})."
-    return {"condition": f"{label} x2", "recommended": alt_rec.recommended, "changed": alt_rec.recommended != rec.recommended,
-            "step_time_change": delta, "text": text}
+    return {
+        "condition": f"{label} x2",
+        "recommended": alt_rec.recommended,
+        "changed": alt_rec.recommended != rec.recommended,
+        "step_time_change": delta,
+        "text": text,
+    }

@@ -27,8 +27,14 @@ from gpufabric.spec.models import Spec
 #: Rows per evaluation chunk: bounds memory (~1 kB per row across the columns).
 CHUNK_ROWS = 65_536
 #: Step-time parts compared to say why the runner-up is slower.
-_PARTS = (("compute_s", "compute (recomputation)"), ("bubble_s", "pipeline bubble"), ("tp_exposed_s", "tensor-parallel comm"),
-          ("dp_exposed_s", "data-parallel comm"), ("pp_exposed_s", "pipeline comm"), ("ep_exposed_s", "expert all-to-all"))
+_PARTS = (
+    ("compute_s", "compute (recomputation)"),
+    ("bubble_s", "pipeline bubble"),
+    ("tp_exposed_s", "tensor-parallel comm"),
+    ("dp_exposed_s", "data-parallel comm"),
+    ("pp_exposed_s", "pipeline comm"),
+    ("ep_exposed_s", "expert all-to-all"),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,7 +49,9 @@ class LayoutChoice:
     evaluated_rows: int
 
 
-def feasible_layouts(spec: Spec, catalog: Catalog, layouts: Sequence[Layout], design: Design) -> tuple[list[int], np.ndarray]:
+def feasible_layouts(
+    spec: Spec, catalog: Catalog, layouts: Sequence[Layout], design: Design
+) -> tuple[list[int], np.ndarray]:
     """Indices of the layouts that fit in memory (or the closest one), and every layout's memory bytes."""
     t = build_table(spec, catalog, [design], layouts)
     mem = memory_of(t)
@@ -56,8 +64,14 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], comp
     """Best layout per design (module docstring)."""
     layouts = enumerate_layouts(spec)
     if len(layouts) == 1 or not designs:
-        return LayoutChoice(layouts=[layouts[0]] * len(designs), runner_ups=[None] * len(designs),
-                            notes=[""] * len(designs), searched=1, feasible=1, evaluated_rows=0)
+        return LayoutChoice(
+            layouts=[layouts[0]] * len(designs),
+            runner_ups=[None] * len(designs),
+            notes=[""] * len(designs),
+            searched=1,
+            feasible=1,
+            evaluated_rows=0,
+        )
     keep, _ = feasible_layouts(spec, catalog, layouts, designs[0])
     D = len(designs)
     li_all = np.repeat(np.asarray(keep), D)
@@ -67,7 +81,9 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], comp
     step = np.empty(len(li_all))
     for lo in range(0, len(li_all), CHUNK_ROWS):
         sl = slice(lo, lo + CHUNK_ROWS)
-        t = build_table(spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=compute_efficiency)
+        t = build_table(
+            spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=compute_efficiency
+        )
         out = evaluate_table(t, quantise_tail=True)
         days[sl] = out.time_to_train_days
         step[sl] = out.step_time_s
@@ -85,9 +101,15 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], comp
             runner_ups.append(layouts[li_all[ru]].text)
             diffs = sorted(((parts[k][ru] - parts[k][best], label) for k, label in _PARTS), reverse=True)
             why = f"more {diffs[0][1]} (+{diffs[0][0]:.3g} s)" if diffs[0][0] > 0 else "a longer tail"
-            note += (f"; runner-up {layouts[li_all[ru]].text}: step {step[ru] / step[best] - 1:+.1%}, {why}")
+            note += f"; runner-up {layouts[li_all[ru]].text}: step {step[ru] / step[best] - 1:+.1%}, {why}"
         else:
             runner_ups.append(None)
         notes.append(note)
-    return LayoutChoice(layouts=chosen, runner_ups=runner_ups, notes=notes, searched=len(layouts), feasible=len(keep),
-                        evaluated_rows=len(li_all))
+    return LayoutChoice(
+        layouts=chosen,
+        runner_ups=runner_ups,
+        notes=notes,
+        searched=len(layouts),
+        feasible=len(keep),
+        evaluated_rows=len(li_all),
+    )

@@ -49,7 +49,9 @@ def parse_vary(text: str) -> Vary:
     key, sep, values = text.partition("=")
     key = key.strip()
     if not sep or not _KEY.match(key) or not values.strip():
-        raise InputError(f"--vary {text!r}: expected key=v1,v2,... with a dotted spec path such as cluster.nodes=64,128")
+        raise InputError(
+            f"--vary {text!r}: expected key=v1,v2,... with a dotted spec path such as cluster.nodes=64,128"
+        )
     parsed = []
     for raw in values.split(","):
         raw = raw.strip()
@@ -134,8 +136,17 @@ class SweepResult:
     def rows(self) -> list[list[Any]]:
         cols = [np.asarray(getattr(self.out, f)) for f in EVAL_FIELDS]
         fits = np.asarray(self.out.memory_bytes) <= np.asarray(self.out.memory_capacity_bytes)
-        return [[*self.combos[i], self.design_ids[i], self.layouts[i], float(self.compute_efficiency[i]), bool(fits[i]),
-                 *(c[i].item() for c in cols)] for i in range(len(self))]
+        return [
+            [
+                *self.combos[i],
+                self.design_ids[i],
+                self.layouts[i],
+                float(self.compute_efficiency[i]),
+                bool(fits[i]),
+                *(c[i].item() for c in cols),
+            ]
+            for i in range(len(self))
+        ]
 
 
 def run_sweep(spec: Spec, catalog: Catalog, varies: Sequence[Vary]) -> SweepResult:
@@ -157,8 +168,15 @@ def run_sweep(spec: Spec, catalog: Catalog, varies: Sequence[Vary]) -> SweepResu
             lays.append(lay.text)
             effs.append(anchor.compute_efficiency)
     out = evaluate_table(concat_tables(tables))
-    return SweepResult(keys=tuple(v.key for v in varies), combos=combos, design_ids=ids, layouts=lays,
-                       compute_efficiency=np.asarray(effs), out=out, skipped=tuple(skipped))
+    return SweepResult(
+        keys=tuple(v.key for v in varies),
+        combos=combos,
+        design_ids=ids,
+        layouts=lays,
+        compute_efficiency=np.asarray(effs),
+        out=out,
+        skipped=tuple(skipped),
+    )
 
 
 def write_sweep(result: SweepResult, path: Path) -> None:

@@ -33,9 +33,9 @@ class Design:
     topology: str
     oversubscription: float
     storage: str
-    sharp: bool = False     # in-network reduction (SHARP) chosen; only on capable fabrics
-    rental: str = ""        # catalog rentals id; "" for a built design
-    term: str = ""          # on_demand | 1y | 3y for a rented design
+    sharp: bool = False  # in-network reduction (SHARP) chosen; only on capable fabrics
+    rental: str = ""  # catalog rentals id; "" for a built design
+    term: str = ""  # on_demand | 1y | 3y for a rented design
 
     @property
     def rented(self) -> bool:
@@ -49,7 +49,9 @@ class Design:
     def id(self) -> str:
         if self.rental:
             return f"rent/{self.rental}/{self.term}/{self.storage}"
-        return f"{self.fabric}/{self.topology}/{self.oversubscription:g}:1/{self.storage}" + ("/sharp" if self.sharp else "")
+        return f"{self.fabric}/{self.topology}/{self.oversubscription:g}:1/{self.storage}" + (
+            "/sharp" if self.sharp else ""
+        )
 
 
 #: Topology name of a rented design: the provider's fabric, modelled as a non-blocking fat tree.
@@ -61,8 +63,7 @@ def rental_ids(spec: Any, catalog: Catalog) -> list[str]:
     (``spec``: a training Spec or an InferenceSpec; both have cluster and options)."""
     if spec.options.rentals is not None:
         return list(spec.options.rentals)
-    return [k for k, r in catalog.rentals.items()
-            if r.gpu == spec.cluster.gpu and r.gpus == spec.cluster.gpus_per_node]
+    return [k for k, r in catalog.rentals.items() if r.gpu == spec.cluster.gpu and r.gpus == spec.cluster.gpus_per_node]
 
 
 def enumerate_designs(spec: Spec, catalog: Catalog | None = None) -> list[Design]:
@@ -76,7 +77,9 @@ def enumerate_designs(spec: Spec, catalog: Catalog | None = None) -> list[Design
     o = spec.options
     out: list[Design] = []
     if "build" in o.capacity:
-        for f, t, r, s, sh in itertools.product(o.fabrics, o.topologies, o.oversubscription, o.storage, o.sharp_choices):
+        for f, t, r, s, sh in itertools.product(
+            o.fabrics, o.topologies, o.oversubscription, o.storage, o.sharp_choices
+        ):
             if sh and catalog is not None and not catalog.fabric(f).in_network_reduction:
                 continue
             out.append(Design(fabric=f, topology=t, oversubscription=float(r), storage=s, sharp=sh))
@@ -84,8 +87,11 @@ def enumerate_designs(spec: Spec, catalog: Catalog | None = None) -> list[Design
         for rid in rental_ids(spec, catalog):
             offer = catalog.rental(rid)
             for term, s in itertools.product(o.rent_terms, [s for s in o.storage if s in offer.storage]):
-                out.append(Design(fabric=offer.fabric, topology=PROVIDER, oversubscription=1.0, storage=s,
-                                  rental=rid, term=term))
+                out.append(
+                    Design(
+                        fabric=offer.fabric, topology=PROVIDER, oversubscription=1.0, storage=s, rental=rid, term=term
+                    )
+                )
     return out
 
 
@@ -107,7 +113,7 @@ class Table:
     microbatch_size: A
     virtual_stages: A
     zero_stage: A
-    recompute: A               # 0 none, 1 selective, 2 full (model.flops.RECOMPUTE)
+    recompute: A  # 0 none, 1 selective, 2 full (model.flops.RECOMPUTE)
     sequence_parallel: A
     tp_overlap: A
     flash_attention: A
@@ -123,18 +129,18 @@ class Table:
     vocab: A
     batch_tokens: A
     total_tokens: A
-    compute_eff: A             # executed FLOPs / (peak x compute time); solved by plan.anchor
+    compute_eff: A  # executed FLOPs / (peak x compute time); solved by plan.anchor
     peak_tflops: A
     act_bytes: A
     grad_bytes: A
-    w_bpp: A                   # weights, gradient, optimizer bytes per parameter (model.memory)
+    w_bpp: A  # weights, gradient, optimizer bytes per parameter (model.memory)
     g_bpp: A
     o_bpp: A
     hbm_gib: A
     reserve_gib: A
     ckpt_bpp: A
-    interval_s: A              # 0 with interval_auto
-    interval_auto: A           # checkpoint.interval_min: auto (the optimal interval per row)
+    interval_s: A  # 0 with interval_auto
+    interval_auto: A  # checkpoint.interval_min: auto (the optimal interval per row)
     sync: A
     dataset_tb: A
     bytes_per_token: A
@@ -154,13 +160,13 @@ class Table:
     usd_per_kwh: A
     pue: A
     years: A
-    facility_usd_per_mw: A     # 0 unless site.tco (total cost of ownership)
+    facility_usd_per_mw: A  # 0 unless site.tco (total cost of ownership)
     facility_years: A
     staff_usd_per_gpu_year: A
     other_networks_usd_per_node: A  # front-end + storage networks
     kept: A
     ckpt_target_s: A
-    util: A                    # options.utilisation: useful fraction of owned or committed hours
+    util: A  # options.utilisation: useful fraction of owned or committed hours
     # Design.
     nic_gbps: A
     net_scale: A
@@ -181,7 +187,7 @@ class Table:
     sw_xcvr_ports: A
     cable_usd: A
     rail: A
-    scattered: A               # options.placement == scattered (a job on leaves shared with others)
+    scattered: A  # options.placement == scattered (a job on leaves shared with others)
     oversub: A
     st_local: A
     st_client_w: A
@@ -197,13 +203,13 @@ class Table:
     st_per_node: A
     st_drain: A
     st_drain_gbps: A
-    sharp_switch_usd: A        # in-network reduction licence per switch (0 unless chosen)
-    sharp_node_usd: A          # aggregation manager per node (0 unless chosen)
-    rent: A                    # a rented offering: no capex, priced per GPU-hour
-    rent_committed: A          # 1y/3y: every hour of the term is paid
-    rent_gpu_h: A              # catalog price per GPU-hour for the term
-    rent_storage_tb_month: A   # the provider's durable storage, USD per TB-month
-    rent_term_h: A             # hours of the commitment (0 on demand)
+    sharp_switch_usd: A  # in-network reduction licence per switch (0 unless chosen)
+    sharp_node_usd: A  # aggregation manager per node (0 unless chosen)
+    rent: A  # a rented offering: no capex, priced per GPU-hour
+    rent_committed: A  # 1y/3y: every hour of the term is paid
+    rent_gpu_h: A  # catalog price per GPU-hour for the term
+    rent_storage_tb_month: A  # the provider's durable storage, USD per TB-month
+    rent_term_h: A  # hours of the commitment (0 on demand)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -219,15 +225,44 @@ class Table:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Table))
-_DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps"):] if f != "scattered")
-_LAYOUT_FIELDS = ("tp", "pp", "dp", "ep", "microbatches", "microbatch_size", "virtual_stages", "zero_stage", "recompute")
-_BOOL = {"sharp", "rent", "rent_committed", "rail", "scattered", "st_local", "st_per_node", "st_drain", "sync", "random_read", "deterministic", "intra_pci",
-         "sequence_parallel", "flash_attention", "interval_auto"}
+_DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps") :] if f != "scattered")
+_LAYOUT_FIELDS = (
+    "tp",
+    "pp",
+    "dp",
+    "ep",
+    "microbatches",
+    "microbatch_size",
+    "virtual_stages",
+    "zero_stage",
+    "recompute",
+)
+_BOOL = {
+    "sharp",
+    "rent",
+    "rent_committed",
+    "rail",
+    "scattered",
+    "st_local",
+    "st_per_node",
+    "st_drain",
+    "sync",
+    "random_read",
+    "deterministic",
+    "intra_pci",
+    "sequence_parallel",
+    "flash_attention",
+    "interval_auto",
+}
 
 
 def _peak(gpu: Any, precision: str) -> float:
-    return {"bf16": gpu.peak_bf16_tflops, "fp16": gpu.peak_bf16_tflops, "fp8": gpu.peak_fp8_tflops,
-            "fp32": gpu.peak_fp32_tflops}[precision]
+    return {
+        "bf16": gpu.peak_bf16_tflops,
+        "fp16": gpu.peak_bf16_tflops,
+        "fp8": gpu.peak_fp8_tflops,
+        "fp32": gpu.peak_fp32_tflops,
+    }[precision]
 
 
 def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
@@ -243,7 +278,9 @@ def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
         return float(getattr(site, catalog_name or name))
 
     return {
-        "usd_per_kwh": pick("usd_per_kwh"), "pue": pick("pue"), "years": pick("amortization_years"),
+        "usd_per_kwh": pick("usd_per_kwh"),
+        "pue": pick("pue"),
+        "years": pick("amortization_years"),
         "facility_usd_per_mw": pick("facility_usd_per_mw", tco_only=True),
         "facility_years": float(ss.facility_years or site.facility_years),
         "staff_usd_per_gpu_year": pick("staff_usd_per_gpu_year", tco_only=True),
@@ -260,31 +297,64 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
     ds = w.dataset
-    kw: dict[str, Any] = {"experts": m.experts, "top_k": m.top_k, "expert_params": m.expert_params, "active": m.active_params}
+    kw: dict[str, Any] = {
+        "experts": m.experts,
+        "top_k": m.top_k,
+        "expert_params": m.expert_params,
+        "active": m.active_params,
+    }
     wb, gb, ob = STATE_BYTES[w.precision]
     return {
-        "nodes": spec.cluster.nodes, "gpn": spec.cluster.gpus_per_node,
-        "sequence_parallel": par.sequence_parallel, "tp_overlap": par.tp_overlap, "flash_attention": w.flash_attention,
-        "params": m.params, "params_active": active_params(m.params, **kw), "expert_params": expert_params_of(m.params, **kw),
-        "top_k": m.top_k, "capacity_factor": m.capacity_factor,
-        "layers": m.layers, "hidden": m.hidden, "heads": heads_of(spec), "seq_len": m.seq_len, "vocab": m.vocab,
-        "batch_tokens": w.global_batch_tokens, "total_tokens": w.total_tokens, "compute_eff": 0.5,
-        "peak_tflops": _peak(gpu, w.precision), "act_bytes": ACT_BYTES[w.precision], "grad_bytes": GRAD_BYTES[w.precision],
-        "w_bpp": wb, "g_bpp": gb, "o_bpp": ob, "hbm_gib": gpu.hbm_gb,
+        "nodes": spec.cluster.nodes,
+        "gpn": spec.cluster.gpus_per_node,
+        "sequence_parallel": par.sequence_parallel,
+        "tp_overlap": par.tp_overlap,
+        "flash_attention": w.flash_attention,
+        "params": m.params,
+        "params_active": active_params(m.params, **kw),
+        "expert_params": expert_params_of(m.params, **kw),
+        "top_k": m.top_k,
+        "capacity_factor": m.capacity_factor,
+        "layers": m.layers,
+        "hidden": m.hidden,
+        "heads": heads_of(spec),
+        "seq_len": m.seq_len,
+        "vocab": m.vocab,
+        "batch_tokens": w.global_batch_tokens,
+        "total_tokens": w.total_tokens,
+        "compute_eff": 0.5,
+        "peak_tflops": _peak(gpu, w.precision),
+        "act_bytes": ACT_BYTES[w.precision],
+        "grad_bytes": GRAD_BYTES[w.precision],
+        "w_bpp": wb,
+        "g_bpp": gb,
+        "o_bpp": ob,
+        "hbm_gib": gpu.hbm_gb,
         "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else RESERVE_FRACTION * gpu.hbm_gb,
-        "ckpt_bpp": w.checkpoint.bytes_per_param, "interval_auto": w.checkpoint.interval_min == "auto",
+        "ckpt_bpp": w.checkpoint.bytes_per_param,
+        "interval_auto": w.checkpoint.interval_min == "auto",
         "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
-        "sync": w.checkpoint.mode == "sync", "dataset_tb": ds.size_tb if ds else 0.0,
-        "bytes_per_token": ds.bytes_per_token if ds else 0.0, "random_read": bool(ds and ds.pattern == "random"),
-        "mttf_h": spec.reliability.gpu_mttf_hours, "restart_s": spec.reliability.restart_min * 60.0,
+        "sync": w.checkpoint.mode == "sync",
+        "dataset_tb": ds.size_tb if ds else 0.0,
+        "bytes_per_token": ds.bytes_per_token if ds else 0.0,
+        "random_read": bool(ds and ds.pattern == "random"),
+        "mttf_h": spec.reliability.gpu_mttf_hours,
+        "restart_s": spec.reliability.restart_min * 60.0,
         "deterministic": spec.requirements.reproducibility == "bitwise",
-        "nvl_busbw": gpu.nvlink_busbw_gbps, "intra_pci": gpu.intra_link == "pci",
-        "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0, "nvls_lat": gpu.nvls_latency_us,
-        "host_copy": gpu.host_copy_gbps, "compute_cv": gpu.compute_jitter_cv,
+        "nvl_busbw": gpu.nvlink_busbw_gbps,
+        "intra_pci": gpu.intra_link == "pci",
+        "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
+        "nvls_lat": gpu.nvls_latency_us,
+        "host_copy": gpu.host_copy_gbps,
+        "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
         "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
-        "launch_us": site.launch_us, **_site_columns(spec, site), "kept": site.checkpoints_kept,
-        "ckpt_target_s": site.checkpoint_write_target_s, "util": spec.options.utilisation, "scattered": spec.options.placement == "scattered",
+        "launch_us": site.launch_us,
+        **_site_columns(spec, site),
+        "kept": site.checkpoints_kept,
+        "ckpt_target_s": site.checkpoint_write_target_s,
+        "util": spec.options.utilisation,
+        "scattered": spec.options.placement == "scattered",
     }
 
 
@@ -299,18 +369,44 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
         sharp = bool(d.sharp and f.in_network_reduction)
         nic_x, sw_x, fib = catalog.optics[f.nic_optic], catalog.optics[f.switch_optic], catalog.optics[f.fiber]
         values = dict(
-            nic_gbps=f.nic_line_gbps * f.nic_efficiency, net_scale=f.net_latency_scale, jitter_us=f.jitter_us,
-            hiccup_q=f.hiccup_prob, hiccup_ms=f.hiccup_ms, sharp=sharp, nic_usd=f.nic_usd,
-            nic_w=f.nic_power_w, radix=sw.radix, switch_ns=sw.latency_ns, switch_usd=sw.price_usd, switch_w=sw.power_w,
-            nic_xcvr_usd=nic_x.price_usd, nic_xcvr_w=nic_x.power_w, sw_xcvr_usd=sw_x.price_usd, sw_xcvr_w=sw_x.power_w,
-            sw_xcvr_ports=sw_x.ports_per_module, cable_usd=fib.price_usd, rail=d.topology == "rail-optimized",
-            oversub=d.oversubscription, st_local=s.kind == "local", st_client_w=s.client_write_gbps,
-            st_client_r=s.client_read_gbps, st_unit_w=s.unit_write_gbps, st_unit_r=s.unit_read_gbps,
-            st_unit_tb=s.unit_capacity_tb, st_unit_usd=s.unit_usd, st_unit_w_power=s.unit_power_w,
-            st_commit_ms=s.commit_latency_ms, st_commit_jitter_ms=s.commit_jitter_ms, st_concurrency=s.commit_concurrency,
-            st_per_node=s.commit_scope == "node", st_drain=s.async_drain, st_drain_gbps=s.drain_gbps_per_node,
-            sharp_switch_usd=f.sharp_usd_per_switch if sharp else 0.0, sharp_node_usd=f.sharp_usd_per_node if sharp else 0.0,
-            rent=offer is not None, rent_committed=offer is not None and d.term != "on_demand",
+            nic_gbps=f.nic_line_gbps * f.nic_efficiency,
+            net_scale=f.net_latency_scale,
+            jitter_us=f.jitter_us,
+            hiccup_q=f.hiccup_prob,
+            hiccup_ms=f.hiccup_ms,
+            sharp=sharp,
+            nic_usd=f.nic_usd,
+            nic_w=f.nic_power_w,
+            radix=sw.radix,
+            switch_ns=sw.latency_ns,
+            switch_usd=sw.price_usd,
+            switch_w=sw.power_w,
+            nic_xcvr_usd=nic_x.price_usd,
+            nic_xcvr_w=nic_x.power_w,
+            sw_xcvr_usd=sw_x.price_usd,
+            sw_xcvr_w=sw_x.power_w,
+            sw_xcvr_ports=sw_x.ports_per_module,
+            cable_usd=fib.price_usd,
+            rail=d.topology == "rail-optimized",
+            oversub=d.oversubscription,
+            st_local=s.kind == "local",
+            st_client_w=s.client_write_gbps,
+            st_client_r=s.client_read_gbps,
+            st_unit_w=s.unit_write_gbps,
+            st_unit_r=s.unit_read_gbps,
+            st_unit_tb=s.unit_capacity_tb,
+            st_unit_usd=s.unit_usd,
+            st_unit_w_power=s.unit_power_w,
+            st_commit_ms=s.commit_latency_ms,
+            st_commit_jitter_ms=s.commit_jitter_ms,
+            st_concurrency=s.commit_concurrency,
+            st_per_node=s.commit_scope == "node",
+            st_drain=s.async_drain,
+            st_drain_gbps=s.drain_gbps_per_node,
+            sharp_switch_usd=f.sharp_usd_per_switch if sharp else 0.0,
+            sharp_node_usd=f.sharp_usd_per_node if sharp else 0.0,
+            rent=offer is not None,
+            rent_committed=offer is not None and d.term != "on_demand",
             rent_gpu_h=offer.usd_per_gpu_hour(d.term) if offer else 0.0,
             rent_storage_tb_month=offer.storage_usd_per_tb_month if offer else 0.0,
             rent_term_h={"1y": 1.0, "3y": 3.0}.get(d.term, 0.0) * 8760.0,
@@ -327,8 +423,15 @@ def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     return out
 
 
-def build_table(spec: Spec, catalog: Catalog, designs: Sequence[Design], layouts: Sequence[Layout] | None = None, *,
-                pairs: tuple[np.ndarray, np.ndarray] | None = None, compute_efficiency: float | None = None) -> Table:
+def build_table(
+    spec: Spec,
+    catalog: Catalog,
+    designs: Sequence[Design],
+    layouts: Sequence[Layout] | None = None,
+    *,
+    pairs: tuple[np.ndarray, np.ndarray] | None = None,
+    compute_efficiency: float | None = None,
+) -> Table:
     """Columns of inputs under ``spec``.
 
     Rows are every layout x design (layout-major: row = layout index x len(designs) +
@@ -370,6 +473,11 @@ def scale_table(t: Table, *, network_latency: float = 1.0, storage_latency: floa
     (launch overhead and NVLink latencies stay). Storage: commit latency and its jitter.
     """
     return dataclasses.replace(
-        t, net_scale=t.net_scale * network_latency, jitter_us=t.jitter_us * network_latency,
-        switch_ns=t.switch_ns * network_latency, hiccup_ms=t.hiccup_ms * network_latency,
-        st_commit_ms=t.st_commit_ms * storage_latency, st_commit_jitter_ms=t.st_commit_jitter_ms * storage_latency)
+        t,
+        net_scale=t.net_scale * network_latency,
+        jitter_us=t.jitter_us * network_latency,
+        switch_ns=t.switch_ns * network_latency,
+        hiccup_ms=t.hiccup_ms * network_latency,
+        st_commit_ms=t.st_commit_ms * storage_latency,
+        st_commit_jitter_ms=t.st_commit_jitter_ms * storage_latency,
+    )

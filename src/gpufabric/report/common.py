@@ -142,9 +142,19 @@ def node_sections(run: RunRecord) -> list[NodeSection]:
             median = statistics.median(p50.values())
             for rank in ranks.stragglers:
                 host = hosts.get(rank) or r.host
-                slow.setdefault(host, []).append(Straggler(test=r.name, case=r.case, rank=rank, host=host,
-                                                           p50_us=p50.get(rank, math.nan), median_us=median))
+                slow.setdefault(host, []).append(
+                    Straggler(
+                        test=r.name, case=r.case, rank=rank, host=host, p50_us=p50.get(rank, math.nan), median_us=median
+                    )
+                )
     for v in run.verdicts:
         outcomes.setdefault(v.host or "-", Counter())[v.outcome.value] += 1
-    return [NodeSection(host=h, statuses=dict(statuses.get(h, {})), outcomes=dict(outcomes.get(h, {})),
-                        stragglers=tuple(slow.get(h, ()))) for h in sorted(set(statuses) | set(outcomes))]
+    return [
+        NodeSection(
+            host=h,
+            statuses=dict(statuses.get(h, {})),
+            outcomes=dict(outcomes.get(h, {})),
+            stragglers=tuple(slow.get(h, ())),
+        )
+        for h in sorted(set(statuses) | set(outcomes))
+    ]

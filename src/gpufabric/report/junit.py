@@ -30,20 +30,36 @@ def _clean(root: ET.Element) -> None:
 def render_junit(run: RunRecord) -> str:
     suite = ET.Element("testsuite", name=f"gpufabric.run{run.id}", timestamp=common.iso(run.started_at))
     props = ET.SubElement(suite, "properties")
-    for key, value in (("kind", run.kind), ("status", run.status), ("argv", " ".join(run.argv)),
-                       ("gpufabric_version", run.gpufabric_version), ("spec", run.spec_name)):
+    for key, value in (
+        ("kind", run.kind),
+        ("status", run.status),
+        ("argv", " ".join(run.argv)),
+        ("gpufabric_version", run.gpufabric_version),
+        ("spec", run.spec_name),
+    ):
         ET.SubElement(props, "property", name=key, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    durations = {**{(r.name, r.host): r.duration_s for r in run.results},
-                 **{(r.case, r.host): r.duration_s for r in run.results}}
+    durations = {
+        **{(r.name, r.host): r.duration_s for r in run.results},
+        **{(r.case, r.host): r.duration_s for r in run.results},
+    }
     for v in run.verdicts:
-        case = ET.SubElement(suite, "testcase", classname=v.test, name=f"{v.metric}@{v.host}" if v.host else v.metric,
-                             time=f"{durations.get((v.test, v.host), 0.0):.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=v.test,
+            name=f"{v.metric}@{v.host}" if v.host else v.metric,
+            time=f"{durations.get((v.test, v.host), 0.0):.3f}",
+        )
         counts["tests"] += 1
         detail = v.reason + "".join(f"\nwarning: {w}" for w in v.warnings)
         if v.outcome in (Outcome.failed, Outcome.not_planned):
-            ET.SubElement(case, "failure", message=v.reason[:500] or "SLO not met",
-                          type="slo" if v.outcome == Outcome.failed else "not_planned_hardware").text = detail
+            ET.SubElement(
+                case,
+                "failure",
+                message=v.reason[:500] or "SLO not met",
+                type="slo" if v.outcome == Outcome.failed else "not_planned_hardware",
+            ).text = detail
             counts["failures"] += 1
         elif v.outcome in (Outcome.skipped, Outcome.noisy):
             ET.SubElement(case, "skipped", message=f"{v.outcome.value}: {v.reason}"[:500])
@@ -54,12 +70,18 @@ def render_junit(run: RunRecord) -> str:
     for r in run.results:
         if common.is_judged(r, judged):
             continue
-        case = ET.SubElement(suite, "testcase", classname=r.name, name=f"{r.host or r.tool} {common.param_tag(r)}".strip(),
-                             time=f"{r.duration_s:.3f}")
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=r.name,
+            name=f"{r.host or r.tool} {common.param_tag(r)}".strip(),
+            time=f"{r.duration_s:.3f}",
+        )
         counts["tests"] += 1
         if r.status in (Status.failed, Status.timeout):
             ET.SubElement(case, "error", message=f"{r.status.value}: {r.reason}"[:500], type=r.status.value).text = (
-                r.raw_output[-4000:] or None)
+                r.raw_output[-4000:] or None
+            )
             counts["errors"] += 1
         elif r.status == Status.skipped:
             ET.SubElement(case, "skipped", message=r.reason or "skipped")
@@ -68,7 +90,9 @@ def render_junit(run: RunRecord) -> str:
         suite.set(key, str(count))
     total = sum(r.duration_s for r in run.results)
     suite.set("time", f"{total:.3f}")
-    root = ET.Element("testsuites", {"name": "gpufabric", "time": f"{total:.3f}", **{k: str(v) for k, v in counts.items()}})
+    root = ET.Element(
+        "testsuites", {"name": "gpufabric", "time": f"{total:.3f}", **{k: str(v) for k, v in counts.items()}}
+    )
     root.append(suite)
     _clean(root)
     ET.indent(root)

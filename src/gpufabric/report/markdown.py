@@ -15,7 +15,11 @@ def render_markdown(run: RunRecord) -> str:
     meta = [f"kind {run.kind}", f"started {common.when(run.started_at)}"]
     if run.spec_name:
         meta.insert(1, f"spec {run.spec_name}")
-    meta.append(f"finished {common.when(run.finished_at)} ({common.duration(run)})" if run.finished_at else "never finished (interrupted)")
+    meta.append(
+        f"finished {common.when(run.finished_at)} ({common.duration(run)})"
+        if run.finished_at
+        else "never finished (interrupted)"
+    )
     meta.append(f"gpufabric {run.gpufabric_version}")
     lines += [" · ".join(meta), "", f"`{' '.join(run.argv)}`", ""]
     counts = common.outcome_counts(run)
@@ -23,14 +27,31 @@ def render_markdown(run: RunRecord) -> str:
         lines += [", ".join(f"**{n}** {outcome}" for outcome, n in counts.items()), ""]
     lines += ["## Verdicts", ""]
     if run.verdicts:
-        lines += ["| test | host | metric | outcome | measured | expected | margin | repeats | reason |",
-                  "|---|---|---|---|---:|---:|---:|---:|---|"]
+        lines += [
+            "| test | host | metric | outcome | measured | expected | margin | repeats | reason |",
+            "|---|---|---|---|---:|---:|---:|---:|---|",
+        ]
         for v in run.verdicts:
             reason = v.reason + "".join(f"; warning: {w}" for w in v.warnings)
             repeats = f"{v.passed_repeats}/{v.total_repeats}" if v.total_repeats else ""
-            lines.append("| " + " | ".join(_cell(c) for c in (
-                v.test, v.host, v.metric, f"**{v.outcome.value}**", f"{common.num(v.measured)} {v.unit}".strip(),
-                common.num(v.expected), common.pct(v.margin), repeats, reason)) + " |")
+            lines.append(
+                "| "
+                + " | ".join(
+                    _cell(c)
+                    for c in (
+                        v.test,
+                        v.host,
+                        v.metric,
+                        f"**{v.outcome.value}**",
+                        f"{common.num(v.measured)} {v.unit}".strip(),
+                        common.num(v.expected),
+                        common.pct(v.margin),
+                        repeats,
+                        reason,
+                    )
+                )
+                + " |"
+            )
     else:
         lines.append("No SLOs were applied to this run.")
     lines += ["", "## Results", "", "| test | tool | host | status | metrics |", "|---|---|---|---|---|"]

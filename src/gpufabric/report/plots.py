@@ -41,7 +41,7 @@ def _svg(fig, key: str) -> str:  # noqa: ANN001
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": key}):
         fig.savefig(buf, format="svg")
     text = buf.getvalue()
-    text = text[text.index("<svg"):]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
+    text = text[text.index("<svg") :]  # drop the XML prolog and DOCTYPE: not allowed inside HTML
     # The RDF metadata block names purl.org/creativecommons URIs and a timestamp: noise, and not reproducible.
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
     prefix = re.sub(r"\W", "_", key) + "_"
@@ -107,8 +107,13 @@ def sweep_chart(test: str, bands, expected: Sequence[tuple[str, float]] = ()) ->
     and each expected value (SLO from the plan's prediction) as a dashed line."""
     fig, ax = _figure(f"{test}: bus bandwidth", "message size", "busbw (GB/s)")
     for b in bands:
-        (line,) = ax.plot(b.x, b.median, marker="o", markersize=3,
-                          label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""))
+        (line,) = ax.plot(
+            b.x,
+            b.median,
+            marker="o",
+            markersize=3,
+            label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""),
+        )
         if b.repeats > 1:
             ax.fill_between(b.x, b.lo, b.hi, color=line.get_color(), alpha=0.2, linewidth=0, label=f"{b.label} min-max")
     for label, value in expected:
@@ -126,10 +131,17 @@ def percentile_band_chart(test: str, bands) -> str:  # noqa: ANN001
     ticks: set[float] = set()
     for b in bands:
         nines = [-np.log10(1 - p / 100) for p in b.x]
-        (line,) = ax.plot(nines, b.median, marker="o", markersize=3,
-                          label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""))
+        (line,) = ax.plot(
+            nines,
+            b.median,
+            marker="o",
+            markersize=3,
+            label=f"{b.label} median" + (f" of {b.repeats}" if b.repeats > 1 else ""),
+        )
         if b.repeats > 1:
-            ax.fill_between(nines, b.lo, b.hi, color=line.get_color(), alpha=0.2, linewidth=0, label=f"{b.label} min-max")
+            ax.fill_between(
+                nines, b.lo, b.hi, color=line.get_color(), alpha=0.2, linewidth=0, label=f"{b.label} min-max"
+            )
         ticks.update(b.x)
     positions = sorted(ticks)
     ax.set_xticks([-np.log10(1 - p / 100) for p in positions], [f"p{p:g}" for p in positions])
@@ -157,7 +169,9 @@ def cdf_chart(curves: Sequence[tuple[str, str, Sequence[float]]], *, title: str 
         if x.size == 0:
             continue
         # quantiles on a grid dense in the tail (1 - 10^-k), so p99.9 is visible, not just the body
-        q = np.unique(np.concatenate([np.linspace(0, 0.99, CDF_POINTS // 2), 1 - np.logspace(-2, -6, CDF_POINTS // 2), [1.0]]))
+        q = np.unique(
+            np.concatenate([np.linspace(0, 0.99, CDF_POINTS // 2), 1 - np.logspace(-2, -6, CDF_POINTS // 2), [1.0]])
+        )
         idx = np.minimum((q * (x.size - 1)).round().astype(int), x.size - 1)
         ax.step(x[idx], q, where="post", label=f"{label} (n={x.size})")
     ax.set_xscale("log")

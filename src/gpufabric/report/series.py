@@ -71,7 +71,8 @@ def busbw_series(run: RunRecord) -> list[Series]:
             row[top] = value
     return [
         Series(label=label, x=tuple(sorted(row)), y=tuple(row[k] for k in sorted(row)), unit="GB/s")
-        for label, row in points.items() if row
+        for label, row in points.items()
+        if row
     ]
 
 
@@ -116,21 +117,29 @@ class Band:
     median: tuple[float, ...]
     lo: tuple[float, ...]
     hi: tuple[float, ...]
-    repeats: int                     # most repeats behind one point
+    repeats: int  # most repeats behind one point
     unit: str = ""
 
 
-def _bands(groups: dict[tuple[str, str], dict[float, list[float]]], unit_of: dict[tuple[str, str], str],
-           label_of) -> dict[str, list[Band]]:  # noqa: ANN001 - (test, label) -> str
+def _bands(
+    groups: dict[tuple[str, str], dict[float, list[float]]], unit_of: dict[tuple[str, str], str], label_of
+) -> dict[str, list[Band]]:  # noqa: ANN001 - (test, label) -> str
     out: dict[str, list[Band]] = {}
     for (test, label), points in groups.items():
         xs = sorted(points)
         if not xs:
             continue
-        out.setdefault(test, []).append(Band(
-            label=label_of(test, label), x=tuple(xs), median=tuple(statistics.median(points[x]) for x in xs),
-            lo=tuple(min(points[x]) for x in xs), hi=tuple(max(points[x]) for x in xs),
-            repeats=max(len(points[x]) for x in xs), unit=unit_of[(test, label)]))
+        out.setdefault(test, []).append(
+            Band(
+                label=label_of(test, label),
+                x=tuple(xs),
+                median=tuple(statistics.median(points[x]) for x in xs),
+                lo=tuple(min(points[x]) for x in xs),
+                hi=tuple(max(points[x]) for x in xs),
+                repeats=max(len(points[x]) for x in xs),
+                unit=unit_of[(test, label)],
+            )
+        )
     return out
 
 
@@ -151,8 +160,11 @@ def sweep_bands(run: RunRecord) -> dict[str, list[Band]]:
                 row.setdefault(float(match.group(1)), []).append(m.value)
         top = _top_size(r)
         value = busbw.value
-        if top is not None and math.isfinite(value) and not any(
-                (hit := _AT_SIZE.match(m.name)) and float(hit.group(1)) == top for m in r.metrics):
+        if (
+            top is not None
+            and math.isfinite(value)
+            and not any((hit := _AT_SIZE.match(m.name)) and float(hit.group(1)) == top for m in r.metrics)
+        ):
             row.setdefault(top, []).append(value)
     return _bands(groups, units, lambda test, host: f"@{host}" if host else test)
 

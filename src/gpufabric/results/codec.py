@@ -70,12 +70,22 @@ def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
     try:
         results = tuple(
             TestResult(
-                name=r["name"], tool=r["tool"], host=r["host"], status=Status(r["status"]), reason=r.get("reason", ""),
-                argv=tuple(r.get("argv", ())), started_at=r.get("started_at", 0.0), duration_s=r.get("duration_s", 0.0),
-                raw_output=r.get("raw_output", ""), **_ranks_and_params(r),
+                name=r["name"],
+                tool=r["tool"],
+                host=r["host"],
+                status=Status(r["status"]),
+                reason=r.get("reason", ""),
+                argv=tuple(r.get("argv", ())),
+                started_at=r.get("started_at", 0.0),
+                duration_s=r.get("duration_s", 0.0),
+                raw_output=r.get("raw_output", ""),
+                **_ranks_and_params(r),
                 metrics=tuple(
                     Metric(
-                        name=m["name"], value=_f(m["value"]), unit=m["unit"], direction=Direction(m["direction"]),
+                        name=m["name"],
+                        value=_f(m["value"]),
+                        unit=m["unit"],
+                        direction=Direction(m["direction"]),
                         samples=tuple(_f(x) for x in m.get("samples", ())),
                     )
                     for m in r.get("metrics", ())
@@ -85,21 +95,39 @@ def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
         )
         verdicts = tuple(
             Verdict(
-                test=v["test"], metric=v["metric"], host=v["host"], outcome=Outcome(v["outcome"]),
-                measured=v.get("measured"), expected=v.get("expected"), direction=Direction(v["direction"]),
-                margin=v.get("margin"), reason=v.get("reason", ""), warnings=tuple(v.get("warnings", ())),
-                unit=v.get("unit", ""), passed_repeats=v.get("passed_repeats", 0),
-                total_repeats=v.get("total_repeats", 0), source=v.get("source", ""),
+                test=v["test"],
+                metric=v["metric"],
+                host=v["host"],
+                outcome=Outcome(v["outcome"]),
+                measured=v.get("measured"),
+                expected=v.get("expected"),
+                direction=Direction(v["direction"]),
+                margin=v.get("margin"),
+                reason=v.get("reason", ""),
+                warnings=tuple(v.get("warnings", ())),
+                unit=v.get("unit", ""),
+                passed_repeats=v.get("passed_repeats", 0),
+                total_repeats=v.get("total_repeats", 0),
+                source=v.get("source", ""),
             )
             for v in data.get("verdicts", ())
         )
         return RunRecord(
-            id=int(data["id"]), kind=data["kind"], status=RunStatus(data["status"]), started_at=data["started_at"],
-            finished_at=data.get("finished_at"), argv=tuple(data.get("argv", ())),
-            fingerprint=dict(data.get("fingerprint") or {}), spec_name=data.get("spec_name", ""),
-            plan=data.get("plan"), meta=dict(data.get("meta") or {}),
-            gpufabric_version=data.get("gpufabric_version", ""), results=results, verdicts=verdicts,
-            artifacts=dict(data.get("artifacts") or {}), result_count=len(results),
+            id=int(data["id"]),
+            kind=data["kind"],
+            status=RunStatus(data["status"]),
+            started_at=data["started_at"],
+            finished_at=data.get("finished_at"),
+            argv=tuple(data.get("argv", ())),
+            fingerprint=dict(data.get("fingerprint") or {}),
+            spec_name=data.get("spec_name", ""),
+            plan=data.get("plan"),
+            meta=dict(data.get("meta") or {}),
+            gpufabric_version=data.get("gpufabric_version", ""),
+            results=results,
+            verdicts=verdicts,
+            artifacts=dict(data.get("artifacts") or {}),
+            result_count=len(results),
             verdict_counts=dict(data.get("verdict_counts") or {}),
         )
     except (KeyError, TypeError, ValueError) as exc:

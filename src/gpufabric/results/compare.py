@@ -59,8 +59,13 @@ class Change(enum.StrEnum):
 #: Smallest relative change that counts, per metric class. Tails and spreads move more
 #: from run to run on a healthy system (a p99 of 1,000 samples rests on 10 of them), so a
 #: gate with the central 5 % on them would cry wolf.
-DEFAULT_MIN_EFFECT: dict[str, float] = {"latency": 0.05, "throughput": 0.05, "tail": 0.10, "spread": 0.25,
-                                        "other": 0.05}
+DEFAULT_MIN_EFFECT: dict[str, float] = {
+    "latency": 0.05,
+    "throughput": 0.05,
+    "tail": 0.10,
+    "spread": 0.25,
+    "other": 0.05,
+}
 #: Classes that are not performance and get no test.
 UNTESTED_CLASSES = ("count", "percent")
 METRIC_CLASSES = tuple(DEFAULT_MIN_EFFECT) + UNTESTED_CLASSES
@@ -94,18 +99,18 @@ class MetricDelta:
     unit: str
     direction: Direction
     metric_class: str
-    base: float | None               # median of the base run's repeats
+    base: float | None  # median of the base run's repeats
     cand: float | None
-    delta: float | None              # (cand - base) / |base| of those medians
-    method: str                      # repeats | batch medians | not performance | duplicate | -
+    delta: float | None  # (cand - base) / |base| of those medians
+    method: str  # repeats | batch medians | not performance | duplicate | -
     verdict: Change = Change.inconclusive
-    effect: float | None = None      # the tested relative change (ratio of geometric means - 1)
-    ci_low: float | None = None      # interval of effect, confidence 1 - 2 alpha
+    effect: float | None = None  # the tested relative change (ratio of geometric means - 1)
+    ci_low: float | None = None  # interval of effect, confidence 1 - 2 alpha
     ci_high: float | None = None
-    p_value: float | None = None     # two-sided, H0: no change
+    p_value: float | None = None  # two-sided, H0: no change
     p_adjusted: float | None = None  # after the multiple-comparison correction
     min_effect: float | None = None
-    n_base: int = 0                  # summaries tested per side (repeats or batches)
+    n_base: int = 0  # summaries tested per side (repeats or batches)
     n_cand: int = 0
     duplicate_of: str = ""
     note: str = ""
@@ -124,7 +129,7 @@ class Comparison:
     alpha: float
     correction: str
     min_effect: dict[str, float]
-    tested: int                      # metrics in the multiple-comparison family
+    tested: int  # metrics in the multiple-comparison family
     deltas: tuple[MetricDelta, ...]
 
     @property
@@ -134,8 +139,8 @@ class Comparison:
 
 @dataclass(slots=True)
 class _Side:
-    values: list[float]              # one per repeat
-    samples: list[float]             # raw samples of all repeats, in measurement order
+    values: list[float]  # one per repeat
+    samples: list[float]  # raw samples of all repeats, in measurement order
     unit: str
     direction: Direction
 
@@ -182,7 +187,9 @@ def _effect(a: _Side, b: _Side, level: float) -> tuple[str, Effect | None, str]:
     return "-", None, "one value per side: nothing measures the noise (run more repeats)"
 
 
-def resolve_min_effect(tolerance: float | None = None, overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+def resolve_min_effect(
+    tolerance: float | None = None, overrides: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """Class -> minimum effect: the defaults, ``tolerance`` for the central classes, then ``overrides``.
 
     Raises:
@@ -193,7 +200,9 @@ def resolve_min_effect(tolerance: float | None = None, overrides: Mapping[str, f
         out.update(latency=tolerance, throughput=tolerance, other=tolerance)
     for cls, value in (overrides or {}).items():
         if cls not in DEFAULT_MIN_EFFECT:
-            raise InputError(f"unknown metric class {cls!r} for a minimum effect; one of {', '.join(DEFAULT_MIN_EFFECT)}")
+            raise InputError(
+                f"unknown metric class {cls!r} for a minimum effect; one of {', '.join(DEFAULT_MIN_EFFECT)}"
+            )
         out[cls] = value
     for cls, value in out.items():
         if not (math.isfinite(value) and 0 <= value < 10):
@@ -201,8 +210,15 @@ def resolve_min_effect(tolerance: float | None = None, overrides: Mapping[str, f
     return out
 
 
-def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, correction: str = "holm",
-                 tolerance: float | None = None, min_effect: Mapping[str, float] | None = None) -> Comparison:
+def compare_runs(
+    base: RunRecord,
+    cand: RunRecord,
+    *,
+    alpha: float = 0.05,
+    correction: str = "holm",
+    tolerance: float | None = None,
+    min_effect: Mapping[str, float] | None = None,
+) -> Comparison:
     """Per-metric verdicts of ``cand`` against ``base``; see the module docstring.
 
     Args:
@@ -218,27 +234,40 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
     thresholds = resolve_min_effect(tolerance, min_effect)
     a, b = _collect(base), _collect(cand)
     deltas: list[MetricDelta] = []
-    effects: dict[int, Effect] = {}          # index in deltas -> effect, for the tested ones
-    first_of: dict[tuple, str] = {}          # (case, host, values of both sides) -> metric tested
+    effects: dict[int, Effect] = {}  # index in deltas -> effect, for the tested ones
+    first_of: dict[tuple, str] = {}  # (case, host, values of both sides) -> metric tested
     for key in list(a) + [k for k in b if k not in a]:
         test, host, metric = key
         sa, sb = a.get(key), b.get(key)
-        side = sa if sa is not None else b[key]   # every key is in a or in b
+        side = sa if sa is not None else b[key]  # every key is in a or in b
         cls = metric_class(metric, side.unit)
-        about = partial(MetricDelta, test=test, host=host, metric=metric, unit=side.unit, direction=side.direction,
-                        metric_class=cls)
+        about = partial(
+            MetricDelta, test=test, host=host, metric=metric, unit=side.unit, direction=side.direction, metric_class=cls
+        )
         if sa is None or sb is None:
-            deltas.append(about(base=statistics.median(sa.values) if sa else None,
-                                cand=statistics.median(sb.values) if sb else None,
-                                delta=None, method="-", verdict=Change.inconclusive,
-                                note="only in base" if sa else "only in candidate"))
+            deltas.append(
+                about(
+                    base=statistics.median(sa.values) if sa else None,
+                    cand=statistics.median(sb.values) if sb else None,
+                    delta=None,
+                    method="-",
+                    verdict=Change.inconclusive,
+                    note="only in base" if sa else "only in candidate",
+                )
+            )
             continue
         base_med, cand_med = statistics.median(sa.values), statistics.median(sb.values)
         delta = _rel(base_med, cand_med)
         common = partial(about, base=base_med, cand=cand_med)
         if cls in UNTESTED_CLASSES:
-            deltas.append(common(delta=delta, method="not performance", verdict=Change.unchanged,
-                                 note=f"a {cls}, not performance: judged by SLOs, not compared"))
+            deltas.append(
+                common(
+                    delta=delta,
+                    method="not performance",
+                    verdict=Change.unchanged,
+                    note=f"a {cls}, not performance: judged by SLOs, not compared",
+                )
+            )
             continue
         ident = (test, host, side.direction, _shape(sa.values + sb.values))
         if ident in first_of:
@@ -247,13 +276,24 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
         first_of[ident] = metric
         method, eff, why = _effect(sa, sb, 1 - 2 * alpha)
         if eff is None:
-            deltas.append(common(delta=delta, method=method, verdict=Change.inconclusive,
-                                 min_effect=thresholds[cls], note=why))
+            deltas.append(
+                common(delta=delta, method=method, verdict=Change.inconclusive, min_effect=thresholds[cls], note=why)
+            )
             continue
         effects[len(deltas)] = eff
-        deltas.append(common(delta=delta, method=method, effect=eff.effect, ci_low=eff.ci_low,
-                             ci_high=eff.ci_high, p_value=eff.p_value, min_effect=thresholds[cls],
-                             n_base=eff.n_base, n_cand=eff.n_cand))
+        deltas.append(
+            common(
+                delta=delta,
+                method=method,
+                effect=eff.effect,
+                ci_low=eff.ci_low,
+                ci_high=eff.ci_high,
+                p_value=eff.p_value,
+                min_effect=thresholds[cls],
+                n_base=eff.n_base,
+                n_cand=eff.n_cand,
+            )
+        )
     idx = list(effects)
     adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else np.empty(0)
     for i, p_adj in zip(idx, adjusted, strict=True):
@@ -262,12 +302,28 @@ def compare_runs(base: RunRecord, cand: RunRecord, *, alpha: float = 0.05, corre
     for i, d in enumerate(deltas):
         if d.duplicate_of:
             src = by_metric[(d.test, d.host, d.duplicate_of)]
-            deltas[i] = replace(d, verdict=src.verdict, effect=src.effect, ci_low=src.ci_low, ci_high=src.ci_high,
-                                p_value=src.p_value, p_adjusted=src.p_adjusted, min_effect=src.min_effect,
-                                n_base=src.n_base, n_cand=src.n_cand,
-                                note=f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once")
-    return Comparison(base_id=base.id, cand_id=cand.id, alpha=alpha, correction=correction, min_effect=thresholds,
-                      tested=len(idx), deltas=tuple(deltas))
+            deltas[i] = replace(
+                d,
+                verdict=src.verdict,
+                effect=src.effect,
+                ci_low=src.ci_low,
+                ci_high=src.ci_high,
+                p_value=src.p_value,
+                p_adjusted=src.p_adjusted,
+                min_effect=src.min_effect,
+                n_base=src.n_base,
+                n_cand=src.n_cand,
+                note=f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once",
+            )
+    return Comparison(
+        base_id=base.id,
+        cand_id=cand.id,
+        alpha=alpha,
+        correction=correction,
+        min_effect=thresholds,
+        tested=len(idx),
+        deltas=tuple(deltas),
+    )
 
 
 def _judge(d: MetricDelta, p_adj: float, alpha: float, correction: str, family: int) -> MetricDelta:
@@ -279,15 +335,21 @@ def _judge(d: MetricDelta, p_adj: float, alpha: float, correction: str, family: 
     elif -d.min_effect <= d.ci_low and d.ci_high <= d.min_effect:
         verdict, note = Change.unchanged, ""
     elif significant:
-        verdict, note = Change.unchanged, f"a real change of {d.effect:+.1%}, below the {d.min_effect:.0%} minimum effect"
+        verdict, note = (
+            Change.unchanged,
+            f"a real change of {d.effect:+.1%}, below the {d.min_effect:.0%} minimum effect",
+        )
     elif beyond:
         verdict = Change.inconclusive
-        note = (f"moved {d.effect:+.1%} but not significant"
-                + (f" after {correction} over {family} metrics" if correction != "none" else ""))
+        note = f"moved {d.effect:+.1%} but not significant" + (
+            f" after {correction} over {family} metrics" if correction != "none" else ""
+        )
     else:
         verdict = Change.inconclusive
-        note = (f"interval [{d.ci_low:+.1%}, {d.ci_high:+.1%}] does not rule out a {d.min_effect:.0%} change;"
-                " more repeats would tell")
+        note = (
+            f"interval [{d.ci_low:+.1%}, {d.ci_high:+.1%}] does not rule out a {d.min_effect:.0%} change;"
+            " more repeats would tell"
+        )
     return replace(d, verdict=verdict, p_adjusted=p_adj, note=note)
 
 

@@ -94,15 +94,17 @@ def relative_effect(base: np.ndarray, cand: np.ndarray, *, level: float) -> Effe
     to_rel = (lambda v: math.expm1(v)) if log else (lambda v: v)  # noqa: E731
     if se2 == 0.0:
         # No spread on either side: any difference is exact (e.g. a deterministic count of steps).
-        return Effect(effect=to_rel(d), ci_low=to_rel(d), ci_high=to_rel(d), p_value=1.0 if d == 0 else 0.0,
-                      n_base=na, n_cand=nb)
+        return Effect(
+            effect=to_rel(d), ci_low=to_rel(d), ci_high=to_rel(d), p_value=1.0 if d == 0 else 0.0, n_base=na, n_cand=nb
+        )
     se = math.sqrt(se2)
     # Welch-Satterthwaite degrees of freedom; a side with zero variance contributes nothing.
     df = se2**2 / sum((v / n) ** 2 / (n - 1) for v, n in ((va, na), (vb, nb)) if v > 0)
     p = float(2.0 * special.stdtr(df, -abs(d) / se))
     q = float(special.stdtrit(df, 0.5 + level / 2))
-    return Effect(effect=to_rel(d), ci_low=to_rel(d - q * se), ci_high=to_rel(d + q * se), p_value=p,
-                  n_base=na, n_cand=nb)
+    return Effect(
+        effect=to_rel(d), ci_low=to_rel(d - q * se), ci_high=to_rel(d + q * se), p_value=p, n_base=na, n_cand=nb
+    )
 
 
 def holm(p: np.ndarray) -> np.ndarray:

@@ -22,8 +22,9 @@ _KEYS = {
     "step_s": {"p50": ("rank_step_p50_s", 6), "p99": ("rank_step_p99_s", 6), "cv": ("rank_step_cv", 4)},
 }
 #: Every params key that holds per-rank data.
-RANK_KEYS = frozenset({"rank_hosts", "stragglers", "oversubscribed"}
-                      | {key for figures in _KEYS.values() for key, _ in figures.values()})
+RANK_KEYS = frozenset(
+    {"rank_hosts", "stragglers", "oversubscribed"} | {key for figures in _KEYS.values() for key, _ in figures.values()}
+)
 
 
 def to_params(stats: RankStats | None) -> dict[str, str]:
@@ -32,8 +33,9 @@ def to_params(stats: RankStats | None) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for figure, (key, digits) in _KEYS.get(stats.quantity, {}).items():
-        out[key] = json.dumps({str(r.rank): round(v, digits) for r in stats.ranks
-                               if (v := getattr(r, figure)) is not None})
+        out[key] = json.dumps(
+            {str(r.rank): round(v, digits) for r in stats.ranks if (v := getattr(r, figure)) is not None}
+        )
     out["rank_hosts"] = json.dumps({str(r.rank): r.host for r in stats.ranks})
     if stats.quantity:
         out["stragglers"] = json.dumps(list(stats.stragglers))
@@ -61,14 +63,23 @@ def from_params(params: Mapping[str, str]) -> tuple[RankStats | None, dict[str, 
     hosts = _loads(params.get("rank_hosts"), {})
     quantity = next((q for q, figures in _KEYS.items() if figures["p50"][0] in params), "")
     figures = {figure: _loads(params.get(key), {}) for figure, (key, _) in _KEYS.get(quantity, {}).items()}
-    ranks = sorted({int(k) for k in hosts if str(k).lstrip("-").isdigit()}
-                   | {int(k) for f in figures.values() for k in f if str(k).lstrip("-").isdigit()})
+    ranks = sorted(
+        {int(k) for k in hosts if str(k).lstrip("-").isdigit()}
+        | {int(k) for f in figures.values() for k in f if str(k).lstrip("-").isdigit()}
+    )
     stats = RankStats(
         quantity=quantity,
-        ranks=tuple(RankStat(rank=r, host=str(hosts.get(str(r), "")),
-                             **{figure: (None if values.get(str(r)) is None else float(values[str(r)]))
-                                for figure, values in figures.items()})
-                    for r in ranks),
+        ranks=tuple(
+            RankStat(
+                rank=r,
+                host=str(hosts.get(str(r), "")),
+                **{
+                    figure: (None if values.get(str(r)) is None else float(values[str(r)]))
+                    for figure, values in figures.items()
+                },
+            )
+            for r in ranks
+        ),
         stragglers=tuple(int(x) for x in _loads(params.get("stragglers"), [])),
         oversubscribed=params.get("oversubscribed", ""),
     )
@@ -84,8 +95,10 @@ def from_dict(data: Mapping[str, Any]) -> RankStats:
     """The inverse of ``to_jsonable(RankStats)`` (the run export)."""
     return RankStats(
         quantity=str(data.get("quantity", "")),
-        ranks=tuple(RankStat(rank=int(r["rank"]), host=str(r["host"]), p50=r.get("p50"), p99=r.get("p99"),
-                             cv=r.get("cv")) for r in data.get("ranks", ())),
+        ranks=tuple(
+            RankStat(rank=int(r["rank"]), host=str(r["host"]), p50=r.get("p50"), p99=r.get("p99"), cv=r.get("cv"))
+            for r in data.get("ranks", ())
+        ),
         stragglers=tuple(int(x) for x in data.get("stragglers", ())),
         oversubscribed=str(data.get("oversubscribed", "")),
     )

@@ -23,9 +23,17 @@ from gpufabric.results.records import Outcome, RunStatus, Status, TestResult, Ve
 class RunSink(Protocol):
     """The write side of ``results.store.Store`` (tests give an in-memory one)."""
 
-    def begin_run(self, *, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any], spec_name: str = "",
-                  plan: Mapping[str, Any] | None = None, meta: Mapping[str, Any] | None = None,
-                  started_at: float | None = None) -> int: ...
+    def begin_run(
+        self,
+        *,
+        kind: str,
+        argv: Sequence[str],
+        fingerprint: Mapping[str, Any],
+        spec_name: str = "",
+        plan: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        started_at: float | None = None,
+    ) -> int: ...
     def add_result(self, run_id: int, result: TestResult) -> int: ...
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None: ...
     def add_artifact(self, run_id: int, name: str, content: str) -> None: ...
@@ -76,12 +84,21 @@ class Recorder:
 
 
 @contextmanager
-def recording(store: RunSink, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any], *,
-              spec_name: str = "", plan: Mapping[str, Any] | None = None, meta: Mapping[str, Any] | None = None,
-              started_at: float | None = None) -> Iterator[Recorder]:
+def recording(
+    store: RunSink,
+    kind: str,
+    argv: Sequence[str],
+    fingerprint: Mapping[str, Any],
+    *,
+    spec_name: str = "",
+    plan: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    started_at: float | None = None,
+) -> Iterator[Recorder]:
     """Begin a run, yield its recorder, and finish it however the block ends (module docstring)."""
-    run_id = store.begin_run(kind=kind, argv=argv, fingerprint=fingerprint, spec_name=spec_name, plan=plan,
-                             meta=meta, started_at=started_at)
+    run_id = store.begin_run(
+        kind=kind, argv=argv, fingerprint=fingerprint, spec_name=spec_name, plan=plan, meta=meta, started_at=started_at
+    )
     rec = Recorder(store, run_id)
     try:
         yield rec

@@ -22,20 +22,20 @@ class Direction(enum.StrEnum):
 class Status(enum.StrEnum):
     """Outcome of running one test (before any SLO is applied)."""
 
-    ok = "ok"              # the tool ran and its output parsed
-    failed = "failed"      # the tool exited non-zero or reported an error
-    timeout = "timeout"    # killed at its timeout; partial output kept
-    skipped = "skipped"    # not runnable here (tool not installed, no RDMA device, ...)
+    ok = "ok"  # the tool ran and its output parsed
+    failed = "failed"  # the tool exited non-zero or reported an error
+    timeout = "timeout"  # killed at its timeout; partial output kept
+    skipped = "skipped"  # not runnable here (tool not installed, no RDMA device, ...)
 
 
 class RunStatus(enum.StrEnum):
     """State of a whole run; a finished run's status decides the command's exit code."""
 
-    running = "running"          # not finished (yet, or ever: killed with -9)
+    running = "running"  # not finished (yet, or ever: killed with -9)
     passed = "passed"
-    failed = "failed"            # an SLO or a test failed
+    failed = "failed"  # an SLO or a test failed
     interrupted = "interrupted"  # Ctrl-C; the finished results are kept
-    error = "error"              # the run itself broke (launch failed, an exception)
+    error = "error"  # the run itself broke (launch failed, an exception)
 
     @property
     def exit_code(self) -> int:
@@ -48,7 +48,7 @@ class Outcome(enum.StrEnum):
 
     passed = "passed"
     failed = "failed"
-    noisy = "noisy"        # too noisy or too few samples to judge
+    noisy = "noisy"  # too noisy or too few samples to judge
     skipped = "skipped"
     not_planned = "not_planned_hardware"  # derived from a plan for other hardware (bench.planned)
 
@@ -85,8 +85,8 @@ class RankStats:
 
     quantity: str = ""
     ranks: tuple[RankStat, ...] = ()
-    stragglers: tuple[int, ...] = ()   # ranks flagged as slow
-    oversubscribed: str = ""           # why timings are not judged ("3 ranks on vm with 2 CPUs"), or ""
+    stragglers: tuple[int, ...] = ()  # ranks flagged as slow
+    oversubscribed: str = ""  # why timings are not judged ("3 ranks on vm with 2 CPUs"), or ""
 
     @property
     def unit(self) -> str:
@@ -105,16 +105,16 @@ class TestResult:
 
     __test__ = False  # not a pytest test class, despite the name
 
-    name: str                      # e.g. "fio.checkpoint_write", "iperf3.data", "nccl.all_reduce"
-    tool: str                      # fio, iperf3, sockperf, perftest, nccl-tests, torch
+    name: str  # e.g. "fio.checkpoint_write", "iperf3.data", "nccl.all_reduce"
+    tool: str  # fio, iperf3, sockperf, perftest, nccl-tests, torch
     host: str
     status: Status
     metrics: tuple[Metric, ...] = ()
-    reason: str = ""               # why skipped/failed/timeout
+    reason: str = ""  # why skipped/failed/timeout
     argv: tuple[str, ...] = ()
-    started_at: float = 0.0        # unix seconds
+    started_at: float = 0.0  # unix seconds
     duration_s: float = 0.0
-    raw_output: str = ""           # the tool's output as captured (stored for provenance)
+    raw_output: str = ""  # the tool's output as captured (stored for provenance)
     params: dict[str, str] = field(default_factory=dict)  # profile parameters (size, streams, ...)
     ranks: RankStats | None = None  # per-rank data of a multi-rank probe
 
@@ -148,11 +148,11 @@ class Slo:
     metric: str
     direction: Direction
     expected: float | None = None
-    tolerance: float = 0.1         # pass if within this fraction on the bad side of expected
+    tolerance: float = 0.1  # pass if within this fraction on the bad side of expected
     minimum: float | None = None
     maximum: float | None = None
-    source: str = ""               # "plan", "thresholds:<file>", "predict"
-    min_pass: int | None = None    # k of n repeats that must pass; None: a strict majority (n // 2 + 1)
+    source: str = ""  # "plan", "thresholds:<file>", "predict"
+    min_pass: int | None = None  # k of n repeats that must pass; None: a strict majority (n // 2 + 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,13 +166,13 @@ class Verdict:
     measured: float | None
     expected: float | None
     direction: Direction
-    margin: float | None           # relative margin on the good side (+) or bad side (-)
+    margin: float | None  # relative margin on the good side (+) or bad side (-)
     reason: str = ""
     warnings: tuple[str, ...] = ()
     unit: str = ""
-    passed_repeats: int = 0        # repeats that met the SLO ...
-    total_repeats: int = 0         # ... out of this many judged (skipped repeats excluded)
-    source: str = ""               # the Slo's source, for provenance in reports
+    passed_repeats: int = 0  # repeats that met the SLO ...
+    total_repeats: int = 0  # ... out of this many judged (skipped repeats excluded)
+    source: str = ""  # the Slo's source, for provenance in reports
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,9 +184,9 @@ class RunRecord:
     """
 
     id: int
-    kind: str                      # "bench", "ingest", ...
+    kind: str  # "bench", "ingest", ...
     status: RunStatus
-    started_at: float              # unix seconds
+    started_at: float  # unix seconds
     finished_at: float | None
     argv: tuple[str, ...]
     fingerprint: dict[str, Any]

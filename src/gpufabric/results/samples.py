@@ -27,11 +27,13 @@ def sockperf_full_log_samples(text: str, *, source: str = "") -> tuple[float, ..
             continue
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 4:
-            raise ParseError(f"sockperf full-log row {number} has {len(parts)} fields, expected 4", source=source,
-                             excerpt=line)
+            raise ParseError(
+                f"sockperf full-log row {number} has {len(parts)} fields, expected 4", source=source, excerpt=line
+            )
         try:
             samples.append(float(parts[3]))
         except ValueError:
-            raise ParseError(f"sockperf full-log row {number} has a non-numeric latency", source=source,
-                             excerpt=line) from None
+            raise ParseError(
+                f"sockperf full-log row {number} has a non-numeric latency", source=source, excerpt=line
+            ) from None
     return tuple(samples)

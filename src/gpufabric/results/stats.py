@@ -47,7 +47,6 @@ TAIL_SUPPORT = 10
 PERCENTILES = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p999", 0.999), ("p9999", 0.9999))
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QualityWarning:
     """Why a summary may not support a judgement; ``code`` is stable, ``message`` is for people."""
@@ -77,8 +76,12 @@ class Sketch:
     def merge(self, other: Sketch) -> Sketch:
         if self.gamma != other.gamma:
             raise InputError(f"cannot merge sketches of different accuracy (gamma {self.gamma} vs {other.gamma})")
-        return Sketch(gamma=self.gamma, pos=_add(self.pos, other.pos), neg=_add(self.neg, other.neg),
-                      zeros=self.zeros + other.zeros)
+        return Sketch(
+            gamma=self.gamma,
+            pos=_add(self.pos, other.pos),
+            neg=_add(self.neg, other.neg),
+            zeros=self.zeros + other.zeros,
+        )
 
     def values_counts(self) -> tuple[np.ndarray, np.ndarray]:
         """Representative value of each bucket (ascending) and its count."""
@@ -125,7 +128,7 @@ class Summary:
 
     count: int
     mean: float
-    std: float                     # sample standard deviation (ddof=1)
+    std: float  # sample standard deviation (ddof=1)
     cv: float
     min: float
     p50: float
@@ -138,7 +141,7 @@ class Summary:
     unit: str = ""
     percentiles_exact: bool = True  # False after merge(): read from the sketch, within SKETCH_ACCURACY
     warnings: tuple[QualityWarning, ...] = ()
-    m2: float = 0.0                # sum of squared deviations from the mean, for merging
+    m2: float = 0.0  # sum of squared deviations from the mean, for merging
     sketch: Sketch = field(default_factory=lambda: Sketch(gamma=_GAMMA), repr=False)
 
     @property
@@ -176,8 +179,16 @@ class Summary:
             return float(np.clip(values[int(np.searchsorted(cum, rank, side="right"))], lo, hi))
 
         return _build(
-            n=n, mean=mean, m2=m2, lo=lo, hi=hi, pct={name: quantile(q) for name, q in PERCENTILES}, unit=self.unit,
-            sketch=sketch, exact=False, dropped=0,
+            n=n,
+            mean=mean,
+            m2=m2,
+            lo=lo,
+            hi=hi,
+            pct={name: quantile(q) for name, q in PERCENTILES},
+            unit=self.unit,
+            sketch=sketch,
+            exact=False,
+            dropped=0,
         )
 
 
@@ -194,9 +205,18 @@ def summarize(samples: npt.ArrayLike, *, unit: str = "") -> Summary:
         x = x[finite]
     n = int(x.size)
     if n == 0:
-        return _build(n=0, mean=math.nan, m2=0.0, lo=math.nan, hi=math.nan,
-                      pct={name: math.nan for name, _ in PERCENTILES}, unit=unit, sketch=Sketch(gamma=_GAMMA),
-                      exact=True, dropped=dropped)
+        return _build(
+            n=0,
+            mean=math.nan,
+            m2=0.0,
+            lo=math.nan,
+            hi=math.nan,
+            pct={name: math.nan for name, _ in PERCENTILES},
+            unit=unit,
+            sketch=Sketch(gamma=_GAMMA),
+            exact=True,
+            dropped=dropped,
+        )
     s = np.sort(x)  # see the module docstring: with numpy's SIMD sort this beats selection + bucketing
     pct = {}
     for name, q in PERCENTILES:
@@ -215,17 +235,50 @@ def summarize(samples: npt.ArrayLike, *, unit: str = "") -> Summary:
         neg=_buckets_sorted(-s[:zero_lo][::-1], _GAMMA),
         zeros=int(zero_hi - zero_lo),
     )
-    return _build(n=n, mean=mean, m2=m2, lo=float(s[0]), hi=float(s[-1]), pct=pct, unit=unit, sketch=sketch,
-                  exact=True, dropped=dropped, sorted_values=s)
+    return _build(
+        n=n,
+        mean=mean,
+        m2=m2,
+        lo=float(s[0]),
+        hi=float(s[-1]),
+        pct=pct,
+        unit=unit,
+        sketch=sketch,
+        exact=True,
+        dropped=dropped,
+        sorted_values=s,
+    )
 
 
-def _build(*, n: int, mean: float, m2: float, lo: float, hi: float, pct: dict[str, float], unit: str,
-           sketch: Sketch, exact: bool, dropped: int, sorted_values: np.ndarray | None = None) -> Summary:
+def _build(
+    *,
+    n: int,
+    mean: float,
+    m2: float,
+    lo: float,
+    hi: float,
+    pct: dict[str, float],
+    unit: str,
+    sketch: Sketch,
+    exact: bool,
+    dropped: int,
+    sorted_values: np.ndarray | None = None,
+) -> Summary:
     std = math.sqrt(m2 / (n - 1)) if n > 1 else (0.0 if n == 1 else math.nan)
     cv = std / abs(mean) if n and mean != 0 else math.nan
     return Summary(
-        count=n, mean=mean, std=std, cv=cv, min=lo, max=hi, **pct, unit=unit, percentiles_exact=exact, m2=m2,
-        sketch=sketch, histogram=_histogram(sketch, n, lo, hi, unit, sorted_values),
+        count=n,
+        mean=mean,
+        std=std,
+        cv=cv,
+        min=lo,
+        max=hi,
+        **pct,
+        unit=unit,
+        percentiles_exact=exact,
+        m2=m2,
+        sketch=sketch,
+        histogram=_histogram(sketch, n, lo, hi, unit, sorted_values),
         warnings=_warnings(n, mean, std, cv, dropped, unit),
     )
 
@@ -243,15 +296,20 @@ def _warnings(n: int, mean: float, std: float, cv: float, dropped: int, unit: st
     if 0 < n < MIN_SAMPLES:
         out.append(QualityWarning(code="few_samples", message=f"only {n} samples (want >= {MIN_SAMPLES})"))
     if n >= 2 and math.isfinite(cv) and cv >= CV_WARN:
-        out.append(QualityWarning(
-            code="cv_high",
-            message=f"the standard deviation ({_fmt(std, unit)}) is {cv:.0%} of the mean ({_fmt(mean, unit)})",
-        ))
+        out.append(
+            QualityWarning(
+                code="cv_high",
+                message=f"the standard deviation ({_fmt(std, unit)}) is {cv:.0%} of the mean ({_fmt(mean, unit)})",
+            )
+        )
     thin = [name for name, q in PERCENTILES[2:] if n and n * (1 - q) < TAIL_SUPPORT]
     if thin and n >= MIN_SAMPLES:
-        out.append(QualityWarning(
-            code="tail_thin", message=f"{', '.join(thin)} rest on fewer than {TAIL_SUPPORT} samples beyond them",
-        ))
+        out.append(
+            QualityWarning(
+                code="tail_thin",
+                message=f"{', '.join(thin)} rest on fewer than {TAIL_SUPPORT} samples beyond them",
+            )
+        )
     return tuple(out)
 
 

@@ -112,14 +112,18 @@ class Store:
         """
         target = Path(path) if path is not None else default_path()
         if not create and not target.parent.is_dir():
-            raise InputError(f"{target}: no results database (directory {target.parent} does not exist);"
-                             " check --db or $GPUFABRIC_DB, or record a run first (gpufabric bench / ingest)")
+            raise InputError(
+                f"{target}: no results database (directory {target.parent} does not exist);"
+                " check --db or $GPUFABRIC_DB, or record a run first (gpufabric bench / ingest)"
+            )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"{target}: cannot create the results directory: {exc.strerror}") from exc
         try:
-            conn = sqlite3.connect(target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+            )
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
@@ -175,8 +179,9 @@ class Store:
                 raise
             self._mark_open_runs_failed()
             if _is_full(exc):
-                raise StoreFailure(f"{self.path}: no space left on device; the run is marked failed"
-                                   " (free some space and run again)") from exc
+                raise StoreFailure(
+                    f"{self.path}: no space left on device; the run is marked failed (free some space and run again)"
+                ) from exc
             raise StoreFailure(f"{self.path}: cannot write the results database: {exc}") from exc
 
     def _mark_open_runs_failed(self) -> None:
@@ -186,8 +191,10 @@ class Store:
         try:
             with self._lock:
                 marks = ",".join("?" * len(self._open_runs))
-                self._conn.execute(f"UPDATE run SET status='failed', finished_at=? WHERE id IN ({marks})",
-                                   (time.time(), *sorted(self._open_runs)))
+                self._conn.execute(
+                    f"UPDATE run SET status='failed', finished_at=? WHERE id IN ({marks})",
+                    (time.time(), *sorted(self._open_runs)),
+                )
         except (sqlite3.Error, OSError):
             pass
 
@@ -273,9 +280,21 @@ class Store:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
-                        run_id, v.test, v.metric, v.host, Outcome(v.outcome).value, _float(v.measured),
-                        _float(v.expected), Direction(v.direction).value, _float(v.margin), v.reason,
-                        _dumps(list(v.warnings)), v.unit, v.passed_repeats, v.total_repeats, v.source,
+                        run_id,
+                        v.test,
+                        v.metric,
+                        v.host,
+                        Outcome(v.outcome).value,
+                        _float(v.measured),
+                        _float(v.expected),
+                        Direction(v.direction).value,
+                        _float(v.margin),
+                        v.reason,
+                        _dumps(list(v.warnings)),
+                        v.unit,
+                        v.passed_repeats,
+                        v.total_repeats,
+                        v.source,
                     )
                     for v in verdicts
                 ],
@@ -287,7 +306,9 @@ class Store:
     def add_artifact(self, run_id: int, name: str, content: str) -> None:
         """Store (or replace) a named text artifact of the run, e.g. a generated sbatch script."""
         self._require_run(run_id)
-        self._write(lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content)))
+        self._write(
+            lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content))
+        )
 
     def finish_run(self, run_id: int, status: RunStatus | str) -> None:
         """Mark a run finished with one of RUN_STATUSES."""
@@ -300,8 +321,9 @@ class Store:
         )
         self._open_runs.discard(run_id)
 
-    def recording(self, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any],
-                  **provenance: Any) -> AbstractContextManager[Recorder]:
+    def recording(
+        self, kind: str, argv: Sequence[str], fingerprint: Mapping[str, Any], **provenance: Any
+    ) -> AbstractContextManager[Recorder]:
         """``with store.recording(kind, argv, fingerprint) as rec:``: see ``results.recorder``."""
         from gpufabric.results.recorder import recording
 
@@ -370,9 +392,18 @@ class Store:
                 )
             results = tuple(
                 TestResult(
-                    name=name, tool=tool, host=host, status=Status(status), reason=reason,
-                    argv=tuple(json.loads(argv)), started_at=started_at, duration_s=duration_s,
-                    raw_output=raw_output, ranks=per_rank, params=rest, metrics=tuple(metrics.get(rid, ())),
+                    name=name,
+                    tool=tool,
+                    host=host,
+                    status=Status(status),
+                    reason=reason,
+                    argv=tuple(json.loads(argv)),
+                    started_at=started_at,
+                    duration_s=duration_s,
+                    raw_output=raw_output,
+                    ranks=per_rank,
+                    params=rest,
+                    metrics=tuple(metrics.get(rid, ())),
                 )
                 for rid, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params in conn.execute(
                     "SELECT id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params"
@@ -383,9 +414,20 @@ class Store:
             )
             verdicts = tuple(
                 Verdict(
-                    test=v[0], metric=v[1], host=v[2], outcome=Outcome(v[3]), measured=v[4], expected=v[5],
-                    direction=Direction(v[6]), margin=v[7], reason=v[8], warnings=tuple(json.loads(v[9])),
-                    unit=v[10], passed_repeats=v[11], total_repeats=v[12], source=v[13],
+                    test=v[0],
+                    metric=v[1],
+                    host=v[2],
+                    outcome=Outcome(v[3]),
+                    measured=v[4],
+                    expected=v[5],
+                    direction=Direction(v[6]),
+                    margin=v[7],
+                    reason=v[8],
+                    warnings=tuple(json.loads(v[9])),
+                    unit=v[10],
+                    passed_repeats=v[11],
+                    total_repeats=v[12],
+                    source=v[13],
                 )
                 for v in conn.execute(
                     "SELECT test, metric, host, outcome, measured, expected, direction, margin, reason, warnings,"
@@ -414,8 +456,21 @@ _RUN_SELECT = (
 
 
 def _run_record(row: tuple, **loaded: Any) -> RunRecord:
-    (run_id, kind, status, started_at, finished_at, argv, fingerprint, spec_name, plan, meta, version, n_results,
-     verdict_counts) = row
+    (
+        run_id,
+        kind,
+        status,
+        started_at,
+        finished_at,
+        argv,
+        fingerprint,
+        spec_name,
+        plan,
+        meta,
+        version,
+        n_results,
+        verdict_counts,
+    ) = row
     return RunRecord(
         id=run_id,
         kind=kind,

@@ -112,10 +112,28 @@ def evaluate(results: Sequence[TestResult], slos: Sequence[Slo]) -> list[Verdict
     return verdicts
 
 
-def _verdict(slo: Slo, test: str, host: str, outcome: Outcome, *, measured: float | None = None,
-             margin: float | None = None, **kw) -> Verdict:  # noqa: ANN003
-    return Verdict(test=test, metric=slo.metric, host=host, outcome=outcome, expected=_expected(slo),
-                   direction=slo.direction, source=slo.source, measured=measured, margin=margin, **kw)
+def _verdict(
+    slo: Slo,
+    test: str,
+    host: str,
+    outcome: Outcome,
+    *,
+    measured: float | None = None,
+    margin: float | None = None,
+    **kw,
+) -> Verdict:  # noqa: ANN003
+    return Verdict(
+        test=test,
+        metric=slo.metric,
+        host=host,
+        outcome=outcome,
+        expected=_expected(slo),
+        direction=slo.direction,
+        source=slo.source,
+        measured=measured,
+        margin=margin,
+        **kw,
+    )
 
 
 def _expected(slo: Slo) -> float | None:
@@ -174,15 +192,36 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
     if unique_warnings and margin is not None and abs(margin) <= spread:
         outcome = Outcome.noisy
     reason = _reason(slo, outcome, measured, margin, unit, passes, n, k, problems)
-    return _verdict(slo, name, host, outcome, measured=measured, margin=margin, reason=reason,
-                    warnings=unique_warnings, unit=unit, passed_repeats=passes, total_repeats=n)
+    return _verdict(
+        slo,
+        name,
+        host,
+        outcome,
+        measured=measured,
+        margin=margin,
+        reason=reason,
+        warnings=unique_warnings,
+        unit=unit,
+        passed_repeats=passes,
+        total_repeats=n,
+    )
 
 
-def _reason(slo: Slo, outcome: Outcome, measured: float | None, margin: float | None, unit: str, passes: int, n: int,
-            k: int, problems: list[str]) -> str:
-    bounds = " and ".join(
-        f"{'>=' if good == Direction.higher else '<='} {limit:.4g}" for limit, good in limits(slo)
-    ) or "no bound"
+def _reason(
+    slo: Slo,
+    outcome: Outcome,
+    measured: float | None,
+    margin: float | None,
+    unit: str,
+    passes: int,
+    n: int,
+    k: int,
+    problems: list[str],
+) -> str:
+    bounds = (
+        " and ".join(f"{'>=' if good == Direction.higher else '<='} {limit:.4g}" for limit, good in limits(slo))
+        or "no bound"
+    )
     text = ""
     if measured is not None:
         text = f"measured {measured:.4g} {unit}".rstrip() + f", want {bounds}"

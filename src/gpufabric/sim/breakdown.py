@@ -84,11 +84,17 @@ def config_from_breakdown(
             # the engine draws those itself from the drain's length and slowdown.
             w, c = b.checkpoint_lag_s, b.checkpoint_drain_slowdown
             drain = max(0.0, w * c / (1 + c), w - b.checkpoint_interval_s)
-            checkpoint = CheckpointPolicy(every_steps=every, write_s=w, mode="async",
-                                          snapshot_s=max(0.0, b.checkpoint_block_s - drain), drain_slowdown=c)
+            checkpoint = CheckpointPolicy(
+                every_steps=every,
+                write_s=w,
+                mode="async",
+                snapshot_s=max(0.0, b.checkpoint_block_s - drain),
+                drain_slowdown=c,
+            )
         else:
-            checkpoint = CheckpointPolicy(every_steps=every, write_s=b.checkpoint_block_s, mode="sync",
-                                          lag_s=b.checkpoint_lag_s)
+            checkpoint = CheckpointPolicy(
+                every_steps=every, write_s=b.checkpoint_block_s, mode="sync", lag_s=b.checkpoint_lag_s
+            )
     failures = None
     if b.job_mttf_s > 0:
         failures = Failures(node_mttf_s=b.job_mttf_s * max(1, b.num_nodes), restart_s=b.restart_s)

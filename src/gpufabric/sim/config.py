@@ -128,9 +128,7 @@ class SimConfig:
             raise InputError(f"seed must be >= 0, got {self.seed}")
         if self.num_ranks % self.ranks_per_node:
             raise InputError(f"ranks ({self.num_ranks}) must be a multiple of ranks per node ({self.ranks_per_node})")
-        if self.ranks_per_leaf and (
-            self.ranks_per_leaf % self.ranks_per_node or self.num_ranks % self.ranks_per_leaf
-        ):
+        if self.ranks_per_leaf and (self.ranks_per_leaf % self.ranks_per_node or self.num_ranks % self.ranks_per_leaf):
             raise InputError(
                 f"ranks per leaf ({self.ranks_per_leaf}) must be a multiple of ranks per node "
                 f"({self.ranks_per_node}) and divide the ranks ({self.num_ranks})"

@@ -120,17 +120,18 @@ def _compute_brute(cfg: SimConfig, lay: Layout, rng: np.random.Generator, m: int
 def comm_max_classes(c: CommLatency, lay: Layout) -> list[tuple[Distribution, int]]:
     """(distribution, count) classes of the p transfers of one dependent step."""
     classes = [(c.alpha, c.width - lay.slow_link_count)]
-    if lay.slow_link_count and c.slow_links is not None:   # draw_layout draws slow links only from slow_links
+    if lay.slow_link_count and c.slow_links is not None:  # draw_layout draws slow links only from slow_links
         classes.append((c.alpha.affine(scale=c.slow_links.factor), lay.slow_link_count))
     return [(d, n) for d, n in classes if n > 0]
 
 
-def _comm_fast(cfg: SimConfig, c: CommLatency, lay: Layout, rng: np.random.Generator, m: int,
-               moments: tuple[float, float] | None) -> np.ndarray:
+def _comm_fast(
+    cfg: SimConfig, c: CommLatency, lay: Layout, rng: np.random.Generator, m: int, moments: tuple[float, float] | None
+) -> np.ndarray:
     s = c.dependent_steps
     if s == 0:
         return np.zeros(m)
-    if s <= cfg.exact_ring_steps or moments is None:   # step_times computes moments exactly when s > exact_ring_steps
+    if s <= cfg.exact_ring_steps or moments is None:  # step_times computes moments exactly when s > exact_ring_steps
         total = np.full((m, s), -np.inf)
         for dist, n in comm_max_classes(c, lay):
             total = np.maximum(total, draw_max(dist, n, rng.random((m, s))))
@@ -143,7 +144,7 @@ def _comm_brute(c: CommLatency, lay: Layout, rng: np.random.Generator, m: int) -
     if c.dependent_steps == 0:
         return np.zeros(m)
     a = c.alpha.sample(rng, (m, c.dependent_steps, c.width))
-    if lay.slow_link_count and c.slow_links is not None:   # draw_layout draws slow links only from slow_links
+    if lay.slow_link_count and c.slow_links is not None:  # draw_layout draws slow links only from slow_links
         k = lay.slow_link_count
         a[:, :, :k] = c.alpha.affine(scale=c.slow_links.factor).sample(rng, (m, c.dependent_steps, k))
     return a.max(axis=2).sum(axis=1)

@@ -34,7 +34,15 @@ import numpy as np
 from gpufabric.errors import InputError
 from gpufabric.model.inference import ServingConfig, Tokens
 
-__all__ = ["ServingConfig", "ServingResult", "Tokens", "fcfs_starts", "max_concurrency", "mean_active", "simulate_serving"]
+__all__ = [
+    "ServingConfig",
+    "ServingResult",
+    "Tokens",
+    "fcfs_starts",
+    "max_concurrency",
+    "mean_active",
+    "simulate_serving",
+]
 
 #: Fixed-point passes for the decode batch size; the second pass changes p99 TPOT by
 #: well under 1% in the worked example (docs/inference.md), a third by nothing visible.
@@ -62,10 +70,13 @@ class ServingResult:
         return {
             "requests": int(self.ttft_s.size),
             "duration_s": self.duration_s,
-            "ttft_p50_s": float(pct(self.ttft_s, 50)), "ttft_p99_s": float(pct(self.ttft_s, 99)),
+            "ttft_p50_s": float(pct(self.ttft_s, 50)),
+            "ttft_p99_s": float(pct(self.ttft_s, 99)),
             "ttft_mean_s": float(self.ttft_s.mean()),
-            "tpot_p50_s": float(pct(tp, 50)) if tp.size else 0.0, "tpot_p99_s": float(pct(tp, 99)) if tp.size else 0.0,
-            "kv_transfer_p50_s": float(pct(self.kv_transfer_s, 50)), "kv_transfer_p99_s": float(pct(self.kv_transfer_s, 99)),
+            "tpot_p50_s": float(pct(tp, 50)) if tp.size else 0.0,
+            "tpot_p99_s": float(pct(tp, 99)) if tp.size else 0.0,
+            "kv_transfer_p50_s": float(pct(self.kv_transfer_s, 50)),
+            "kv_transfer_p99_s": float(pct(self.kv_transfer_s, 99)),
             "slo_attainment": float(ok.mean()),
             "goodput_rps": float(ok.sum() / self.duration_s),
             "mean_decode_batch": self.mean_decode_batch,
@@ -218,7 +229,9 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     # Little's law start: batch b with b = (rate/replicas) E[steps] step(b), capped at the slots.
     b = 1.0
     for _ in range(100):
-        b = min(cfg.max_batch, max(1.0, cfg.rate_rps / replicas * float(steps.mean()) * float(perf.decode_step_s(b, ctx))))
+        b = min(
+            cfg.max_batch, max(1.0, cfg.rate_rps / replicas * float(steps.mean()) * float(perf.decode_step_s(b, ctx)))
+        )
     batch = np.full(n, b)
     order = np.argsort(ready, kind="stable")
     d_start = ready.copy()
@@ -232,7 +245,9 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
             # carried across the batch passes.
             window = dur if stall is None else dur + stall
             if busy is None:
-                busy = BusyIndex.build(p_server, p_start, prefill, 4.0 * float(max(p_end.max(), (d_start + window).max())))
+                busy = BusyIndex.build(
+                    p_server, p_start, prefill, 4.0 * float(max(p_end.max(), (d_start + window).max()))
+                )
             stall = busy.between(p_server, d_start, d_start + window)
             dur = dur + stall
         if slots < n and max_concurrency(ready, ready + dur) > slots:
@@ -244,9 +259,13 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     tpot = np.where(steps > 0, (d_end - p_end) / np.maximum(steps, 1), np.nan)
     duration = float(arrival[-1])
     return ServingResult(
-        ttft_s=ttft, tpot_s=tpot, kv_transfer_s=kv, duration_s=duration,
+        ttft_s=ttft,
+        tpot_s=tpot,
+        kv_transfer_s=kv,
+        duration_s=duration,
         mean_decode_batch=float(np.mean(batch)),
         prefill_utilisation=float(prefill.sum() / (cfg.prefill_replicas * max(float(p_end.max()), 1e-12))),
         output_tokens_per_s=float(out.sum() / max(float(d_end.max()), 1e-12)),
-        ttft_slo_s=cfg.ttft_slo_s, tpot_slo_s=cfg.tpot_slo_s,
+        ttft_slo_s=cfg.ttft_slo_s,
+        tpot_slo_s=cfg.tpot_slo_s,
     )

@@ -129,8 +129,14 @@ def _spread(values: list[float]) -> Spread:
     a = np.asarray(values)
     mean = float(a.mean())
     std = float(a.std(ddof=1)) if a.size > 1 else 0.0
-    return Spread(mean=mean, std=std, cv=std / mean if mean else 0.0, min=float(a.min()), max=float(a.max()),
-                  per_run=tuple(float(v) for v in a))
+    return Spread(
+        mean=mean,
+        std=std,
+        cv=std / mean if mean else 0.0,
+        min=float(a.min()),
+        max=float(a.max()),
+        per_run=tuple(float(v) for v in a),
+    )
 
 
 def _stats_ms(t_s: np.ndarray) -> StepStats:
@@ -138,8 +144,17 @@ def _stats_ms(t_s: np.ndarray) -> StepStats:
     p50, p90, p99, p999 = np.quantile(ms, [0.5, 0.9, 0.99, 0.999])
     mean = float(ms.mean())
     std = float(ms.std())
-    return StepStats(mean=mean, p50=float(p50), p90=float(p90), p99=float(p99), p999=float(p999),
-                     cv=std / mean if mean else 0.0, std=std, min=float(ms.min()), max=float(ms.max()))
+    return StepStats(
+        mean=mean,
+        p50=float(p50),
+        p90=float(p90),
+        p99=float(p99),
+        p999=float(p999),
+        cv=std / mean if mean else 0.0,
+        std=std,
+        min=float(ms.min()),
+        max=float(ms.max()),
+    )
 
 
 def histogram_ms(t_s: np.ndarray, bins: int = HISTOGRAM_BINS) -> dict:
@@ -216,5 +231,3 @@ def simulate(cfg: SimConfig, *, brute_force: bool = False) -> SimResult:
         histogram_ms=histogram_ms(pooled),
         step_times_s=pooled,
     )
-
-

@@ -95,7 +95,10 @@ def run_time(cfg: SimConfig, step_times_s: np.ndarray, rng: np.random.Generator)
     if cfg.failures is not None:
         rate = cfg.num_nodes / cfg.failures.node_mttf_s
         exposure = rate * seg_wall
-        if max(exposure.max(), rate * cfg.failures.restart_s) > _MAX_LOG_ATTEMPTS or float(np.expm1(exposure).sum()) > _MAX_FAILURES:
+        if (
+            max(exposure.max(), rate * cfg.failures.restart_s) > _MAX_LOG_ATTEMPTS
+            or float(np.expm1(exposure).sum()) > _MAX_FAILURES
+        ):
             raise InputError(
                 f"with a job MTTF of {1 / rate:.3g} s and {seg_wall.max():.3g} s between checkpoints "
                 "the run would practically never finish: checkpoint more often"

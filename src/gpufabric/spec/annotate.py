@@ -32,7 +32,9 @@ def annotated_yaml(model: BaseModel, indent: int = 0) -> str:
             lines.append(f"{pad}{name}:")
             lines.append(annotated_yaml(value, indent + 1))
         elif isinstance(value, list):
-            lines.append(f"{pad}{name}: {_scalar([v.model_dump(mode='json') if isinstance(v, BaseModel) else v for v in value])}")
+            lines.append(
+                f"{pad}{name}: {_scalar([v.model_dump(mode='json') if isinstance(v, BaseModel) else v for v in value])}"
+            )
         else:
             lines.append(f"{pad}{name}: {_scalar(value)}")
     return "\n".join(lines)

@@ -159,7 +159,9 @@ class InferenceSpec(SpecModel):
     def _fits(self) -> InferenceSpec:
         tp = self.workload.replica.tp
         if isinstance(tp, int) and tp > self.cluster.gpus_per_node:
-            raise ValueError(f"replica tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node}; serving keeps TP inside a node")
+            raise ValueError(
+                f"replica tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node}; serving keeps TP inside a node"
+            )
         if self.workload.replica.pp > self.workload.model.layers:
             raise ValueError(f"replica pp = {self.workload.replica.pp} exceeds layers = {self.workload.model.layers}")
         return self

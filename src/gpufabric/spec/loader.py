@@ -144,16 +144,27 @@ def expanded_size(root: yaml.Node, file: str, limit: int = MAX_YAML_NODES) -> in
             sizes[key] = 1 + sum(sizes[id(c)] for c in children)
             if sizes[key] > limit:
                 mark = node.start_mark
-                raise SpecError(file=file, line=mark.line + 1, column=mark.column + 1, field="",
-                                message=f"alias expansion exceeds {limit:,} nodes",
-                                fix="write the document out without nested aliases")
+                raise SpecError(
+                    file=file,
+                    line=mark.line + 1,
+                    column=mark.column + 1,
+                    field="",
+                    message=f"alias expansion exceeds {limit:,} nodes",
+                    fix="write the document out without nested aliases",
+                )
             continue
         if key in sizes:
             continue
         if key in on_path:
             mark = node.start_mark
-            raise SpecError(file=file, line=mark.line + 1, column=mark.column + 1, field="",
-                            message="recursive YAML alias", fix="an anchor cannot contain its own alias")
+            raise SpecError(
+                file=file,
+                line=mark.line + 1,
+                column=mark.column + 1,
+                field="",
+                message="recursive YAML alias",
+                fix="an anchor cannot contain its own alias",
+            )
         on_path.add(key)
         stack.append((node, True))
         stack.extend((c, False) for c in children if id(c) not in sizes)
@@ -179,8 +190,13 @@ def read_text(path: str | Path, what: str = "spec") -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        raise SpecError(file=file, line=line, field="", message=f"not UTF-8 text (byte 0x{raw[exc.start]:02x})",
-                        fix="save the file as UTF-8") from None
+        raise SpecError(
+            file=file,
+            line=line,
+            field="",
+            message=f"not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+            fix="save the file as UTF-8",
+        ) from None
 
 
 def _model_at(model: type[BaseModel], path: Path_) -> type[BaseModel] | None:
@@ -255,7 +271,9 @@ def parse_dotted(text: str) -> Path_:
 def validate_model(located: Located, model: type[ModelT]) -> ModelT:
     """Validate parsed YAML against ``model``; errors are located :class:`SpecError`."""
     if not isinstance(located.data, dict):
-        raise located.error((), f"expected a mapping of {model.__name__} fields at the top level", "see `gpufabric init`")
+        raise located.error(
+            (), f"expected a mapping of {model.__name__} fields at the top level", "see `gpufabric init`"
+        )
     try:
         return model.model_validate(located.data)
     except ValidationError as exc:
@@ -275,8 +293,10 @@ class LoadedSpec:
 
 
 #: What takes a ``workload.kind: inference`` spec (the refusal of every other command says so).
-INFERENCE_COMMANDS = ("inference specs work with plan, simulate, bench inference, schema and init --kind inference;"
-                      " config, sweep and bench --spec take training specs only")
+INFERENCE_COMMANDS = (
+    "inference specs work with plan, simulate, bench inference, schema and init --kind inference;"
+    " config, sweep and bench --spec take training specs only"
+)
 
 
 def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | None = None) -> LoadedSpec:
@@ -300,8 +320,11 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
     if isinstance(workload, dict) and workload.get("kind") == "inference":
         # Commands that dispatch on the kind (plan, simulate, bench inference) never get
         # here; the rest take training specs only (docs/inference.md).
-        raise located.error(("workload", "kind"), f"this command takes training specs; {INFERENCE_COMMANDS}",
-                            "use a workload.kind: training spec here")
+        raise located.error(
+            ("workload", "kind"),
+            f"this command takes training specs; {INFERENCE_COMMANDS}",
+            "use a workload.kind: training spec here",
+        )
     spec = validate_model(located, Spec)
     if known_ids is None:
         known_ids = default_ids()

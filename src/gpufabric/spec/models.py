@@ -110,9 +110,16 @@ def _number_or_auto(*, integer: bool, lo: float, hi: float | None = None, strict
             raise ValueError(f"expected {kind} {bound}, or auto")
         return value if integer else float(value)
 
-    schema = {"anyOf": [{"type": "integer" if integer else "number",
-                         ("exclusiveMinimum" if strict_lo else "minimum"): lo,
-                         **({"maximum": hi} if hi is not None else {})}, {"const": AUTO}]}
+    schema = {
+        "anyOf": [
+            {
+                "type": "integer" if integer else "number",
+                ("exclusiveMinimum" if strict_lo else "minimum"): lo,
+                **({"maximum": hi} if hi is not None else {}),
+            },
+            {"const": AUTO},
+        ]
+    }
     return (PlainValidator(check), WithJsonSchema(schema))
 
 
@@ -150,8 +157,9 @@ class Parallelism(SpecModel):
     @property
     def searched(self) -> tuple[str, ...]:
         """Names of the fields set to auto."""
-        return tuple(k for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
-                     if getattr(self, k) == AUTO)
+        return tuple(
+            k for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage") if getattr(self, k) == AUTO
+        )
 
 
 class Checkpoint(SpecModel):
@@ -225,7 +233,9 @@ class Throughput(SpecModel):
     def _exactly_one(self) -> Throughput:
         given = [k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of mfu, tflops_per_gpu, compute_efficiency (got {', '.join(given) or 'none'})")
+            raise ValueError(
+                f"give exactly one of mfu, tflops_per_gpu, compute_efficiency (got {', '.join(given) or 'none'})"
+            )
         return self
 
     @property
@@ -282,11 +292,15 @@ class Workload(SpecModel):
                 raise ValueError("give workload.throughput or the old workload.mfu, not both")
             mfu = data.pop("mfu")
             data["throughput"] = {"mfu": mfu}
-            data["notes"] = (f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
-                             " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning",)
+            data["notes"] = (
+                f"workload.mfu: {mfu} read as workload.throughput.mfu (end-to-end"
+                " MFU, 6PT FLOPs); write throughput: {compute_efficiency: ...} for the old compute-only meaning",
+            )
         if isinstance(data, dict) and data.get("parallelism") == AUTO:
             data = dict(data)
-            data["parallelism"] = {k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")}
+            data["parallelism"] = {
+                k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+            }
             data.setdefault("recompute", AUTO)
         return data
 
@@ -368,8 +382,10 @@ class Options(SpecModel):
     def _oversubscription_at_least_one(self) -> Options:
         for n, ratio in enumerate(self.oversubscription):
             if not 1 <= ratio <= 64:
-                raise FieldsError(f"oversubscription ratios are down:up and must be 1-64, got {ratio:g}",
-                                  fields=(f"oversubscription[{n}]",))
+                raise FieldsError(
+                    f"oversubscription ratios are down:up and must be 1-64, got {ratio:g}",
+                    fields=(f"oversubscription[{n}]",),
+                )
         return self
 
     @property
@@ -454,7 +470,9 @@ class Spec(SpecModel):
         if par.searched:
             product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO)
             if gpus % product:
-                raise ValueError(f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs")
+                raise ValueError(
+                    f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs"
+                )
             return self
         # Fully fixed from here on (no auto field).
         tp, pp, dp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp)
@@ -467,8 +485,10 @@ class Spec(SpecModel):
                 fields=(_P + "tp", _P + "pp", _P + "dp", "cluster.nodes", "cluster.gpus_per_node"),
             )
         if dp % par.ep:
-            raise FieldsError(f"ep = {par.ep} must divide dp = {dp} (experts are sharded across data-parallel ranks)",
-                              fields=(_P + "ep", _P + "dp"))
+            raise FieldsError(
+                f"ep = {par.ep} must divide dp = {dp} (experts are sharded across data-parallel ranks)",
+                fields=(_P + "ep", _P + "dp"),
+            )
         sequences_per_replica = self.sequences_per_replica
         if sequences_per_replica < 1:
             raise FieldsError(

@@ -30,20 +30,69 @@ PLAN_SCHEMA_VERSION = 1
 
 #: Keys of each candidate in JSON (DESIGN.md command contract first, then extras).
 CANDIDATE_KEYS = (
-    "id", "fabric", "topology", "storage", "oversubscription", "tiers", "step_time_s", "step_time_p99_s", "step_time_cv",
-    "comm_exposed_s", "checkpoint_write_s", "checkpoint_stall_fraction", "goodput", "time_to_train_days", "capex_usd",
-    "network_capex_usd", "storage_capex_usd", "usd_per_gpu_hour", "run_cost_usd", "network_wait_usd", "storage_wait_usd",
-    "dp_algorithm", "switches", "transceivers", "cables", "power_kw", "dataset_read_gbps_needed", "storage_read_gbps",
-    "young_interval_min", "daly_interval_min", "min_interval_min", "checkpoint_interval_min", "optimal_interval_min", "goodput_at_optimal", "failure_usd",
-    "failures_expected", "meets_requirements", "violations", "layout", "layout_runner_up", "layout_note", "memory_gb",
-    "memory_capacity_gb", "mfu", "tflops_per_gpu", "compute_efficiency", "capacity", "rental", "term",
-    "in_network_reduction", "sharp_usd", "opex_usd_per_gpu_hour", "rent_storage_usd_per_gpu_hour",
-    "break_even_utilisation", "break_even_months", "build_reference", "rent_commitment_usd",
+    "id",
+    "fabric",
+    "topology",
+    "storage",
+    "oversubscription",
+    "tiers",
+    "step_time_s",
+    "step_time_p99_s",
+    "step_time_cv",
+    "comm_exposed_s",
+    "checkpoint_write_s",
+    "checkpoint_stall_fraction",
+    "goodput",
+    "time_to_train_days",
+    "capex_usd",
+    "network_capex_usd",
+    "storage_capex_usd",
+    "usd_per_gpu_hour",
+    "run_cost_usd",
+    "network_wait_usd",
+    "storage_wait_usd",
+    "dp_algorithm",
+    "switches",
+    "transceivers",
+    "cables",
+    "power_kw",
+    "dataset_read_gbps_needed",
+    "storage_read_gbps",
+    "young_interval_min",
+    "daly_interval_min",
+    "min_interval_min",
+    "checkpoint_interval_min",
+    "optimal_interval_min",
+    "goodput_at_optimal",
+    "failure_usd",
+    "failures_expected",
+    "meets_requirements",
+    "violations",
+    "layout",
+    "layout_runner_up",
+    "layout_note",
+    "memory_gb",
+    "memory_capacity_gb",
+    "mfu",
+    "tflops_per_gpu",
+    "compute_efficiency",
+    "capacity",
+    "rental",
+    "term",
+    "in_network_reduction",
+    "sharp_usd",
+    "opex_usd_per_gpu_hour",
+    "rent_storage_usd_per_gpu_hour",
+    "break_even_utilisation",
+    "break_even_months",
+    "build_reference",
+    "rent_commitment_usd",
 )
 
 
-def plan_to_dict(result: Any, candidates: Sequence[Any], *, catalog_files: Sequence[str],
-                 overrides: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def plan_to_dict(
+    result: Any, candidates: Sequence[Any], *, catalog_files: Sequence[str], overrides: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """The saved-plan document of a ``plan.PlanResult`` showing ``candidates`` (JSON-able after
     ``jsonable.to_jsonable``)."""
     return {
@@ -67,13 +116,18 @@ def plan_to_dict(result: Any, candidates: Sequence[Any], *, catalog_files: Seque
 def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
     """A saved plan checked and brought to PLAN_SCHEMA_VERSION; InputError naming ``source`` otherwise."""
     if not isinstance(data, dict):
-        raise InputError(f"{source}: not a plan JSON file (not an object); write one with gpufabric plan SPEC --format json")
+        raise InputError(
+            f"{source}: not a plan JSON file (not an object); write one with gpufabric plan SPEC --format json"
+        )
     version = schema_version(data, current=PLAN_SCHEMA_VERSION, what="plan", source=source)
     if not isinstance(data.get("candidates"), list):
-        raise InputError(f"{source}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json")
-    if version == 0:   # v0 -> v1: same keys, the version was not written
+        raise InputError(
+            f"{source}: not a plan JSON file (no 'candidates'); write one with gpufabric plan SPEC --format json"
+        )
+    if version == 0:  # v0 -> v1: same keys, the version was not written
         data = {**data, "schema_version": 1}
     return data
+
 
 #: Bytes read from a plan JSON file: a plan of every design with its breakdown is a few MB;
 #: the cap keeps a wrong path (/dev/zero, a disk image) from being read into memory.
@@ -89,8 +143,9 @@ def load_plan(path: Path) -> dict[str, Any]:
     return plan_from_dict(doc, source=str(path))
 
 
-def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",
-                          known_ids: Mapping[str, Collection[str]] | None = None) -> dict[str, Any]:
+def recommended_candidate(
+    plan: Mapping[str, Any], path: str | Path = "plan", known_ids: Mapping[str, Collection[str]] | None = None
+) -> dict[str, Any]:
     """The recommended candidate of a plan document, with its fabric and storage ids checked.
 
     Args:
@@ -107,7 +162,9 @@ def recommended_candidate(plan: Mapping[str, Any], path: str | Path = "plan",
             for key, field in (("fabric", "options.fabrics"), ("storage", "options.storage")):
                 ids = known.get(field)
                 if ids and candidate[key] not in ids:
-                    raise InputError(f"{path}: candidate {bounded_repr(wanted)}: unknown {key} id"
-                                     f" {bounded_repr(candidate[key])} ({did_you_mean(candidate[key], sorted(ids))})")
+                    raise InputError(
+                        f"{path}: candidate {bounded_repr(wanted)}: unknown {key} id"
+                        f" {bounded_repr(candidate[key])} ({did_you_mean(candidate[key], sorted(ids))})"
+                    )
             return candidate
     raise InputError(f"{path}: recommended candidate {bounded_repr(wanted)} is not among candidates[]")

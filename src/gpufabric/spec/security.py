@@ -88,17 +88,23 @@ class Role(_Model):
         if self.hosts is None and self.count is None:
             raise FieldsError(f"role {self.name!r} needs hosts (a list of names) or count", fields=("hosts", "count"))
         if self.hosts is not None and self.count is not None and len(self.hosts) != self.count:
-            raise FieldsError(f"role {self.name!r}: count {self.count} but {len(self.hosts)} hosts listed",
-                              fields=("count", "hosts"))
+            raise FieldsError(
+                f"role {self.name!r}: count {self.count} but {len(self.hosts)} hosts listed", fields=("count", "hosts")
+            )
         if self.hosts is not None and len(set(self.hosts)) != len(self.hosts):
             raise FieldsError(f"role {self.name!r} lists a host twice", fields=("hosts",))
         for n, guid in enumerate(self.port_guids):
             if not re.fullmatch(r"0x[0-9a-fA-F]{16}", guid):
-                raise FieldsError(f"role {self.name!r}: port GUID {guid[:40]!r} is not 0x followed by 16 hex digits",
-                                  fields=(f"port_guids[{n}]",))
+                raise FieldsError(
+                    f"role {self.name!r}: port GUID {guid[:40]!r} is not 0x followed by 16 hex digits",
+                    fields=(f"port_guids[{n}]",),
+                )
         if self.hosts is None and not re.fullmatch(HOSTNAME, f"{self.name}-1"):
-            raise FieldsError(f"role {self.name!r} with count names its hosts {self.name}-<n>, which is not a host name"
-                              " (no '_'); rename the role or list hosts", fields=("name", "count"))
+            raise FieldsError(
+                f"role {self.name!r} with count names its hosts {self.name}-<n>, which is not a host name"
+                " (no '_'); rename the role or list hosts",
+                fields=("name", "count"),
+            )
         return self
 
     @property
@@ -202,22 +208,28 @@ class SecurityPolicy(_Model):
         for i, a in enumerate(self.planes):
             for j, b in enumerate(self.planes[i + 1 :], start=i + 1):
                 if a.network.overlaps(b.network):
-                    raise FieldsError(f"planes {a.name!r} ({a.cidr}) and {b.name!r} ({b.cidr}) have overlapping CIDRs",
-                                      fields=(f"planes[{j}].cidr", f"planes[{i}].cidr"))
+                    raise FieldsError(
+                        f"planes {a.name!r} ({a.cidr}) and {b.name!r} ({b.cidr}) have overlapping CIDRs",
+                        fields=(f"planes[{j}].cidr", f"planes[{i}].cidr"),
+                    )
         seen_pkey: dict[int, int] = {}
         for i, plane in enumerate(self.planes):
             if plane.pkey is None:
                 continue
             if plane.pkey in seen_pkey:
-                raise FieldsError("two planes share a PKey; give each plane its own partition",
-                                  fields=(f"planes[{i}].pkey", f"planes[{seen_pkey[plane.pkey]}].pkey"))
+                raise FieldsError(
+                    "two planes share a PKey; give each plane its own partition",
+                    fields=(f"planes[{i}].pkey", f"planes[{seen_pkey[plane.pkey]}].pkey"),
+                )
             seen_pkey[plane.pkey] = i
         hosts: set[str] = set()
         for i, role in enumerate(self.roles):
             for k, plane_name in enumerate(role.planes or []):
                 if plane_name not in planes:
-                    raise FieldsError(f"role {role.name!r} names unknown plane {plane_name!r}; known: {', '.join(planes)}",
-                                      fields=(f"roles[{i}].planes[{k}]",))
+                    raise FieldsError(
+                        f"role {role.name!r} names unknown plane {plane_name!r}; known: {', '.join(planes)}",
+                        fields=(f"roles[{i}].planes[{k}]",),
+                    )
             for host in role.host_names:
                 if host in hosts:
                     raise FieldsError(f"host {host!r} appears in two roles", fields=(f"roles[{i}].hosts",))
@@ -225,22 +237,30 @@ class SecurityPolicy(_Model):
         for n, flow in enumerate(self.flows):
             for key, end in (("src", flow.src), ("dst", flow.dst)):
                 if end not in roles:
-                    raise FieldsError(f"flows[{n}] names unknown role {end!r}; known: {', '.join(roles)}",
-                                      fields=(f"flows[{n}].{key}",))
+                    raise FieldsError(
+                        f"flows[{n}] names unknown role {end!r}; known: {', '.join(roles)}",
+                        fields=(f"flows[{n}].{key}",),
+                    )
             if flow.plane not in planes:
-                raise FieldsError(f"flows[{n}] names unknown plane {flow.plane!r}; known: {', '.join(planes)}",
-                                  fields=(f"flows[{n}].plane",))
+                raise FieldsError(
+                    f"flows[{n}] names unknown plane {flow.plane!r}; known: {', '.join(planes)}",
+                    fields=(f"flows[{n}].plane",),
+                )
             for end in (flow.src, flow.dst):
                 explicit = self.roles[roles[end]].planes
                 if explicit is not None and flow.plane not in explicit:
-                    raise FieldsError(f"flows[{n}]: role {end!r} is not attached to plane {flow.plane!r}",
-                                      fields=(f"flows[{n}].plane", f"roles[{roles[end]}].planes"))
+                    raise FieldsError(
+                        f"flows[{n}]: role {end!r} is not attached to plane {flow.plane!r}",
+                        fields=(f"flows[{n}].plane", f"roles[{roles[end]}].planes"),
+                    )
         for i, plane in enumerate(self.planes):
             # network and broadcast addresses are unusable; the first host gets .1 + offset.
             attached = sum(len(r.host_names) for r in self.roles if plane.name in self.role_planes(r.name))
             if attached > plane.network.num_addresses - 2 - HOST_OFFSET:
-                raise FieldsError(f"plane {plane.name!r} ({plane.cidr}) is too small for {attached} hosts",
-                                  fields=(f"planes[{i}].cidr",))
+                raise FieldsError(
+                    f"plane {plane.name!r} ({plane.cidr}) is too small for {attached} hosts",
+                    fields=(f"planes[{i}].cidr",),
+                )
         return self
 
     # ---- derived views (used by configure and audit) -------------------------------
@@ -338,7 +358,9 @@ def default_policy(
     planes = [
         Plane(name="mgmt", kind="management", cidr="10.10.0.0/16", interface="mgmt0", vlan=10, pkey=0x0010),
         Plane(name="ctl", kind="control", cidr="10.20.0.0/16", interface="ctl0", vlan=20, pkey=0x0020),
-        Plane(name="data", kind="compute-data", cidr="10.30.0.0/16", interface="data0", vlan=30, pkey=0x0030, hcas=hcas),
+        Plane(
+            name="data", kind="compute-data", cidr="10.30.0.0/16", interface="data0", vlan=30, pkey=0x0030, hcas=hcas
+        ),
         Plane(name="stor", kind="storage", cidr="10.40.0.0/16", interface="stor0", vlan=40, pkey=0x0040),
     ]
     # Two targets so a checkpoint survives one target failing; a placeholder to override.
@@ -354,33 +376,89 @@ def default_policy(
         Flow(src="login", dst="compute", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
         Flow(src="login", dst="storage", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
         Flow(src="login", dst="scheduler", plane="mgmt", proto="tcp", ports=[SSH], purpose="ssh from the bastion"),
-        Flow(src="login", dst="scheduler", plane="mgmt", proto="tcp", ports=[SLURMCTLD], purpose="slurmctld (sbatch, squeue)"),
-        Flow(src="compute", dst="scheduler", plane="mgmt", proto="tcp", ports=[SLURMCTLD], purpose="slurmd -> slurmctld"),
+        Flow(
+            src="login",
+            dst="scheduler",
+            plane="mgmt",
+            proto="tcp",
+            ports=[SLURMCTLD],
+            purpose="slurmctld (sbatch, squeue)",
+        ),
+        Flow(
+            src="compute", dst="scheduler", plane="mgmt", proto="tcp", ports=[SLURMCTLD], purpose="slurmd -> slurmctld"
+        ),
         Flow(src="scheduler", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="slurmctld -> slurmd"),
         Flow(src="login", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="srun -> slurmd"),
-        Flow(src="compute", dst="login", plane="mgmt", proto="tcp", ports=[SRUN_RANGE], purpose="slurmd -> srun (SrunPortRange)"),
+        Flow(
+            src="compute",
+            dst="login",
+            plane="mgmt",
+            proto="tcp",
+            ports=[SRUN_RANGE],
+            purpose="slurmd -> srun (SrunPortRange)",
+        ),
         # srun inside a batch script runs on the first compute node: slurmd fans out to
         # the other compute nodes, and their slurmd/tasks call back to srun there
         Flow(src="compute", dst="compute", plane="mgmt", proto="tcp", ports=[SLURMD], purpose="slurmd fan-out"),
-        Flow(src="compute", dst="compute", plane="mgmt", proto="tcp", ports=[SRUN_RANGE], purpose="srun callbacks (SrunPortRange)"),
         Flow(
-            src="compute", dst="compute", plane="ctl", proto="tcp", ports=[TORCH_C10D, TORCH_STATIC],
+            src="compute",
+            dst="compute",
+            plane="mgmt",
+            proto="tcp",
+            ports=[SRUN_RANGE],
+            purpose="srun callbacks (SrunPortRange)",
+        ),
+        Flow(
+            src="compute",
+            dst="compute",
+            plane="ctl",
+            proto="tcp",
+            ports=[TORCH_C10D, TORCH_STATIC],
             purpose="torchrun c10d/static rendezvous",
         ),
         Flow(
-            src="compute", dst="compute", plane="ctl", proto="tcp", ports=[EPHEMERAL_RANGE],
+            src="compute",
+            dst="compute",
+            plane="ctl",
+            proto="tcp",
+            ports=[EPHEMERAL_RANGE],
             purpose="NCCL/gloo bootstrap (ephemeral ports)",
         ),
     ]
     if fabric_kind == "roce":
-        flows.append(Flow(src="compute", dst="compute", plane="data", proto="udp", ports=[ROCE_UDP], purpose="RoCEv2 (NIC-offloaded)"))
+        flows.append(
+            Flow(
+                src="compute",
+                dst="compute",
+                plane="data",
+                proto="udp",
+                ports=[ROCE_UDP],
+                purpose="RoCEv2 (NIC-offloaded)",
+            )
+        )
     if storage == "nfs":
         flows.append(Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NFS], purpose="NFSv4"))
     elif storage == "nvmeof-tcp":
         # discovery is served on the I/O port (4420): no separate 8009 listener
         flows.append(
-            Flow(src="compute", dst="storage", plane="stor", proto="tcp", ports=[NVME_TCP], purpose="NVMe/TCP I/O and discovery")
+            Flow(
+                src="compute",
+                dst="storage",
+                plane="stor",
+                proto="tcp",
+                ports=[NVME_TCP],
+                purpose="NVMe/TCP I/O and discovery",
+            )
         )
     elif storage == "nvmeof-rdma" and fabric_kind == "roce":
-        flows.append(Flow(src="compute", dst="storage", plane="stor", proto="udp", ports=[ROCE_UDP], purpose="NVMe/RDMA over RoCEv2"))
+        flows.append(
+            Flow(
+                src="compute",
+                dst="storage",
+                plane="stor",
+                proto="udp",
+                ports=[ROCE_UDP],
+                purpose="NVMe/RDMA over RoCEv2",
+            )
+        )
     return SecurityPolicy(planes=planes, roles=roles, flows=flows)

@@ -52,9 +52,17 @@ def slurm_cluster(tmp_path, monkeypatch):
     conf = d / "slurm.conf"
     conf.write_text(SLURM_CONF.format(host=socket.gethostname(), d=d, cpus=os.cpu_count()))
     env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = [subprocess.Popen([daemon, "-D", "-f", str(conf)], env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-             for daemon in ("slurmctld", "slurmd")]
+    procs = [
+        subprocess.Popen(
+            [daemon, "-D", "-f", str(conf)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        for daemon in ("slurmctld", "slurmd")
+    ]
     try:
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -18,9 +18,17 @@ MOD = "gpufabric.bench.probes.collectives"
 
 
 def _job(**kw):
-    args = {"name": "gf-coll", "namespace": "train", "image": "ghcr.io/acme/gpufabric:0.1", "module": MOD,
-            "config": {"ops": ["all_reduce"], "out_dir": "/tmp/r"}, "nodes": 2, "nproc": 8, "gpus_per_node": 8,
-            "rdma": {"rdma/rdma_shared_device_a": 1}}
+    args = {
+        "name": "gf-coll",
+        "namespace": "train",
+        "image": "ghcr.io/acme/gpufabric:0.1",
+        "module": MOD,
+        "config": {"ops": ["all_reduce"], "out_dir": "/tmp/r"},
+        "nodes": 2,
+        "nproc": 8,
+        "gpus_per_node": 8,
+        "rdma": {"rdma/rdma_shared_device_a": 1},
+    }
     return k8s.train_job(**{**args, **kw})
 
 
@@ -30,7 +38,7 @@ def _env(doc):
 
 def test_rendered_trainjob_is_accepted_by_the_api_models():
     doc = _job()
-    k8s.validate(doc)   # raises on anything the models reject or drop
+    k8s.validate(doc)  # raises on anything the models reject or drop
     model = api.TrainerV1alpha1TrainJob.from_dict(doc)
     trainer = model.spec.trainer
     assert (model.spec.runtime_ref.name, trainer.num_nodes, trainer.num_proc_per_node) == ("torch-distributed", 2, 8)
@@ -51,14 +59,23 @@ def test_gloo_job_requests_no_devices():
     assert _env(doc)["NCCL_IB_DISABLE"] == "1" and _env(doc)["GLOO_SOCKET_IFNAME"] == "net1"
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d["spec"]["trainer"].__setitem__("numNodes", "2"), "valid integer"),
-    (lambda d: d["spec"]["trainer"].__setitem__("numNode", 2), "unknown to kubeflow-trainer-api: spec.trainer.numNode"),
-    (lambda d: d["spec"].pop("runtimeRef"), "runtimeRef"),
-    (lambda d: d["spec"]["trainer"]["env"].append({"name": "NCCL_DEBUG", "value": 1}), "valid string"),
-    (lambda d: d["spec"]["trainer"]["resourcesPerNode"].__setitem__("request", {"cpu": "1"}), "resourcesPerNode.request"),
-    (lambda d: d.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["spec"]["trainer"].__setitem__("numNodes", "2"), "valid integer"),
+        (
+            lambda d: d["spec"]["trainer"].__setitem__("numNode", 2),
+            "unknown to kubeflow-trainer-api: spec.trainer.numNode",
+        ),
+        (lambda d: d["spec"].pop("runtimeRef"), "runtimeRef"),
+        (lambda d: d["spec"]["trainer"]["env"].append({"name": "NCCL_DEBUG", "value": 1}), "valid string"),
+        (
+            lambda d: d["spec"]["trainer"]["resourcesPerNode"].__setitem__("request", {"cpu": "1"}),
+            "resourcesPerNode.request",
+        ),
+        (lambda d: d.__setitem__("kind", "PyTorchJob"), "not a trainer.kubeflow.org/v1alpha1 TrainJob"),
+    ],
+)
 def test_manifests_the_api_models_reject_fail(mutate, message):
     doc = copy.deepcopy(_job())
     mutate(doc)
@@ -78,9 +95,25 @@ def test_hostile_names_are_refused():
 
 
 def test_cli_dry_run_prints_the_manifest(cli):
-    code, out, err = cli("bench", "train", "--launcher", "k8s", "--nodes", "4", "--nproc", "8", "--backend", "nccl",
-                         "--k8s-image", "ghcr.io/acme/gpufabric:0.1", "--k8s-namespace", "ml", "--dry-run",
-                         "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "train",
+        "--launcher",
+        "k8s",
+        "--nodes",
+        "4",
+        "--nproc",
+        "8",
+        "--backend",
+        "nccl",
+        "--k8s-image",
+        "ghcr.io/acme/gpufabric:0.1",
+        "--k8s-namespace",
+        "ml",
+        "--dry-run",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["launcher"] == "k8s" and "gpufabric.exec.k8s follow" in doc["commands"][0]
@@ -97,8 +130,18 @@ def test_cli_dry_run_prints_the_manifest(cli):
 
 def test_state_from_trainjob_status():
     status = api.TrainerV1alpha1TrainJobStatus.from_dict(
-        {"conditions": [{"type": "Complete", "status": "True", "reason": "JobsCompleted", "message": "done",
-                         "lastTransitionTime": "2026-12-01T00:00:00Z"}]})
+        {
+            "conditions": [
+                {
+                    "type": "Complete",
+                    "status": "True",
+                    "reason": "JobsCompleted",
+                    "message": "done",
+                    "lastTransitionTime": "2026-12-01T00:00:00Z",
+                }
+            ]
+        }
+    )
     assert k8s._state({"status": status.to_dict()}) == "Complete"
     assert k8s._state({"status": {"conditions": [{"type": "Failed", "status": "True"}]}}) == "Failed"
     assert k8s._state({}) == "Pending"
@@ -107,8 +150,13 @@ def test_state_from_trainjob_status():
 def _cluster_with_trainer() -> bool:
     if shutil.which("kubectl") is None:
         return False
-    done = subprocess.run(["kubectl", "get", "crd", "trainjobs.trainer.kubeflow.org", "--request-timeout=5s"],
-                          capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ["kubectl", "get", "crd", "trainjobs.trainer.kubeflow.org", "--request-timeout=5s"],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     return done.returncode == 0
 
 
@@ -116,8 +164,13 @@ def _cluster_with_trainer() -> bool:
 def test_api_server_accepts_the_manifest(tmp_path):
     path = tmp_path / "job.yaml"
     path.write_text(k8s.to_yaml(_job(namespace="default")))
-    done = subprocess.run(["kubectl", "apply", "--dry-run=server", "-f", str(path)], capture_output=True, text=True,
-                          check=False, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ["kubectl", "apply", "--dry-run=server", "-f", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -75,24 +75,34 @@ def _plan(*scripts: str) -> launch.LaunchPlan:
 def test_failed_peer_stops_the_others_and_kills_children(tmp_path):
     # command 1 spawns a grandchild and hangs far past the hang guard; command 0 fails ->
     # all killed after the grace (execute returns only if it stops the hung peer itself).
-    hang = ("import subprocess,time,sys; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']);"
-            f"open({str(tmp_path / 'pid')!r},'w').write(str(p.pid)); time.sleep(600)")
-    out = finishes(lambda: launch.execute(_plan("import sys,time; time.sleep(0.5); sys.exit(7)", hang), timeout_s=300,
-                                          log_dir=tmp_path, peer_grace_s=1.0))
+    hang = (
+        "import subprocess,time,sys; p=subprocess.Popen([sys.executable,'-c','import time; time.sleep(600)']);"
+        f"open({str(tmp_path / 'pid')!r},'w').write(str(p.pid)); time.sleep(600)"
+    )
+    out = finishes(
+        lambda: launch.execute(
+            _plan("import sys,time; time.sleep(0.5); sys.exit(7)", hang),
+            timeout_s=300,
+            log_dir=tmp_path,
+            peer_grace_s=1.0,
+        )
+    )
     assert out.returncodes == (7, None) and not out.timed_out
     assert not _alive(int((tmp_path / "pid").read_text()))
 
 
 def test_timeout_kills_everything(tmp_path):
-    out = launch.execute(_plan("import time; print('partial', flush=True); time.sleep(60)"), timeout_s=1.0,
-                         log_dir=tmp_path)
+    out = launch.execute(
+        _plan("import time; print('partial', flush=True); time.sleep(60)"), timeout_s=1.0, log_dir=tmp_path
+    )
     assert out.timed_out and out.returncodes == (None,)
     assert "partial" in out.logs[0]
 
 
 def test_sbatch_mode_submits_the_script(tmp_path):
-    plan = launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, python="py", out_dir=str(tmp_path),
-                        slurm_mode="sbatch")
+    plan = launch.build(
+        "slurm", module=MOD, args=W, nodes=1, nproc=2, python="py", out_dir=str(tmp_path), slurm_mode="sbatch"
+    )
     assert plan.commands[0].argv == ("py", "-m", "gpufabric.exec.launch", "sbatch-wait", str(tmp_path / "job.sbatch"))
     assert plan.script_path == str(tmp_path / "job.sbatch") and plan.script.startswith("#!/bin/bash")
     with pytest.raises(InputError, match="slurm-mode"):
@@ -106,8 +116,17 @@ def _run_shell(text: str, env: dict[str, str]) -> str:
 
 
 def test_multi_node_srun_derives_master_addr_on_the_allocation(tmp_path):
-    plan = launch.build("slurm", module=MOD, args=W, nodes=2, nproc=2, python="py", master_port=29600,
-                        gpus_per_node=2, data_ifname="data0")
+    plan = launch.build(
+        "slurm",
+        module=MOD,
+        args=W,
+        nodes=2,
+        nproc=2,
+        python="py",
+        master_port=29600,
+        gpus_per_node=2,
+        data_ifname="data0",
+    )
     cmd = plan.commands[0]
     line = cmd.shell()
     # Nothing from the launching host names the rendezvous: no loopback, no MASTER_ADDR=<addr> export.
@@ -118,18 +137,21 @@ def test_multi_node_srun_derives_master_addr_on_the_allocation(tmp_path):
     # The prologue, run as a Slurm task would run it, with scontrol answering like slurmctld does.
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "scontrol").write_text("#!/bin/bash\n"
-                                   'if [ "$1" = show ]; then printf "ln1-h1\\nln1-h2\\n"; exit 0; fi\n'
-                                   'echo "NodeName=$4 Arch=x86_64 NodeAddr=10.210.0.1 NodeHostName=vm Port=0"\n')
+    (fake / "scontrol").write_text(
+        "#!/bin/bash\n"
+        'if [ "$1" = show ]; then printf "ln1-h1\\nln1-h2\\n"; exit 0; fi\n'
+        'echo "NodeName=$4 Arch=x86_64 NodeAddr=10.210.0.1 NodeHostName=vm Port=0"\n'
+    )
     (fake / "scontrol").chmod(0o755)
     env = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_NODELIST": "ln1-h[1-2]", "SLURMD_NODENAME": "ln1-h2"}
-    task = cmd.argv[cmd.argv.index("bash"):]
+    task = cmd.argv[cmd.argv.index("bash") :]
     bash_c = task[2]
     out = _run_shell(bash_c.replace('exec "$@"', 'echo "$MASTER_ADDR $GPUFABRIC_HOST"'), env)
     assert out.split() == ["10.210.0.1", "ln1-h2"]
     # Without a NodeAddr the node name itself is the rendezvous.
-    (fake / "scontrol").write_text("#!/bin/bash\n"
-                                   'if [ "$1" = show ]; then printf "ln1-h1\\nln1-h2\\n"; exit 0; fi\nexit 1\n')
+    (fake / "scontrol").write_text(
+        '#!/bin/bash\nif [ "$1" = show ]; then printf "ln1-h1\\nln1-h2\\n"; exit 0; fi\nexit 1\n'
+    )
     assert _run_shell(bash_c.replace('exec "$@"', 'echo "$MASTER_ADDR"'), env).split() == ["ln1-h1"]
 
 
@@ -154,7 +176,9 @@ def test_multi_node_needs_a_run_dir_and_checks_it_from_every_node(tmp_path, monk
     fake = tmp_path / "bin"
     fake.mkdir()
     # An srun whose second node sees a different directory: prints the file once, then nothing.
-    (fake / "srun").write_text('#!/bin/bash\ncat "${@: -1}"\necho "srun: error: ln1-h2: cat: No such file" >&2\nexit 1\n')
+    (fake / "srun").write_text(
+        '#!/bin/bash\ncat "${@: -1}"\necho "srun: error: ln1-h2: cat: No such file" >&2\nexit 1\n'
+    )
     (fake / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
     with pytest.raises(InputError, match="not visible from every node .1 of 2"):
@@ -166,10 +190,9 @@ def test_multi_node_needs_a_run_dir_and_checks_it_from_every_node(tmp_path, monk
 
 def test_mpirun_pins_control_and_data_interfaces():
     hosts = launch.parse_hosts("n1@10.0.0.1%eth1,n2@10.0.0.2%eth1")
-    plan = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, python="py",
-                        control_ifname="eth0")
+    plan = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, python="py", control_ifname="eth0")
     argv = plan.commands[0].argv
-    assert ("--mca", "btl_tcp_if_include", "eth0") == argv[argv.index("btl_tcp_if_include") - 1:][:3]
+    assert ("--mca", "btl_tcp_if_include", "eth0") == argv[argv.index("btl_tcp_if_include") - 1 :][:3]
     assert "oob_tcp_if_include" in argv and "GLOO_SOCKET_IFNAME" in argv
     assert plan.commands[0].env["MASTER_ADDR"] == "10.0.0.1" and plan.commands[0].env["GLOO_SOCKET_IFNAME"] == "eth1"
     with pytest.raises(InputError, match="interface name"):
@@ -182,15 +205,26 @@ def test_control_ifname_rendezvous_is_rank0s_address_on_it(tmp_path):
     prologue = launch.slurm_task("ctl0", str(tmp_path)).replace('exec "$@"', 'echo "$MASTER_ADDR"')
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "ip").write_text('#!/bin/bash\n[ "$6" = ctl0 ] && echo "3: ctl0    inet 10.20.0.7/16 brd 10.20.255.255 scope global ctl0"\n')
+    (fake / "ip").write_text(
+        '#!/bin/bash\n[ "$6" = ctl0 ] && echo "3: ctl0    inet 10.20.0.7/16 brd 10.20.255.255 scope global ctl0"\n'
+    )
     (fake / "ip").chmod(0o755)
     base = {"PATH": f"{fake}:/usr/bin:/bin", "SLURM_JOB_ID": "42"}
-    rank0 = subprocess.run(["bash", "-c", prologue], env={**base, "SLURM_PROCID": "0"}, capture_output=True, text=True, check=False)
+    rank0 = subprocess.run(
+        ["bash", "-c", prologue], env={**base, "SLURM_PROCID": "0"}, capture_output=True, text=True, check=False
+    )
     assert rank0.stdout.split() == ["10.20.0.7"] and (tmp_path / ".master-addr-42").read_text() == "10.20.0.7\n"
-    rank1 = subprocess.run(["bash", "-c", prologue], env={**base, "SLURM_PROCID": "1"}, capture_output=True, text=True, check=False)
+    rank1 = subprocess.run(
+        ["bash", "-c", prologue], env={**base, "SLURM_PROCID": "1"}, capture_output=True, text=True, check=False
+    )
     assert rank1.stdout.split() == ["10.20.0.7"]
     # No address on the interface: rank 0 stops with a message instead of starting a rank that cannot meet.
     other = launch.slurm_task("ctl9", str(tmp_path))
-    bad = subprocess.run(["bash", "-c", other], env={**base, "SLURM_PROCID": "0", "SLURM_JOB_ID": "43"},
-                         capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        ["bash", "-c", other],
+        env={**base, "SLURM_PROCID": "0", "SLURM_JOB_ID": "43"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert bad.returncode == 2 and "no IPv4 address on ctl9" in bad.stderr

@@ -31,7 +31,17 @@ def test_tail_delivers_each_complete_line_while_the_writer_runs(tmp_path):
 
 
 def test_size_row_is_nccl_tests_arithmetic():
-    row = size_row({"type": "size", "op": "all_reduce", "dtype": "float32", "size_bytes": 1_000_000,
-                    "times_us": [100.0, 200.0, 300.0], "wrong": 0, "rank": 0}, world=4)
+    row = size_row(
+        {
+            "type": "size",
+            "op": "all_reduce",
+            "dtype": "float32",
+            "size_bytes": 1_000_000,
+            "times_us": [100.0, 200.0, 300.0],
+            "wrong": 0,
+            "rank": 0,
+        },
+        world=4,
+    )
     assert row["time_p50_us"] == 200.0 and row["algbw_gbps"] == 5.0 and row["busbw_gbps"] == 5.0 * 2 * 3 / 4
     assert size_row({"type": "ready"}, world=2) is None

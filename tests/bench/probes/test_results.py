@@ -12,13 +12,22 @@ from gpufabric.bench.probes.results import collective_results, diagnose, read_ra
 
 def _write(tmp_path, rank, host, records, cpus=64):
     lines = [{"type": "start", "rank": rank, "host": host, "cpus": cpus}, *records]
-    (tmp_path / f"rank{rank}.jsonl").write_text("".join(json.dumps({"rank": rank, "host": host, **r}) + "\n"
-                                                        for r in lines))
+    (tmp_path / f"rank{rank}.jsonl").write_text(
+        "".join(json.dumps({"rank": rank, "host": host, **r}) + "\n" for r in lines)
+    )
 
 
 def _size(size, times, wrong=0):
-    return {"type": "size", "op": "all_reduce", "dtype": "float32", "size_bytes": size, "count": size // 4,
-            "elem_bytes": 4, "times_us": times, "wrong": wrong}
+    return {
+        "type": "size",
+        "op": "all_reduce",
+        "dtype": "float32",
+        "size_bytes": size,
+        "count": size // 4,
+        "elem_bytes": 4,
+        "times_us": times,
+        "wrong": wrong,
+    }
 
 
 def test_straggler_named_and_only_complete_sizes_kept(tmp_path):
@@ -43,7 +52,10 @@ def test_straggler_named_and_only_complete_sizes_kept(tmp_path):
     assert r.metric("time_p50_us").value == pytest.approx(157.5)
     assert r.metric("time_p99_us").value == pytest.approx(157.5 + 0.98 * 7.5)  # linear interpolation, as numpy
     assert r.metric("time_cv").value == pytest.approx(np.std([150.0, 165.0, 157.5], ddof=1) / 157.5)
-    assert diagnose(logs) == "rank 2 (node2) died without an error record after all_reduce float32 1024 B; the other ranks stopped"
+    assert (
+        diagnose(logs)
+        == "rank 2 (node2) died without an error record after all_reduce float32 1024 B; the other ranks stopped"
+    )
 
 
 def test_primary_error_is_not_the_peer_consequence(tmp_path):

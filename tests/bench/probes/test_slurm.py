@@ -12,24 +12,66 @@ from gpufabric.results.store import Store
 @pytest.mark.slow
 def test_srun_launch_and_script_kept_with_run(cli, slurm_cluster, tmp_path):
     db = tmp_path / "r.db"
-    code, out, err = cli("bench", "collectives", "--launcher", "slurm", "--nproc", "2", "--ops", "all_reduce,all_gather",
-                         "--sizes", "32K", "--iters", "2", "--master-port", "29552", "--db", db, "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--nproc",
+        "2",
+        "--ops",
+        "all_reduce,all_gather",
+        "--sizes",
+        "32K",
+        "--iters",
+        "2",
+        "--master-port",
+        "29552",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     doc = json.loads(out)
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [
-        ("all_reduce", 2, 0), ("all_gather", 2, 0)]
+        ("all_reduce", 2, 0),
+        ("all_gather", 2, 0),
+    ]
     with Store.open(db) as store:
         run = store.get_run(doc["run_id"])
-    assert "MASTER_PORT=29552" in run.artifacts["launch_commands"] and "MASTER_ADDR=1" not in run.artifacts["launch_commands"]
+    assert (
+        "MASTER_PORT=29552" in run.artifacts["launch_commands"]
+        and "MASTER_ADDR=1" not in run.artifacts["launch_commands"]
+    )
     assert "srun --nodes=1 --ntasks=2" in run.artifacts["launch_commands"]
     assert "#SBATCH --ntasks-per-node=2" in run.artifacts["sbatch_script"]
 
 
 @pytest.mark.slow
 def test_sbatch_mode_runs_the_generated_script(cli, slurm_cluster, tmp_path):
-    code, out, err = cli("bench", "collectives", "--launcher", "slurm", "--slurm-mode", "sbatch", "--nproc", "2",
-                         "--ops", "broadcast", "--sizes", "8K", "--iters", "2", "--master-port", "29553",
-                         "--db", tmp_path / "r.db", "--format", "json")
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--slurm-mode",
+        "sbatch",
+        "--nproc",
+        "2",
+        "--ops",
+        "broadcast",
+        "--sizes",
+        "8K",
+        "--iters",
+        "2",
+        "--master-port",
+        "29553",
+        "--db",
+        tmp_path / "r.db",
+        "--format",
+        "json",
+    )
     assert code == 0, err + out
     doc = json.loads(out)
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("broadcast", 2, 0)]

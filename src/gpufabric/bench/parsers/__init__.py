@@ -29,11 +29,11 @@ class Parsed:
     """What one tool output says about one test case (one fio job, one nccl-tests binary)."""
 
     tool: str
-    case: str                                   # fio job name, iperf3 "tcp", nccl op, ...
+    case: str  # fio job name, iperf3 "tcp", nccl op, ...
     metrics: tuple[Metric, ...]
-    error: str = ""                             # the tool reported failure (not a parse problem)
-    warnings: tuple[str, ...] = ()              # quality warnings: values not to be trusted
-    invalid: str = ""                           # values that cannot be true (negative, NaN, size != count)
+    error: str = ""  # the tool reported failure (not a parse problem)
+    warnings: tuple[str, ...] = ()  # quality warnings: values not to be trusted
+    invalid: str = ""  # values that cannot be true (negative, NaN, size != count)
     info: dict[str, str] = field(default_factory=dict)  # tool version, engine, host, ...
 
     def metric(self, name: str) -> Metric | None:
@@ -215,8 +215,11 @@ def _problem(value: Any, shape: Any, path: str) -> tuple[str, str, Any] | None:
     if shape is ANY or (value is None and shape.nullable):
         return None
     if isinstance(shape, Number):
-        ok = (isinstance(value, int if shape.integer else (int, float)) and not isinstance(value, bool)
-              and value >= shape.min)
+        ok = (
+            isinstance(value, int if shape.integer else (int, float))
+            and not isinstance(value, bool)
+            and value >= shape.min
+        )
     elif isinstance(shape, Scalar):
         ok = isinstance(value, (str, int, float, bool))
     elif isinstance(shape, Text):
@@ -258,8 +261,11 @@ def check_json(doc: Any, shape: Any, *, tool: str, source: str) -> None:
         if value is _MISSING:
             raise ParseError(f"{tool} JSON field {path} is missing", source=source)
         got = _TYPE_NAMES.get(type(value), "a number")
-        raise ParseError(f"{tool} JSON field {path or '(document)'}: expected {expected}, got {got}",
-                         source=source, excerpt=repr(value)[:80])
+        raise ParseError(
+            f"{tool} JSON field {path or '(document)'}: expected {expected}, got {got}",
+            source=source,
+            excerpt=repr(value)[:80],
+        )
 
 
 def parser_for(tool: str) -> Callable[..., list[Parsed]]:
@@ -299,7 +305,11 @@ def detect_tool(text: str) -> str:
         return "nccl-tests"
     if '"test_info"' in head and '"results"' in head:
         return "perftest"
-    if re.search(r'"start"\s*:', head) and re.search(r'"end"\s*:', head) and ('"intervals"' in head or '"error"' in head):
+    if (
+        re.search(r'"start"\s*:', head)
+        and re.search(r'"end"\s*:', head)
+        and ('"intervals"' in head or '"error"' in head)
+    ):
         return "iperf3"
     if '"error"' in head and "iperf" in head.lower():
         return "iperf3"

@@ -45,14 +45,43 @@ MAX_SAMPLES = 50_000
 
 
 #: The fields the parser reads, with their JSON types (fio stat.c add_ddir_status_json, json+ bins).
-_LAT = Obj({"N": COUNT, "mean": Number(), "max": Number(), "min": Number(),
-            "percentile": Each(Number()), "bins": Each(COUNT, key=re.compile(r"\d{1,20}"), nullable=True)}, nullable=True)
-_DDIR = Obj({"total_ios": COUNT, "bw_bytes": Number(), "bw": Number(), "iops": Number(), "runtime": Number(nullable=True),
-             "io_bytes": Number(nullable=True), "clat_ns": _LAT}, nullable=True)
-_JOB = Obj({"jobname": ANY, "groupid": Number(min=0), "error": ANY, "job options": Each(ANY, nullable=True),
-            "job_runtime": Number(nullable=True), "elapsed": Number(nullable=True),
-            "read": _DDIR, "write": _DDIR, "trim": _DDIR,
-            "sync": Obj({"total_ios": COUNT, "lat_ns": _LAT}, nullable=True)})
+_LAT = Obj(
+    {
+        "N": COUNT,
+        "mean": Number(),
+        "max": Number(),
+        "min": Number(),
+        "percentile": Each(Number()),
+        "bins": Each(COUNT, key=re.compile(r"\d{1,20}"), nullable=True),
+    },
+    nullable=True,
+)
+_DDIR = Obj(
+    {
+        "total_ios": COUNT,
+        "bw_bytes": Number(),
+        "bw": Number(),
+        "iops": Number(),
+        "runtime": Number(nullable=True),
+        "io_bytes": Number(nullable=True),
+        "clat_ns": _LAT,
+    },
+    nullable=True,
+)
+_JOB = Obj(
+    {
+        "jobname": ANY,
+        "groupid": Number(min=0),
+        "error": ANY,
+        "job options": Each(ANY, nullable=True),
+        "job_runtime": Number(nullable=True),
+        "elapsed": Number(nullable=True),
+        "read": _DDIR,
+        "write": _DDIR,
+        "trim": _DDIR,
+        "sync": Obj({"total_ios": COUNT, "lat_ns": _LAT}, nullable=True),
+    }
+)
 SHAPE = Obj({"jobs": Items(_JOB), "global options": Each(ANY, nullable=True), "fio version": ANY})
 
 
@@ -150,8 +179,12 @@ def _merge_lat(parts: list[dict[str, Any]]) -> dict[str, Any]:
     if not parts:
         return {}
     n = sum(int(p["N"]) for p in parts)
-    out: dict[str, Any] = {"N": n, "mean": sum(float(p["mean"]) * int(p["N"]) for p in parts) / n,
-                           "max": max(float(p["max"]) for p in parts), "min": min(float(p.get("min", 0)) for p in parts)}
+    out: dict[str, Any] = {
+        "N": n,
+        "mean": sum(float(p["mean"]) * int(p["N"]) for p in parts) / n,
+        "max": max(float(p["max"]) for p in parts),
+        "min": min(float(p.get("min", 0)) for p in parts),
+    }
     if all(p.get("bins") for p in parts):
         bins: dict[int, int] = {}
         for p in parts:
@@ -174,10 +207,14 @@ def _merge_lat(parts: list[dict[str, Any]]) -> dict[str, Any]:
 def _group(jobs: list[dict[str, Any]], name: str) -> dict[str, Any]:
     """A job-shaped dict of a whole reporting group, as ``group_reporting`` computes it: bytes and
     I/Os summed over jobs and divided by the longest job runtime (fio stat.c sum_thread_stats)."""
-    agg: dict[str, Any] = {"jobname": name, "groupid": jobs[0].get("groupid", 0), "error": 0,
-                           "job options": dict(jobs[0].get("job options") or {}),
-                           "job_runtime": max(float(j.get("job_runtime") or 0) for j in jobs),
-                           "elapsed": max(float(j.get("elapsed") or 0) for j in jobs)}
+    agg: dict[str, Any] = {
+        "jobname": name,
+        "groupid": jobs[0].get("groupid", 0),
+        "error": 0,
+        "job options": dict(jobs[0].get("job options") or {}),
+        "job_runtime": max(float(j.get("job_runtime") or 0) for j in jobs),
+        "elapsed": max(float(j.get("elapsed") or 0) for j in jobs),
+    }
     for ddir in ("read", "write", "trim"):
         stats = [j.get(ddir) or {} for j in jobs]
         ios = sum(int(s.get("total_ios") or 0) for s in stats)
@@ -185,14 +222,25 @@ def _group(jobs: list[dict[str, Any]], name: str) -> dict[str, Any]:
             continue
         runtime_ms = max(float(s.get("runtime") or 0) for s in stats)
         io_bytes = sum(float(s.get("io_bytes") or 0) for s in stats)
-        bw = io_bytes / runtime_ms * 1000 if runtime_ms and io_bytes else sum(float(s.get("bw_bytes") or 0) for s in stats)
-        agg[ddir] = {"total_ios": ios, "io_bytes": io_bytes, "runtime": runtime_ms, "bw_bytes": bw,
-                     "iops": ios / runtime_ms * 1000 if runtime_ms else sum(float(s.get("iops") or 0) for s in stats),
-                     "clat_ns": _merge_lat([s.get("clat_ns") or {} for s in stats])}
+        bw = (
+            io_bytes / runtime_ms * 1000
+            if runtime_ms and io_bytes
+            else sum(float(s.get("bw_bytes") or 0) for s in stats)
+        )
+        agg[ddir] = {
+            "total_ios": ios,
+            "io_bytes": io_bytes,
+            "runtime": runtime_ms,
+            "bw_bytes": bw,
+            "iops": ios / runtime_ms * 1000 if runtime_ms else sum(float(s.get("iops") or 0) for s in stats),
+            "clat_ns": _merge_lat([s.get("clat_ns") or {} for s in stats]),
+        }
     syncs = [j.get("sync") or {} for j in jobs]
     if any(s.get("total_ios") for s in syncs):
-        agg["sync"] = {"total_ios": sum(int(s.get("total_ios") or 0) for s in syncs),
-                       "lat_ns": _merge_lat([s.get("lat_ns") or {} for s in syncs])}
+        agg["sync"] = {
+            "total_ios": sum(int(s.get("total_ios") or 0) for s in syncs),
+            "lat_ns": _merge_lat([s.get("lat_ns") or {} for s in syncs]),
+        }
     return agg
 
 
@@ -222,12 +270,17 @@ def _grouped(doc: dict[str, Any], source: str) -> list[Parsed]:
         name = names.pop() if len(names) == 1 else f"group{gid}"
         agg = _job(_group([j for j in members if not j.get("error")] or members, name), doc, source=source)
         warnings = list(agg.warnings)
-        if not all(((j.get(d) or {}).get("clat_ns") or {}).get("bins") for j in members for d in ("read", "write")
-                   if (j.get(d) or {}).get("total_ios")):
+        if not all(
+            ((j.get(d) or {}).get("clat_ns") or {}).get("bins")
+            for j in members
+            for d in ("read", "write")
+            if (j.get(d) or {}).get("total_ios")
+        ):
             warnings.append("group percentiles omitted: they need json+ latency bins (--output-format=json+)")
         info = {**agg.info, "aggregate": f"group {gid} of {len(members)} jobs (group_reporting)"}
-        out.append(Parsed(tool="fio", case=name, metrics=agg.metrics, warnings=tuple(warnings), info=info,
-                          error=agg.error))
+        out.append(
+            Parsed(tool="fio", case=name, metrics=agg.metrics, warnings=tuple(warnings), info=info, error=agg.error)
+        )
     return out
 
 

@@ -30,19 +30,43 @@ from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
 #: The fields the parser reads, with their JSON types (iperf3 iperf_api.c JSON output).
-_SUM = Obj({"bits_per_second": Number(), "jitter_ms": Number(), "lost_percent": Number(), "retransmits": Number(),
-            "omitted": ANY}, nullable=True, required=("bits_per_second",))
-_SENDER = Obj({"sender": ANY, "mean_rtt": Number(), "max_rtt": Number(), "min_rtt": Number(), "bytes": COUNT},
-              nullable=True)
-SHAPE = Obj({
-    "start": Obj({"test_start": Obj({"protocol": Scalar(), "num_streams": Scalar(), "reverse": Scalar()}, nullable=True),
-                  "version": Scalar(), "system_info": Scalar()}),
-    "end": Obj({"sum": _SUM, "sum_received": _SUM, "sum_sent": _SUM,
+_SUM = Obj(
+    {
+        "bits_per_second": Number(),
+        "jitter_ms": Number(),
+        "lost_percent": Number(),
+        "retransmits": Number(),
+        "omitted": ANY,
+    },
+    nullable=True,
+    required=("bits_per_second",),
+)
+_SENDER = Obj(
+    {"sender": ANY, "mean_rtt": Number(), "max_rtt": Number(), "min_rtt": Number(), "bytes": COUNT}, nullable=True
+)
+SHAPE = Obj(
+    {
+        "start": Obj(
+            {
+                "test_start": Obj({"protocol": Scalar(), "num_streams": Scalar(), "reverse": Scalar()}, nullable=True),
+                "version": Scalar(),
+                "system_info": Scalar(),
+            }
+        ),
+        "end": Obj(
+            {
+                "sum": _SUM,
+                "sum_received": _SUM,
+                "sum_sent": _SUM,
                 "streams": Items(Obj({"sender": _SENDER}), nullable=True),
-                "cpu_utilization_percent": Obj({"host_total": Number()}, nullable=True)}, nullable=True),
-    "intervals": Items(Obj({"sum": _SUM}), nullable=True),
-    "error": ANY,
-})
+                "cpu_utilization_percent": Obj({"host_total": Number()}, nullable=True),
+            },
+            nullable=True,
+        ),
+        "intervals": Items(Obj({"sum": _SUM}), nullable=True),
+        "error": ANY,
+    }
+)
 
 
 def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
@@ -68,7 +92,9 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
         return [Parsed(tool="iperf3", case=protocol, metrics=(), error=f"iperf3: {doc['error']}", info=info)]
     end: dict[str, Any] = doc["end"]
     if not end:
-        raise ParseError("iperf3 output has an empty 'end' section (run cut short?)", source=source, excerpt=text[-200:])
+        raise ParseError(
+            "iperf3 output has an empty 'end' section (run cut short?)", source=source, excerpt=text[-200:]
+        )
     # Throughput samples: one per reporting interval (the sum over streams); they give the
     # verdicts a CV to judge noise by.
     interval_gbit = tuple(
@@ -82,8 +108,12 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
         if not total:
             raise ParseError("iperf3 UDP output has no end.sum", source=source, excerpt=str(end)[:200])
         metrics += [
-            higher("throughput_gbit_s", finite(total["bits_per_second"], what="throughput", source=source) / 1e9,
-                   "Gbit/s", interval_gbit),
+            higher(
+                "throughput_gbit_s",
+                finite(total["bits_per_second"], what="throughput", source=source) / 1e9,
+                "Gbit/s",
+                interval_gbit,
+            ),
             lower("jitter_ms", finite(total.get("jitter_ms", 0), what="jitter", source=source), "ms"),
             lower("lost_percent", finite(total.get("lost_percent", 0), what="loss", source=source), "%"),
         ]
@@ -91,18 +121,30 @@ def parse_iperf3(text: str, *, source: str = "") -> list[Parsed]:
         received = end.get("sum_received")
         sent = end.get("sum_sent")
         if not received or not sent:
-            raise ParseError("iperf3 TCP output has no end.sum_sent/sum_received", source=source, excerpt=str(end)[:200])
+            raise ParseError(
+                "iperf3 TCP output has no end.sum_sent/sum_received", source=source, excerpt=str(end)[:200]
+            )
         metrics += [
-            higher("throughput_gbit_s", finite(received["bits_per_second"], what="throughput", source=source) / 1e9,
-                   "Gbit/s", interval_gbit),
-            higher("sent_gbit_s", finite(sent["bits_per_second"], what="sent throughput", source=source) / 1e9, "Gbit/s"),
+            higher(
+                "throughput_gbit_s",
+                finite(received["bits_per_second"], what="throughput", source=source) / 1e9,
+                "Gbit/s",
+                interval_gbit,
+            ),
+            higher(
+                "sent_gbit_s", finite(sent["bits_per_second"], what="sent throughput", source=source) / 1e9, "Gbit/s"
+            ),
             lower("retransmits", float(sent.get("retransmits", 0)), "count"),
         ]
         # RTT comes from TCP_INFO of the *local* sending socket; with -R the sender is the
         # server, its entries say "sender": false and carry zeros, so there is no RTT.
-        senders = [s["sender"] for s in end.get("streams") or []
-                   if s.get("sender") and s["sender"].get("sender", True)
-                   and all(k in s["sender"] for k in ("mean_rtt", "max_rtt", "min_rtt", "bytes"))]
+        senders = [
+            s["sender"]
+            for s in end.get("streams") or []
+            if s.get("sender")
+            and s["sender"].get("sender", True)
+            and all(k in s["sender"] for k in ("mean_rtt", "max_rtt", "min_rtt", "bytes"))
+        ]
         if senders:
             # Weight each stream's mean RTT by the bytes it moved, so a stalled stream counts less.
             weight = sum(s["bytes"] for s in senders) or len(senders)

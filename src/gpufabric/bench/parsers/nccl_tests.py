@@ -40,17 +40,36 @@ _OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+
 _AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.MULTILINE)
 _DEVICE_M = re.compile(
     r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
-    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$", re.MULTILINE)
+    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$",
+    re.MULTILINE,
+)
 _NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.MULTILINE)
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(
-    r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|hypercube)_perf")
+    r"\b(all_reduce|all_gather|reduce_scatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|hypercube)_perf"
+)
 _VERSION = re.compile(r"#\s*nccl-tests version (\S+).*?nccl-library=(\d+)|NCCL version (\S+)")
 #: Bytes per element of the nccl-tests ``-d`` types (src/common.cu ncclTypeSize).
-TYPE_BYTES = {"int8": 1, "uint8": 1, "char": 1, "int32": 4, "uint32": 4, "int": 4, "int64": 8, "uint64": 8,
-              "half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4, "double": 8, "float64": 8,
-              "f8e4m3": 1, "f8e5m2": 1}
+TYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "char": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int": 4,
+    "int64": 8,
+    "uint64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "float": 4,
+    "float32": 4,
+    "double": 8,
+    "float64": 8,
+    "f8e4m3": 1,
+    "f8e5m2": 1,
+}
 #: Suite op names (gpufabric's) of the nccl-tests binaries.
 OP_NAMES = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
 #: Ops whose ``count`` column is per rank (size = count x type size x ranks).
@@ -62,7 +81,7 @@ class Row(NamedTuple):
     has ~350,000 of them, and tuples are the cheapest record Python builds)."""
 
     size: int
-    elem_count: int   # not ``count``: that would shadow tuple.count
+    elem_count: int  # not ``count``: that would shadow tuple.count
     dtype: str
     oop_time_us: float | None
     oop_algbw: float | None
@@ -95,20 +114,36 @@ def _wrong(tokens: list[str | float | None]) -> int | None:
 #: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
 _ROW = re.compile(
     r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
-    + r"[ \t]+(\S+)" * 8 + r"[ \t]*$", re.MULTILINE)
+    + r"[ \t]+(\S+)" * 8
+    + r"[ \t]*$",
+    re.MULTILINE,
+)
 
 
 def _row(m: re.Match[str], source: str) -> Row:
     g = m.groups()
-    try:   # fast path: six numbers and two zero #wrong cells, by far the common row
+    try:  # fast path: six numbers and two zero #wrong cells, by far the common row
         if g[8] == "0" and g[12] == "0":
-            return Row(int(g[0]), int(g[1]), g[2], float(g[5]), float(g[6]), float(g[7]), float(g[9]),
-                       float(g[10]), float(g[11]), 0)
+            return Row(
+                int(g[0]),
+                int(g[1]),
+                g[2],
+                float(g[5]),
+                float(g[6]),
+                float(g[7]),
+                float(g[9]),
+                float(g[10]),
+                float(g[11]),
+                0,
+            )
     except ValueError:
         pass
     cells = []
-    for name, token in zip(("time", "algbw", "busbw", "time", "algbw", "busbw"),
-                           (m.group(6), m.group(7), m.group(8), m.group(10), m.group(11), m.group(12)), strict=True):
+    for name, token in zip(
+        ("time", "algbw", "busbw", "time", "algbw", "busbw"),
+        (m.group(6), m.group(7), m.group(8), m.group(10), m.group(11), m.group(12)),
+        strict=True,
+    ):
         try:
             cells.append(_cell(token))
         except ValueError:
@@ -117,15 +152,16 @@ def _row(m: re.Match[str], source: str) -> Row:
         wrong = _wrong([m.group(9), m.group(13)])
     except ValueError:
         raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)) from None
-    return Row(int(m.group(1)), int(m.group(2)), m.group(3), cells[0], cells[1], cells[2], cells[3], cells[4], cells[5],
-               wrong)
+    return Row(
+        int(m.group(1)), int(m.group(2)), m.group(3), cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], wrong
+    )
 
 
 @dataclass
 class _Run:
     op: str = ""
     rows: list[Row] = field(default_factory=list)
-    devices: list[tuple[int, str, str]] = field(default_factory=list)   # (rank, host, gpu model)
+    devices: list[tuple[int, str, str]] = field(default_factory=list)  # (rank, host, gpu model)
     graph: str = ""
     oob: tuple[int, str] | None = None
     avg: str | None = None
@@ -176,7 +212,7 @@ def _runs(text: str, source: str) -> list[_Run]:
     pending_op, version = "", ""
     for seg in _segments(text):
         first = _ROW.search(seg)
-        head = seg[: first.start()] if first else seg   # header lines come before the rows
+        head = seg[: first.start()] if first else seg  # header lines come before the rows
         if "ersion" in head and (v := _VERSION.search(head)):
             version = v.group(1) or v.group(3)
         if "Collective test starting" in head and (m := _START.search(head)):
@@ -197,7 +233,7 @@ def _runs(text: str, source: str) -> list[_Run]:
         if "nThread" in head and (g := _NTHREAD_M.search(head)):
             graph = _GRAPH.search(g.group(0))
             run.graph = graph.group(1) if graph else ""
-        foot = seg[seg.rfind("\n", 0, max(0, len(seg) - 300)) + 1:]   # the footer is the segment's end
+        foot = seg[seg.rfind("\n", 0, max(0, len(seg) - 300)) + 1 :]  # the footer is the segment's end
         if o := _OOB_M.search(foot):
             run.oob = (int(o.group(1)), o.group(2))
         if a := _AVG_M.search(foot):
@@ -229,7 +265,7 @@ def _clean(rows: list[Row], op: str, ranks: int) -> bool:
         return False
     tb = TYPE_BYTES.get(dtypes.pop().lower())
     if not tb:
-        return True   # unknown type size: _validate checks nothing either
+        return True  # unknown type size: _validate checks nothing either
     if op in _PER_RANK_COUNT and not ranks:
         return True
     return all(s == 0 or s == c * tb or (ranks and s == c * tb * ranks) for s, c in zip(cols[0], cols[1], strict=True))
@@ -241,16 +277,27 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
     problems: list[str] = []
     for r in rows:
         cells = r[3:9]
-        nums = cast("tuple[float, ...]", cells)   # read only once `None not in cells` held (mypy cannot narrow by `in`)
-        clean = None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0   # all finite (NaN/inf propagate) and >= 0
-        for name, value in () if clean else (("time", r.oop_time_us), ("algbw", r.oop_algbw), ("busbw", r.oop_busbw),
-                            ("in-place time", r.ip_time_us), ("in-place algbw", r.ip_algbw),
-                            ("in-place busbw", r.ip_busbw)):
+        nums = cast("tuple[float, ...]", cells)  # read only once `None not in cells` held (mypy cannot narrow by `in`)
+        clean = (
+            None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0
+        )  # all finite (NaN/inf propagate) and >= 0
+        for name, value in (
+            ()
+            if clean
+            else (
+                ("time", r.oop_time_us),
+                ("algbw", r.oop_algbw),
+                ("busbw", r.oop_busbw),
+                ("in-place time", r.ip_time_us),
+                ("in-place algbw", r.ip_algbw),
+                ("in-place busbw", r.ip_busbw),
+            )
+        ):
             if value is None:
                 continue
             if math.isnan(value) or math.isinf(value):
                 if r.size == 0 and "bw" in name:
-                    continue   # 0 bytes / t: nccl-tests prints nan busbw for empty sizes of some ops
+                    continue  # 0 bytes / t: nccl-tests prints nan busbw for empty sizes of some ops
                 problems.append(f"{name} is {value} at {r.size} B")
             elif value < 0:
                 problems.append(f"negative {name} {value:g} at {r.size} B")
@@ -260,7 +307,7 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
             if ranks:
                 ok.add(r.elem_count * tb * ranks)
             if op in _PER_RANK_COUNT and not ranks:
-                ok = {r.size}   # per-rank counts need the rank count; nothing to check without it
+                ok = {r.size}  # per-rank counts need the rank count; nothing to check without it
             if r.size not in ok:
                 problems.append(f"size {r.size} B does not match count {r.elem_count} x {tb} B ({r.dtype})")
     return problems[:5]
@@ -288,8 +335,9 @@ def _metric(name: str, value: float, unit: str, direction: Direction, samples: t
 
 def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
     # (row, out-of-place time) of the measured sizes, smallest first
-    measured = sorted(((r, r.oop_time_us) for r in rows if r.size > 0 and r.oop_time_us is not None),
-                      key=lambda rt: rt[0].size)
+    measured = sorted(
+        ((r, r.oop_time_us) for r in rows if r.size > 0 and r.oop_time_us is not None), key=lambda rt: rt[0].size
+    )
     if not measured:
         return []
     top, top_time_us = measured[-1]
@@ -313,8 +361,11 @@ def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
     for r, time_us in measured[:-1]:
         if r.oop_busbw is not None:
             append(_metric(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s", _HIGHER))
-        append(_metric(f"time_us@{r.size}B", time_us, "us", _LOWER,
-                       (time_us, r.ip_time_us) if r.ip_time_us is not None else ()))
+        append(
+            _metric(
+                f"time_us@{r.size}B", time_us, "us", _LOWER, (time_us, r.ip_time_us) if r.ip_time_us is not None else ()
+            )
+        )
     if top.ip_time_us is not None:
         metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, top.ip_time_us))
     return metrics
@@ -327,8 +378,14 @@ def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, ver
         for _, host, _ in devices:
             hosts[host] = hosts.get(host, 0) + 1
         models = sorted({model for _, _, model in devices if model})
-        info.update({"ranks": str(len(devices)), "nodes": str(len(hosts)), "gpus_per_node": str(max(hosts.values())),
-                     "hosts": ",".join(sorted(hosts))})
+        info.update(
+            {
+                "ranks": str(len(devices)),
+                "nodes": str(len(hosts)),
+                "gpus_per_node": str(max(hosts.values())),
+                "hosts": ",".join(sorted(hosts)),
+            }
+        )
         if models:
             info["gpu_model"] = "; ".join(models)
     if graph:
@@ -353,10 +410,14 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     runs = _runs(clean, source)
     if not runs:
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
-            raise ParseError("not nccl-tests output (no '# nThread' header and no size rows)", source=source,
-                             excerpt=clean[:120])
-        raise ParseError("nccl-tests output has no size rows (the run stopped before measuring?)", source=source,
-                         excerpt=clean[-200:])
+            raise ParseError(
+                "not nccl-tests output (no '# nThread' header and no size rows)", source=source, excerpt=clean[:120]
+            )
+        raise ParseError(
+            "nccl-tests output has no size rows (the run stopped before measuring?)",
+            source=source,
+            excerpt=clean[-200:],
+        )
     file_op = ""
     if m := _BINARY.search(source or ""):
         file_op = m.group(1)
@@ -382,8 +443,16 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             errors.append("no 'Out of bounds values' footer (run cut short?)")
         info = _info(run.devices, max_size=max(r.size for r in run.rows), graph=run.graph, version=run.version)
         info["op"] = _op(op)
-        out.append(Parsed(tool="nccl-tests", case=op, metrics=tuple(_metrics(run.rows, avg)),
-                          error="; ".join(errors), invalid="; ".join(_validate(run.rows, op, ranks)), info=info))
+        out.append(
+            Parsed(
+                tool="nccl-tests",
+                case=op,
+                metrics=tuple(_metrics(run.rows, avg)),
+                error="; ".join(errors),
+                invalid="; ".join(_validate(run.rows, op, ranks)),
+                info=info,
+            )
+        )
     return out
 
 
@@ -397,18 +466,27 @@ def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
     for entry in doc.get("results") or []:
         oop, ip = entry.get("out_of_place") or {}, entry.get("in_place") or {}
         try:
+
             def num(d: dict[str, Any], *keys: str) -> float | None:
                 for k in keys:
                     if d.get(k) is not None:
                         return finite(d[k], what=k, source=source)
                 return None
 
-            rows.append(Row(
-                int(entry["size"]), int(entry.get("count") or 0), str(entry.get("type", "")),
-                num(oop, "time", "cpu_time"), num(oop, "alg_bw"), num(oop, "bus_bw"),
-                num(ip, "time", "cpu_time"), num(ip, "alg_bw"), num(ip, "bus_bw"),
-                _wrong([oop.get("nwrong"), ip.get("nwrong")]),
-            ))
+            rows.append(
+                Row(
+                    int(entry["size"]),
+                    int(entry.get("count") or 0),
+                    str(entry.get("type", "")),
+                    num(oop, "time", "cpu_time"),
+                    num(oop, "alg_bw"),
+                    num(oop, "bus_bw"),
+                    num(ip, "time", "cpu_time"),
+                    num(ip, "alg_bw"),
+                    num(ip, "bus_bw"),
+                    _wrong([oop.get("nwrong"), ip.get("nwrong")]),
+                )
+            )
             if rows[-1].oop_busbw is None:
                 raise KeyError("out_of_place.bus_bw")
         except KeyError as exc:
@@ -419,18 +497,36 @@ def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
 #: The fields the -J path reads, with their JSON types (nccl-tests src/common.cu JSON writer);
 #: measurements are null where the test did not run them, #wrong "N/A" where it did not check.
 _NUM = shape.Number(nullable=True)
-_LEG = shape.Obj({"time": _NUM, "cpu_time": _NUM, "alg_bw": _NUM, "bus_bw": _NUM,
-                  "nwrong": shape.OneOf((shape.Number(), shape.Text(re.compile(r"(?i)n/a"))), nullable=True)},
-                 nullable=True)
-_RESULT = shape.Obj({"size": shape.COUNT, "count": shape.Number(min=0, nullable=True), "type": shape.ANY,
-                     "out_of_place": _LEG, "in_place": _LEG})
-JSON_SHAPE = shape.Obj({
-    "results": shape.Items(_RESULT, nullable=True),
-    "average_bus_bandwidth": shape.Obj({"bandwidth": _NUM}, nullable=True),
-    "devices": shape.Items(shape.Obj({"hostname": shape.ANY, "device_name": shape.ANY, "name": shape.ANY}), nullable=True),
-    "out_of_bounds": shape.Obj({"okay": shape.ANY, "count": shape.Number(min=0, nullable=True)}, nullable=True),
-    "config": shape.Each(shape.ANY, nullable=True),
-})
+_LEG = shape.Obj(
+    {
+        "time": _NUM,
+        "cpu_time": _NUM,
+        "alg_bw": _NUM,
+        "bus_bw": _NUM,
+        "nwrong": shape.OneOf((shape.Number(), shape.Text(re.compile(r"(?i)n/a"))), nullable=True),
+    },
+    nullable=True,
+)
+_RESULT = shape.Obj(
+    {
+        "size": shape.COUNT,
+        "count": shape.Number(min=0, nullable=True),
+        "type": shape.ANY,
+        "out_of_place": _LEG,
+        "in_place": _LEG,
+    }
+)
+JSON_SHAPE = shape.Obj(
+    {
+        "results": shape.Items(_RESULT, nullable=True),
+        "average_bus_bandwidth": shape.Obj({"bandwidth": _NUM}, nullable=True),
+        "devices": shape.Items(
+            shape.Obj({"hostname": shape.ANY, "device_name": shape.ANY, "name": shape.ANY}), nullable=True
+        ),
+        "out_of_bounds": shape.Obj({"okay": shape.ANY, "count": shape.Number(min=0, nullable=True)}, nullable=True),
+        "config": shape.Each(shape.ANY, nullable=True),
+    }
+)
 
 
 def _parse_json(text: str, source: str) -> Parsed:
@@ -443,8 +539,10 @@ def _parse_json(text: str, source: str) -> Parsed:
     if not rows:
         raise ParseError("nccl-tests JSON has no results", source=source, excerpt=text[:120])
     avg = (doc.get("average_bus_bandwidth") or {}).get("bandwidth")
-    devices = [(i, str(d.get("hostname", "")), str(d.get("device_name", d.get("name", ""))))
-               for i, d in enumerate(doc.get("devices") or [])]
+    devices = [
+        (i, str(d.get("hostname", "")), str(d.get("device_name", d.get("name", ""))))
+        for i, d in enumerate(doc.get("devices") or [])
+    ]
     errors = []
     wrong = sum(r.wrong or 0 for r in rows)
     if wrong:
@@ -457,13 +555,19 @@ def _parse_json(text: str, source: str) -> Parsed:
     config = doc.get("config") or {}
     m = _BINARY.search(" ".join(str(v) for v in config.values())) or _BINARY.search(source)
     op = m.group(1) if m else (_factor_op(rows, len(devices)) or "collective")
-    info = _info(devices, max_size=max(r.size for r in rows), graph=str(config.get("cudagraph", config.get("graph", ""))),
-                 version="")
+    info = _info(
+        devices,
+        max_size=max(r.size for r in rows),
+        graph=str(config.get("cudagraph", config.get("graph", ""))),
+        version="",
+    )
     info["op"] = _op(op)
     return Parsed(
         tool="nccl-tests",
         case=op,
-        metrics=tuple(_metrics(rows, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)),
+        metrics=tuple(
+            _metrics(rows, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)
+        ),
         error="; ".join(errors),
         invalid="; ".join(_validate(rows, op, len(devices))),
         info=info,

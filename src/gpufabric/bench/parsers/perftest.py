@@ -60,8 +60,15 @@ _LAT_KEYS = {
 }
 
 #: The fields the parser reads, with their JSON types (perftest perftest_parameters.c --out_json).
-_ROW = Obj({"MsgSize": Number(min=0), "BW_average": Number(), "BW_peak": Number(), "MsgRate": Number(),
-            **{key: Number() for key in _LAT_KEYS}})
+_ROW = Obj(
+    {
+        "MsgSize": Number(min=0),
+        "BW_average": Number(),
+        "BW_peak": Number(),
+        "MsgRate": Number(),
+        **{key: Number() for key in _LAT_KEYS},
+    }
+)
 SHAPE = Obj({"test_info": Each(ANY, nullable=True), "results": OneOf((_ROW, Items(_ROW)))})
 
 
@@ -98,11 +105,17 @@ def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
     doc = load_json(text, source=source, tool="perftest")
     if not isinstance(doc, dict) or "results" not in doc or "test_info" not in doc:
         keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
-        raise ParseError("not perftest --out_json output: no 'test_info' and 'results' keys", source=source, excerpt=keys)
+        raise ParseError(
+            "not perftest --out_json output: no 'test_info' and 'results' keys", source=source, excerpt=keys
+        )
     check_json(doc, SHAPE, tool="perftest", source=source)
     test_info: dict[str, Any] = doc["test_info"] or {}
     rows = _rows(doc, source)
-    info: dict[str, str] = {k: str(test_info[k]) for k in ("Device", "Link_type", "Connection_type", "Mtu", "Number_of_qps") if k in test_info}
+    info: dict[str, str] = {
+        k: str(test_info[k])
+        for k in ("Device", "Link_type", "Connection_type", "Mtu", "Number_of_qps")
+        if k in test_info
+    }
     metrics: list[Metric] = []
     latency = "t_avg" in rows[0] or "t_typical" in rows[0]
     if latency:
@@ -122,14 +135,31 @@ def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
         ordered = sorted(rows, key=lambda r: float(r.get("MsgSize", 0)), reverse=True)
         for index, row in enumerate(ordered):
             suffix = "" if index == 0 else f"@{int(row.get('MsgSize', 0))}B"
-            metrics.append(higher("bw_avg_gbps" + suffix, finite(row.get("BW_average"), what="BW_average", source=source) * scale, "GB/s"))
+            metrics.append(
+                higher(
+                    "bw_avg_gbps" + suffix,
+                    finite(row.get("BW_average"), what="BW_average", source=source) * scale,
+                    "GB/s",
+                )
+            )
             if "BW_peak" in row:
-                metrics.append(higher("bw_peak_gbps" + suffix, finite(row["BW_peak"], what="BW_peak", source=source) * scale, "GB/s"))
+                metrics.append(
+                    higher(
+                        "bw_peak_gbps" + suffix, finite(row["BW_peak"], what="BW_peak", source=source) * scale, "GB/s"
+                    )
+                )
             if "MsgRate" in row:
-                metrics.append(higher("msg_rate_mpps" + suffix, finite(row["MsgRate"], what="MsgRate", source=source), "Mpps"))
+                metrics.append(
+                    higher("msg_rate_mpps" + suffix, finite(row["MsgRate"], what="MsgRate", source=source), "Mpps")
+                )
         case = "bandwidth"
     else:
-        raise ParseError("perftest results have neither latency (t_avg) nor bandwidth (BW_average) fields",
-                         source=source, excerpt=str(rows[0])[:200])
+        raise ParseError(
+            "perftest results have neither latency (t_avg) nor bandwidth (BW_average) fields",
+            source=source,
+            excerpt=str(rows[0])[:200],
+        )
     info["msg_size_bytes"] = str(int(float(ordered[0].get("MsgSize", 0))))
-    return [Parsed(tool="perftest", case=_binary(str(test_info.get("test", ""))) or case, metrics=tuple(metrics), info=info)]
+    return [
+        Parsed(tool="perftest", case=_binary(str(test_info.get("test", ""))) or case, metrics=tuple(metrics), info=info)
+    ]

@@ -10,13 +10,21 @@ from gpufabric.bench.parsers.perftest import MIB, _binary
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 
-_TITLE = re.compile(r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic|Atomic FETCH_AND_ADD|Atomic CMP_AND_SWAP)\b.*?"
-                    r"(?:BW|Latency) Test)\s*$")
+_TITLE = re.compile(
+    r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic|Atomic FETCH_AND_ADD|Atomic CMP_AND_SWAP)\b.*?"
+    r"(?:BW|Latency) Test)\s*$"
+)
 _SETTING = re.compile(r"([A-Za-z][A-Za-z .*/_-]*?)\s*:\s*([^\t:]+?)\s*(?=\t|$)")
 _ROW = re.compile(r"^\s*\d+\s+\d+\s+[-+0-9.eE]+(?:\s+[-+0-9.eE]+|\s*\\)*\s*$")
 _LAT_COLS = ("lat_min_us", "lat_max_us", "lat_p50_us", "lat_avg_us", "lat_stddev_us", "lat_p99_us", "lat_p99_9_us")
-_KEEP = {"Device": "Device", "Connection type": "Connection_type", "Link type": "Link_type", "Mtu": "Mtu",
-         "Number of qps": "Number_of_qps", "Transport type": "Transport_type"}
+_KEEP = {
+    "Device": "Device",
+    "Connection type": "Connection_type",
+    "Link type": "Link_type",
+    "Mtu": "Mtu",
+    "Number of qps": "Number_of_qps",
+    "Transport type": "Transport_type",
+}
 
 
 def _sections(lines: list[str]) -> list[list[str]]:
@@ -81,8 +89,14 @@ def _parse_section(lines: list[str], source: str) -> Parsed | None:
         case = "bandwidth"
     info["msg_size_bytes"] = str(int(rows[0][0]))
     info["test"] = title
-    return Parsed(tool="perftest", case=binary or case, metrics=tuple(metrics), warnings=tuple(warnings),
-                  invalid="; ".join(invalid[:5]), info=info)
+    return Parsed(
+        tool="perftest",
+        case=binary or case,
+        metrics=tuple(metrics),
+        warnings=tuple(warnings),
+        invalid="; ".join(invalid[:5]),
+        info=info,
+    )
 
 
 def parse_perftest_text(text: str, *, source: str = "") -> list[Parsed]:
@@ -90,6 +104,9 @@ def parse_perftest_text(text: str, *, source: str = "") -> list[Parsed]:
     lines = strip_ansi(text).splitlines()
     parsed = [p for section in _sections(lines) if (p := _parse_section(section, source)) is not None]
     if not parsed:
-        raise ParseError("perftest text output has no results table (no '#bytes' header with rows under a test title)",
-                         source=source, excerpt=text[:160])
+        raise ParseError(
+            "perftest text output has no results table (no '#bytes' header with rows under a test title)",
+            source=source,
+            excerpt=text[:160],
+        )
     return parsed

@@ -31,11 +31,11 @@ _TIMESTAMP = (
 # MULTILINE mode, where \s would run into the next line.
 _BODY = (
     r"(?:"
-    r"\[(?P<job>\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:[ \t]?"    # Open MPI --tag-output
-    r"|\((?P<ray>[^()\n]*rank=(?P<rayrank>\d+)[^()\n]*)\)[ \t]"   # Ray/actor style "(head, rank=0, pid=..)"
-    r"|\[(?:rank|default)(?P<torch>\d+)\]:[ \t]?"                  # torchrun
-    r"|\[(?P<mpich>\d+)\][ \t]"                                    # MPICH -prepend-rank
-    r"|[ \t]*(?P<srun>\d+):(?:[ \t]|$)"                             # srun -l
+    r"\[(?P<job>\d+),(?P<mpi>\d+)\]<(?:stdout|stderr)>:[ \t]?"  # Open MPI --tag-output
+    r"|\((?P<ray>[^()\n]*rank=(?P<rayrank>\d+)[^()\n]*)\)[ \t]"  # Ray/actor style "(head, rank=0, pid=..)"
+    r"|\[(?:rank|default)(?P<torch>\d+)\]:[ \t]?"  # torchrun
+    r"|\[(?P<mpich>\d+)\][ \t]"  # MPICH -prepend-rank
+    r"|[ \t]*(?P<srun>\d+):(?:[ \t]|$)"  # srun -l
     r")"
 )
 _PREFIX = re.compile("^" + _TIMESTAMP + _BODY)
@@ -46,7 +46,7 @@ _PREFIX_M = re.compile("^" + _TIMESTAMP + _BODY, re.MULTILINE)
 class Line:
     """One output line without its launcher prefix."""
 
-    stream: str      # rank (or "" when the line had no prefix)
+    stream: str  # rank (or "" when the line had no prefix)
     text: str
 
 
@@ -85,6 +85,8 @@ def strip_prefixes(lines: Iterable[str]) -> list[Line]:
         if match is None or match.end() == 0:
             out.append(Line("", raw))
             continue
-        rank = next((match.group(k) for k in ("mpi", "rayrank", "torch", "mpich", "srun") if match.group(k) is not None), "")
-        out.append(Line(rank, raw[match.end():]))
+        rank = next(
+            (match.group(k) for k in ("mpi", "rayrank", "torch", "mpich", "srun") if match.group(k) is not None), ""
+        )
+        out.append(Line(rank, raw[match.end() :]))
     return out

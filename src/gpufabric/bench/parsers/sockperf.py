@@ -40,14 +40,26 @@ def parse_sockperf(text: str, *, source: str = "", full_log: str | None = None) 
     version = _VERSION.search(clean)
     info = {"version": version.group(1) if version else ""}
     if "No messages were received from the server" in clean:
-        return [Parsed(tool="sockperf", case="ping-pong", metrics=(), error="sockperf: no messages were received from the server", info=info)]
+        return [
+            Parsed(
+                tool="sockperf",
+                case="ping-pong",
+                metrics=(),
+                error="sockperf: no messages were received from the server",
+                info=info,
+            )
+        ]
     avg = _AVG.search(clean)
     observations = _OBS.search(clean)
     percentiles = _PCT.findall(clean)
     if not avg or not observations or not percentiles:
         if not clean.strip().startswith(("sockperf", "---")) and "sockperf" not in clean[:500]:
             raise ParseError("not sockperf output (no 'sockperf:' lines)", source=source, excerpt=clean[:120])
-        raise ParseError("sockperf output has no latency summary (avg, observations, percentiles)", source=source, excerpt=clean[-200:])
+        raise ParseError(
+            "sockperf output has no latency summary (avg, observations, percentiles)",
+            source=source,
+            excerpt=clean[-200:],
+        )
     protocol = _PROTOCOL.search(clean)
     case = protocol.group(1).lower() if protocol else "ping-pong"
     kind = "lat" if avg.group(1) == "latency" else "rtt"

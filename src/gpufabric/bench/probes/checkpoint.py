@@ -41,8 +41,11 @@ def shard(torch: Any, cfg: dict[str, Any], rank: int, world: int) -> dict[str, A
     rows = max(1, elems // cfg["hidden"])
     gen = torch.Generator().manual_seed(1234 + rank)
     names = ("weight", "master", "exp_avg", "exp_avg_sq")
-    return {f"rank{rank}.layers.{i}.{names[j % 4]}{j // 4 or ''}": torch.randn(rows, cfg["hidden"], generator=gen)
-            for i in range(cfg["layers"]) for j in range(cfg["tensors_per_layer"])}
+    return {
+        f"rank{rank}.layers.{i}.{names[j % 4]}{j // 4 or ''}": torch.randn(rows, cfg["hidden"], generator=gen)
+        for i in range(cfg["layers"])
+        for j in range(cfg["tensors_per_layer"])
+    }
 
 
 def _fsync_path(path: Path) -> None:
@@ -150,8 +153,11 @@ def run(w: Any) -> None:
         write_s = time.perf_counter() - t0
         if fmt == "dcp":
             dist.barrier()  # rank 0 renames the directory after the others stopped their clocks
-        on_disk = (sum(p.stat().st_size for p in target.rglob("*") if p.is_file()) if target.is_dir()
-                   else target.stat().st_size)
+        on_disk = (
+            sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+            if target.is_dir()
+            else target.stat().st_size
+        )
         w.arm(f"checkpoint read {fmt}", timeout)
         dist.barrier()
         if w.rank == 0 or fmt != "dcp":
@@ -162,9 +168,17 @@ def run(w: Any) -> None:
         read_s = time.perf_counter() - t0
         wrong = sum(1 for k, v in state.items() if k not in loaded or not torch.equal(loaded[k], v))
         w.disarm()
-        w.record("checkpoint", format=fmt, bytes=state_bytes,
-                 file_bytes=on_disk if fmt != "dcp" else on_disk // w.world,
-                 write_s=write_s, read_s=read_s, wrong_tensors=wrong, tensors=len(state), **phases)
+        w.record(
+            "checkpoint",
+            format=fmt,
+            bytes=state_bytes,
+            file_bytes=on_disk if fmt != "dcp" else on_disk // w.world,
+            write_s=write_s,
+            read_s=read_s,
+            wrong_tensors=wrong,
+            tensors=len(state),
+            **phases,
+        )
         dist.barrier()
         if w.rank == 0 and not cfg.get("keep", False):
             shutil.rmtree(base / fmt, ignore_errors=True)

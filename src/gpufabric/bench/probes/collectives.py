@@ -38,8 +38,9 @@ def summed(torch: Any, n: int, count: int, *, offset: int = 0, dtype: Any = None
 class Op:
     """Buffers and calls for one collective at one size; ``expected()`` is the exact result."""
 
-    def __init__(self, torch: Any, dist: Any, name: str, count: int, dtype: Any, device: Any,
-                 rank: int, world: int) -> None:
+    def __init__(
+        self, torch: Any, dist: Any, name: str, count: int, dtype: Any, device: Any, rank: int, world: int
+    ) -> None:
         self.t, self.dist, self.name, self.count = torch, dist, name, count
         self.dtype, self.device, self.rank, self.n = dtype, device, rank, world
         self.chunk = count // world if name in ("all_gather", "reduce_scatter", "all_to_all") else count
@@ -59,7 +60,7 @@ class Op:
         kw = {"dtype": self.dtype, "device": self.device}
         if self.name == "all_to_all":
             for j in range(n):
-                self.inp[j * c:(j + 1) * c] = pattern(t, r * n + j, c, **kw)
+                self.inp[j * c : (j + 1) * c] = pattern(t, r * n + j, c, **kw)
         elif self.name == "broadcast" and r != 0:
             self.inp.fill_(-1)
         elif self.name == "all_gather":
@@ -97,8 +98,10 @@ class Op:
         elif self.name == "all_to_all":
             d.all_to_all_single(self.out, self.inp)
         else:
-            ops = [d.P2POp(d.isend, self.inp, (self.rank + 1) % self.n),
-                   d.P2POp(d.irecv, self.out, (self.rank - 1) % self.n)]
+            ops = [
+                d.P2POp(d.isend, self.inp, (self.rank + 1) % self.n),
+                d.P2POp(d.irecv, self.out, (self.rank - 1) % self.n),
+            ]
             for req in d.batch_isend_irecv(ops):
                 req.wait()
 
@@ -106,8 +109,9 @@ class Op:
         return int((self.out != self.expected()).sum().item())
 
 
-def time_iterations(torch: Any, dist: Any, op: Op, *, iters: int, warmup: int, gpu: bool,
-                    arm: Any = lambda: None) -> list[float]:
+def time_iterations(
+    torch: Any, dist: Any, op: Op, *, iters: int, warmup: int, gpu: bool, arm: Any = lambda: None
+) -> list[float]:
     """Blocking per-iteration times in us: barrier, then the op alone on the clock.
 
     GPU: CUDA events around the op and a synchronize each iteration, so queued work
@@ -161,8 +165,15 @@ def sweep(w: Any) -> None:
                 label = f"{op_name} {dtype_name} {count * elem} B"
                 op = Op(torch, dist, op_name, count, dtype, device, w.rank, w.world)
                 op.fill()
-                times_us = time_iterations(torch, dist, op, iters=int(cfg["iters"]), warmup=int(cfg["warmup"]),
-                                           gpu=gpu, arm=lambda label=label: w.arm(label, op_timeout))
+                times_us = time_iterations(
+                    torch,
+                    dist,
+                    op,
+                    iters=int(cfg["iters"]),
+                    warmup=int(cfg["warmup"]),
+                    gpu=gpu,
+                    arm=lambda label=label: w.arm(label, op_timeout),
+                )
                 w.arm(label + " check", op_timeout)
                 op.fill()
                 dist.barrier()
@@ -173,8 +184,16 @@ def sweep(w: Any) -> None:
                     op.out.view(-1)[0] += 1  # test hook: simulate one bad element received on this rank
                 wrong = op.wrong()
                 w.disarm()
-                w.record("size", op=op_name, dtype=dtype_name, size_bytes=count * elem, count=count,
-                         elem_bytes=elem, times_us=times_us, wrong=wrong)
+                w.record(
+                    "size",
+                    op=op_name,
+                    dtype=dtype_name,
+                    size_bytes=count * elem,
+                    count=count,
+                    elem_bytes=elem,
+                    times_us=times_us,
+                    wrong=wrong,
+                )
                 if cfg.get("die_rank") == w.rank and cfg.get("die_after", 0) <= count * elem:
                     import os
                     import signal

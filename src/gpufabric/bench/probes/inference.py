@@ -63,16 +63,36 @@ def kv_verdicts(sizes: list[KvProbeSize], rows: Sequence[CollectiveRow], *, fabr
         row = min(rows, key=lambda r: abs(r.size_bytes - probe.size_bytes), default=None)
         limit = KV_SLO_FACTOR * probe.model_time_us
         if row is None:
-            verdicts.append(Verdict(test=f"kv {probe.label}", metric="time_p99_us", host="cluster",
-                                    outcome=Outcome.failed, measured=None, expected=limit, direction=Direction.lower,
-                                    margin=None, reason="no measurement", unit="us"))
+            verdicts.append(
+                Verdict(
+                    test=f"kv {probe.label}",
+                    metric="time_p99_us",
+                    host="cluster",
+                    outcome=Outcome.failed,
+                    measured=None,
+                    expected=limit,
+                    direction=Direction.lower,
+                    margin=None,
+                    reason="no measurement",
+                    unit="us",
+                )
+            )
             continue
         measured = row.time_p99_us
         ok = measured <= limit
-        verdicts.append(Verdict(
-            test=f"kv {probe.label} ({probe.prompt_tokens} tokens, {probe.size_bytes} B/message)", metric="time_p99_us",
-            host="cluster", outcome=Outcome.passed if ok else Outcome.failed, measured=measured, expected=limit,
-            direction=Direction.lower, margin=(limit - measured) / limit, unit="us",
-            reason=f"p99 {measured:.1f} us {'<=' if ok else '>'} {limit:.1f} us ({KV_SLO_FACTOR} x the {fabric} model)",
-            source=f"gpufabric plan: model/inference.py kv transfer on {fabric}"))
+        verdicts.append(
+            Verdict(
+                test=f"kv {probe.label} ({probe.prompt_tokens} tokens, {probe.size_bytes} B/message)",
+                metric="time_p99_us",
+                host="cluster",
+                outcome=Outcome.passed if ok else Outcome.failed,
+                measured=measured,
+                expected=limit,
+                direction=Direction.lower,
+                margin=(limit - measured) / limit,
+                unit="us",
+                reason=f"p99 {measured:.1f} us {'<=' if ok else '>'} {limit:.1f} us ({KV_SLO_FACTOR} x the {fabric} model)",
+                source=f"gpufabric plan: model/inference.py kv transfer on {fabric}",
+            )
+        )
     return verdicts

@@ -75,6 +75,14 @@ def size_row(record: dict[str, Any], world: int) -> dict[str, Any] | None:
     p50 = float(np.median(times))
     size = int(record["size_bytes"])
     algbw = stats.algbw_gbps(size, p50 * 1e-6)
-    return {"event": "size", "op": record["op"], "dtype": record["dtype"], "size_bytes": size,
-            "time_p50_us": p50, "algbw_gbps": algbw, "busbw_gbps": algbw * float(busbw_factor(record["op"], world)),
-            "wrong": int(record.get("wrong", 0)), "rank": int(record.get("rank", 0))}
+    return {
+        "event": "size",
+        "op": record["op"],
+        "dtype": record["dtype"],
+        "size_bytes": size,
+        "time_p50_us": p50,
+        "algbw_gbps": algbw,
+        "busbw_gbps": algbw * float(busbw_factor(record["op"], world)),
+        "wrong": int(record.get("wrong", 0)),
+        "rank": int(record.get("rank", 0)),
+    }

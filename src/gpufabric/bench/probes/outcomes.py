@@ -45,16 +45,33 @@ class CollectiveRow:
 
     @classmethod
     def from_result(cls, r: TestResult) -> CollectiveRow:
-        return cls(op=r.params["op"], dtype=r.params["dtype"], size_bytes=int(r.params["size_bytes"]),
-                   num_ranks=int(r.params["num_ranks"]), time_p50_us=_value(r, "time_p50_us"),
-                   time_p99_us=_value(r, "time_p99_us"), time_cv=_value(r, "time_cv"),
-                   algbw_gbps=_value(r, "algbw_gbps"), busbw_gbps=_value(r, "busbw_gbps"),
-                   wrong_elements=_value(r, "wrong_elements"), status=r.status, reason=r.reason,
-                   metrics=_metrics(r), ranks=r.ranks)
+        return cls(
+            op=r.params["op"],
+            dtype=r.params["dtype"],
+            size_bytes=int(r.params["size_bytes"]),
+            num_ranks=int(r.params["num_ranks"]),
+            time_p50_us=_value(r, "time_p50_us"),
+            time_p99_us=_value(r, "time_p99_us"),
+            time_cv=_value(r, "time_cv"),
+            algbw_gbps=_value(r, "algbw_gbps"),
+            busbw_gbps=_value(r, "busbw_gbps"),
+            wrong_elements=_value(r, "wrong_elements"),
+            status=r.status,
+            reason=r.reason,
+            metrics=_metrics(r),
+            ranks=r.ranks,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"op": self.op, "dtype": self.dtype, "size_bytes": self.size_bytes, "num_ranks": self.num_ranks,
-                **self.metrics, "status": self.status.value, "reason": self.reason}
+        return {
+            "op": self.op,
+            "dtype": self.dtype,
+            "size_bytes": self.size_bytes,
+            "num_ranks": self.num_ranks,
+            **self.metrics,
+            "status": self.status.value,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,18 +90,30 @@ class TrainRow:
 
     @classmethod
     def from_result(cls, r: TestResult) -> TrainRow:
-        return cls(repeat=int(r.params["repeat"]), num_ranks=int(r.params["num_ranks"]), sha256=r.params["sha256"],
-                   step_time_p50_s=_value(r, "step_time_p50_s"), step_time_p99_s=_value(r, "step_time_p99_s"),
-                   step_time_cv=_value(r, "step_time_cv"), final_loss=_value(r, "final_loss"),
-                   ranks=r.ranks if r.ranks is not None else RankStats(), metrics=_metrics(r))
+        return cls(
+            repeat=int(r.params["repeat"]),
+            num_ranks=int(r.params["num_ranks"]),
+            sha256=r.params["sha256"],
+            step_time_p50_s=_value(r, "step_time_p50_s"),
+            step_time_p99_s=_value(r, "step_time_p99_s"),
+            step_time_cv=_value(r, "step_time_cv"),
+            final_loss=_value(r, "final_loss"),
+            ranks=r.ranks if r.ranks is not None else RankStats(),
+            metrics=_metrics(r),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         per_rank = self.ranks.ranks
-        return {"repeat": self.repeat, "num_ranks": self.num_ranks, "sha256": self.sha256, **self.metrics,
-                "rank_step_p50_s": {str(s.rank): s.p50 for s in per_rank},
-                "rank_step_p99_s": {str(s.rank): s.p99 for s in per_rank},
-                "rank_step_cv": {str(s.rank): s.cv for s in per_rank},
-                "rank_hosts": {str(s.rank): s.host for s in per_rank}}
+        return {
+            "repeat": self.repeat,
+            "num_ranks": self.num_ranks,
+            "sha256": self.sha256,
+            **self.metrics,
+            "rank_step_p50_s": {str(s.rank): s.p50 for s in per_rank},
+            "rank_step_p99_s": {str(s.rank): s.p99 for s in per_rank},
+            "rank_step_cv": {str(s.rank): s.cv for s in per_rank},
+            "rank_hosts": {str(s.rank): s.host for s in per_rank},
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,12 +134,19 @@ class CheckpointRow:
 
     @classmethod
     def from_result(cls, r: TestResult, phases: tuple[str, ...]) -> CheckpointRow:
-        return cls(format=r.params["format"], size_bytes=int(r.params["bytes"]),
-                   write_duration_s=_value(r, "write_duration_s"), write_gbps=_value(r, "write_gbps"),
-                   write_min_rank_gbps=_value(r, "write_min_rank_gbps"), read_duration_s=_value(r, "read_duration_s"),
-                   read_gbps=_value(r, "read_gbps"), read_min_rank_gbps=_value(r, "read_min_rank_gbps"),
-                   wrong_tensors=_value(r, "wrong_tensors"),
-                   phases_s={p: m.value for p in phases if (m := r.metric(p)) is not None}, metrics=_metrics(r))
+        return cls(
+            format=r.params["format"],
+            size_bytes=int(r.params["bytes"]),
+            write_duration_s=_value(r, "write_duration_s"),
+            write_gbps=_value(r, "write_gbps"),
+            write_min_rank_gbps=_value(r, "write_min_rank_gbps"),
+            read_duration_s=_value(r, "read_duration_s"),
+            read_gbps=_value(r, "read_gbps"),
+            read_min_rank_gbps=_value(r, "read_min_rank_gbps"),
+            wrong_tensors=_value(r, "wrong_tensors"),
+            phases_s={p: m.value for p in phases if (m := r.metric(p)) is not None},
+            metrics=_metrics(r),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "bytes": self.size_bytes, **self.metrics}
@@ -120,7 +156,7 @@ class CheckpointRow:
 class Comparison:
     """Parameters of two training runs compared bitwise."""
 
-    compared: str                    # "repeat 0 vs repeat 1", "run 7 vs this run"
+    compared: str  # "repeat 0 vs repeat 1", "run 7 vs this run"
     result: Reproducibility
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,8 +199,13 @@ class TrainOutcome(ProbeOutcome):
     reproducibility: tuple[Comparison, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._head(), "shape": self.shape, "results": [r.to_dict() for r in self.rows],
-                "reproducibility": [c.to_dict() for c in self.reproducibility], **self._tail()}
+        return {
+            **self._head(),
+            "shape": self.shape,
+            "results": [r.to_dict() for r in self.rows],
+            "reproducibility": [c.to_dict() for c in self.reproducibility],
+            **self._tail(),
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

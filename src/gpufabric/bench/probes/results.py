@@ -93,8 +93,9 @@ def oversubscribed(logs: Mapping[int, RankLog]) -> str:
 
 def _peer_consequence(err: dict[str, Any]) -> bool:
     text = err.get("message", "").lower()
-    return bool(err.get("timeout")) or any(s in text for s in ("connection closed", "connection reset",
-                                                               "broken pipe", "peer", "ncclremoteerror"))
+    return bool(err.get("timeout")) or any(
+        s in text for s in ("connection closed", "connection reset", "broken pipe", "peer", "ncclremoteerror")
+    )
 
 
 def _describe(rec: dict[str, Any]) -> str:
@@ -134,32 +135,48 @@ def collective_results(logs: dict[int, RankLog], *, argv: tuple[str, ...] = ()) 
         wrong = sum(int(by_rank[r]["wrong"]) for r in range(world))
         rank_p50 = {r: float(np.median(rank_times[r])) for r in range(world)}
         stragglers = stats.find_stragglers(rank_p50, hosts)
-        reason = "; ".join(f"straggler rank {g.rank} ({g.host}): p50 {g.value:.1f} us vs median {g.median:.1f} us,"
-                           f" z={g.z:.1f}" for g in stragglers)
+        reason = "; ".join(
+            f"straggler rank {g.rank} ({g.host}): p50 {g.value:.1f} us vs median {g.median:.1f} us, z={g.z:.1f}"
+            for g in stragglers
+        )
         if wrong:
             reason = f"{wrong} wrong element(s)" + (f"; {reason}" if reason else "")
-        results.append(TestResult(
-            name=f"torch.{op}",
-            tool="torch",
-            host="cluster",
-            status=Status.failed if wrong else Status.ok,
-            metrics=(
-                Metric(name="time_p50_us", value=s.p50, unit="us", direction=Direction.lower,
-                       samples=tuple(float(x) for x in iter_us)),
-                Metric(name="time_p99_us", value=s.p99, unit="us", direction=Direction.lower),
-                Metric(name="time_cv", value=s.cv, unit="ratio", direction=Direction.lower),
-                Metric(name="algbw_gbps", value=algbw, unit="GB/s"),
-                Metric(name="busbw_gbps", value=busbw, unit="GB/s"),
-                Metric(name="wrong_elements", value=float(wrong), unit="count", direction=Direction.lower),
-            ),
-            reason=reason,
-            argv=argv,
-            params={
-                "op": op, "dtype": dtype, "size_bytes": str(size), "num_ranks": str(world),
-                "count": str(by_rank[0]["count"]), "iters": str(rank_times.shape[1]),
-            },
-            ranks=RankStats(quantity="time_us",
-                            ranks=tuple(RankStat(rank=r, host=hosts[r], p50=v) for r, v in rank_p50.items()),
-                            stragglers=tuple(g.rank for g in stragglers), oversubscribed=oversubscribed(logs)),
-        ))
+        results.append(
+            TestResult(
+                name=f"torch.{op}",
+                tool="torch",
+                host="cluster",
+                status=Status.failed if wrong else Status.ok,
+                metrics=(
+                    Metric(
+                        name="time_p50_us",
+                        value=s.p50,
+                        unit="us",
+                        direction=Direction.lower,
+                        samples=tuple(float(x) for x in iter_us),
+                    ),
+                    Metric(name="time_p99_us", value=s.p99, unit="us", direction=Direction.lower),
+                    Metric(name="time_cv", value=s.cv, unit="ratio", direction=Direction.lower),
+                    Metric(name="algbw_gbps", value=algbw, unit="GB/s"),
+                    Metric(name="busbw_gbps", value=busbw, unit="GB/s"),
+                    Metric(name="wrong_elements", value=float(wrong), unit="count", direction=Direction.lower),
+                ),
+                reason=reason,
+                argv=argv,
+                params={
+                    "op": op,
+                    "dtype": dtype,
+                    "size_bytes": str(size),
+                    "num_ranks": str(world),
+                    "count": str(by_rank[0]["count"]),
+                    "iters": str(rank_times.shape[1]),
+                },
+                ranks=RankStats(
+                    quantity="time_us",
+                    ranks=tuple(RankStat(rank=r, host=hosts[r], p50=v) for r, v in rank_p50.items()),
+                    stragglers=tuple(g.rank for g in stragglers),
+                    oversubscribed=oversubscribed(logs),
+                ),
+            )
+        )
     return results

@@ -38,13 +38,13 @@ class LaunchOptions:
     init_timeout_s: float = 60.0
     op_timeout_s: float = 60.0
     backend: str = "gloo"
-    work_dir: str = ""            # where ranks write records; must be shared across real hosts
-    slurm_mode: str = "srun"      # slurm launcher: srun directly, or sbatch --wait on the generated script
-    control_ifname: str = ""      # control-plane interface (rendezvous, MPI out-of-band)
-    data_ifname: str = ""         # data-plane interface for GLOO/NCCL_SOCKET_IFNAME
-    k8s_image: str = ""           # k8s launcher: container image with gpufabric and torch
+    work_dir: str = ""  # where ranks write records; must be shared across real hosts
+    slurm_mode: str = "srun"  # slurm launcher: srun directly, or sbatch --wait on the generated script
+    control_ifname: str = ""  # control-plane interface (rendezvous, MPI out-of-band)
+    data_ifname: str = ""  # data-plane interface for GLOO/NCCL_SOCKET_IFNAME
+    k8s_image: str = ""  # k8s launcher: container image with gpufabric and torch
     k8s_namespace: str = "default"
-    k8s_rdma: str = ""            # k8s launcher: RESOURCE[=COUNT],... ('' = default for the backend)
+    k8s_rdma: str = ""  # k8s launcher: RESOURCE[=COUNT],... ('' = default for the backend)
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -63,7 +63,7 @@ class Executed:
     prepared: Prepared
     logs: dict[int, RankLog]
     outcome: launch.Outcome
-    error: str                     # '' when every rank finished
+    error: str  # '' when every rank finished
 
     def rank_map(self) -> list[dict[str, Any]]:
         """rank -> host -> device, for the fingerprint's ``run`` section."""
@@ -71,8 +71,14 @@ class Executed:
         for rank, log in sorted(self.logs.items()):
             ready = log.of("ready")
             start = log.of("start")
-            out.append({"rank": rank, "host": log.host, "device": ready[0].get("device") if ready else None,
-                        "local_rank": start[0].get("local_rank") if start else None})
+            out.append(
+                {
+                    "rank": rank,
+                    "host": log.host,
+                    "device": ready[0].get("device") if ready else None,
+                    "local_rank": start[0].get("local_rank") if start else None,
+                }
+            )
         return out
 
 
@@ -82,21 +88,39 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
         return _prepare_k8s(kind, probe_config, opts)
     owns = not opts.work_dir
     if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts):
-        raise InputError(f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
-                                " every node mounts (the ranks read their config and write records there)")
+        raise InputError(
+            f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
+            " every node mounts (the ranks read their config and write records there)"
+        )
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-")) if owns else Path(opts.work_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    config = {**probe_config, "out_dir": str(out_dir), "backend": opts.backend,
-              "init_timeout_s": opts.init_timeout_s, "op_timeout_s": opts.op_timeout_s}
+    config = {
+        **probe_config,
+        "out_dir": str(out_dir),
+        "backend": opts.backend,
+        "init_timeout_s": opts.init_timeout_s,
+        "op_timeout_s": opts.op_timeout_s,
+    }
     config_path = out_dir / "config.json"
     try:
         config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-        plan = launch.build(opts.launcher, module=MODULES[kind], args=[str(config_path)], nodes=opts.nodes,
-                            nproc=opts.nproc, hosts=list(opts.hosts) or None, master_port=opts.master_port,
-                            env=opts.env, job_name=f"gpufabric-{kind}", out_dir=str(out_dir),
-                            time_limit_min=max(1, int(opts.timeout_s // 60) + 1), slurm_mode=opts.slurm_mode,
-                            gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
-                            control_ifname=opts.control_ifname, data_ifname=opts.data_ifname)
+        plan = launch.build(
+            opts.launcher,
+            module=MODULES[kind],
+            args=[str(config_path)],
+            nodes=opts.nodes,
+            nproc=opts.nproc,
+            hosts=list(opts.hosts) or None,
+            master_port=opts.master_port,
+            env=opts.env,
+            job_name=f"gpufabric-{kind}",
+            out_dir=str(out_dir),
+            time_limit_min=max(1, int(opts.timeout_s // 60) + 1),
+            slurm_mode=opts.slurm_mode,
+            gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
+            control_ifname=opts.control_ifname,
+            data_ifname=opts.data_ifname,
+        )
     except BaseException:
         if owns:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -109,22 +133,38 @@ def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -
     from gpufabric.exec import k8s
 
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-"))
-    config = {**probe_config, "out_dir": opts.work_dir or "/tmp/gpufabric-run", "backend": opts.backend,
-              "init_timeout_s": opts.init_timeout_s, "op_timeout_s": opts.op_timeout_s}
+    config = {
+        **probe_config,
+        "out_dir": opts.work_dir or "/tmp/gpufabric-run",
+        "backend": opts.backend,
+        "init_timeout_s": opts.init_timeout_s,
+        "op_timeout_s": opts.op_timeout_s,
+    }
     try:
-        plan = k8s.plan(kind=kind, module=MODULES[kind], config=config, out_dir=out_dir, nodes=opts.nodes,
-                        nproc=opts.nproc, backend=opts.backend, image=opts.k8s_image, namespace=opts.k8s_namespace,
-                        rdma=opts.k8s_rdma, env=opts.env, control_ifname=opts.control_ifname,
-                        data_ifname=opts.data_ifname)
+        plan = k8s.plan(
+            kind=kind,
+            module=MODULES[kind],
+            config=config,
+            out_dir=out_dir,
+            nodes=opts.nodes,
+            nproc=opts.nproc,
+            backend=opts.backend,
+            image=opts.k8s_image,
+            namespace=opts.k8s_namespace,
+            rdma=opts.k8s_rdma,
+            env=opts.env,
+            control_ifname=opts.control_ifname,
+            data_ifname=opts.data_ifname,
+        )
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
-    return Prepared(kind=kind, out_dir=out_dir, config_path=out_dir / "trainjob.yaml", config=config, plan=plan,
-                    owns_dir=True)
+    return Prepared(
+        kind=kind, out_dir=out_dir, config_path=out_dir / "trainjob.yaml", config=config, plan=plan, owns_dir=True
+    )
 
 
-def execute(prep: Prepared, opts: LaunchOptions,
-            on_record: Callable[[dict[str, Any]], None] | None = None) -> Executed:
+def execute(prep: Prepared, opts: LaunchOptions, on_record: Callable[[dict[str, Any]], None] | None = None) -> Executed:
     """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit.
 
     ``on_record`` sees rank 0's records as they are written (``live.Tail``), from a thread.
@@ -134,8 +174,13 @@ def execute(prep: Prepared, opts: LaunchOptions,
     launch.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
     tail = Tail(prep.out_dir / "rank0.jsonl", on_record) if on_record is not None else nullcontext()
     with tail:
-        outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir, env=env,
-                                 peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2))
+        outcome = launch.execute(
+            prep.plan,
+            timeout_s=opts.timeout_s,
+            log_dir=prep.out_dir,
+            env=env,
+            peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2),
+        )
     logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
     error = diagnose(logs)
     if outcome.timed_out:

@@ -21,8 +21,8 @@ class TrainShape:
     heads: int
     seq_len: int
     vocab: int
-    batch: int                   # sequences per rank per step
-    spec_layout: str             # the spec's parallel layout, for the record
+    batch: int  # sequences per rank per step
+    spec_layout: str  # the spec's parallel layout, for the record
 
     def as_config(self) -> dict[str, Any]:
         return asdict(self)
@@ -42,14 +42,20 @@ def train_shape(spec: Any | None, *, scale: int, blocks: int) -> TrainShape:
     dp = par.dp if isinstance(par.dp, int) else spec.num_gpus  # dp: auto (searched): the most replicas it can be
     per_replica_tokens = spec.workload.global_batch_tokens // dp
     batch = max(1, min(8, per_replica_tokens // m.seq_len // scale))
-    return TrainShape(hidden=hidden, layers=min(blocks, m.layers), heads=heads, seq_len=seq_len,
-                      vocab=max(256, m.vocab // scale), batch=batch,
-                      spec_layout=f"tp={par.tp} pp={par.pp} dp={par.dp}")
+    return TrainShape(
+        hidden=hidden,
+        layers=min(blocks, m.layers),
+        heads=heads,
+        seq_len=seq_len,
+        vocab=max(256, m.vocab // scale),
+        batch=batch,
+        spec_layout=f"tp={par.tp} pp={par.pp} dp={par.dp}",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointShape:
-    total_bytes: int             # whole checkpoint across all ranks
+    total_bytes: int  # whole checkpoint across all ranks
     layers: int
     tensors_per_layer: int
     hidden: int
@@ -65,5 +71,6 @@ def checkpoint_shape(spec: Any | None, *, scale: int, default_bytes: int = 64 <<
     m = spec.workload.model
     total = int(m.params * spec.workload.checkpoint.bytes_per_param / scale)
     # Weights, master copy and two Adam moments per layer: 4 tensors of equal size.
-    return CheckpointShape(total_bytes=total, layers=min(m.layers, 32), tensors_per_layer=4,
-                           hidden=max(64, m.hidden // 16))
+    return CheckpointShape(
+        total_bytes=total, layers=min(m.layers, 32), tensors_per_layer=4, hidden=max(64, m.hidden // 16)
+    )

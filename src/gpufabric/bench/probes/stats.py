@@ -57,9 +57,14 @@ class Straggler:
 STRAGGLER_Z = 3.5
 
 
-def find_stragglers(values_by_rank: Mapping[int, float], hosts: Mapping[int, str], *,
-                    threshold: float = STRAGGLER_Z, slow_is_high: bool = True,
-                    floor_frac: float = 0.05) -> list[Straggler]:
+def find_stragglers(
+    values_by_rank: Mapping[int, float],
+    hosts: Mapping[int, str],
+    *,
+    threshold: float = STRAGGLER_Z,
+    slow_is_high: bool = True,
+    floor_frac: float = 0.05,
+) -> list[Straggler]:
     """Ranks whose value sits outside the cluster median by more than ``threshold`` robust z.
 
     Only the slow side counts (higher times when ``slow_is_high``); needs >= 3 ranks,

@@ -34,9 +34,11 @@ def build_model(torch: Any, cfg: dict[str, Any]) -> Any:
             self.embed = nn.Embedding(cfg["vocab"], h)
             self.pos = nn.Parameter(torch.zeros(cfg["seq_len"], h))
             self.blocks = nn.ModuleList(
-                nn.TransformerEncoderLayer(h, cfg["heads"], dim_feedforward=4 * h, dropout=0.0,
-                                           batch_first=True, norm_first=True)
-                for _ in range(cfg["layers"]))
+                nn.TransformerEncoderLayer(
+                    h, cfg["heads"], dim_feedforward=4 * h, dropout=0.0, batch_first=True, norm_first=True
+                )
+                for _ in range(cfg["layers"])
+            )
             self.norm = nn.LayerNorm(h)
             self.head = nn.Linear(h, cfg["vocab"], bias=False)
             mask = torch.triu(torch.full((cfg["seq_len"], cfg["seq_len"]), float("-inf")), diagonal=1)
@@ -71,8 +73,9 @@ def train(w: Any) -> None:
         torch.backends.cudnn.benchmark = False
     dist = w.init_dist(cfg["backend"])
     device = w.device()
-    w.record("ready", device=str(device), backend=cfg["backend"],
-             deterministic=torch.are_deterministic_algorithms_enabled())
+    w.record(
+        "ready", device=str(device), backend=cfg["backend"], deterministic=torch.are_deterministic_algorithms_enabled()
+    )
     torch.manual_seed(cfg["seed"])
     model = build_model(torch, cfg).to(device)
     if cfg.get("mode") == "fsdp":

@@ -62,7 +62,10 @@ class Worker:
 
     def record(self, kind: str, **fields: Any) -> None:
         with self._lock:
-            self._file.write(json.dumps({"type": kind, "rank": self.rank, "host": self.host, "t": round(time.time(), 4), **fields}) + "\n")
+            self._file.write(
+                json.dumps({"type": kind, "rank": self.rank, "host": self.host, "t": round(time.time(), 4), **fields})
+                + "\n"
+            )
             self._file.flush()
             os.fsync(self._file.fileno())
 
@@ -77,8 +80,12 @@ class Worker:
             time.sleep(0.05)
             deadline = self._deadline
             if deadline is not None and time.monotonic() > deadline:
-                self.record("error", message=f"{self._phase} timed out on rank {self.rank} ({self.host})",
-                            phase=self._phase, timeout=True)
+                self.record(
+                    "error",
+                    message=f"{self._phase} timed out on rank {self.rank} ({self.host})",
+                    phase=self._phase,
+                    timeout=True,
+                )
                 os._exit(WATCHDOG_EXIT)
 
     def init_dist(self, backend: str) -> Any:
@@ -88,8 +95,12 @@ class Worker:
         import torch.distributed as dist
 
         self.arm("rendezvous/init", float(self.config["init_timeout_s"]))
-        dist.init_process_group(backend=backend, rank=self.rank, world_size=self.world,
-                                timeout=datetime.timedelta(seconds=float(self.config["op_timeout_s"])))
+        dist.init_process_group(
+            backend=backend,
+            rank=self.rank,
+            world_size=self.world,
+            timeout=datetime.timedelta(seconds=float(self.config["op_timeout_s"])),
+        )
         self.disarm()
         return dist
 
@@ -106,13 +117,16 @@ def main(body: Any) -> int:
     """Run ``body(worker)`` for the config file named on the command line; record any error."""
     config = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     worker = Worker(config)
-    worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid(),
-                  cpus=os.cpu_count())
+    worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid(), cpus=os.cpu_count())
     try:
         body(worker)
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a record
-        worker.record("error", message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
-                      phase=worker._phase, trace=traceback.format_exc()[-2000:])
+        worker.record(
+            "error",
+            message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",
+            phase=worker._phase,
+            trace=traceback.format_exc()[-2000:],
+        )
         sys.stderr.write(f"rank {worker.rank} ({worker.host}): {exc}\n")
         sys.stderr.flush()
         os._exit(1)  # skip atexit/destructors that can block on dead peers

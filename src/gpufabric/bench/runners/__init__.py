@@ -33,23 +33,23 @@ class ServerSpec:
 
     argv: tuple[str, ...]
     port: int
-    protocol: str = "tcp"           # how readiness is checked: a listening TCP port or a bound UDP port
+    protocol: str = "tcp"  # how readiness is checked: a listening TCP port or a bound UDP port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedTest:
     """One tool invocation a suite will make."""
 
-    name: str                       # result name, e.g. "fio.checkpoint_write"
-    tool: str                       # parser key: fio, iperf3, sockperf, perftest, nccl-tests
+    name: str  # result name, e.g. "fio.checkpoint_write"
+    tool: str  # parser key: fio, iperf3, sockperf, perftest, nccl-tests
     argv: tuple[str, ...]
     timeout_s: float
     server: ServerSpec | None = None
     cwd: str | None = None
-    log_file: str | None = None     # a file the tool writes that is parsed with its stdout
-    mkdirs: tuple[str, ...] = ()    # directories (inside the scratch dir) to create first
+    log_file: str | None = None  # a file the tool writes that is parsed with its stdout
+    mkdirs: tuple[str, ...] = ()  # directories (inside the scratch dir) to create first
     params: dict[str, str] = field(default_factory=dict)
-    skip_reason: str = ""           # known before running (no RDMA device, binary absent)
+    skip_reason: str = ""  # known before running (no RDMA device, binary absent)
     repeat: int = 1
 
     def with_server_port(self, port: int) -> PlannedTest:
@@ -85,12 +85,29 @@ def _parse(test: PlannedTest, stdout: str, log_text: str | None) -> list[Parsed]
 
 
 def skipped(test: PlannedTest, reason: str, host: str) -> TestResult:
-    return TestResult(name=test.name, tool=test.tool, host=host, status=Status.skipped, reason=reason,
-                      argv=test.argv, started_at=time.time(), params={**test.params, "repeat": str(test.repeat)})
+    return TestResult(
+        name=test.name,
+        tool=test.tool,
+        host=host,
+        status=Status.skipped,
+        reason=reason,
+        argv=test.argv,
+        started_at=time.time(),
+        params={**test.params, "repeat": str(test.repeat)},
+    )
 
 
-def to_result(test: PlannedTest, parsed: list[Parsed], *, host: str, returncode: int, stderr: str,
-              started_at: float, duration_s: float, raw: str) -> TestResult:
+def to_result(
+    test: PlannedTest,
+    parsed: list[Parsed],
+    *,
+    host: str,
+    returncode: int,
+    stderr: str,
+    started_at: float,
+    duration_s: float,
+    raw: str,
+) -> TestResult:
     """Turn parsed output into a TestResult: failed when the tool said so or exited non-zero."""
     first = parsed[0]
     params = {**test.params, "repeat": str(test.repeat), **first.params()}
@@ -98,9 +115,19 @@ def to_result(test: PlannedTest, parsed: list[Parsed], *, host: str, returncode:
     if returncode != 0 and not reason:
         tail = (stderr.strip().splitlines() or [""])[-1]
         reason = f"{test.argv[0]} exited {returncode}: {tail[:200]}".rstrip(": ")
-    return TestResult(name=test.name, tool=test.tool, host=host, status=Status.failed if reason else Status.ok,
-                      metrics=first.metrics, reason=reason, argv=test.argv, started_at=started_at,
-                      duration_s=duration_s, raw_output=raw[:RAW_OUTPUT_LIMIT], params=params)
+    return TestResult(
+        name=test.name,
+        tool=test.tool,
+        host=host,
+        status=Status.failed if reason else Status.ok,
+        metrics=first.metrics,
+        reason=reason,
+        argv=test.argv,
+        started_at=started_at,
+        duration_s=duration_s,
+        raw_output=raw[:RAW_OUTPUT_LIMIT],
+        params=params,
+    )
 
 
 class LocalExecutor:
@@ -124,9 +151,18 @@ class LocalExecutor:
         params = {**test.params, "repeat": str(test.repeat)}
 
         def failed(status: Status, reason: str, duration_s: float, raw: str) -> TestResult:
-            return TestResult(name=test.name, tool=test.tool, host=self.host, status=status, reason=reason,
-                              argv=test.argv, started_at=started_at, duration_s=duration_s,
-                              raw_output=raw[:RAW_OUTPUT_LIMIT], params=params)
+            return TestResult(
+                name=test.name,
+                tool=test.tool,
+                host=self.host,
+                status=status,
+                reason=reason,
+                argv=test.argv,
+                started_at=started_at,
+                duration_s=duration_s,
+                raw_output=raw[:RAW_OUTPUT_LIMIT],
+                params=params,
+            )
 
         try:
             server = test.server
@@ -154,8 +190,16 @@ class LocalExecutor:
         except ParseError as exc:
             reason = f"exited {done.returncode}; " if done.returncode else ""
             return failed(Status.failed, f"{reason}unparseable output: {exc}", duration_s, raw)
-        return to_result(test, parsed, host=self.host, returncode=done.returncode, stderr=done.stderr,
-                         started_at=started_at, duration_s=duration_s, raw=raw)
+        return to_result(
+            test,
+            parsed,
+            host=self.host,
+            returncode=done.returncode,
+            stderr=done.stderr,
+            started_at=started_at,
+            duration_s=duration_s,
+            raw=raw,
+        )
 
 
 def _ready(server: ServerSpec):  # noqa: ANN202

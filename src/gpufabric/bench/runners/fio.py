@@ -9,8 +9,14 @@ from gpufabric.bench.runners import PlannedTest
 
 
 def plan(profile: FioProfile, *, scratch: Path, timeout_s: float, repeat: int = 1) -> PlannedTest:
-    params = {"rw": profile.rw, "bs_bytes": str(profile.bs_bytes), "job_size_bytes": str(profile.size_bytes),
-              "numjobs": str(profile.numjobs), "direct": str(int(profile.direct)), **profile.params}
+    params = {
+        "rw": profile.rw,
+        "bs_bytes": str(profile.bs_bytes),
+        "job_size_bytes": str(profile.size_bytes),
+        "numjobs": str(profile.numjobs),
+        "direct": str(int(profile.direct)),
+        **profile.params,
+    }
     return PlannedTest(
         name=f"fio.{profile.name}",
         tool="fio",

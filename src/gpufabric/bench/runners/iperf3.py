@@ -12,8 +12,9 @@ from gpufabric.bench.profiles import Iperf3Profile
 from gpufabric.bench.runners import PlannedTest, ServerSpec
 
 
-def plan(profile: Iperf3Profile, *, scratch: Path, timeout_s: float, server_addr: str | None = None,
-         repeat: int = 1) -> PlannedTest:
+def plan(
+    profile: Iperf3Profile, *, scratch: Path, timeout_s: float, server_addr: str | None = None, repeat: int = 1
+) -> PlannedTest:
     server = None if server_addr else ServerSpec(argv=tuple(profile.server_argv()), port=profile.port)
     return PlannedTest(
         name=f"iperf3.{profile.name}",
@@ -22,8 +23,12 @@ def plan(profile: Iperf3Profile, *, scratch: Path, timeout_s: float, server_addr
         timeout_s=timeout_s,
         server=server,
         cwd=str(scratch),
-        params={"streams": str(profile.streams), "duration_s": f"{profile.duration_s:g}",
-                "protocol": "udp" if profile.udp else "tcp", "reverse": str(int(profile.reverse)),
-                "server": server_addr or "127.0.0.1 (loopback)"},
+        params={
+            "streams": str(profile.streams),
+            "duration_s": f"{profile.duration_s:g}",
+            "protocol": "udp" if profile.udp else "tcp",
+            "reverse": str(int(profile.reverse)),
+            "server": server_addr or "127.0.0.1 (loopback)",
+        },
         repeat=repeat,
     )

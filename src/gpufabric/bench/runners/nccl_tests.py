@@ -32,5 +32,13 @@ def plan(binary: str, *, scratch: Path, timeout_s: float, max_bytes: str = "128M
     skip = "skipped: nccl-tests not installed" if path is None else ("skipped: no GPU" if gpus == 0 else "")
     argv = (path or binary, "-b", "8", "-e", max_bytes, "-f", "2", "-g", str(max(gpus, 1)), "-c", "1")
     op = binary.removesuffix("_perf")
-    return PlannedTest(name=f"nccl.{op}", tool="nccl-tests", argv=argv, timeout_s=timeout_s, cwd=str(scratch),
-                       skip_reason=skip, params={"gpus": str(gpus), "max_bytes": max_bytes}, repeat=repeat)
+    return PlannedTest(
+        name=f"nccl.{op}",
+        tool="nccl-tests",
+        argv=argv,
+        timeout_s=timeout_s,
+        cwd=str(scratch),
+        skip_reason=skip,
+        params={"gpus": str(gpus), "max_bytes": max_bytes},
+        repeat=repeat,
+    )

@@ -40,8 +40,16 @@ def rdma_devices() -> tuple[list[str], str]:
     return names, "" if names else "skipped: no RDMA device (ibv_devices lists none)"
 
 
-def plan(binary: str, *, scratch: Path, timeout_s: float, devices: list[str], no_device_reason: str,
-         server_addr: str | None = None, repeat: int = 1) -> PlannedTest:
+def plan(
+    binary: str,
+    *,
+    scratch: Path,
+    timeout_s: float,
+    devices: list[str],
+    no_device_reason: str,
+    server_addr: str | None = None,
+    repeat: int = 1,
+) -> PlannedTest:
     name = f"perftest.{binary}"
     out = scratch / f"{binary}-{repeat}.json"
     skip = ""
@@ -54,9 +62,20 @@ def plan(binary: str, *, scratch: Path, timeout_s: float, devices: list[str], no
     size = ["-s", "8388608"] if binary.endswith("_bw") else ["-s", "2"]
     server = None
     if not server_addr:
-        server = ServerSpec(argv=tuple(common + size + ["--out_json", f"--out_json_file={scratch / (binary + '-server.json')}"]),
-                            port=PORT)
+        server = ServerSpec(
+            argv=tuple(common + size + ["--out_json", f"--out_json_file={scratch / (binary + '-server.json')}"]),
+            port=PORT,
+        )
     argv = common + size + ["--out_json", f"--out_json_file={out}", server_addr or "127.0.0.1"]
-    return PlannedTest(name=name, tool="perftest", argv=tuple(argv), timeout_s=timeout_s, server=server,
-                       cwd=str(scratch), log_file=str(out), skip_reason=skip,
-                       params={"device": device, "msg_size_bytes": size[1]}, repeat=repeat)
+    return PlannedTest(
+        name=name,
+        tool="perftest",
+        argv=tuple(argv),
+        timeout_s=timeout_s,
+        server=server,
+        cwd=str(scratch),
+        log_file=str(out),
+        skip_reason=skip,
+        params={"device": device, "msg_size_bytes": size[1]},
+        repeat=repeat,
+    )
