@@ -18,11 +18,11 @@ class MemoryStore:
         self.artifacts: dict[str, str] = {}
         self.status: str | None = None
 
-    def add_result(self, run_id: int, result) -> int:  # noqa: ANN001
+    def add_result(self, run_id: int, result) -> int:
         self.results.append(result)
         return len(self.results)
 
-    def add_verdicts(self, run_id: int, verdicts) -> None:  # noqa: ANN001
+    def add_verdicts(self, run_id: int, verdicts) -> None:
         self.verdicts.extend(verdicts)
 
     def add_artifact(self, run_id: int, name: str, content: str) -> None:

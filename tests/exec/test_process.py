@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufabric.exec.process import port_open, run, start_server
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
+from gpufabric.exec.process import port_open, run, start_server
 from tests.conftest import finishes, group_gone, wait_until
 
 PY = sys.executable
@@ -146,18 +146,16 @@ def test_start_server_that_dies_is_command_failed():
 def test_start_server_never_ready_is_timeout_and_killed(tmp_path):
     pidfile = tmp_path / "pid"
     script = f"import os, time\nopen({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n"
-    with pytest.raises(CommandTimeout):
-        with start_server([PY, "-c", script], ready=lambda: False, timeout_s=0.7):
-            pass
+    with pytest.raises(CommandTimeout), start_server([PY, "-c", script], ready=lambda: False, timeout_s=0.7):
+        pass
     assert not _alive(int(pidfile.read_text()))
 
 
 def test_start_server_kills_on_exception_in_body():
     script = f"import socket, time\ns = socket.socket(); s.bind(('127.0.0.1', {PORT})); s.listen(); time.sleep(60)\n"
-    with pytest.raises(RuntimeError):
-        with start_server([PY, "-c", script], ready=PORT) as server:
-            pid = server.pid
-            raise RuntimeError("body failed")
+    with pytest.raises(RuntimeError), start_server([PY, "-c", script], ready=PORT) as server:
+        pid = server.pid
+        raise RuntimeError("body failed")
     assert not _alive(pid)
 
 

@@ -220,7 +220,7 @@ def _torch_build() -> dict[str, Any]:
         try:
             if torch.distributed.is_nccl_available():
                 nccl = ".".join(str(x) for x in torch.cuda.nccl.version())
-        except Exception:  # noqa: BLE001 - a broken CUDA install must not break the manifest
+        except Exception:
             nccl = UNAVAILABLE
         return {
             "cuda": torch.version.cuda or None,

@@ -186,7 +186,7 @@ class SuiteProfiles:
     nccl: tuple[str, ...]  # nccl-tests binaries
 
 
-def build(suite: str, spec=None) -> SuiteProfiles:  # noqa: ANN001 - gpufabric.spec.Spec | None
+def build(suite: str, spec=None) -> SuiteProfiles:
     """The profiles of ``suite`` ('quick' or 'full'), shaped by ``spec`` when given."""
     knobs = SUITES[suite]
     writers = int(min(spec.cluster.gpus_per_node if spec else 8, knobs["writers_cap"]))

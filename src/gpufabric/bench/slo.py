@@ -140,7 +140,7 @@ def from_spec(
     checkpoint_write_s: float | None = None,
     catalog=None,
     source: str = "spec",
-) -> list[Slo]:  # noqa: ANN001 - Spec, Catalog
+) -> list[Slo]:
     """SLOs for one node of the design (see the module docstring for each rule).
 
     ``checkpoint_write_s``: the plan's modelled checkpoint write time; with it the
@@ -235,7 +235,7 @@ def from_spec(
     return slos
 
 
-def _hardware_slos(fab, sto, tag: str) -> list[Slo]:  # noqa: ANN001 - catalog Fabric, Storage
+def _hardware_slos(fab, sto, tag: str) -> list[Slo]:
     """SLOs that need only the chosen fabric and storage (not the model's sizes)."""
     slos: list[Slo] = []
     slos.append(
@@ -283,7 +283,7 @@ def _hardware_slos(fab, sto, tag: str) -> list[Slo]:  # noqa: ANN001 - catalog F
     return slos
 
 
-def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:  # noqa: ANN001
+def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:
     """(busbw, algorithm) of one node's all-reduce as the bundle configures it: a bitwise spec
     pins NCCL to deterministic algorithms (configure/launch.py), so NVLS is not predicted."""
     try:
@@ -303,7 +303,7 @@ def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:
     return float(prediction.busbw_gbps), str(prediction.algorithm)
 
 
-def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:  # noqa: ANN001
+def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:
     """SLOs for the plan's recommended candidate.
 
     The plan JSON names the fabric and storage but not the model's sizes: without the
@@ -375,7 +375,7 @@ CALIBRATION_MAX_TOLERANCE = 0.6
 CALIBRATION_TAIL_TOLERANCE = (1.0, 2.0)
 
 
-def thresholds_from_run(run, *, hardware: str) -> str:  # noqa: ANN001 - RunRecord
+def thresholds_from_run(run, *, hardware: str) -> str:
     """A thresholds YAML whose targets are ``run``'s medians ("golden values" of this hardware).
 
     Metrics: those the run's SLO verdicts judged, each test's headline (first) metric, and

@@ -206,7 +206,7 @@ def _remember_sigint(interrupted: threading.Event) -> Iterator[None]:
         yield
         return
 
-    def handler(signum: int, frame) -> None:  # noqa: ANN001 - a frame object
+    def handler(signum: int, frame) -> None:
         interrupted.set()
         signal.default_int_handler(signum, frame)
 

@@ -310,7 +310,7 @@ def _run(
             task = bar.add_task(f"bench {suite}", total=len(tests))
             width = max((len(t.name) for t in tests), default=10)
 
-            def progress(event) -> None:  # noqa: ANN001 - suite.Progress
+            def progress(event) -> None:
                 if event.result is None:
                     bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
                     return
@@ -334,7 +334,7 @@ def _run(
     return outcome.status.exit_code
 
 
-def headline(result) -> str:  # noqa: ANN001 - TestResult
+def headline(result) -> str:
     """The first metric of a result, for one-line listings ("" when it has none)."""
     if not result.metrics:
         return ""
@@ -342,7 +342,7 @@ def headline(result) -> str:  # noqa: ANN001 - TestResult
     return f"{m.name}={m.value:.4g} {m.unit}"
 
 
-def result_row(result, **extra: Any) -> dict[str, Any]:  # noqa: ANN001 - TestResult
+def result_row(result, **extra: Any) -> dict[str, Any]:
     """A result's JSON entry in ``bench`` and ``ingest`` reports; ``extra`` adds keys."""
     return {
         "name": result.name,
@@ -354,7 +354,7 @@ def result_row(result, **extra: Any) -> dict[str, Any]:  # noqa: ANN001 - TestRe
     }
 
 
-def _report(outcome, fmt: Format) -> None:  # noqa: ANN001 - SuiteOutcome
+def _report(outcome, fmt: Format) -> None:
     if fmt == Format.json:
         print_json(
             {

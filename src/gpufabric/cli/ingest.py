@@ -185,7 +185,7 @@ def ingest(
         raise typer.Exit(status.exit_code)
 
 
-def _impossible(metrics) -> str:  # noqa: ANN001
+def _impossible(metrics) -> str:
     """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
     a negative or non-finite value cannot be a measurement, whatever the tool."""
     import math

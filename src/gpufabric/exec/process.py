@@ -26,7 +26,7 @@ from pathlib import Path
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
 
 
-def _load_prctl():  # noqa: ANN202
+def _load_prctl():
     try:
         import ctypes
 
@@ -151,7 +151,7 @@ def kill_pgid(pgid: int, grace_s: float = TERM_GRACE_S) -> None:
 class _Drain:
     """Read a pipe to EOF on a thread, keeping everything read so far."""
 
-    def __init__(self, pipe) -> None:  # noqa: ANN001 - a binary file object
+    def __init__(self, pipe) -> None:
         self._chunks: list[bytes] = []
         self._pipe = pipe
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -18,7 +18,7 @@ from gpufabric.report.series import Series
 CDF_POINTS = 400
 
 
-def _figure(title: str, xlabel: str, ylabel: str):  # noqa: ANN202
+def _figure(title: str, xlabel: str, ylabel: str):
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -34,7 +34,7 @@ def _figure(title: str, xlabel: str, ylabel: str):  # noqa: ANN202
     return fig, ax
 
 
-def _svg(fig, key: str) -> str:  # noqa: ANN001
+def _svg(fig, key: str) -> str:
     import matplotlib
 
     buf = io.StringIO()
@@ -51,7 +51,7 @@ def _svg(fig, key: str) -> str:  # noqa: ANN001
     return text
 
 
-def _plain_log_ticks(axis) -> None:  # noqa: ANN001
+def _plain_log_ticks(axis) -> None:
     """'12', '15', '20' on a log axis instead of matplotlib's '1.2 x 10^1' when the range is narrow."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -63,13 +63,13 @@ def _plain_log_ticks(axis) -> None:  # noqa: ANN001
         axis.set_minor_formatter(NullFormatter())
 
 
-def _legend(ax, n: int) -> None:  # noqa: ANN001
+def _legend(ax, n: int) -> None:
     """Outside the axes, on the right: a legend inside covered the curves (issue 16)."""
     if n:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
-def _time_ticks(axis, unit: str) -> None:  # noqa: ANN001
+def _time_ticks(axis, unit: str) -> None:
     """Tick labels like '500 us', '1.2 ms', '3 s' for an axis whose data are in ``unit``."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
@@ -88,7 +88,7 @@ def _time_ticks(axis, unit: str) -> None:  # noqa: ANN001
         axis.set_minor_formatter(NullFormatter())
 
 
-def _size_ticks(axis) -> None:  # noqa: ANN001
+def _size_ticks(axis) -> None:
     """Message sizes as 1 KiB ... 1 GiB on a log2 axis, every other power of two labelled when crowded."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
@@ -102,7 +102,7 @@ def _size_ticks(axis) -> None:  # noqa: ANN001
     axis.set_minor_formatter(NullFormatter())
 
 
-def sweep_chart(test: str, bands, expected: Sequence[tuple[str, float]] = ()) -> str:  # noqa: ANN001
+def sweep_chart(test: str, bands, expected: Sequence[tuple[str, float]] = ()) -> str:
     """busbw against message size for one test: median of repeats as a line, min-max as a band,
     and each expected value (SLO from the plan's prediction) as a dashed line."""
     fig, ax = _figure(f"{test}: bus bandwidth", "message size", "busbw (GB/s)")
@@ -124,7 +124,7 @@ def sweep_chart(test: str, bands, expected: Sequence[tuple[str, float]] = ()) ->
     return _svg(fig, "sweep_" + test)
 
 
-def percentile_band_chart(test: str, bands) -> str:  # noqa: ANN001
+def percentile_band_chart(test: str, bands) -> str:
     """Latency against percentile on a 'nines' axis for one test, repeats as median and min-max band."""
     unit = bands[0].unit if bands else ""
     fig, ax = _figure(f"{test}: latency percentiles", "percentile", "latency")

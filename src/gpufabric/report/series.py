@@ -123,7 +123,7 @@ class Band:
 
 def _bands(
     groups: dict[tuple[str, str], dict[float, list[float]]], unit_of: dict[tuple[str, str], str], label_of
-) -> dict[str, list[Band]]:  # noqa: ANN001 - (test, label) -> str
+) -> dict[str, list[Band]]:
     out: dict[str, list[Band]] = {}
     for (test, label), points in groups.items():
         xs = sorted(points)

@@ -91,7 +91,7 @@ def relative_effect(base: np.ndarray, cand: np.ndarray, *, level: float) -> Effe
     d = float(b.mean() - a.mean()) / scale
     va, vb = float(a.var(ddof=1)) / scale**2, float(b.var(ddof=1)) / scale**2
     se2 = va / na + vb / nb
-    to_rel = (lambda v: math.expm1(v)) if log else (lambda v: v)  # noqa: E731
+    to_rel = (lambda v: math.expm1(v)) if log else (lambda v: v)
     if se2 == 0.0:
         # No spread on either side: any difference is exact (e.g. a deterministic count of steps).
         return Effect(

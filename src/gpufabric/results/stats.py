@@ -87,7 +87,10 @@ class Sketch:
         """Representative value of each bucket (ascending) and its count."""
         lg = math.log(self.gamma)
         # 2 gamma^i / (gamma + 1) is the point of bucket (gamma^(i-1), gamma^i] with equal relative error to both ends.
-        rep = lambda idx: 2.0 * np.exp(np.asarray(idx, dtype=float) * lg) / (self.gamma + 1.0)  # noqa: E731
+
+        def rep(idx: npt.ArrayLike) -> np.ndarray:
+            return 2.0 * np.exp(np.asarray(idx, dtype=float) * lg) / (self.gamma + 1.0)
+
         neg_idx = np.array([i for i, _ in self.neg], dtype=float)
         neg_cnt = np.array([c for _, c in self.neg], dtype=np.int64)
         pos_idx = np.array([i for i, _ in self.pos], dtype=float)

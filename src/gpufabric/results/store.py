@@ -155,7 +155,7 @@ class Store:
     def schema_version(self) -> int:
         return read_version(self._conn)
 
-    def _write(self, fn, *args):  # noqa: ANN001, ANN202
+    def _write(self, fn, *args):
         """Run ``fn(cursor, *args)`` in one committed transaction.
 
         A full disk (or any other write failure) becomes :class:`StoreFailure` with one

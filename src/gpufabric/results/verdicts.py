@@ -121,7 +121,7 @@ def _verdict(
     measured: float | None = None,
     margin: float | None = None,
     **kw,
-) -> Verdict:  # noqa: ANN003
+) -> Verdict:
     return Verdict(
         test=test,
         metric=slo.metric,

@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from gpufabric.exec import k8s
 from gpufabric.errors import InputError
+from gpufabric.exec import k8s
 
 api = pytest.importorskip("kubeflow_trainer_api.models", reason="pip install 'gpufabric[test]' (kubeflow-trainer-api)")
 

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from gpufabric.exec import launch
 from gpufabric.errors import InputError
+from gpufabric.exec import launch
 from tests.conftest import finishes
 
 W = ["cfg.json"]
@@ -192,7 +192,7 @@ def test_mpirun_pins_control_and_data_interfaces():
     hosts = launch.parse_hosts("n1@10.0.0.1%eth1,n2@10.0.0.2%eth1")
     plan = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, python="py", control_ifname="eth0")
     argv = plan.commands[0].argv
-    assert ("--mca", "btl_tcp_if_include", "eth0") == argv[argv.index("btl_tcp_if_include") - 1 :][:3]
+    assert argv[argv.index("btl_tcp_if_include") - 1 :][:3] == ("--mca", "btl_tcp_if_include", "eth0")
     assert "oob_tcp_if_include" in argv and "GLOO_SOCKET_IFNAME" in argv
     assert plan.commands[0].env["MASTER_ADDR"] == "10.0.0.1" and plan.commands[0].env["GLOO_SOCKET_IFNAME"] == "eth1"
     with pytest.raises(InputError, match="interface name"):

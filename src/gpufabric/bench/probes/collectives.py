@@ -44,7 +44,10 @@ class Op:
         self.t, self.dist, self.name, self.count = torch, dist, name, count
         self.dtype, self.device, self.rank, self.n = dtype, device, rank, world
         self.chunk = count // world if name in ("all_gather", "reduce_scatter", "all_to_all") else count
-        empty = lambda c: torch.empty(c, dtype=dtype, device=device)  # noqa: E731
+
+        def empty(c: int) -> Any:
+            return torch.empty(c, dtype=dtype, device=device)
+
         if name == "all_gather":
             self.inp, self.out = empty(self.chunk), empty(count)
         elif name == "reduce_scatter":

@@ -54,7 +54,7 @@ class Worker:
         self.host = host_name()
         out_dir = Path(config["out_dir"])
         out_dir.mkdir(parents=True, exist_ok=True)
-        self._file = open(out_dir / f"rank{self.rank}.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._file = open(out_dir / f"rank{self.rank}.jsonl", "a", encoding="utf-8")  # noqa: SIM115  (open for the worker's life; close() ends it)
         self._lock = threading.Lock()
         self._deadline: float | None = None
         self._phase = ""
@@ -120,7 +120,7 @@ def main(body: Any) -> int:
     worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid(), cpus=os.cpu_count())
     try:
         body(worker)
-    except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent as a record
+    except BaseException as exc:
         worker.record(
             "error",
             message=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300] if str(exc) else ''}",

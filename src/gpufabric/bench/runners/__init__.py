@@ -202,7 +202,7 @@ class LocalExecutor:
         )
 
 
-def _ready(server: ServerSpec):  # noqa: ANN202
+def _ready(server: ServerSpec):
     if server.protocol == "udp":
         return lambda: process.udp_port_bound(server.port)
     return server.port
