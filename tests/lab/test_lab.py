@@ -78,7 +78,7 @@ def test_gloo_across_lab_hosts_follows_the_tbf_cap(cli, lab_name, tmp_path):
             lab_name,
             "--plane",
             plane,
-            "--nproc",
+            "--gpus-per-node",
             "1",
             "--ops",
             "all_reduce",
@@ -124,7 +124,7 @@ def _torchrun_on(cli, lab_name, tmp_path):
         "torchrun",
         "--lab",
         lab_name,
-        "--nproc",
+        "--gpus-per-node",
         "1",
         "--ops",
         "all_reduce",
@@ -136,15 +136,13 @@ def _torchrun_on(cli, lab_name, tmp_path):
         "29632",
         "--run-dir",
         tmp_path / "run",
-        "--db",
-        tmp_path / "r.db",
         "--format",
         "json",
     )
-    code, out, err = cli(*argv, "--dry-run")
+    code, out, err = cli(*argv, "--dry-run")  # --db has no effect with --dry-run (refused)
     commands = json.loads(out)["commands"]
     assert code == 0 and "--rdzv-endpoint=10.210.0.1:29632" in commands[1] and "--local-addr=10.210.0.2" in commands[1]
-    code, out, err = cli(*argv)
+    code, out, err = cli(*argv, "--db", tmp_path / "r.db")
     assert code == 0, err + out
     assert json.loads(out)["results"][0]["num_ranks"] == 2
     from gpufabric.bench.probes.results import read_ranks

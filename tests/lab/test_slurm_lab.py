@@ -147,7 +147,7 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
         "slurm",
         "--nodes",
         "2",
-        "--nproc",
+        "--gpus-per-node",
         "1",
         "--ops",
         "all_reduce,all_gather",
@@ -163,16 +163,14 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
         str(run_dir),
         "--data-ifname",
         "data0",
-        "--db",
-        str(tmp_path / "r.db"),
         "--format",
         "json",
     ]
-    dry = gpufabric(lab, *common, "--dry-run")
+    dry = gpufabric(lab, *common, "--dry-run")  # --db has no effect with --dry-run (refused)
     assert dry.returncode == 0, dry.stderr
     line = json.loads(dry.stdout)["commands"][0]
     assert "127.0.0.1" not in line and "MASTER_ADDR=" not in line.split("srun")[0]
-    done = gpufabric(lab, *common)
+    done = gpufabric(lab, *common, "--db", str(tmp_path / "r.db"))
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [
@@ -196,7 +194,7 @@ def test_sbatch_train_across_both_nodes(lab, tmp_path):
         "sbatch",
         "--nodes",
         "2",
-        "--nproc",
+        "--gpus-per-node",
         "1",
         "--backend",
         "gloo",
@@ -237,7 +235,7 @@ def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):
         "slurm",
         "--nodes",
         "2",
-        "--nproc",
+        "--gpus-per-node",
         "1",
         "--backend",
         "gloo",
@@ -286,7 +284,7 @@ def test_run_dir_the_nodes_cannot_see_is_refused(lab, tmp_path):
         "slurm",
         "--nodes",
         "2",
-        "--nproc",
+        "--gpus-per-node",
         "1",
         "--ops",
         "all_reduce",

@@ -102,7 +102,7 @@ def test_cli_dry_run_prints_the_manifest(cli):
         "k8s",
         "--nodes",
         "4",
-        "--nproc",
+        "--gpus-per-node",
         "8",
         "--backend",
         "nccl",
