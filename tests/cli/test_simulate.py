@@ -162,6 +162,7 @@ def test_leaf_and_ring_flags(cli):
         (["--ranks", "0"], "ranks"),
         (["--ranks", "8", "--steps", "0"], "steps"),
         (["--ranks", "8", "--compute-ms", "-5"], "--compute-ms must be"),
+        (["--ranks", "1", "--steps", "1", "--compute-ms", "0"], "a training step takes time"),
         (["--ranks", "8", "--gpus-per-node", "3"], "multiple of ranks per node"),
         (
             ["--ranks", "8", "--gpus-per-node", "0", "--comm-latency", "const:10us", "--ring-steps", "2"],

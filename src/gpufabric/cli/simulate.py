@@ -235,6 +235,8 @@ def _synthetic_config(
     ):
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"{name} must be a finite number >= 0, got {value}")
+    if compute_ms + fixed_ms <= 0:  # throughput and shares divide by the step time
+        raise InputError("--compute-ms plus --fixed-ms must be > 0: a training step takes time")
     if ring_steps < 0 or ring_width < 0 or ranks_per_leaf < 0:
         raise InputError("--ring-steps, --ring-width and --ranks-per-leaf must be >= 0")
     if ranks < 1 or steps < 1 or ranks_per_node < 1:
