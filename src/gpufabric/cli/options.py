@@ -164,7 +164,7 @@ def given(name: str) -> bool:
     try:
         from typer._click.globals import get_current_context
     except ImportError:  # pragma: no cover - older typer; click is absent where typer vendors it
-        from click import get_current_context  # type: ignore[import-not-found,no-redef]
+        from click import get_current_context  # type: ignore[import-not-found,no-redef]  # absent beside a vendoring typer
 
     ctx = get_current_context(silent=True)
     if ctx is None:  # called as a plain function (tests): nothing was typed

@@ -27,19 +27,20 @@ _KEEP = {
 }
 
 
-def _sections(lines: list[str]) -> list[list[str]]:
-    """Split a transcript at each test title; text before the first title is dropped."""
-    sections: list[list[str]] = []
+def _sections(lines: list[str]) -> list[tuple[str, list[str]]]:
+    """Split a transcript at each test title: (title, the section's lines from the title on);
+    text before the first title is dropped."""
+    sections: list[tuple[str, list[str]]] = []
     for line in lines:
-        if _TITLE.match(line):
-            sections.append([line])
+        title = _TITLE.match(line)
+        if title:
+            sections.append((title.group(1), [line]))
         elif sections:
-            sections[-1].append(line)
+            sections[-1][1].append(line)
     return sections
 
 
-def _parse_section(lines: list[str], source: str) -> Parsed | None:
-    title = _TITLE.match(lines[0]).group(1)  # type: ignore[union-attr]
+def _parse_section(title: str, lines: list[str], source: str) -> Parsed | None:
     info: dict[str, str] = {}
     header = ""
     rows: list[list[float]] = []
@@ -102,7 +103,7 @@ def _parse_section(lines: list[str], source: str) -> Parsed | None:
 def parse_perftest_text(text: str, *, source: str = "") -> list[Parsed]:
     """Every test in a perftest text transcript (one or several ``ib_*`` runs)."""
     lines = strip_ansi(text).splitlines()
-    parsed = [p for section in _sections(lines) if (p := _parse_section(section, source)) is not None]
+    parsed = [p for title, section in _sections(lines) if (p := _parse_section(title, section, source)) is not None]
     if not parsed:
         raise ParseError(
             "perftest text output has no results table (no '#bytes' header with rows under a test title)",
