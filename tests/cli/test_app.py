@@ -75,7 +75,9 @@ def test_init_inference_writes_an_annotated_inference_spec_that_plans(cli, tmp_p
     assert spec.workload.traffic.rate_rps == 10 and spec.num_gpus == 64
     code, out, err = cli("plan", target, "--format", "json")
     assert code in (0, 1), err
-    assert json.loads(out)["kind"] == "inference"
+    doc = json.loads(out)
+    assert doc["kind"] == "inference"
+    assert (code == 1) == (doc["recommended"] is None)  # exit 1 exactly when no candidate meets the SLO
 
 
 def test_training_only_commands_refuse_an_inference_spec_in_one_line(cli, tmp_path):

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from gpufabric.results.store import Store
 from tests.results.factories import bw_result, latency_result, make_run
 
@@ -26,7 +28,12 @@ def test_significant_regression_exits_1(cli, tmp_path):
     assert code == 1
     first = out.splitlines()[1]
     assert first.startswith("REGRESSION") and "lat_p50_us" in first and "batch medians" in first
-    assert "9.988 -> 11.98 us (+19.9%, lower is better" in first and "p_adj=" in first
+    # The medians of the factory's own seeded samples, computed here, not copied from the output.
+    before, after = (
+        float(np.median(latency_result(median_us=m, seed=s).metrics[0].samples)) for m, s in ((10.0, 1), (12.0, 2))
+    )
+    assert f"{before:.4g} -> {after:.4g} us ({(after / before - 1) * 100:+.1f}%, lower is better" in first
+    assert "p_adj=" in first
 
 
 def test_no_change_exits_0_and_json(cli, tmp_path):

@@ -72,6 +72,10 @@ def test_simulate_inference_spec(cli):
     assert code in (0, 1), err
     doc = json.loads(out)
     assert doc["mode"] == "inference" and doc["requests"] == 20000
+    # The serving spec's SLO is ttft_p99_s 1.0 and tpot_p99_s 0.015: the verdict and the exit
+    # code follow from the reported percentiles against those limits.
+    assert doc["meets_slo"] == (doc["ttft_p99_s"] <= 1.0 and doc["tpot_p99_s"] <= 0.015)
+    assert code == (0 if doc["meets_slo"] else 1)
     assert doc["ttft_p99_s"] >= doc["ttft_p50_s"] > 0 and doc["tpot_p99_s"] >= doc["tpot_p50_s"] > 0
     assert doc["meets_slo"] == (code == 0) == (not doc["violations"])
     code2, out2, _ = cli("simulate", SERVING, "--requests", "20000", "--format", "json", "--seed", "3")

@@ -67,6 +67,7 @@ def _saved_plan(cli, tmp_path):
 
     code, out, err = cli("plan", EXAMPLES / "lab-2node.yaml", "--format", "json")
     assert code in (0, 1), err
+    assert (code == 1) == (json.loads(out)["recommended"] is None)  # exit 1 exactly when nothing is recommended
     path = tmp_path / "plan.json"
     path.write_text(out)
     return path, json.loads(out)
