@@ -61,3 +61,8 @@ def test_cli_bad_input(cli, tmp_path):
     assert code == 2 and "cannot read manifest" in err
     code, _, err = cli("fingerprint", "--compare", tmp_path / "only.json")
     assert code == 2 and "at least two" in err
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text('{"kernel": "6.8"}')
+    bad.write_text('{"fingerprint": [1]}')  # a list where the run record's object goes
+    code, _, err = cli("fingerprint", "--compare", good, bad)
+    assert code == 2 and "is not a JSON object" in err

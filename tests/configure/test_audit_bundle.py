@@ -3,6 +3,7 @@ spec with a complete security section audits clean."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import yaml
@@ -65,3 +66,19 @@ def test_port_open_for_a_service_the_role_does_not_run_is_bnd03(tmp_path):
     spec.write_text(yaml.safe_dump(doc))
     found = _ids(render(spec, tmp_path / "c"))
     assert found == [("BND-03", "gpu-a1: 6817/tcp on mgmt")]
+
+
+def test_nft_json_comment_matches_the_loaded_text_rule(tmp_path):
+    # nftables.conf neutralises ' in comments; nftables.json (the drift baseline) must
+    # carry the same text or every quoted purpose reads as drift.
+    doc = yaml.safe_load(SECURE.read_text())
+    doc["security"]["flows"].append(
+        {"src": "login", "dst": "compute", "plane": "mgmt", "proto": "tcp", "ports": [6819], "purpose": "admin's"}
+    )
+    spec = tmp_path / "quoted.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = render(spec, tmp_path / "b")
+    etc = out / "roles/compute/etc"
+    assert 'comment "admin?s"' in (etc / "nftables.conf").read_text()
+    rules = [i["rule"] for i in json.loads((etc / "gpufabric/nftables.json").read_text())["nftables"] if "rule" in i]
+    assert "admin?s" in [r.get("comment") for r in rules]

@@ -25,7 +25,10 @@ def _load(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a manifest (expected a JSON object)")
     # A manifest saved from a run record nests under "fingerprint"; accept both.
-    return data.get("fingerprint", data) if "kernel" not in data else data
+    inner = data.get("fingerprint", data) if "kernel" not in data else data
+    if not isinstance(inner, dict):
+        raise InputError(f'{path}: not a manifest ("fingerprint" is not a JSON object)')
+    return inner
 
 
 def register(app: typer.Typer) -> None:

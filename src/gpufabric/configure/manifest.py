@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import __version__
+from gpufabric.boundary import read_capped
 from gpufabric.configure.paths import check_relative
 from gpufabric.errors import InputError
 from gpufabric.jsonable import schema_version
@@ -25,6 +26,9 @@ from gpufabric.jsonable import schema_version
 MANIFEST = "manifest.json"
 #: The version ``Manifest.to_dict`` writes.
 MANIFEST_SCHEMA_VERSION = 1
+#: The audit reads manifest.json from a directory the user names: bounded like every input
+#: (generous: the manifest holds about 100 bytes per generated file).
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 KIND = "gpufabric-config-bundle"
 #: An artefact's mode as written: four octal digits.
 _MODE = re.compile(r"0[0-7]{3}")
@@ -120,9 +124,7 @@ def read_manifest(root: Path) -> Manifest:
     """The manifest of the bundle at ``root``."""
     path = root / MANIFEST
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+        data = json.loads(read_capped(path, MAX_MANIFEST_BYTES, "bundle manifest").decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
     return Manifest.from_dict(data, source=str(path))

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from gpufabric.configure.quoting import nft_comment
 from gpufabric.spec.security import SecurityPolicy
 
 TABLE = "gpufabric"
@@ -24,10 +25,6 @@ class NftSet:
     name: str
     ranges: tuple[tuple[str, str], ...]
 
-    @property
-    def elements_text(self) -> str:
-        return ", ".join(lo if lo == hi else f"{lo}-{hi}" for lo, hi in self.ranges)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NftRule:
@@ -35,11 +32,6 @@ class NftRule:
     proto: str
     dports: tuple[tuple[int, int], ...]
     comment: str
-
-    @property
-    def dports_text(self) -> str:
-        items = [str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in self.dports]
-        return items[0] if len(items) == 1 else "{ " + ", ".join(items) + " }"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,7 +75,9 @@ def role_ruleset(policy: SecurityPolicy, role: str) -> RoleRuleset:
             peers = [addresses[(h, flow.plane)] for h in policy.role(flow.src).host_names]
             sets[set_name] = NftSet(name=set_name, ranges=address_ranges(peers))
         dports = tuple(sorted(set(flow.port_ranges())))
-        comment = (flow.purpose or f"{flow.src} -> {flow.dst}").replace('"', "'")[:120]
+        # One neutralised comment for both forms, so nftables.json matches what `nft -j` lists
+        # after loading nftables.conf (the text form would otherwise turn ' into ?).
+        comment = nft_comment(flow.purpose or f"{flow.src} -> {flow.dst}")
         rules[flow.plane].append(NftRule(saddr_set=set_name, proto=flow.proto, dports=dports, comment=comment))
     chains = tuple(
         NftChain(name=f"in_{p}", plane=p, interface=policy.plane(p).interface or "", rules=tuple(rules.get(p, ())))

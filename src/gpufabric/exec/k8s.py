@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import InputError
-from gpufabric.exec.launch import Command, LaunchPlan
+from gpufabric.exec.launch import ENV_KEY_RE, IFNAME_RE, Command, LaunchPlan
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = "torch-distributed"
@@ -48,7 +48,6 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 # Extended resource names: an optional DNS prefix and a name (k8s.io/apimachinery qualified name).
 _RESOURCE = re.compile(r"([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def parse_resources(text: str) -> dict[str, int]:
@@ -92,8 +91,11 @@ def train_job(
     if nodes < 1 or nproc < 1:
         raise InputError(f"--nodes and --nproc must be >= 1, got {nodes} and {nproc}")
     for key in env or {}:
-        if not _ENV_KEY.fullmatch(key):
+        if not ENV_KEY_RE.fullmatch(key):
             raise InputError(f"environment name {key!r}: use letters, digits and '_'")
+    for ifname in (control_ifname, data_ifname):
+        if ifname and not IFNAME_RE.fullmatch(ifname):
+            raise InputError(f"interface name {ifname!r}: 1-15 characters of letters, digits, '.', '_' or '-'")
     data_if = data_ifname or control_ifname
     variables: dict[str, str] = {
         **(env or {}),

@@ -20,6 +20,7 @@ directory every node sees; :func:`visibility_commands` checks that before the la
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -37,8 +38,14 @@ from gpufabric.exec.process import kill_group, run
 
 LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
 #: Linux interface names: IFNAMSIZ 16 including the NUL (include/uapi/linux/if.h).
-_IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")
-_ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+IFNAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
+ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: --hosts names reach ssh and `ip netns exec` as arguments: a leading '-' would be read as
+#: an option (ssh -oProxyCommand=...), so names are RFC 1123 host names (spec.types.HOSTNAME,
+#: kept here so the launcher does not import pydantic) or plain netns names.
+_HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"{_HOST_LABEL}(?:\.{_HOST_LABEL})*")
+_NETNS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
 #: Seconds a surviving rank gets to notice a dead peer before its group is killed.
 PEER_FAILURE_GRACE_S = 10.0
@@ -69,6 +76,12 @@ def parse_hosts(text: str) -> list[Host]:
         target, _, addr = rest.partition("@")
         if not target:
             raise InputError(f"--hosts entry {item!r}: expected NAME, local or netns:NAME[@ADDR][%IFNAME]")
+        if not (_NETNS if kind == "netns" else _HOSTNAME).fullmatch(target) or len(target) > 253:
+            raise InputError(f"--hosts entry {item!r}: {target!r} is not a host or namespace name")
+        if addr and not _is_address(addr):
+            raise InputError(f"--hosts entry {item!r}: {addr!r} is not an IP address or host name")
+        if ifname and not IFNAME_RE.fullmatch(ifname):
+            raise InputError(f"--hosts entry {item!r}: interface {ifname!r}: 1-15 of letters, digits, '.', '_', '-'")
         if kind == "netns":
             hosts.append(Host(name=target, netns=target, control_addr=addr or "127.0.0.1", data_ifname=ifname))
         else:
@@ -76,6 +89,14 @@ def parse_hosts(text: str) -> list[Host]:
     if not hosts:
         raise InputError("--hosts is empty")
     return hosts
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return bool(_HOSTNAME.fullmatch(text)) and len(text) <= 253
+    return True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +211,7 @@ def build(
     if data_ifname:
         hosts = [h if h.data_ifname else replace(h, data_ifname=data_ifname) for h in hosts]
     for name in (control_ifname, data_ifname):
-        if name and not _IFNAME.fullmatch(name):
+        if name and not IFNAME_RE.fullmatch(name):
             raise InputError(f"interface name {name!r}: 1-15 characters of letters, digits, '.', '_' or '-'")
     if gpus_per_node < 0:
         raise InputError(f"gpus per node must be >= 0, got {gpus_per_node}")
@@ -314,7 +335,7 @@ def sbatch_script(
 ) -> str:
     """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
     for key in env:
-        if not _ENV_KEY.fullmatch(key):
+        if not ENV_KEY_RE.fullmatch(key):
             raise InputError(f"environment name {key!r}: use letters, digits and '_'")
     lines = [
         "#!/bin/bash",

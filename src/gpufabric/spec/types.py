@@ -40,7 +40,8 @@ IFNAME = r"^[A-Za-z0-9_.-]{1,15}$"
 #: An RDMA device with an optional port: mlx5_0 or mlx5_0:1 (IB_DEVICE_NAME_MAX is 64).
 HCA = r"^[A-Za-z0-9_.-]{1,63}(?::[0-9]{1,3})?$"
 #: Free text that lands in a comment (a flow's purpose becomes an nft rule comment, at
-#: most 128 bytes): one line of printable ASCII without quotes, backslash, $ or backtick.
+#: most 128 bytes): one line of printable ASCII without double quotes, backslash, $ or backtick
+#: (a ' is allowed; the nft renderer neutralises it, configure.quoting.nft_comment).
 COMMENT = r"^[A-Za-z0-9 _.,:;/()+<>=#@%&*!?'\[\]-]{0,128}$"
 #: Longer free text (the spec's description, catalog names and sources): one line without
 #: control, format (bidi overrides, BOM), private-use or line/paragraph-separator characters.
@@ -91,7 +92,7 @@ PATTERN_HELP: dict[str, str] = {
     IFNAME: "Linux interface name: 1-15 of letters, digits, '_', '.', '-' (no '/', ':' or spaces)",
     HCA: "RDMA device[:port], for example mlx5_0:1",
     DESCRIPTION: "one line of printable text (no newline, tab or other control or format character)",
-    COMMENT: "one line of at most 128 printable ASCII characters without quotes, backslash, '$' or '`'",
+    COMMENT: "one line of at most 128 printable ASCII characters without '\"', backslash, '$' or '`'",
     NQN: "nqn.yyyy-mm.<reverse domain>[:...] of printable ASCII, at most 223 bytes",
 }
 

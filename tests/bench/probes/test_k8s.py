@@ -88,6 +88,8 @@ def test_hostile_names_are_refused():
         _job(name="Bad_Name")
     with pytest.raises(InputError, match="k8s-image"):
         _job(image="img; rm -rf /")
+    with pytest.raises(InputError, match="interface name"):
+        _job(data_ifname="eth0 ib0")
     with pytest.raises(InputError, match="RESOURCE"):
         k8s.parse_resources("rdma/ib=x")
     assert k8s.parse_resources("rdma/ib=2,vpc.amazonaws.com/efa") == {"rdma/ib": 2, "vpc.amazonaws.com/efa": 1}

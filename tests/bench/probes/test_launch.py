@@ -58,6 +58,17 @@ def test_bad_launch_input():
         launch.build("local", module=MOD, args=W, nodes=2, nproc=1, hosts=launch.parse_hosts("a"))
 
 
+@pytest.mark.parametrize(
+    "entry",
+    ["-oProxyCommand=touch /tmp/x", "netns:-x", "netns:..", "h1@-oProxyCommand=x", "h1%eth0;id", "h1@a b", "a/b"],
+)
+def test_hosts_entries_that_could_become_options_or_shell_are_refused(entry):
+    # ssh and `ip netns exec` take the name as an argument: a leading '-' is an option to them
+    with pytest.raises(InputError, match="--hosts entry"):
+        launch.parse_hosts(entry)
+    assert [h.ssh for h in launch.parse_hosts("n1.example.org@10.0.0.1%eth1,n2@fd00::2")] == ["n1.example.org", "n2"]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
