@@ -101,6 +101,22 @@ def test_unknown_run_ref_is_input_error(tmp_path, ref):
             store.get_run(ref)
 
 
+@pytest.mark.parametrize(
+    ("table", "column", "value"),
+    [("run", "fingerprint", "{not json"), ("run", "status", "exploded"), ("test_result", "params", "[1,")],
+)
+def test_a_hand_edited_database_is_one_line_not_a_traceback(tmp_path, cli, table, column, value):
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        make_run(store)
+    with sqlite3.connect(db) as conn:
+        conn.execute(f"UPDATE {table} SET {column}=?", (value,))
+    with Store.open(db) as store, pytest.raises(InputError, match=r"r\.db: run 1 holds a row gpufabric cannot read"):
+        store.get_run("latest")
+    code, _, err = cli("report", "latest", "--db", db)
+    assert code == 2 and "edited by hand" in err and "Traceback" not in err
+
+
 def test_finish_run_rejects_unknown_status(tmp_path):
     with Store.open(tmp_path / "r.db") as store:
         run_id = store.begin_run(kind="bench", argv=[], fingerprint={})

@@ -19,12 +19,13 @@ The schema and its migrations live in ``schema.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -361,9 +362,24 @@ class Store:
         with self._lock:
             return int(self._conn.execute("SELECT COUNT(*) FROM run").fetchone()[0])
 
+    @contextlib.contextmanager
+    def _decoding(self, what: str) -> Iterator[None]:
+        """Rows that do not decode (JSON columns, enum values) mean a database edited by hand or
+        corrupted: one line naming it, never a traceback."""
+        try:
+            yield
+        except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+            raise InputError(
+                f"{self.path}: {what} holds a row gpufabric cannot read ({exc}); was the database edited by hand?"
+            ) from exc
+
     def get_run(self, ref: int | str) -> RunRecord:
         """The full run: provenance, results with metrics and samples, verdicts, artifacts."""
         run_id = self.resolve(ref)
+        with self._decoding(f"run {run_id}"):
+            return self._read_run(run_id)
+
+    def _read_run(self, run_id: int) -> RunRecord:
         with self._lock:
             conn = self._conn
             row = conn.execute(_RUN_SELECT + " WHERE r.id=?", (run_id,)).fetchone()
@@ -442,7 +458,8 @@ class Store:
         """The newest ``limit`` runs, newest first, with counts but without results (fast)."""
         with self._lock:
             rows = self._conn.execute(_RUN_SELECT + " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
-        return [_run_record(row) for row in rows]
+        with self._decoding("the run list"):
+            return [_run_record(row) for row in rows]
 
 
 _RUN_SELECT = (
