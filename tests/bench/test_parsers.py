@@ -98,7 +98,9 @@ def test_fio_truncated_json():
 
 def test_fio_skips_warning_lines_before_the_document():
     text = "fio: file hash not empty on exit\n" + read("fio/psync_read.json")
-    assert parse_fio(text)[0].metric("read_bw_gbps") is not None
+    # the value the file states (read.bw_bytes, B/s per the fio HOWTO), not merely "some value"
+    bw_bytes = json.loads(read("fio/psync_read.json"))["jobs"][0]["read"]["bw_bytes"]
+    assert parse_fio(text)[0].metric("read_bw_gbps").value == pytest.approx(bw_bytes / 1e9)
 
 
 def test_fio_status_interval_concatenated_documents_yield_the_last():
@@ -507,4 +509,6 @@ def test_nccl_tests_json_accepts_null_and_na_where_the_tool_writes_them():
     for entry in doc["results"]:
         entry["in_place"] = {"time": None, "alg_bw": None, "bus_bw": None, "nwrong": "N/A"}
     (parsed,) = parse_nccl_tests(json.dumps(doc), source="x.json")
-    assert parsed.error == "" and parsed.metric("busbw_gbps") is not None
+    # the headline is the out-of-place busbw of the largest size, as the document states it
+    top = max(doc["results"], key=lambda e: e["size"])
+    assert parsed.error == "" and parsed.metric("busbw_gbps").value == top["out_of_place"]["bus_bw"]

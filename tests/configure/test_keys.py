@@ -33,7 +33,8 @@ def test_generated_keys_pass_nvme_checks():
     ok = subprocess.run(["nvme", "check-dhchap-key", "-k", dh], capture_output=True, text=True, timeout=10)
     assert ok.returncode == 0 and "HMAC 3, length 64" in ok.stdout
     ok = subprocess.run(["nvme", "check-tls-key", "-k", tls], capture_output=True, text=True, timeout=10)
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    # ":01:" is HMAC 1 (SHA-256) and the PSK is 32 bytes: nvme-cli reports both once the CRC checks out
+    assert ok.returncode == 0 and "HMAC 1, length 32" in ok.stdout, ok.stdout + ok.stderr
 
 
 def test_seeded_keys_are_reproducible_and_distinct():

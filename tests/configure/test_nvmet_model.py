@@ -177,7 +177,9 @@ def test_the_operator_edit_the_readme_asks_for_restores(target_configs):
     config = json.loads(json.dumps(configs[0]))
     ns = config["subsystems"][0]["namespaces"][0]
     ns["device"]["path"], ns["enable"] = "/dev/disk/by-id/nvme-real", 1
-    restore(config, existing_devices={"/dev/disk/by-id/nvme-real"})
+    state = restore(config, existing_devices={"/dev/disk/by-id/nvme-real"})
+    restored = state["subsystems"][config["subsystems"][0]["nqn"]]["namespaces"][ns["nsid"]]
+    assert restored["enable"] == 1 and restored["device_path"] == "/dev/disk/by-id/nvme-real"
 
 
 def test_the_model_rejects_what_the_kernel_rejects(target_configs):
