@@ -435,58 +435,14 @@ def test_opensm_on_ibsim_gives_each_role_exactly_its_pkeys(tmp_path):
 
 @pytest.fixture
 def slurm_one_node(tmp_path, monkeypatch):
-    """tests/bench/probes' one-node cluster (auth/none) on ports of our own, stopped by PID."""
-    import signal
-    import socket
-    import time
+    """tests/bench/probes' one-node cluster (auth/none) on ports of our own; yields its environment."""
+    from tests.bench.probes.conftest import one_node_slurm
 
-    from tests.bench.probes.conftest import SLURM_CONF
-
-    if shutil.which("slurmctld") is None or os.geteuid() != 0:
-        pytest.skip("needs slurm-wlm and root")
-    d = tmp_path / "slurm"
-    for sub in ("state", "spool", "log"):
-        (d / sub).mkdir(parents=True)
-    conf = d / "slurm.conf"
-    text = SLURM_CONF.format(host=socket.gethostname(), d=d, cpus=os.cpu_count())
-    conf.write_text(
-        text.replace("16910", "16934").replace("16911", "16935").replace("gfprobe", "bdconf")
-        + "SrunPortRange=61000-63000\n"
-    )
-    env = {**os.environ, "SLURM_CONF": str(conf)}
-    procs = [
-        subprocess.Popen(
-            [daemon, "-D", "-f", str(conf)],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        for daemon in ("slurmctld", "slurmd")
-    ]
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            state = run("sinfo", "-h", "-o", "%T", env=env, check=False).stdout.strip()
-            if state == "idle":
-                break
-            time.sleep(0.3)
-        else:
-            pytest.skip(f"one-node slurm did not become idle: {(d / 'log/slurmctld.log').read_text()[-300:]}")
+    with one_node_slurm(
+        tmp_path, cluster="bdconf", ctld_port=16934, slurmd_port=16935, extra="SrunPortRange=61000-63000\n"
+    ) as (conf, env):
         monkeypatch.setenv("SLURM_CONF", str(conf))
         yield env
-    finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 def test_sbatch_accepts_the_generated_batch_script(slurm_one_node, tmp_path):

@@ -8,17 +8,20 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-SLURM_CONF = """ClusterName=gfprobe
+SLURM_CONF = """ClusterName={cluster}
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/none
 CredType=cred/none
-SlurmctldPort=16910
-SlurmdPort=16911
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
 StateSaveLocation={d}/state
 SlurmdSpoolDir={d}/spool
 SlurmctldPidFile={d}/slurmctld.pid
@@ -41,16 +44,29 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 """
 
 
-@pytest.fixture
-def slurm_cluster(tmp_path, monkeypatch):
-    """Start slurmctld + slurmd, wait for the node to be idle, yield SLURM_CONF, stop both by PID."""
+@contextmanager
+def one_node_slurm(
+    tmp_path: Path, *, cluster: str, ctld_port: int, slurmd_port: int, extra: str = ""
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Start slurmctld + slurmd on ports of the caller's own, wait for the node to be idle,
+    yield (slurm.conf, environment with SLURM_CONF), stop both by process group."""
     if shutil.which("slurmctld") is None or os.geteuid() != 0:
         pytest.skip("needs slurm-wlm and root")
     d = tmp_path / "slurm"
     for sub in ("state", "spool", "log"):
         (d / sub).mkdir(parents=True)
     conf = d / "slurm.conf"
-    conf.write_text(SLURM_CONF.format(host=socket.gethostname(), d=d, cpus=os.cpu_count()))
+    conf.write_text(
+        SLURM_CONF.format(
+            cluster=cluster,
+            ctld_port=ctld_port,
+            slurmd_port=slurmd_port,
+            host=socket.gethostname(),
+            d=d,
+            cpus=os.cpu_count(),
+        )
+        + extra
+    )
     env = {**os.environ, "SLURM_CONF": str(conf)}
     procs = [
         subprocess.Popen(
@@ -64,7 +80,7 @@ def slurm_cluster(tmp_path, monkeypatch):
         for daemon in ("slurmctld", "slurmd")
     ]
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             out = subprocess.run(["sinfo", "-h", "-o", "%T"], env=env, capture_output=True, text=True).stdout
             if out.strip() == "idle":
@@ -72,8 +88,7 @@ def slurm_cluster(tmp_path, monkeypatch):
             time.sleep(0.2)
         else:
             pytest.fail(f"slurm did not become idle: {(d / 'log' / 'slurmctld.log').read_text()[-500:]}")
-        monkeypatch.setenv("SLURM_CONF", str(conf))
-        yield conf
+        yield conf, env
     finally:
         for proc in procs:
             try:
@@ -85,3 +100,11 @@ def slurm_cluster(tmp_path, monkeypatch):
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+
+
+@pytest.fixture
+def slurm_cluster(tmp_path, monkeypatch):
+    """The launcher tests' one-node cluster; yields its slurm.conf."""
+    with one_node_slurm(tmp_path, cluster="gfprobe", ctld_port=16910, slurmd_port=16911) as (conf, _):
+        monkeypatch.setenv("SLURM_CONF", str(conf))
+        yield conf
