@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from gpufabric.audit.checks_fabric import PARTITIONS, _rules, _sm_views
+from gpufabric.audit.checks_fabric import PARTITIONS, partition_rules
 from gpufabric.audit.collect import Facts
 from gpufabric.audit.envfiles import nccl_settings
 from gpufabric.audit.exposure import admitted, firewalled_views, planes_of
@@ -36,22 +36,16 @@ from gpufabric.spec.security import (
     "list the role's HCA port GUIDs in roles[].port_guids so partitions.conf names its members",
 )
 def bnd01(facts: Facts) -> Iterator[Finding]:
-    for view in _sm_views(facts):
-        text = view.read(PARTITIONS)
-        if text is None:
-            continue
-        for rule in _rules(text):
-            head, _, members = rule.partition(":")
-            if re.match(r"^\s*Default\b|^[^=]*=\s*0x7fff\b", head, re.IGNORECASE):
-                continue  # the Default partition is IB-02's
-            if re.search(r"\bALL(_CAS|_SWITCHES|_ROUTERS)?\s*=\s*full\b", members, re.IGNORECASE):
-                name = head.split("=", 1)[0].strip()
-                yield finding(
-                    "BND-01",
-                    f"{view.name}: partition {name}",
-                    f"{rule.strip()!r}: any HCA on the subnet joins this plane as a full member",
-                    location=view.where(PARTITIONS),
-                )
+    for p in partition_rules(facts):
+        if p.is_default:
+            continue  # the Default partition is IB-02's
+        if re.search(r"\bALL(_CAS|_SWITCHES|_ROUTERS)?\s*=\s*full\b", p.members, re.IGNORECASE):
+            yield finding(
+                "BND-01",
+                f"{p.view.name}: partition {p.head.split('=', 1)[0].strip()}",
+                f"{p.rule.strip()!r}: any HCA on the subnet joins this plane as a full member",
+                location=p.view.where(PARTITIONS),
+            )
 
 
 @check(

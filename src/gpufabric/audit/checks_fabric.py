@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.envfiles import nccl_settings
@@ -42,6 +43,35 @@ def _rules(text: str) -> list[str]:
     return [r.strip() for r in body.split(";") if r.strip()]
 
 
+_DEFAULT_PARTITION = re.compile(r"^\s*Default\b|^[^=]*=\s*0x7fff\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionRule:
+    """One ``head : members ;`` rule of a subnet manager's partitions.conf."""
+
+    view: HostView
+    rule: str
+    head: str
+    members: str
+
+    @property
+    def is_default(self) -> bool:
+        """The Default partition (by name or by PKey 0x7fff)."""
+        return _DEFAULT_PARTITION.match(self.head) is not None
+
+
+def partition_rules(facts: Facts) -> Iterator[PartitionRule]:
+    """Every partition rule of every subnet-manager host that has a partitions.conf."""
+    for view in _sm_views(facts):
+        text = view.read(PARTITIONS)
+        if text is None:
+            continue
+        for rule in _rules(text):
+            head, _, members = rule.partition(":")
+            yield PartitionRule(view=view, rule=rule, head=head, members=members)
+
+
 @check(
     "IB-02",
     "Default partition grants everyone full membership",
@@ -49,21 +79,16 @@ def _rules(text: str) -> list[str]:
     "write the Default rule as: Default=0x7fff : ALL=limited, SELF=full ;",
 )
 def ib02(facts: Facts) -> Iterator[Finding]:
-    for view in _sm_views(facts):
-        text = view.read(PARTITIONS)
-        if text is None:
+    for p in partition_rules(facts):
+        if not p.is_default:
             continue
-        for rule in _rules(text):
-            head, _, members = rule.partition(":")
-            if not re.match(r"^\s*Default\b|^[^=]*=\s*0x7fff\b", head, re.IGNORECASE):
-                continue
-            explicit = re.search(r"\bALL(_CAS)?\s*=\s*full\b", members, re.IGNORECASE)
-            # a member without "=type" takes the partition's defmember (limited by default)
-            implied = re.search(r"defmember\s*=\s*full", head, re.IGNORECASE) and re.search(
-                r"\bALL(_CAS)?\b(?!\s*=)", members
-            )
-            if explicit or implied:
-                yield finding("IB-02", view.name, f"rule {rule.strip()!r}", location=view.where(PARTITIONS))
+        explicit = re.search(r"\bALL(_CAS)?\s*=\s*full\b", p.members, re.IGNORECASE)
+        # a member without "=type" takes the partition's defmember (limited by default)
+        implied = re.search(r"defmember\s*=\s*full", p.head, re.IGNORECASE) and re.search(
+            r"\bALL(_CAS)?\b(?!\s*=)", p.members
+        )
+        if explicit or implied:
+            yield finding("IB-02", p.view.name, f"rule {p.rule.strip()!r}", location=p.view.where(PARTITIONS))
 
 
 def _opensm_options(text: str) -> dict[str, str]:
