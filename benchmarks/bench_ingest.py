@@ -50,36 +50,32 @@ def main_() -> None:
         log = Path(tmp) / "all_reduce_perf.log"
         copies = build(log, args.mb)
         size_mb = log.stat().st_size / 1e6
-        parse_s, parse_cpu, cli_s, cli_cpu = [], [], [], []
+        parse_s: list[float] = []
+        parse_cpu: list[float] = []
+        cli_s: dict[str, list[float]] = {}
+        cli_cpu: dict[str, list[float]] = {}
         for _ in range(args.repeats):
             start, cpu = time.perf_counter(), time.process_time()
             runs = parse_nccl_tests(log.read_text(), source=str(log))
             parse_s.append(time.perf_counter() - start)
             parse_cpu.append(time.process_time() - cpu)
             assert len(runs) == copies
-            start = time.perf_counter()
-            proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "gpufabric",
-                    "ingest",
-                    "--tool",
-                    "nccl-tests",
-                    str(log),
-                    "--dry-run",
-                    "--format",
-                    "json",
-                    "--db",
-                    str(Path(tmp) / "r.db"),
-                ],
-                stdout=subprocess.DEVNULL,
-                stdin=subprocess.DEVNULL,
-            )
-            _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time
-            cli_s.append(time.perf_counter() - start)
-            cli_cpu.append(usage.ru_utime + usage.ru_stime)
-            assert os.waitstatus_to_exitcode(status) == 0
+            for mode, extra in (
+                ("dry-run", ["--dry-run"]),
+                ("stored", ["--db", str(Path(tmp) / f"r{len(parse_s)}.db")]),
+            ):
+                start = time.perf_counter()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "gpufabric", "ingest", "--tool", "nccl-tests", str(log)]
+                    + extra
+                    + ["--format", "json"],
+                    stdout=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL,
+                )
+                _, status, usage = os.wait4(proc.pid, 0)  # the child's own CPU time
+                cli_s.setdefault(mode, []).append(time.perf_counter() - start)
+                cli_cpu.setdefault(mode, []).append(usage.ru_utime + usage.ru_stime)
+                assert os.waitstatus_to_exitcode(status) == 0, mode
     start = time.perf_counter()
     x = 0.0
     for _ in range(1_000_000):
@@ -90,10 +86,11 @@ def main_() -> None:
         f"parse_nccl_tests: median {statistics.median(parse_cpu):.2f} s CPU, {statistics.median(parse_s):.2f} s wall"
         f" ({args.repeats} repeats)"
     )
-    print(
-        f"gpufabric ingest --dry-run --format json (whole process): median {statistics.median(cli_cpu):.2f} s CPU,"
-        f" {statistics.median(cli_s):.2f} s wall (bar: < 5 s)"
-    )
+    for mode in cli_cpu:
+        print(
+            f"gpufabric ingest ({mode}, --format json, whole process): median {statistics.median(cli_cpu[mode]):.2f} s"
+            f" CPU, {statistics.median(cli_s[mode]):.2f} s wall (bar: < 5 s)"
+        )
 
 
 if __name__ == "__main__":
