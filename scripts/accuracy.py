@@ -420,6 +420,78 @@ def render_tables(catalog: Catalog) -> str:
     return "\n".join(rows)
 
 
+#: Grid of LATENCY_GROWTH values the fit tries (per doubling of the size above 8 B).
+GROWTH_GRID = tuple(round(0.005 * i, 3) for i in range(13))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fitted:
+    latency_growth: float  # model/collectives.py LATENCY_GROWTH
+    eager_launch_us: float  # gpus.h100-sxm.eager_launch_us
+    proxy_us: float  # fabrics.ib-ndr.proxy_us
+    fit_median_pct: float  # median |error| of the fit rows at this choice
+
+
+def _fit_rows(table: Table) -> list[tuple[int, float]]:
+    (rows,) = rows_of((DATA / table.file).read_text())[:1]
+    keep = SMALL_MAX if table.fit == "small" else float("inf")
+    return [(r.size, r.oop_time_us) for r in rows if 0 < r.size <= keep and r.oop_time_us is not None]
+
+
+def fit_constants(catalog: Catalog) -> Fitted:
+    """The three eager-timing constants, from the fit rows only (TABLES with ``fit`` set).
+
+    For each LATENCY_GROWTH of GROWTH_GRID: ``eager_launch_us`` is the median of
+    measured minus the model without launch over the 1-node fit rows (<= 64 KiB);
+    ``proxy_us`` the median of what is left over the 2-node fit rows <= 64 KiB, per
+    log2(nodes), at least 0. The growth kept is the one with the smallest median |error|
+    over all fit rows. Held-out tables never enter.
+    """
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import collective_times, links_for
+
+    gpu, fabric = catalog.gpu("h100-sxm"), catalog.fabric("ib-ndr")
+    base = links_for(gpu, fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=8)
+    one = next(t for t in TABLES if t.fit == "small")
+    two = next(t for t in TABLES if t.fit == "all")
+    rows_one, rows_two = _fit_rows(one), _fit_rows(two)
+
+    def model(rows, nodes, **kw) -> list[float]:
+        sizes = [s for s, _ in rows]
+        links = replace(base, **kw)
+        return list(collective_times("all_reduce", sizes, nodes, 8, links, timing="eager").time_us)
+
+    best = None
+    for growth in GROWTH_GRID:
+        # eager_launch_us must be > 0 to count as set; 1e-9 stands for "no launch".
+        bare = model(rows_one, 1, latency_growth=growth, eager_launch_us=1e-9, proxy_us=0.0)
+        eager = round(statistics.median(t - m for (_, t), m in zip(rows_one, bare, strict=True)), 1)
+        small_two = [(s, t) for s, t in rows_two if s <= SMALL_MAX]
+        rest = model(small_two, two.nodes, latency_growth=growth, eager_launch_us=eager, proxy_us=0.0)
+        proxy = round(max(statistics.median(t - m for (_, t), m in zip(small_two, rest, strict=True)), 0.0), 1)
+        kw = {"latency_growth": growth, "eager_launch_us": eager, "proxy_us": proxy}
+        errs = [abs(m / t - 1) for (_, t), m in zip(rows_one, model(rows_one, 1, **kw), strict=True)]
+        errs += [abs(m / t - 1) for (_, t), m in zip(rows_two, model(rows_two, two.nodes, **kw), strict=True)]
+        fitted = Fitted(
+            latency_growth=growth, eager_launch_us=eager, proxy_us=proxy, fit_median_pct=statistics.median(errs) * 100
+        )
+        if best is None or fitted.fit_median_pct < best.fit_median_pct:
+            best = fitted
+    assert best is not None
+    return best
+
+
+def render_fit(catalog: Catalog) -> str:
+    f = fit_constants(catalog)
+    return (
+        "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
+        f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
+        f"| `gpus.h100-sxm.eager_launch_us` | {f.eager_launch_us:.1f} us | |\n"
+        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |"
+    )
+
+
 #: Tables calibrated from their smallest and largest size only (issue 13 bar: the mid
 #: sizes within 10%): file, fabric to calibrate (None: one node), label.
 TWO_SIZE = (
@@ -496,6 +568,7 @@ MARKS = (
     ("<!-- accuracy-table:start -->", "<!-- accuracy-table:end -->", render),
     ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables),
     ("<!-- two-size:start -->", "<!-- two-size:end -->", render_two_size),
+    ("<!-- fit:start -->", "<!-- fit:end -->", render_fit),
 )
 
 
@@ -520,3 +593,5 @@ if __name__ == "__main__":
         print(render_tables(cat))
         print()
         print(render_two_size(cat))
+        print()
+        print(render_fit(cat))

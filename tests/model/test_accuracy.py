@@ -52,3 +52,16 @@ def test_fitted_rows_are_not_counted_as_held_out():
     llmb = [p for p in pts if p.table.file == "public_h100_dgx_1node_llmb.txt"]
     assert {p.fitted for p in llmb if p.size_bytes <= 65536} == {True}
     assert {p.fitted for p in llmb if p.size_bytes > 65536} == {False}
+
+
+def test_catalog_holds_the_constants_the_fit_finds():
+    """The eager constants are what fit_constants() derives from the fit rows (a refit that
+    moves them must update the catalog and LATENCY_GROWTH, not leave them stale)."""
+    from gpufabric.model.collectives import LATENCY_GROWTH
+
+    fitted = acc.fit_constants(CAT)
+    assert fitted.latency_growth == LATENCY_GROWTH
+    assert CAT.gpu("h100-sxm").eager_launch_us == pytest.approx(fitted.eager_launch_us)
+    assert CAT.fabric("ib-ndr").proxy_us == pytest.approx(fitted.proxy_us)
+    # The grid's ends are not the optimum: the fit is interior, not clipped by the grid.
+    assert acc.GROWTH_GRID[0] < fitted.latency_growth < acc.GROWTH_GRID[-1]

@@ -54,10 +54,40 @@ def test_large_ring_matches_alpha_beta_by_hand():
         algorithm="ring",
         timing="graph",
     )
-    lat = 1.0 + 8.4 + 14 * 3.4
+    # Tuner latency (8.4 base + 14 NVLink steps x 3.4) grown to its 1 MiB saturation:
+    # 1 + 0.03 x log2(2^20 / 8) = 1.51.
+    lat = 1.0 + (8.4 + 14 * 3.4) * (1 + 0.03 * 17)
     assert p.protocol == "Simple"
     assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
     assert p.busbw_gbps == pytest.approx(p.algbw_gbps * 1.75)
+
+
+def test_latency_grows_with_size_until_nccl_saturates_its_channels():
+    """LATENCY_GROWTH per doubling above 8 B, on the latency term only, flat beyond 1 MiB."""
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import links_for
+
+    fab = CAT.fabric("ib-ndr")
+    links = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, CAT.switches[fab.switch], nics_per_node=8)
+    sizes = [8, 2**13, 2**30]
+    flat = collective_times("all_reduce", sizes, 1, 8, replace(links, latency_growth=0.0), algorithms=("ring",))
+    grown = collective_times("all_reduce", sizes, 1, 8, links, algorithms=("ring",))
+    assert list(grown.protocol) == list(flat.protocol)  # same choice: the ratio is the growth alone
+    assert list(grown.latency_us / flat.latency_us) == pytest.approx([1.0, 1 + 0.03 * 10, 1 + 0.03 * 17])
+    assert list(grown.launch_us) == pytest.approx(list(flat.launch_us))  # the launch does not grow
+
+
+def test_tree_bandwidth_carries_nccls_mid_size_correction():
+    """tuning.cc treeCorrectionFactor: tree LL128 at 1 MiB (log2(2^20/64) = 14) runs at 0.6."""
+    from gpufabric.model.collectives import TREE_CORRECTION, tree_correction
+
+    assert tree_correction(1, 2**20) == pytest.approx(0.6)
+    assert tree_correction(2, 63) == 1.0 and tree_correction(2, 2**40) == 1.0
+    assert TREE_CORRECTION.shape == (3, 23)
+    kw = dict(op="all_reduce", nodes=4, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT, timing="graph")
+    mid, big = (predict_collective(size_bytes=s, algorithm="tree", **kw) for s in (2**20, 2**32))
+    assert mid.bandwidth_us / mid.size_bytes > 1.4 * big.bandwidth_us / big.size_bytes
 
 
 def test_algorithm_choice_responds_to_scale_and_size():
@@ -93,8 +123,11 @@ def test_eager_timing_adds_fitted_launch_and_proxy_and_breakdown_sums():
     for nodes in (1, 4):
         graph = predict_collective(nodes=nodes, timing="graph", **kw)
         eager = predict_collective(nodes=nodes, **kw)
-        # catalog: eager_launch_us 6.8 (H100) replaces the 1.0 us graph launch; proxy 3.4 us x log2(nodes)
-        assert eager.time_us - graph.time_us == pytest.approx(6.8 - 1.0 + 3.4 * np.log2(nodes))
+        # the catalog's fitted eager_launch_us (H100) replaces the 1.0 us graph launch, plus
+        # proxy_us x log2(nodes)
+        fitted = CAT.gpu("h100-sxm").eager_launch_us + CAT.fabric("ib-ndr").proxy_us * np.log2(nodes)
+        assert eager.time_us - graph.time_us == pytest.approx(fitted - 1.0)
+        assert eager.launch_us == pytest.approx(fitted)
         assert eager.launch_us + eager.latency_us + eager.bandwidth_us == pytest.approx(eager.time_us)
     with pytest.raises(InputError, match="unknown timing"):
         predict_collective(nodes=1, timing="lazy", **kw)
