@@ -33,6 +33,11 @@ everyone posts: every op pays the GPU generation's eager launch and host overhea
 tree level (``Fabric.proxy_us`` x log2 N). Both constants are fitted to public nccl-tests
 tables (docs/accuracy.md lists the fit and held-out points).
 
+Size terms: the algorithm's latency grows by ``LATENCY_GROWTH`` per doubling of the
+message above 8 B up to ``GROWTH_SATURATION_BYTES`` (empirical, fitted with the launch
+constants), and the tree all-reduce bandwidth carries NCCL's own correction by size
+(``TREE_CORRECTION``).
+
 In-network reduction (``collnet``, InfiniBand SHARP) is considered only with ``sharp=True``
 and a SHARP-capable fabric: most clusters do not run the SHARP plugin, and points
 measured with SHARP are compared with ``sharp=True`` predictions.
