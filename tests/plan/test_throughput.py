@@ -84,6 +84,25 @@ def test_an_unreachable_figure_is_a_user_error():
         solve_anchor(_with(SPEC_70B, throughput={"mfu": 0.95}), CAT)
 
 
+def test_a_default_figure_out_of_reach_falls_back_to_a_compute_efficiency_with_a_note():
+    """No throughput in the spec: MFU 0.40 is a default, not the user's claim. TP 8 on a 7B
+    model over 16 GPUs cannot reach it; the plan assumes compute efficiency 0.7 and says so,
+    while the same figure written in the spec stays an error."""
+    from gpufabric.plan.anchor import FALLBACK_COMPUTE_EFFICIENCY
+
+    lab = load_spec(EXAMPLES / "lab-2node.yaml").spec
+    data = lab.model_dump()
+    data["workload"].pop("notes", None)
+    data["workload"].pop("throughput")
+    default = Spec.model_validate(data)
+    anchor = solve_anchor(default, CAT)
+    assert anchor.kind == "compute_efficiency" and anchor.compute_efficiency == FALLBACK_COMPUTE_EFFICIENCY
+    assert any("no workload.throughput given: the default MFU 0.4 is out of reach" in n for n in anchor.notes)
+    assert "compute efficiency 0.7 assumed" in anchor.text
+    with pytest.raises(InputError, match="even a compute efficiency of 1"):
+        solve_anchor(_with(lab, throughput={"mfu": 0.40}), CAT)
+
+
 def test_searched_layout_needs_measured_at():
     spec = _with(SPEC_70B, parallelism="auto")
     with pytest.raises(InputError, match="needs throughput.measured_at"):

@@ -14,7 +14,7 @@ The mean step time is decreasing in the efficiency, so the root is unique.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,6 +25,11 @@ from gpufabric.plan.evaluate import evaluate_table
 from gpufabric.plan.layouts import Layout, spec_layout
 from gpufabric.plan.table import Design, _peak, build_table, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
+
+#: Compute efficiency used when the spec gives no throughput and the default MFU (0.40,
+#: spec/models.py) cannot be reached at its layout: what MFU 0.40 means on the balanced
+#: 70B example (examples/llama3-70b-1k.yaml: 0.72, docs/planner.md), rounded down.
+FALLBACK_COMPUTE_EFFICIENCY = 0.7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,7 +74,7 @@ class Anchor:
         )
         if self.kind == "compute_efficiency":
             return (
-                f"Throughput: compute efficiency {self.figure:g} given (executed FLOPs, attention and recomputation"
+                f"Throughput: compute efficiency {self.figure:g} {'assumed' if self.assumed else 'given'} (executed FLOPs, attention and recomputation"
                 " included, over peak while computing); bubble and communication come on top, and each candidate's"
                 " end-to-end MFU follows from its step time (reported in " + conv + ")."
             )
@@ -193,6 +198,24 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
 
     grid = np.geomspace(1e-3, 1.0, 61)
     s = steps(grid)
+    if target < s[-1] and "throughput" not in w.model_fields_set:
+        # The spec states no figure: the default MFU is a typical value, not a measurement,
+        # so a layout that cannot reach it gets the default's compute efficiency instead of
+        # an error about a number the user never wrote.
+        note = (
+            f"no workload.throughput given: the default MFU {figure:g} is out of reach at {gpus:,} GPUs"
+            f" ({layout.text}) on {fabric} (it implies a {target:.3g} s step; bubble and communication make it"
+            f" {s[-1]:.3g} s even at a compute efficiency of 1); compute efficiency {FALLBACK_COMPUTE_EFFICIENCY}"
+            " assumed instead"
+        )
+        return replace(
+            anchor(
+                gpus=gpus, layout=None, fabric=None, assumed=True, efficiency=FALLBACK_COMPUTE_EFFICIENCY, step_s=None
+            ),
+            kind="compute_efficiency",
+            figure=FALLBACK_COMPUTE_EFFICIENCY,
+            notes=(*w.notes, note),
+        )
     if target < s[-1]:
         raise InputError(
             f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
