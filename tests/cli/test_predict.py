@@ -76,8 +76,13 @@ def test_timing_sharp_and_breakdown_in_json(cli):
     eager = json.loads(cli(*base)[1])
     graph = json.loads(cli(*base, "--timing", "graph")[1])
     assert eager["timing"] == "eager" and graph["timing"] == "graph"
-    # H100 eager launch 6.8 us replaces the 1.0 us graph launch; ib-ndr proxy 3.4 us x log2(2)
-    assert eager["time_us"] - graph["time_us"] == pytest.approx(6.8 - 1.0 + 3.4)
+    # The catalog's H100 eager launch replaces the 1.0 us graph launch, plus ib-ndr's proxy x log2(2)
+    from gpufabric.catalog import load_catalog
+
+    cat = load_catalog()
+    eager_us = cat.gpu("h100-sxm").eager_launch_us + cat.fabric("ib-ndr").proxy_us
+    assert eager["time_us"] - graph["time_us"] == pytest.approx(eager_us - 1.0)
+    assert eager["breakdown"]["launch_us"] == pytest.approx(eager_us)
     parts = eager["breakdown"]
     assert parts["launch_us"] + parts["latency_us"] + parts["bandwidth_us"] == pytest.approx(eager["time_us"])
     big = ["predict", "collective", "--bytes", "1G", "--nodes", "16", "--format", "json"]

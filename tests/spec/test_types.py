@@ -111,7 +111,7 @@ def test_role_with_count_needs_host_name_prefix(tmp_path):
     [
         ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .inf", "reliability.gpu_mttf_hours"),
         ("gpu_mttf_hours: 50000", "gpu_mttf_hours: .nan", "reliability.gpu_mttf_hours"),
-        ("mfu: 0.40", "mfu: .nan", "workload.throughput.mfu"),
+        ("mfu: 0.35", "mfu: .nan", "workload.throughput.mfu"),
         ("total_tokens: 20e9", "total_tokens: 1e300", "workload.total_tokens"),
         ("budget_usd: 1.5e6", "budget_usd: -.inf", "requirements.budget_usd"),
         ("gpu_mttf_hours: 50000", "gpu_mttf_hours: 1e12", "reliability.gpu_mttf_hours"),
@@ -130,7 +130,7 @@ def test_numbers_are_finite_and_bounded(tmp_path, old, new, field):
     ("old", "new", "field"),
     [
         ("nodes: 2", "nodes: true", "cluster.nodes"),
-        ("mfu: 0.40", "mfu: true", "workload.throughput.mfu"),
+        ("mfu: 0.35", "mfu: true", "workload.throughput.mfu"),
         ("oversubscription: [1]", "oversubscription: [true]", "options.oversubscription"),
         (
             "parallelism: {tp: 8, pp: 1, dp: 2}",
