@@ -175,8 +175,7 @@ def ingest(
                     "sha256": digests,
                 },
             ) as rec:
-                for result in results:
-                    rec.result(result)
+                rec.add_results(results)  # one transaction: all or none, and one fsync, not 10,617
                 rec.add_verdicts(verdicts)
                 run_id = rec.run_id
             status = rec.status
