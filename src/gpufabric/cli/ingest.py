@@ -189,6 +189,9 @@ def _impossible(metrics) -> str:
     a negative or non-finite value cannot be a measurement, whatever the tool."""
     import math
 
+    values = [m.value for m in metrics]
+    if not values or (math.isfinite(sum(values)) and min(values) >= 0):
+        return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
     bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
     return f"impossible values {', '.join(bad[:5])}" if bad else ""
 

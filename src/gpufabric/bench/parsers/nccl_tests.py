@@ -417,6 +417,13 @@ def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, ver
     return info
 
 
+def _lines(text: str) -> str:
+    """``text`` without ANSI colour codes and with Unix newlines (each a 100 MB copy, made only
+    when there is something to change)."""
+    text = strip_ansi(text)
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
 def _op(name: str) -> str:
     return OP_NAMES.get(name, name)
 
@@ -428,7 +435,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """
     if text.lstrip().startswith("{"):
         return [_parse_json(text, source)]
-    clean = strip_all(strip_ansi(text).replace("\r\n", "\n"))
+    clean = strip_all(_lines(text))
     runs = _runs(clean, source)
     if not runs:
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
@@ -480,7 +487,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
 
 def rows_of(text: str, *, source: str = "") -> list[list[Row]]:
     """The size rows of every run in ``text`` (for calibration and tests)."""
-    return [r.rows for r in _runs(strip_all(strip_ansi(text).replace("\r\n", "\n")), source)]
+    return [r.rows for r in _runs(strip_all(_lines(text)), source)]
 
 
 def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
