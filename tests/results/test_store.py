@@ -307,6 +307,30 @@ def test_add_results_stores_what_add_result_stores(tmp_path):
     assert ids_many == list(range(3, len(batch) + 3))
 
 
+def test_add_results_stores_non_float_values_as_floats(tmp_path):
+    odd = TestResult(
+        name="t",
+        tool="fio",
+        host="h",
+        status=Status.ok,
+        metrics=(
+            Metric(name="int", value=3, unit="count"),
+            Metric(name="numpy", value=np.int64(5), unit="count", direction="lower"),  # type: ignore[arg-type]
+            Metric(name="plain", value=0.5, unit="s", samples=(1, np.float32(0.25))),  # type: ignore[arg-type]
+        ),
+    )
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
+        store.add_results(run_id, [odd, latency_result()])
+        (back, _) = store.get_run(run_id).results
+    assert [(m.value, type(m.value), m.direction) for m in back.metrics] == [
+        (3.0, float, Direction.higher),
+        (5.0, float, Direction.lower),
+        (0.5, float, Direction.higher),
+    ]
+    assert back.metrics[2].samples == (1.0, 0.25)
+
+
 def test_add_results_is_all_or_none(tmp_path):
     bad = TestResult(
         name="t",
