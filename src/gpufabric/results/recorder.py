@@ -4,8 +4,8 @@ The suite, the probes and ingest all store runs through this. Results, verdicts 
 artifacts are written the moment they arrive (each its own committed transaction, see
 ``store``), so Ctrl-C or kill -9 keeps everything that finished. Ingest, whose results
 all exist before anything is stored, writes them with ``add_results`` in one transaction
-(all or none). The run ends with a
-``RunStatus``, and the exit code follows from it (``RunStatus.exit_code``):
+(all or none). The run ends with a ``RunStatus``, and the exit code follows from it
+(``RunStatus.exit_code``):
 
 * the block ends normally: the status given to ``rec.finish``, else the one its results
   and verdicts imply (``judge``);

@@ -4,6 +4,8 @@ Durability (issue 4: "an interrupted run (Ctrl-C or kill -9) keeps all that fini
 and the database passes PRAGMA integrity_check"):
 
 * Each ``add_result`` is one explicit transaction, committed before it returns.
+  ``add_results`` (ingest, whose results all exist before anything is stored) writes a
+  whole batch in one transaction: all of it or, on any error, none of it.
 * ``journal_mode=WAL``: a reader (``gpufabric runs`` in another terminal) never blocks
   the writing suite and vice versa, and a killed writer leaves a WAL that the next
   opener replays or discards atomically.
@@ -97,6 +99,7 @@ _STATUSES = {s.value: s.value for s in Status}
 _DIRECTIONS = {d.value: d.value for d in Direction}
 
 
+#: Metric fields, read by ``map`` over a result's metrics (add_results).
 _NAME, _VALUE, _UNIT, _DIRECTION, _SAMPLES = map(attrgetter, ("name", "value", "unit", "direction", "samples"))
 
 
@@ -316,6 +319,7 @@ class Store:
         an interrupted run keeps what finished.
         """
         batch = tuple(results)
+        self._require_run(run_id)
         if len(batch) > 1:
             # Everything committed so far goes into the database file first, so that if the
             # batch fills the disk, the WAL holds nothing but the batch and the failure mark
@@ -382,7 +386,6 @@ class Store:
             _insert_rows(cur, "sample (metric_id, count, data)", sample_rows)
             return ids
 
-        self._require_run(run_id)
         return self._write(insert)
 
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None:
