@@ -1,6 +1,8 @@
-"""The whole-text regexes of the nccl-tests parser start at a literal newline (C-speed
-skipping, docs/performance.md); they must find exactly what the MULTILINE ``^`` forms
-they replaced found, on every corpus log and on launcher-prefixed, CRLF and padded copies."""
+"""Speed-motivated parts of the nccl-tests parser, pinned to what they replaced: the
+whole-text regexes start at a literal newline (C-speed skipping, docs/performance.md)
+and must find exactly what the MULTILINE ``^`` forms found, on every corpus log and on
+launcher-prefixed, CRLF, padded and truncated copies; the parse runs with the cyclic
+garbage collector paused and leaves it as it was."""
 
 from __future__ import annotations
 
@@ -63,3 +65,26 @@ def test_row_and_device_regexes_match_the_multiline_forms(log):
         new_devices = [(r, h, d, m.rstrip(" \t")) for r, h, d, m in nccl_tests._DEVICE_NL.findall("\n" + clean)]
         assert new_devices == OLD_DEVICE.findall(clean), name
     assert OLD_ROW.findall(prefixes.strip_all(log.read_text()))  # every corpus log has rows: some were compared
+
+
+def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
+    import gc
+
+    seen = []
+    runs = nccl_tests._runs
+
+    def spy(text, source):
+        seen.append(gc.isenabled())
+        return runs(text, source)
+
+    monkeypatch.setattr(nccl_tests, "_runs", spy)
+    text = LOGS[0].read_text()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert nccl_tests.parse_nccl_tests(text) and gc.isenabled()
+        gc.disable()
+        assert nccl_tests.parse_nccl_tests(text) and not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]

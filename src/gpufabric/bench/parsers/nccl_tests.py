@@ -31,7 +31,7 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from gpufabric.bench import parsers as shape  # the -J path's type check
-from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
@@ -426,6 +426,7 @@ def _op(name: str) -> str:
     return OP_NAMES.get(name, name)
 
 
+@collector_paused  # 680,000 metrics per 100 MB, no cycles
 def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """Parse nccl-tests output: a ``-J`` JSON file or the text the ``*_perf`` binaries print.
 
