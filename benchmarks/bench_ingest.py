@@ -186,7 +186,7 @@ def main_() -> None:
                     assert os.waitstatus_to_exitcode(status) == 0, mode
             print(f"[{shape}] log: {size_mb:.1f} MB, {runs_expected} runs")
             print(
-                f"[{shape}] parse_nccl_tests (library call, collector on): median {_median(parse_cpu)} s CPU,"
+                f"[{shape}] parse_nccl_tests (library call): median {_median(parse_cpu)} s CPU,"
                 f" {_median(parse_s)} s wall ({args.repeats} repeats)"
             )
             for mode in cli_cpu:
