@@ -324,8 +324,9 @@ class Store:
             # Everything committed so far goes into the database file first, so that if the
             # batch fills the disk, the WAL holds nothing but the batch and the failure mark
             # (_mark_open_runs_failed) can still be checkpointed into existing pages.
+            # PASSIVE: never waits for a reader (`gpufabric runs` in another terminal).
             with self._lock, contextlib.suppress(sqlite3.Error):  # best effort, as is that mark
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
         def insert(cur: sqlite3.Cursor) -> list[int]:
             # Ids assigned here, inside BEGIN IMMEDIATE (no other writer until COMMIT), so
