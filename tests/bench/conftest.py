@@ -22,6 +22,9 @@ class MemoryStore:
         self.results.append(result)
         return len(self.results)
 
+    def add_results(self, run_id: int, results) -> list[int]:
+        return [self.add_result(run_id, r) for r in results]
+
     def add_verdicts(self, run_id: int, verdicts) -> None:
         self.verdicts.extend(verdicts)
 

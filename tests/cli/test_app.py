@@ -91,3 +91,35 @@ def test_training_only_commands_refuse_an_inference_spec_in_one_line(cli, tmp_pa
         assert len(err.strip().splitlines()) == 1
         assert "workload.kind: this command takes training specs" in err and "Input should be" not in err
         assert "plan, simulate, bench inference" in err
+
+
+def test_each_command_module_registers_the_command_of_its_name():
+    """main() builds an app with only the module named on the command line (cli/app.py)."""
+    import importlib
+
+    import typer
+
+    from gpufabric.cli.app import COMMAND_MODULES
+
+    for name in COMMAND_MODULES:
+        app = typer.Typer()
+        importlib.import_module(f"gpufabric.cli.{name}").register(app)
+        names = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+        assert names == [name]
+
+
+def test_a_named_command_loads_no_other_command_module():
+    import ast
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gpufabric.cli.app import main; rc = main(['predict', 'collective', '--format', 'json']);"
+        " print(rc, sorted(m for m in sys.modules if m.startswith('gpufabric.cli.') and m.count('.') == 2))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    last = done.stdout.splitlines()[-1]
+    assert last.startswith("0 [")
+    loaded = set(ast.literal_eval(last[2:]))
+    assert "gpufabric.cli.predict" in loaded
+    assert not {"gpufabric.cli.bench", "gpufabric.cli.ingest", "gpufabric.cli.plan", "gpufabric.cli.lab"} & loaded

@@ -166,6 +166,21 @@ def test_full_disk_marks_the_run_failed_with_one_line(small_fs):
 
 
 @needs_root
+def test_full_disk_in_one_batch_stores_none_of_it_and_marks_the_run_failed(small_fs):
+    db = small_fs / "results.db"
+    store = Store.open(db)
+    run_id = store.begin_run(kind="ingest", argv=["ingest"], fingerprint={})
+    blob = os.urandom(256 * 1024).hex()
+    batch = [TestResult(name=f"t{i}", tool="fio", host="h", status=Status.ok, raw_output=blob) for i in range(100)]
+    with pytest.raises(StoreFailure, match="no space left on device; the run is marked failed"):
+        store.add_results(run_id, batch)
+    store.close()
+    with Store.open(db) as again:
+        run = again.get_run(run_id)
+        assert run.status == "failed" and run.results == ()
+
+
+@needs_root
 def test_full_disk_from_the_cli_is_exit_1(small_fs, cli):
     for n, chunk in enumerate((65536, 512, 1)):  # fill to the last byte
         with pytest.raises(OSError), open(small_fs / f"filler{n}", "wb", buffering=0) as handle:

@@ -91,3 +91,17 @@ def test_timing_sharp_and_breakdown_in_json(cli):
     assert sharp["algorithm"] == "collnet" and sharp["sharp"] is True
     code, _, err = cli(*base, "--timing", "lazy")
     assert code == 2 and "unknown timing 'lazy'" in err
+
+
+def test_predict_does_not_build_the_spec_models():
+    """The spec models (pydantic, field docstrings read from source) cost a third of the
+    command's CPU and predict needs none of them (docs/performance.md)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gpufabric.cli.app import main; rc = main(['predict', 'collective', '--format', 'json']);"
+        " print(rc, sorted(m for m in sys.modules if m.startswith('gpufabric.spec.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.splitlines()[-1] == "0 ['gpufabric.spec.loader', 'gpufabric.spec.types']"

@@ -18,7 +18,7 @@ from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Metric, Outcome, Status, TestResult, Verdict
 from gpufabric.results.schema import MIGRATIONS, STORE_SCHEMA_VERSION, migrate
 from gpufabric.results.store import Store, default_path
-from tests.results.factories import latency_result, make_run, sample_run_results
+from tests.results.factories import bw_result, latency_result, make_run, sample_run_results
 
 
 def test_round_trip_keeps_every_field(tmp_path):
@@ -273,3 +273,77 @@ def test_samples_stored_compactly(tmp_path):
         )
         count, size = store._conn.execute("SELECT count, length(data) FROM sample").fetchone()
     assert (count, size) == (100_000, 800_000)
+
+
+def _corpus_results() -> list[TestResult]:
+    """Results as ingest builds them from a real nccl-tests log (61 metrics, samples on the times)."""
+    from pathlib import Path
+
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+
+    path = Path(__file__).parents[1] / "data" / "nccl-tests" / "public_h100_8node_issue309.txt"
+    return [
+        TestResult(name=f"nccl.{p.case}", tool="nccl-tests", host="h", status=Status.ok, metrics=p.metrics)
+        for p in parse_nccl_tests(path.read_text(), source=path.name)
+    ]
+
+
+def test_add_results_stores_what_add_result_stores(tmp_path):
+    batch = [*sample_run_results(), *_corpus_results(), latency_result(n=500)]
+    with Store.open(tmp_path / "one.db") as one, Store.open(tmp_path / "many.db") as many:
+        run_one = one.begin_run(kind="ingest", argv=[], fingerprint={})
+        ids_one = [one.add_result(run_one, r) for r in batch]
+        run_many = many.begin_run(kind="ingest", argv=[], fingerprint={})
+        many.add_result(run_many, bw_result())  # ids continue after rows already stored
+        other = many.begin_run(kind="ingest", argv=[], fingerprint={})
+        many.add_result(other, bw_result())
+        ids_many = many.add_results(run_many, batch)
+        assert many.get_run(run_many).results == (bw_result(), *batch) == (bw_result(), *one.get_run(run_one).results)
+        assert many.get_run(other).results == (bw_result(),)
+        dump = "SELECT m.name, m.value, m.unit, m.direction, s.count, s.data FROM metric m"
+        dump += " LEFT JOIN sample s ON s.metric_id = m.id WHERE m.result_id >= ? ORDER BY m.id"
+        assert many._conn.execute(dump, (ids_many[0],)).fetchall() == one._conn.execute(dump, (1,)).fetchall()
+    assert ids_one == list(range(1, len(batch) + 1))
+    assert ids_many == list(range(3, len(batch) + 3))
+
+
+def test_add_results_stores_non_float_values_as_floats(tmp_path):
+    odd = TestResult(
+        name="t",
+        tool="fio",
+        host="h",
+        status=Status.ok,
+        metrics=(
+            Metric(name="int", value=3, unit="count"),
+            Metric(name="numpy", value=np.int64(5), unit="count", direction="lower"),  # type: ignore[arg-type]
+            Metric(name="plain", value=0.5, unit="s", samples=(1, np.float32(0.25))),  # type: ignore[arg-type]
+        ),
+    )
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
+        store.add_results(run_id, [odd, latency_result()])
+        (back, _) = store.get_run(run_id).results
+    assert [(m.value, type(m.value), m.direction) for m in back.metrics] == [
+        (3.0, float, Direction.higher),
+        (5.0, float, Direction.lower),
+        (0.5, float, Direction.higher),
+    ]
+    assert back.metrics[2].samples == (1.0, 0.25)
+
+
+def test_add_results_is_all_or_none(tmp_path):
+    bad = TestResult(
+        name="t",
+        tool="fio",
+        host="h",
+        status=Status.ok,
+        metrics=(Metric(name="lat", value=1.0, unit="us", direction="sideways"),),  # type: ignore[arg-type]
+    )
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
+        store.add_result(run_id, bw_result())
+        with pytest.raises(ValueError, match="sideways"):
+            store.add_results(run_id, [latency_result(), *_corpus_results(), bad])
+        assert store.get_run(run_id).results == (bw_result(),)
+        assert store._conn.execute("SELECT COUNT(*) FROM metric").fetchone()[0] == len(bw_result().metrics)
+        assert store.add_results(run_id, []) == []

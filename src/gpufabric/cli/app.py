@@ -70,8 +70,9 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-def build_app() -> typer.Typer:
-    """The typer app with every subcommand registered."""
+def build_app(only: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
+    """The typer app with the subcommands ``only`` registered (default: every one). Each
+    module registers the command of its own name (tests/cli/test_app.py checks)."""
     app = typer.Typer(
         name="gpufabric",
         help="Plan, simulate, configure, secure and validate GPU-cluster fabrics and storage for AI training.",
@@ -92,7 +93,7 @@ def build_app() -> typer.Typer:
     ) -> None:
         """gpufabric: from 'what fabric should we buy?' to 'here is the proof it is fast, secure and reproducible'."""
 
-    for name in COMMAND_MODULES:
+    for name in only:
         importlib.import_module(f"gpufabric.cli.{name}").register(app)
     return app
 
@@ -175,7 +176,11 @@ def _main(argv: Sequence[str] | None) -> int:
         from gpufabric.cli.options import rewrite_renamed
 
         args = rewrite_renamed(list(argv) if argv is not None else sys.argv[1:])
-        command = typer.main.get_command(build_app())
+        # A command line that names a subcommand gets an app with that one alone: importing
+        # and building the other fifteen was a fifth of `gpufabric predict`'s CPU
+        # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
+        named = args[0] if args and args[0] in COMMAND_MODULES else None
+        command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
         _end_startup()
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()

@@ -17,24 +17,18 @@ is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 
 from __future__ import annotations
 
-import functools
-import gc
 import hashlib
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 import typer
 
+from gpufabric.bench.parsers import collector_paused
 from gpufabric.boundary import read_capped
 from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
 from gpufabric.errors import InputError
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 #: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
 #: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
@@ -46,29 +40,7 @@ def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest)
 
 
-def _collector_paused(command: Callable[P, R]) -> Callable[P, R]:
-    """Run ``command`` with Python's cyclic garbage collector paused.
-
-    Parsing a 100 MB nccl-tests log builds ~1.4 million small objects (rows, metrics,
-    results), none of them in reference cycles (reference counting frees the temporaries);
-    the collector still walked the growing heap again and again: 4 s of a 9.6 s parse at
-    100 MB (docs/performance.md). A decorator, so the command's body stays as it is.
-    """
-
-    @functools.wraps(command)
-    def paused(*args: P.args, **kwargs: P.kwargs) -> R:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return command(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return paused
-
-
-@_collector_paused
+@collector_paused  # the command builds the results too, not only the parser
 def ingest(
     files: list[Path] = typer.Argument(
         ..., help="Tool output files (fio/iperf3/perftest/nccl-tests JSON, sockperf or nccl-tests text)."
@@ -175,8 +147,7 @@ def ingest(
                     "sha256": digests,
                 },
             ) as rec:
-                for result in results:
-                    rec.result(result)
+                rec.add_results(results)  # one transaction: all or none, and one fsync, not 10,617
                 rec.add_verdicts(verdicts)
                 run_id = rec.run_id
             status = rec.status
@@ -190,6 +161,9 @@ def _impossible(metrics) -> str:
     a negative or non-finite value cannot be a measurement, whatever the tool."""
     import math
 
+    values = [m.value for m in metrics]
+    if not values or (math.isfinite(sum(values)) and min(values) >= 0):
+        return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
     bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
     return f"impossible values {', '.join(bad[:5])}" if bad else ""
 

@@ -2,8 +2,10 @@
 
 The suite, the probes and ingest all store runs through this. Results, verdicts and
 artifacts are written the moment they arrive (each its own committed transaction, see
-``store``), so Ctrl-C or kill -9 keeps everything that finished. The run ends with a
-``RunStatus``, and the exit code follows from it (``RunStatus.exit_code``):
+``store``), so Ctrl-C or kill -9 keeps everything that finished. Ingest, whose results
+all exist before anything is stored, writes them with ``add_results`` in one transaction
+(all or none). The run ends with a ``RunStatus``, and the exit code follows from it
+(``RunStatus.exit_code``):
 
 * the block ends normally: the status given to ``rec.finish``, else the one its results
   and verdicts imply (``judge``);
@@ -13,7 +15,7 @@ artifacts are written the moment they arrive (each its own committed transaction
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol
 
@@ -35,6 +37,7 @@ class RunSink(Protocol):
         started_at: float | None = None,
     ) -> int: ...
     def add_result(self, run_id: int, result: TestResult) -> int: ...
+    def add_results(self, run_id: int, results: Iterable[TestResult]) -> list[int]: ...
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None: ...
     def add_artifact(self, run_id: int, name: str, content: str) -> None: ...
     def finish_run(self, run_id: int, status: RunStatus) -> None: ...
@@ -64,6 +67,12 @@ class Recorder:
         """Store one result now (committed before this returns)."""
         self._store.add_result(self.run_id, result)
         self.results.append(result)
+
+    def add_results(self, results: Sequence[TestResult]) -> None:
+        """Store ``results`` now, in one committed transaction (all or none)."""
+        if results:
+            self._store.add_results(self.run_id, results)
+            self.results.extend(results)
 
     def add_verdicts(self, verdicts: Sequence[Verdict]) -> None:
         if verdicts:

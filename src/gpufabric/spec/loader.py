@@ -13,15 +13,17 @@ import typing
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from gpufabric.boundary import default_ids, read_capped
 from gpufabric.errors import InputError, SpecError
-from gpufabric.spec.models import Spec
 from gpufabric.spec.types import FieldsError, bounded_repr, pattern_help
+
+if TYPE_CHECKING:  # imported by load_spec: the catalog reads YAML through this module without the spec models
+    from gpufabric.spec.models import Spec
 
 Path_ = tuple[str | int, ...]
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -325,6 +327,8 @@ def load_spec(path: str | Path, *, known_ids: Mapping[str, Collection[str]] | No
             f"this command takes training specs; {INFERENCE_COMMANDS}",
             "use a workload.kind: training spec here",
         )
+    from gpufabric.spec.models import Spec
+
     spec = validate_model(located, Spec)
     if known_ids is None:
         known_ids = default_ids()

@@ -31,17 +31,18 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from gpufabric.bench import parsers as shape  # the -J path's type check
-from gpufabric.bench.parsers import Parsed, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
 
 _OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.MULTILINE)
 _AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.MULTILINE)
-_DEVICE_M = re.compile(
-    r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
-    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$",
-    re.MULTILINE,
+#: A device line, found after its newline (see _ROW); the model is the rest of the line,
+#: right-stripped by the caller (a lazy ``(.*?)[ \t]*$`` tried the end at every character).
+_DEVICE_NL = re.compile(
+    r"\n[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
+    r"[ \t]+\[[^\]\n]*\][ \t]*([^\n]*)"
 )
 _NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.MULTILINE)
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
@@ -112,11 +113,14 @@ def _wrong(tokens: list[str | float | None]) -> int | None:
 
 
 #: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
+#: Matched from the newline before the row: a pattern that starts with a literal character
+#: lets the regex engine jump from newline to newline at C-loop speed, where a MULTILINE
+#: ``^`` made it try the pattern at every character (docs/performance.md). The text
+#: searched therefore starts with a newline (_runs).
 _ROW = re.compile(
-    r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
+    r"\n[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
     + r"[ \t]+(\S+)" * 8
-    + r"[ \t]*$",
-    re.MULTILINE,
+    + r"[ \t]*(?=\n|\Z)"
 )
 
 
@@ -147,11 +151,13 @@ def _row(m: re.Match[str], source: str) -> Row:
         try:
             cells.append(_cell(token))
         except ValueError:
-            raise ParseError(f"nccl-tests row has a non-numeric {name}", source=source, excerpt=m.group(0)) from None
+            raise ParseError(
+                f"nccl-tests row has a non-numeric {name}", source=source, excerpt=m.group(0)[1:]
+            ) from None
     try:
         wrong = _wrong([m.group(9), m.group(13)])
     except ValueError:
-        raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)) from None
+        raise ParseError("nccl-tests row has a non-numeric #wrong", source=source, excerpt=m.group(0)[1:]) from None
     return Row(
         int(m.group(1)), int(m.group(2)), m.group(3), cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], wrong
     )
@@ -168,10 +174,11 @@ class _Run:
     version: str = ""
 
 
-def _segments(text: str) -> list[str]:
-    """The text cut where runs start: at a "Collective test starting" or nThread header line,
-    and after an "Avg bus bandwidth" footer line (it stays with its run). Literal searches
-    (str.find) rather than a MULTILINE regex: they skip megabytes of rows at memchr speed."""
+def _segments(text: str) -> list[tuple[int, int]]:
+    """Where runs start and end in ``text``: cut at a "Collective test starting" or nThread
+    header line, and after an "Avg bus bandwidth" footer line (it stays with its run).
+    Literal searches (str.find) rather than a MULTILINE regex: they skip megabytes of rows
+    at memchr speed. Offsets, not slices: the regexes search ``text`` between them."""
     cuts = [0]
     for needle, after in (("Collective test starting", False), ("nThread", False), ("Avg bus bandwidth", True)):
         i = text.find(needle)
@@ -185,14 +192,14 @@ def _segments(text: str) -> list[str]:
                     cuts.append(start)
             i = text.find(needle, i + len(needle))
     cuts = sorted(set(cuts)) + [len(text)]
-    return [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
-def _rows(seg: str, source: str) -> list[Row]:
-    """The size rows of one segment, converted column by column (map over C-built tuples:
-    no Python frame per cell); rows with N/A, non-numeric or non-zero #wrong cells go
-    through _row one by one."""
-    found = _ROW.findall(seg)
+def _rows(text: str, start: int, end: int, source: str) -> list[Row]:
+    """The size rows between ``start`` (a newline) and ``end``, converted column by column (map
+    over C-built tuples: no Python frame per cell); rows with N/A, non-numeric or non-zero
+    #wrong cells go through _row one by one."""
+    found = _ROW.findall(text, start, end)
     if not found:
         return []
     cols = list(zip(*found, strict=True))  # one regex: every match has the same group count
@@ -202,24 +209,36 @@ def _rows(seg: str, source: str) -> list[Row]:
         nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
         return list(map(Row, map(int, cols[0]), map(int, cols[1]), cols[2], *nums, repeat(0, len(found))))
     except ValueError:
-        return [_row(m, source) for m in _ROW.finditer(seg)]
+        return [_row(m, source) for m in _ROW.finditer(text, start, end)]
+
+
+def _version(head: str) -> str:
+    """The NCCL version a header names. The regex is searched from the '#' before the first
+    literal "version" phrase: no match can start earlier (its ``#\\s*`` runs over blanks
+    only), and an alternation is tried at every character of the header otherwise."""
+    at = [i for i in (head.find("nccl-tests version"), head.find("NCCL version")) if i != -1]
+    if not at or not (v := _VERSION.search(head, max(head.rfind("#", 0, min(at)), 0))):
+        return ""
+    return v.group(1) or v.group(3)
 
 
 def _runs(text: str, source: str) -> list[_Run]:
     """Every run of a prefix-free nccl-tests text. Regexes over whole segments (C speed):
     a 100 MB log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
+    text = "\n" + text  # every line after a newline (_ROW, _DEVICE_NL)
     runs: list[_Run] = []
     pending_op, version = "", ""
-    for seg in _segments(text):
-        first = _ROW.search(seg)
-        head = seg[: first.start()] if first else seg  # header lines come before the rows
-        if "ersion" in head and (v := _VERSION.search(head)):
-            version = v.group(1) or v.group(3)
+    for start, end in _segments(text):
+        first = _ROW.search(text, start - 1, end)  # start - 1: the newline ending the line before
+        head_end = first.start() + 1 if first else end
+        head = text[start:head_end]  # header lines come before the rows
+        if "ersion" in head and (v := _version(head)):
+            version = v
         if "Collective test starting" in head and (m := _START.search(head)):
             pending_op = m.group(1)
-        rows = _rows(seg, source) if first else []
+        rows = _rows(text, first.start(), end, source) if first else []
         if not rows:
-            if not pending_op and "_perf" in seg and (b := _BINARY.search(seg)):
+            if not pending_op and text.find("_perf", start, end) != -1 and (b := _BINARY.search(text, start, end)):
                 pending_op = b.group(1)
             continue
         op = pending_op
@@ -227,13 +246,14 @@ def _runs(text: str, source: str) -> list[_Run]:
             op = b.group(1)
         run = _Run(op=op, rows=rows, devices=[], version=version)
         pending_op = ""
-        if "Rank" in head:
-            for d in _DEVICE_M.finditer(head):
-                run.devices.append((int(d.group(1)), d.group(2), d.group(4)))
+        if "Rank" in head and (found := _DEVICE_NL.findall(text, start - 1, head_end)):
+            ranks, hosts, _, models = zip(*found, strict=True)  # columns, converted by map (C speed)
+            run.devices = list(zip(map(int, ranks), hosts, map(str.rstrip, models, repeat(" \t")), strict=True))
         if "nThread" in head and (g := _NTHREAD_M.search(head)):
             graph = _GRAPH.search(g.group(0))
             run.graph = graph.group(1) if graph else ""
-        foot = seg[seg.rfind("\n", 0, max(0, len(seg) - 300)) + 1 :]  # the footer is the segment's end
+        cut = text.rfind("\n", start, max(start, end - 300))  # the footer is the segment's end
+        foot = text[cut + 1 if cut != -1 else start : end]
         if o := _OOB_M.search(foot):
             run.oob = (int(o.group(1)), o.group(2))
         if a := _AVG_M.search(foot):
@@ -395,10 +415,18 @@ def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, ver
     return info
 
 
+def _lines(text: str) -> str:
+    """``text`` without ANSI colour codes and with Unix newlines (each a 100 MB copy, made only
+    when there is something to change)."""
+    text = strip_ansi(text)
+    return text.replace("\r\n", "\n") if "\r" in text else text
+
+
 def _op(name: str) -> str:
     return OP_NAMES.get(name, name)
 
 
+@collector_paused  # 680,000 metrics per 100 MB, no cycles
 def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """Parse nccl-tests output: a ``-J`` JSON file or the text the ``*_perf`` binaries print.
 
@@ -406,7 +434,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """
     if text.lstrip().startswith("{"):
         return [_parse_json(text, source)]
-    clean = strip_all(strip_ansi(text).replace("\r\n", "\n"))
+    clean = strip_all(_lines(text))
     runs = _runs(clean, source)
     if not runs:
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
@@ -458,7 +486,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
 
 def rows_of(text: str, *, source: str = "") -> list[list[Row]]:
     """The size rows of every run in ``text`` (for calibration and tests)."""
-    return [r.rows for r in _runs(strip_all(strip_ansi(text).replace("\r\n", "\n")), source)]
+    return [r.rows for r in _runs(strip_all(_lines(text)), source)]
 
 
 def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:

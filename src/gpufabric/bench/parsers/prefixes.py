@@ -50,11 +50,17 @@ class Line:
     text: str
 
 
+#: The prefix after a newline, for stripping whole texts: a pattern that starts with a
+#: literal character lets the regex engine skip to each newline at C-loop speed, where a
+#: MULTILINE ``^`` made it try the pattern at every character (0.93 -> 0.53 s per 100 MB).
+#: ``$`` of the MULTILINE form is ``(?=\n)|\Z`` here.
+_PREFIX_NL = re.compile("\n" + _TIMESTAMP + _BODY.replace("|$)", r"|(?=\n)|\Z)"))
+
 #: One launcher's prefix alone (no timestamp), for texts where only that launcher appears.
 _SIMPLE = {
-    "srun": re.compile(r"^[ \t]*\d+:(?:[ \t]|$)", re.MULTILINE),
-    "mpi": re.compile(r"^\[\d+,\d+\]<(?:stdout|stderr)>:[ \t]?", re.MULTILINE),
-    "torch": re.compile(r"^\[(?:rank|default)\d+\]:[ \t]?", re.MULTILINE),
+    "srun": re.compile(r"\n[ \t]*\d+:(?:[ \t]|(?=\n)|\Z)"),
+    "mpi": re.compile(r"\n\[\d+,\d+\]<(?:stdout|stderr)>:[ \t]?"),
+    "torch": re.compile(r"\n\[(?:rank|default)\d+\]:[ \t]?"),
 }
 
 
@@ -72,9 +78,10 @@ def strip_all(text: str) -> str:
         kinds.add(kind + ("+time" if has_time else ""))
     if not kinds:
         return text
+    pattern = _PREFIX_NL
     if len(kinds) == 1 and (kind := next(iter(kinds))) in _SIMPLE:
-        return _SIMPLE[kind].sub("", text)
-    return _PREFIX_M.sub("", text)
+        pattern = _SIMPLE[kind]
+    return pattern.sub("\n", "\n" + text)[1:]  # the "\n" in front gives the first line one too
 
 
 def strip_prefixes(lines: Iterable[str]) -> list[Line]:

@@ -1,0 +1,90 @@
+"""Speed-motivated parts of the nccl-tests parser, pinned to what they replaced: the
+whole-text regexes start at a literal newline (C-speed skipping, docs/performance.md)
+and must find exactly what the MULTILINE ``^`` forms found, on every corpus log and on
+launcher-prefixed, CRLF, padded and truncated copies; the parse runs with the cyclic
+garbage collector paused and leaves it as it was."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from gpufabric.bench.parsers import nccl_tests, prefixes
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+LOGS = sorted(DATA.glob("*.txt"))
+
+#: The forms replaced (gpufabric before docs/performance.md "Ingest and predict", round 3).
+OLD_ROW = re.compile(
+    r"^[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
+    + r"[ \t]+(\S+)" * 8
+    + r"[ \t]*$",
+    re.MULTILINE,
+)
+OLD_DEVICE = re.compile(
+    r"^[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
+    r"[ \t]+\[[^\]\n]*\][ \t]*(.*?)[ \t]*$",
+    re.MULTILINE,
+)
+OLD_SRUN = re.compile(r"^[ \t]*\d+:(?:[ \t]|$)", re.MULTILINE)
+
+
+def variants(text: str) -> dict[str, str]:
+    lines = text.splitlines()
+    return {
+        "as is": text,
+        "srun": "".join(f"{i % 13:>3}: {line}\n" for i, line in enumerate(lines)),
+        "srun, empty lines bare": "".join(f"{i % 3}:{' ' + line if line else ''}\n" for i, line in enumerate(lines)),
+        "mpi": "".join(f"[1,{i % 3}]<stdout>:{line}\n" for i, line in enumerate(lines)),
+        "torch": "".join(f"[rank{i % 3}]:{line}\n" for i, line in enumerate(lines)),
+        "timestamped, mixed": "".join(
+            f"2024-03-04T10:11:12Z {'[rank1]:' if i % 2 else '[0] '}{line}\n" for i, line in enumerate(lines)
+        ),
+        "padded": "\n".join(f"{line} \t" for line in lines),
+        # cut after the last size row, no newline: the row ends the text
+        "ends on a row": "\n".join(
+            lines[: max((i for i, line in enumerate(lines) if OLD_ROW.match(line)), default=0) + 1]
+        ),
+    }
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_prefix_stripping_matches_the_multiline_forms(log):
+    for name, text in variants(log.read_text()).items():
+        old = OLD_SRUN.sub("", text) if name.startswith("srun") else prefixes._PREFIX_M.sub("", text)
+        assert prefixes.strip_all(text) == old, name
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_row_and_device_regexes_match_the_multiline_forms(log):
+    for name, text in variants(log.read_text()).items():
+        clean = prefixes.strip_all(text)
+        assert nccl_tests._ROW.findall("\n" + clean) == OLD_ROW.findall(clean), name
+        new_devices = [(r, h, d, m.rstrip(" \t")) for r, h, d, m in nccl_tests._DEVICE_NL.findall("\n" + clean)]
+        assert new_devices == OLD_DEVICE.findall(clean), name
+    assert OLD_ROW.findall(prefixes.strip_all(log.read_text()))  # every corpus log has rows: some were compared
+
+
+def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
+    import gc
+
+    seen = []
+    runs = nccl_tests._runs
+
+    def spy(text, source):
+        seen.append(gc.isenabled())
+        return runs(text, source)
+
+    monkeypatch.setattr(nccl_tests, "_runs", spy)
+    text = LOGS[0].read_text()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        assert nccl_tests.parse_nccl_tests(text) and gc.isenabled()
+        gc.disable()
+        assert nccl_tests.parse_nccl_tests(text) and not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]
