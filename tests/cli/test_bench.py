@@ -302,7 +302,10 @@ def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path, process_
     ]
     assert len(run.results) <= 5
     assert not (tmp_path / "target").exists()  # the scratch directory was cleaned up
-    assert marked_pids(process_mark) == []  # no server or tool of the suite outlived it
+    # No server or tool of the suite outlived it. Polled, not read once: a tool SIGKILLed as
+    # the suite exits can still be in the kernel's exit path for a moment on a loaded
+    # machine (seen once); one that was left running stays and fails the guard.
+    wait_until(lambda: marked_pids(process_mark) == [], what="no process of the interrupted suite left")
 
 
 def _has_h100() -> bool:
