@@ -121,6 +121,33 @@ def test_ctrl_c_during_start_up_exits_130_without_traceback(delay_s):
     assert err.strip() in (b"", b"gpufabric: interrupted")
 
 
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        (["plan", str(EXAMPLES / "lab-2node.yaml")], {"gpufabric.catalog.schema": True, "gpufabric.spec.models": True}),
+        (
+            ["predict", "collective", "--bytes", "1M"],
+            {"gpufabric.catalog.schema": True, "gpufabric.spec.models": False},
+        ),
+    ],
+)
+def test_pydantic_models_are_built_before_ctrl_c_is_handed_back(argv, loaded):
+    """A KeyboardInterrupt raised while pydantic-core builds validators is written off as
+    "Exception ignored" and lost, so the models a command builds must be imported while the
+    quiet start-up handler is still in place (CI caught a lost Ctrl-C once the spec models
+    became lazy). predict builds no spec model (its start-up stays short)."""
+    probe = (
+        "import sys, gpufabric.cli.app as a; end = a._end_startup\n"
+        "def seen():\n"
+        f"    print({sorted(loaded)!r} and [m in sys.modules for m in {sorted(loaded)!r}], file=sys.stderr)\n"
+        "    end()\n"
+        f"a._end_startup = seen; sys.exit(a.main({argv!r}))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == str([loaded[m] for m in sorted(loaded)])
+
+
 def test_importing_the_library_leaves_sigint_alone():
     code = "import signal, gpufabric.cli.app; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)

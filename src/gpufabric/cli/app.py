@@ -64,6 +64,22 @@ COMMAND_MODULES = (
 )
 
 
+#: Modules whose import builds pydantic models, imported before Ctrl-C is handed back to
+#: Python (_end_startup): pydantic-core builds validators in callbacks that write a
+#: KeyboardInterrupt off as "Exception ignored", and the command would go on. Commands
+#: import them lazily; `predict` reads no spec and skips the spec models (a third of its
+#: CPU, docs/performance.md).
+_MODEL_MODULES = ("gpufabric.catalog.schema", "gpufabric.spec.models")
+
+
+def _model_modules(named: str | None) -> tuple[str, ...]:
+    """The model modules command ``named`` may build: none for --help, --version or a typo
+    (nothing is validated), the catalog alone for predict, both otherwise."""
+    if named is None:
+        return ()
+    return _MODEL_MODULES[:1] if named == "predict" else _MODEL_MODULES
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gpufabric {__version__}")
@@ -181,6 +197,8 @@ def _main(argv: Sequence[str] | None) -> int:
         # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
         named = args[0] if args and args[0] in COMMAND_MODULES else None
         command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
+        for module in _model_modules(named):
+            importlib.import_module(module)  # inside the quiet window: see _MODEL_MODULES
         _end_startup()
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
