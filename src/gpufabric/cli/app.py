@@ -64,17 +64,23 @@ COMMAND_MODULES = (
 )
 
 
-#: Modules whose import builds pydantic models, imported before Ctrl-C is handed back to
-#: Python (_end_startup): pydantic-core builds validators in callbacks that write a
+#: Every module whose import builds pydantic models (the catalog first; spec.models brings
+#: spec.security and spec.types), imported before Ctrl-C is handed back to Python
+#: (_end_startup): pydantic-core builds validators in callbacks that write a
 #: KeyboardInterrupt off as "Exception ignored", and the command would go on. Commands
-#: import them lazily; `predict` reads no spec and skips the spec models (a third of its
-#: CPU, docs/performance.md).
-_MODEL_MODULES = ("gpufabric.catalog.schema", "gpufabric.spec.models")
+#: import them lazily; `predict` reads only the catalog and skips the rest (a third of its
+#: CPU, docs/performance.md). tests/cli/test_boundary.py checks the list is complete.
+_MODEL_MODULES = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.inference",
+    "gpufabric.bench.slo",
+)
 
 
 def _model_modules(named: str | None) -> tuple[str, ...]:
     """The model modules command ``named`` may build: none for --help, --version or a typo
-    (nothing is validated), the catalog alone for predict, both otherwise."""
+    (nothing is validated), the catalog alone for predict, all of them otherwise."""
     if named is None:
         return ()
     return _MODEL_MODULES[:1] if named == "predict" else _MODEL_MODULES
