@@ -126,6 +126,12 @@ class Gpu(Entry):
     """Which NCCL hardware-latency class applies inside a node."""
     host_copy_gbps: float = Field(gt=0)
     """Device-to-host copy bandwidth per GPU (async checkpoint snapshot), GB/s."""
+    gemm_efficiency: float | None = Field(None, gt=0, le=1)
+    """Measured: the layer GEMMs' bf16 throughput over ``peak_bf16_tflops`` (``bench gpu`` then
+    ``calibrate``); None until measured."""
+    hbm_efficiency: float | None = Field(None, gt=0, le=1)
+    """Measured: read-only HBM bandwidth over ``hbm_gbps`` (``bench gpu`` then ``calibrate``); the
+    serving model uses it where a spec leaves ``hbm_efficiency`` unset. None until measured."""
     compute_jitter_cv: float = Field(ge=0)
     """Per-rank, per-step compute time coefficient of variation (clocks, OS noise)."""
     tdp_w: float = Field(gt=0)

@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
     from gpufabric.cli import bench_inference
 
     bench_inference.register(bench_app)
+    from gpufabric.cli import bench_gpu
+
+    bench_gpu.register(bench_app)
 
 
 def write_thresholds(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -46,6 +47,8 @@ def register(app: typer.Typer) -> None:
                 lookup(given)
         with Store.open(db, create=False) as store:
             run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
+        if run.kind == "bench.gpu":
+            return _calibrate_gpu(run, catalog, out=out, dry_run=dry_run, fmt=fmt, ids=(gpu, fabric, storage))
         cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
         if not dry_run:
             try:
@@ -96,3 +99,35 @@ def register(app: typer.Typer) -> None:
         if not dry_run:
             console.print(f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}", markup=False)
         return 0
+
+
+def _calibrate_gpu(run: Any, catalog: Any, *, out: Path, dry_run: bool, fmt: Format, ids: tuple[Any, ...]) -> int:
+    """A ``bench gpu`` run: the GPU's gemm/HBM efficiency and host copy rate (plan/calibrate_gpu.py)."""
+    from gpufabric.plan.calibrate_gpu import calibrate_gpu, render_yaml
+
+    if any(i is not None for i in ids):
+        raise InputError("--gpu/--fabric/--storage: a bench gpu run names its GPU itself; drop them")
+    cal = calibrate_gpu(run, catalog=catalog)
+    if not dry_run:
+        try:
+            out.write_text(render_yaml(cal), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    if fmt is Format.json:
+        print_json({**cal.to_dict(), "out": None if dry_run else str(out)})
+        return 0
+    console = stdout_console()
+    for key, entry in cal.override["gpus"][cal.gpu].items():
+        console.print(f"{cal.gpu}.{key}: {entry['value']:g} ({entry['source']})", markup=False)
+    for note in cal.notes:
+        console.print(f"note: {note}", markup=False)
+    if cal.comparison:
+        console.print(f"{'test':<18}{'measured':>10}{'before':>10}{'after':>10}  decode step, ms", markup=False)
+    for row in cal.comparison:
+        console.print(
+            f"{row['test']:<18}{row['measured_ms']:>10.3f}{row['predicted_before_ms']:>10.3f}{row['predicted_after_ms']:>10.3f}",
+            markup=False,
+        )
+    if not dry_run:
+        console.print(f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}", markup=False)
+    return 0

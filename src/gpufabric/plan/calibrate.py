@@ -46,6 +46,7 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
+from gpufabric.catalog.names import gpu_id
 from gpufabric.errors import InputError
 from gpufabric.model.collectives import OPS, busbw_factor, busbw_gbps
 from gpufabric.results.ranks import rank_stats
@@ -53,8 +54,6 @@ from gpufabric.spec.loader import read_text
 
 #: nccl-tests binary names -> model op names.
 _NCCL_OPS = {"alltoall": "all_to_all", "sendrecv": "send_recv"}
-#: GPU model strings of the nccl-tests header -> catalog ids (first match wins).
-GPU_MODELS = ((r"H200", "h200"), (r"H100", "h100-sxm"), (r"A100", "a100-sxm"), (r"B200", "b200"), (r"L40S", "l40s"))
 #: Share of the time that must be latency (smallest size) / bytes (largest size) to identify alpha / beta.
 IDENTIFY_SHARE = 0.5
 #: A repeat slower than this x the fastest repeat of its point is a disturbance (warm-up,
@@ -87,11 +86,6 @@ class Fit:
     rms_rel_error: float
     latency_anchor_us: float = 0.0  # median time of the latency-dominated sizes (what the model must match)
     busbw_anchor_gbps: float = 0.0  # median busbw of the largest sizes (at most 3)
-
-
-def gpu_id(model: str) -> str | None:
-    """Catalog GPU id of an nccl-tests GPU model string ("NVIDIA H100 80GB HBM3" -> "h100-sxm")."""
-    return next((gid for pattern, gid in GPU_MODELS if re.search(pattern, model or "")), None)
 
 
 def _nccl_points(r: Any) -> list[Point]:

@@ -24,6 +24,7 @@ MODULES = {
     "collectives": "gpufabric.bench.probes.collectives",
     "train": "gpufabric.bench.probes.train",
     "checkpoint": "gpufabric.bench.probes.checkpoint",
+    "gpu": "gpufabric.bench.probes.gpu",
 }
 
 
