@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXAMPLE ?= examples/llama3-70b-1k.yaml
 
-.PHONY: setup deps demo test check bench differential fuzz clean
+.PHONY: setup deps demo test check bench differential fuzz gpu-check clean
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -42,6 +42,10 @@ bench: setup
 DIFFERENTIAL_N ?= 300
 differential: setup
 	GPUFABRIC_DIFFERENTIAL_N=$(DIFFERENTIAL_N) $(PY) -m pytest -q -p no:cacheprovider -s tests/audit/test_differential.py
+
+# Issue 31: every GPU path once, on a machine with one CUDA GPU (about 4 minutes); results under gpu-check-out/.
+gpu-check: setup
+	PYTHON=$(PY) bash scripts/gpu-check.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache build dist src/*.egg-info
