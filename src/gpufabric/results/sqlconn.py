@@ -17,6 +17,7 @@ password from every message.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -145,15 +146,28 @@ def pg_sql(sql: str) -> str:
 
 
 class _PgCursor:
-    def __init__(self, cur: Any) -> None:
-        self._cur = cur
+    def __init__(self, cur: Any, name: str) -> None:
+        self._cur, self._name = cur, name
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _PgCursor:
-        self._cur.execute(pg_sql(sql), tuple(params))
+        with self._lost():
+            self._cur.execute(pg_sql(sql), tuple(params))
         return self
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self._cur.executemany(pg_sql(sql), rows)
+        with self._lost():
+            self._cur.executemany(pg_sql(sql), rows)
+
+    @contextlib.contextmanager
+    def _lost(self) -> Iterator[None]:
+        """A server gone mid-command (restart, network, idle timeout) is the environment's failure."""
+        import psycopg
+
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DatabaseUnavailable(f"{self._name}: lost the connection: {first}") from None
 
     def fetchone(self) -> Any:
         return self._cur.fetchone()
@@ -170,12 +184,17 @@ class PgConnection:
 
     dialect = "postgresql"
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, name: str) -> None:
         import psycopg
 
-        self.raw = conn
+        self.raw, self.name = conn, name
         self._idle = psycopg.pq.TransactionStatus.IDLE
-        self.write_errors: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.DataError, OSError)
+        self.write_errors: tuple[type[BaseException], ...] = (
+            DatabaseUnavailable,
+            psycopg.OperationalError,
+            psycopg.DataError,
+            OSError,
+        )
         self.integrity_errors: tuple[type[BaseException], ...] = (psycopg.IntegrityError,)
 
     @classmethod
@@ -192,13 +211,13 @@ class PgConnection:
             # libpq's message names host and user, never the password.
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise DatabaseUnavailable(f"{display_name(url)}: cannot connect: {first}") from None
-        return cls(conn)
+        return cls(conn, display_name(url))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> _PgCursor:
         return self.cursor().execute(sql, params)
 
     def cursor(self) -> _PgCursor:
-        return _PgCursor(self.raw.cursor())
+        return _PgCursor(self.raw.cursor(), self.name)
 
     def begin_write(self, cur: Any) -> None:
         cur.execute("BEGIN")
