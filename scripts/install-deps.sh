@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   python3-venv fio iperf3 sockperf perftest rdma-core ibverbs-utils nvme-cli nftables
   iproute2 ethtool pciutils openmpi-bin slurm-wlm chromium chromium-driver munge util-linux
-  shellcheck opensm ibsim-utils infiniband-diags tuned
+  shellcheck opensm ibsim-utils infiniband-diags tuned postgresql
 )
 # command that proves each package is installed (same order as above)
 probes=(
@@ -17,6 +17,7 @@ probes=(
   "command -v slurmctld" "command -v chromium" "command -v chromedriver"
   "command -v munged && command -v mungekey" "command -v nsenter && command -v unshare"
   "shellcheck --version" "command -v opensm" "command -v ibsim" "command -v smpquery" "command -v tuned-adm"
+  "ls /usr/lib/postgresql/*/bin/initdb"
 )
 
 missing=()

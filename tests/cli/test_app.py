@@ -99,11 +99,11 @@ def test_each_command_module_registers_the_command_of_its_name():
 
     import typer
 
-    from gpufabric.cli.app import COMMAND_MODULES
+    from gpufabric.cli.app import COMMAND_MODULES, command_module
 
     for name in COMMAND_MODULES:
         app = typer.Typer()
-        importlib.import_module(f"gpufabric.cli.{name}").register(app)
+        importlib.import_module(command_module(name)).register(app)
         names = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
         assert names == [name]
 

@@ -17,6 +17,7 @@ from gpufabric import __version__
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Metric, Outcome, Status, TestResult, Verdict
 from gpufabric.results.schema import MIGRATIONS, STORE_SCHEMA_VERSION, migrate
+from gpufabric.results.sqlconn import SqliteConnection
 from gpufabric.results.store import Store, default_path
 from tests.results.factories import bw_result, latency_result, make_run, sample_run_results
 
@@ -161,7 +162,7 @@ def test_v1_store_is_migrated_with_its_samples(tmp_path):
     """A file written by the v1 schema (samples as inline JSON) opens, migrates and reads back."""
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    migrate(conn, target=1)
+    migrate(SqliteConnection(conn), target=1)
     conn.execute(
         "INSERT INTO run (id, kind, status, started_at, argv, fingerprint, gpufabric_version)"
         " VALUES (7, 'bench', 'passed', 1.7e9, '[\"gpufabric\",\"bench\"]', '{\"host\":\"old\"}', '0.0.9')"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import keyword
 import os
 import signal
 import sys
@@ -61,7 +62,15 @@ COMMAND_MODULES = (
     "fingerprint",
     "lab",
     "calibrate",
+    "export",
+    "import",
 )
+
+
+def command_module(name: str) -> str:
+    """The module of command ``name``: its own name, with a trailing underscore for a Python
+    keyword (``import`` -> ``import_``, PEP 8)."""
+    return f"gpufabric.cli.{name}_" if keyword.iskeyword(name) else f"gpufabric.cli.{name}"
 
 
 #: Every module whose import builds pydantic models (the catalog first; spec.models brings
@@ -116,7 +125,7 @@ def build_app(only: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
         """gpufabric: from 'what fabric should we buy?' to 'here is the proof it is fast, secure and reproducible'."""
 
     for name in only:
-        importlib.import_module(f"gpufabric.cli.{name}").register(app)
+        importlib.import_module(command_module(name)).register(app)
     return app
 
 

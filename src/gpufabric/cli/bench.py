@@ -55,7 +55,7 @@ def write_thresholds(
     run_ref: str = typer.Argument("latest", metavar="RUN", help="A bench run on known-good hardware: id or 'latest'."),
     out: Path = typer.Option(..., "--out", help="Thresholds YAML to write (then: bench --thresholds FILE)."),
     hardware: str = typer.Option("", "--hardware", help="What the thresholds are for (default: the run's host)."),
-    db: Path = db_option(),
+    db: str | None = db_option(),
     fmt: Format = format_option(),
 ) -> int:
     """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
@@ -97,7 +97,7 @@ def bench(
         "--target-dir",
         help="Directory on the storage to test (default: a temp dir). Must be empty unless --force.",
     ),
-    db: Path = db_option(),
+    db: str | None = db_option(),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print every command and SLO; run nothing."),
     force: bool = typer.Option(
         False,
@@ -251,7 +251,7 @@ def _run(
     slos: list,
     target_dir: Path | None,
     force: bool,
-    db: Path | None,
+    db: str | None,
     repeats: int | None,
     server: str | None,
     timeout: float | None,

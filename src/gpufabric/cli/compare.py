@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     app.command("compare")(compare)
 
 
-def _load(refs: tuple[str, str], db: Path | None) -> list:
+def _load(refs: tuple[str, str], db: str | None) -> list:
     """The runs of ``refs``: JSON report files are read as they are; the store is opened
     only for run references, so comparing two files neither needs nor creates one."""
     from gpufabric.report import load_json_report
@@ -45,7 +45,7 @@ def _min_effects(items: list[str] | None) -> dict[str, float]:
 def compare(
     base: str = typer.Argument(..., help="Baseline: run id, 'latest~N', or a JSON report file (report --format json)."),
     cand: str = typer.Argument("latest", help="Candidate: run id, 'latest', or a JSON report file."),
-    db: Path | None = db_option(),
+    db: str | None = db_option(),
     tolerance: float = typer.Option(
         0.05, "--tolerance", help="Minimum effect of latency and throughput metrics (0.05 = 5 %)."
     ),

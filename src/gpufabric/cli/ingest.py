@@ -48,7 +48,7 @@ def ingest(
     tool: str = typer.Option(
         ..., "--tool", help="fio, iperf3, sockperf, perftest, nccl-tests, or auto (detect per file)."
     ),
-    db: Path = db_option(),
+    db: str | None = db_option(),
     host: str = typer.Option(
         None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."
     ),

@@ -26,7 +26,10 @@ from gpufabric.errors import InputError
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
 
-DB_HELP = "Results database (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
+DB_HELP = (
+    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
+    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
+)
 #: The one duration syntax (gpufabric.units.parse_duration_s).
 DURATION_SYNTAX = "a duration such as 600s, 10min, 1h or 500ms; a bare number is seconds"
 HOSTS_HELP = "Comma-separated host list: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
 def report(
     run: str = typer.Argument("latest", help="Run id, 'latest' or 'latest~N'."),
-    db: Path | None = db_option(),
+    db: str | None = db_option(),
     fmt: ReportKind = typer.Option(
         ReportKind.markdown,
         "--format",

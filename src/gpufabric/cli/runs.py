@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
 
 import typer
 
@@ -22,7 +21,7 @@ def _when(ts: float | None) -> str:
 
 
 def runs(
-    db: Path | None = db_option(),
+    db: str | None = db_option(),
     limit: int = typer.Option(50, "--limit", help="Show at most this many runs, newest first."),
     fmt: Format = format_option(),
 ) -> int:

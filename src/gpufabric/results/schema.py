@@ -15,10 +15,13 @@ History:
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from gpufabric.results.sqlconn import SqlConnection
 
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -84,14 +87,14 @@ CREATE TABLE artifact (
 """
 
 
-def _v0_to_v1(conn: sqlite3.Connection) -> None:
+def _v0_to_v1(conn: SqlConnection) -> None:
     # Statement by statement: executescript() would COMMIT and break the migration's transaction.
     for statement in _V1.split(";"):
         if statement.strip():
             conn.execute(statement)
 
 
-def _v1_to_v2(conn: sqlite3.Connection) -> None:
+def _v1_to_v2(conn: SqlConnection) -> None:
     conn.execute(
         "CREATE TABLE sample (metric_id INTEGER PRIMARY KEY REFERENCES metric(id) ON DELETE CASCADE,"
         " count INTEGER NOT NULL, data BLOB NOT NULL)"
@@ -109,37 +112,40 @@ def _v1_to_v2(conn: sqlite3.Connection) -> None:
 
 
 #: MIGRATIONS[i] takes a store from version i to i + 1.
-MIGRATIONS: tuple[Callable[[sqlite3.Connection], None], ...] = (_v0_to_v1, _v1_to_v2)
+MIGRATIONS: tuple[Callable[[SqlConnection], None], ...] = (_v0_to_v1, _v1_to_v2)
 
 #: The version this code writes.
 STORE_SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def read_version(conn: sqlite3.Connection) -> int:
+_SET_META = "INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+
+
+def read_version(conn: SqlConnection) -> int:
     """The schema version of an open store; 0 when it has never been initialised."""
-    has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
-    if not has_meta:
+    if not conn.table_exists("meta"):
         return 0
     row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
     return int(row[0]) if row else 0
 
 
-def migrate(conn: sqlite3.Connection, *, target: int = STORE_SCHEMA_VERSION, writer: str = "") -> int:
+def migrate(conn: SqlConnection, *, target: int = STORE_SCHEMA_VERSION, writer: str = "") -> int:
     """Apply the missing migrations up to ``target`` in one transaction; returns the old version.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``): the transaction is
     explicit so that DDL and data moves commit together, and a crash mid-migration
-    leaves the file at its old version.
+    leaves the file at its old version. It holds the store's write lock (SQLite's, or the
+    PostgreSQL advisory lock, ``sqlconn``), so two first opens never both migrate.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    conn.begin_write(conn)
     try:
         old = read_version(conn)  # re-read under the write lock: another process may have migrated
         for step in MIGRATIONS[old:target]:
             step(conn)
         if old < target:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(target),))
+            conn.execute(_SET_META, ("schema_version", str(target)))
             if writer:
-                conn.execute("INSERT OR REPLACE INTO meta VALUES ('migrated_by', ?)", (writer,))
+                conn.execute(_SET_META, ("migrated_by", writer))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

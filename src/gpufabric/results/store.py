@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import struct
@@ -42,6 +43,14 @@ from gpufabric.jsonable import to_jsonable
 from gpufabric.results import ranks
 from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
+from gpufabric.results.sqlconn import (
+    PgConnection,
+    SqlConnection,
+    SqliteConnection,
+    display_name,
+    is_url,
+    network_filesystem,
+)
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -66,11 +75,11 @@ def _is_full(exc: BaseException) -> bool:
     return code == 13 or "database or disk is full" in str(exc) or getattr(exc, "errno", None) == 28
 
 
-def default_path() -> Path:
-    """$GPUFABRIC_DB, else <user data dir>/gpufabric/results.db."""
+def default_path() -> Path | str:
+    """$GPUFABRIC_DB (a file, or a ``postgresql://`` URL as it is), else <user data dir>/gpufabric/results.db."""
     env = os.environ.get("GPUFABRIC_DB")
     if env:
-        return Path(env)
+        return env if is_url(env) else Path(env)
     import platformdirs
 
     return Path(platformdirs.user_data_dir("gpufabric")) / "results.db"
@@ -82,15 +91,6 @@ def _dumps(value: Any) -> str:
         # 100 MB log), which to_jsonable would return unchanged, one call per value.
         return json.dumps(value, sort_keys=True)
     return json.dumps(to_jsonable(value), sort_keys=True)
-
-
-def _inserted_id(cur: sqlite3.Cursor) -> int:
-    """The row id of the INSERT just run on ``cur`` (sqlite3 types it optional: None only
-    before any INSERT)."""
-    row_id = cur.lastrowid
-    if row_id is None:
-        raise RuntimeError("sqlite3 gave no row id after an INSERT")
-    return row_id
 
 
 #: Stored text of each Status and Direction, for a dict lookup instead of an enum call per
@@ -132,7 +132,7 @@ def _value(known: dict[str, str], enum_type: type[Status] | type[Direction], mem
 _MAX_PARAMS = 999
 
 
-def _insert_rows(cur: sqlite3.Cursor, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
+def _insert_rows(cur: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
     """INSERT ``rows`` (tuples of equal width) into ``table`` ("name (columns)"), many rows per
     statement: SQLite runs a statement's program (open the table and index cursors, set up
     the foreign-key checks) once per execution, and ``executemany`` runs it once per row
@@ -154,18 +154,119 @@ def _float(value: float | None) -> float | None:
     return None if value is None else float(value)
 
 
-class Store:
-    """A handle on one results file. Thread-safe; use as a context manager or call ``close``."""
+def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[int]:
+    """INSERT ``batch`` (results, metrics, samples) of run ``run_id`` inside the caller's write transaction."""
+    # Ids assigned here, inside the write transaction (SQLite's BEGIN IMMEDIATE, the
+    # PostgreSQL advisory lock: no other writer until COMMIT), so
+    # samples name their metric without a lastrowid round trip per row. MAX(id)+1 is
+    # what SQLite itself picks for an INTEGER PRIMARY KEY without AUTOINCREMENT.
+    result_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM test_result").fetchone()[0]
+    metric_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM metric").fetchone()[0]
+    result_rows: list[tuple[Any, ...]] = []
+    metric_rows: list[tuple[Any, ...]] = []
+    sample_rows: list[tuple[int, int, bytes]] = []
+    ids = []
+    for result in batch:
+        result_id += 1
+        ids.append(result_id)
+        result_rows.append(
+            (
+                result_id,
+                run_id,
+                result.name,
+                result.tool,
+                result.host,
+                _value(_STATUSES, Status, result.status),
+                result.reason,
+                _dumps(list(result.argv)),
+                result.started_at,
+                result.duration_s,
+                result.raw_output,
+                _dumps({**result.params, **ranks.to_params(result.ranks)}),
+            )
+        )
+        metrics = result.metrics
+        if not metrics:
+            continue
+        # Column by column with map (C speed): an ingest stores 680,000 metrics, and a
+        # Python statement per metric took 0.8 s (docs/performance.md).
+        ids_of = range(metric_id + 1, metric_id + 1 + len(metrics))
+        metric_id += len(metrics)
+        metric_rows += zip(
+            ids_of,
+            repeat(result_id),
+            map(_NAME, metrics),
+            _stored_values(list(map(_VALUE, metrics))),
+            map(_UNIT, metrics),
+            _stored_directions(list(map(_DIRECTION, metrics))),
+        )
+        samples = list(map(_SAMPLES, metrics))
+        sample_rows += [
+            (i, len(s), struct.pack(f"<{len(s)}d", *s)) for i, s in compress(zip(ids_of, samples, strict=True), samples)
+        ]
+    _insert_rows(
+        cur,
+        "test_result (id, run_id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params)",
+        result_rows,
+    )
+    _insert_rows(cur, "metric (id, result_id, name, value, unit, direction)", metric_rows)
+    _insert_rows(cur, "sample (metric_id, count, data)", sample_rows)
+    return ids
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+
+def _insert_verdicts(cur: Any, run_id: int, verdicts: Sequence[Verdict]) -> None:
+    """INSERT ``verdicts`` of run ``run_id`` inside the caller's write transaction."""
+    cur.executemany(
+        "INSERT INTO verdict (run_id, test, metric, host, outcome, measured, expected, direction, margin,"
+        " reason, warnings, unit, passed_repeats, total_repeats, source)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                run_id,
+                v.test,
+                v.metric,
+                v.host,
+                Outcome(v.outcome).value,
+                _float(v.measured),
+                _float(v.expected),
+                Direction(v.direction).value,
+                _float(v.margin),
+                v.reason,
+                _dumps(list(v.warnings)),
+                v.unit,
+                v.passed_repeats,
+                v.total_repeats,
+                v.source,
+            )
+            for v in verdicts
+        ],
+    )
+
+
+class Store:
+    """A handle on one results store (a SQLite file or a PostgreSQL database). Thread-safe;
+    use as a context manager or call ``close``.
+
+    ``path`` names the store in messages: the file, or the URL without its password.
+    """
+
+    def __init__(self, conn: SqlConnection, path: Path | str) -> None:
         self._conn = conn
         self._lock = threading.Lock()
         self.path = path
         self._open_runs: set[int] = set()
 
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._conn.dialect
+
     @classmethod
     def open(cls, path: str | Path | None = None, *, create: bool = True) -> Store:
         """Open (creating, or migrating from an older schema) the store at ``path``.
+
+        ``path`` is a SQLite file, or a ``postgresql://`` URL (``results.sqlconn``): the same
+        schema, migrations and queries on a server many clusters and CI runners share.
 
         Args:
             create: False for reading commands (runs, report, compare): a path whose
@@ -176,11 +277,26 @@ class Store:
             InputError: the directory does not exist (``create=False``), the file is not
                 a SQLite database, or was written by a newer gpufabric.
         """
-        target = Path(path) if path is not None else default_path()
+        where = path if path is not None else default_path()
+        if is_url(str(where)):
+            return cls._open_server(str(where))
+        target = Path(where)
+        if str(target).startswith(("postgresql:", "postgres:")):
+            # What Path() makes of a URL ('postgresql://u@h/db' -> 'postgresql:/u@h/db'): never a file name.
+            raise InputError(f"{target}: not a results store: a PostgreSQL URL is postgresql://USER@HOST/DB")
         if not create and not target.parent.is_dir():
             raise InputError(
                 f"{target}: no results database (directory {target.parent} does not exist);"
                 " check --db or $GPUFABRIC_DB, or record a run first (gpufabric bench / ingest)"
+            )
+        fs_type = network_filesystem(target.parent) if target.parent.is_dir() else None
+        if fs_type:
+            logging.getLogger("gpufabric").warning(
+                "warning: %s is on a network filesystem (%s): SQLite's WAL does not work there (concurrent"
+                " writers can corrupt it); keep the file on local disk, or share a PostgreSQL store"
+                " (--db postgresql://USER@HOST/DB)",
+                target,
+                fs_type,
             )
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -193,7 +309,7 @@ class Store:
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
-            version = read_version(conn)
+            version = read_version(SqliteConnection(conn))
         except sqlite3.OperationalError as exc:  # cannot open: a directory, no permission, ...
             raise InputError(f"{target}: cannot open the results database: {exc}") from exc
         except sqlite3.DatabaseError as exc:  # opened, but the bytes are not SQLite
@@ -205,8 +321,27 @@ class Store:
                 f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
             )
         if version < STORE_SCHEMA_VERSION:
-            migrate(conn, writer=f"gpufabric {__version__}")
-        return cls(conn, target)
+            migrate(SqliteConnection(conn), writer=f"gpufabric {__version__}")
+        return cls(SqliteConnection(conn), target)
+
+    @classmethod
+    def _open_server(cls, url: str) -> Store:
+        """A PostgreSQL store: connect, create or migrate the schema, refuse a newer one."""
+        conn = PgConnection.connect(url)
+        name = display_name(url)
+        try:
+            version = read_version(conn)
+            if version > STORE_SCHEMA_VERSION:
+                raise InputError(
+                    f"{name}: results schema v{version} is newer than this gpufabric ({__version__}, "
+                    f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
+                )
+            if version < STORE_SCHEMA_VERSION:
+                migrate(conn, writer=f"gpufabric {__version__}")
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, name)
 
     def close(self) -> None:
         self._conn.close()
@@ -219,7 +354,8 @@ class Store:
 
     @property
     def schema_version(self) -> int:
-        return read_version(self._conn)
+        with self._lock:
+            return read_version(self._conn)
 
     def _write(self, fn, *args):
         """Run ``fn(cursor, *args)`` in one committed transaction.
@@ -231,7 +367,7 @@ class Store:
         try:
             with self._lock:
                 cur = self._conn.cursor()
-                cur.execute("BEGIN IMMEDIATE")
+                self._conn.begin_write(cur)
                 try:
                     out = fn(cur, *args)
                     cur.execute("COMMIT")
@@ -240,8 +376,8 @@ class Store:
                         cur.execute("ROLLBACK")
                     raise
                 return out
-        except (sqlite3.OperationalError, sqlite3.DatabaseError, OSError) as exc:
-            if isinstance(exc, sqlite3.IntegrityError):
+        except self._conn.write_errors as exc:
+            if isinstance(exc, self._conn.integrity_errors):
                 raise
             self._mark_open_runs_failed()
             if _is_full(exc):
@@ -264,8 +400,9 @@ class Store:
                 # Hand the WAL's space back (a failed add_results may have filled the disk with
                 # frames of the rolled-back transaction): the update lands in the database
                 # file, and the next open finds no WAL to replay on a full disk.
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except (sqlite3.Error, OSError):
+                if self._conn.dialect == "sqlite":
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except self._conn.write_errors:
             pass
 
     # -- writing ---------------------------------------------------------------
@@ -284,10 +421,10 @@ class Store:
         """Record a new run with status 'running'; returns its id. ``started_at`` (unix s, default
         now) lets a probe recorded after it ran keep its real start, so its duration is right."""
 
-        def insert(cur: sqlite3.Cursor) -> int:
-            cur.execute(
+        def insert(cur: Any) -> int:
+            row = cur.execute(
                 "INSERT INTO run (kind, status, started_at, argv, fingerprint, spec_name, plan, meta, gpufabric_version)"
-                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     kind,
                     time.time() if started_at is None else started_at,
@@ -298,8 +435,8 @@ class Store:
                     _dumps(dict(meta or {})),
                     __version__,
                 ),
-            )
-            return _inserted_id(cur)
+            ).fetchone()
+            return int(row[0])
 
         run_id = self._write(insert)
         self._open_runs.add(run_id)
@@ -320,114 +457,62 @@ class Store:
         """
         batch = tuple(results)
         self._require_run(run_id)
-        if len(batch) > 1:
+        if len(batch) > 1 and self._conn.dialect == "sqlite":
             # Everything committed so far goes into the database file first, so that if the
             # batch fills the disk, the WAL holds nothing but the batch and the failure mark
             # (_mark_open_runs_failed) can still be checkpointed into existing pages.
             # PASSIVE: never waits for a reader (`gpufabric runs` in another terminal).
-            with self._lock, contextlib.suppress(sqlite3.Error):  # best effort, as is that mark
+            with self._lock, contextlib.suppress(*self._conn.write_errors):  # best effort, as is that mark
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
-        def insert(cur: sqlite3.Cursor) -> list[int]:
-            # Ids assigned here, inside BEGIN IMMEDIATE (no other writer until COMMIT), so
-            # samples name their metric without a lastrowid round trip per row. MAX(id)+1 is
-            # what SQLite itself picks for an INTEGER PRIMARY KEY without AUTOINCREMENT.
-            result_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM test_result").fetchone()[0]
-            metric_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM metric").fetchone()[0]
-            result_rows: list[tuple[Any, ...]] = []
-            metric_rows: list[tuple[Any, ...]] = []
-            sample_rows: list[tuple[int, int, bytes]] = []
-            ids = []
-            for result in batch:
-                result_id += 1
-                ids.append(result_id)
-                result_rows.append(
-                    (
-                        result_id,
-                        run_id,
-                        result.name,
-                        result.tool,
-                        result.host,
-                        _value(_STATUSES, Status, result.status),
-                        result.reason,
-                        _dumps(list(result.argv)),
-                        result.started_at,
-                        result.duration_s,
-                        result.raw_output,
-                        _dumps({**result.params, **ranks.to_params(result.ranks)}),
-                    )
-                )
-                metrics = result.metrics
-                if not metrics:
-                    continue
-                # Column by column with map (C speed): an ingest stores 680,000 metrics, and a
-                # Python statement per metric took 0.8 s (docs/performance.md).
-                ids_of = range(metric_id + 1, metric_id + 1 + len(metrics))
-                metric_id += len(metrics)
-                metric_rows += zip(
-                    ids_of,
-                    repeat(result_id),
-                    map(_NAME, metrics),
-                    _stored_values(list(map(_VALUE, metrics))),
-                    map(_UNIT, metrics),
-                    _stored_directions(list(map(_DIRECTION, metrics))),
-                )
-                samples = list(map(_SAMPLES, metrics))
-                sample_rows += [
-                    (i, len(s), struct.pack(f"<{len(s)}d", *s))
-                    for i, s in compress(zip(ids_of, samples, strict=True), samples)
-                ]
-            _insert_rows(
-                cur,
-                "test_result (id, run_id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output,"
-                " params)",
-                result_rows,
-            )
-            _insert_rows(cur, "metric (id, result_id, name, value, unit, direction)", metric_rows)
-            _insert_rows(cur, "sample (metric_id, count, data)", sample_rows)
-            return ids
-
-        return self._write(insert)
+        return self._write(_insert_results, run_id, batch)
 
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None:
         """Store verdicts (appended to any already stored for the run), in one transaction."""
 
-        def insert(cur: sqlite3.Cursor) -> None:
-            cur.executemany(
-                "INSERT INTO verdict (run_id, test, metric, host, outcome, measured, expected, direction, margin,"
-                " reason, warnings, unit, passed_repeats, total_repeats, source)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        run_id,
-                        v.test,
-                        v.metric,
-                        v.host,
-                        Outcome(v.outcome).value,
-                        _float(v.measured),
-                        _float(v.expected),
-                        Direction(v.direction).value,
-                        _float(v.margin),
-                        v.reason,
-                        _dumps(list(v.warnings)),
-                        v.unit,
-                        v.passed_repeats,
-                        v.total_repeats,
-                        v.source,
-                    )
-                    for v in verdicts
-                ],
-            )
-
         self._require_run(run_id)
-        self._write(insert)
+        self._write(_insert_verdicts, run_id, verdicts)
 
     def add_artifact(self, run_id: int, name: str, content: str) -> None:
         """Store (or replace) a named text artifact of the run, e.g. a generated sbatch script."""
         self._require_run(run_id)
         self._write(
-            lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content))
+            lambda cur: cur.execute(
+                "INSERT INTO artifact VALUES (?, ?, ?) ON CONFLICT (run_id, name) DO UPDATE SET content = excluded.content",
+                (run_id, name, content),
+            )
         )
+
+    def import_run(self, run: RunRecord) -> int:
+        """Store a whole run read from another store's export (``results.codec``) in ONE
+        transaction: its provenance, status and times as they were, its results with samples,
+        verdicts and artifacts. Returns its id here (ids are per store); the id it had is kept
+        in ``meta.imported_from_id``."""
+
+        def insert(cur: Any) -> int:
+            row = cur.execute(
+                "INSERT INTO run (kind, status, started_at, finished_at, argv, fingerprint, spec_name, plan, meta,"
+                " gpufabric_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    run.kind,
+                    RunStatus(run.status).value,
+                    run.started_at,
+                    run.finished_at,
+                    _dumps(list(run.argv)),
+                    _dumps(dict(run.fingerprint)),
+                    run.spec_name,
+                    None if run.plan is None else _dumps(dict(run.plan)),
+                    _dumps({**run.meta, "imported_from_id": run.meta.get("imported_from_id", run.id)}),
+                    run.gpufabric_version,
+                ),
+            ).fetchone()
+            run_id = int(row[0])
+            _insert_results(cur, run_id, run.results)
+            _insert_verdicts(cur, run_id, run.verdicts)
+            cur.executemany("INSERT INTO artifact VALUES (?, ?, ?)", [(run_id, k, v) for k, v in run.artifacts.items()])
+            return run_id
+
+        return self._write(insert)
 
     def finish_run(self, run_id: int, status: RunStatus | str) -> None:
         """Mark a run finished with one of RUN_STATUSES."""
@@ -501,6 +586,7 @@ class Store:
         with self._lock:
             conn = self._conn
             row = conn.execute(_RUN_SELECT + " WHERE r.id=?", (run_id,)).fetchone()
+            counts = self._verdict_counts([run_id])
             samples = {
                 metric_id: tuple(np.frombuffer(blob, dtype="<f8").tolist())
                 for metric_id, blob in conn.execute(
@@ -570,27 +656,39 @@ class Store:
                 )
             )
             artifacts = dict(conn.execute("SELECT name, content FROM artifact WHERE run_id=? ORDER BY name", (run_id,)))
-        return _run_record(row, results=results, verdicts=verdicts, artifacts=artifacts)
+        return _run_record(row, counts.get(run_id, {}), results=results, verdicts=verdicts, artifacts=artifacts)
 
     def list_runs(self, limit: int = 50) -> list[RunRecord]:
         """The newest ``limit`` runs, newest first, with counts but without results (fast)."""
         with self._lock:
             rows = self._conn.execute(_RUN_SELECT + " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
+            counts = self._verdict_counts([row[0] for row in rows])
         with self._decoding("the run list"):
-            return [_run_record(row) for row in rows]
+            return [_run_record(row, counts.get(row[0], {})) for row in rows]
+
+    def _verdict_counts(self, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """run id -> outcome -> count, for ``run_ids`` (called under the lock)."""
+        out: dict[int, dict[str, int]] = {}
+        for start in range(0, len(run_ids), _MAX_PARAMS):
+            chunk = list(run_ids[start : start + _MAX_PARAMS])
+            marks = ", ".join("?" * len(chunk))
+            for run_id, outcome, n in self._conn.execute(
+                f"SELECT run_id, outcome, COUNT(*) FROM verdict WHERE run_id IN ({marks}) GROUP BY run_id, outcome",
+                chunk,
+            ):
+                out.setdefault(int(run_id), {})[outcome] = int(n)
+        return out
 
 
 _RUN_SELECT = (
     "SELECT r.id, r.kind, r.status, r.started_at, r.finished_at, r.argv, r.fingerprint, r.spec_name, r.plan, r.meta,"
     " r.gpufabric_version,"
-    " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id),"
-    " (SELECT json_group_object(outcome, n) FROM"
-    "   (SELECT outcome, COUNT(*) AS n FROM verdict v WHERE v.run_id=r.id GROUP BY outcome))"
+    " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id)"
     " FROM run r"
 )
 
 
-def _run_record(row: tuple, **loaded: Any) -> RunRecord:
+def _run_record(row: tuple, verdict_counts: dict[str, int], **loaded: Any) -> RunRecord:
     (
         run_id,
         kind,
@@ -604,7 +702,6 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
         meta,
         version,
         n_results,
-        verdict_counts,
     ) = row
     return RunRecord(
         id=run_id,
@@ -619,6 +716,6 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
         meta=json.loads(meta),
         gpufabric_version=version,
         result_count=n_results,
-        verdict_counts=json.loads(verdict_counts) if verdict_counts else {},
+        verdict_counts=verdict_counts,
         **loaded,
     )
