@@ -5,12 +5,32 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from gpufabric.results.records import RunRecord, Status, TestResult
+
+#: Characters a terminal or a browser acts on instead of showing: C0 controls (ESC starts
+#: cursor and colour sequences, CR overwrites a line), DEL, C1 controls (CSI 0x9b is ESC [ on
+#: 8-bit terminals) and the bidirectional overrides and isolates that reorder what is shown
+#: (Boucher and Anderson, "Trojan Source", CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), never acted on;
+    ``keep_newlines`` leaves line feeds (and tabs) for multi-line blocks."""
+
+    def show(m: re.Match[str]) -> str:
+        c = m.group(0)
+        if keep_newlines and c in "\n\t":
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _UNSAFE.sub(show, text)
 
 
 def num(value: float | None) -> str:
