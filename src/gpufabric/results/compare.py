@@ -61,7 +61,7 @@ import numpy as np
 
 from gpufabric.errors import InputError
 from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, relative_effect
-from gpufabric.results.records import CASE_PARAMS, Direction, RunRecord, Status
+from gpufabric.results.records import CASE_PARAMS, Direction, RunRecord
 from gpufabric.results.stats import signed_rank_effect
 from gpufabric.units import is_time_unit
 
@@ -168,7 +168,7 @@ class _Side:
 def _collect(run: RunRecord) -> dict[tuple[str, str, str], _Side]:
     out: dict[tuple[str, str, str], _Side] = {}
     for result in run.results:
-        if result.status != Status.ok:
+        if not result.status.measured:
             continue
         for m in result.metrics:
             if not math.isfinite(m.value):
@@ -229,7 +229,7 @@ def _curves(run: RunRecord) -> dict[tuple[str, str, str], _Curve]:
     """(curve test, host, metric) -> the metric's values by message size."""
     out: dict[tuple[str, str, str], _Curve] = {}
     for result in run.results:
-        if result.status != Status.ok:
+        if not result.status.measured:
             continue
         per_case = "size_bytes" in result.params
         if per_case:
