@@ -306,7 +306,10 @@ def test_all_gather_size_is_count_times_type_times_ranks():
     from gpufabric.bench.parsers.nccl_tests import _validate
 
     assert _validate(rows, "all_gather", 16) == ([], "")
-    assert _validate(rows, "all_gather", 8) == ([], "the device lines list 8 ranks but the sizes imply 16 (lines left out?)")
+    assert _validate(rows, "all_gather", 8) == (
+        [],
+        "the device lines list 8 ranks but the sizes imply 16 (lines left out?)",
+    )
     assert "does not match count 16 x 4 B" in _validate(rows, "all_reduce", 16)[0][0]  # as all_reduce: impossible
     edited = [rows[0]._replace(size=2048), *rows[1:]]  # one row with another factor
     assert _validate(edited, "all_gather", 0)[0]

@@ -5,6 +5,14 @@ result that no verdict covers (a tool that failed, timed out or was skipped show
 without an SLO). Mapping: failed verdict -> ``<failure>``; failed/timed-out tool ->
 ``<error>``; skipped and noisy -> ``<skipped>`` (noisy is "cannot judge", which must not
 fail a pipeline but must stay visible).
+
+The document validates against the Jenkins xUnit plugin's JUnit schema (junit-10.xsd, the
+Surefire-derived one Jenkins reads) and its ``<testsuite>`` against Apache Maven Surefire's
+surefire-test-report.xsd (both shipped in tests/data/schemas): ``<testsuites>`` carries only
+name, time, tests, failures and errors (no ``skipped``); where the run ran (cluster, hosts,
+job id) goes into ``<properties>``, as neither schema has attributes for it. Failures come
+first; each case's ``time`` is the seconds its results took (repeats summed), the suite's the
+run's wall time.
 """
 
 from __future__ import annotations
@@ -36,14 +44,12 @@ def render_junit(run: RunRecord) -> str:
         ("argv", " ".join(run.argv)),
         ("gpufabric_version", run.gpufabric_version),
         ("spec", run.spec_name),
+        *((label.replace(" ", "_"), text) for label, text in common.run_context(run)),
     ):
         ET.SubElement(props, "property", name=key, value=value)
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    durations = {
-        **{(r.name, r.host): r.duration_s for r in run.results},
-        **{(r.case, r.host): r.duration_s for r in run.results},
-    }
-    for v in run.verdicts:
+    durations = common.durations_by_test(run)
+    for v in common.verdicts_failures_first(run):
         case = ET.SubElement(
             suite,
             "testcase",
@@ -67,7 +73,7 @@ def render_junit(run: RunRecord) -> str:
         elif detail:
             ET.SubElement(case, "system-out").text = detail
     judged = {(v.test, v.host) for v in run.verdicts}
-    for r in run.results:
+    for r in common.results_failures_first(run):
         if common.is_judged(r, judged):
             continue
         case = ET.SubElement(
@@ -75,7 +81,7 @@ def render_junit(run: RunRecord) -> str:
             "testcase",
             classname=r.name,
             name=f"{r.host or r.tool} {common.param_tag(r)}".strip(),
-            time=f"{r.duration_s:.3f}",
+            time=f"{max(r.duration_s, 0.0):.3f}",
         )
         counts["tests"] += 1
         if r.status in (Status.failed, Status.timeout):
@@ -86,12 +92,20 @@ def render_junit(run: RunRecord) -> str:
         elif r.status == Status.skipped:
             ET.SubElement(case, "skipped", message=r.reason or "skipped")
             counts["skipped"] += 1
+        elif r.status == Status.partial:
+            ET.SubElement(case, "system-out").text = f"partial: {r.reason or r.params.get('quality_warnings', '')}"
     for key, count in counts.items():
         suite.set(key, str(count))
-    total = sum(r.duration_s for r in run.results)
+    wall = common.run_seconds(run)
+    total = wall if wall is not None else sum(max(r.duration_s, 0.0) for r in run.results)
     suite.set("time", f"{total:.3f}")
     root = ET.Element(
-        "testsuites", {"name": "gpufabric", "time": f"{total:.3f}", **{k: str(v) for k, v in counts.items()}}
+        "testsuites",
+        {
+            "name": "gpufabric",
+            "time": f"{total:.3f}",
+            **{k: str(v) for k, v in counts.items() if k != "skipped"},  # the schemas have no skipped here
+        },
     )
     root.append(suite)
     _clean(root)
