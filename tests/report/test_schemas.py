@@ -95,7 +95,12 @@ def test_junit_is_valid_against_jenkins_and_surefire(jenkins, surefire):
     assert root.tag == "testsuites" and "skipped" not in root.attrib
     suite = root.find("testsuite")
     surefire.validate(ET.tostring(suite, encoding="unicode"))
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("9", "2", "2", "3")
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == (
+        "9",
+        "2",
+        "2",
+        "3",
+    )
     assert root.get("failures") == "2" and root.get("errors") == "2"
     assert suite.get("time") == "75.500"  # the run's wall time
     cases = suite.findall("testcase")
