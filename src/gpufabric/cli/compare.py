@@ -61,7 +61,10 @@ def compare(
         help="Multiple-comparison correction: holm (family-wise), bh (false discovery rate) or none.",
     ),
     strict: bool = typer.Option(
-        False, "--strict", help="Also fail on inconclusive metrics that moved the bad way beyond their minimum effect."
+        False,
+        "--strict",
+        help="Also fail on inconclusive metrics that moved the bad way beyond their minimum effect, and when no "
+        "metric could be tested; the last line says why it passed or failed.",
     ),
     fmt: Format = format_option(),
 ) -> int:
