@@ -85,7 +85,7 @@ def test_csv_cells_cannot_start_a_formula(tmp_path):
 
     spec = load_spec(EXAMPLES / "lab-2node.yaml").spec
     res = run_sweep(spec, load_catalog(), [parse_vary("cluster.nodes=2")])
-    evil = ("=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
+    evil = ('=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
     res = dataclasses.replace(res, design_ids=tuple(evil[i % len(evil)] for i in range(len(res))))
     out = tmp_path / "s.csv"
     write_sweep(res, out)
