@@ -282,6 +282,34 @@ def _size(size: int) -> str:
     return f"{size}B"
 
 
+@dataclass(slots=True)
+class _Tested:
+    """A curve tested in ranges: its bad-way log change and rounding tolerance per size."""
+
+    test: str
+    host: str
+    worse: dict[int, float]
+    tol: dict[int, float]
+    ranges: list[tuple[str, str, list[int]]]  # (delta name, regime, sizes)
+
+
+def _twin(
+    tested: list[_Tested], test: str, host: str, worse: dict[int, float], tol: dict[int, float]
+) -> _Tested | None:
+    """The curve of the same test and host this one moves with, size by size: busbw and algbw are
+    size / time, so their change is the time's inverted. Printed tables round each cell, so they
+    agree within 2 % plus the rounding of the smaller value (0.01 / value: two decimals)."""
+    for t in tested:
+        if (t.test, t.host) != (test, host):
+            continue
+        common = [s for s in worse if s in t.worse]
+        if len(common) >= max(2, len(worse) // 2) and all(
+            abs(worse[s] - t.worse[s]) <= max(tol[s], t.tol[s]) for s in common
+        ):
+            return t
+    return None
+
+
 def _curve_deltas(
     base: RunRecord, cand: RunRecord, thresholds: dict[str, float], level: float
 ) -> tuple[list[MetricDelta], list[Effect | None], dict[tuple[str, str, str], str]]:
@@ -293,7 +321,7 @@ def _curve_deltas(
     deltas: list[MetricDelta] = []
     effects: list[Effect | None] = []
     members: dict[tuple[str, str, str], str] = {}
-    scores: list[tuple[str, str, tuple[int, ...], np.ndarray, np.ndarray, str]] = []
+    tested: list[_Tested] = []
     for key in keys:
         test, host, stem = key
         ca, cb = a[key], b[key]
@@ -301,55 +329,64 @@ def _curve_deltas(
         if cls in UNTESTED_CLASSES or ca.unit != cb.unit or ca.direction != cb.direction:
             continue
         sizes = sorted(s for s in ca.values if s in cb.values)
-        med_a = [statistics.median(ca.values[s]) for s in sizes]
-        med_b = [statistics.median(cb.values[s]) for s in sizes]
-        for regime, chosen in _ranges(sizes, med_a, ca.unit):
-            idx = [sizes.index(s) for s in chosen]
-            va, vb = np.array([med_a[i] for i in idx]), np.array([med_b[i] for i in idx])
-            d = np.log(vb / va)
-            worse = d if ca.direction == Direction.lower else -d  # > 0: moved the bad way
+        med_a = {s: statistics.median(ca.values[s]) for s in sizes}
+        med_b = {s: statistics.median(cb.values[s]) for s in sizes}
+        d_of = {s: math.log(med_b[s] / med_a[s]) for s in sizes}
+        worse = {s: d if ca.direction == Direction.lower else -d for s, d in d_of.items()}  # > 0: the bad way
+        tol = {s: 0.02 + 0.01 / min(med_a[s], med_b[s]) for s in sizes}
+        about = partial(
+            MetricDelta,
+            test=test,
+            host=host,
+            unit=ca.unit,
+            direction=ca.direction,
+            metric_class=cls,
+            base=None,
+            cand=None,
+            method="signed rank over sizes",
+            min_effect=thresholds[cls],
+        )
+        twin = _twin(tested, test, host, worse, tol)
+        if twin is not None:
+            for twin_name, regime, twin_sizes in twin.ranges:
+                mine = [s for s in sizes if twin_sizes[0] <= s <= twin_sizes[-1]]
+                if not mine:
+                    continue
+                for s in mine:
+                    case, metric = ca.members[s]
+                    members[(case, host, metric)] = f"{test} @{host} {twin_name}"
+                deltas.append(
+                    about(
+                        metric=f"{stem}@[{_size(mine[0])}..{_size(mine[-1])}]",
+                        delta=math.expm1(float(np.median([d_of[s] for s in mine]))),
+                        regime=regime,
+                        sizes=len(mine),
+                        duplicate_of=twin_name,
+                    )
+                )
+                effects.append(None)
+            continue
+        ranges = []
+        for regime, chosen in _ranges(sizes, [med_a[s] for s in sizes], ca.unit):
+            d = np.array([d_of[s] for s in chosen])
             name = f"{stem}@[{_size(chosen[0])}..{_size(chosen[-1])}]"
-            # Printed tables round each cell: two curves are one quantity when they agree within
-            # the rounding of the smaller values plus 2 %.
-            tol = 0.02 + 0.01 / np.minimum(va, vb)
-            twin = next(
-                (
-                    other
-                    for t, h, szs, w, tl, other in scores
-                    if (t, h, szs) == (test, host, tuple(chosen))
-                    and bool(np.all(np.abs(w - worse) <= np.maximum(tl, tol)))
-                ),
-                "",
-            )
-            about = MetricDelta(
-                test=test,
-                host=host,
-                metric=name,
-                unit=ca.unit,
-                direction=ca.direction,
-                metric_class=cls,
-                base=None,
-                cand=None,
-                delta=math.expm1(float(np.median(d))),
-                method="signed rank over sizes",
-                min_effect=thresholds[cls],
-                regime=regime,
-                sizes=len(chosen),
-                n_base=len(chosen),
-                n_cand=len(chosen),
-                duplicate_of=twin,
-            )
-            if not twin:
-                scores.append((test, host, tuple(chosen), worse, tol, name))
+            ranges.append((name, regime, chosen))
             for s in chosen:
                 case, metric = ca.members[s]
                 members[(case, host, metric)] = f"{test} @{host} {name}"
-            deltas.append(about)
-            if twin:
-                effects.append(None)
-                continue
             effect, low, high, p = signed_rank_effect(d, level=level)
+            deltas.append(
+                about(
+                    metric=name,
+                    delta=math.expm1(float(np.median(d))),
+                    regime=regime,
+                    sizes=len(chosen),
+                    n_base=len(chosen),
+                    n_cand=len(chosen),
+                )
+            )
             effects.append(Effect(effect=effect, ci_low=low, ci_high=high, p_value=p, n_base=d.size, n_cand=d.size))
+        tested.append(_Tested(test=test, host=host, worse=worse, tol=tol, ranges=ranges))
     return deltas, effects, members
 
 
