@@ -4,6 +4,7 @@ tests/data/README.md); nothing is fetched."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 
@@ -162,3 +163,25 @@ def test_the_sarif_schema_catches_a_broken_document(sarif_schema):
     doc["runs"][0]["results"][0]["locations"] = "node1"  # not an array of location objects
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft4Validator(sarif_schema).validate(doc)
+
+
+@pytest.mark.parametrize("status", ["failed", "error", "interrupted", "running"])
+def test_a_run_that_did_not_pass_never_gives_a_green_junit(jenkins, status):
+    # e.g. a bench whose failing checks are not verdicts: the stored status decides
+    run = RunRecord(
+        id=9,
+        kind="bench",
+        status=status,
+        started_at=1.7e9,
+        finished_at=None,
+        argv=(),
+        fingerprint={},
+        results=(_result(Status.ok, "fio.x", 1.0),),
+    )
+    xml = render(run, "junit")
+    jenkins.validate(xml)
+    suite = ET.fromstring(xml).find("testsuite")
+    assert int(suite.get("failures")) + int(suite.get("errors")) == 1
+    passed = dataclasses.replace(run, status="passed", finished_at=1.7e9 + 1)
+    suite = ET.fromstring(render(passed, "junit")).find("testsuite")
+    assert (suite.get("failures"), suite.get("errors"), suite.get("tests")) == ("0", "0", "1")
