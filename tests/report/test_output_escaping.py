@@ -32,7 +32,10 @@ def _renamed(result: TestResult, *, host: str | None = None, name: str | None = 
     return dataclasses.replace(result, host=host or result.host, name=name or result.name)
 
 
-def test_failures_come_first_in_markdown_and_html():
+def test_failures_come_first_in_markdown_and_html(monkeypatch):
+    from gpufabric.report import html_report
+
+    monkeypatch.setattr(html_report, "_charts", lambda run: [])  # the order of the tables is the point here
     run = _run(sample_run_results())
     failed = next(v for v in run.verdicts if v.outcome.value == "failed")
     assert run.verdicts.index(failed) > 0  # recorded after a pass: the renderers must reorder
