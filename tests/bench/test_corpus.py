@@ -274,3 +274,50 @@ def test_every_public_file_is_detected_as_its_tool():
     assert len(files) >= 20
     for f in files:
         assert detect_tool(f.read_text()) == f.parent.name, f
+
+
+# --- issue 23: logs as people post them (provenance: tests/data/README.md) ----------------------------------------
+
+
+def test_pre_2_13_error_column_is_a_relative_error_not_corruption():
+    # CoreWeave's 128-GPU A100 SHARP table (NCCL 2.12 era): 'error' cells such as 2e-07 and 5e-07
+    (p,) = parse("nccl-tests/public_a100_128gpu_sharp_error_column_coreweave.txt")
+    assert p.error == "" and p.invalid == "" and p.partial == ""
+    assert p.metric("wrong_total") is None  # no count was printed
+    assert p.case == "all_reduce"  # busbw / algbw = 115.64 / 59.68: 2(n-1)/n, though 5 of 128 device lines are shown
+    assert "relative error" in p.info["check"]
+    assert p.metric("time_us").value == 143927 and p.metric("busbw_gbps").value == 115.64
+    assert p.metric("avg_busbw_gbps").value == 37.7108
+
+
+def test_error_column_with_a_count_of_wrong_elements_is_still_corruption():
+    text = (DATA / "nccl-tests/public_a100_128gpu_sharp_error_column_coreweave.txt").read_text()
+    broken = text.replace("5e-07   4821.8", "    3   4821.8", 1).replace("values : 0 OK", "values : 3 FAILED")
+    (p,) = parse_nccl_tests(broken)
+    assert "3 wrong elements" in p.error and "FAILED" in p.error
+
+
+def test_all_gather_size_is_count_times_type_times_ranks():
+    # GKE B200, 2 nodes x 8: "1024 16 float none" = 16 elements x 4 B x 16 ranks; no device lines
+    (p,) = parse("nccl-tests/public_b200_2node_all_gather_gke.txt")
+    assert p.error == "" and p.invalid == "" and p.warnings == ()
+    assert p.metric("busbw_gbps").value == 376.40 and p.metric("time_us@1024B").value == 43.34
+    rows = rows_of((DATA / "nccl-tests/public_b200_2node_all_gather_gke.txt").read_text())[0]
+    from gpufabric.bench.parsers.nccl_tests import _validate
+
+    assert _validate(rows, "all_gather", 16) == ([], "")
+    assert _validate(rows, "all_gather", 8) == (
+        [],
+        "the device lines list 8 ranks but the sizes imply 16 (lines left out?)",
+    )
+    assert "does not match count 16 x 4 B" in _validate(rows, "all_reduce", 16)[0][0]  # as all_reduce: impossible
+    edited = [rows[0]._replace(size=2048), *rows[1:]]  # one row with another factor
+    assert _validate(edited, "all_gather", 0)[0]
+
+
+def test_a_table_without_its_footer_is_partial_not_failed():
+    # CoreWeave README of 2023-06-12: the block stops after the 8 GiB row
+    (p,) = parse("nccl-tests/public_a100_128gpu_sharp_no_footer_coreweave.txt")
+    assert p.error == "" and p.invalid == ""
+    assert "no 'Out of bounds values' footer" in p.partial and p.partial in p.warnings
+    assert p.metric("time_us").value == 104180 and p.metric("busbw_gbps").value == 159.75

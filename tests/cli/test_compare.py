@@ -98,3 +98,52 @@ def test_bad_input(cli, tmp_path):
     bogus.write_text('{"foo": 1}')
     code, _, err = cli("compare", bogus, "1", "--db", db)
     assert code == 2 and "not a gpufabric JSON report" in err
+
+
+# --- issue 23: a gate on size curves, and --strict always says why -------------------------------------------------
+
+
+def test_real_table_against_a_copy_12_percent_slower_above_1_mib_exits_1(cli, tmp_path):
+    from tests.results.curves import DATA, slower_copy
+
+    table = DATA / "public_h100_ndr_2node_issue309.txt"
+    slow = tmp_path / "slow.txt"
+    slow.write_text(slower_copy(table.read_text(), 1.12, min_size=1 << 20))
+    db = tmp_path / "r.db"
+    for f in (table, slow):
+        assert cli("ingest", "--tool", "nccl-tests", f, "--db", db)[0] == 0
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db)
+    assert code == 1
+    first = out.splitlines()[1]
+    assert first.startswith("REGRESSION") and "signed rank over sizes" in first and "bandwidth-bound" in first
+    assert out.splitlines()[-1].startswith("failed: 1 regression(s)")
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--format", "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["failed"] and doc["reason"].startswith("failed: 1 regression")
+    (reg,) = [d for d in doc["deltas"] if d["verdict"] == "regression" and not d["duplicate_of"]]
+    assert reg["regime"] == "bandwidth-bound" and reg["sizes"] >= 8 and abs(reg["effect"] - 0.12) < 0.01
+    code, out, _ = cli("compare", "latest~1", "latest~1", "--db", db, "--strict")
+    assert code == 0 and out.splitlines()[-1].startswith("passed (--strict): ")
+
+
+def test_strict_with_nothing_in_common_exits_1_and_says_so(cli, tmp_path):
+    from tests.results.curves import DATA
+
+    db = tmp_path / "r.db"
+    assert cli("ingest", "--tool", "nccl-tests", DATA / "public_h100_1node_issue290.txt", "--db", db)[0] == 0
+    assert cli("ingest", "--tool", "fio", DATA.parent / "fio" / "psync_read.json", "--db", db)[0] == 0
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db)
+    assert code == 0 and "0 metrics tested" in out
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--strict")
+    assert code == 1 and out.splitlines()[-1].startswith("failed (--strict): no metric was tested")
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--strict", "--format", "json")
+    assert code == 1 and "no metric was tested" in json.loads(out)["reason"]
+
+
+def test_compare_output_never_carries_terminal_escapes(cli, tmp_path):
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        for gbps in (9.4, 6.0):
+            make_run(store, [bw_result(gbps=gbps, host="n\x1b[2J\x1b]0;pwned\x07")], verdicts=[])
+    code, out, _ = cli("compare", "latest~1", "latest", "--db", db, "--strict")
+    assert code == 1 and "\x1b" not in out and "\x07" not in out and "n\\x1b[2J" in out

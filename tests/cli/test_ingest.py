@@ -300,3 +300,25 @@ def test_the_collector_is_paused_while_ingesting_and_restored_after(cli, tmp_pat
     assert seen == [False] and gc.isenabled()
     code, _, _ = cli("ingest", "--tool", "no-such-tool", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt")
     assert code == 2 and gc.isenabled()  # restored on an error too
+
+
+@pytest.mark.parametrize(
+    ("name", "status"),
+    [
+        ("public_a100_128gpu_sharp_error_column_coreweave.txt", "ok"),
+        ("public_b200_2node_all_gather_gke.txt", "ok"),
+        ("public_a100_128gpu_sharp_no_footer_coreweave.txt", "partial"),
+    ],
+)
+def test_posted_logs_ingest_with_exit_0_and_no_false_corruption(cli, tmp_path, name, status):
+    from tests.conftest import DATA
+
+    db = tmp_path / "r.db"
+    code, out, err = cli("ingest", "--tool", "auto", DATA / "nccl-tests" / name, "--db", db, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["status"] == "passed"
+    (row,) = doc["results"]
+    assert row["status"] == status and "corruption" not in json.dumps(row) and "invalid" not in json.dumps(row)
+    code, out, _ = cli("runs", "--db", db)
+    assert code == 0 and "passed" in out

@@ -46,3 +46,23 @@ def test_runs_bad_input(cli, tmp_path):
     assert code == 2 and "not a gpufabric results database" in err and "Traceback" not in err
     code, _, err = cli("runs", "--db", tmp_path / "x.db", "--limit", "0")
     assert code == 2 and "--limit" in err
+
+
+def test_runs_show_duration_cluster_and_job_id(cli, tmp_path):
+    db = tmp_path / "r.db"
+    with Store.open(db) as store:
+        run_id = store.begin_run(
+            kind="bench",
+            argv=["gpufabric", "bench"],
+            fingerprint={"host": "n1"},
+            meta={"cluster": "lab-a", "hosts": ["n1", "n2"], "job_id": "slurm:4242\x1b[2J"},
+        )
+        store.finish_run(run_id, "passed")
+    code, out, _ = cli("runs", "--db", db)
+    assert code == 0
+    line = out.splitlines()[1]
+    assert "[cluster lab-a, job id slurm:4242\\x1b[2J]" in line and "\x1b" not in out
+    code, out, _ = cli("runs", "--db", db, "--format", "json")
+    (run,) = json.loads(out)["runs"]
+    assert run["cluster"] == "lab-a" and run["hosts"] == "n1, n2" and run["job_id"].startswith("slurm:4242")
+    assert run["duration_s"] is not None and run["duration_s"] >= 0

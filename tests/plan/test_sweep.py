@@ -75,3 +75,22 @@ def test_sweep_refuses_other_suffixes(tmp_path, cli):
         "sweep", str(EXAMPLES / "lab-2node.yaml"), "--vary", "cluster.nodes=2", "--out", str(tmp_path / "x.txt")
     )
     assert code == 2 and ".csv or .parquet" in err
+
+
+def test_csv_cells_cannot_start_a_formula(tmp_path):
+    # issue 24: text cells from specs and combos never start a spreadsheet formula; numbers stay numbers
+    import dataclasses
+
+    from gpufabric.plan.sweep import csv_cell, write_sweep
+
+    spec = load_spec(EXAMPLES / "lab-2node.yaml").spec
+    res = run_sweep(spec, load_catalog(), [parse_vary("cluster.nodes=2")])
+    evil = ('=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx")
+    res = dataclasses.replace(res, design_ids=tuple(evil[i % len(evil)] for i in range(len(res))))
+    out = tmp_path / "s.csv"
+    write_sweep(res, out)
+    with out.open(newline="") as fh:
+        rows = list(csv.reader(fh))
+    designs = [r[rows[0].index("design")] for r in rows[1:]]
+    assert designs and all(d.startswith("'") and d[1:] in evil for d in designs)
+    assert csv_cell(-1.5) == -1.5 and csv_cell("node1") == "node1"

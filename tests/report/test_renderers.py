@@ -66,9 +66,9 @@ def test_html_escapes_data_and_marks_interrupted_runs():
 
 def test_markdown_escapes_pipes_and_lists_warnings():
     md = render(_run([TIMEOUT], [NOISY]), "markdown")
-    assert "`a|b`" in md
+    assert "```\na|b\n```" in md  # argv in a fenced block: verbatim, inert
     assert "| **noisy** |" in md and "warning: the standard deviation" in md
-    assert "| iperf3.data | iperf3 | h | timeout: killed at 30 s |  |" in md
+    assert "| iperf3.data | iperf3 | h | timeout: killed at 30 s | - |  |" in md
     assert "**1** test timeout" in md
 
 

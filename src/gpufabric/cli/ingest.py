@@ -108,7 +108,7 @@ def ingest(
                     name=f"{prefix}.{parsed.case}",
                     tool=file_tool,
                     host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                    status=Status.failed if reason else Status.ok,
+                    status=Status.failed if reason else Status.partial if parsed.partial else Status.ok,
                     metrics=parsed.metrics,
                     reason=reason,
                     # A file's raw text is stored once, with its first result: a 100 MB log of 10,000

@@ -29,6 +29,7 @@ def runs(
 
     A run still shown as 'running' was interrupted (Ctrl-C, kill -9, a crashed node) or is still going.
     """
+    from gpufabric.report.common import printable, run_context, run_seconds, seconds
     from gpufabric.results.store import Store
 
     if limit < 1:
@@ -54,6 +55,8 @@ def runs(
                         "gpufabric_version": r.gpufabric_version,
                         "result_count": r.result_count,
                         "verdict_counts": r.verdict_counts,
+                        "duration_s": run_seconds(r),
+                        **{label.replace(" ", "_"): text for label, text in run_context(r)},
                     }
                     for r in records
                 ],
@@ -65,14 +68,17 @@ def runs(
         console.print(f"no runs in {path}", markup=False)
         return 0
     console.print(
-        f"{'id':>5}  {'started (UTC)':16}  {'kind':8} {'status':11} {'tests':>5}  {'verdicts':28} spec / command",
+        f"{'id':>5}  {'started (UTC)':16}  {'kind':8} {'status':11} {'took':>8} {'tests':>5}  {'verdicts':28} "
+        "spec / command [cluster, job]",
         markup=False,
     )
     for r in records:
         verdicts = " ".join(f"{n} {k}" for k, n in sorted(r.verdict_counts.items())) or "-"
         what = r.spec_name or " ".join(r.argv)[:60]
-        console.print(
-            f"{r.id:>5}  {_when(r.started_at):16}  {r.kind:8} {r.status:11} {r.result_count:>5}  {verdicts:28} {what}",
-            markup=False,
+        where = ", ".join(f"{label} {text}"[:60] for label, text in run_context(r) if label != "hosts")
+        line = (
+            f"{r.id:>5}  {_when(r.started_at):16}  {r.kind:8} {r.status:11} {seconds(run_seconds(r)):>8} "
+            f"{r.result_count:>5}  {verdicts:28} {what}" + (f" [{where}]" if where else "")
         )
+        console.print(printable(line), markup=False)
     return 0

@@ -193,8 +193,21 @@ def write_sweep(result: SweepResult, path: Path) -> None:
         return
     with path.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
-        w.writerow(result.columns)
-        w.writerows(result.rows())
+        w.writerow([csv_cell(c) for c in result.columns])
+        w.writerows([csv_cell(c) for c in row] for row in result.rows())
+
+
+#: What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection", as of 2026:
+#: =, +, -, @, tab and carriage return; a cell "=HYPERLINK(...)" from a spec name runs on open).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A text cell that cannot start a formula (a leading apostrophe, as OWASP advises); numbers
+    are left as numbers (a negative value is data, not a formula)."""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 __all__ = ["GIB", "SweepResult", "Vary", "parse_vary", "run_sweep", "variants", "write_sweep"]

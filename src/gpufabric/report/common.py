@@ -5,12 +5,32 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from gpufabric.results.records import RunRecord, Status, TestResult
+from gpufabric.results.records import RunRecord, Status, TestResult, Verdict
+
+#: Characters a terminal or a browser acts on instead of showing: C0 controls (ESC starts
+#: cursor and colour sequences, CR overwrites a line), DEL, C1 controls (CSI 0x9b is ESC [ on
+#: 8-bit terminals) and the bidirectional overrides and isolates that reorder what is shown
+#: (Boucher and Anderson, "Trojan Source", CVE-2021-42574).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str, *, keep_newlines: bool = False) -> str:
+    """``text`` with every control character shown as an escape (``\\x1b``), never acted on;
+    ``keep_newlines`` leaves line feeds (and tabs) for multi-line blocks."""
+
+    def show(m: re.Match[str]) -> str:
+        c = m.group(0)
+        if keep_newlines and c in "\n\t":
+            return c
+        return f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}"
+
+    return _UNSAFE.sub(show, text)
 
 
 def num(value: float | None) -> str:
@@ -158,3 +178,68 @@ def node_sections(run: RunRecord) -> list[NodeSection]:
         )
         for h in sorted(set(statuses) | set(outcomes))
     ]
+
+
+# --- what CI and people read first -----------------------------------------------------------------------------------
+
+#: Verdicts in the order a reader needs them: what failed first, what passed last.
+_OUTCOME_ORDER = {"failed": 0, "not_planned_hardware": 1, "noisy": 2, "skipped": 3, "passed": 4}
+#: Results likewise: a broken tool before a partial output before a clean one.
+_STATUS_ORDER = {"failed": 0, "timeout": 1, "partial": 2, "skipped": 3, "ok": 4}
+
+
+def verdicts_failures_first(run: RunRecord) -> list[Verdict]:
+    """The run's verdicts, failures first (stable: the recorded order within an outcome)."""
+    return sorted(run.verdicts, key=lambda v: _OUTCOME_ORDER.get(v.outcome.value, 5))
+
+
+def results_failures_first(run: RunRecord) -> list[TestResult]:
+    """The run's results, failed and timed-out tools first."""
+    return sorted(run.results, key=lambda r: _STATUS_ORDER.get(r.status.value, 5))
+
+
+def run_seconds(run: RunRecord) -> float | None:
+    """The run's wall time: its recorded ``duration_s`` when the record has one, else finish - start."""
+    recorded = getattr(run, "duration_s", None)
+    if isinstance(recorded, (int, float)) and math.isfinite(recorded) and recorded > 0:
+        return float(recorded)
+    if run.finished_at is None:
+        return None
+    return max(run.finished_at - run.started_at, 0.0)
+
+
+def durations_by_test(run: RunRecord) -> dict[tuple[str, str], float]:
+    """(test, host) -> seconds its results took, repeats summed; keyed by both the case and the
+    plain name, as verdicts name either. Tools that did not report a duration add nothing."""
+    out: dict[tuple[str, str], float] = {}
+    for r in run.results:
+        if r.duration_s > 0 and math.isfinite(r.duration_s):
+            for key in {(r.case, r.host), (r.name, r.host)}:
+                out[key] = out.get(key, 0.0) + r.duration_s
+    return out
+
+
+def seconds(value: float | None) -> str:
+    """A duration for a table cell; '-' where none was measured (not '0 ns')."""
+    from gpufabric.units import format_duration
+
+    if value is None or not math.isfinite(value) or value <= 0:
+        return "-"
+    return format_duration(value)
+
+
+#: Run fields that say where a run ran, in the order reports show them (the run record's own
+#: fields when it has them, else the same keys in its meta: older runs and ingested files).
+CONTEXT_FIELDS = (("cluster", "cluster"), ("hosts", "hosts"), ("job_id", "job id"))
+
+
+def run_context(run: RunRecord) -> list[tuple[str, str]]:
+    """(label, text) of the cluster name, host list and Slurm/Kubernetes job id the run records."""
+    out = []
+    for name, label in CONTEXT_FIELDS:
+        value = getattr(run, name, None) or run.meta.get(name)
+        if isinstance(value, (list, tuple)):
+            value = ", ".join(str(v) for v in value)
+        if value not in (None, ""):
+            out.append((label, str(value)))
+    return out

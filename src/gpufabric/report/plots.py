@@ -2,10 +2,16 @@
 
 Each SVG gets its element ids prefixed, because several matplotlib SVGs inlined in one
 page would otherwise share ids (``figure_1``, clip paths) and clip each other.
+
+Titles and legend labels carry test, host and fio job names: every text is drawn with
+matplotlib's math text off (a ``$RANK_$SIZE`` job name is a string, not a formula to parse
+and fail on) and cut to ``LABEL_CHARS`` characters (a 20,000-character host name would
+otherwise be laid out, measured and written into the SVG in full).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 from collections.abc import Sequence
@@ -13,6 +19,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from gpufabric.report.series import Series
+
+#: Longest title or legend label drawn, in characters; the tables carry the full names.
+LABEL_CHARS = 80
 
 #: Points kept per CDF curve: a 1M-sample CDF drawn point by point would be a 50 MB SVG.
 CDF_POINTS = 400
@@ -34,9 +43,19 @@ def _figure(title: str, xlabel: str, ylabel: str):
     return fig, ax
 
 
+def _label(text: str) -> str:
+    return text if len(text) <= LABEL_CHARS else text[: LABEL_CHARS - 3] + "..."
+
+
 def _svg(fig, key: str) -> str:
     import matplotlib
+    from matplotlib.text import Text
 
+    for artist in fig.findobj(Text):  # title, axis labels, legend entries: the data-named texts
+        artist.set_parse_math(False)
+        artist.set_text(_label(artist.get_text()))
+    if len(key) > 40:  # ids repeat the prefix hundreds of times: keep it short and still unique
+        key = key[:32] + hashlib.sha256(key.encode()).hexdigest()[:8]
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": key}):
         fig.savefig(buf, format="svg")

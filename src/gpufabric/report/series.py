@@ -20,7 +20,7 @@ import re
 import statistics
 from dataclasses import dataclass
 
-from gpufabric.results.records import RunRecord, Status, TestResult
+from gpufabric.results.records import RunRecord, TestResult
 from gpufabric.units import is_time_unit
 
 _AT_SIZE = re.compile(r"^busbw_gbps@(\d+)B$")
@@ -57,7 +57,7 @@ def busbw_series(run: RunRecord) -> list[Series]:
     points: dict[str, dict[float, float]] = {}
     for r in run.results:
         busbw = r.metric("busbw_gbps")
-        if r.status != Status.ok or busbw is None:
+        if not r.status.measured or busbw is None:
             continue
         label = _label(r)
         row = points.setdefault(label, {})
@@ -80,7 +80,7 @@ def percentile_series(run: RunRecord, *, tool: str | None = None) -> list[Series
     """Latency percentiles (x: percentile in %, y: latency) per result and metric prefix."""
     out = []
     for r in run.results:
-        if r.status != Status.ok or (tool is not None and r.tool != tool):
+        if not r.status.measured or (tool is not None and r.tool != tool):
             continue
         groups: dict[tuple[str, str], dict[float, float]] = {}
         for m in r.metrics:
@@ -149,7 +149,7 @@ def sweep_bands(run: RunRecord) -> dict[str, list[Band]]:
     units: dict[tuple[str, str], str] = {}
     for r in run.results:
         busbw = r.metric("busbw_gbps")
-        if r.status != Status.ok or busbw is None:
+        if not r.status.measured or busbw is None:
             continue
         key = (r.name, r.host)
         row = groups.setdefault(key, {})
@@ -174,7 +174,7 @@ def percentile_bands(run: RunRecord) -> dict[str, list[Band]]:
     groups: dict[tuple[str, str], dict[float, list[float]]] = {}
     units: dict[tuple[str, str], str] = {}
     for r in run.results:
-        if r.status != Status.ok:
+        if not r.status.measured:
             continue
         per_prefix: dict[tuple[str, str], dict[float, float]] = {}
         for m in r.metrics:

@@ -21,6 +21,22 @@ What is tested, and how (``inference`` has the statistics and their sources):
   with too few batches, the metric is **inconclusive**.
 * **Minimum effect per metric class** (``DEFAULT_MIN_EFFECT``): central latency and
   throughput 5 %, tails (p99 and beyond, max) 10 %, spreads (stddev, CV, jitter) 25 %.
+* **Size curves as one quantity.** A sweep over message sizes (an nccl-tests table, whose
+  rows are metrics ``time_us@<N>B``; the collectives probe, one result per ``size_bytes``)
+  has one value per size and side, so no size can be tested alone; but a uniform shift over
+  many sizes is strong evidence. Each curve is split at the base curve's half-peak size
+  ``n_1/2`` (Hockney, "The communication challenge for MPP", Parallel Computing 20:389, 1994:
+  the size at which the rate reaches half its peak, where latency and bandwidth terms are
+  equal) into a *bandwidth-bound* range (``n_1/2`` and above, at least the
+  ``CURVE_BANDWIDTH_SIZES`` largest sizes) and a *latency-bound* range (the rest): the two
+  regimes are governed by different hardware (the beta and alpha of the alpha-beta model),
+  and a bandwidth regression confined to the large sizes must not be diluted by the small
+  ones. Each range with at least ``CURVE_MIN_SIZES`` sizes is tested once by the
+  signed-rank test on the per-size log ratios, its effect the Hodges-Lehmann estimate
+  (``stats.signed_rank_effect``), in the same family and with the same verdict rules as
+  every metric. Curves of one test that move identically (busbw = size / time) are one
+  quantity: the time curve is tested, the others are duplicates. The per-size metrics stay
+  listed (inconclusive alone) with ``part_of`` naming their curve.
 * **Multiple comparisons.** The p-values of all tested metrics are adjusted together
   (Holm by default, Benjamini-Hochberg on request).
 
@@ -45,7 +61,8 @@ import numpy as np
 
 from gpufabric.errors import InputError
 from gpufabric.results.inference import CORRECTIONS, Effect, batch_medians, relative_effect
-from gpufabric.results.records import Direction, RunRecord, Status
+from gpufabric.results.records import CASE_PARAMS, Direction, RunRecord
+from gpufabric.results.stats import signed_rank_effect
 from gpufabric.units import is_time_unit
 
 
@@ -114,6 +131,9 @@ class MetricDelta:
     n_cand: int = 0
     duplicate_of: str = ""
     note: str = ""
+    regime: str = ""  # a size curve's range: bandwidth-bound | latency-bound | all sizes; "" for one metric
+    sizes: int = 0  # sizes in that range (the curve's n_base/n_cand)
+    part_of: str = ""  # a per-size metric: the curve range that tested it ("test @host metric")
 
     @property
     def worse(self) -> bool:
@@ -148,7 +168,7 @@ class _Side:
 def _collect(run: RunRecord) -> dict[tuple[str, str, str], _Side]:
     out: dict[tuple[str, str, str], _Side] = {}
     for result in run.results:
-        if result.status != Status.ok:
+        if not result.status.measured:
             continue
         for m in result.metrics:
             if not math.isfinite(m.value):
@@ -185,6 +205,189 @@ def _effect(a: _Side, b: _Side, level: float) -> tuple[str, Effect | None, str]:
             return "batch medians", None, "one repeat and too few or too autocorrelated samples for independent batches"
         return "batch medians", relative_effect(ba, bb, level=level), ""
     return "-", None, "one value per side: nothing measures the noise (run more repeats)"
+
+
+#: A range of a size curve is tested with at least this many sizes: below 6 the exact
+#: signed-rank test cannot reach p < 0.05 even when every size moved the same way.
+CURVE_MIN_SIZES = 6
+#: The bandwidth-bound range holds at least this many of the largest sizes (2 / 2**8 = 0.008
+#: is the smallest p of 8 sizes, room for the multiple-comparison correction).
+CURVE_BANDWIDTH_SIZES = 8
+#: Per-size metric names of a table sweep (the nccl-tests parser's ``time_us@1048576B``).
+_AT_SIZE = re.compile(r"^(.+)@(\d+)B$")
+
+
+@dataclass(slots=True)
+class _Curve:
+    unit: str
+    direction: Direction
+    values: dict[int, list[float]]  # size_bytes -> one value per repeat
+    members: dict[int, tuple[str, str]]  # size_bytes -> (case, metric) of the per-size metric
+
+
+def _curves(run: RunRecord) -> dict[tuple[str, str, str], _Curve]:
+    """(curve test, host, metric) -> the metric's values by message size."""
+    out: dict[tuple[str, str, str], _Curve] = {}
+    for result in run.results:
+        if not result.status.measured:
+            continue
+        per_case = "size_bytes" in result.params
+        if per_case:
+            # The collectives probe: one result per size; the curve is the case without its size.
+            keys = [f"{k}={result.params[k]}" for k in CASE_PARAMS if k != "size_bytes" and k in result.params]
+            test = f"{result.name}[{' '.join(keys)}]" if keys else result.name
+        else:
+            test = result.case
+        stems = {m.group(1) for x in result.metrics if (m := _AT_SIZE.match(x.name))}
+        top = result.params.get("tool_max_size_bytes", "")
+        for metric in result.metrics:
+            if not (math.isfinite(metric.value) and metric.value > 0):
+                continue
+            size_text, stem = "", metric.name
+            if per_case:
+                size_text = result.params["size_bytes"]
+            elif m := _AT_SIZE.match(metric.name):
+                stem, size_text = m.group(1), m.group(2)
+            elif metric.name in stems and top:
+                size_text = top  # the table's headline metric is its largest size
+            if not size_text.isdigit() or int(size_text) <= 0:
+                continue
+            size = int(size_text)
+            curve = out.setdefault((test, result.host, stem), _Curve(metric.unit, metric.direction, {}, {}))
+            curve.values.setdefault(size, []).append(metric.value)
+            curve.members[size] = (result.case, metric.name)
+    return {k: c for k, c in out.items() if len(c.values) >= 2}
+
+
+def _ranges(sizes: list[int], base: list[float], unit: str) -> list[tuple[str, list[int]]]:
+    """(regime, sizes) to test, split at the base curve's half-peak size (module docstring)."""
+    if is_time_unit(unit):
+        rate = [s / v for s, v in zip(sizes, base, strict=True)]
+    elif metric_class("", unit) == "throughput":
+        rate = list(base)
+    else:
+        return [("all sizes", sizes)] if len(sizes) >= CURVE_MIN_SIZES else []
+    peak = max(rate)
+    half = next(i for i, r in enumerate(rate) if r >= peak / 2)
+    cut = min(half, max(len(sizes) - CURVE_BANDWIDTH_SIZES, 0))
+    out = []
+    if cut >= CURVE_MIN_SIZES:
+        out.append(("latency-bound", sizes[:cut]))
+    if len(sizes) - cut >= CURVE_MIN_SIZES:
+        out.append(("bandwidth-bound", sizes[cut:]))
+    return out
+
+
+def _size(size: int) -> str:
+    return f"{size}B"
+
+
+@dataclass(slots=True)
+class _Tested:
+    """A curve tested in ranges: its bad-way log change and rounding tolerance per size."""
+
+    test: str
+    host: str
+    worse: dict[int, float]
+    tol: dict[int, float]
+    ranges: list[tuple[str, str, list[int]]]  # (delta name, regime, sizes)
+
+
+def _twin(
+    tested: list[_Tested], test: str, host: str, worse: dict[int, float], tol: dict[int, float]
+) -> _Tested | None:
+    """The curve of the same test and host this one moves with, size by size: busbw and algbw are
+    size / time, so their change is the time's inverted. Printed tables round each cell, so they
+    agree within 2 % plus the rounding of the smaller value (0.01 / value: two decimals)."""
+    for t in tested:
+        if (t.test, t.host) != (test, host):
+            continue
+        common = [s for s in worse if s in t.worse]
+        if len(common) >= max(2, len(worse) // 2) and all(
+            abs(worse[s] - t.worse[s]) <= max(tol[s], t.tol[s]) for s in common
+        ):
+            return t
+    return None
+
+
+def _curve_deltas(
+    base: RunRecord, cand: RunRecord, thresholds: dict[str, float], level: float
+) -> tuple[list[MetricDelta], list[Effect | None], dict[tuple[str, str, str], str]]:
+    """One delta per tested curve range (with its effect, None for a duplicate) and, for each
+    per-size metric inside a tested range, the name of that range's delta."""
+    a, b = _curves(base), _curves(cand)
+    # Time curves first: they are what the others (busbw = size / time) duplicate.
+    keys = sorted((k for k in a if k in b), key=lambda k: not is_time_unit(a[k].unit))
+    deltas: list[MetricDelta] = []
+    effects: list[Effect | None] = []
+    members: dict[tuple[str, str, str], str] = {}
+    tested: list[_Tested] = []
+    for key in keys:
+        test, host, stem = key
+        ca, cb = a[key], b[key]
+        cls = metric_class(stem, ca.unit)
+        if cls in UNTESTED_CLASSES or ca.unit != cb.unit or ca.direction != cb.direction:
+            continue
+        sizes = sorted(s for s in ca.values if s in cb.values)
+        med_a = {s: statistics.median(ca.values[s]) for s in sizes}
+        med_b = {s: statistics.median(cb.values[s]) for s in sizes}
+        d_of = {s: math.log(med_b[s] / med_a[s]) for s in sizes}
+        worse = {s: d if ca.direction == Direction.lower else -d for s, d in d_of.items()}  # > 0: the bad way
+        tol = {s: 0.02 + 0.01 / min(med_a[s], med_b[s]) for s in sizes}
+        about = partial(
+            MetricDelta,
+            test=test,
+            host=host,
+            unit=ca.unit,
+            direction=ca.direction,
+            metric_class=cls,
+            base=None,
+            cand=None,
+            method="signed rank over sizes",
+            min_effect=thresholds[cls],
+        )
+        twin = _twin(tested, test, host, worse, tol)
+        if twin is not None:
+            for twin_name, regime, twin_sizes in twin.ranges:
+                mine = [s for s in sizes if twin_sizes[0] <= s <= twin_sizes[-1]]
+                if not mine:
+                    continue
+                for s in mine:
+                    case, metric = ca.members[s]
+                    members[(case, host, metric)] = f"{test} @{host} {twin_name}"
+                deltas.append(
+                    about(
+                        metric=f"{stem}@[{_size(mine[0])}..{_size(mine[-1])}]",
+                        delta=math.expm1(float(np.median([d_of[s] for s in mine]))),
+                        regime=regime,
+                        sizes=len(mine),
+                        duplicate_of=twin_name,
+                    )
+                )
+                effects.append(None)
+            continue
+        ranges = []
+        for regime, chosen in _ranges(sizes, [med_a[s] for s in sizes], ca.unit):
+            d = np.array([d_of[s] for s in chosen])
+            name = f"{stem}@[{_size(chosen[0])}..{_size(chosen[-1])}]"
+            ranges.append((name, regime, chosen))
+            for s in chosen:
+                case, metric = ca.members[s]
+                members[(case, host, metric)] = f"{test} @{host} {name}"
+            effect, low, high, p = signed_rank_effect(d, level=level)
+            deltas.append(
+                about(
+                    metric=name,
+                    delta=math.expm1(float(np.median(d))),
+                    regime=regime,
+                    sizes=len(chosen),
+                    n_base=len(chosen),
+                    n_cand=len(chosen),
+                )
+            )
+            effects.append(Effect(effect=effect, ci_low=low, ci_high=high, p_value=p, n_base=d.size, n_cand=d.size))
+        tested.append(_Tested(test=test, host=host, worse=worse, tol=tol, ranges=ranges))
+    return deltas, effects, members
 
 
 def resolve_min_effect(
@@ -294,6 +497,17 @@ def compare_runs(
                 n_cand=eff.n_cand,
             )
         )
+    curve_deltas, curve_effects, members = _curve_deltas(base, cand, thresholds, 1 - 2 * alpha)
+    for i, d in enumerate(deltas):
+        if (curve := members.get((d.test, d.host, d.metric))) is not None:
+            note = f"judged with its size curve: {curve}"
+            deltas[i] = replace(d, part_of=curve, note=f"{d.note}; {note}" if d.note else note)
+    for d, eff in zip(curve_deltas, curve_effects, strict=True):
+        if eff is None:
+            deltas.append(d)
+            continue
+        effects[len(deltas)] = eff
+        deltas.append(replace(d, effect=eff.effect, ci_low=eff.ci_low, ci_high=eff.ci_high, p_value=eff.p_value))
     idx = list(effects)
     adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else np.empty(0)
     for i, p_adj in zip(idx, adjusted, strict=True):
@@ -302,18 +516,26 @@ def compare_runs(
     for i, d in enumerate(deltas):
         if d.duplicate_of:
             src = by_metric[(d.test, d.host, d.duplicate_of)]
+            effect, ci_low, ci_high = src.effect, src.ci_low, src.ci_high
+            if d.direction != src.direction and None not in (effect, ci_low, ci_high):
+                # a rate that moves with a time (busbw = size / time): the same change as its ratio's inverse
+                effect, ci_low, ci_high = (1 / (1 + x) - 1 for x in (effect, ci_high, ci_low))  # type: ignore[operator]
             deltas[i] = replace(
                 d,
                 verdict=src.verdict,
-                effect=src.effect,
-                ci_low=src.ci_low,
-                ci_high=src.ci_high,
+                effect=effect,
+                ci_low=ci_low,
+                ci_high=ci_high,
                 p_value=src.p_value,
                 p_adjusted=src.p_adjusted,
                 min_effect=src.min_effect,
                 n_base=src.n_base,
                 n_cand=src.n_cand,
-                note=f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once",
+                note=(
+                    f"moves with {d.duplicate_of} at every size (one quantity): tested once"
+                    if d.regime
+                    else f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once"
+                ),
             )
     return Comparison(
         base_id=base.id,
@@ -355,10 +577,13 @@ def _judge(d: MetricDelta, p_adj: float, alpha: float, correction: str, family: 
 
 def inconclusive_regressions(comparison: Comparison) -> tuple[MetricDelta, ...]:
     """Inconclusive metrics that moved the bad way beyond their minimum effect (``compare --strict`` fails on them)."""
+    curves = {f"{d.test} @{d.host} {d.metric}": d for d in comparison.deltas if d.regime}
     out = []
     for d in comparison.deltas:
         if d.verdict != Change.inconclusive or d.duplicate_of or not d.worse:
             continue
+        if d.part_of and curves[d.part_of].verdict != Change.inconclusive:
+            continue  # its curve was conclusive: that verdict, not one size's lone value, decides
         moved = d.effect if d.effect is not None else d.delta
         threshold = d.min_effect if d.min_effect is not None else DEFAULT_MIN_EFFECT["other"]
         if moved is not None and abs(moved) > threshold:

@@ -26,6 +26,12 @@ class Status(enum.StrEnum):
     failed = "failed"  # the tool exited non-zero or reported an error
     timeout = "timeout"  # killed at its timeout; partial output kept
     skipped = "skipped"  # not runnable here (tool not installed, no RDMA device, ...)
+    partial = "partial"  # the output stops early but what it has is sound (a table without its footer)
+
+    @property
+    def measured(self) -> bool:
+        """Whether the metrics are measurements to judge, compare and plot (ok or partial)."""
+        return self in (Status.ok, Status.partial)
 
 
 class RunStatus(enum.StrEnum):

@@ -338,3 +338,46 @@ def _histogram(sketch: Sketch, n: int, lo: float, hi: float, unit: str, sorted_v
         values, counts = sketch.values_counts()
         hist, _ = np.histogram(np.clip(values, lo, hi), bins=edges, weights=counts)
     return Histogram(edges=tuple(edges.tolist()), counts=tuple(int(c) for c in hist), log=log)
+
+
+# --- paired curves ------------------------------------------------------------------------------------------------
+
+
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T+ <= t), t = 0 .. n(n+1)/2, of Wilcoxon's signed-rank statistic without ties, by the
+    recursion on the number of ranks (each rank is positive with probability 1/2)."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for k in range(1, n + 1):
+        counts[k:] = counts[k:] + counts[:-k].copy()
+    return np.cumsum(counts) / 2.0**n
+
+
+def signed_rank_effect(log_ratios: npt.ArrayLike, *, level: float) -> tuple[float, float, float, float]:
+    """(effect, ci_low, ci_high, p_value) of paired log ratios ``log(cand / base)``, one per size.
+
+    Wilcoxon's signed-rank test (Wilcoxon 1945, Biometrics Bulletin 1:80) with Pratt's
+    treatment of zero differences (Pratt 1959, JASA 54:655: zeros are ranked, then left out of
+    the statistic, so a copy that equals its base at some sizes is not made to look stronger),
+    via ``scipy.stats.wilcoxon`` (exact without ties or zeros, else the normal approximation).
+    The effect is the Hodges-Lehmann estimate, the median of the Walsh averages, and the
+    interval the matching order statistics of the Walsh averages (Hollander, Wolfe and Chicco,
+    "Nonparametric Statistical Methods", 3rd ed. 2014, sec. 3.3), both as ``exp(x) - 1``: a
+    relative change. Needs at least 2 ratios.
+    """
+    from scipy import stats as st
+
+    d = np.asarray(log_ratios, dtype=float)
+    n = int(d.size)
+    if n < 2 or not np.isfinite(d).all():
+        raise InputError(f"a paired curve test needs at least 2 finite ratios, got {d.tolist()[:5]}")
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2.0)
+    # Order statistic k of the Walsh averages bounds the interval: the largest k with
+    # P(T+ < k) <= (1 - level) / 2; with few sizes no k reaches the level and the interval is the range.
+    cdf = _signed_rank_cdf(n)
+    k = max(int(np.searchsorted(cdf, (1 - level) / 2, side="right")), 1)
+    low, high = walsh[k - 1], walsh[walsh.size - k]
+    # scipy cannot rank an all-zero difference: that is no change at all
+    p = float(st.wilcoxon(d, zero_method="pratt", correction=False).pvalue) if np.any(d) else 1.0
+    return math.expm1(float(np.median(walsh))), math.expm1(float(low)), math.expm1(float(high)), p

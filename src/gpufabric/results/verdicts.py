@@ -154,7 +154,7 @@ def _evaluate_group(slo: Slo, name: str, host: str, group: list[TestResult]) -> 
     spread = 0.0
     unit = ""
     for r in judged:
-        if r.status != Status.ok:
+        if not r.status.measured:
             problems.append(f"{r.status.value}: {r.reason}" if r.reason else r.status.value)
             continue
         metric = r.metric(slo.metric)

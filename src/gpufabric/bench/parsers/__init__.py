@@ -61,6 +61,7 @@ class Parsed:
     error: str = ""  # the tool reported failure (not a parse problem)
     warnings: tuple[str, ...] = ()  # quality warnings: values not to be trusted
     invalid: str = ""  # values that cannot be true (negative, NaN, size != count)
+    partial: str = ""  # why the output is incomplete but what it has is sound (a table without its footer)
     info: dict[str, str] = field(default_factory=dict)  # tool version, engine, host, ...
 
     def metric(self, name: str) -> Metric | None:

@@ -20,11 +20,27 @@ number, a size that is not count x type size) make the run *invalid*: its metric
 kept for inspection but ``Parsed.invalid`` says why, and ingest never stores it as ok.
 Cells nccl-tests leaves empty (``N/A``) stay absent. A non-zero ``#wrong`` or
 out-of-bounds FAILED is data corruption: ``Parsed.error``.
+
+Older builds (before nccl-tests 2.13, the NCCL 2.12 era) print an ``error`` column where
+``#wrong`` is now: the *maximum relative error* of the check (``2e-07``), not a count of
+wrong elements (nccl-tests issues 52, 118 and 176: "only errors which are out of bounds"
+count); their verdict is the out-of-bounds footer alone. A run whose table stops after
+its last row (a posted log copied without the footer, a job killed after the last size)
+is ``Parsed.partial``: its rows are kept, and nothing confirms the data check.
+
+Size and count (src/common.cu ``setupArgs``): the ``size`` column is the larger of the
+send and receive buffers, ``count`` the per-call element count; for all_gather,
+reduce_scatter, alltoall, gather and scatter that count is per rank, so
+``size = count x type size x ranks`` (src/all_gather.cu ``AllGatherGetCollByteCount``
+and its siblings); for all_reduce, broadcast, reduce and sendrecv ``size = count x type
+size``. The rank count comes from the device lines, or, where a log elides them, from
+the sizes themselves (one integer factor for the whole table).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -100,16 +116,30 @@ def _cell(token: str) -> float | None:
     return float(token)
 
 
+#: A #wrong count as nccl-tests prints it (``%6ld``-style integers); anything else in that
+#: column is the older builds' maximum relative error (``2e-07``, ``0e+00``).
+_COUNT = re.compile(r"\d+")
+
+
 def _wrong(tokens: list[str | float | None]) -> int | None:
-    """#wrong is a count, 'N/A' when not checked; the pre-2.0 'error' column is a float."""
-    values = [t for t in tokens if t is not None and str(t).upper() != "N/A"]
+    """#wrong is a count, 'N/A' when not checked; the older 'error' column (a float such as
+    ``2e-07``, the largest relative error) is no count at all: None (the footer judges).
+
+    Raises:
+        ValueError: a cell that is neither (not a number).
+    """
+    values = [str(t) for t in tokens if t is not None and str(t).upper() != "N/A"]
     if not values:
         return None
     total = 0
+    counted = False
     for token in values:
-        value = float(token)
-        total += int(value) if value >= 1 else (1 if value > 0 else 0)
-    return total
+        if _COUNT.fullmatch(token):
+            total += int(token)
+            counted = True
+        elif not math.isfinite(float(token)):
+            raise ValueError(token)
+    return total if counted else None
 
 
 #: One size row: size count type [redop [root]] then 8 cells (time algbw busbw #wrong, twice).
@@ -172,6 +202,11 @@ class _Run:
     oob: tuple[int, str] | None = None
     avg: str | None = None
     version: str = ""
+    relative_error: bool = False  # the header names an 'error' column (max relative error), not '#wrong'
+
+
+#: The column header of the builds whose check column is a maximum relative error.
+_ERROR_HEADER = re.compile(r"busbw[ \t]+error\b")
 
 
 def _segments(text: str) -> list[tuple[int, int]]:
@@ -244,7 +279,7 @@ def _runs(text: str, source: str) -> list[_Run]:
         op = pending_op
         if not op and "_perf" in head and (b := _BINARY.search(head)):
             op = b.group(1)
-        run = _Run(op=op, rows=rows, devices=[], version=version)
+        run = _Run(op=op, rows=rows, devices=[], version=version, relative_error=bool(_ERROR_HEADER.search(head)))
         pending_op = ""
         if "Rank" in head and (found := _DEVICE_NL.findall(text, start - 1, head_end)):
             ranks, hosts, _, models = zip(*found, strict=True)  # columns, converted by map (C speed)
@@ -263,55 +298,83 @@ def _runs(text: str, source: str) -> list[_Run]:
 
 
 def _factor_op(rows: list[Row], ranks: int) -> str:
-    """Infer the op from busbw/algbw when the log never names the binary."""
+    """Infer the op from busbw/algbw when the log never names the binary. nccl-tests'
+    bus-bandwidth factors (doc/PERFORMANCE.md): all_reduce 2(n-1)/n, all_gather,
+    reduce_scatter and alltoall (n-1)/n, broadcast, reduce and sendrecv 1; so a factor
+    strictly between 1 and 2 is all_reduce whatever n (which elided device lines may hide)."""
     for r in rows:
         if r.oop_algbw and r.oop_busbw and r.oop_algbw > 0.5:
             ratio = r.oop_busbw / r.oop_algbw
-            if ranks > 1 and abs(ratio - 2 * (ranks - 1) / ranks) < 0.02 * ratio and ranks > 2:
+            if ranks > 2 and abs(ratio - 2 * (ranks - 1) / ranks) < 0.02 * ratio:
                 return "all_reduce"
-            return ""
+            # 1.2: n >= 3 gives 4/3; 2 % below 2 leaves room for the two printed decimals
+            return "all_reduce" if 1.2 < ratio < 2.0 else ""
     return ""
 
 
-def _clean(rows: list[Row], op: str, ranks: int) -> bool:
-    """Whether every row passes _validate, checked column-wise (the common case, at C speed
-    over each column: a 100 MB log has ~350,000 rows)."""
-    cols = list(zip(*rows, strict=True))
-    for col in cols[3:9]:
-        if None in col or not math.isfinite(sum(col)) or min(col) < 0:
-            return False
-    dtypes = set(cols[2])
-    if len(dtypes) != 1:
-        return False
-    tb = TYPE_BYTES.get(dtypes.pop().lower())
+#: Ops whose size column equals count x type size (one buffer the size of the message).
+_WHOLE_COUNT = ("all_reduce", "broadcast", "reduce", "sendrecv")
+
+
+def _rank_factor(rows: list[Row]) -> int | None:
+    """size / (count x type size), when it is one integer for every row, else None. Column-wise
+    (map over the columns, no Python frame per row: a 100 MB log has ~350,000 rows)."""
+    dtypes = {r.dtype.lower() for r in rows}
+    tb = TYPE_BYTES.get(dtypes.pop()) if len(dtypes) == 1 else None
     if not tb:
-        return True  # unknown type size: _validate checks nothing either
-    if op in _PER_RANK_COUNT and not ranks:
-        return True
-    return all(s == 0 or s == c * tb or (ranks and s == c * tb * ranks) for s, c in zip(cols[0], cols[1], strict=True))
+        return 1  # unknown type size: nothing to check
+    sizes, counts = [r.size for r in rows], [r.elem_count for r in rows]
+    first = next((i for i, c in enumerate(counts) if c), None)
+    if first is None:
+        return 1
+    factor, rem = divmod(sizes[first], counts[first] * tb)
+    if rem or factor < 1:
+        return None
+    unit = tb * factor
+    return factor if all(map(operator.eq, sizes, map(operator.mul, counts, repeat(unit)))) else None
 
 
-def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
-    if rows and _clean(rows, op, ranks):
-        return []
-    problems: list[str] = []
+def _size_problems(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
+    """(problems, warning) of the size/count relation of ``op`` (module docstring)."""
+    factor = _rank_factor(rows)
+    if factor is not None:
+        if op in _WHOLE_COUNT and factor != 1:
+            pass  # fall through to the per-row message
+        elif op in _PER_RANK_COUNT and ranks and factor != ranks:
+            # Device lines elided in a posted log ("...") undercount the ranks; the sizes do not lie.
+            return [], f"the device lines list {ranks} ranks but the sizes imply {factor} (lines left out?)"
+        else:
+            return [], ""
+    problems = []
     for r in rows:
+        tb = TYPE_BYTES.get(r.dtype.lower())
+        if not tb or not r.size:
+            continue
+        ok = {r.elem_count * tb}
+        if op not in _WHOLE_COUNT:
+            ok.add(r.elem_count * tb * (ranks or factor or 1))
+        if r.size not in ok:
+            problems.append(f"size {r.size} B does not match count {r.elem_count} x {tb} B ({r.dtype})")
+    return problems or ["sizes and counts do not keep one ratio (size = count x type size x ranks)"], ""
+
+
+def _validate(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
+    """(what cannot be true, a warning) of a run's rows."""
+    problems: list[str] = []
+    cols = list(zip(*rows, strict=True))
+    clean = all(None not in col and math.isfinite(sum(col)) and min(col) >= 0 for col in cols[3:9])
+    for r in () if clean else rows:
         cells = r[3:9]
         nums = cast("tuple[float, ...]", cells)  # read only once `None not in cells` held (mypy cannot narrow by `in`)
-        clean = (
-            None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0
-        )  # all finite (NaN/inf propagate) and >= 0
+        if None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0:
+            continue  # all finite (NaN/inf propagate) and >= 0
         for name, value in (
-            ()
-            if clean
-            else (
-                ("time", r.oop_time_us),
-                ("algbw", r.oop_algbw),
-                ("busbw", r.oop_busbw),
-                ("in-place time", r.ip_time_us),
-                ("in-place algbw", r.ip_algbw),
-                ("in-place busbw", r.ip_busbw),
-            )
+            ("time", r.oop_time_us),
+            ("algbw", r.oop_algbw),
+            ("busbw", r.oop_busbw),
+            ("in-place time", r.ip_time_us),
+            ("in-place algbw", r.ip_algbw),
+            ("in-place busbw", r.ip_busbw),
         ):
             if value is None:
                 continue
@@ -321,16 +384,10 @@ def _validate(rows: list[Row], op: str, ranks: int) -> list[str]:
                 problems.append(f"{name} is {value} at {r.size} B")
             elif value < 0:
                 problems.append(f"negative {name} {value:g} at {r.size} B")
-        tb = TYPE_BYTES.get(r.dtype.lower())
-        if tb and r.size:
-            ok = {r.elem_count * tb}
-            if ranks:
-                ok.add(r.elem_count * tb * ranks)
-            if op in _PER_RANK_COUNT and not ranks:
-                ok = {r.size}  # per-rank counts need the rank count; nothing to check without it
-            if r.size not in ok:
-                problems.append(f"size {r.size} B does not match count {r.elem_count} x {tb} B ({r.dtype})")
-    return problems[:5]
+    if len({r.dtype for r in rows}) > 1:
+        return (problems + ["more than one data type in one table"])[:5], ""
+    sizes, warning = _size_problems(rows, op, ranks)
+    return (problems + sizes)[:5], warning
 
 
 #: Metric's fields in the order _metric sets them (tests/bench/parsers pin this against
@@ -467,17 +524,23 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             errors.append(f"{wrong} wrong elements (#wrong) - data corruption")
         if run.oob and run.oob[1] == "FAILED":
             errors.append(f"out of bounds values: {run.oob[0]} FAILED")
+        partial = ""
         if run.oob is None:
-            errors.append("no 'Out of bounds values' footer (run cut short?)")
+            partial = "no 'Out of bounds values' footer: the table stops after its last row (cut short or copied without it), so no data check is confirmed"
         info = _info(run.devices, max_size=max(r.size for r in run.rows), graph=run.graph, version=run.version)
         info["op"] = _op(op)
+        if run.relative_error:
+            info["check"] = "max relative error (the pre-2.13 'error' column); judged by the out-of-bounds footer"
+        problems, warning = _validate(run.rows, op, ranks)
         out.append(
             Parsed(
                 tool="nccl-tests",
                 case=op,
                 metrics=tuple(_metrics(run.rows, avg)),
                 error="; ".join(errors),
-                invalid="; ".join(_validate(run.rows, op, ranks)),
+                invalid="; ".join(problems),
+                warnings=tuple(w for w in (warning, partial) if w),
+                partial=partial,
                 info=info,
             )
         )
@@ -590,6 +653,7 @@ def _parse_json(text: str, source: str) -> Parsed:
         version="",
     )
     info["op"] = _op(op)
+    problems, warning = _validate(rows, op, len(devices))
     return Parsed(
         tool="nccl-tests",
         case=op,
@@ -597,6 +661,7 @@ def _parse_json(text: str, source: str) -> Parsed:
             _metrics(rows, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)
         ),
         error="; ".join(errors),
-        invalid="; ".join(_validate(rows, op, len(devices))),
+        invalid="; ".join(problems),
+        warnings=(warning,) if warning else (),
         info=info,
     )
