@@ -482,13 +482,39 @@ def fit_constants(catalog: Catalog) -> Fitted:
     return best
 
 
+def fit_nvls_tree_sharpness(catalog: Catalog) -> tuple[float, float]:
+    """NVLS_TREE_SHARPNESS from the largest row of the 2-node fit table (bisection on k,
+    rounded to 0.1), and that row's measured algbw. Held-out tables never enter."""
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import collective_times, links_for
+
+    two = next(t for t in TABLES if t.fit == "all")
+    size, measured_us = max(_fit_rows(two))
+    gpu, fabric = catalog.gpu(two.gpu), catalog.fabric(two.fabric)
+    base = links_for(gpu, fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=two.gpus_per_node)
+
+    def t_us(k: float) -> float:
+        links = replace(base, nvls_tree_sharpness=k)
+        res = collective_times("all_reduce", size, two.nodes, two.gpus_per_node, links, algorithms=("nvls_tree",))
+        return float(res.time_us)
+
+    lo, hi = 0.5, 50.0  # time falls as k grows (towards the tuner's min)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_us(mid) > measured_us else (lo, mid)
+    return round((lo + hi) / 2, 1), size / measured_us / 1e3
+
+
 def render_fit(catalog: Catalog) -> str:
     f = fit_constants(catalog)
+    k, algbw = fit_nvls_tree_sharpness(catalog)
     return (
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
         f"| `gpus.h100-sxm.eager_launch_us` | {f.eager_launch_us:.1f} us | |\n"
-        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |"
+        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |\n"
+        f"| `NVLS_TREE_SHARPNESS` (model/collectives.py) | {k:.1f} (16 GiB row, algbw {algbw:.1f} GB/s) | |"
     )
 
 
