@@ -446,7 +446,9 @@ def collective_times(
 
     if not cands:
         raise InputError(
-            f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else "")
+            f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")
+            + (f" with protocol {'/'.join(protocols)}" if protocols else "")
+            + (" with bitwise reproducibility" if deterministic else "")
         )
     times = np.stack([np.broadcast_to(c[2], np.broadcast(S, N, g, nvl, net_node).shape) for c in cands])
     best = np.argmin(times, axis=0)
