@@ -51,6 +51,12 @@ def collective(
         help="How the op is launched and timed: per-gpu (one process per GPU, default), single-process"
         " (one process drives every GPU of a node, nccl-tests -g N), torch (torch.distributed, CUDA events).",
     ),
+    nccl_version: str = typer.Option(
+        None,
+        "--nccl-version",
+        help="NCCL release the job uses (e.g. 2.16.5): algorithms it does not have yet are not"
+        " considered (NVLS needs 2.17, NVLSTree 2.18). Default: the newest.",
+    ),
     sharp: bool = typer.Option(
         False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."
     ),
@@ -85,6 +91,7 @@ def collective(
         timing=timing,
         protocol=protocol,
         harness=harness,
+        nccl_version=nccl_version,
     )
     if fmt == Format.json:
         print_json(

@@ -104,6 +104,36 @@ SINGLE_PROCESS_US = 2.5
 #: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
 TORCH_OVERHEAD_US = 10.0
 HARNESSES = ("per-gpu", "single-process", "torch")
+#: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
+#: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
+#: never picks them.
+ALGORITHM_SINCE = {"nvls": (2, 17), "nvls_tree": (2, 18)}
+
+
+def nccl_version_tuple(version: str) -> tuple[int, int]:
+    """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
+
+    Raises:
+        InputError: not an NCCL version.
+    """
+    text = version.strip()
+    if text.isdigit() and len(text) >= 4:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        code = int(text)
+        return code // 10000, code // 100 % 100
+    parts = text.split("-")[0].split(".")
+    if len(parts) >= 2 and all(x.isdigit() for x in parts[:2]) and len(parts[0]) <= 2 and len(parts[1]) <= 3:
+        return int(parts[0]), int(parts[1])
+    raise InputError(f"NCCL version {version!r} is not like 2.18.3 or 21803")
+
+
+def algorithms_for_version(version: str | None) -> tuple[str, ...] | None:
+    """The algorithms NCCL ``version`` has (None: the newest, every algorithm)."""
+    if version is None:
+        return None
+    v = nccl_version_tuple(version)
+    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)))
+
+
 #: Growth of the algorithm latency term per doubling of the message above 8 B. Published
 #: nccl-tests times rise 35-50% from 8 B to 64 KiB on 1, 2 and 4 nodes where the tuner's
 #: constants are flat (NCCL widens threads, then channels, as the size grows; each step
@@ -552,6 +582,7 @@ def predict_collective(
     timing: str = "eager",
     protocol: str | None = None,
     harness: str = "per-gpu",
+    nccl_version: str | None = None,
 ) -> CollectivePrediction:
     """Predict nccl-tests time, algbw and busbw of one collective.
 
@@ -565,6 +596,8 @@ def predict_collective(
         timing: "eager" (nccl-tests without -G, the default) or "graph" (CUDA-graph capture).
         protocol: force one protocol (like NCCL_PROTO): LL, LL128 or Simple; None: the tuner.
         harness: "per-gpu" (default), "single-process" (nccl-tests -g N) or "torch".
+        nccl_version: the NCCL release (e.g. "2.16.5"): algorithms it does not have yet
+            (ALGORITHM_SINCE) are not considered; None: the newest.
 
     Raises:
         InputError: unknown op or algorithm, or non-positive sizes/counts.
@@ -578,6 +611,10 @@ def predict_collective(
         raise InputError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
     if protocol is not None and protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
+    available = algorithms_for_version(nccl_version)
+    if algorithm is not None and available is not None and algorithm not in available:
+        since = ".".join(map(str, ALGORITHM_SINCE[algorithm]))
+        raise InputError(f"algorithm {algorithm!r} needs NCCL >= {since}, not {nccl_version}")
     g = catalog.gpu(gpu)
     f = catalog.fabric(fabric)
     sw = catalog.switches[f.switch]
@@ -600,7 +637,7 @@ def predict_collective(
         gpus_per_node,
         links,
         deterministic=deterministic,
-        algorithms=(algorithm,) if algorithm else None,
+        algorithms=(algorithm,) if algorithm else available,
         sharp=sharp,
         timing=timing,
         protocols=(protocol,) if protocol else None,
