@@ -22,9 +22,12 @@ the same formula. Algorithms:
   link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
 - ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
 - ``nvls_tree``: NCCL's NVLSTree across nodes (NCCL >= 2.18): NVSwitch reduction inside
-  each node, a tree across nodes, one slice per NIC. Its algbw combines the NVLS algbw
-  A_nvls and the node's network bandwidth A_net as ``1 / (1/A_nvls + KAPPA (N-1)/A_net)``:
-  an empirical form whose KAPPA is fitted on one published table (docs/accuracy.md).
+  each node, a tree across nodes, one slice per NIC. Its algbw is the tuner's min of the
+  NVLS algbw and the tree's (the node's NICs, twice on 2 nodes), blended on 2 nodes by
+  ``NVLS_TREE_SHARPNESS`` (fitted on one published table, docs/accuracy.md).
+
+Every algorithm is capped by :func:`algbw_ceiling_gbps` (NICs at line x efficiency per
+node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``sharp``).
 
 Timing (``timing``): ``graph`` is one CUDA-graph-captured op (the site's ``launch_us``,
 the tuner's view); ``eager`` is what nccl-tests prints without ``-G`` and what almost
@@ -197,6 +200,7 @@ class Links:
     nvlink_line_gbps: Any = np.inf  # scale-up line rate per GPU per direction (the NVLink/PCIe ceiling)
     nvls_tree_sharpness: Any = NVLS_TREE_SHARPNESS  # p-norm of the NVLSTree min(NVLS, tree) blend
     p2p_net_share: Any = P2P_NET_SHARE  # share of one NIC a cross-node send/recv peer pair reaches
+    nvlink_latency_scale: Any = 1.0  # the GPU generation's NVLink step latency / Hopper's (tuner constants)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -282,9 +286,10 @@ def algbw_ceiling_gbps(
     return np.minimum(net, nvl)
 
 
-def _hw(algo: str, proto: int, is_pci: Any) -> Any:
-    """Intra-node hardware latency of ``algo``/``proto``: NVLink, or PCIe where ``is_pci``."""
-    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto])
+def _hw(algo: str, proto: int, is_pci: Any, scale: Any = 1.0) -> Any:
+    """Intra-node hardware latency of ``algo``/``proto``: NVLink (x the GPU generation's
+    ``scale``), or PCIe where ``is_pci``."""
+    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto] * scale)
 
 
 def collective_times(
@@ -389,7 +394,9 @@ def collective_times(
         cands.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
 
     for pi in range(3):
-        intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+        intra = _hw("ring", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
+            multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
+        )
         inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
         base = BASE_LAT_US["ring"][pi]
         pf: np.ndarray | float  # protocol efficiency: per-element where it depends on the layout
@@ -411,7 +418,9 @@ def collective_times(
             add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.
-            t_intra = _hw("tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+            t_intra = _hw("tree", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
+                multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
+            )
             t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
             tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
             lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
@@ -422,7 +431,7 @@ def collective_times(
             add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), multi & (g > 1))
             # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
             if pi != 1:
-                c_intra = _hw("collnet", pi, L.intra_is_pci)
+                c_intra = _hw("collnet", pi, L.intra_is_pci, L.nvlink_latency_scale)
                 c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
                 cpf = (0.9 / 6, 0.0, 0.9)[pi]
                 intra_bw = np.maximum(
@@ -456,7 +465,10 @@ def collective_times(
                 a_nvls = np.maximum(nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9), 1e-9)
                 a_tree = net_node * np.where(N <= 2, 2.0, 1.0) * p / np.maximum(2 * (p - 1), 1e-9)
                 k = np.asarray(L.nvls_tree_sharpness, dtype=float)
-                algbw_nt = (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k)
+                # The blend where the tuner doubles the tree (2 nodes: the two stages carry
+                # about the same); beyond, the tuner's min: NIC-bound, NVLSTree carries what
+                # a ring carries, with log2 N instead of N network steps.
+                algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
                 lat_nt = nvls_lat + 2 * log2n * (HW_LAT_US["net"]["tree"][2] * scale + hop)
                 add("nvls_tree", pi, lat_nt, S / algbw_nt, 2 * log2n, multi & (nvls_bw > 0) & (g > 1))
         if op == "all_to_all" and pi != 0:
@@ -563,6 +575,7 @@ def links_for(
         eager_launch_us=getattr(gpu, "eager_launch_us", 0.0),
         proxy_us=getattr(fabric, "proxy_us", 0.0),
         nvlink_line_gbps=getattr(gpu, "nvlink_gbps", np.inf),
+        nvlink_latency_scale=getattr(gpu, "nvlink_latency_scale", 1.0),
     )
 
 
