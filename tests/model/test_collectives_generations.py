@@ -42,3 +42,12 @@ def test_nvls_tree_carries_what_a_ring_carries_when_nic_bound_beyond_two_nodes()
             assert tuner.time_us <= ring.time_us * (1 + 1e-12)
     big = _p(nodes=8, size_bytes=2**34)
     assert big.algorithm == "nvls_tree" and big.algbw_gbps <= 8 * 47 * 64 / 126 * (1 + 1e-9)
+
+
+def test_ll128_only_over_nvlink_unless_forced():
+    """tuning.cc: LL128 is on by default only when the intra-node path is NVLink; NCCL_PROTO forces it."""
+    sizes = [2**k for k in range(10, 27)]
+    pci = {_p(gpu="l40s", size_bytes=s).protocol for s in sizes}
+    assert "LL128" not in pci
+    assert "LL128" in {_p(size_bytes=s, nodes=2).protocol for s in sizes}  # H100 over NVLink picks it somewhere
+    assert _p(gpu="l40s", size_bytes=2**20, protocol="LL128").protocol == "LL128"

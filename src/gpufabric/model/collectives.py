@@ -390,6 +390,10 @@ def collective_times(
             return
         bw = np.maximum(bw, S / caps.get(algo, cap_plain))
         lat = lat * grow
+        if proto == 1 and protocols is None:
+            # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
+            # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
+            valid = valid & ~np.asarray(L.intra_is_pci, dtype=bool)
         t = np.where(valid, launch + lat + bw, np.inf)
         cands.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
 
