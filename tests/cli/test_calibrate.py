@@ -282,3 +282,12 @@ def test_a_flip_caused_only_by_calibration_is_stated(cli, tmp_path):
         "The choice flips from ib-ndr (shipped figures) to roce-400g only because ib-ndr is calibrated"
         " and roce-400g is not" in plan["rationale"]
     )
+
+
+def test_a_price_override_is_not_a_calibration(cli, tmp_path):
+    """Only the fields calibrate fits mark a fabric calibrated; a user's NIC price does not."""
+    out = tmp_path / "price.yaml"
+    out.write_text(
+        yaml.safe_dump({"fabrics": {"roce-400g": {"source": "quote", "as_of": "2026", "tag": "user", "nic_usd": 1900}}})
+    )
+    assert "uncalibrated" not in _plan(cli, "--catalog", out)["rationale"]

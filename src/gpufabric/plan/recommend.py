@@ -278,10 +278,21 @@ def sensitivity_text(
 UNCALIBRATED_UNCERTAINTY = 0.10
 
 
+#: The fabric fields ``gpufabric calibrate`` fits (a user's price override is not a calibration).
+_PERFORMANCE_FIELDS = ("nic_efficiency", "nic_line_gbps", "proxy_us", "net_latency_scale")
+
+
 def calibrated_fabrics(catalog: Any, fabrics: Sequence[str]) -> list[str]:
     """The fabrics among ``fabrics`` whose catalog figures were measured (``gpufabric
     calibrate`` writes them with tag ``user``)."""
-    return sorted(f for f in set(fabrics) if any(p.tag == "user" for p in catalog.fabric(f).provenance.values()))
+    return sorted(
+        f
+        for f in set(fabrics)
+        if any(
+            (prov := catalog.fabric(f).provenance.get(key)) is not None and prov.tag == "user"
+            for key in _PERFORMANCE_FIELDS
+        )
+    )
 
 
 def calibration_text(
