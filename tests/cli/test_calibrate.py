@@ -291,3 +291,32 @@ def test_a_price_override_is_not_a_calibration(cli, tmp_path):
         yaml.safe_dump({"fabrics": {"roce-400g": {"source": "quote", "as_of": "2026", "tag": "user", "nic_usd": 1900}}})
     )
     assert "uncalibrated" not in _plan(cli, "--catalog", out)["rationale"]
+
+
+def test_the_harness_of_a_single_process_run_is_modelled_not_fitted(cli, tmp_path):
+    """A 2 x `-g 8` table calibrated as single-process: the eight-launch cost is the model's
+    (SINGLE_PROCESS_US per extra GPU), so the fitted proxy cost is that much smaller."""
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_h100_2node_mpirun_g8.txt")
+    fits = {}
+    for harness in ("per-gpu", "single-process"):
+        code, out, err = cli(
+            "calibrate",
+            "latest",
+            "--db",
+            db,
+            "--fabric",
+            "roce-400g",
+            "--harness",
+            harness,
+            "--dry-run",
+            "--format",
+            "json",
+        )
+        assert code == 0, err
+        fits[harness] = json.loads(out)["override"]["fabrics"]["roce-400g"]["proxy_us"]
+    from gpufabric.model.collectives import SINGLE_PROCESS_US
+
+    assert fits["per-gpu"] - fits["single-process"] == pytest.approx(7 * SINGLE_PROCESS_US, rel=0.2)
+    code, _, err = cli("calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--harness", "mpi", "--dry-run")
+    assert code == 2 and "unknown harness 'mpi'" in err

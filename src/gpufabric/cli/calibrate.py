@@ -26,6 +26,12 @@ def register(app: typer.Typer) -> None:
         storage: str | None = typer.Option(
             None, "--storage", help="Catalog storage id the run's fio results measured."
         ),
+        harness: str = typer.Option(
+            "per-gpu",
+            "--harness",
+            help="How the run launched its ops: per-gpu (one process per GPU, default), single-process"
+            " (nccl-tests -g N), torch. Its launch cost is modelled, not fitted into the GPU's.",
+        ),
         catalog_files: list[Path] = typer.Option([], "--catalog", help="Base catalog override(s) to start from."),
         out: Path = typer.Option(Path("calibrated.yaml"), "--out", help="Override file to write."),
         db: str | None = db_option(),
@@ -52,7 +58,7 @@ def register(app: typer.Typer) -> None:
                 lookup(given)
         with Store.open(db, create=False) as store:
             run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
-        cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
+        cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files, harness=harness)
         # A fit that predicts its own points worse than the catalog did is not written: the
         # catalog was closer to this run (issue 25: a healthy NDR table once lowered NDR's
         # efficiency and flipped a plan's fabric).

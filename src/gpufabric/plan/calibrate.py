@@ -80,6 +80,7 @@ class Point:
     busbw_gbps: float
     timing: str = "eager"
     repeats: int = 1
+    harness: str = "per-gpu"  # model.collectives.HARNESSES: how the run launched its ops
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,6 +255,7 @@ def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> Any:
         fabric=fabric,
         catalog=catalog,
         timing=p.timing,
+        harness=p.harness,
     )
 
 
@@ -306,6 +308,7 @@ def calibrate(
     storage: str | None = None,
     base_catalog: Sequence[Path] = (),
     iterations: int = 6,
+    harness: str = "per-gpu",
 ) -> Calibration:
     """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
 
@@ -319,7 +322,13 @@ def calibrate(
     # warm-up, a preempted proxy thread) only ever add time, and nccl-tests tables show
     # them at their smallest size (nccl-tests#309: 68.5 us out of place, 24.7 us in place
     # at 8 B), which a two-size calibration would take as the latency.
-    points = points_from_run(run, reduce="robust")
+    from gpufabric.model.collectives import HARNESSES
+
+    if harness not in HARNESSES:
+        raise InputError(f"unknown harness {harness!r}; choose from {', '.join(HARNESSES)}")
+    # The harness the run used (nccl-tests -g N: one thread drives every GPU) is modelled,
+    # so its launch cost is not fitted into the GPU's eager_launch_us.
+    points = [replace(p, harness=harness) for p in points_from_run(run, reduce="robust")]
     catalog = _load(base_catalog)
     for check, value in ((catalog.gpu, gpu), (catalog.fabric, fabric)):
         if value is not None:
