@@ -292,6 +292,15 @@ TABLES = (
         source="NVIDIA/nccl-tests#309 (8 nodes)",
     ),
     Table(
+        file="public_a100_p4d_efa_2node.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="a100-sxm",
+        fabric="efa-p4d",
+        source="aws-samples/aws-efa-eks README (p4d, EFA v1, NCCL 2.8.3)",
+        fit="all",
+    ),
+    Table(
         file="public_h100_2node_srun_issue290.txt",
         nodes=2,
         gpus_per_node=8,
@@ -420,6 +429,35 @@ def render_tables(catalog: Catalog) -> str:
     return "\n".join(rows)
 
 
+#: What each GPU generation's collective constants rest on (catalog gpus.yaml; docs/accuracy.md).
+GENERATION_CONSTANTS = {
+    "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 300 x 0.82; launch as H100",
+    "h100-sxm": "NVLS 480 (nccl-tests#212); eager launch and LATENCY_GROWTH fitted (llm-benchmarking, #309 2 nodes)",
+    "h200": "the H100 NVSwitch generation: H100's NVLS, ring and launch figures",
+    "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940)",
+}
+
+
+def render_generations(catalog: Catalog) -> str:
+    """Held-out split per GPU generation: which tables fitted, which judged, and the error."""
+    pts = [p for p in table_points(catalog) if not p.table.excluded]
+    rows = [
+        "| GPU | constants from | fit tables | held-out tables | held-out bar points | median abs error % |",
+        "|---|---|---|---|---|---|",
+    ]
+    for gpu, basis in GENERATION_CONSTANTS.items():
+        mine = [t for t in TABLES if t.gpu == gpu and not t.excluded]
+        fit = sorted({t.source for t in mine if t.fit})
+        held_tables = sorted({t.source for t in mine if t.fit != "all"})
+        held = [abs(p.error_pct) for p in pts if p.table.gpu == gpu and not p.fitted and p.cls != "mid"]
+        med = f"{statistics.median(held):.1f}" if held else "-"
+        rows.append(
+            f"| {gpu} | {basis} | {'; '.join(fit) or 'none'} | {'; '.join(held_tables) or 'none found'} |"
+            f" {len(held)} | {med} |"
+        )
+    return "\n".join(rows)
+
+
 #: Grid of LATENCY_GROWTH values the fit tries (per doubling of the size above 8 B).
 GROWTH_GRID = tuple(round(0.005 * i, 3) for i in range(13))
 
@@ -482,13 +520,70 @@ def fit_constants(catalog: Catalog) -> Fitted:
     return best
 
 
+def fit_nvls_tree_sharpness(catalog: Catalog) -> tuple[float, float]:
+    """NVLS_TREE_SHARPNESS from the largest row of the 2-node fit table (bisection on k,
+    rounded to 0.1), and that row's measured algbw. Held-out tables never enter."""
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import collective_times, links_for
+
+    two = next(t for t in TABLES if t.fit == "all")
+    size, measured_us = max(_fit_rows(two))
+    gpu, fabric = catalog.gpu(two.gpu), catalog.fabric(two.fabric)
+    base = links_for(gpu, fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=two.gpus_per_node)
+
+    def t_us(k: float) -> float:
+        links = replace(base, nvls_tree_sharpness=k)
+        res = collective_times("all_reduce", size, two.nodes, two.gpus_per_node, links, algorithms=("nvls_tree",))
+        return float(res.time_us)
+
+    lo, hi = 0.5, 50.0  # time falls as k grows (towards the tuner's min)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if t_us(mid) > measured_us else (lo, mid)
+    return round((lo + hi) / 2, 1), size / measured_us / 1e3
+
+
+def fit_efa(catalog: Catalog) -> dict[str, float]:
+    """efa-p4d's nic_efficiency and proxy_us: ``gpufabric calibrate`` on the whole p4d table
+    (the only public EFA table with a catalog GPU found that is not held out)."""
+    from types import SimpleNamespace
+
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+    from gpufabric.plan.calibrate import calibrate
+    from gpufabric.results.records import Status, TestResult
+
+    table = next(t for t in TABLES if t.fabric == "efa-p4d")
+    (parsed,) = parse_nccl_tests((DATA / table.file).read_text(), source=table.file)
+    result = TestResult(
+        name="nccl.all_reduce",
+        tool="nccl-tests",
+        host="x",
+        status=Status.ok,
+        metrics=parsed.metrics,
+        params=parsed.params(),
+    )
+    cal = calibrate(SimpleNamespace(id=0, results=(result,)), gpu=table.gpu, fabric=table.fabric)
+    fields = cal.override["fabrics"][table.fabric]
+    return {
+        "nic_efficiency": fields["nic_efficiency"],
+        "proxy_us": fields["proxy_us"],
+        "median_pct": cal.after["inter"]["median_abs_error_pct"],
+    }
+
+
 def render_fit(catalog: Catalog) -> str:
     f = fit_constants(catalog)
+    k, algbw = fit_nvls_tree_sharpness(catalog)
+    efa = fit_efa(catalog)
     return (
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
         f"| `gpus.h100-sxm.eager_launch_us` | {f.eager_launch_us:.1f} us | |\n"
-        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |"
+        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |\n"
+        f"| `NVLS_TREE_SHARPNESS` (model/collectives.py) | {k:.1f} (16 GiB row, algbw {algbw:.1f} GB/s) | |\n"
+        f"| `fabrics.efa-p4d.nic_efficiency` | {efa['nic_efficiency']:.3f} | {efa['median_pct']:.1f} |\n"
+        f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us per log2(nodes) | |"
     )
 
 
@@ -569,6 +664,7 @@ MARKS = (
     ("<!-- nccl-tables:start -->", "<!-- nccl-tables:end -->", render_tables),
     ("<!-- two-size:start -->", "<!-- two-size:end -->", render_two_size),
     ("<!-- fit:start -->", "<!-- fit:end -->", render_fit),
+    ("<!-- generations:start -->", "<!-- generations:end -->", render_generations),
 )
 
 

@@ -194,3 +194,129 @@ def test_a_disturbed_repeat_is_dropped_before_the_fit_but_kept_in_the_measuremen
     # 8 B: 68.52 us out of place (the warm-up), 24.70 us in place.
     assert small(points_from_run(ends)).time_us == pytest.approx((68.52 + 24.70) / 2)
     assert small(points_from_run(ends, reduce="robust")).time_us == pytest.approx(24.70)
+
+
+# ------------------------------------------------------------- fair calibration (issue 25)
+
+
+def test_a_fit_that_worsens_its_own_points_is_refused_unless_forced(cli, tmp_path):
+    """The 2 x 8 H100 NDR table of #309 calibrated as roce-400g: the fit moves RoCE's
+    figures so that the table's own points come out worse (median 4.2% -> 4.6%)."""
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_h100_ndr_2node_issue309.txt")
+    out = tmp_path / "c.yaml"
+    code, stdout, err = cli("calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--out", out)
+    assert code == 1, err
+    assert "refused" in stdout and "--force" in stdout and not out.exists()
+    code, stdout, err = cli(
+        "calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--out", out, "--format", "json"
+    )
+    doc = json.loads(stdout)
+    assert code == 1 and doc["refused"] is True and doc["worsened"] == ["inter"] and doc["out"] is None
+    assert doc["after"]["inter"]["median_abs_error_pct"] > doc["before"]["inter"]["median_abs_error_pct"]
+    code, stdout, err = cli("calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--out", out, "--force")
+    assert code == 0, err
+    assert out.exists() and "--force: kept a fit that worsens inter" in stdout
+
+
+def test_calibrating_on_a_healthy_table_does_not_worsen_it(tmp_path):
+    """Fitted on the whole sweep, the model is matched on the same sizes as each anchor:
+    healthy NDR tables keep (or improve) their own error and NDR's efficiency stays ~0.93."""
+    from types import SimpleNamespace
+
+    from gpufabric.bench.parsers.nccl_tests import parse_nccl_tests
+    from gpufabric.plan.calibrate import calibrate
+
+    for name in ("public_h100_ndr_2node_issue309.txt", "public_h100_4node_issue309.txt"):
+        (p,) = parse_nccl_tests((DATA / name).read_text(), source=name)
+        run = SimpleNamespace(
+            id=1,
+            results=(
+                TestResult(
+                    name="nccl.all_reduce",
+                    tool="nccl-tests",
+                    host="x",
+                    status=Status.ok,
+                    metrics=p.metrics,
+                    params=p.params(),
+                ),
+            ),
+        )
+        cal = calibrate(run, fabric="ib-ndr")
+        assert not cal.worsened, (name, cal.before, cal.after)
+        assert 0.9 < cal.override["fabrics"]["ib-ndr"]["nic_efficiency"] <= 0.95, name
+
+
+def _plan(cli, *extra):
+    code, out, err = cli("plan", EXAMPLES / "llama3-70b-1k.yaml", *extra, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_calibrating_ndr_on_a_healthy_table_does_not_silently_flip_the_1k_plan(cli, tmp_path):
+    """Issue 25 bar: the 1,024-GPU example keeps ib-ndr after ib-ndr is calibrated on a
+    healthy NDR table, and the recommendation says which compared fabrics are uncalibrated."""
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_h100_4node_issue309.txt")
+    out = tmp_path / "ndr.yaml"
+    code, _, err = cli("calibrate", "latest", "--db", db, "--fabric", "ib-ndr", "--out", out)
+    assert code == 0, err
+    base, calibrated = _plan(cli), _plan(cli, "--catalog", out)
+    fabric = lambda plan: next(c["fabric"] for c in plan["candidates"] if c["id"] == plan["recommended"])  # noqa: E731
+    assert fabric(base) == fabric(calibrated) == "ib-ndr"
+    assert "uncalibrated: roce-400g, tcp-100g" in calibrated["rationale"]
+    assert "uncalibrated" not in base["rationale"]
+
+
+def test_a_flip_caused_only_by_calibration_is_stated(cli, tmp_path):
+    """A degraded table (GCP A3 Mega TCPXO, 4.6x below NDR) calibrated as ib-ndr makes
+    roce-400g win: the rationale says the choice flips only because ib-ndr is calibrated."""
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_a3mega_h100_2node.txt")
+    out = tmp_path / "slow.yaml"
+    code, _, err = cli("calibrate", "latest", "--db", db, "--fabric", "ib-ndr", "--out", out)
+    assert code == 0, err
+    plan = _plan(cli, "--catalog", out)
+    assert plan["recommended"].startswith("roce-400g/")
+    assert (
+        "The choice flips from ib-ndr (shipped figures) to roce-400g only because ib-ndr is calibrated"
+        " and roce-400g is not" in plan["rationale"]
+    )
+
+
+def test_a_price_override_is_not_a_calibration(cli, tmp_path):
+    """Only the fields calibrate fits mark a fabric calibrated; a user's NIC price does not."""
+    out = tmp_path / "price.yaml"
+    out.write_text(
+        yaml.safe_dump({"fabrics": {"roce-400g": {"source": "quote", "as_of": "2026", "tag": "user", "nic_usd": 1900}}})
+    )
+    assert "uncalibrated" not in _plan(cli, "--catalog", out)["rationale"]
+
+
+def test_the_harness_of_a_single_process_run_is_modelled_not_fitted(cli, tmp_path):
+    """A 2 x `-g 8` table calibrated as single-process: the eight-launch cost is the model's
+    (SINGLE_PROCESS_US per extra GPU), so the fitted proxy cost is that much smaller."""
+    db = tmp_path / "r.db"
+    _ingest(cli, db, "public_h100_2node_mpirun_g8.txt")
+    fits = {}
+    for harness in ("per-gpu", "single-process"):
+        code, out, err = cli(
+            "calibrate",
+            "latest",
+            "--db",
+            db,
+            "--fabric",
+            "roce-400g",
+            "--harness",
+            harness,
+            "--dry-run",
+            "--format",
+            "json",
+        )
+        assert code == 0, err
+        fits[harness] = json.loads(out)["override"]["fabrics"]["roce-400g"]["proxy_us"]
+    from gpufabric.model.collectives import SINGLE_PROCESS_US
+
+    assert fits["per-gpu"] - fits["single-process"] == pytest.approx(7 * SINGLE_PROCESS_US, rel=0.2)
+    code, _, err = cli("calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--harness", "mpi", "--dry-run")
+    assert code == 2 and "unknown harness 'mpi'" in err

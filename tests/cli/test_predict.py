@@ -105,3 +105,53 @@ def test_predict_does_not_build_the_spec_models():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.splitlines()[-1] == "0 ['gpufabric.spec.loader', 'gpufabric.spec.types']"
+
+
+def _json(cli, *args):
+    code, out, err = cli("predict", "collective", *args, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_protocol_is_forced_like_nccl_proto(cli):
+    tuner = _json(cli, "--bytes", "8")
+    assert tuner["protocol"] == "LL"
+    simple = _json(cli, "--bytes", "8", "--protocol", "Simple")
+    assert simple["protocol"] == "Simple" and simple["time_us"] > tuner["time_us"]
+    ll = _json(cli, "--bytes", "8G", "--protocol", "LL")
+    assert ll["protocol"] == "LL" and ll["busbw_gbps"] < 0.5 * _json(cli, "--bytes", "8G")["busbw_gbps"]
+    code, _, err = cli("predict", "collective", "--protocol", "LL256")
+    assert code == 2 and "unknown protocol 'LL256'" in err
+    code, _, err = cli("predict", "collective", "--algorithm", "nvls", "--protocol", "LL")
+    assert code == 2 and "with protocol LL" in err and "Traceback" not in err
+
+
+def test_harness_adds_the_launch_of_one_thread_driving_every_gpu(cli):
+    from gpufabric.model.collectives import SINGLE_PROCESS_US, TORCH_OVERHEAD_US
+
+    per_gpu = _json(cli, "--bytes", "8")
+    single = _json(cli, "--bytes", "8", "--harness", "single-process")
+    torch = _json(cli, "--bytes", "8", "--harness", "torch")
+    assert single["harness"] == "single-process"
+    assert single["time_us"] - per_gpu["time_us"] == pytest.approx(7 * SINGLE_PROCESS_US)
+    assert torch["time_us"] - per_gpu["time_us"] == pytest.approx(TORCH_OVERHEAD_US)
+    big = _json(cli, "--bytes", "8G"), _json(cli, "--bytes", "8G", "--harness", "single-process")
+    assert big[1]["busbw_gbps"] == pytest.approx(big[0]["busbw_gbps"], rel=1e-3)  # launch only
+    code, _, err = cli("predict", "collective", "--harness", "mpi")
+    assert code == 2 and "unknown harness 'mpi'" in err
+
+
+def test_nccl_version_removes_algorithms_it_does_not_have(cli):
+    assert _json(cli, "--bytes", "8G")["algorithm"] == "nvls"
+    assert _json(cli, "--bytes", "8G", "--nccl-version", "2.16.5")["algorithm"] != "nvls"
+    assert _json(cli, "--bytes", "8G", "--nccl-version", "21803")["algorithm"] == "nvls"
+    code, _, err = cli("predict", "collective", "--algorithm", "nvls_tree", "--nodes", "2", "--nccl-version", "2.17.1")
+    assert code == 2 and "needs NCCL >= 2.18" in err
+    code, _, err = cli("predict", "collective", "--nccl-version", "two")
+    assert code == 2 and "is not like 2.18.3" in err
+
+
+def test_json_reports_the_ceiling_the_prediction_respects(cli):
+    doc = _json(cli, "--bytes", "8G", "--nodes", "2", "--gpu", "b200")
+    assert doc["ceiling_algbw_gbps"] == pytest.approx(8 * 50 * 0.94)
+    assert doc["algbw_gbps"] <= doc["ceiling_algbw_gbps"]

@@ -65,3 +65,34 @@ def test_catalog_holds_the_constants_the_fit_finds():
     assert CAT.fabric("ib-ndr").proxy_us == pytest.approx(fitted.proxy_us)
     # The grid's ends are not the optimum: the fit is interior, not clipped by the grid.
     assert acc.GROWTH_GRID[0] < fitted.latency_growth < acc.GROWTH_GRID[-1]
+
+
+def test_catalog_holds_the_nvls_tree_and_efa_fits():
+    """NVLS_TREE_SHARPNESS and the efa-p4d figures are what the fits find on their fit rows."""
+    from gpufabric.model.collectives import NVLS_TREE_SHARPNESS
+
+    k, algbw = acc.fit_nvls_tree_sharpness(CAT)
+    assert k == NVLS_TREE_SHARPNESS and algbw == pytest.approx(250.2, rel=1e-3)
+    efa = acc.fit_efa(CAT)
+    fab = CAT.fabric("efa-p4d")
+    assert fab.nic_efficiency == pytest.approx(efa["nic_efficiency"], rel=0.01)
+    assert fab.proxy_us == pytest.approx(efa["proxy_us"], rel=0.01)
+    assert CAT.fabric("efa-p5").proxy_us == fab.proxy_us
+
+
+def test_fitting_sources_are_not_the_held_out_tables():
+    """Issue 25: the held-out publishers never appear among the tables that set a constant."""
+    held_out = (
+        "AI-benchmarking-guide",
+        "ml-engineering",
+        "nccl-tests-cluster",
+        "oracle-japan",
+        "dranet",
+        "li-plus",
+        "#322",
+        "#347",
+        "coreweave",
+    )
+    for t in acc.TABLES:
+        if t.fit:
+            assert not any(h.lower() in t.source.lower() for h in held_out), t.source

@@ -119,6 +119,9 @@ class Gpu(Entry):
     """Achievable NVLS all-reduce busbw (nccl-tests factor 2(n-1)/n), GB/s; 0 without NVLS."""
     nvls_latency_us: float = Field(0, ge=0)
     """NVLS all-reduce latency term, us."""
+    nvlink_latency_scale: float = Field(1.0, gt=0, le=10)
+    """This generation's NVLink per-step latency relative to the tuner's (Hopper-era)
+    constants; multiplies NCCL's NVLink hardware latencies."""
     eager_launch_us: float = Field(0, ge=0)
     """Per-collective launch and host overhead when kernels are launched eagerly (nccl-tests
     without -G), us; 0 means the site's CUDA-graph ``launch_us``."""

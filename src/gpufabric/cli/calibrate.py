@@ -27,10 +27,22 @@ def register(app: typer.Typer) -> None:
         storage: str | None = typer.Option(
             None, "--storage", help="Catalog storage id the run's fio results measured."
         ),
+        harness: str = typer.Option(
+            "per-gpu",
+            "--harness",
+            help="How the run launched its ops: per-gpu (one process per GPU, default), single-process"
+            " (nccl-tests -g N), torch. Its launch cost is modelled, not fitted into the GPU's.",
+        ),
         catalog_files: list[Path] = typer.Option([], "--catalog", help="Base catalog override(s) to start from."),
         out: Path = typer.Option(Path("calibrated.yaml"), "--out", help="Override file to write."),
         db: str | None = db_option(),
         dry_run: bool = typer.Option(False, "--dry-run", help="Fit and report, but do not write --out."),
+        force: bool = typer.Option(
+            False,
+            "--force",
+            help="Write the fit even when it predicts the run's own points worse than the catalog did"
+            " (otherwise refused, exit 1).",
+        ),
         fmt: Format = format_option(),
     ) -> int:
         """Fit alpha and beta per link class from a run (suite, probe or ingested) and write `source: measured, run <id>` overrides."""
@@ -49,8 +61,12 @@ def register(app: typer.Typer) -> None:
             run = store.get_run(int(run_ref) if run_ref.isdigit() else run_ref)
         if run.kind == "bench.gpu":
             return _calibrate_gpu(run, catalog, out=out, dry_run=dry_run, fmt=fmt, ids=(gpu, fabric, storage))
-        cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files)
-        if not dry_run:
+        cal = fit(run, gpu=gpu, fabric=fabric, storage=storage, base_catalog=catalog_files, harness=harness)
+        # A fit that predicts its own points worse than the catalog did is not written: the
+        # catalog was closer to this run (issue 25: a healthy NDR table once lowered NDR's
+        # efficiency and flipped a plan's fabric).
+        refused = bool(cal.worsened) and not force
+        if not dry_run and not refused:
             try:
                 out.write_text(render_yaml(cal), encoding="utf-8")
             except OSError as exc:
@@ -59,7 +75,9 @@ def register(app: typer.Typer) -> None:
             print_json(
                 {
                     "run_id": cal.run_id,
-                    "out": None if dry_run else str(out),
+                    "out": None if dry_run or refused else str(out),
+                    "refused": refused,
+                    "worsened": list(cal.worsened),
                     "gpu": cal.gpu,
                     "fabric": cal.fabric,
                     "notes": list(cal.notes),
@@ -70,7 +88,7 @@ def register(app: typer.Typer) -> None:
                     "points": list(cal.comparison),
                 }
             )
-            return 0
+            return 1 if refused else 0
         console = stdout_console()
         for note in cal.notes:
             console.print(f"note: {note}", markup=False)
@@ -96,6 +114,20 @@ def register(app: typer.Typer) -> None:
                 f"{row['predicted_before_us']:>12.1f}{row['predicted_after_us']:>12.1f}",
                 markup=False,
             )
+        if refused:
+            worse = ", ".join(
+                f"{c} {cal.before[c]['median_abs_error_pct']:.1f}% -> {cal.after[c]['median_abs_error_pct']:.1f}%"
+                for c in cal.worsened
+            )
+            console.print(
+                f"refused: the fit predicts the run's own points worse than the catalog does ({worse} median"
+                f" error); {out} not written. Check the run (a disturbed or misconfigured cluster?) or keep"
+                " the fit anyway with --force.",
+                markup=False,
+            )
+            return 1
+        if cal.worsened:
+            console.print(f"note: --force: kept a fit that worsens {', '.join(cal.worsened)}", markup=False)
         if not dry_run:
             console.print(f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}", markup=False)
         return 0

@@ -40,6 +40,23 @@ def collective(
     timing: str = typer.Option(
         "eager", "--timing", help="eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."
     ),
+    protocol: str = typer.Option(
+        None,
+        "--protocol",
+        help="Force a protocol (like NCCL_PROTO): LL, LL128 or Simple. Default: NCCL's tuner picks per size.",
+    ),
+    harness: str = typer.Option(
+        "per-gpu",
+        "--harness",
+        help="How the op is launched and timed: per-gpu (one process per GPU, default), single-process"
+        " (one process drives every GPU of a node, nccl-tests -g N), torch (torch.distributed, CUDA events).",
+    ),
+    nccl_version: str = typer.Option(
+        None,
+        "--nccl-version",
+        help="NCCL release the job uses (e.g. 2.16.5): algorithms it does not have yet are not"
+        " considered (NVLS needs 2.17, NVLSTree 2.18). Default: the newest.",
+    ),
     sharp: bool = typer.Option(
         False, "--sharp", help="Allow in-network reduction (InfiniBand SHARP) where the fabric has it."
     ),
@@ -72,6 +89,9 @@ def collective(
         deterministic=deterministic,
         sharp=sharp,
         timing=timing,
+        protocol=protocol,
+        harness=harness,
+        nccl_version=nccl_version,
     )
     if fmt == Format.json:
         print_json(
@@ -89,6 +109,8 @@ def collective(
                 "switch_hops": pred.switch_hops,
                 "timing": pred.timing,
                 "sharp": pred.sharp,
+                "harness": pred.harness,
+                "ceiling_algbw_gbps": pred.ceiling_algbw_gbps,
                 "breakdown": {
                     "launch_us": pred.launch_us,
                     "latency_us": pred.latency_us,
@@ -100,10 +122,12 @@ def collective(
     typer.echo(
         f"{pred.op} {format_size(pred.size_bytes)} on {nodes} x {gpus_per_node} {gpu} over {fabric}"
         f" ({pred.num_ranks} ranks, {pred.switch_hops} switch hop{'' if pred.switch_hops == 1 else 's'})\n"
-        f"  algorithm {pred.algorithm}/{pred.protocol} ({pred.timing} timing{', SHARP allowed' if sharp else ''})\n"
+        f"  algorithm {pred.algorithm}/{pred.protocol}{' (forced)' if protocol else ''}"
+        f" ({pred.timing} timing, {pred.harness} harness{', SHARP allowed' if sharp else ''})\n"
         f"  time      {pred.time_us:,.1f} us = launch {pred.launch_us:,.1f} + latency {pred.latency_us:,.1f}"
         f" + bandwidth {pred.bandwidth_us:,.1f}\n"
         f"  algbw     {pred.algbw_gbps:,.2f} GB/s\n"
-        f"  busbw     {pred.busbw_gbps:,.2f} GB/s"
+        f"  busbw     {pred.busbw_gbps:,.2f} GB/s\n"
+        f"  ceiling   {pred.ceiling_algbw_gbps:,.2f} GB/s algbw (what the NICs, NVLink and PCIe can carry)"
     )
     return 0

@@ -22,9 +22,12 @@ the same formula. Algorithms:
   link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
 - ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
 - ``nvls_tree``: NCCL's NVLSTree across nodes (NCCL >= 2.18): NVSwitch reduction inside
-  each node, a tree across nodes, one slice per NIC. Its algbw combines the NVLS algbw
-  A_nvls and the node's network bandwidth A_net as ``1 / (1/A_nvls + KAPPA (N-1)/A_net)``:
-  an empirical form whose KAPPA is fitted on one published table (docs/accuracy.md).
+  each node, a tree across nodes, one slice per NIC. Its algbw is the tuner's min of the
+  NVLS algbw and the tree's (the node's NICs, twice on 2 nodes), blended on 2 nodes by
+  ``NVLS_TREE_SHARPNESS`` (fitted on one published table, docs/accuracy.md).
+
+Every algorithm is capped by :func:`algbw_ceiling_gbps` (NICs at line x efficiency per
+node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``sharp``).
 
 Timing (``timing``): ``graph`` is one CUDA-graph-captured op (the site's ``launch_us``,
 the tuner's view); ``eager`` is what nccl-tests prints without ``-G`` and what almost
@@ -57,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.topology import size_fabric, switch_hops
+from gpufabric.model.topology import nic_host_gbps, size_fabric, switch_hops
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
 ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p", "nvls_tree")
@@ -75,10 +78,65 @@ HW_LAT_US = {
 RING_PLATEAU = 1.9
 #: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
 LL_MULTINODE_INTRA = 1.8
-#: NVLSTree network share, fitted (least squares on 1/algbw) to the 16 GiB point of the
+#: NVLSTree blend of its two stages. NCCL's tuner (tuning.cc, v2.27+: ``bw = min(intraBw,
+#: interBw)``, interBw doubled on 2 nodes) takes the slower of the NVSwitch reduction (the
+#: NVLS algbw) and the tree across nodes (the node's NIC bandwidth, 2x on 2 nodes, converted
+#: to algbw by nRanks/nsteps); measured tables sit below that min where the two are close.
+#: The model blends them as a p-norm ``(A_nvls^-k + A_tree^-k)^(-1/k)`` (k -> inf is the
+#: tuner's min). k is fitted (scripts/accuracy.py fit_constants) to the 16 GiB row of the
 #: 2-node 8xH100 NDR table of NVIDIA/nccl-tests#309 (algbw 250.2 GB/s); the 4- and 8-node
-#: tables of the same issue are held out (docs/accuracy.md). Empirical, not from NCCL.
-NVLS_TREE_KAPPA = 0.132
+#: tables of the same issue are held out (docs/accuracy.md). Empirical.
+NVLS_TREE_SHARPNESS = 3.1
+#: Share of one NIC's achievable bandwidth that one cross-node send/recv peer pair reaches.
+#: NCCL gives a network peer NCCL_NCHANNELS_PER_NET_PEER channels (2 by default, init.cc /
+#: paths.cc) and moves p2p data in 128 KiB chunks (P2P_NET_CHUNKSIZE, init.cc), so a single
+#: pair does not fill a 400G NIC the way a collective's 16-32 channels do; PXN (NCCL >= 2.12)
+#: routes through the peer-rail NIC and does not add channels. The NCCL maintainer states
+#: that alltoall "cannot aggregate the bandwidth of multiple NICs" (nccl-tests#267), and
+#: public sendrecv_perf tables across nodes show about half of the NIC rate [U, estimate:
+#: 0.5, no fitting table that is not held out was found].
+P2P_NET_SHARE = 0.5
+#: Extra per-op launch cost of each additional GPU one thread drives (nccl-tests ``-g N``:
+#: ncclGroupStart, N kernel launches and N proxy posts serialised on one host thread).
+#: [U, estimate: 2.5 us per extra GPU = cudaLaunchKernel (~2-3 us, CUDA programming guide's
+#: launch-overhead order) per device; the public A100 ``-g 8`` tables are 2-2.5x the
+#: one-process-per-GPU small-message times (issue 25)]. Eager timing only.
+SINGLE_PROCESS_US = 2.5
+#: Extra per-op cost of timing a collective from torch.distributed with CUDA events (the
+#: Python call, ProcessGroupNCCL work object, stream synchronisation between ops)
+#: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
+TORCH_OVERHEAD_US = 10.0
+HARNESSES = ("per-gpu", "single-process", "torch")
+#: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
+#: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
+#: never picks them.
+ALGORITHM_SINCE = {"nvls": (2, 17), "nvls_tree": (2, 18)}
+
+
+def nccl_version_tuple(version: str) -> tuple[int, int]:
+    """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
+
+    Raises:
+        InputError: not an NCCL version.
+    """
+    text = version.strip()
+    if text.isdigit() and len(text) >= 4:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        code = int(text)
+        return code // 10000, code // 100 % 100
+    parts = text.split("-")[0].split(".")
+    if len(parts) >= 2 and all(x.isdigit() for x in parts[:2]) and len(parts[0]) <= 2 and len(parts[1]) <= 3:
+        return int(parts[0]), int(parts[1])
+    raise InputError(f"NCCL version {version!r} is not like 2.18.3 or 21803")
+
+
+def algorithms_for_version(version: str | None) -> tuple[str, ...] | None:
+    """The algorithms NCCL ``version`` has (None: the newest, every algorithm)."""
+    if version is None:
+        return None
+    v = nccl_version_tuple(version)
+    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)))
+
+
 #: Growth of the algorithm latency term per doubling of the message above 8 B. Published
 #: nccl-tests times rise 35-50% from 8 B to 64 KiB on 1, 2 and 4 nodes where the tuner's
 #: constants are flat (NCCL widens threads, then channels, as the size grows; each step
@@ -139,6 +197,10 @@ class Links:
     eager_launch_us: Any = 0.0  # per-op launch + host overhead without CUDA graphs; 0 = launch_us
     proxy_us: Any = 0.0  # per-op network proxy overhead per log2(nodes), eager only
     latency_growth: Any = LATENCY_GROWTH  # latency term growth per doubling of the size above 8 B
+    nvlink_line_gbps: Any = np.inf  # scale-up line rate per GPU per direction (the NVLink/PCIe ceiling)
+    nvls_tree_sharpness: Any = NVLS_TREE_SHARPNESS  # p-norm of the NVLSTree min(NVLS, tree) blend
+    p2p_net_share: Any = P2P_NET_SHARE  # share of one NIC a cross-node send/recv peer pair reaches
+    nvlink_latency_scale: Any = 1.0  # the GPU generation's NVLink step latency / Hopper's (tuner constants)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -172,9 +234,62 @@ def tree_correction(proto: int, size_bytes: Any) -> Any:
     return np.where(inside, TREE_CORRECTION[proto][index], 1.0)
 
 
-def _hw(algo: str, proto: int, is_pci: Any) -> Any:
-    """Intra-node hardware latency of ``algo``/``proto``: NVLink, or PCIe where ``is_pci``."""
-    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto])
+def algbw_ceiling_gbps(
+    op: str,
+    nodes: Any,
+    gpus_per_node: Any,
+    links: Links,
+    *,
+    in_network: bool = False,
+    switch_reduction: bool = False,
+) -> Any:
+    """Most algbw (GB/s, nccl-tests S / t) the hierarchy can carry for ``op``: a hard ceiling.
+
+    Across nodes each node's NICs carry ``nic_gbps x nics_per_node`` (line rate x NCCL's
+    efficiency) per direction, and every byte that must leave or enter a node crosses them
+    (the bandwidth lower bounds of Patarasuk and Yuan, JPDC 2009, per node):
+
+    - all_reduce: each node sends and receives at least 2(N-1)/N of S, so algbw <=
+      N/(2(N-1)) x node NIC bandwidth; with in-network reduction (SHARP, ``in_network``)
+      each node sends S up once and receives it once, algbw <= node NIC bandwidth.
+    - all_gather / reduce_scatter: (N-1)/N of S enters (leaves) each node: N/(N-1).
+    - broadcast: every other node receives all of S: 1.
+    - all_to_all: each of a node's g ranks sends (p-g)/p of its S off the node: p/(g(p-g)).
+    - send_recv (nccl-tests: rank r sends S to r+1): one pair per node crosses, over one NIC.
+
+    Inside a node every GPU's NVLink (or PCIe) port carries ``nvlink_line_gbps`` per
+    direction: all_reduce algbw <= g/(2(g-1)) x line (1 x line when the NVSwitch reduces,
+    ``switch_reduction``), all_gather / reduce_scatter / all_to_all g/(g-1), broadcast and
+    send_recv 1. ``inf`` where a term does not bind (one rank).
+    """
+    N = np.asarray(nodes, dtype=float)
+    g = np.asarray(gpus_per_node, dtype=float)
+    p = N * g
+    node_net = np.asarray(links.nic_gbps, dtype=float) * np.asarray(links.nics_per_node, dtype=float)
+    line = np.asarray(links.nvlink_line_gbps, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if op == "all_reduce":
+            net = node_net if in_network else node_net * N / (2 * (N - 1))
+            nvl = line if switch_reduction else line * g / (2 * (g - 1))
+        elif op in ("all_gather", "reduce_scatter"):
+            net, nvl = node_net * N / (N - 1), line * g / (g - 1)
+        elif op == "all_to_all":
+            net, nvl = node_net * p / (g * (p - g)), line * g / (g - 1)
+        elif op == "broadcast":
+            net, nvl = node_net + 0 * N, line + 0 * g
+        elif op == "send_recv":
+            net, nvl = np.asarray(links.nic_gbps, dtype=float) + 0 * N, line + 0 * g
+        else:
+            raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
+    net = np.where(N > 1, net, np.inf)
+    nvl = np.where(g > 1, nvl, np.inf)
+    return np.minimum(net, nvl)
+
+
+def _hw(algo: str, proto: int, is_pci: Any, scale: Any = 1.0) -> Any:
+    """Intra-node hardware latency of ``algo``/``proto``: NVLink (x the GPU generation's
+    ``scale``), or PCIe where ``is_pci``."""
+    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto] * scale)
 
 
 def collective_times(
@@ -188,6 +303,8 @@ def collective_times(
     algorithms: tuple[str, ...] | None = None,
     sharp: bool = False,
     timing: str = "graph",
+    protocols: tuple[str, ...] | None = None,
+    harness: str = "per-gpu",
 ) -> CollectiveTimes:
     """Best predicted time of ``op`` for every design in the broadcast of the inputs.
 
@@ -202,11 +319,24 @@ def collective_times(
         sharp: allow in-network reduction (collnet) where the fabric supports it.
         timing: "graph" (one CUDA-graph launch, the default here for the planner) or "eager"
             (nccl-tests without -G).
+        protocols: restrict to these protocols (like NCCL_PROTO); None lets the tuner choose.
+        harness: how the op is launched and timed (HARNESSES): "per-gpu" (one process per
+            GPU), "single-process" (one thread drives every GPU of its node, nccl-tests -g N:
+            SINGLE_PROCESS_US per extra GPU, eager only) or "torch" (torch.distributed timed
+            with CUDA events: TORCH_OVERHEAD_US per op).
+
+    Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
+    prediction carries more than the NICs, NVLink or PCIe can.
     """
     if timing not in TIMINGS:
         raise InputError(f"unknown timing {timing!r}; choose from {', '.join(TIMINGS)}")
     if op not in OPS:
         raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
+    if harness not in HARNESSES:
+        raise InputError(f"unknown harness {harness!r}; choose from {', '.join(HARNESSES)}")
+    for proto in protocols or ():
+        if proto not in PROTOCOLS:
+            raise InputError(f"unknown protocol {proto!r}; choose from {', '.join(PROTOCOLS)}")
     S = np.asarray(size_bytes, dtype=float)
     N = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
@@ -226,8 +356,25 @@ def collective_times(
         launch = np.where(eager > 0, eager, graph_launch) + np.asarray(L.proxy_us, dtype=float) * np.log2(
             np.maximum(N, 1)
         )
+        if harness == "single-process":
+            launch = launch + SINGLE_PROCESS_US * np.maximum(g - 1, 0)
     else:
         launch = graph_launch + 0 * N
+    if harness == "torch":
+        launch = launch + TORCH_OVERHEAD_US
+    # Hard ceilings (bytes/us): plain algorithms, NVSwitch reduction, in-network reduction.
+    switch_ok = np.asarray(L.nvls_busbw_gbps, dtype=float) > 0
+    cap_plain = algbw_ceiling_gbps(op, N, g, L) * 1e3
+    cap_nvls = algbw_ceiling_gbps(op, N, g, L, switch_reduction=True) * 1e3
+    cap_collnet = (
+        np.where(
+            switch_ok & (not deterministic),
+            algbw_ceiling_gbps(op, N, g, L, in_network=True, switch_reduction=True),
+            algbw_ceiling_gbps(op, N, g, L, in_network=True),
+        )
+        * 1e3
+    )
+    caps = {"nvls": cap_nvls, "nvls_tree": cap_nvls, "collnet": cap_collnet}
     factor = busbw_factor(op, p)
     grow = 1.0 + np.asarray(L.latency_growth, dtype=float) * np.log2(np.clip(S, 8.0, GROWTH_SATURATION_BYTES) / 8.0)
     log2n = np.floor(np.log2(np.maximum(N, 1)))
@@ -239,12 +386,21 @@ def collective_times(
             return
         if deterministic and algo in ("nvls", "collnet", "nvls_tree"):
             return
+        if protocols is not None and PROTOCOLS[proto] not in protocols:
+            return
+        bw = np.maximum(bw, S / caps.get(algo, cap_plain))
         lat = lat * grow
+        if proto == 1 and protocols is None:
+            # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
+            # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
+            valid = valid & ~np.asarray(L.intra_is_pci, dtype=bool)
         t = np.where(valid, launch + lat + bw, np.inf)
         cands.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
 
     for pi in range(3):
-        intra = _hw("ring", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+        intra = _hw("ring", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
+            multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
+        )
         inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
         base = BASE_LAT_US["ring"][pi]
         pf: np.ndarray | float  # protocol efficiency: per-element where it depends on the layout
@@ -266,7 +422,9 @@ def collective_times(
             add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
         if op == "all_reduce":
             # Double binary tree.
-            t_intra = _hw("tree", pi, L.intra_is_pci) * np.where(multi & (pi == 0), LL_MULTINODE_INTRA, 1.0)
+            t_intra = _hw("tree", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
+                multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
+            )
             t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
             tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
             lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
@@ -277,7 +435,7 @@ def collective_times(
             add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), multi & (g > 1))
             # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
             if pi != 1:
-                c_intra = _hw("collnet", pi, L.intra_is_pci)
+                c_intra = _hw("collnet", pi, L.intra_is_pci, L.nvlink_latency_scale)
                 c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
                 cpf = (0.9 / 6, 0.0, 0.9)[pi]
                 intra_bw = np.maximum(
@@ -295,9 +453,8 @@ def collective_times(
                 )
             if pi == 2:
                 nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
-                # nvls_latency_us was fitted to eager nccl-tests (launch included): keep it in
-                # the latency term, minus the launch this call adds separately.
-                nvls_lat = np.maximum(np.asarray(L.nvls_latency_us, dtype=float) - launch, 0.0)
+                # The tuner's NVLS latency (tuning.cc hwLatencies NVLS, 25 us); launch is separate.
+                nvls_lat = np.asarray(L.nvls_latency_us, dtype=float) + 0 * N
                 add(
                     "nvls",
                     pi,
@@ -306,9 +463,16 @@ def collective_times(
                     0 * N,
                     (~multi) & (nvls_bw > 0) & (g > 1),
                 )
-                # NVLSTree: NVSwitch reduction in the node, tree across nodes (one slice per NIC).
-                a_nvls = nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9)  # NVLS algbw
-                algbw_nt = 1.0 / (1.0 / np.maximum(a_nvls, 1e-9) + NVLS_TREE_KAPPA * (N - 1) / net_node)
+                # NVLSTree: NVSwitch reduction in the node, tree across nodes (one slice per NIC):
+                # the slower stage, blended (NVLS_TREE_SHARPNESS); the tree carries the node's
+                # NICs, twice that on 2 nodes (tuning.cc), as busbw -> algbw by p/(2(p-1)).
+                a_nvls = np.maximum(nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9), 1e-9)
+                a_tree = net_node * np.where(N <= 2, 2.0, 1.0) * p / np.maximum(2 * (p - 1), 1e-9)
+                k = np.asarray(L.nvls_tree_sharpness, dtype=float)
+                # The blend where the tuner doubles the tree (2 nodes: the two stages carry
+                # about the same); beyond, the tuner's min: NIC-bound, NVLSTree carries what
+                # a ring carries, with log2 N instead of N network steps.
+                algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
                 lat_nt = nvls_lat + 2 * log2n * (HW_LAT_US["net"]["tree"][2] * scale + hop)
                 add("nvls_tree", pi, lat_nt, S / algbw_nt, 2 * log2n, multi & (nvls_bw > 0) & (g > 1))
         if op == "all_to_all" and pi != 0:
@@ -321,12 +485,16 @@ def collective_times(
             add("pairwise", pi, lat_a, bw_a, p - g)
         if op == "send_recv":
             lat_s = base + np.where(multi, inter, intra)
-            b_p2p = np.where(multi, net_node / g, nvl)
+            # Across nodes one peer pair gets NCCL's per-peer channels, not a whole NIC.
+            nics = np.asarray(L.nics_per_node, dtype=float)
+            b_p2p = np.where(multi, net_node / nics * np.asarray(L.p2p_net_share, dtype=float), nvl)
             add("p2p", pi, lat_s, S / (b_p2p * pf), np.where(multi, 1, 0))
 
     if not cands:
         raise InputError(
-            f"no algorithm {algorithms} applies to {op}" + (" with bitwise reproducibility" if deterministic else "")
+            f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")
+            + (f" with protocol {'/'.join(protocols)}" if protocols else "")
+            + (" with bitwise reproducibility" if deterministic else "")
         )
     times = np.stack([np.broadcast_to(c[2], np.broadcast(S, N, g, nvl, net_node).shape) for c in cands])
     best = np.argmin(times, axis=0)
@@ -371,6 +539,8 @@ class CollectivePrediction:
     latency_us: float = 0.0  # the algorithm's latency term (tuner constants x steps)
     bandwidth_us: float = 0.0  # bytes over the bottleneck link class
     sharp: bool = False
+    harness: str = "per-gpu"
+    ceiling_algbw_gbps: float = float("inf")  # the hard ceiling of this op and algorithm (algbw_ceiling_gbps)
 
 
 def links_for(
@@ -384,13 +554,21 @@ def links_for(
     oversubscription: Any = 1.0,
     ranks_per_leaf: Any = 1e18,
 ) -> Links:
-    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops)."""
+    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops).
+
+    A NIC moves at most what its PCIe slot carries (``nic_host_gbps`` of the server's NIC
+    slot), whatever its line rate: an 800G NIC in a Gen5 x16 slot delivers ~54 GB/s.
+    """
+    nic = fabric.nic_line_gbps * fabric.nic_efficiency
+    pcie_gen, lanes = getattr(gpu, "nic_pcie_gen", None), getattr(gpu, "nic_pcie_lanes", None)
+    if pcie_gen is not None and lanes is not None:
+        nic = np.minimum(nic, nic_host_gbps(pcie_gen, lanes))
     return Links(
         nvl_busbw_gbps=gpu.nvlink_busbw_gbps,
         intra_is_pci=gpu.intra_link == "pci",
         nvls_busbw_gbps=gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
         nvls_latency_us=gpu.nvls_latency_us,
-        nic_gbps=fabric.nic_line_gbps * fabric.nic_efficiency,
+        nic_gbps=nic,
         nics_per_node=nics_per_node,
         net_latency_scale=fabric.net_latency_scale,
         extra_hop_us=(np.asarray(hops, dtype=float) - 1) * switch.latency_ns / 1e3,
@@ -400,6 +578,8 @@ def links_for(
         ranks_per_leaf=ranks_per_leaf,
         eager_launch_us=getattr(gpu, "eager_launch_us", 0.0),
         proxy_us=getattr(fabric, "proxy_us", 0.0),
+        nvlink_line_gbps=getattr(gpu, "nvlink_gbps", np.inf),
+        nvlink_latency_scale=getattr(gpu, "nvlink_latency_scale", 1.0),
     )
 
 
@@ -417,6 +597,9 @@ def predict_collective(
     oversubscription: float = 1.0,
     sharp: bool = False,
     timing: str = "eager",
+    protocol: str | None = None,
+    harness: str = "per-gpu",
+    nccl_version: str | None = None,
 ) -> CollectivePrediction:
     """Predict nccl-tests time, algbw and busbw of one collective.
 
@@ -428,6 +611,10 @@ def predict_collective(
         deterministic: only algorithms with a fixed reduction order (bitwise runs).
         sharp: allow in-network reduction (InfiniBand SHARP) where the fabric supports it.
         timing: "eager" (nccl-tests without -G, the default) or "graph" (CUDA-graph capture).
+        protocol: force one protocol (like NCCL_PROTO): LL, LL128 or Simple; None: the tuner.
+        harness: "per-gpu" (default), "single-process" (nccl-tests -g N) or "torch".
+        nccl_version: the NCCL release (e.g. "2.16.5"): algorithms it does not have yet
+            (ALGORITHM_SINCE) are not considered; None: the newest.
 
     Raises:
         InputError: unknown op or algorithm, or non-positive sizes/counts.
@@ -439,6 +626,12 @@ def predict_collective(
         raise InputError(f"size must be at least 1 byte, got {size_bytes}")
     if algorithm is not None and algorithm not in ALGORITHMS:
         raise InputError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
+    if protocol is not None and protocol not in PROTOCOLS:
+        raise InputError(f"unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
+    available = algorithms_for_version(nccl_version)
+    if algorithm is not None and available is not None and algorithm not in available:
+        since = ".".join(map(str, ALGORITHM_SINCE[algorithm]))
+        raise InputError(f"algorithm {algorithm!r} needs NCCL >= {since}, not {nccl_version}")
     g = catalog.gpu(gpu)
     f = catalog.fabric(fabric)
     sw = catalog.switches[f.switch]
@@ -461,20 +654,26 @@ def predict_collective(
         gpus_per_node,
         links,
         deterministic=deterministic,
-        algorithms=(algorithm,) if algorithm else None,
+        algorithms=(algorithm,) if algorithm else available,
         sharp=sharp,
         timing=timing,
+        protocols=(protocol,) if protocol else None,
+        harness=harness,
     )
     t_us = float(res.time_us)
     if not np.isfinite(t_us):
-        raise InputError(f"algorithm {algorithm!r} does not apply to {op} on {nodes} node(s) of {gpu} over {fabric}")
+        forced = f"algorithm {algorithm!r}" if algorithm else f"protocol {protocol!r}"
+        if algorithm and protocol:
+            forced = f"algorithm {algorithm!r} with protocol {protocol!r}"
+        raise InputError(f"{forced} does not apply to {op} on {nodes} node(s) of {gpu} over {fabric}")
     ranks = nodes * gpus_per_node
     algbw = size_bytes / (t_us * 1e3)
+    chosen = ALGORITHMS[int(res.algorithm)]
     return CollectivePrediction(
         op=op,
         size_bytes=int(size_bytes),
         num_ranks=ranks,
-        algorithm=ALGORITHMS[int(res.algorithm)],
+        algorithm=chosen,
         protocol=PROTOCOLS[int(res.protocol)],
         time_us=t_us,
         algbw_gbps=algbw,
@@ -485,4 +684,15 @@ def predict_collective(
         latency_us=float(res.latency_us),
         bandwidth_us=float(res.bandwidth_us),
         sharp=sharp,
+        harness=harness,
+        ceiling_algbw_gbps=float(
+            algbw_ceiling_gbps(
+                op,
+                nodes,
+                gpus_per_node,
+                links,
+                in_network=chosen == "collnet",
+                switch_reduction=chosen in ("nvls", "nvls_tree", "collnet") and bool(g.nvls),
+            )
+        ),
     )

@@ -29,7 +29,7 @@ Formulas, vectorisable with numpy (sizes in bytes, times in seconds):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -313,8 +313,13 @@ def usd_per_million_tokens(*, usd_per_gpu_hour: Any, gpus: Any, tokens_per_s: An
 def serving_links(catalog: Any, gpu_id: str, fabric_id: str, gpus_per_node: int) -> Any:
     """Links of one GPU/fabric pair for a two-node KV transfer (one switch hop, rail-aligned)."""
     fabric = catalog.fabric(fabric_id)
-    return links_for(
-        catalog.gpu(gpu_id), fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=gpus_per_node
+    # KV transfer engines (Mooncake, NIXL) post many queue pairs per peer: one transfer fills
+    # the NIC (Mooncake #813: ~42 GB/s on one 400G NIC), unlike NCCL's per-peer p2p channels.
+    return replace(
+        links_for(
+            catalog.gpu(gpu_id), fabric, catalog.site, catalog.switches[fabric.switch], nics_per_node=gpus_per_node
+        ),
+        p2p_net_share=1.0,
     )
 
 

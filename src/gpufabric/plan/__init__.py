@@ -9,7 +9,15 @@ from gpufabric.catalog import Catalog
 from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
 from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.evaluate import Candidate
-from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
+from gpufabric.plan.recommend import (
+    Recommendation,
+    calibrated_fabrics,
+    calibration_text,
+    pareto_front,
+    rank,
+    recommend,
+    sensitivity_text,
+)
 from gpufabric.spec.models import Spec
 
 __all__ = [
@@ -70,6 +78,9 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
             rec.rationale,
             sharp_text(cands, rec.recommended, catalog),
             rent_text(cands, rec.recommended, spec),
+            calibration_text(
+                cands, rec.recommended, catalog, lambda: _shipped_recommendation(spec, catalog), req.objective
+            ),
         )
         if t
     )
@@ -114,3 +125,19 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         layout_search=search,
         notes=list(prep.notes),
     )
+
+
+def _shipped_recommendation(spec: Spec, catalog: Catalog) -> str | None:
+    """The recommendation with every calibrated fabric back at its shipped figures (for
+    calibration_text: does the choice flip only because of the calibration?)."""
+    from dataclasses import replace
+
+    from gpufabric.catalog import load_catalog
+
+    shipped = load_catalog()
+    names = calibrated_fabrics(catalog, list(catalog.fabrics))
+    base = replace(
+        catalog, fabrics={**catalog.fabrics, **{f: shipped.fabrics[f] for f in names if f in shipped.fabrics}}
+    )
+    (cands,) = evaluate_scenarios(spec, base, [(1.0, 1.0)], prepare(spec, base))
+    return recommend(rank(cands, spec.requirements.objective), spec.requirements).recommended

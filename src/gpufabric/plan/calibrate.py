@@ -61,6 +61,10 @@ IDENTIFY_SHARE = 0.5
 #: nccl-tests 8 of 228 rows have out-of-place/in-place twins further apart than 1.5x (the
 #: #309 8 B warm-up row 2.8x); the rest lie within it].
 DISTURBED_FACTOR = 1.5
+#: A fit "worsens" its own points when their median |error| grows by more than this many
+#: percentage points: below it the change is rounding (nccl-tests prints 4 significant
+#: digits) and repeat-to-repeat jitter, not a worse model [U, estimate].
+WORSEN_TOLERANCE_PCT = 0.1
 _SIZE_METRIC = re.compile(r"^time_us@(\d+)B$")
 
 
@@ -75,6 +79,7 @@ class Point:
     busbw_gbps: float
     timing: str = "eager"
     repeats: int = 1
+    harness: str = "per-gpu"  # model.collectives.HARNESSES: how the run launched its ops
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +91,8 @@ class Fit:
     rms_rel_error: float
     latency_anchor_us: float = 0.0  # median time of the latency-dominated sizes (what the model must match)
     busbw_anchor_gbps: float = 0.0  # median busbw of the largest sizes (at most 3)
+    latency_sizes_bytes: tuple[int, ...] = ()  # the sizes behind latency_anchor_us
+    busbw_sizes_bytes: tuple[int, ...] = ()  # the sizes behind busbw_anchor_gbps
 
 
 def _nccl_points(r: Any) -> list[Point]:
@@ -214,7 +221,8 @@ def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
     # real curves in the protocol-switch region, so the model is matched where each parameter
     # rules: the median time of the sizes that are >= 80% latency, the median busbw of the
     # largest (up to 3) sizes.
-    latency_sizes = [float(ti) for xi, ti in zip(x, t, strict=True) if alpha / (alpha + xi * inv_beta) >= 0.8]
+    latency_pts = [p for p, xi in zip(points, x, strict=True) if alpha / (alpha + xi * inv_beta) >= 0.8]
+    latency_sizes = [p.time_us for p in latency_pts]
     top = [p for p in sorted(points, key=lambda p: p.size_bytes) if p.size_bytes * 8 >= max(sizes)][-3:]
     return Fit(
         link_class=link_class,
@@ -224,6 +232,8 @@ def fit_alpha_beta(points: Sequence[Point], link_class: str) -> Fit:
         rms_rel_error=float(np.sqrt(np.mean(((pred - t) / t) ** 2))),
         latency_anchor_us=statistics.median(latency_sizes) if latency_sizes else float(pred[small]),
         busbw_anchor_gbps=statistics.median(p.busbw_gbps for p in top),
+        latency_sizes_bytes=tuple(p.size_bytes for p in latency_pts) or (points[small].size_bytes,),
+        busbw_sizes_bytes=tuple(p.size_bytes for p in top),
     )
 
 
@@ -239,6 +249,7 @@ def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> Any:
         fabric=fabric,
         catalog=catalog,
         timing=p.timing,
+        harness=p.harness,
     )
 
 
@@ -266,6 +277,16 @@ class Calibration:
     fabric: str = ""
     notes: tuple[str, ...] = ()
 
+    @property
+    def worsened(self) -> tuple[str, ...]:
+        """Link classes whose median error on the fitted points is worse after the fit than
+        before: such a fit is refused (``calibrate --force`` keeps it)."""
+        return tuple(
+            c
+            for c in self.before
+            if self.after[c]["median_abs_error_pct"] > self.before[c]["median_abs_error_pct"] + WORSEN_TOLERANCE_PCT
+        )
+
 
 def _run_gpu(run: Any) -> str | None:
     models = {r.params.get("tool_gpu_model", "") for r in run.results if r.params.get("tool_gpu_model")}
@@ -281,6 +302,7 @@ def calibrate(
     storage: str | None = None,
     base_catalog: Sequence[Path] = (),
     iterations: int = 6,
+    harness: str = "per-gpu",
 ) -> Calibration:
     """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
 
@@ -294,7 +316,13 @@ def calibrate(
     # warm-up, a preempted proxy thread) only ever add time, and nccl-tests tables show
     # them at their smallest size (nccl-tests#309: 68.5 us out of place, 24.7 us in place
     # at 8 B), which a two-size calibration would take as the latency.
-    points = points_from_run(run, reduce="robust")
+    from gpufabric.model.collectives import HARNESSES
+
+    if harness not in HARNESSES:
+        raise InputError(f"unknown harness {harness!r}; choose from {', '.join(HARNESSES)}")
+    # The harness the run used (nccl-tests -g N: one thread drives every GPU) is modelled,
+    # so its launch cost is not fitted into the GPU's eager_launch_us.
+    points = [replace(p, harness=harness) for p in points_from_run(run, reduce="robust")]
     catalog = _load(base_catalog)
     for check, value in ((catalog.gpu, gpu), (catalog.fabric, fabric)):
         if value is not None:
@@ -363,10 +391,19 @@ def calibrate(
             cat = _load([*base_catalog, path])
             for fit in fits:
                 pts = groups[fit.link_class]
-                big = max(pts, key=lambda p: p.size_bytes)
                 small = min(pts, key=lambda p: p.size_bytes)
-                ratio = fit.busbw_anchor_gbps / _predict(big, cat, gpu, fabric).busbw_gbps  # > 1: model too slow
-                delta = fit.latency_anchor_us - _predict(small, cat, gpu, fabric).time_us  # > 0: model too fast
+                # The model is matched on the same points as each anchor (the median over the
+                # latency-dominated sizes, the median over the top sizes): comparing a median
+                # over many sizes with the model at one end size biased the fit by the model's
+                # own growth between them (and worsened the fit rows, issue 25).
+                lat_pts = [p for p in pts if p.size_bytes in fit.latency_sizes_bytes] or [small]
+                top_pts = [p for p in pts if p.size_bytes in fit.busbw_sizes_bytes] or [
+                    max(pts, key=lambda p: p.size_bytes)
+                ]
+                model_busbw = statistics.median(_predict(p, cat, gpu, fabric).busbw_gbps for p in top_pts)
+                model_lat = statistics.median(_predict(p, cat, gpu, fabric).time_us for p in lat_pts)
+                ratio = fit.busbw_anchor_gbps / model_busbw  # > 1: model too slow
+                delta = fit.latency_anchor_us - model_lat  # > 0: model too fast
                 if fit.link_class == "inter":
                     eff = fab_fields["nic_efficiency"] * ratio
                     if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong

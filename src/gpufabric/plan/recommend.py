@@ -268,3 +268,81 @@ def sensitivity_text(
         "step_time_change": delta,
         "text": text,
     }
+
+
+#: Extra relative uncertainty of a fabric whose figures are catalog defaults when the plan
+#: compares it with fabrics calibrated on measurements [U, estimate: the catalog's
+#: uncalibrated fabrics (RoCE, EFA, TCP) have no public table they were fitted on, and a
+#: cluster's own NIC efficiency differs from a catalog default by 10% or more (issue 25:
+#: clusters 14-20% below the catalog's efficiency)].
+UNCALIBRATED_UNCERTAINTY = 0.10
+
+
+#: The fabric fields ``gpufabric calibrate`` fits (a user's price override is not a calibration).
+_PERFORMANCE_FIELDS = ("nic_efficiency", "nic_line_gbps", "proxy_us", "net_latency_scale")
+
+
+def calibrated_fabrics(catalog: Any, fabrics: Sequence[str]) -> list[str]:
+    """The fabrics among ``fabrics`` whose catalog figures were measured (``gpufabric
+    calibrate`` writes them with tag ``user``)."""
+    return sorted(
+        f
+        for f in set(fabrics)
+        if any(
+            (prov := catalog.fabric(f).provenance.get(key)) is not None and prov.tag == "user"
+            for key in _PERFORMANCE_FIELDS
+        )
+    )
+
+
+def calibration_text(
+    cands: Sequence[Candidate],
+    recommended: str | None,
+    catalog: Any,
+    replan: Any,
+    objective: str = "run_cost",
+) -> str:
+    """``uncalibrated: <fabrics>`` when the plan compares calibrated and uncalibrated fabrics.
+
+    The uncalibrated ones' uncertainty is widened by UNCALIBRATED_UNCERTAINTY; a rival on
+    the other side of the calibration line within that band is named; and ``replan`` (the
+    recommended id of the plan with the calibrated fabrics back at their shipped figures,
+    called only here) tells whether the choice flips only because of the calibration.
+    """
+    fabrics = sorted({c.fabric for c in cands})
+    calibrated = calibrated_fabrics(catalog, fabrics)
+    uncal = [f for f in fabrics if f not in calibrated]
+    best = next((c for c in cands if c.id == recommended), None)
+    if not calibrated or not uncal or best is None:
+        return ""
+    band = MODEL_UNCERTAINTY + UNCALIBRATED_UNCERTAINTY
+    lines = [
+        f"uncalibrated: {', '.join(uncal)} (only {', '.join(calibrated)} {'is' if len(calibrated) == 1 else 'are'}"
+        f" calibrated from measurements; the uncalibrated fabrics' predictions carry about {band:.0%} uncertainty,"
+        f" not {MODEL_UNCERTAINTY:.0%})."
+    ]
+    other_side = uncal if best.fabric in calibrated else calibrated
+    rival = next((c for c in rank(cands, objective) if c.fabric in other_side and c.meets_requirements), None)
+    base = replan()
+    base_fabric = next((c.fabric for c in cands if c.id == base), None)
+    if (
+        base_fabric is not None
+        and base_fabric != best.fabric
+        and (base_fabric in calibrated) != (best.fabric in calibrated)
+    ):
+        measured = best.fabric if best.fabric in calibrated else base_fabric
+        guessed = base_fabric if measured == best.fabric else best.fabric
+        lines.append(
+            f"The choice flips from {base_fabric} (shipped figures) to {best.fabric} only because {measured} is"
+            f" calibrated and {guessed} is not: calibrate {guessed} on a run of its own"
+            f" (gpufabric calibrate RUN --fabric {guessed}) before deciding."
+        )
+    elif rival is not None:
+        a, b = _objective_value(best, objective), _objective_value(rival, objective)
+        if a > 0 and b <= a * (1 + band):
+            lines.append(
+                f"{rival.id} is within {b / a - 1:.1%} of the recommendation on {objective}, inside that uncertainty:"
+                f" calibrate {rival.fabric if best.fabric in calibrated else best.fabric} too before treating the"
+                " choice as settled."
+            )
+    return " ".join(lines)
