@@ -52,7 +52,7 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     if any(c.capacity == "rent" for c in cands):
         cands = with_break_even(cands, spec, catalog)
     req = spec.requirements
-    rec = recommend(cands, req)
+    rec = recommend(cands, req, spec.options.placement)
     sens = [
         s
         for s in (
@@ -69,7 +69,7 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
             a.text,
             rec.rationale,
             sharp_text(cands, rec.recommended, catalog),
-            rent_text(cands, rec.recommended, spec),
+            rent_text(cands, rec.recommended, spec, catalog),
         )
         if t
     )

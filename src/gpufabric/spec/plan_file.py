@@ -87,6 +87,10 @@ CANDIDATE_KEYS = (
     "break_even_months",
     "build_reference",
     "rent_commitment_usd",
+    "storage_units",
+    "storage_read_gbps_per_node",
+    "storage_write_gbps_per_node",
+    "checkpoint_duty_cycle",
 )
 
 
