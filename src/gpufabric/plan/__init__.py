@@ -9,6 +9,7 @@ from gpufabric.catalog import Catalog
 from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
 from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.evaluate import Candidate
+from gpufabric.plan.storage_tiers import TierPrice, price_tiers, tiers_text
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
 from gpufabric.spec.models import Spec
 
@@ -39,6 +40,8 @@ class Plan:
     throughput: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     layout_search: dict[str, Any] = field(default_factory=dict)
+    storage_tiers: list[TierPrice] = field(default_factory=list)
+    """The recommendation's storage (workload minimum) and the reference tiers, priced (plan.storage_tiers)."""
 
     def get(self, cand_id: str) -> Candidate:
         return next(c for c in self.candidates if c.id == cand_id)
@@ -73,6 +76,13 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         )
         if t
     )
+    tiers = (
+        price_tiers(best, spec, catalog)
+        if best is not None and best.capacity == "build" and spec.storage.reference_tiers
+        else []
+    )
+    if tiers:
+        rationale += " " + tiers_text(tiers, best)
     if spec.searched and best is not None:
         rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."
     throughput = {
@@ -113,4 +123,5 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         throughput=throughput,
         layout_search=search,
         notes=list(prep.notes),
+        storage_tiers=tiers,
     )

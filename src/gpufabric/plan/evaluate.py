@@ -350,21 +350,10 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token, random=t.random_read
     )
     # Shared storage is sized for every bandwidth it must deliver (model.storage): capacity,
-    # the checkpoint write target plus other writers, the data loader plus other readers,
-    # the restore target, and (a fixed interval) the drives' endurance.
-    fixed_interval = np.where(t.interval_auto, np.inf, np.maximum(t.interval_s, 1e-9))
+    # the checkpoint write target plus other writers, the data loader plus other readers and
+    # the restore target (the drives' endurance is bought once the interval is known, below).
     units = np.maximum(
-        np.maximum(
-            storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
-            storage.units_for_endurance(
-                size_bytes=ckpt,
-                interval_s=fixed_interval,
-                unit_capacity_tb=t.st_unit_tb,
-                dwpd=t.st_dwpd,
-                warranty_years=t.st_warranty_years,
-                years=t.years,
-            ),
-        ),
+        storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
         np.where(
             local,
             0.0,
@@ -439,20 +428,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
     # Sync: the interval must cover the write and the later drain (the lag), not their sum.
     tau_min = reliability.min_interval_s(write_s=write_s, durable_s=np.where(t.sync, 0.0, durable), lag_s=lag)
-    # The auto interval also keeps the storage's checkpoint duty cycle and the drives' wear
-    # within bounds, and stays inside the spec's accepted range (spec.models).
-    tau_endurance = storage.endurance_interval_s(
-        size_bytes=ckpt,
-        capacity_tb=units * t.st_unit_tb,
-        dwpd=t.st_dwpd,
-        warranty_years=t.st_warranty_years,
-        years=t.years,
-    )
-    tau_auto_min = np.clip(
-        np.maximum(np.maximum(tau_min, durable / t.duty_max), tau_endurance),
-        MIN_INTERVAL_MIN * 60.0,
-        MAX_INTERVAL_MIN * 60.0,
-    )
+    # The auto interval also keeps the storage's checkpoint duty cycle within its bound and
+    # stays inside the spec's accepted range (spec.models).
+    tau_auto_min = np.clip(np.maximum(tau_min, durable / t.duty_max), MIN_INTERVAL_MIN * 60.0, MAX_INTERVAL_MIN * 60.0)
     tau_opt, good_opt, daly = _optimal_interval(
         sync=t.sync,
         write_s=write_s,
@@ -465,6 +443,27 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         min_s=tau_auto_min,
     )
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
+    # Drive endurance (catalog DWPD over the warranty): the blocks whose drives take a
+    # checkpoint every interval for the amortisation; more blocks than bandwidth needed are
+    # charged (capex, power) without crediting their bandwidth (conservative).
+    units = np.maximum(
+        units,
+        storage.units_for_endurance(
+            size_bytes=ckpt,
+            interval_s=interval,
+            unit_capacity_tb=t.st_unit_tb,
+            dwpd=t.st_dwpd,
+            warranty_years=t.st_warranty_years,
+            years=t.years,
+        ),
+    )
+    tau_endurance = storage.endurance_interval_s(
+        size_bytes=ckpt,
+        capacity_tb=units * t.st_unit_tb,
+        dwpd=t.st_dwpd,
+        warranty_years=t.st_warranty_years,
+        years=t.years,
+    )
     block = storage.block_time_s(
         mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, interval_s=interval, slowdown=drain_c
     )

@@ -111,6 +111,7 @@ def plan_to_dict(
         "sensitivity": result.sensitivity,
         "throughput": result.throughput,
         "layout_search": result.layout_search,
+        "storage_tiers": getattr(result, "storage_tiers", []),
         "notes": result.notes,
         "catalog": list(catalog_files),
         "catalog_overrides": list(overrides),
