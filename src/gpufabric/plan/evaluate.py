@@ -25,6 +25,7 @@ from gpufabric.model.step import (
     compute_time_s,
     ep_all_to_alls_per_layer,
     exposed_dp_s,
+    overlap_interference_s,
     tp_collectives_per_layer,
     zero_dp_factor,
 )
@@ -312,6 +313,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # the weights again for the backward (1.5x; Rajbhandari et al. 2020 sec. 7).
     t_dp = t_dp * zero_dp_factor(t.zero_stage)
     dp_exp = exposed_dp_s(t_dp, compute, m)
+    # The hidden part slows the compute it overlaps (model.step.OVERLAP_COMPUTE_SLOWDOWN).
+    dp_exp = dp_exp + overlap_interference_s(t_dp - dp_exp)
 
     tp_nodes = np.maximum(1, np.ceil(tp / g))
     links_tp = _links(t, np.ones_like(N), np.minimum(tp, g), ranks_leaf)
