@@ -52,7 +52,9 @@ _FRACTIONS = ("checkpoint_stall_fraction", "goodput", "goodput_at_optimal", "che
     mttf_h=st.floats(100.0, 1e8),
     restart_min=st.floats(0.0, 10 * 365 * 24 * 60.0),
 )
-def test_any_accepted_interval_gives_bounded_fractions_and_finite_figures(interval_min, sync, auto, mttf_h, restart_min):
+def test_any_accepted_interval_gives_bounded_fractions_and_finite_figures(
+    interval_min, sync, auto, mttf_h, restart_min
+):
     t = _TABLE.replace(
         interval_s=0.0 if auto else interval_min * 60.0,
         interval_auto=auto,
@@ -91,9 +93,7 @@ def test_stall_fraction_is_block_over_wall():
 
 def test_auto_interval_keeps_the_storage_duty_cycle_bounded():
     # The 405B checkpoint (5.7 TB) on 1:1 shared flash: the unbounded optimum wrote ~40% of the time.
-    spec = _with(
-        load_spec(EXAMPLES / "llama3-405b-16k.yaml").spec, **{"workload.checkpoint": {"interval_min": "auto"}}
-    )
+    spec = _with(load_spec(EXAMPLES / "llama3-405b-16k.yaml").spec, **{"workload.checkpoint": {"interval_min": "auto"}})
     for c in evaluate_candidates(spec, CAT):
         assert c.checkpoint_duty_cycle <= CAT.site.checkpoint_duty_max + 1e-9, c.id
 
@@ -106,8 +106,14 @@ def test_endurance_buys_blocks_for_short_fixed_intervals():
         size_bytes=5.67e12, interval_s=120.0, unit_capacity_tb=368.0, dwpd=0.5, warranty_years=5.0, years=4.0
     )
     assert float(units) == math.ceil(5.67e12 * 720 / float(per_day))
-    assert float(storage.units_for_endurance(size_bytes=1e12, interval_s=60.0, unit_capacity_tb=1, dwpd=0.0,
-                                             warranty_years=5, years=4)) == 0.0  # unrated: no limit
+    assert (
+        float(
+            storage.units_for_endurance(
+                size_bytes=1e12, interval_s=60.0, unit_capacity_tb=1, dwpd=0.0, warranty_years=5, years=4
+            )
+        )
+        == 0.0
+    )  # unrated: no limit
     short = _with(SPEC_70B, **{"workload.checkpoint": {"interval_min": 1.0}})
     long = _with(SPEC_70B, **{"workload.checkpoint": {"interval_min": 120.0}})
     a = {c.id: c for c in evaluate_candidates(short, CAT)}

@@ -9,8 +9,8 @@ from gpufabric.catalog import Catalog
 from gpufabric.plan.candidates import evaluate_candidates, evaluate_scenarios, prepare
 from gpufabric.plan.capacity import rent_text, sharp_text, with_break_even
 from gpufabric.plan.evaluate import Candidate
-from gpufabric.plan.storage_tiers import TierPrice, price_tiers, tiers_text
 from gpufabric.plan.recommend import Recommendation, pareto_front, rank, recommend, sensitivity_text
+from gpufabric.plan.storage_tiers import TierPrice, price_tiers, tiers_text
 from gpufabric.spec.models import Spec
 
 __all__ = [
@@ -81,7 +81,7 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         if best is not None and best.capacity == "build" and spec.storage.reference_tiers
         else []
     )
-    if tiers:
+    if tiers and best is not None:
         rationale += " " + tiers_text(tiers, best)
     if spec.searched and best is not None:
         rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."

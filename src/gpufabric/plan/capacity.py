@@ -204,9 +204,8 @@ def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec, c
             " no horizon or pipeline of work, so building is credited with years of use: set options.horizon_months"
             " and options.pipeline to decide)."
         ),
-
         f"Rented: the best rented design is {best_rent.id} at ${best_rent.usd_per_gpu_hour:.2f} per useful GPU-hour"
-        f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days)."
+        f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days).",
     ]
     ref = best_rent.build_reference
     if ref is not None:

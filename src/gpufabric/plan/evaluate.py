@@ -304,8 +304,15 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
         return np.where(multi_tier, s, 1.0)
 
-    placed = dict(scattered=t.scattered, fragment_nodes=t.fragment_nodes, replaced=t.replaced)
-    cong_dp = slowdown(cross_fraction(group_nodes=n_dp, nodes_per_leaf=size.nodes_per_leaf, **placed))
+    cong_dp = slowdown(
+        cross_fraction(
+            group_nodes=n_dp,
+            nodes_per_leaf=size.nodes_per_leaf,
+            scattered=t.scattered,
+            fragment_nodes=t.fragment_nodes,
+            replaced=t.replaced,
+        )
+    )
     links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
     grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
     t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)

@@ -149,7 +149,5 @@ def tiers_text(prices: Sequence[TierPrice], best: Candidate) -> str:
         else:
             extra = p.capex_usd - best.storage_capex_usd
             share = extra / best.capex_usd if best.capex_usd > 0 else 0.0
-            lines.append(
-                f"Storage reference tier: {p.name}: {what}, {_money(extra)} more ({share:+.1%} of capex)"
-            )
+            lines.append(f"Storage reference tier: {p.name}: {what}, {_money(extra)} more ({share:+.1%} of capex)")
     return ". ".join(lines) + "."
