@@ -279,3 +279,16 @@ def test_tier_dataclasses_are_frozen():
     plan = make_plan(SPEC_70B, CAT)
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.storage_tiers[0].units = 0  # type: ignore[misc]
+
+
+def test_time_based_retention_keeps_more_checkpoints_at_short_intervals():
+    cid = "ib-ndr/rail-optimized/1:1/nvmeof-rdma"
+    spec = _with(SPEC_70B, storage={"retention_hours": 72.0}, **{"workload.checkpoint": {"interval_min": 10.0}})
+    c = {x.id: x for x in evaluate_candidates(spec, CAT)}[cid]
+    ckpt_tb = SPEC_70B.workload.model.params * 14 / 1e12
+    kept = 72 * 6  # every 10 minutes for three days
+    unit = CAT.storage_backend("nvmeof-rdma")
+    need = math.ceil((kept * ckpt_tb + SPEC_70B.workload.dataset.size_tb) / unit.unit_capacity_tb)
+    assert c.storage_units >= need
+    base = {x.id: x for x in evaluate_candidates(SPEC_70B, CAT)}[cid]
+    assert c.storage_units > base.storage_units

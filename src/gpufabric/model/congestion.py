@@ -116,9 +116,9 @@ def cross_fraction(
     n = np.asarray(group_nodes, dtype=float)
     npl = np.maximum(np.asarray(nodes_per_leaf, dtype=float), 1.0)
     spans = n > npl
-    if all_to_all:
-        return np.where(spans, np.clip((n - npl) / np.maximum(n, 1.0), 0.0, 1.0), 0.0)
     run = np.minimum(npl, np.maximum(np.asarray(fragment_nodes, dtype=float), 1.0))
+    if all_to_all:  # the peers outside this leaf's share of the group (one run when fragmented)
+        return np.where(n > run, np.clip((n - run) / np.maximum(n, 1.0), 0.0, 1.0), 0.0)
     # A fragmented group spans leaves once it outgrows one run, not one leaf.
     placed = np.where(n > run, np.clip(1.0 / run + 2.0 * np.asarray(replaced, dtype=float), 0.0, 1.0), 0.0)
     return np.where(np.asarray(scattered, dtype=bool), np.where(spans, 1.0, 0.0), placed)

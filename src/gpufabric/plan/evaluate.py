@@ -340,7 +340,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     g_ep = np.maximum(1, np.minimum(ep, g_dp))
     n_ep = np.ceil(ep / g_ep)
     cross_ep = cross_fraction(
-        group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered, all_to_all=True
+        group_nodes=n_ep,
+        nodes_per_leaf=size.nodes_per_leaf,
+        scattered=t.scattered,
+        fragment_nodes=t.fragment_nodes,
+        all_to_all=True,
     )
     # The all-to-all model already divides by max(1, r x cross): add only the collisions.
     cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
@@ -467,6 +471,10 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
             years=t.years,
         ),
     )
+    # Time-based retention (storage.retention_hours) keeps every checkpoint of the window:
+    # a shorter interval keeps more of them.
+    kept = np.maximum(t.kept, np.ceil(t.retention_s / interval))
+    units = np.maximum(units, storage.units_needed(kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb))
     tau_endurance = storage.endurance_interval_s(
         size_bytes=ckpt,
         capacity_tb=units * t.st_unit_tb,

@@ -176,6 +176,7 @@ class Table:
     restore_target_s: A  # storage sized to read a checkpoint back in this time
     other_read_gbps: A  # other consumers of the shared storage, GB/s for the whole cluster
     other_write_gbps: A
+    retention_s: A  # storage.retention_hours: keep every checkpoint of this window (0: the catalog's count)
     # Design.
     nic_gbps: A
     net_scale: A
@@ -385,6 +386,7 @@ def _economics_columns(spec: Spec, site: Any) -> dict[str, float]:
         "restore_target_s": need.restore_min * 60.0 if need.restore_min is not None else site.restore_target_s,
         "other_read_gbps": need.other_read_gbps_per_node * nodes,
         "other_write_gbps": need.other_write_gbps_per_node * nodes,
+        "retention_s": (need.retention_hours or 0.0) * 3600.0,
     }
 
 

@@ -459,6 +459,8 @@ class StorageNeeds(SpecModel):
     """Read bandwidth other consumers take from the same storage, GB/s per node of this cluster (evaluation, data preparation, other tenants)."""
     other_write_gbps_per_node: float = Field(0, ge=0, le=1e4)
     """Write bandwidth other consumers take, GB/s per node (data preparation, logs, other tenants' checkpoints)."""
+    retention_hours: float | None = Field(None, gt=0, le=87600)
+    """Keep every checkpoint written in the last this many hours (time-based retention); default the catalog's count (site.checkpoints_kept). Shorter intervals then keep more checkpoints, and the storage is sized for them."""
     restore_min: float | None = Field(None, gt=0, le=MAX_MINUTES)
     """Minutes to read the last checkpoint back after a failure; default the catalog's site.restore_target_s."""
     reference_tiers: bool = True
