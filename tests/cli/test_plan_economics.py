@@ -60,3 +60,16 @@ def test_plan_json_names_the_designed_storage_bandwidth_per_node(cli):
         "dgx-superpod-enhanced",
         "meta-llama3",
     ]
+
+
+def test_the_recommendation_line_names_the_placement(cli, tmp_path):
+    code, out, _ = cli("plan", EXAMPLES / "roce-256gpu-8b.yaml")
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("Recommendation:"))
+    assert line.endswith("(placement fragmented)")
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        (EXAMPLES / "roce-256gpu-8b.yaml").read_text().replace("options:\n", "options:\n  placement: contiguous\n")
+    )
+    code, out, _ = cli("plan", spec, "--format", "json")
+    assert json.loads(out)["placement"] == "contiguous"

@@ -186,7 +186,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         )
         for c in shown[:4]:
             console.print(f"- {c.id}: {c.layout.text}")
-    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'}")
+    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'} (placement {result.placement})")
     for sentence in result.rationale.split(". "):
         console.print(sentence if sentence.endswith(".") else sentence + ".")
     console.print("\n[bold]Sensitivity[/bold]")
@@ -206,7 +206,7 @@ def _markdown(result: Any, shown: list[Any]) -> str:
         lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
     lines += [
         "",
-        f"**Recommendation:** `{result.recommended or 'none'}`",
+        f"**Recommendation:** `{result.recommended or 'none'}` (placement {result.placement})",
         "",
         result.rationale,
         "",

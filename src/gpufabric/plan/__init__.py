@@ -40,6 +40,8 @@ class Plan:
     throughput: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     layout_search: dict[str, Any] = field(default_factory=dict)
+    placement: str = "fragmented"
+    """options.placement the predictions assume (named on the recommendation line)."""
     storage_tiers: list[TierPrice] = field(default_factory=list)
     """The recommendation's storage (workload minimum) and the reference tiers, priced (plan.storage_tiers)."""
 
@@ -124,4 +126,5 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         layout_search=search,
         notes=list(prep.notes),
         storage_tiers=tiers,
+        placement=spec.options.placement,
     )

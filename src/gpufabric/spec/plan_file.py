@@ -112,6 +112,7 @@ def plan_to_dict(
         "throughput": result.throughput,
         "layout_search": result.layout_search,
         "storage_tiers": getattr(result, "storage_tiers", []),
+        "placement": getattr(result, "placement", None),
         "notes": result.notes,
         "catalog": list(catalog_files),
         "catalog_overrides": list(overrides),
