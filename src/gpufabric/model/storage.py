@@ -165,3 +165,31 @@ def units_for_endurance(
     )
     written = np.asarray(size_bytes, dtype=float) * 86400.0 / np.asarray(interval_s, dtype=float)
     return np.ceil(written / per_unit)
+
+
+def units_at_interval(
+    *,
+    interval_s: Any,
+    size_bytes: Any,
+    unit_capacity_tb: Any,
+    dwpd: Any,
+    warranty_years: Any,
+    years: Any,
+    kept: Any,
+    retention_s: Any,
+    dataset_tb: Any,
+) -> Any:
+    """Building blocks an interval obliges: the drives' endurance and the retained checkpoints
+    (the catalog's count, or every one of a ``retention_s`` window), whichever is more."""
+    tau = np.asarray(interval_s, dtype=float)
+    wear = units_for_endurance(
+        size_bytes=size_bytes,
+        interval_s=tau,
+        unit_capacity_tb=unit_capacity_tb,
+        dwpd=dwpd,
+        warranty_years=warranty_years,
+        years=years,
+    )
+    count = np.maximum(np.asarray(kept, dtype=float), np.ceil(np.asarray(retention_s, dtype=float) / tau))
+    held = units_needed(count * np.asarray(size_bytes, dtype=float) / 1e12 + np.asarray(dataset_tb), unit_capacity_tb)
+    return np.maximum(wear, held)

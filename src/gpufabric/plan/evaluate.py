@@ -146,17 +146,25 @@ def _optimal_interval(
     lag_s: np.ndarray,
     slowdown: np.ndarray,
     min_s: np.ndarray,
+    blocks: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Interval maximising the exact goodput at or above ``min_s``, that goodput, and the
-    unbounded Daly interval, per row (on _TAU_GRID).
+    """Interval maximising the useful work per dollar at or above ``min_s``, its goodput, and
+    the unbounded Daly interval, per row (on _TAU_GRID).
 
+    Without ``blocks`` that is the exact goodput. With it (the inputs of
+    model.storage.units_at_interval plus ``units``, the blocks bought anyway, and
+    ``unit_share``, one block's price over the design's other capex), a shorter interval
+    also pays for the blocks its wear and retention oblige: the objective is goodput /
+    (1 + extra blocks x unit_share), the hourly cost taken as proportional to capex.
     The inputs depend on the design, not the layout: computed once per distinct row.
     """
-    cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s)
+    names = tuple(sorted(blocks or {}))
+    extra = tuple(np.asarray((blocks or {})[k], dtype=float) for k in names)
+    cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s, *extra)
     first, inv = unique_rows(*cols)
-    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = (
-        np.asarray(a)[first] for a in cols
-    )
+    picked = [np.asarray(a)[first] for a in cols]
+    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = picked[:9]
+    per_row = dict(zip(names, picked[9:], strict=True))
     block_free = storage.block_time_s(
         mode_sync=sync,
         write_s=write_s,
@@ -171,6 +179,11 @@ def _optimal_interval(
     hi = np.maximum(np.maximum(4.0 * daly, 4.0 * lag_s), 2.0 * lo)
     hi = np.maximum(np.minimum(hi, MAX_INTERVAL_MIN * 60.0), lo)
     taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
+    if blocks:
+        # Blocks can make a longer interval cheaper than the goodput optimum: a coarser grid
+        # on to 16x the fine grid's end (within the accepted range).
+        far = np.maximum(np.minimum(16.0 * hi, MAX_INTERVAL_MIN * 60.0), hi)
+        taus = np.concatenate([taus, hi[:, None] * (far / hi)[:, None] ** _TAU_GRID[None, 1::2]], axis=1)
     goods = reliability.goodput(
         block_s=storage.block_time_s(
             mode_sync=sync[:, None],
@@ -186,7 +199,12 @@ def _optimal_interval(
         lag_s=lag_s[:, None],
     )
     goods = np.where(np.isfinite(goods), goods, 0.0)
-    best = np.argmax(goods, axis=1)
+    value = goods
+    if per_row:
+        share, bought = per_row.pop("unit_share"), per_row.pop("units")
+        need = storage.units_at_interval(interval_s=taus, **{k: v[:, None] for k, v in per_row.items()})
+        value = goods / (1.0 + np.maximum(0.0, need - bought[:, None]) * share[:, None])
+    best = np.argmax(value, axis=1)
     tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
     good = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
     return tau[inv], good[inv], daly[inv]
@@ -442,6 +460,16 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
     # Sync: the interval must cover the write and the later drain (the lag), not their sum.
     tau_min = reliability.min_interval_s(write_s=write_s, durable_s=np.where(t.sync, 0.0, durable), lag_s=lag)
+    at_interval = dict(
+        size_bytes=ckpt,
+        unit_capacity_tb=t.st_unit_tb,
+        dwpd=np.where(t.rent, 0.0, t.st_dwpd),  # a provider's drives are its own concern
+        warranty_years=t.st_warranty_years,
+        years=t.years,
+        kept=t.kept,
+        retention_s=t.retention_s,
+        dataset_tb=t.dataset_tb,
+    )
     # The auto interval also keeps the storage's checkpoint duty cycle within its bound and
     # stays inside the spec's accepted range (spec.models).
     tau_auto_min = np.clip(np.maximum(tau_min, durable / t.duty_max), MIN_INTERVAL_MIN * 60.0, MAX_INTERVAL_MIN * 60.0)
@@ -455,26 +483,19 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         lag_s=lag,
         slowdown=drain_c,
         min_s=tau_auto_min,
+        blocks=at_interval
+        | {
+            "units": units,
+            # Rented: the provider's storage, no endurance to buy (its capacity is priced per TB-month).
+            "unit_share": np.where(t.rent, 0.0, t.st_unit_usd / (N * t.node_usd + units * t.st_unit_usd)),
+        },
     )
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
-    # Drive endurance (catalog DWPD over the warranty): the blocks whose drives take a
-    # checkpoint every interval for the amortisation; more blocks than bandwidth needed are
-    # charged (capex, power) without crediting their bandwidth (conservative).
-    units = np.maximum(
-        units,
-        storage.units_for_endurance(
-            size_bytes=ckpt,
-            interval_s=interval,
-            unit_capacity_tb=t.st_unit_tb,
-            dwpd=t.st_dwpd,
-            warranty_years=t.st_warranty_years,
-            years=t.years,
-        ),
-    )
-    # Time-based retention (storage.retention_hours) keeps every checkpoint of the window:
-    # a shorter interval keeps more of them.
-    kept = np.maximum(t.kept, np.ceil(t.retention_s / interval))
-    units = np.maximum(units, storage.units_needed(kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb))
+    # Drive endurance (catalog DWPD over the warranty) and retention (the catalog's count, or
+    # every checkpoint of storage.retention_hours): the blocks the interval obliges; more
+    # blocks than bandwidth needed are charged (capex, power) without crediting their
+    # bandwidth (conservative).
+    units = np.maximum(units, storage.units_at_interval(interval_s=interval, **at_interval))
     tau_endurance = storage.endurance_interval_s(
         size_bytes=ckpt,
         capacity_tb=units * t.st_unit_tb,
