@@ -73,3 +73,12 @@ def test_the_recommendation_line_names_the_placement(cli, tmp_path):
     )
     code, out, _ = cli("plan", spec, "--format", "json")
     assert json.loads(out)["placement"] == "contiguous"
+
+
+def test_rent_without_a_storage_the_offerings_have_is_a_located_error(cli, tmp_path):
+    spec = tmp_path / "s.yaml"
+    text = BVR.replace("gpu: h100-sxm", "gpu: h200").replace("storage: [local-nvme, pfs]", "storage: [nvmeof-rdma]")
+    spec.write_text(text)
+    code, out, err = cli("plan", spec)
+    assert code == 2 and out == ""
+    assert "options.storage" in err and "local-nvme, pfs" in err

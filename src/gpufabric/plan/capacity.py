@@ -73,6 +73,15 @@ def check_options(spec: Spec, catalog: Catalog, located: Located | None = None) 
                 f"no rental offering in the catalog has {spec.cluster.gpus_per_node} x {spec.cluster.gpu} per instance",
                 "drop rent, change cluster.gpu, or add an offering with --catalog (section rentals)",
             )
+        offered = sorted({st for rid in ids if rid in catalog.rentals for st in catalog.rental(rid).storage})
+        if offered and not set(offered) & set(o.storage):
+            raise _fail(
+                located,
+                ("options", "storage"),
+                f"no rental offering for {spec.cluster.gpus_per_node} x {spec.cluster.gpu} offers any of options.storage"
+                f" (they offer {', '.join(offered)})",
+                f"add one of {', '.join(offered)} to options.storage, or drop rent from options.capacity",
+            )
         for i, rid in enumerate(o.rentals or []):
             offer = catalog.rentals.get(rid)
             if offer is None:
