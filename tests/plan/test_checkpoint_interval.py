@@ -50,7 +50,9 @@ def test_optimum_is_a_maximum_of_the_goodput():
         data["workload"].pop("notes", None)
         data["workload"]["checkpoint"]["interval_min"] = c.optimal_interval_min * factor
         other = next(x for x in evaluate_candidates(Spec.model_validate(data), CAT) if x.id == c.id)
-        assert other.goodput < c.goodput_at_optimal
+        # The optimum is taken with the storage's checkpoint duty cycle bounded: a shorter
+        # interval may beat it only by writing more of the time than the bound allows.
+        assert other.goodput < c.goodput_at_optimal or other.checkpoint_duty_cycle > CAT.site.checkpoint_duty_max
 
 
 def test_failure_cost_agrees_with_the_simulator():

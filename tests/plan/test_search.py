@@ -153,7 +153,11 @@ def test_table_is_typed_and_quantised_tail_stays_close():
 
 
 def test_objective_selects_and_near_ties_are_called_out():
-    base = make_plan(SPEC_70B, CAT)
+    # Contiguous placement: ib-ndr and roce-400g then differ by their latency alone.
+    data = SPEC_70B.model_dump()
+    data["workload"].pop("notes", None)
+    data["options"]["placement"] = "contiguous"
+    base = make_plan(Spec.model_validate(data), CAT)
     assert "objective run_cost" in base.rationale
     # ib-ndr and roce-400g are ~1% apart on run cost: a near-tie, said so.
     assert "Caveat: the runner-up is within" in base.rationale

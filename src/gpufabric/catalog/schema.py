@@ -145,8 +145,6 @@ class Gpu(Entry):
     """Price of one server with its GPUs, without the scale-out NICs, USD."""
     gpus_per_node: int = Field(8, gt=0)
     """GPUs in the server that node_usd and node_power_kw describe."""
-    cloud_usd_per_gpu_hour: float = Field(gt=0)
-    """Reference cloud on-demand price, USD per GPU-hour (for comparison)."""
     nic_pcie_gen: int = Field(5, ge=3, le=7)
     """PCIe generation of each scale-out NIC's host slot in this server."""
     nic_pcie_lanes: int = Field(16, gt=0, le=32)
@@ -259,6 +257,11 @@ class Storage(Entry):
     """Checkpoints land locally and drain in the background to durable storage."""
     drain_gbps_per_node: float = Field(0, ge=0)
     """Background drain bandwidth per node to durable storage, GB/s."""
+    drive_dwpd: float = Field(0, ge=0)
+    """Rated endurance of the building block's drives, full drive writes per day over the
+    warranty (flash DWPD; disks: the workload rating over capacity); 0: not limited."""
+    drive_warranty_years: float = Field(5, gt=0, le=20)
+    """Years the endurance rating covers (the drive warranty)."""
 
 
 class Site(Entry):
@@ -276,6 +279,12 @@ class Site(Entry):
     """Collective launch overhead with CUDA graphs, us."""
     checkpoint_write_target_s: float = Field(gt=0)
     """Shared storage is sized to write one checkpoint in this time (as well as to hold them), s."""
+    checkpoint_duty_max: float = Field(0.25, gt=0, le=1)
+    """Largest share of time the storage may spend writing checkpoints (bounds the ``auto`` interval)."""
+    restore_target_s: float = Field(300, gt=0)
+    """Shared storage is sized to read one checkpoint back after a failure in this time, s."""
+    resale_fraction: float = Field(0.5, ge=0, le=1)
+    """Share of the remaining book value a cluster sells for at the end of a horizon shorter than its amortisation."""
     facility_usd_per_mw: float = Field(0, ge=0)
     """Data-centre build cost per MW of IT load, USD (total cost of ownership only)."""
     facility_years: float = Field(15, gt=0)

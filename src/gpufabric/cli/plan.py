@@ -117,7 +117,8 @@ def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
         f"{c.checkpoint_stall_fraction:.1%}",
         f"{c.goodput:.0%}",
         f"{c.time_to_train_days:.1f}",
-        f"{c.capex_usd / 1e6:,.1f}",
+        f"{c.capex_usd / 1e6:,.1f}" if c.capacity != "rent" else "-",
+        f"{c.rent_commitment_usd / 1e6:,.1f}" if c.capacity == "rent" else "-",
         f"{c.run_cost_usd / 1e6:,.3g}",
         f"{c.mfu:.0%}",
         f"{c.memory_gb:.0f}",
@@ -138,6 +139,7 @@ HEADERS = (
     "good",
     "days",
     "capex",
+    "commit",
     "run",
     "MFU",
     "mem",
@@ -169,9 +171,10 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print(table)
     console.print(
         "[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
-        " exposed comm per step)\nstall: wall time blocked on checkpoints  capex and run"
-        " (cost of the whole run) in $M  MFU end to end  mem: GiB per GPU  dim rows miss a requirement\n+S: in-network"
-        " reduction (SHARP)  rent: a rented offering, od on demand or 1y/3y committed[/dim]"
+        " exposed comm per step)\nstall: wall time blocked on checkpoints  capex (built), commit (rented: the run"
+        " on demand, the whole term committed) and run (cost of the whole run) in $M\nMFU end to end  mem: GiB per"
+        " GPU  dim rows miss a requirement  +S: in-network reduction (SHARP)  rent: a rented offering, od on demand"
+        " or 1y/3y committed[/dim]"
     )
     for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
@@ -183,7 +186,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         )
         for c in shown[:4]:
             console.print(f"- {c.id}: {c.layout.text}")
-    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'}")
+    console.print(f"\n[bold]Recommendation[/bold]: {result.recommended or 'none'} (placement {result.placement})")
     for sentence in result.rationale.split(". "):
         console.print(sentence if sentence.endswith(".") else sentence + ".")
     console.print("\n[bold]Sensitivity[/bold]")
@@ -203,7 +206,7 @@ def _markdown(result: Any, shown: list[Any]) -> str:
         lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
     lines += [
         "",
-        f"**Recommendation:** `{result.recommended or 'none'}`",
+        f"**Recommendation:** `{result.recommended or 'none'}` (placement {result.placement})",
         "",
         result.rationale,
         "",

@@ -12,6 +12,11 @@
   busy or not, so a useful GPU-hour costs $/GPU-hour / u. Rented on demand: the catalog
   price per GPU-hour (paid only while used); rented on a 1- or 3-year commitment: the
   price / u (every hour of the term is paid).
+- Horizon (``options.horizon_months``, default the amortisation period): a build needed
+  for H months pays its capex less the resale of the book value left at H (straight-line
+  over the amortisation, x ``site.resale_fraction``), spread over H; a commitment longer
+  than H is paid in full. With ``options.pipeline`` the utilisation is the pipeline's
+  busy share of the horizon (hours outside it are idle).
 - Break-even utilisation (build vs on-demand rent): building is cheaper above
   u* = (capex / (years x 8760) + opex per hour) / rent per hour.
 - Break-even months (build vs rent at the spec's utilisation): cumulative build cost
@@ -96,11 +101,21 @@ def run_cost_usd(*, usd_per_gpu_hour: Any, num_gpus: Any, wall_hours: Any) -> An
     return np.asarray(usd_per_gpu_hour) * np.asarray(num_gpus) * np.asarray(wall_hours)
 
 
-def rented_usd_per_gpu_hour(*, usd_per_gpu_hour: Any, committed: Any, utilisation: Any) -> Any:
+def rented_usd_per_gpu_hour(
+    *, usd_per_gpu_hour: Any, committed: Any, utilisation: Any, term_h: Any = 0.0, horizon_h: Any = np.inf
+) -> Any:
     """Cost of one useful rented GPU-hour: on demand the catalog price; committed the price
-    over the utilisation (the idle hours of the term are paid too)."""
+    over the utilisation (the idle hours of the term are paid too), and a term longer than
+    the horizon is paid in full: x term / horizon."""
     price = np.asarray(usd_per_gpu_hour, dtype=float)
-    return np.where(committed, price / np.asarray(utilisation, dtype=float), price)
+    beyond = np.maximum(1.0, np.asarray(term_h, dtype=float) / np.asarray(horizon_h, dtype=float))
+    return np.where(committed, price * beyond / np.asarray(utilisation, dtype=float), price)
+
+
+def horizon_capex_usd(*, capex_usd: Any, residual_fraction: Any) -> Any:
+    """Capex a horizon pays: all of it, less what the cluster sells for at the horizon's end
+    (``residual_fraction`` = resale share x book value left, 0 at or past the amortisation)."""
+    return np.asarray(capex_usd, dtype=float) * (1.0 - np.asarray(residual_fraction, dtype=float))
 
 
 def break_even_utilisation(

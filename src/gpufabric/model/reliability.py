@@ -85,7 +85,20 @@ def expected_segment_wall_s(*, block_s: Any, interval_s: Any, mttf_s: Any, resta
 
 
 def goodput(*, block_s: Any, interval_s: Any, mttf_s: Any, restart_s: Any, lag_s: Any = 0.0) -> Any:
-    """Time in steps that count / wall time: interval / expected segment wall (Daly 2006)."""
-    return np.asarray(interval_s, dtype=float) / expected_segment_wall_s(
+    """Time in steps that count / wall time: interval / expected segment wall (Daly 2006), in [0, 1].
+
+    E[wall] >= interval + block, so the ratio is at most 1; a segment whose expected wall
+    overflows (failures far more often than segments) has goodput 0, its limit.
+    """
+    wall = expected_segment_wall_s(
         block_s=block_s, interval_s=interval_s, mttf_s=mttf_s, restart_s=restart_s, lag_s=lag_s
     )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        good = np.asarray(interval_s, dtype=float) / wall
+    return np.clip(np.where(np.isfinite(good), good, 0.0), 0.0, 1.0)
+
+
+def stall_fraction(*, block_s: Any, interval_s: Any) -> Any:
+    """Share of wall time blocked on checkpoints between failures: block / (interval + block), in [0, 1)."""
+    block = np.asarray(block_s, dtype=float)
+    return block / (np.asarray(interval_s, dtype=float) + block)

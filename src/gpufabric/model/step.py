@@ -95,6 +95,20 @@ def zero_dp_factor(zero_stage: object) -> np.ndarray:
     return np.where(np.asarray(zero_stage) >= 3, 1.5, 1.0)
 
 
+#: Compute slowdown while collectives run beside it: NCCL kernels hold SMs and HBM
+#: bandwidth, so a GEMM overlapped with communication runs 18.9% slower on average
+#: (max 40%) on H100, A100, MI250 and MI210 (Lee et al., "Characterizing
+#: Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning",
+#: arXiv:2507.03114, as_of 2025-07) [S]. A hidden reduction is therefore not free: a
+#: slower (congested) one keeps the compute slowed for longer.
+OVERLAP_COMPUTE_SLOWDOWN = 0.189
+
+
+def overlap_interference_s(hidden_s: object) -> np.ndarray:
+    """Extra compute time from ``hidden_s`` of communication overlapped with it."""
+    return OVERLAP_COMPUTE_SLOWDOWN * np.maximum(0.0, np.asarray(hidden_s, dtype=float))
+
+
 def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> np.ndarray:
     """1F1B pipeline bubble: compute * (pp - 1) / (v m), v interleaved stages (Narayanan et al. SC'21)."""
     return np.asarray(compute_s) * (np.asarray(pp) - 1) / (np.asarray(virtual_stages) * np.asarray(microbatches))

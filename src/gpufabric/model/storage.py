@@ -21,7 +21,18 @@
   ``t_drain c / (1 + c)`` of wall time if the drain fits in the interval; otherwise the
   next checkpoint waits for the rest: ``max(t_drain c / (1 + c), t_drain - tau)``.
 - Restore time = S / read bandwidth + one commit round.
-- Dataset read bandwidth needed = tokens/s * bytes/token (x2 for random reads [U]).
+- Dataset read bandwidth needed = tokens/s * bytes/token (x2 for random reads [U]); for
+  images or video bytes/token = bytes per sample / tokens per sample.
+- Shared storage is bought for every bandwidth it must deliver, whichever needs the most
+  building blocks: capacity (kept checkpoints + dataset), the checkpoint write in the
+  site's target time plus other writers, the data loader plus other readers, and the
+  restore of a checkpoint in the restore target.
+- Duty cycle: the share of time the storage spends writing checkpoints, ``t_durable /
+  tau`` (capped at 1). The ``auto`` interval keeps it under ``site.checkpoint_duty_max``.
+- Endurance: drives are rated for ``DWPD`` full writes a day over their warranty ``W``;
+  over an amortisation of ``Y`` years the checkpoints may write ``DWPD x C x W / Y`` bytes a
+  day onto capacity C, so ``tau >= S x 86400 / (DWPD x C x W / Y)``; a fixed interval
+  buys the blocks that keep it so.
 """
 
 from __future__ import annotations
@@ -125,3 +136,60 @@ def dataset_read_gbps(*, tokens_per_s: Any, bytes_per_token: Any, random: Any) -
     """Storage read bandwidth the data loader needs, GB/s."""
     amp = np.where(random, RANDOM_READ_AMPLIFICATION, 1.0)
     return np.asarray(tokens_per_s) * np.asarray(bytes_per_token) * amp / 1e9
+
+
+def duty_cycle(*, durable_s: Any, interval_s: Any) -> Any:
+    """Share of time the storage writes checkpoints, in [0, 1]."""
+    return np.clip(np.asarray(durable_s, dtype=float) / np.asarray(interval_s, dtype=float), 0.0, 1.0)
+
+
+def endurance_bytes_per_day(*, capacity_tb: Any, dwpd: Any, warranty_years: Any, years: Any) -> Any:
+    """Bytes a day the drives of ``capacity_tb`` take and still last the amortisation (inf: unrated)."""
+    rate = np.asarray(dwpd, dtype=float) * np.asarray(capacity_tb, dtype=float) * 1e12
+    rate = rate * np.asarray(warranty_years, dtype=float) / np.asarray(years, dtype=float)
+    return np.where(rate > 0, rate, np.inf)
+
+
+def endurance_interval_s(*, size_bytes: Any, capacity_tb: Any, dwpd: Any, warranty_years: Any, years: Any) -> Any:
+    """Shortest interval whose checkpoint writes stay within the drives' rated endurance."""
+    per_day = endurance_bytes_per_day(capacity_tb=capacity_tb, dwpd=dwpd, warranty_years=warranty_years, years=years)
+    return np.asarray(size_bytes, dtype=float) * 86400.0 / per_day
+
+
+def units_for_endurance(
+    *, size_bytes: Any, interval_s: Any, unit_capacity_tb: Any, dwpd: Any, warranty_years: Any, years: Any
+) -> Any:
+    """Building blocks whose drives take a checkpoint every ``interval_s`` for the amortisation (0: unrated)."""
+    per_unit = endurance_bytes_per_day(
+        capacity_tb=unit_capacity_tb, dwpd=dwpd, warranty_years=warranty_years, years=years
+    )
+    written = np.asarray(size_bytes, dtype=float) * 86400.0 / np.asarray(interval_s, dtype=float)
+    return np.ceil(written / per_unit)
+
+
+def units_at_interval(
+    *,
+    interval_s: Any,
+    size_bytes: Any,
+    unit_capacity_tb: Any,
+    dwpd: Any,
+    warranty_years: Any,
+    years: Any,
+    kept: Any,
+    retention_s: Any,
+    dataset_tb: Any,
+) -> Any:
+    """Building blocks an interval obliges: the drives' endurance and the retained checkpoints
+    (the catalog's count, or every one of a ``retention_s`` window), whichever is more."""
+    tau = np.asarray(interval_s, dtype=float)
+    wear = units_for_endurance(
+        size_bytes=size_bytes,
+        interval_s=tau,
+        unit_capacity_tb=unit_capacity_tb,
+        dwpd=dwpd,
+        warranty_years=warranty_years,
+        years=years,
+    )
+    count = np.maximum(np.asarray(kept, dtype=float), np.ceil(np.asarray(retention_s, dtype=float) / tau))
+    held = units_needed(count * np.asarray(size_bytes, dtype=float) / 1e12 + np.asarray(dataset_tb), unit_capacity_tb)
+    return np.maximum(wear, held)

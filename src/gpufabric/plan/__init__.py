@@ -18,6 +18,7 @@ from gpufabric.plan.recommend import (
     recommend,
     sensitivity_text,
 )
+from gpufabric.plan.storage_tiers import TierPrice, price_tiers, tiers_text
 from gpufabric.spec.models import Spec
 
 __all__ = [
@@ -47,6 +48,10 @@ class Plan:
     throughput: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     layout_search: dict[str, Any] = field(default_factory=dict)
+    placement: str = "fragmented"
+    """options.placement the predictions assume (named on the recommendation line)."""
+    storage_tiers: list[TierPrice] = field(default_factory=list)
+    """The recommendation's storage (workload minimum) and the reference tiers, priced (plan.storage_tiers)."""
 
     def get(self, cand_id: str) -> Candidate:
         return next(c for c in self.candidates if c.id == cand_id)
@@ -60,7 +65,7 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
     if any(c.capacity == "rent" for c in cands):
         cands = with_break_even(cands, spec, catalog)
     req = spec.requirements
-    rec = recommend(cands, req)
+    rec = recommend(cands, req, spec.options.placement)
     sens = [
         s
         for s in (
@@ -77,13 +82,20 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
             a.text,
             rec.rationale,
             sharp_text(cands, rec.recommended, catalog),
-            rent_text(cands, rec.recommended, spec),
+            rent_text(cands, rec.recommended, spec, catalog),
             calibration_text(
                 cands, rec.recommended, catalog, lambda: _shipped_recommendation(spec, catalog), req.objective
             ),
         )
         if t
     )
+    tiers = (
+        price_tiers(best, spec, catalog)
+        if best is not None and best.capacity == "build" and spec.storage.reference_tiers
+        else []
+    )
+    if tiers and best is not None:
+        rationale += " " + tiers_text(tiers, best)
     if spec.searched and best is not None:
         rationale += f" Layout for {best.id}: {best.layout.text} ({best.layout_note})."
     throughput = {
@@ -124,6 +136,8 @@ def make_plan(spec: Spec, catalog: Catalog) -> Plan:
         throughput=throughput,
         layout_search=search,
         notes=list(prep.notes),
+        storage_tiers=tiers,
+        placement=spec.options.placement,
     )
 
 

@@ -198,6 +198,10 @@ def to_records(
                 opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
                 rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
                 rent_commitment_usd=float(r.rent_commitment_usd),
+                storage_units=int(r.storage_units),
+                storage_read_gbps_per_node=float(r.storage_read_gbps) / spec.cluster.nodes,
+                storage_write_gbps_per_node=float(r.storage_write_gbps) / spec.cluster.nodes,
+                checkpoint_duty_cycle=float(r.checkpoint_duty_cycle),
             )
         )
     return records

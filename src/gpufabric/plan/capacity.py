@@ -73,6 +73,15 @@ def check_options(spec: Spec, catalog: Catalog, located: Located | None = None) 
                 f"no rental offering in the catalog has {spec.cluster.gpus_per_node} x {spec.cluster.gpu} per instance",
                 "drop rent, change cluster.gpu, or add an offering with --catalog (section rentals)",
             )
+        offered = sorted({st for rid in ids if rid in catalog.rentals for st in catalog.rental(rid).storage})
+        if offered and not set(offered) & set(o.storage):
+            raise _fail(
+                located,
+                ("options", "storage"),
+                f"no rental offering for {spec.cluster.gpus_per_node} x {spec.cluster.gpu} offers any of options.storage"
+                f" (they offer {', '.join(offered)})",
+                f"add one of {', '.join(offered)} to options.storage, or drop rent from options.capacity",
+            )
         for i, rid in enumerate(o.rentals or []):
             offer = catalog.rentals.get(rid)
             if offer is None:
@@ -103,6 +112,11 @@ def _years(spec: Spec, catalog: Catalog) -> float:
     return float(spec.site.amortization_years or catalog.site.amortization_years)
 
 
+def horizon_of(spec: Spec, catalog: Catalog) -> tuple[float, float]:
+    """(horizon in months, mean utilisation over it) of ``spec`` (options.horizon_months, options.pipeline)."""
+    return spec.options.horizon_and_utilisation(_years(spec, catalog))
+
+
 def break_even(rented: Candidate, built: Candidate, spec: Spec, catalog: Catalog) -> tuple[float | None, float]:
     """(break-even utilisation, break-even months) of ``rented`` against ``built``.
 
@@ -112,7 +126,7 @@ def break_even(rented: Candidate, built: Candidate, spec: Spec, catalog: Catalog
     """
     assert rented.rental and rented.term
     g = spec.num_gpus
-    u = spec.options.utilisation
+    _, u = horizon_of(spec, catalog)
     rent_h = catalog.rental(rented.rental).usd_per_gpu_hour(rented.term) * g
     storage_h = rented.rent_storage_usd_per_gpu_hour * g  # paid every clock hour
     opex_net_h = built.opex_usd_per_gpu_hour * g - storage_h
@@ -180,17 +194,27 @@ def sharp_text(cands: Sequence[Candidate], recommended: str | None, catalog: Cat
     return f"In-network reduction (SHARP) was not chosen: on this design it costs {cost_text} and gives {buys}."
 
 
-def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec) -> str:
+def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec, catalog: Catalog) -> str:
     """Build vs rent in a few sentences ('' without rented candidates)."""
     rented = [c for c in cands if c.capacity == "rent"]
     if not rented:
         return ""
     fits = [c for c in rented if c.memory_gb <= c.memory_capacity_gb] or rented
     best_rent = fits[0]  # candidates come ranked
-    u = spec.options.utilisation
+    months, u = horizon_of(spec, catalog)
+    o = spec.options
+    stated = o.horizon_months is not None or o.pipeline is not None
     lines = [
+        f"Build vs rent over a horizon of {months:g} months at {u:.0%} mean utilisation"
+        + (
+            " (options.horizon_months, options.pipeline)."
+            if stated
+            else f" (assumed: the {_years(spec, catalog):g}-year amortisation at options.utilisation; the spec states"
+            " no horizon or pipeline of work, so building is credited with years of use: set options.horizon_months"
+            " and options.pipeline to decide)."
+        ),
         f"Rented: the best rented design is {best_rent.id} at ${best_rent.usd_per_gpu_hour:.2f} per useful GPU-hour"
-        f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days)."
+        f" (run {_money(best_rent.run_cost_usd)}, {best_rent.time_to_train_days:.1f} days).",
     ]
     ref = best_rent.build_reference
     if ref is not None:
@@ -212,5 +236,9 @@ def rent_text(cands: Sequence[Candidate], recommended: str | None, spec: Spec) -
             if c.term != "on_demand" and c.break_even_months is not None:
                 when = "never" if c.break_even_months == float("inf") else f"after {c.break_even_months:.0f} months"
                 lines.append(f"Against a {c.term} commitment building pays back {when}.")
+    if best_rent.rent_commitment_usd > 0 and best_rent.term != "on_demand":
+        lines.append(
+            f"Its {best_rent.term} commitment obliges {_money(best_rent.rent_commitment_usd)} (the commit column)."
+        )
     lines.append(f"A rented design gives up the fabric's controls: {RENTED_GIVES_UP}; {RENTED_CONFIG}.")
     return " ".join(lines)

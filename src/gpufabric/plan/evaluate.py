@@ -25,6 +25,7 @@ from gpufabric.model.step import (
     compute_time_s,
     ep_all_to_alls_per_layer,
     exposed_dp_s,
+    overlap_interference_s,
     tp_collectives_per_layer,
     zero_dp_factor,
 )
@@ -32,6 +33,7 @@ from gpufabric.model.tail import step_tail
 from gpufabric.model.topology import leaf_ports, size_fabric, switch_hops
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.table import Table
+from gpufabric.spec.models import MAX_INTERVAL_MIN, MIN_INTERVAL_MIN
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +66,10 @@ class Evaluation:
     checkpoint_block_s: np.ndarray
     checkpoint_durable_s: np.ndarray
     checkpoint_stall_fraction: np.ndarray
+    checkpoint_duty_cycle: np.ndarray
+    """Share of time the storage writes checkpoints (model.storage.duty_cycle)."""
+    endurance_interval_s: np.ndarray
+    """Shortest interval within the drives' rated endurance (model.storage)."""
     restore_s: np.ndarray
     restart_s: np.ndarray
     job_mttf_s: np.ndarray
@@ -83,6 +89,7 @@ class Evaluation:
     time_to_train_days: np.ndarray
     dataset_read_gbps_needed: np.ndarray
     storage_read_gbps: np.ndarray
+    storage_write_gbps: np.ndarray
     storage_units: np.ndarray
     tiers: np.ndarray
     switches: np.ndarray
@@ -139,17 +146,25 @@ def _optimal_interval(
     lag_s: np.ndarray,
     slowdown: np.ndarray,
     min_s: np.ndarray,
+    blocks: dict[str, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Interval maximising the exact goodput at or above ``min_s``, that goodput, and the
-    unbounded Daly interval, per row (on _TAU_GRID).
+    """Interval maximising the useful work per dollar at or above ``min_s``, its goodput, and
+    the unbounded Daly interval, per row (on _TAU_GRID).
 
+    Without ``blocks`` that is the exact goodput. With it (the inputs of
+    model.storage.units_at_interval plus ``units``, the blocks bought anyway, and
+    ``unit_share``, one block's price over the design's other capex), a shorter interval
+    also pays for the blocks its wear and retention oblige: the objective is goodput /
+    (1 + extra blocks x unit_share), the hourly cost taken as proportional to capex.
     The inputs depend on the design, not the layout: computed once per distinct row.
     """
-    cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s)
+    names = tuple(sorted(blocks or {}))
+    extra = tuple(np.asarray((blocks or {})[k], dtype=float) for k in names)
+    cols = (sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s, *extra)
     first, inv = unique_rows(*cols)
-    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = (
-        np.asarray(a)[first] for a in cols
-    )
+    picked = [np.asarray(a)[first] for a in cols]
+    sync, write_s, snapshot_s, durable_s, mttf_s, restart_s, lag_s, slowdown, min_s = picked[:9]
+    per_row = dict(zip(names, picked[9:], strict=True))
     block_free = storage.block_time_s(
         mode_sync=sync,
         write_s=write_s,
@@ -162,7 +177,13 @@ def _optimal_interval(
     # Async: the durability lag also prices short intervals, so the grid reaches 4x it too.
     lo = np.maximum(0.25 * daly, min_s)
     hi = np.maximum(np.maximum(4.0 * daly, 4.0 * lag_s), 2.0 * lo)
+    hi = np.maximum(np.minimum(hi, MAX_INTERVAL_MIN * 60.0), lo)
     taus = lo[:, None] * (hi / lo)[:, None] ** _TAU_GRID[None, :]
+    if blocks:
+        # Blocks can make a longer interval cheaper than the goodput optimum: a coarser grid
+        # on to 16x the fine grid's end (within the accepted range).
+        far = np.maximum(np.minimum(16.0 * hi, MAX_INTERVAL_MIN * 60.0), hi)
+        taus = np.concatenate([taus, hi[:, None] * (far / hi)[:, None] ** _TAU_GRID[None, 1::2]], axis=1)
     goods = reliability.goodput(
         block_s=storage.block_time_s(
             mode_sync=sync[:, None],
@@ -178,7 +199,12 @@ def _optimal_interval(
         lag_s=lag_s[:, None],
     )
     goods = np.where(np.isfinite(goods), goods, 0.0)
-    best = np.argmax(goods, axis=1)
+    value = goods
+    if per_row:
+        share, bought = per_row.pop("unit_share"), per_row.pop("units")
+        need = storage.units_at_interval(interval_s=taus, **{k: v[:, None] for k, v in per_row.items()})
+        value = goods / (1.0 + np.maximum(0.0, need - bought[:, None]) * share[:, None])
+    best = np.argmax(value, axis=1)
     tau = np.take_along_axis(taus, best[:, None], axis=1)[:, 0]
     good = np.take_along_axis(goods, best[:, None], axis=1)[:, 0]
     return tau[inv], good[inv], daly[inv]
@@ -296,7 +322,15 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
         return np.where(multi_tier, s, 1.0)
 
-    cong_dp = slowdown(cross_fraction(group_nodes=n_dp, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered))
+    cong_dp = slowdown(
+        cross_fraction(
+            group_nodes=n_dp,
+            nodes_per_leaf=size.nodes_per_leaf,
+            scattered=t.scattered,
+            fragment_nodes=t.fragment_nodes,
+            replaced=t.replaced,
+        )
+    )
     links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
     grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
     t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)
@@ -304,6 +338,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # the weights again for the backward (1.5x; Rajbhandari et al. 2020 sec. 7).
     t_dp = t_dp * zero_dp_factor(t.zero_stage)
     dp_exp = exposed_dp_s(t_dp, compute, m)
+    # The hidden part slows the compute it overlaps (model.step.OVERLAP_COMPUTE_SLOWDOWN).
+    dp_exp = dp_exp + overlap_interference_s(t_dp - dp_exp)
 
     tp_nodes = np.maximum(1, np.ceil(tp / g))
     links_tp = _links(t, np.ones_like(N), np.minimum(tp, g), ranks_leaf)
@@ -322,7 +358,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     g_ep = np.maximum(1, np.minimum(ep, g_dp))
     n_ep = np.ceil(ep / g_ep)
     cross_ep = cross_fraction(
-        group_nodes=n_ep, nodes_per_leaf=size.nodes_per_leaf, scattered=t.scattered, all_to_all=True
+        group_nodes=n_ep,
+        nodes_per_leaf=size.nodes_per_leaf,
+        scattered=t.scattered,
+        fragment_nodes=t.fragment_nodes,
+        all_to_all=True,
     )
     # The all-to-all model already divides by max(1, r x cross): add only the collisions.
     cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
@@ -341,16 +381,20 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     need_gbps = storage.dataset_read_gbps(
         tokens_per_s=t.batch_tokens / step_det, bytes_per_token=t.bytes_per_token, random=t.random_read
     )
-    # Shared storage is sized for capacity, for the checkpoint write target and for the
-    # data loader's read bandwidth, whichever needs the most units.
+    # Shared storage is sized for every bandwidth it must deliver (model.storage): capacity,
+    # the checkpoint write target plus other writers, the data loader plus other readers and
+    # the restore target (the drives' endurance is bought once the interval is known, below).
     units = np.maximum(
         storage.units_needed(t.kept * ckpt / 1e12 + t.dataset_tb, t.st_unit_tb),
         np.where(
             local,
             0.0,
             np.maximum(
-                storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9, t.st_unit_w),
-                storage.units_for_bandwidth(need_gbps, t.st_unit_r),
+                np.maximum(
+                    storage.units_for_bandwidth(ckpt / t.ckpt_target_s / 1e9 + t.other_write_gbps, t.st_unit_w),
+                    storage.units_for_bandwidth(need_gbps + t.other_read_gbps, t.st_unit_r),
+                ),
+                storage.units_for_bandwidth(ckpt / t.restore_target_s / 1e9, t.st_unit_r),
             ),
         ),
     )
@@ -379,7 +423,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     step_det = np.maximum(step_det, load_s)
 
     # Tail: jitter on dependent inter-node steps, compute barrier, hiccups.
-    cross = np.clip(1 - size.nodes_per_leaf / n_dp, 0, 1)
+    # DP peers off the leaf: beyond one leaf (contiguous), one run (fragmented), all (scattered).
+    run = np.where(t.scattered, 1.0, np.minimum(size.nodes_per_leaf, t.fragment_nodes))
+    cross = np.clip(1 - run / n_dp + 2 * t.replaced, 0, 1)
     congestion = 1 + (t.oversub - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
     dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * n_a2a * layers_stage * m
     hiccup_q = np.minimum(1.0, t.hiccup_q * congestion)
@@ -414,6 +460,19 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
     # Sync: the interval must cover the write and the later drain (the lag), not their sum.
     tau_min = reliability.min_interval_s(write_s=write_s, durable_s=np.where(t.sync, 0.0, durable), lag_s=lag)
+    at_interval = dict(
+        size_bytes=ckpt,
+        unit_capacity_tb=t.st_unit_tb,
+        dwpd=np.where(t.rent, 0.0, t.st_dwpd),  # a provider's drives are its own concern
+        warranty_years=t.st_warranty_years,
+        years=t.years,
+        kept=t.kept,
+        retention_s=t.retention_s,
+        dataset_tb=t.dataset_tb,
+    )
+    # The auto interval also keeps the storage's checkpoint duty cycle within its bound and
+    # stays inside the spec's accepted range (spec.models).
+    tau_auto_min = np.clip(np.maximum(tau_min, durable / t.duty_max), MIN_INTERVAL_MIN * 60.0, MAX_INTERVAL_MIN * 60.0)
     tau_opt, good_opt, daly = _optimal_interval(
         sync=t.sync,
         write_s=write_s,
@@ -423,9 +482,27 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         restart_s=restart,
         lag_s=lag,
         slowdown=drain_c,
-        min_s=tau_min,
+        min_s=tau_auto_min,
+        blocks=at_interval
+        | {
+            "units": units,
+            # Rented: the provider's storage, no endurance to buy (its capacity is priced per TB-month).
+            "unit_share": np.where(t.rent, 0.0, t.st_unit_usd / (N * t.node_usd + units * t.st_unit_usd)),
+        },
     )
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
+    # Drive endurance (catalog DWPD over the warranty) and retention (the catalog's count, or
+    # every checkpoint of storage.retention_hours): the blocks the interval obliges; more
+    # blocks than bandwidth needed are charged (capex, power) without crediting their
+    # bandwidth (conservative).
+    units = np.maximum(units, storage.units_at_interval(interval_s=interval, **at_interval))
+    tau_endurance = storage.endurance_interval_s(
+        size_bytes=ckpt,
+        capacity_tb=units * t.st_unit_tb,
+        dwpd=t.st_dwpd,
+        warranty_years=t.st_warranty_years,
+        years=t.years,
+    )
     block = storage.block_time_s(
         mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, interval_s=interval, slowdown=drain_c
     )
@@ -476,14 +553,28 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         staff_usd_per_gpu_year=t.staff_usd_per_gpu_year,
     )
     # A built cluster is paid (and powered) whether busy or not: a useful GPU-hour costs the
-    # hourly cost over the utilisation (1 by default, the figure of earlier plans).
-    build_h = cost.tco_usd_per_gpu_hour(capex_usd=capex, **tco) / t.util
+    # hourly cost over the utilisation (1 by default, the figure of earlier plans). Over a
+    # horizon shorter than the amortisation the capex less its resale is spread over the
+    # horizon (model.cost.horizon_capex_usd); at the default horizon it is the amortisation.
+    build_h = (
+        cost.tco_usd_per_gpu_hour(
+            capex_usd=cost.horizon_capex_usd(capex_usd=capex, residual_fraction=t.residual),
+            **(tco | {"years": t.horizon_h / cost.HOURS_PER_YEAR}),
+        )
+        / t.util
+    )
     opex_h = cost.tco_usd_per_gpu_hour(capex_usd=0.0, **tco)  # energy, facility, staff per GPU-hour
     # Rented: the catalog price (over the utilisation when committed) plus the provider's
     # durable storage for the capacity the design needs, paid every hour.
     rent_storage_h = units * t.st_unit_tb * t.rent_storage_tb_month / cost.HOURS_PER_MONTH / G  # per clock hour
     rent_h = (
-        cost.rented_usd_per_gpu_hour(usd_per_gpu_hour=t.rent_gpu_h, committed=t.rent_committed, utilisation=t.util)
+        cost.rented_usd_per_gpu_hour(
+            usd_per_gpu_hour=t.rent_gpu_h,
+            committed=t.rent_committed,
+            utilisation=t.util,
+            term_h=t.rent_term_h,
+            horizon_h=t.horizon_h,
+        )
         + rent_storage_h / t.util
     )
     rent = t.rent
@@ -529,7 +620,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         checkpoint_write_s=write_s,
         checkpoint_block_s=block,
         checkpoint_durable_s=write_s + drain_s,
-        checkpoint_stall_fraction=block / interval,
+        checkpoint_stall_fraction=reliability.stall_fraction(block_s=block, interval_s=interval),
+        checkpoint_duty_cycle=storage.duty_cycle(durable_s=durable, interval_s=interval),
+        endurance_interval_s=tau_endurance,
         restore_s=restore_s,
         restart_s=restart,
         job_mttf_s=mttf,
@@ -546,6 +639,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         time_to_train_days=train_s / 86400,
         dataset_read_gbps_needed=need_gbps,
         storage_read_gbps=read_bw,
+        storage_write_gbps=write_bw,
         storage_units=units,
         tiers=size.tiers,
         switches=size.switches,
@@ -646,3 +740,7 @@ class Candidate:
     break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
     break_even_months: float | None = None  # rented: months of use after which building is cheaper
     build_reference: str | None = None  # the built design the break-even compares with
+    storage_units: int = 0  # building blocks bought (local NVMe: of the durable tier it drains to)
+    storage_read_gbps_per_node: float = 0.0  # designed shared-storage read bandwidth per node (bench SLOs)
+    storage_write_gbps_per_node: float = 0.0  # designed write bandwidth per node
+    checkpoint_duty_cycle: float = 0.0  # share of time the storage writes checkpoints

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufabric.model.congestion import MODEL_UNCERTAINTY
+from gpufabric.model.congestion import MODEL_UNCERTAINTY, PLACEMENTS
 from gpufabric.plan.evaluate import Candidate
 
 OBJECTIVES = ("capex_usd", "time_to_train_days", "step_time_cv")
@@ -106,11 +106,12 @@ def _slack(best: Candidate, requirements: Any) -> str:
     return f"Tightest requirement: {name} at {ratio:.0%} of its limit."
 
 
-def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommendation:
+def recommend(cands: Sequence[Candidate], requirements: Any = None, placement: str | None = None) -> Recommendation:
     """Pick one design and explain the choice in plain language.
 
     Args:
         requirements: the spec's requirements, to name the tightest one (optional).
+        placement: the spec's options.placement, named on the recommendation line.
     """
     fits = [c for c in cands if not any(_req_name(v) == "memory" for v in c.violations)]
     if not fits:
@@ -146,16 +147,17 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None) -> Recommend
     binding = counts.most_common(1)[0][0] if counts else None
 
     lines = []
+    under = f" under placement {PLACEMENTS.get(placement, placement)}" if placement else ""
     if feasible:
         lines.append(
-            f"Recommended {best.id}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
+            f"Recommended {best.id}{under}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
             f"{_OBJECTIVE_TEXT[objective]} (objective {objective}; run {_money(best.run_cost_usd)}, capex {_money(best.capex_usd)}, "
             f"{best.time_to_train_days:.1f} days, step {best.step_time_s:.3g} s with CV {best.step_time_cv:.2%}, "
             f"goodput {best.goodput:.1%})."
         )
     else:
         lines.append(
-            f"No design meets every requirement. Closest: {best.id} with {len(best.violations)} violation(s): "
+            f"No design meets every requirement. Closest: {best.id}{under} with {len(best.violations)} violation(s): "
             + "; ".join(best.violations)
             + "."
         )
@@ -250,7 +252,7 @@ def sensitivity_text(
     """How the recommendation changes when ``label`` doubles (None when nothing was recommended)."""
     if rec.recommended is None:
         return None
-    alt_rec = recommend(alt, requirements)
+    alt_rec = recommend(alt, requirements)  # only its choice is used: no placement text needed
     before = next(c for c in base if c.id == rec.recommended)
     after = next(c for c in alt if c.id == rec.recommended)
     delta = after.step_time_s / before.step_time_s - 1

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.model.cost import HOURS_PER_MONTH
 from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
 from gpufabric.model.memory import RESERVE_FRACTION, STATE_BYTES
 from gpufabric.model.step import ACT_BYTES, GRAD_BYTES
@@ -166,7 +167,16 @@ class Table:
     other_networks_usd_per_node: A  # front-end + storage networks
     kept: A
     ckpt_target_s: A
-    util: A  # options.utilisation: useful fraction of owned or committed hours
+    util: A  # mean utilisation over the horizon (options.utilisation or the pipeline's busy share)
+    horizon_h: A  # hours the capacity is needed for (options.horizon_months; default the amortisation)
+    residual: A  # share of capex recovered by resale at the end of a horizon shorter than the amortisation
+    fragment_nodes: A  # placement: nodes per contiguous run under a leaf (inf: contiguous)
+    replaced: A  # placement: share of nodes that replaced failed ones on other leaves
+    duty_max: A  # largest share of time storage may write checkpoints (bounds the auto interval)
+    restore_target_s: A  # storage sized to read a checkpoint back in this time
+    other_read_gbps: A  # other consumers of the shared storage, GB/s for the whole cluster
+    other_write_gbps: A
+    retention_s: A  # storage.retention_hours: keep every checkpoint of this window (0: the catalog's count)
     # Design.
     nic_gbps: A
     net_scale: A
@@ -203,6 +213,8 @@ class Table:
     st_per_node: A
     st_drain: A
     st_drain_gbps: A
+    st_dwpd: A  # drive endurance of the building blocks, drive writes per day (0: not limited)
+    st_warranty_years: A  # years the endurance rating covers
     sharp_switch_usd: A  # in-network reduction licence per switch (0 unless chosen)
     sharp_node_usd: A  # aggregation manager per node (0 unless chosen)
     rent: A  # a rented offering: no capex, priced per GPU-hour
@@ -336,7 +348,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
         "sync": w.checkpoint.mode == "sync",
         "dataset_tb": ds.size_tb if ds else 0.0,
-        "bytes_per_token": ds.bytes_per_token if ds else 0.0,
+        "bytes_per_token": ds.bytes_per_token_for(m.seq_len) if ds else 0.0,
         "random_read": bool(ds and ds.pattern == "random"),
         "mttf_h": spec.reliability.gpu_mttf_hours,
         "restart_s": spec.reliability.restart_min * 60.0,
@@ -353,9 +365,39 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         **_site_columns(spec, site),
         "kept": site.checkpoints_kept,
         "ckpt_target_s": site.checkpoint_write_target_s,
-        "util": spec.options.utilisation,
+        **_economics_columns(spec, site),
+        **_placement_columns(spec),
         "scattered": spec.options.placement == "scattered",
     }
+
+
+def _economics_columns(spec: Spec, site: Any) -> dict[str, float]:
+    """Horizon, utilisation and resale (options.horizon_months, options.pipeline; docs/planner.md)."""
+    years = float(spec.site.amortization_years or site.amortization_years)
+    months, util = spec.options.horizon_and_utilisation(years)
+    left = max(0.0, 1.0 - months / (12.0 * years))  # book value left at the horizon (straight line)
+    nodes = spec.cluster.nodes
+    need = spec.storage
+    return {
+        "util": util,
+        "horizon_h": months * HOURS_PER_MONTH,
+        "residual": site.resale_fraction * left,
+        "duty_max": site.checkpoint_duty_max,
+        "restore_target_s": need.restore_min * 60.0 if need.restore_min is not None else site.restore_target_s,
+        "other_read_gbps": need.other_read_gbps_per_node * nodes,
+        "other_write_gbps": need.other_write_gbps_per_node * nodes,
+        "retention_s": (need.retention_hours or 0.0) * 3600.0,
+    }
+
+
+def _placement_columns(spec: Spec) -> dict[str, float]:
+    """Fragment run and replaced share of ``options.placement`` (model.congestion)."""
+    from gpufabric.model.congestion import FRAGMENT_NODES, replaced_fraction
+
+    if spec.options.placement != "fragmented":
+        return {"fragment_nodes": np.inf, "replaced": 0.0}
+    rho = replaced_fraction(gpus_per_node=spec.cluster.gpus_per_node, gpu_mttf_hours=spec.reliability.gpu_mttf_hours)
+    return {"fragment_nodes": FRAGMENT_NODES, "replaced": float(rho)}
 
 
 def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.ndarray]:
@@ -403,6 +445,8 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
             st_per_node=s.commit_scope == "node",
             st_drain=s.async_drain,
             st_drain_gbps=s.drain_gbps_per_node,
+            st_dwpd=s.drive_dwpd,
+            st_warranty_years=s.drive_warranty_years,
             sharp_switch_usd=f.sharp_usd_per_switch if sharp else 0.0,
             sharp_node_usd=f.sharp_usd_per_node if sharp else 0.0,
             rent=offer is not None,

@@ -31,6 +31,16 @@ MAX_PARAMS = 1e15
 MAX_DATASET_TB = 1e9
 #: Design-space lists: each list multiplies the candidates the planner evaluates.
 MAX_OPTIONS = 64
+#: Checkpoint interval range, minutes. Below a minute the device-to-host snapshot (seconds
+#: per GPU at PCIe rates) and the step itself (seconds at scale) make the interval
+#: meaningless; above 30 days no job on this many GPUs runs without a failure, and the
+#: exact goodput's exp(interval / MTTF) leaves floating point. Production intervals are
+#: minutes to hours (Llama 3 Herd of Models, arXiv:2407.21783, sec. 3.3.4, as_of 2024-07).
+MIN_INTERVAL_MIN = 1.0
+MAX_INTERVAL_MIN = 30 * 24 * 60.0
+#: GPU MTTF floor, hours: Llama 3's 16k-GPU run saw 419 interruptions in 54 days
+#: (arXiv:2407.21783 sec. 3.3.4), about 50,000 GPU-hours each; 100 h is 500 times worse.
+MIN_MTTF_HOURS = 100.0
 
 _P = "workload.parallelism."
 
@@ -125,7 +135,9 @@ def _number_or_auto(*, integer: bool, lo: float, hi: float | None = None, strict
 
 PosIntOrAuto = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=1)]
 ZeroStage = Annotated[int | Literal["auto"], *_number_or_auto(integer=True, lo=0, hi=3)]
-MinutesOrAuto = Annotated[float | Literal["auto"], *_number_or_auto(integer=False, lo=0, strict_lo=True)]
+IntervalOrAuto = Annotated[
+    float | Literal["auto"], *_number_or_auto(integer=False, lo=MIN_INTERVAL_MIN, hi=MAX_INTERVAL_MIN)
+]
 
 
 class Parallelism(SpecModel):
@@ -165,8 +177,8 @@ class Parallelism(SpecModel):
 class Checkpoint(SpecModel):
     """How often and how checkpoints are written."""
 
-    interval_min: MinutesOrAuto = 30.0
-    """Minutes between checkpoints; auto: the interval that maximises goodput for each design (Young/Daly, exact goodput)."""
+    interval_min: IntervalOrAuto = 30.0
+    """Minutes between checkpoints (1 to 43,200: a minute to 30 days); auto: the interval that maximises goodput for each design (Young/Daly, exact goodput) within the storage's duty cycle and drive endurance."""
     mode: Literal["sync", "async"] = "async"
     """sync blocks training for the whole write; async blocks only for the snapshot copy."""
     bytes_per_param: float = Field(14, gt=0, le=1024)
@@ -181,7 +193,17 @@ class Dataset(SpecModel):
     pattern: Literal["sequential", "random"] = "sequential"
     """Read pattern of the data loader."""
     bytes_per_token: float = Field(4, gt=0, le=1e6)
-    """Bytes read from storage per training token (tokenised data: 2-4)."""
+    """Bytes read from storage per training token (tokenised data: 2-4); ignored when bytes_per_sample is given."""
+    bytes_per_sample: float | None = Field(None, gt=0, le=1e12)
+    """Bytes read per training sample for images, video or audio (for example 1.5e5 for a JPEG, 5e7 for a video clip); the loader then reads samples/s x this."""
+    tokens_per_sample: float | None = Field(None, gt=0, le=1 << 30)
+    """Training tokens one sample becomes (image patches, video frames x patches); default the model's seq_len."""
+
+    def bytes_per_token_for(self, seq_len: int) -> float:
+        """Storage bytes read per training token: by samples when bytes_per_sample is given, else bytes_per_token."""
+        if self.bytes_per_sample is None:
+            return self.bytes_per_token
+        return self.bytes_per_sample / (self.tokens_per_sample or seq_len)
 
 
 class MeasuredAt(SpecModel):
@@ -308,7 +330,7 @@ class Workload(SpecModel):
 class Reliability(SpecModel):
     """Failure assumptions."""
 
-    gpu_mttf_hours: float = Field(50000, gt=0, le=MAX_MTTF_HOURS)
+    gpu_mttf_hours: float = Field(50000, ge=MIN_MTTF_HOURS, le=MAX_MTTF_HOURS)
     """Mean time to failure per GPU in hours (MLPerf Storage v2.0 premise: 50,000 h)."""
     restart_min: float = Field(10, ge=0, le=MAX_MINUTES)
     """Minutes from a failure to training again (detect, reschedule, reload)."""
@@ -350,6 +372,17 @@ def _default_rent_terms() -> list[RentTerm]:
     return ["on_demand", "1y", "3y"]
 
 
+class Work(SpecModel):
+    """One stretch of the work planned on the capacity."""
+
+    months: float = Field(gt=0, le=600)
+    """How long it runs, months."""
+    utilisation: float = Field(1.0, gt=0, le=1)
+    """Share of the capacity's hours it keeps busy."""
+    name: Description = ""
+    """What it is (free text, for the reader)."""
+
+
 class Options(SpecModel):
     """The design space the planner enumerates."""
 
@@ -365,8 +398,8 @@ class Options(SpecModel):
     """Leaf downlink:uplink ratios to consider (1 = non-blocking)."""
     topologies: list[Topology] = Field(default_factory=_default_topologies, min_length=1, max_length=2)
     """Topologies to consider."""
-    placement: Literal["contiguous", "scattered"] = "contiguous"
-    """How the job's nodes sit under leaf switches: contiguous (topology-aware scheduling), or scattered over leaves shared with other jobs (ring neighbours then cross leaves)."""
+    placement: Literal["fragmented", "contiguous", "scattered"] = "fragmented"
+    """How the job's nodes sit under leaf switches: fragmented (default: what a busy scheduler delivers, runs of a few nodes per leaf and failed nodes replaced from other leaves), contiguous (whole leaves: topology-aware scheduling on a free cluster), or scattered (every ring neighbour on another leaf)."""
     in_network_reduction: bool | list[bool] = False
     """In-network reduction (InfiniBand SHARP): true uses it (SHARP-capable fabrics only, licence and aggregation manager costed), false does not (most clusters), [true, false] enumerates both to show what it buys."""
     capacity: list[Capacity] = Field(default_factory=_default_capacity, min_length=1)
@@ -376,7 +409,31 @@ class Options(SpecModel):
     rent_terms: list[RentTerm] = Field(default_factory=_default_rent_terms, min_length=1)
     """Rental terms to price: on_demand (paid per hour used), 1y or 3y commitment (paid for every hour of the term)."""
     utilisation: float = Field(1.0, gt=0, le=1)
-    """Fraction of owned or committed hours that do useful work: a built or committed GPU-hour of useful work costs its hourly price over this; on-demand hours are paid only when used."""
+    """Fraction of owned or committed hours that do useful work: a built or committed GPU-hour of useful work costs its hourly price over this; on-demand hours are paid only when used. With pipeline, the months it does not cover count as idle."""
+    horizon_months: float | None = Field(None, gt=0, le=600)
+    """Months the capacity is needed for; default the amortisation period (site.amortization_years). A build shorter than its amortisation pays the capex less the resale of what is left (catalog site.resale_fraction); a commitment longer than the horizon is paid in full."""
+    pipeline: list[Work] | None = Field(None, min_length=1, max_length=MAX_OPTIONS)
+    """The work planned on the capacity over the horizon, in order (this run among it): each entry months and utilisation; hours outside it are idle. Overrides utilisation."""
+
+    @model_validator(mode="after")
+    def _pipeline_fits(self) -> Options:
+        if self.pipeline is not None and self.horizon_months is not None:
+            total = sum(w.months for w in self.pipeline)
+            if total > self.horizon_months * (1 + 1e-9):
+                raise FieldsError(
+                    f"the pipeline covers {total:g} months, more than horizon_months = {self.horizon_months:g};"
+                    " lengthen the horizon or shorten the pipeline",
+                    fields=("horizon_months", "pipeline"),
+                )
+        return self
+
+    def horizon_and_utilisation(self, amortization_years: float) -> tuple[float, float]:
+        """(horizon in months, mean utilisation over it): the pipeline's busy share, else utilisation."""
+        if self.pipeline is None:
+            return (self.horizon_months or amortization_years * 12.0), self.utilisation
+        busy = sum(w.months * w.utilisation for w in self.pipeline)
+        horizon = self.horizon_months or sum(w.months for w in self.pipeline)
+        return horizon, busy / horizon
 
     @model_validator(mode="after")
     def _oversubscription_at_least_one(self) -> Options:
@@ -393,6 +450,21 @@ class Options(SpecModel):
         """The in-network reduction settings to enumerate (no duplicates, in the given order)."""
         given = self.in_network_reduction
         return tuple(dict.fromkeys(given if isinstance(given, list) else [given])) or (False,)
+
+
+class StorageNeeds(SpecModel):
+    """What the storage must deliver besides this job's checkpoints and data loading."""
+
+    other_read_gbps_per_node: float = Field(0, ge=0, le=1e4)
+    """Read bandwidth other consumers take from the same storage, GB/s per node of this cluster (evaluation, data preparation, other tenants)."""
+    other_write_gbps_per_node: float = Field(0, ge=0, le=1e4)
+    """Write bandwidth other consumers take, GB/s per node (data preparation, logs, other tenants' checkpoints)."""
+    retention_hours: float | None = Field(None, gt=0, le=87600)
+    """Keep every checkpoint written in the last this many hours (time-based retention); default the catalog's count (site.checkpoints_kept). Shorter intervals then keep more checkpoints, and the storage is sized for them."""
+    restore_min: float | None = Field(None, gt=0, le=MAX_MINUTES)
+    """Minutes to read the last checkpoint back after a failure; default the catalog's site.restore_target_s."""
+    reference_tiers: bool = True
+    """Show the published reference storage tiers (NVIDIA DGX SuperPOD guidance, Meta's Llama 3 storage) priced beside the plan's choice."""
 
 
 class Site(SpecModel):
@@ -437,6 +509,8 @@ class Spec(SpecModel):
     """The design space to enumerate."""
     site: Site = Site()
     """Site cost inputs (power price, PUE, amortisation; facility, staff and other networks for a TCO)."""
+    storage: StorageNeeds = StorageNeeds()
+    """What the shared storage must deliver besides this job (other consumers, restore time) and whether to show reference tiers."""
     security: SecurityPolicy | None = None
     """Planes, roles and allowed flows; a least-privilege default when omitted."""
 

@@ -87,6 +87,10 @@ CANDIDATE_KEYS = (
     "break_even_months",
     "build_reference",
     "rent_commitment_usd",
+    "storage_units",
+    "storage_read_gbps_per_node",
+    "storage_write_gbps_per_node",
+    "checkpoint_duty_cycle",
 )
 
 
@@ -107,6 +111,8 @@ def plan_to_dict(
         "sensitivity": result.sensitivity,
         "throughput": result.throughput,
         "layout_search": result.layout_search,
+        "storage_tiers": getattr(result, "storage_tiers", []),
+        "placement": getattr(result, "placement", None),
         "notes": result.notes,
         "catalog": list(catalog_files),
         "catalog_overrides": list(overrides),
