@@ -32,6 +32,7 @@ from typing import Any
 
 from gpufabric.errors import InputError
 from gpufabric.exec.launch import ENV_KEY_RE, IFNAME_RE, Command, LaunchPlan
+from gpufabric.exec.site import SiteOptions
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
 RUNTIME = "torch-distributed"
@@ -223,6 +224,7 @@ def plan(
     control_ifname: str = "",
     data_ifname: str = "",
     python: str = sys.executable,
+    site: SiteOptions | None = None,
 ) -> LaunchPlan:
     """A launch plan whose one command applies the TrainJob and follows it to the end.
 
