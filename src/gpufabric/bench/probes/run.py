@@ -164,7 +164,7 @@ def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return Prepared(
-        kind=kind, out_dir=out_dir, config_path=out_dir / "trainjob.yaml", config=config, plan=plan, owns_dir=True
+        kind=kind, out_dir=out_dir, config_path=Path(plan.script_path), config=config, plan=plan, owns_dir=True
     )
 
 
