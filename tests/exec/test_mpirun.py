@@ -114,3 +114,25 @@ def test_real_mpirun_runs_the_prologue():
     done = subprocess.run(argv, env={**os.environ, **cmd.env}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert sorted(done.stdout.split()) == [f"0={os.uname().nodename}", f"1={os.uname().nodename}"]
+
+
+def test_rendezvous_is_the_first_nodes_nodeaddr(tmp_path, monkeypatch):
+    """Node names need not resolve: inside a Slurm allocation MASTER_ADDR is the first node's NodeAddr."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text(
+        '#!/bin/sh\n[ "$4" = gpu07 ] && echo "NodeName=gpu07 Arch=x86_64 NodeAddr=10.1.2.7 NodeHostName=gpu07"\n'
+    )
+    (fake / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    cmd = _mpi(environ={"SLURM_JOB_NODELIST": "gpu[07-08]"}).commands[0]
+    assert cmd.env["MASTER_ADDR"] == "10.1.2.7" and "gpu07:2,gpu08:2" in cmd.argv
+    (fake / "scontrol").write_text("#!/bin/sh\nexit 1\n")  # no controller: the name stays
+    assert _mpi(environ={"SLURM_JOB_NODELIST": "gpu[07-08]"}).commands[0].env["MASTER_ADDR"] == "gpu07"
+
+
+def test_run_dir_is_checked_through_mpirun(tmp_path):
+    """Inside an allocation there may be no sshd: the visibility check goes the way mpirun does."""
+    plan = _mpi(hosts=launch.parse_hosts("a,b"))
+    (cmd,) = launch.visibility_commands(plan, str(tmp_path / "m"))
+    assert cmd.argv[:1] == ("mpirun",) and "a:1,b:1" in cmd.argv and cmd.argv[-2:] == ("cat", str(tmp_path / "m"))

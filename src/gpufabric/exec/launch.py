@@ -273,7 +273,23 @@ def mpirun_hosts(
             f"mpirun on {nodes} nodes but {found.source} has {len(names)} host(s) ({', '.join(names)}):"
             f" no host for {missing}; lower --nodes or allocate more nodes"
         )
-    return [Host(name=n, ssh=n, control_addr=n) for n in names], found.source
+    hosts_out = [Host(name=n, ssh=n, control_addr=n) for n in names]
+    if found.source.startswith("SLURM_JOB_NODELIST"):
+        # Node names need not resolve (the lab's do not); slurmctld reaches the first node at its
+        # NodeAddr, as the Slurm launcher's rendezvous does. One scontrol call, on this node.
+        hosts_out[0] = replace(hosts_out[0], control_addr=slurm_node_addr(names[0], environ))
+    return hosts_out, found.source
+
+
+def slurm_node_addr(node: str, environ: Mapping[str, str]) -> str:
+    """``NodeAddr`` of a Slurm node (``scontrol -o show node``), or the name when unknown."""
+    try:
+        done = run(["scontrol", "-o", "show", "node", node], timeout_s=30, env={**os.environ, **environ})
+    except (ToolNotFound, CommandTimeout):
+        return node
+    found = re.search(r"\bNodeAddr=(\S+)", done.stdout) if done.returncode == 0 else None
+    addr = found.group(1) if found else node
+    return addr if _is_address(addr) else node
 
 
 def build(
@@ -549,7 +565,7 @@ def check_run_dir(
     marker.write_text(token + "\n", encoding="utf-8")
     try:
         for cmd in commands:
-            expected = len(plan.hosts) if plan.launcher == "slurm" else 1
+            expected = len(plan.hosts) if plan.launcher in ("slurm", "mpirun") else 1
             try:
                 done = run(cmd.argv, timeout_s=timeout_s, env={**os.environ, **(env or {}), **cmd.env})
             except CommandTimeout as exc:
@@ -589,7 +605,11 @@ def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
         ]
         return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
-        return [_wrap(h, ["cat", marker], {}) for h in plan.hosts]
+        # mpirun reaches the nodes the way the launch will (ssh, or srun / tm inside an
+        # allocation, where there may be no sshd at all): one cat per node.
+        argv = ["mpirun", "--allow-run-as-root", "-np", str(len(plan.hosts)), "--map-by", "node"]
+        argv += ["--host", ",".join(f"{h.ssh}:1" for h in plan.hosts), "cat", marker]
+        return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     return [_wrap(h, ["cat", marker], {}) for h in plan.hosts if h.netns or h.ssh]
 
 
