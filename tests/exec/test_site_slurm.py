@@ -227,3 +227,44 @@ def test_sbatch_test_only_accepts_the_site_script(slurm_site, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "--exclusive" in flags and "--cpu-bind=cores" in flags and "--partition=debug" in flags
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_site_options_and_per_job_port_on_a_real_srun(cli, slurm_site, tmp_path):
+    """A real 2-rank job with partition, --exclusive, --time and no --master-port: the port comes
+    from SLURM_JOB_ID on the allocation, and the job runs."""
+    db = tmp_path / "r.db"
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--backend",
+        "gloo",
+        "--gpus-per-node",
+        "2",
+        "--partition",
+        "debug",
+        "--time",
+        "0:05:00",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "8K",
+        "--iters",
+        "2",
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
+    assert code == 0, err + out
+    doc = json.loads(out)
+    assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("all_reduce", 2, 0)]
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        commands = store.get_run(doc["run_id"]).artifacts["launch_commands"]
+    assert "--partition=debug" in commands and "--exclusive" in commands and "--time=0:05:00" in commands
+    assert "SLURM_JOB_ID % 500" in commands and "MASTER_PORT=" not in commands.split("srun", 1)[0]
