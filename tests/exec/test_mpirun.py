@@ -136,3 +136,18 @@ def test_run_dir_is_checked_through_mpirun(tmp_path):
     plan = _mpi(hosts=launch.parse_hosts("a,b"))
     (cmd,) = launch.visibility_commands(plan, str(tmp_path / "m"))
     assert cmd.argv[:1] == ("mpirun",) and "a:1,b:1" in cmd.argv and cmd.argv[-2:] == ("cat", str(tmp_path / "m"))
+
+
+def test_backend_of_mpirun_ranks_elsewhere_is_not_decided_here(tmp_path):
+    """salloc's shell runs on the (GPU-less) login node: the allocation's ranks still get NCCL."""
+    here = {"SLURM_JOB_NODELIST": os.uname().nodename}
+    for environ, hostfile, want in (
+        ({}, "", "gloo"),  # one node, no hosts: this machine
+        ({"SLURM_JOB_NODELIST": "gpu[07-08]"}, "", "nccl"),
+        (here, "", "gloo"),  # an allocation of this very node
+        ({}, str(tmp_path / "hosts"), "nccl"),
+    ):
+        got = launch.resolve_backend(
+            "auto", launcher="mpirun", hosts=[], have_gpu=False, hostfile=hostfile, environ=environ
+        )
+        assert got == want, (environ, hostfile)

@@ -111,7 +111,11 @@ def launch_options(
         host_list = launch.parse_hosts(hosts)
     # NCCL needs a GPU; nvidia-smi on PATH is the cheap test here (only asked when the ranks run here).
     backend = launch.resolve_backend(
-        backend, launcher=launcher, hosts=host_list, have_gpu=bool(shutil.which("nvidia-smi"))
+        backend,
+        launcher=launcher,
+        hosts=host_list,
+        have_gpu=bool(shutil.which("nvidia-smi")),
+        hostfile=site.hostfile if site is not None else "",
     )
     return LaunchOptions(
         launcher=launcher,

@@ -212,18 +212,37 @@ def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
     )
 
 
-def ranks_run_here(launcher: str, hosts: Sequence[Host]) -> bool:
+def ranks_run_here(
+    launcher: str, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
+) -> bool:
     """Whether every rank runs on this machine (its own processes or its network namespaces).
 
     Slurm and k8s place ranks on nodes the scheduler picks (even a one-node job may land on
-    another machine); ssh hosts are other machines by definition.
+    another machine); ssh hosts are other machines by definition, and so are mpirun's hosts
+    from a hostfile or the allocation (``salloc`` runs its shell on the login node) unless
+    the allocation is this one node.
     """
     if launcher in ("slurm", "k8s"):
         return all(h.netns for h in hosts) and bool(hosts)  # the namespace lab's nodes are this machine
-    return not any(h.ssh for h in hosts)
+    if any(h.ssh for h in hosts):
+        return False
+    if launcher == "mpirun" and not hosts:
+        if hostfile:
+            return False
+        found = hostlist.allocation(os.environ if environ is None else environ)
+        return found is None or list(found.hosts) == [os.uname().nodename]
+    return True
 
 
-def resolve_backend(backend: str, *, launcher: str, hosts: Sequence[Host], have_gpu: bool) -> str:
+def resolve_backend(
+    backend: str,
+    *,
+    launcher: str,
+    hosts: Sequence[Host],
+    have_gpu: bool,
+    hostfile: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> str:
     """``auto`` -> nccl or gloo, decided where the ranks run.
 
     ``have_gpu`` is this machine's answer, used only when the ranks run here. Elsewhere the
@@ -234,7 +253,7 @@ def resolve_backend(backend: str, *, launcher: str, hosts: Sequence[Host], have_
         raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
     if backend != "auto":
         return backend
-    if ranks_run_here(launcher, hosts):
+    if ranks_run_here(launcher, hosts, hostfile=hostfile, environ=environ):
         return "nccl" if have_gpu else "gloo"
     return "nccl"
 
