@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli import probe_live
 from gpufabric.cli.options import (
     bytes_option,
     db_option,
@@ -518,8 +519,9 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("train", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("train", config, opts, fmt)
+        live = probe_live.train_steps(fmt, steps=steps, warmup=warmup)
         report = service.run_train(
-            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ)
+            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ), on_record=live
         )
         if fmt is Format.json:
             print_json(report.to_dict())
@@ -639,7 +641,7 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("checkpoint", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("checkpoint", config, opts, fmt)
-        report = service.run_checkpoint(config, opts, db=db, argv=_argv())
+        report = service.run_checkpoint(config, opts, db=db, argv=_argv(), on_record=probe_live.checkpoint_formats(fmt))
         if fmt is Format.json:
             print_json(report.to_dict())
             return report.exit_code
