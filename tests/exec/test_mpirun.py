@@ -151,3 +151,11 @@ def test_backend_of_mpirun_ranks_elsewhere_is_not_decided_here(tmp_path):
             "auto", launcher="mpirun", hosts=[], have_gpu=False, hostfile=hostfile, environ=environ
         )
         assert got == want, (environ, hostfile)
+
+
+def test_multi_node_mpirun_needs_a_shared_run_dir(monkeypatch):
+    from gpufabric.bench.probes import run as probe_run
+
+    monkeypatch.setenv("SLURM_JOB_NODELIST", "gpu[07-08]")
+    with pytest.raises(InputError, match="--run-dir"):
+        probe_run.prepare("collectives", {}, probe_run.LaunchOptions(launcher="mpirun", nodes=2))

@@ -259,7 +259,12 @@ def resolve_backend(
 
 
 def mpirun_hosts(
-    hosts: Sequence[Host] | None, *, nodes: int, hostfile: str, environ: Mapping[str, str]
+    hosts: Sequence[Host] | None,
+    *,
+    nodes: int,
+    hostfile: str,
+    environ: Mapping[str, str],
+    node_addr: bool = True,
 ) -> tuple[list[Host], str]:
     """mpirun's hosts and where they came from: --hosts, --hostfile, then the allocation.
 
@@ -293,7 +298,7 @@ def mpirun_hosts(
             f" no host for {missing}; lower --nodes or allocate more nodes"
         )
     hosts_out = [Host(name=n, ssh=n, control_addr=n) for n in names]
-    if found.source.startswith("SLURM_JOB_NODELIST"):
+    if node_addr and found.source.startswith("SLURM_JOB_NODELIST"):
         # Node names need not resolve (the lab's do not); slurmctld reaches the first node at its
         # NodeAddr, as the Slurm launcher's rendezvous does. One scontrol call, on this node.
         hosts_out[0] = replace(hosts_out[0], control_addr=slurm_node_addr(names[0], environ))
@@ -565,10 +570,20 @@ def sbatch_script(
     return "\n".join(lines)
 
 
-def spans_machines(launcher: str, nodes: int, hosts: Sequence[Host]) -> bool:
-    """Whether ranks may run on other machines (so a local temporary directory will not do)."""
+def spans_machines(
+    launcher: str, nodes: int, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether ranks may run on other machines (so a local temporary directory will not do).
+
+    Several mpirun nodes are other machines; where they come from is checked first, so a
+    launch without hosts is told which hosts are missing before it is told about --run-dir.
+    """
     if launcher == "slurm":
         return nodes > 1
+    if launcher == "mpirun" and nodes > 1:
+        env = os.environ if environ is None else environ
+        mpirun_hosts(hosts or None, nodes=nodes, hostfile=hostfile, environ=env, node_addr=False)
+        return True
     return any(h.ssh for h in hosts[:nodes])
 
 

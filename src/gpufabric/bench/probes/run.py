@@ -89,7 +89,7 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
     if opts.launcher == "k8s":
         return _prepare_k8s(kind, probe_config, opts)
     owns = not opts.work_dir
-    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts):
+    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts, hostfile=opts.site.hostfile):
         raise InputError(
             f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
             " every node mounts (the ranks read their config and write records there)"
