@@ -181,7 +181,9 @@ def test_dry_run_prints_every_command(cli, tmp_path):
     code, out, _ = cli(*argv, "--run-dir", tmp_path / "run")
     assert code == 0
     # MASTER_ADDR is derived on the allocation (scontrol), never exported from the launching host.
-    assert out.startswith("MASTER_PORT=29500 srun --nodes=2 --ntasks=8") and "--nodelist=n1,n2" in out
+    # ... and so is MASTER_PORT: one per job (SLURM_JOB_ID), no fixed 29500 for two jobs to share
+    assert out.startswith("srun --nodes=2 --ntasks=8") and "--nodelist=n1,n2" in out
+    assert "MASTER_PORT=$((29500 + SLURM_JOB_ID % 500))" in out and "MASTER_PORT=29500" not in out
     assert "scontrol show hostnames" in out and "127.0.0.1" not in out
     assert "#SBATCH --nodes=2" in out
     code, out, _ = cli(

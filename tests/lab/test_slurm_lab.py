@@ -149,6 +149,8 @@ def test_srun_collectives_across_both_nodes(lab, tmp_path):
         "2",
         "--gpus-per-node",
         "1",
+        "--backend",
+        "gloo",
         "--ops",
         "all_reduce,all_gather",
         "--sizes",
@@ -286,6 +288,8 @@ def test_run_dir_the_nodes_cannot_see_is_refused(lab, tmp_path):
         "2",
         "--gpus-per-node",
         "1",
+        "--backend",
+        "gloo",
         "--ops",
         "all_reduce",
         "--sizes",
@@ -318,3 +322,51 @@ def test_munge_authenticated_cluster_runs_on_both_nodes(tmp_path):
         assert sorted(done.stdout.split()) == sorted(cluster.nodes)
     finally:
         slurm.down(name)
+
+
+def test_mpirun_inside_an_allocation_uses_both_nodes(lab, tmp_path):
+    """No --hosts: mpirun reads SLURM_JOB_NODELIST (NAME-h[1-2]) inside the batch job, Open MPI
+    starts its daemons with srun, and each rank records its own node (the kernel hostname is shared)."""
+    run_dir = tmp_path / "run"
+    probe = [
+        sys.executable,
+        "-m",
+        "gpufabric",
+        "bench",
+        "collectives",
+        "--launcher",
+        "mpirun",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--backend",
+        "gloo",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "4K",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--run-dir",
+        str(run_dir),
+        "--data-ifname",
+        "data0",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--format",
+        "json",
+    ]
+    script = tmp_path / "mpi.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n"
+        f"#SBATCH --output={tmp_path}/slurm-%j.out\n" + " ".join(probe) + "\n"
+    )
+    done = on_login(lab, sys.executable, "-m", "gpufabric.exec.launch", "sbatch-wait", str(script), cwd=tmp_path)
+    out = "".join(p.read_text() for p in tmp_path.glob("slurm-*.out"))
+    assert done.returncode == 0, done.stdout + done.stderr + out[-3000:]
+    doc = json.loads(out[out.index("{") :])
+    assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("all_reduce", 2, 0)]
+    assert _hosts_of(run_dir, 2) == {0: lab.nodes[0], 1: lab.nodes[1]}

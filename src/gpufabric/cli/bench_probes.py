@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli import probe_live
 from gpufabric.cli.options import (
     bytes_option,
     db_option,
@@ -27,6 +28,7 @@ from gpufabric.cli.options import (
     nodes_option,
     quiet_option,
     refuse_unused,
+    site_options,
     sizes_option,
     timeout_option,
 )
@@ -82,6 +84,7 @@ def launch_options(
     k8s_image: str = "",
     k8s_namespace: str = "default",
     k8s_rdma: str = "",
+    site: Any = None,  # exec.site.SiteOptions (cli.options.site_options)
 ) -> Any:
     from gpufabric.bench.probes.run import LaunchOptions
     from gpufabric.exec import launch
@@ -97,8 +100,8 @@ def launch_options(
     refuse_unused(launcher != "slurm", {"slurm_mode": "--slurm-mode"}, "without --launcher slurm")
     refuse_unused(not lab, {"plane": "--plane"}, "without --lab")
     refuse_unused(bool(lab), {"hosts": "--hosts"}, "with --lab (the lab's hosts are used)")
-    if not 1 <= master_port <= 65535:
-        raise InputError(f"--master-port {master_port}: not a port")
+    if not 0 <= master_port <= 65535:
+        raise InputError(f"--master-port {master_port}: not a port (0: one per job)")
     host_list: list[launch.Host] = []
     if lab:
         from gpufabric.lab.net import lab_hosts
@@ -107,11 +110,14 @@ def launch_options(
         nodes = nodes if nodes > 1 else len(host_list)
     elif hosts:
         host_list = launch.parse_hosts(hosts)
-    if backend == "auto":
-        # NCCL needs a GPU; nvidia-smi on PATH is the cheap test that avoids importing torch here.
-        backend = "nccl" if shutil.which("nvidia-smi") else "gloo"
-    if backend not in ("gloo", "nccl"):
-        raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
+    # NCCL needs a GPU; nvidia-smi on PATH is the cheap test here (only asked when the ranks run here).
+    backend = launch.resolve_backend(
+        backend,
+        launcher=launcher,
+        hosts=host_list,
+        have_gpu=bool(shutil.which("nvidia-smi")),
+        hostfile=site.hostfile if site is not None else "",
+    )
     return LaunchOptions(
         launcher=launcher,
         nodes=nodes,
@@ -129,6 +135,7 @@ def launch_options(
         k8s_image=k8s_image,
         k8s_namespace=k8s_namespace,
         k8s_rdma=k8s_rdma,
+        **({"site": site} if site is not None else {}),
     )
 
 
@@ -167,8 +174,15 @@ OPT = {
     "hosts": hosts_option(),
     "lab": typer.Option("", "--lab", help="Run on the hosts of this gpufabric lab (see `gpufabric lab`)."),
     "plane": typer.Option("data", "--plane", help="Lab plane carrying the ranks' data traffic."),
-    "backend": typer.Option("auto", "--backend", help="auto (nccl with GPUs, else gloo), gloo or nccl."),
-    "master_port": typer.Option(29500, "--master-port", help="Rendezvous port on the first host."),
+    "backend": typer.Option(
+        "auto",
+        "--backend",
+        help="auto, gloo or nccl. auto: ranks on this host use nccl with GPUs here, else gloo;"
+        " slurm, k8s and ssh hosts use nccl with --gpus-per-node GPUs requested.",
+    ),
+    "master_port": typer.Option(
+        0, "--master-port", help="Rendezvous port on the first host (default: one per job, e.g. from SLURM_JOB_ID)."
+    ),
     "timeout": timeout_option("600s", "Limit for the whole launch"),
     "init_timeout": typer.Option(
         "60s", "--init-timeout", help="Limit for rendezvous and process-group init (a duration, as --timeout)."
@@ -300,6 +314,7 @@ def _live_sizes(fmt: Format, *, quiet: bool, stream: bool) -> Any:
 
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("collectives")
+    @site_options
     def collectives(
         ops: str = typer.Option(
             "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv",
@@ -331,6 +346,7 @@ def register(bench_app: typer.Typer) -> None:
         k8s_image: str = OPT["k8s_image"],
         k8s_namespace: str = OPT["k8s_namespace"],
         k8s_rdma: str = OPT["k8s_rdma"],
+        site: Any = None,
         dry_run: bool = OPT["dry_run"],
         fmt: Format = OPT["fmt"],
         quiet: bool = quiet_option("no live per-size lines (CI logs): the final table only"),
@@ -371,6 +387,7 @@ def register(bench_app: typer.Typer) -> None:
             k8s_image=k8s_image,
             k8s_namespace=k8s_namespace,
             k8s_rdma=k8s_rdma,
+            site=site,
         )
         config = {
             "ops": _csv(ops, OPS, "--ops"),
@@ -413,6 +430,7 @@ def register(bench_app: typer.Typer) -> None:
         return report.exit_code
 
     @bench_app.command("train")
+    @site_options
     def train(
         spec: Path | None = typer.Option(None, "--spec", help="Spec whose model shape is scaled down."),
         scale: int = typer.Option(64, "--scale", min=1, help="Divide hidden size and sequence length by this."),
@@ -447,6 +465,7 @@ def register(bench_app: typer.Typer) -> None:
         k8s_image: str = OPT["k8s_image"],
         k8s_namespace: str = OPT["k8s_namespace"],
         k8s_rdma: str = OPT["k8s_rdma"],
+        site: Any = None,
         dry_run: bool = OPT["dry_run"],
         fmt: Format = OPT["fmt"],
         delay_rank: int = typer.Option(-1, "--inject-delay-rank", hidden=True),
@@ -484,6 +503,7 @@ def register(bench_app: typer.Typer) -> None:
             k8s_image=k8s_image,
             k8s_namespace=k8s_namespace,
             k8s_rdma=k8s_rdma,
+            site=site,
         )
         config = {
             **train_shape(loaded, scale=scale, blocks=blocks).as_config(),
@@ -499,8 +519,9 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("train", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("train", config, opts, fmt)
+        live = probe_live.train_steps(fmt, steps=steps, warmup=warmup)
         report = service.run_train(
-            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ)
+            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ), on_record=live
         )
         if fmt is Format.json:
             print_json(report.to_dict())
@@ -544,6 +565,7 @@ def register(bench_app: typer.Typer) -> None:
         return report.exit_code
 
     @bench_app.command("checkpoint")
+    @site_options
     def checkpoint(
         directory: Path = typer.Option(..., "--dir", help="Directory on the storage under test (shared for dcp)."),
         spec: Path | None = typer.Option(
@@ -572,6 +594,7 @@ def register(bench_app: typer.Typer) -> None:
         k8s_image: str = OPT["k8s_image"],
         k8s_namespace: str = OPT["k8s_namespace"],
         k8s_rdma: str = OPT["k8s_rdma"],
+        site: Any = None,
         dry_run: bool = OPT["dry_run"],
         fmt: Format = OPT["fmt"],
     ) -> int:
@@ -606,6 +629,7 @@ def register(bench_app: typer.Typer) -> None:
             k8s_image=k8s_image,
             k8s_namespace=k8s_namespace,
             k8s_rdma=k8s_rdma,
+            site=site,
         )
         config = {
             **shape.as_config(),
@@ -617,7 +641,7 @@ def register(bench_app: typer.Typer) -> None:
             return _dry_run("checkpoint", config, opts, fmt)
         if opts.launcher == "k8s":
             return _k8s_apply("checkpoint", config, opts, fmt)
-        report = service.run_checkpoint(config, opts, db=db, argv=_argv())
+        report = service.run_checkpoint(config, opts, db=db, argv=_argv(), on_record=probe_live.checkpoint_formats(fmt))
         if fmt is Format.json:
             print_json(report.to_dict())
             return report.exit_code

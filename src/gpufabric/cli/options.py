@@ -198,3 +198,55 @@ def refuse_group_options(ctx: Any) -> None:
             f" not reach the subcommand; put {'it' if len(used) == 1 else 'them'} after it:"
             f" gpufabric {group} {ctx.invoked_subcommand} {used[0]} ..."
         )
+
+
+def site_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a probe command one option per :class:`gpufabric.exec.site.SiteOptions` field.
+
+    The command declares ``site: SiteOptions`` (and ``launcher``); typer sees the record's
+    fields instead, each with the flag and help of its metadata, and the command receives the
+    record built from them. An option given for a launcher it does not apply to is refused
+    (exit 2) rather than ignored. The record is the one declaration: a new knob is a field.
+    """
+    import functools
+    import inspect
+    from dataclasses import MISSING, fields
+
+    from gpufabric.exec.site import SiteOptions
+
+    declared = fields(SiteOptions)
+    signature = inspect.signature(func, eval_str=True)
+    if "site" not in signature.parameters or "launcher" not in signature.parameters:
+        raise TypeError(f"{func.__name__}: site_options needs parameters 'site' and 'launcher'")
+    params = [p for p in signature.parameters.values() if p.name != "site"]
+    added = []
+    for f in declared:
+        meta = f.metadata
+        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"]]
+        default = f.default if f.default is not MISSING else None
+        option = typer.Option(default, *flags, help=meta["help"])
+        annotation = bool if isinstance(default, bool) else str
+        added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
+    # typer reads options in signature order: the site's go after the command's own launch options.
+    positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+
+    @functools.wraps(func)
+    def wrapper(**kwargs: Any) -> Any:
+        values = {f.name: kwargs.pop(f.name) for f in declared}
+        launcher = kwargs["launcher"]
+        for f in declared:
+            applies = f.metadata["launchers"]
+            refuse_unused(
+                launcher not in applies,
+                {f.name: f.metadata["flag"]},
+                f"without --launcher {' or '.join(applies)}",
+            )
+        return func(site=SiteOptions(**values), **kwargs)
+
+    wrapper.__signature__ = signature.replace(parameters=[*positional, *added])  # type: ignore[attr-defined]  # read by inspect.signature
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in params},
+        **{p.name: p.annotation for p in added},
+        "return": signature.return_annotation,
+    }
+    return wrapper

@@ -18,7 +18,7 @@ from typing import Any
 import jinja2
 
 from gpufabric import SCHEMA_VERSION, __version__
-from gpufabric.configure import fabric, launch, nftables, nvme, quoting
+from gpufabric.configure import ansible, fabric, launch, nftables, nvme, quoting
 from gpufabric.configure.design import Design, effective_policy
 from gpufabric.configure.jsontext import json_text
 from gpufabric.configure.keys import KeySource
@@ -163,6 +163,9 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
         _storage(bundle, spec, policy, design, design.storage_transport, keys)
     elif design.storage != "local-nvme":
         bundle.notes.append(f"storage {design.storage} is not NVMe-oF: no target or host NVMe files were rendered")
+    files = [(a.path, a.mode) for a in bundle.sorted_artefacts()]
+    bundle.add(ansible.SITE, ansible.site_yml(files, policy, version=version, spec_name=spec.name))
+    bundle.add(ansible.INVENTORY, ansible.inventory_ini(env, policy, version=version, spec_name=spec.name))
     interfaces = ", ".join(p.interface or "" for p in policy.planes)
     readme = env.get_template("README.md.j2").render(
         design=design,

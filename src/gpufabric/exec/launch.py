@@ -16,6 +16,15 @@ evaluated on it: the first host of ``scontrol show hostnames "$SLURM_JOB_NODELIS
 translated to that node's ``NodeAddr`` (the address slurmctld reaches it on, the control
 plane). Ranks on several machines read their config and write their records in a run
 directory every node sees; :func:`visibility_commands` checks that before the launch.
+
+Where ranks run decides what ``--backend auto`` means (:func:`resolve_backend`): on this
+machine (local ranks, lab namespaces) it looks here; under Slurm, k8s and ssh hosts the
+ranks run elsewhere, so ``auto`` is NCCL with ``--gpus-per-node`` GPUs requested from the
+scheduler, whatever the submitting (login) node has. The rendezvous port is per job unless
+``--master-port`` names one: under Slurm it is derived from ``SLURM_JOB_ID`` on the
+allocation (two jobs sharing a node never collide), elsewhere a port free right now.
+mpirun takes its hosts from ``--hosts``, ``--hostfile`` or the allocation it runs in
+(exec/hostlist.py) and refuses to put several nodes' ranks on this machine.
 """
 
 from __future__ import annotations
@@ -34,7 +43,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpufabric.errors import CommandTimeout, InputError, ToolNotFound
-from gpufabric.exec.process import kill_group, run
+from gpufabric.exec import hostlist
+from gpufabric.exec.process import free_port, kill_group, run
+from gpufabric.exec.site import SiteOptions, mpirun_binding, slurm_args, step_args
 
 LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
 #: Linux interface names: IFNAMSIZ 16 including the NUL (include/uapi/linux/if.h).
@@ -49,6 +60,13 @@ _NETNS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
 #: Seconds a surviving rank gets to notice a dead peer before its group is killed.
 PEER_FAILURE_GRACE_S = 10.0
+#: Per-job rendezvous ports: BASE + job id mod SPAN. 29500 is torchrun's default (the port the
+#: bundle's firewall admits on the control plane); the span keeps the range below Linux's
+#: ephemeral range (32768-60999), so a listening rendezvous never meets an outgoing socket.
+RENDEZVOUS_PORT_BASE = 29500
+RENDEZVOUS_PORT_SPAN = 500
+#: The python that runs the ranks inside a container image (not this machine's interpreter).
+CONTAINER_PYTHON = "python3"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,6 +164,27 @@ SLURM_MASTER_ADDR = (
     'addr=$(scontrol -o show node "$head" 2>/dev/null | sed -n "s/.* NodeAddr=\\([^ ]*\\).*/\\1/p" || true); '
     "MASTER_ADDR=${addr:-$head}; export MASTER_ADDR"
 )
+#: Shell that sets the job's own rendezvous port on the allocation (--master-port not given).
+SLURM_MASTER_PORT = (
+    f"MASTER_PORT=$(({RENDEZVOUS_PORT_BASE} + SLURM_JOB_ID % {RENDEZVOUS_PORT_SPAN})); export MASTER_PORT"
+)
+
+
+def slurm_rendezvous(master_port: int, python: str = "") -> str:
+    """Shell run on the allocation: MASTER_ADDR, and MASTER_PORT from the job id when ``master_port`` is 0.
+
+    With ``python`` (the ranks' interpreter) the first node is expanded by gpufabric itself when
+    scontrol is missing, as inside a pyxis container that carries no Slurm clients.
+    """
+    addr = SLURM_MASTER_ADDR
+    if python:
+        fallback = (
+            f'[ -n "$head" ] || head=$({shlex.quote(python)} -m gpufabric.exec.hostlist first "$SLURM_JOB_NODELIST"); '
+        )
+        addr = addr.replace("; addr=", "; " + fallback + "addr=", 1)
+    return addr + ("" if master_port else "; " + SLURM_MASTER_PORT)
+
+
 #: Per-task prologue: the Slurm node name labels the rank's host (lab nodes share a hostname).
 SLURM_TASK = 'export GPUFABRIC_HOST="${SLURMD_NODENAME:-$(hostname)}"; exec "$@"'
 #: Seconds a task waits for rank 0 to publish its control-plane address (0.1 s polls).
@@ -173,6 +212,110 @@ def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
     )
 
 
+def ranks_run_here(
+    launcher: str, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether every rank runs on this machine (its own processes or its network namespaces).
+
+    Slurm and k8s place ranks on nodes the scheduler picks (even a one-node job may land on
+    another machine); ssh hosts are other machines by definition, and so are mpirun's hosts
+    from a hostfile or the allocation (``salloc`` runs its shell on the login node) unless
+    the allocation is this one node.
+    """
+    if launcher in ("slurm", "k8s"):
+        return all(h.netns for h in hosts) and bool(hosts)  # the namespace lab's nodes are this machine
+    if any(h.ssh for h in hosts):
+        return False
+    if launcher == "mpirun" and not hosts:
+        if hostfile:
+            return False
+        found = hostlist.allocation(os.environ if environ is None else environ)
+        return found is None or list(found.hosts) == [os.uname().nodename]
+    return True
+
+
+def resolve_backend(
+    backend: str,
+    *,
+    launcher: str,
+    hosts: Sequence[Host],
+    have_gpu: bool,
+    hostfile: str = "",
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """``auto`` -> nccl or gloo, decided where the ranks run.
+
+    ``have_gpu`` is this machine's answer, used only when the ranks run here. Elsewhere the
+    ranks get the GPUs the launch requests (``--gpus-per-node``), so ``auto`` is NCCL; a CPU
+    cluster says ``--backend gloo``.
+    """
+    if backend not in ("auto", "gloo", "nccl"):
+        raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
+    if backend != "auto":
+        return backend
+    if ranks_run_here(launcher, hosts, hostfile=hostfile, environ=environ):
+        return "nccl" if have_gpu else "gloo"
+    return "nccl"
+
+
+def mpirun_hosts(
+    hosts: Sequence[Host] | None,
+    *,
+    nodes: int,
+    hostfile: str,
+    environ: Mapping[str, str],
+    node_addr: bool = True,
+) -> tuple[list[Host], str]:
+    """mpirun's hosts and where they came from: --hosts, --hostfile, then the allocation.
+
+    One node with none of them runs here. More nodes without hosts is refused: mpirun would
+    start every rank on this machine and exit 0 (or hang for the rendezvous inside salloc).
+    """
+    if hosts and hostfile:
+        raise InputError("--hosts and --hostfile both name mpirun's hosts; give one")
+    if hosts:
+        return list(hosts), "--hosts"
+    found: hostlist.Allocation | None
+    if hostfile:
+        found = hostlist.Allocation(
+            hosts=tuple(hostlist.read_hostfile(Path(hostfile))), source=f"--hostfile {hostfile}"
+        )
+    else:
+        found = hostlist.allocation(environ)
+    if found is None:
+        if nodes > 1:
+            raise InputError(
+                f"mpirun on {nodes} nodes: no hosts for nodes 1-{nodes} (none from --hosts, --hostfile,"
+                " SLURM_JOB_NODELIST or PBS_NODEFILE); pass --hosts NODE1,NODE2,... or --hostfile FILE,"
+                " or run inside the allocation (salloc/sbatch, qsub)"
+            )
+        return [Host(name=os.uname().nodename)], "this host"
+    names = list(found.hosts)
+    if len(names) < nodes:
+        missing = ", ".join(f"node {i + 1}" for i in range(len(names), nodes))
+        raise InputError(
+            f"mpirun on {nodes} nodes but {found.source} has {len(names)} host(s) ({', '.join(names)}):"
+            f" no host for {missing}; lower --nodes or allocate more nodes"
+        )
+    hosts_out = [Host(name=n, ssh=n, control_addr=n) for n in names]
+    if node_addr and found.source.startswith("SLURM_JOB_NODELIST"):
+        # Node names need not resolve (the lab's do not); slurmctld reaches the first node at its
+        # NodeAddr, as the Slurm launcher's rendezvous does. One scontrol call, on this node.
+        hosts_out[0] = replace(hosts_out[0], control_addr=slurm_node_addr(names[0], environ))
+    return hosts_out, found.source
+
+
+def slurm_node_addr(node: str, environ: Mapping[str, str]) -> str:
+    """``NodeAddr`` of a Slurm node (``scontrol -o show node``), or the name when unknown."""
+    try:
+        done = run(["scontrol", "-o", "show", "node", node], timeout_s=30, env={**os.environ, **environ})
+    except (ToolNotFound, CommandTimeout):
+        return node
+    found = re.search(r"\bNodeAddr=(\S+)", done.stdout) if done.returncode == 0 else None
+    addr = found.group(1) if found else node
+    return addr if _is_address(addr) else node
+
+
 def build(
     launcher: str,
     *,
@@ -181,7 +324,7 @@ def build(
     nodes: int,
     nproc: int,
     hosts: Sequence[Host] | None = None,
-    master_port: int = 29500,
+    master_port: int = 0,
     python: str = sys.executable,
     env: Mapping[str, str] | None = None,
     time_limit_min: int = 30,
@@ -191,6 +334,8 @@ def build(
     gpus_per_node: int = 0,
     control_ifname: str = "",
     data_ifname: str = "",
+    site: SiteOptions | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> LaunchPlan:
     """The commands that start ``nodes x nproc`` ranks of ``python -m module args``.
 
@@ -198,12 +343,22 @@ def build(
     job (:func:`sbatch_wait`) instead of calling srun directly; :func:`execute` writes it.
     ``gpus_per_node`` > 0 requests GPUs from Slurm (``--gpus-per-node``). ``control_ifname``
     pins the rendezvous / MPI out-of-band traffic, ``data_ifname`` the collectives' traffic
-    (for hosts that do not name their own data interface).
+    (for hosts that do not name their own data interface). ``master_port`` 0 is a per-job
+    port. ``site`` carries partition, account, container, binding, hostfile;
+    ``environ`` is the environment an allocation is read from (default: this process's).
     """
     if launcher not in LAUNCHERS:
         raise InputError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
     if nodes < 1 or nproc < 1:
         raise InputError(f"--nodes and --nproc must be >= 1, got {nodes} and {nproc}")
+    if not 0 <= master_port <= 65535:
+        raise InputError(f"--master-port {master_port}: not a port (0 = one per job)")
+    site = site or SiteOptions()
+    if launcher == "mpirun":
+        given, _ = mpirun_hosts(
+            hosts, nodes=nodes, hostfile=site.hostfile, environ=os.environ if environ is None else environ
+        )
+        hosts = given
     hosts = list(hosts or [Host(name=os.uname().nodename)] * nodes)
     if len(hosts) < nodes:
         raise InputError(f"--nodes {nodes} but only {len(hosts)} host(s) given in --hosts")
@@ -216,6 +371,9 @@ def build(
     if gpus_per_node < 0:
         raise InputError(f"gpus per node must be >= 0, got {gpus_per_node}")
     world = nodes * nproc
+    if launcher != "slurm" and not master_port:
+        # Only this machine can be asked; a port free here is as good a guess as any for others.
+        master_port = free_port() if not any(h.ssh or h.netns for h in hosts) else _job_port()
     base_env = {**(env or {}), "MASTER_ADDR": hosts[0].control_addr, "MASTER_PORT": str(master_port)}
     worker = [python, "-m", module, *args]
     commands: list[Command] = []
@@ -253,26 +411,20 @@ def build(
             ]
             commands.append(_wrap(host, argv, {**base_env, **_host_env(host)}))
     elif launcher == "mpirun":
-        if any(h.netns for h in hosts):
-            raise InputError("mpirun cannot enter network namespaces; use --launcher local or torchrun for lab hosts")
-        argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--bind-to", "none"]
-        if any(h.ssh for h in hosts):
-            argv += ["--host", ",".join(f"{h.ssh}:{nproc}" for h in hosts)]
-        if control_ifname:
-            # ORTE's daemons and MPI's own TCP traffic stay on the control plane (OpenMPI 4.1 MCA names).
-            argv += ["--mca", "oob_tcp_if_include", control_ifname, "--mca", "btl_tcp_if_include", control_ifname]
-        full_env = {**base_env, "GPUFABRIC_HOST": hosts[0].name if nodes == 1 else ""}
-        if hosts[0].data_ifname:
-            full_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
-        for key in sorted(full_env):
-            if full_env[key]:
-                argv += ["-x", key]
         commands.append(
-            Command(argv=(*argv, *worker), env={k: v for k, v in full_env.items() if v}, host=hosts[0].name)
+            _mpirun(hosts, nproc=nproc, worker=worker, base_env=base_env, control_ifname=control_ifname, site=site)
         )
     else:  # slurm
         if slurm_mode not in ("srun", "sbatch"):
             raise InputError(f"--slurm-mode {slurm_mode!r}: use srun or sbatch")
+        if site.container_image:
+            worker = [CONTAINER_PYTHON, "-m", module, *args]
+        time_limit = site.time or str(time_limit_min)
+        job = [
+            *([f"--gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
+            *slurm_args(site, run_dir=out_dir),
+        ]
+        step = step_args(site, gpus_per_node=gpus_per_node)
         srun = [
             "srun",
             f"--nodes={nodes}",
@@ -280,12 +432,12 @@ def build(
             f"--ntasks-per-node={nproc}",
             "--kill-on-bad-exit=1",
             f"--job-name={job_name}",
-            f"--time={time_limit_min}",
+            f"--time={time_limit}",
+            *job,
+            *step,
         ]
-        if gpus_per_node:
-            srun.append(f"--gpus-per-node={gpus_per_node}")
         srun += _nodelist(hosts)
-        slurm_env = {**(env or {}), "MASTER_PORT": str(master_port)}
+        slurm_env = {**(env or {}), **({"MASTER_PORT": str(master_port)} if master_port else {})}
         if hosts[0].data_ifname:
             slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
         script = sbatch_script(
@@ -293,12 +445,14 @@ def build(
             nodes=nodes,
             nproc=nproc,
             env=slurm_env,
-            time_limit_min=time_limit_min,
+            time_limit=time_limit,
             job_name=job_name,
             out_dir=out_dir,
-            gpus_per_node=gpus_per_node,
+            job_args=job,
+            step_args=step,
             nodelist=[h.ssh for h in hosts if h.ssh],
             task_prologue=slurm_task(control_ifname, out_dir),
+            master_port=master_port,
         )
         if slurm_mode == "sbatch":
             script_path = str(Path(out_dir) / "job.sbatch")
@@ -314,10 +468,59 @@ def build(
                 script=script,
                 script_path=script_path,
             )
-        # MASTER_ADDR is not exported from here: this host is not part of the allocation.
-        task = ["bash", "-c", f"{SLURM_MASTER_ADDR}; {slurm_task(control_ifname, out_dir)}", "gpufabric-rank", *worker]
+        # MASTER_ADDR (and a per-job MASTER_PORT) are not exported from here: this host is not
+        # part of the allocation, and the job id is known only there.
+        task = [
+            "bash",
+            "-c",
+            f"{slurm_rendezvous(master_port, worker[0] if site.container_image else '')}; {slurm_task(control_ifname, out_dir)}",
+            "gpufabric-rank",
+            *worker,
+        ]
         commands.append(Command(argv=(*srun, *task), env=slurm_env, host=hosts[0].name))
     return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
+
+
+def _job_port() -> int:
+    """A rendezvous port for a host this machine cannot probe (a namespace, an ssh host)."""
+    return RENDEZVOUS_PORT_BASE + secrets.randbelow(RENDEZVOUS_PORT_SPAN)
+
+
+#: Per-rank prologue under mpirun: with ``--map-by slot`` and ``--host H:N`` rank r runs on
+#: host r // N, which labels its records; SLURMD_NODENAME wins where orted came from srun.
+MPI_TASK = (
+    'h=("${{@:1:{n}}}"); shift {n}; '
+    'export GPUFABRIC_HOST="${{SLURMD_NODENAME:-${{h[$((OMPI_COMM_WORLD_RANK / {nproc}))]}}}}"; exec "$@"'
+)
+
+
+def _mpirun(
+    hosts: Sequence[Host],
+    *,
+    nproc: int,
+    worker: Sequence[str],
+    base_env: Mapping[str, str],
+    control_ifname: str,
+    site: SiteOptions,
+) -> Command:
+    if any(h.netns for h in hosts):
+        raise InputError("mpirun cannot enter network namespaces; use --launcher local or torchrun for lab hosts")
+    world = len(hosts) * nproc
+    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--map-by", "slot"]
+    argv += mpirun_binding(site)
+    if any(h.ssh for h in hosts):
+        argv += ["--host", ",".join(f"{h.ssh}:{nproc}" for h in hosts)]
+    if control_ifname:
+        # ORTE's daemons and MPI's own TCP traffic stay on the control plane (OpenMPI 4.1 MCA names).
+        argv += ["--mca", "oob_tcp_if_include", control_ifname, "--mca", "btl_tcp_if_include", control_ifname]
+    full_env = dict(base_env)
+    if hosts[0].data_ifname:
+        full_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
+    for key in sorted(full_env):
+        argv += ["-x", key]
+    names = [h.name for h in hosts]
+    task = ["bash", "-c", MPI_TASK.format(n=len(names), nproc=nproc), "gpufabric-rank", *names, *worker]
+    return Command(argv=(*argv, *task), env=full_env, host=hosts[0].name)
 
 
 def sbatch_script(
@@ -326,39 +529,61 @@ def sbatch_script(
     nodes: int,
     nproc: int,
     env: Mapping[str, str],
-    time_limit_min: int,
+    time_limit: str,
     job_name: str,
     out_dir: str,
-    gpus_per_node: int = 0,
+    job_args: Sequence[str] = (),
+    step_args: Sequence[str] = (),
     nodelist: Sequence[str] = (),
     task_prologue: str = SLURM_TASK,
+    master_port: int = 0,
 ) -> str:
-    """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node."""
+    """An sbatch script equivalent to the srun launch; the rendezvous is the job's first node.
+
+    ``job_args`` (GPUs, partition, account, QOS, container, ...) become ``#SBATCH`` lines;
+    ``step_args`` (binding) go on the script's srun.
+    """
     for key in env:
         if not ENV_KEY_RE.fullmatch(key):
             raise InputError(f"environment name {key!r}: use letters, digits and '_'")
+    # The container runs the ranks (the srun step), not the batch script: its scontrol calls
+    # and the rendezvous shell run on the node itself, where Slurm's clients are.
+    batch = [a for a in job_args if not a.startswith("--container-")]
+    container = [a for a in job_args if a.startswith("--container-")]
     lines = [
         "#!/bin/bash",
         f"#SBATCH --job-name={job_name}",
         f"#SBATCH --nodes={nodes}",
         f"#SBATCH --ntasks-per-node={nproc}",
-        *([f"#SBATCH --gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
+        *(f"#SBATCH {a}" for a in batch),
         *([f"#SBATCH --nodelist={','.join(nodelist)}"] if nodelist else []),
-        f"#SBATCH --time={time_limit_min}",
+        f"#SBATCH --time={time_limit}",
         f"#SBATCH --output={out_dir}/slurm-%j.out",
         "set -euo pipefail",
-        SLURM_MASTER_ADDR,
+        slurm_rendezvous(master_port),
         *(f"export {k}={shlex.quote(v)}" for k, v in sorted(env.items())),
-        "srun --kill-on-bad-exit=1 " + shlex.join(["bash", "-c", task_prologue, "gpufabric-rank", *worker]),
+        shlex.join(["srun", "--kill-on-bad-exit=1", *step_args, *container])
+        + " "
+        + shlex.join(["bash", "-c", task_prologue, "gpufabric-rank", *worker]),
         "",
     ]
     return "\n".join(lines)
 
 
-def spans_machines(launcher: str, nodes: int, hosts: Sequence[Host]) -> bool:
-    """Whether ranks may run on other machines (so a local temporary directory will not do)."""
+def spans_machines(
+    launcher: str, nodes: int, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether ranks may run on other machines (so a local temporary directory will not do).
+
+    Several mpirun nodes are other machines; where they come from is checked first, so a
+    launch without hosts is told which hosts are missing before it is told about --run-dir.
+    """
     if launcher == "slurm":
         return nodes > 1
+    if launcher == "mpirun" and nodes > 1:
+        env = os.environ if environ is None else environ
+        mpirun_hosts(hosts or None, nodes=nodes, hostfile=hostfile, environ=env, node_addr=False)
+        return True
     return any(h.ssh for h in hosts[:nodes])
 
 
@@ -374,7 +599,7 @@ def check_run_dir(
     marker.write_text(token + "\n", encoding="utf-8")
     try:
         for cmd in commands:
-            expected = len(plan.hosts) if plan.launcher == "slurm" else 1
+            expected = len(plan.hosts) if plan.launcher in ("slurm", "mpirun") else 1
             try:
                 done = run(cmd.argv, timeout_s=timeout_s, env={**os.environ, **(env or {}), **cmd.env})
             except CommandTimeout as exc:
@@ -414,7 +639,11 @@ def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
         ]
         return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
-        return [_wrap(h, ["cat", marker], {}) for h in plan.hosts]
+        # mpirun reaches the nodes the way the launch will (ssh, or srun / tm inside an
+        # allocation, where there may be no sshd at all): one cat per node.
+        argv = ["mpirun", "--allow-run-as-root", "-np", str(len(plan.hosts)), "--map-by", "node"]
+        argv += ["--host", ",".join(f"{h.ssh}:1" for h in plan.hosts), "cat", marker]
+        return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
     return [_wrap(h, ["cat", marker], {}) for h in plan.hosts if h.netns or h.ssh]
 
 

@@ -39,7 +39,9 @@ def test_mpirun_and_slurm_argv():
     hosts = launch.parse_hosts("n1,n2")
     mpi = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py")
     argv = mpi.commands[0].argv
-    assert argv[:6] == ("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", "--bind-to")
+    # binding is Open MPI's default unless --cpu-bind says otherwise (tests/exec/test_mpirun.py)
+    assert argv[:7] == ("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", "--map-by", "slot")
+    assert "--bind-to" not in argv
     assert "--host" in argv and "n1:4,n2:4" in argv and "MASTER_ADDR" in argv
     slurm = launch.build("slurm", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py", job_name="j")
     s = slurm.commands[0].argv

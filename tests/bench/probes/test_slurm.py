@@ -19,6 +19,8 @@ def test_srun_launch_and_script_kept_with_run(cli, slurm_cluster, tmp_path):
         "slurm",
         "--gpus-per-node",
         "2",
+        "--backend",
+        "gloo",  # a CPU-only cluster: under Slurm `auto` means NCCL with GPUs requested
         "--ops",
         "all_reduce,all_gather",
         "--sizes",
@@ -59,6 +61,8 @@ def test_sbatch_mode_runs_the_generated_script(cli, slurm_cluster, tmp_path):
         "sbatch",
         "--gpus-per-node",
         "2",
+        "--backend",
+        "gloo",  # a CPU-only cluster: under Slurm `auto` means NCCL with GPUs requested
         "--ops",
         "broadcast",
         "--sizes",

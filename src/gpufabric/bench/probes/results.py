@@ -75,19 +75,33 @@ def diagnose(logs: dict[int, RankLog]) -> str:
 
 
 def oversubscribed(logs: Mapping[int, RankLog]) -> str:
-    """Why straggler verdicts cannot be trusted: a host running more ranks than it has CPUs.
+    """Why straggler verdicts cannot be trusted: a machine running more ranks than it has CPUs.
 
     Ranks that share cores are descheduled in turn, so one of them always looks slow; that
-    says nothing about the host's network or GPU. Returns '' when every host has enough.
+    says nothing about the host's network or GPU. Ranks are grouped by machine (the kernel's
+    boot id in their start record), not by host label: the lab's namespace "hosts" are one
+    machine, and four ranks on two vCPUs are oversubscribed even at two per namespace.
+    Returns '' when every machine has enough.
     """
-    per_host: dict[str, int] = defaultdict(int)
+    ranks: dict[str, int] = defaultdict(int)
     cpus: dict[str, int] = {}
+    labels: dict[str, list[str]] = defaultdict(list)
     for log in logs.values():
-        per_host[log.host] += 1
         start = log.of("start")
-        if start and start[0].get("cpus"):
-            cpus[log.host] = int(start[0]["cpus"])
-    busy = [f"{n} ranks on {h} with {cpus[h]} CPUs" for h, n in per_host.items() if h in cpus and n > cpus[h]]
+        first = start[0] if start else {}
+        machine = str(first.get("machine") or "") or f"host:{log.host}"
+        ranks[machine] += 1
+        if log.host not in labels[machine]:
+            labels[machine].append(log.host)
+        if first.get("cpus"):
+            cpus[machine] = int(first["cpus"])
+    busy = []
+    for machine, n in ranks.items():
+        if machine not in cpus or n <= cpus[machine]:
+            continue
+        hosts = labels[machine]
+        where = hosts[0] if len(hosts) == 1 else f"one machine ({', '.join(hosts)}: namespaces sharing its CPUs)"
+        busy.append(f"{n} ranks on {where} with {cpus[machine]} CPUs")
     return "; ".join(busy)
 
 

@@ -19,6 +19,7 @@ from gpufabric.bench.probes.live import Tail
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
 from gpufabric.errors import InputError
 from gpufabric.exec import launch
+from gpufabric.exec.site import SiteOptions
 
 MODULES = {
     "collectives": "gpufabric.bench.probes.collectives",
@@ -34,7 +35,7 @@ class LaunchOptions:
     nodes: int = 1
     nproc: int = 2
     hosts: tuple[launch.Host, ...] = ()
-    master_port: int = 29500
+    master_port: int = 0  # 0: one per job (launch.build)
     timeout_s: float = 600.0
     init_timeout_s: float = 60.0
     op_timeout_s: float = 60.0
@@ -46,6 +47,7 @@ class LaunchOptions:
     k8s_image: str = ""  # k8s launcher: container image with gpufabric and torch
     k8s_namespace: str = "default"
     k8s_rdma: str = ""  # k8s launcher: RESOURCE[=COUNT],... ('' = default for the backend)
+    site: SiteOptions = field(default_factory=SiteOptions)  # partition, account, container, binding, k8s extras
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -88,7 +90,7 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
     if opts.launcher == "k8s":
         return _prepare_k8s(kind, probe_config, opts)
     owns = not opts.work_dir
-    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts):
+    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts, hostfile=opts.site.hostfile):
         raise InputError(
             f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
             " every node mounts (the ranks read their config and write records there)"
@@ -121,6 +123,7 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
             gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
             control_ifname=opts.control_ifname,
             data_ifname=opts.data_ifname,
+            site=opts.site,
         )
     except BaseException:
         if owns:
@@ -156,12 +159,13 @@ def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -
             env=opts.env,
             control_ifname=opts.control_ifname,
             data_ifname=opts.data_ifname,
+            site=opts.site,
         )
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
         raise
     return Prepared(
-        kind=kind, out_dir=out_dir, config_path=out_dir / "trainjob.yaml", config=config, plan=plan, owns_dir=True
+        kind=kind, out_dir=out_dir, config_path=Path(plan.script_path), config=config, plan=plan, owns_dir=True
     )
 
 

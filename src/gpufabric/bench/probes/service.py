@@ -206,15 +206,19 @@ def run_train(
     db: str | None,
     argv: Sequence[str],
     env: dict[str, str],
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainOutcome:
-    """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run."""
+    """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run.
+
+    ``on_record`` sees rank 0's records as they are written (live progress), from a thread.
+    """
     started = time.time()
     reference = _load_reference(db, against) if against else None
     executed, results, vectors, setups = [], [], [], []
     for i in range(repeat):
         prep = probe_run.prepare("train", config, opts)
         try:
-            ex = probe_run.execute(prep, opts)
+            ex = probe_run.execute(prep, opts, on_record)
             params_file = prep.out_dir / "params.npy"
             vectors.append(np.load(params_file) if params_file.exists() else None)
         finally:
@@ -309,13 +313,18 @@ def _load_reference(db: str | None, ref: str) -> dict[str, Any]:
 
 
 def run_checkpoint(
-    config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None, argv: Sequence[str]
+    config: dict[str, Any],
+    opts: probe_run.LaunchOptions,
+    *,
+    db: str | None,
+    argv: Sequence[str],
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> CheckpointOutcome:
     Path(config["directory"]).mkdir(parents=True, exist_ok=True)
     started = time.time()
     prep = probe_run.prepare("checkpoint", config, opts)
     try:
-        ex = probe_run.execute(prep, opts)
+        ex = probe_run.execute(prep, opts, on_record)
     finally:
         probe_run.cleanup(prep)
     results = checkpoint_results(ex.logs, directory=config["directory"], argv=tuple(prep.plan.commands[0].argv))

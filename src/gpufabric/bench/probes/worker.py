@@ -23,6 +23,15 @@ from typing import Any
 WATCHDOG_EXIT = 3
 
 
+def machine_id() -> str:
+    """This kernel's boot id: the same in every network namespace of one machine, so lab
+    "hosts" that share its CPUs are known to (results.oversubscribed); '' where unreadable."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:
+        return ""
+
+
 def rank_env() -> tuple[int, int, int]:
     """(rank, world_size, local_rank) from torchrun, Open MPI or Slurm variables."""
     for rank_key, size_key, local_key in (
@@ -117,7 +126,14 @@ def main(body: Any) -> int:
     """Run ``body(worker)`` for the config file named on the command line; record any error."""
     config = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
     worker = Worker(config)
-    worker.record("start", world=worker.world, local_rank=worker.local_rank, pid=os.getpid(), cpus=os.cpu_count())
+    worker.record(
+        "start",
+        world=worker.world,
+        local_rank=worker.local_rank,
+        pid=os.getpid(),
+        cpus=os.cpu_count(),
+        machine=machine_id(),
+    )
     try:
         body(worker)
     except BaseException as exc:
