@@ -18,7 +18,7 @@ import numpy as np
 
 from gpufabric.catalog import Catalog
 from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
-from gpufabric.model.memory import RESERVE_FRACTION, STATE_BYTES
+from gpufabric.model.memory import reserve_gib, state_bytes
 from gpufabric.model.step import ACT_BYTES, GRAD_BYTES
 from gpufabric.plan.layouts import Layout, heads_of
 from gpufabric.spec.models import Spec
@@ -106,6 +106,7 @@ class Table:
     nodes: A
     gpn: A
     tp: A
+    cp: A  # context parallelism (ring attention)
     pp: A
     dp: A
     ep: A
@@ -125,6 +126,11 @@ class Table:
     layers: A
     hidden: A
     heads: A
+    kv_ratio: A  # kv_heads / heads (grouped-query attention)
+    ffn_hidden: A
+    gated_mlp: A
+    dropout: A
+    nvl_domain: A  # GPUs of one NVLink domain (catalog nvlink_domain; 72 in an NVL72 rack)
     seq_len: A
     vocab: A
     batch_tokens: A
@@ -228,6 +234,7 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Table))
 _DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps") :] if f != "scattered")
 _LAYOUT_FIELDS = (
     "tp",
+    "cp",
     "pp",
     "dp",
     "ep",
@@ -253,6 +260,8 @@ _BOOL = {
     "sequence_parallel",
     "flash_attention",
     "interval_auto",
+    "gated_mlp",
+    "dropout",
 }
 
 
@@ -289,6 +298,11 @@ def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
     }
 
 
+def nvlink_domain(spec: Spec, gpu: Any) -> int:
+    """GPUs of the job in one NVLink domain: the catalog's domain (NVL72), else the spec's node."""
+    return max(spec.cluster.gpus_per_node, min(gpu.nvlink_domain or 0, spec.num_gpus))
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
@@ -303,7 +317,8 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "expert_params": m.expert_params,
         "active": m.active_params,
     }
-    wb, gb, ob = STATE_BYTES[w.precision]
+    wb, gb, ob = state_bytes(w.precision, w.main_grads)
+    heads = heads_of(spec)
     return {
         "nodes": spec.cluster.nodes,
         "gpn": spec.cluster.gpus_per_node,
@@ -317,7 +332,12 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "capacity_factor": m.capacity_factor,
         "layers": m.layers,
         "hidden": m.hidden,
-        "heads": heads_of(spec),
+        "heads": heads,
+        "kv_ratio": (m.kv_heads or heads) / heads,
+        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+        "gated_mlp": m.gated_mlp,
+        "dropout": m.dropout,
+        "nvl_domain": nvlink_domain(spec, gpu),
         "seq_len": m.seq_len,
         "vocab": m.vocab,
         "batch_tokens": w.global_batch_tokens,
@@ -330,7 +350,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "g_bpp": gb,
         "o_bpp": ob,
         "hbm_gib": gpu.hbm_gb,
-        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else RESERVE_FRACTION * gpu.hbm_gb,
+        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else reserve_gib(gpu.hbm_gb),
         "ckpt_bpp": w.checkpoint.bytes_per_param,
         "interval_auto": w.checkpoint.interval_min == "auto",
         "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
