@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from gpufabric.model.flops import active_params, expert_params_of, flops_per_token, megatron_eq3_flops
-from gpufabric.model.memory import activation_bytes_per_layer, model_state_bytes, per_gpu_memory
+from gpufabric.model.memory import (
+    MAIN_GRAD_BYTES,
+    STATE_BYTES,
+    activation_bytes_per_layer,
+    first_stage_layers,
+    in_flight_chunks,
+    model_state_bytes,
+    per_gpu_memory,
+)
 
 
 def test_full_recompute_count_is_megatron_eq3():
@@ -53,8 +61,27 @@ ZERO_TABLE1 = [
 @pytest.mark.parametrize(("params", "dp", "published"), ZERO_TABLE1)
 def test_model_states_match_zero_paper_table1(params, dp, published):
     for stage, gb in enumerate(published):
-        w, g, o = model_state_bytes(dense_params=params, expert_params=0, tp=1, pp=1, dp=dp, ep=1, zero_stage=stage)
+        w, g, o = model_state_bytes(
+            dense_params=params,
+            expert_params=0,
+            tp=1,
+            pp=1,
+            dp=dp,
+            ep=1,
+            zero_stage=stage,
+            bytes_per_param=STATE_BYTES["bf16"],  # DeepSpeed's 16-bit gradients
+        )
         assert float(w + g + o) / 1e9 == pytest.approx(gb, rel=0.10), f"stage {stage}"
+
+
+def test_megatron_counts_18_bytes_per_param_and_6_plus_12_over_d_distributed():
+    """Megatron Core docs (distributed optimizer): bf16 params + fp32 main grads = 18 B/param,
+    6 + 12/d with the optimizer sharded over d data-parallel ranks."""
+    for stage, per_param in ((0, 18.0), (1, 6.0 + 12.0 / 64)):
+        w, g, o = model_state_bytes(
+            dense_params=1e9, expert_params=0, tp=1, pp=1, dp=64, ep=1, zero_stage=stage, bytes_per_param=MAIN_GRAD_BYTES["bf16"]
+        )
+        assert float(w + g + o) == pytest.approx(1e9 * per_param)
 
 
 def test_activations_follow_korthikanti():
@@ -105,7 +132,7 @@ def _mem(**kw):
 def test_70b_on_pure_data_parallelism_does_not_fit_without_zero():
     # Issue 14's bar: 70B at tp1 pp1 dp1024 needs ~1.1 TB of model states per GPU at ZeRO 0.
     m = _mem(tp=1, pp=1, dp=1024)
-    assert float(m.weights_bytes + m.grads_bytes + m.optimizer_bytes) == pytest.approx(70e9 * 16)
+    assert float(m.weights_bytes + m.grads_bytes + m.optimizer_bytes) == pytest.approx(70e9 * 18)
     assert float(m.shortfall_bytes) > 1e12
     assert float(_mem().shortfall_bytes) == 0  # tp8 pp4 dp32 fits in 80 GiB
 
@@ -143,5 +170,5 @@ def test_each_zero_stage_never_needs_more_memory(stage):
 def test_experts_shard_over_ep():
     dense = model_state_bytes(dense_params=10e9, expert_params=40e9, tp=1, pp=1, dp=64, ep=1, zero_stage=0)
     ep8 = model_state_bytes(dense_params=10e9, expert_params=40e9, tp=1, pp=1, dp=64, ep=8, zero_stage=0)
-    assert float(np.sum(ep8)) == pytest.approx(16 * (10e9 + 40e9 / 8))
-    assert float(np.sum(dense)) == pytest.approx(16 * 50e9)
+    assert float(np.sum(ep8)) == pytest.approx(18 * (10e9 + 40e9 / 8))
+    assert float(np.sum(dense)) == pytest.approx(18 * 50e9)

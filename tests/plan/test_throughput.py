@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -10,6 +11,7 @@ from gpufabric.catalog import load_catalog
 from gpufabric.errors import InputError, SpecError
 from gpufabric.plan import evaluate_candidates, make_plan
 from gpufabric.plan.anchor import solve_anchor
+from gpufabric.plan.layouts import spec_layout
 from gpufabric.spec import load_spec
 from gpufabric.spec.models import Spec
 from tests.cli.test_plan import CONTRACT
@@ -84,11 +86,11 @@ def test_an_unreachable_figure_is_a_user_error():
         solve_anchor(_with(SPEC_70B, throughput={"mfu": 0.95}), CAT)
 
 
-def test_a_default_figure_out_of_reach_falls_back_to_a_compute_efficiency_with_a_note():
-    """No throughput in the spec: MFU 0.40 is a default, not the user's claim. TP 8 on a 7B
-    model over 16 GPUs cannot reach it; the plan assumes compute efficiency 0.7 and says so,
-    while the same figure written in the spec stays an error."""
-    from gpufabric.plan.anchor import FALLBACK_COMPUTE_EFFICIENCY
+def test_no_figure_takes_the_compute_efficiency_model_per_layout():
+    """No throughput in the spec: MFU 0.40 is a default, not the user's claim. Each layout
+    gets the compute-efficiency model's value (model.efficiency), and the text says so;
+    the same MFU written in the spec is a figure to reach (an error where it cannot be)."""
+    from gpufabric.plan.anchor import layout_efficiencies, model_efficiency
 
     lab = load_spec(EXAMPLES / "lab-2node.yaml").spec
     data = lab.model_dump()
@@ -96,9 +98,13 @@ def test_a_default_figure_out_of_reach_falls_back_to_a_compute_efficiency_with_a
     data["workload"].pop("throughput")
     default = Spec.model_validate(data)
     anchor = solve_anchor(default, CAT)
-    assert anchor.kind == "compute_efficiency" and anchor.compute_efficiency == FALLBACK_COMPUTE_EFFICIENCY
-    assert any("no workload.throughput given: the default MFU 0.4 is out of reach" in n for n in anchor.notes)
-    assert "compute efficiency 0.7 assumed" in anchor.text
+    assert anchor.kind == "model" and "compute-efficiency model" in anchor.text
+    lay = spec_layout(default)
+    assert anchor.compute_efficiency == pytest.approx(float(model_efficiency(default, CAT, [lay])[0]))
+    small = replace(lay, microbatch_size=1, tp=8)
+    big = replace(lay, microbatch_size=8, tp=1)
+    effs = layout_efficiencies(anchor, default, CAT, [small, big])
+    assert effs[1] > effs[0]  # bigger GEMMs run closer to the roofline
     with pytest.raises(InputError, match="even a compute efficiency of 1"):
         solve_anchor(_with(lab, throughput={"mfu": 0.40}), CAT)
 

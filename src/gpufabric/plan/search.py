@@ -19,9 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.plan.anchor import Anchor, layout_efficiencies
 from gpufabric.plan.evaluate import evaluate_table, memory_of
 from gpufabric.plan.layouts import Layout, enumerate_layouts
-from gpufabric.plan.table import Design, build_table
+from gpufabric.plan.table import Design, build_table, nvlink_domain
 from gpufabric.spec.models import Spec
 
 #: Rows per evaluation chunk: bounds memory (~1 kB per row across the columns).
@@ -60,9 +61,10 @@ def feasible_layouts(
     return (list(fits) if len(fits) else [int(np.argmin(total - mem.capacity_bytes))]), total
 
 
-def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], compute_efficiency: float) -> LayoutChoice:
+def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anchor: Anchor) -> LayoutChoice:
     """Best layout per design (module docstring)."""
-    layouts = enumerate_layouts(spec)
+    layouts = enumerate_layouts(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
+    effs = layout_efficiencies(anchor, spec, catalog, layouts)
     if len(layouts) == 1 or not designs:
         return LayoutChoice(
             layouts=[layouts[0]] * len(designs),
@@ -82,7 +84,7 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], comp
     for lo in range(0, len(li_all), CHUNK_ROWS):
         sl = slice(lo, lo + CHUNK_ROWS)
         t = build_table(
-            spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=compute_efficiency
+            spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=effs
         )
         out = evaluate_table(t, quantise_tail=True)
         days[sl] = out.time_to_train_days

@@ -450,13 +450,14 @@ def build_table(
     layouts: Sequence[Layout] | None = None,
     *,
     pairs: tuple[np.ndarray, np.ndarray] | None = None,
-    compute_efficiency: float | None = None,
+    compute_efficiency: float | Sequence[float] | np.ndarray | None = None,
 ) -> Table:
     """Columns of inputs under ``spec``.
 
     Rows are every layout x design (layout-major: row = layout index x len(designs) +
     design index), or exactly the (layout index, design index) ``pairs``. ``layouts``
-    defaults to the spec's own; ``compute_efficiency`` to 0.5 (plan.anchor solves it).
+    defaults to the spec's own; ``compute_efficiency`` (one value, or one per layout) to 0.5
+    (plan.anchor solves it).
     """
     from gpufabric.plan.layouts import spec_layout
 
@@ -469,7 +470,8 @@ def build_table(
     n = len(li)
     cols: dict[str, np.ndarray] = {k: np.full(n, v, dtype=float) for k, v in workload_scalars(spec, catalog).items()}
     if compute_efficiency is not None:
-        cols["compute_eff"] = np.full(n, float(compute_efficiency))
+        ce = np.asarray(compute_efficiency, dtype=float)
+        cols["compute_eff"] = ce[li] if ce.ndim else np.full(n, float(ce))
     dcols = design_columns(catalog, designs)
     lcols = layout_columns(layouts)
     for k, v in dcols.items():
