@@ -14,6 +14,10 @@ quantity plan.anchor solves for) is predicted per layer and microbatch on one GP
   et al. 2022, arXiv:2204.02311, appendix B; Narayanan et al. SC'21 eq. 3): causal
   FlashAttention computes half of the counted FLOPs, at ``ATTENTION_EFFICIENCY`` of the
   bf16 peak (FP8 recipes keep attention in bf16: NVIDIA Transformer Engine FP8 recipe).
+  Without FlashAttention (``workload.flash_attention: false``, Megatron before 2022) the
+  scores are two batched GEMMs per head (s x s x d and s x d x s, all of them: the causal
+  mask is applied after) on the roofline, and the softmax, mask and dropout make
+  ``SOFTMAX_PASSES`` passes over the a s^2 scores (2 bytes each) at the HBM bandwidth.
 - Memory-bound work (norms, residual adds, activation functions, rotary embedding,
   dropout): ``ELEMENTWISE_PASSES`` passes over the layer's stored activations
   (model.memory's count) at the HBM bandwidth.
@@ -49,13 +53,17 @@ GEMM_EFFICIENCY = {
 #: at 8k; H100: FlashAttention-3 (Shah et al. 2024, arXiv:2407.08608, figs. 5-6) forward
 #: ~650, backward ~500 of 989 at 8k-16k; Blackwell [U]: the Hopper fraction.
 ATTENTION_EFFICIENCY = {"ampere": 0.60, "ada": 0.50, "hopper": 0.55, "blackwell": 0.55}
+#: HBM passes over the a s^2 attention scores without FlashAttention, forward and backward
+#: (Megatron's fused scale-mask-softmax reads and writes them once each way): fitted by
+#: scripts/training_accuracy.py --fit on the fit rows (grid 2-8).
+SOFTMAX_PASSES = 2.0
 #: HBM passes over the stored activations by the memory-bound kernels, forward and backward
-#: [U, estimate: each stored tensor is written once forward and read once backward, and the
-#: elementwise kernels around it read and write it about once more each way].
-ELEMENTWISE_PASSES = 4.0
+#: (each stored tensor is written once forward and read once backward; fused kernels add
+#: little more): fitted by scripts/training_accuracy.py --fit on the fit rows (grid 1-6).
+ELEMENTWISE_PASSES = 2.0
 #: Fraction of the layer time that is layer compute (launch gaps, optimizer, host):
 #: fitted by scripts/training_accuracy.py on the fit rows of docs/accuracy.md.
-FRAMEWORK_EFFICIENCY = 0.90
+FRAMEWORK_EFFICIENCY = 0.78
 #: Fraction of the HBM bandwidth memory-bound kernels reach [S: STREAM-like copies reach
 #: ~90% of H100's 3.35 TB/s, public H100 bandwidth benchmarks].
 HBM_EFFICIENCY = 0.9
@@ -116,6 +124,8 @@ def layer_efficiency(
     attention_efficiency: Any,
     fp8: Any,
     sms: Any = SMS["hopper"],
+    heads: Any = None,
+    flash_attention: Any = True,
 ) -> np.ndarray:
     """Compute efficiency (executed FLOPs / (peak x compute time)) of one layer (module docstring).
 
@@ -143,9 +153,19 @@ def layer_efficiency(
     # The layer's real parameters (MoE, odd shapes) set the FLOPs; the four shapes set their speed.
     gemm_flops = 6.0 * M * np.asarray(layer_params, dtype=float) / t
     t_gemm = shape_time * gemm_flops / shape_flops
-    attn_flops = 12.0 * M * np.asarray(seq_len, dtype=float) * h / t
+    s_k = np.asarray(seq_len, dtype=float)
+    attn_flops = 12.0 * M * s_k * h / t
     bf16 = np.asarray(peak_bf16_tflops, dtype=float) * 1e12
-    t_attn = 0.5 * attn_flops / (bf16 * np.asarray(attention_efficiency, dtype=float))
+    t_flash = 0.5 * attn_flops / (bf16 * np.asarray(attention_efficiency, dtype=float))
+    a = h / 128.0 if heads is None else np.asarray(heads, dtype=float)
+    d = h / a
+    mb = np.asarray(microbatch_size, dtype=float)
+    # Per head and sequence: QK^T (M_q x s_k x d) and AV (M_q x d x s_k), in bf16.
+    kw16 = dict(peak=bf16, e_max=e, hbm=hbm, fp8=False, sms=np.asarray(sms, dtype=float))
+    per_head = _gemm_time(M / mb, s_k, d, **kw16) + _gemm_time(M / mb, d, s_k, **kw16)
+    softmax = SOFTMAX_PASSES * 2.0 * (M / mb) * s_k / hbm
+    t_plain = (a / t) * mb * (per_head + softmax)
+    t_attn = np.where(np.asarray(flash_attention, dtype=bool), t_flash, t_plain)
     t_elem = ELEMENTWISE_PASSES * np.asarray(activation_bytes, dtype=float) / hbm
     rc = np.asarray(recompute)
     # Recomputation re-runs a forward (1/3 of the GEMM and elementwise work; selective:

@@ -215,6 +215,8 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
             attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
             fp8=w.precision == "fp8",
             sms=eff_model.SMS[gen],
+            heads=sc["heads"],
+            flash_attention=w.flash_attention,
         ),
         dtype=float,
     )
