@@ -225,17 +225,30 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
 def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
     """Compute efficiency of each layout: the given one, the model's, or the anchor's moved by the model.
 
-    A moved efficiency is capped at the larger of the anchor's and the generation's GEMM
-    efficiency (no layout computes faster than its GEMMs can).
+    A layout with the anchor's GEMM shapes (tp, cp, microbatch size and sequence) gets the
+    model x the anchor's scale, so the anchor point reproduces its figure. Other shapes get
+    the model's value scaled by at most 1: an anchor above the model shows that the model
+    overcounted something at *that* layout (overlap, tuned kernels), and it cannot say
+    whether compute or communication, so the planner does not carry the excess to shapes
+    it did not measure (the search's note says when it extrapolates, plan.search).
     """
     if anchor.kind == "compute_efficiency" or not layouts:
         return np.full(len(layouts), anchor.compute_efficiency)
     model = model_efficiency(spec, catalog, layouts)
     if anchor.kind == "model":
         return model
-    gen = eff_model.generation_of(spec.cluster.gpu)
-    ceiling = max(anchor.compute_efficiency, eff_model.GEMM_EFFICIENCY[gen][spec.workload.precision])
-    return np.minimum(model * anchor.scale, min(ceiling, 1.0))
+    lay = anchor.measured_layout
+    same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
+    measured = np.array(
+        [
+            same_seq
+            and lay is not None
+            and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)
+            for x in layouts
+        ]
+    )
+    scale = np.where(measured, anchor.scale, min(anchor.scale, 1.0))
+    return np.minimum(model * scale, 1.0)
 
 
 def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
