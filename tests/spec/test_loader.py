@@ -61,9 +61,16 @@ def test_product_mismatch_names_the_numbers(tmp_path):
 
 
 def test_tp_across_nodes_needs_opt_in(tmp_path):
+    """The NVLink domain is a catalog property (72 GPUs in a GB200 NVL72 rack), so the
+    planner checks tp against it: beyond the domain it is refused without the opt-in."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.errors import InputError
+    from gpufabric.plan import make_plan
+
     text = GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 16, pp: 1, dp: 1")
-    with pytest.raises(SpecError, match="allow_cross_node_tp"):
-        load_spec(write(tmp_path, text))
+    spec = load_spec(write(tmp_path, text)).spec
+    with pytest.raises(InputError, match="allow_cross_node_tp"):
+        make_plan(spec, load_catalog())
     allowed = text.replace("dp: 1}", "dp: 1, allow_cross_node_tp: true}")
     assert load_spec(write(tmp_path, allowed)).spec.workload.parallelism.tp == 16
 
