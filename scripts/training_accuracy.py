@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,16 +104,146 @@ _N = dict(
     flash_attention=False,
 )
 NARAYANAN = [
-    Row(name="1.7B", split="fit", params=_gpt(24, 2304), layers=24, hidden=2304, heads=24, batch_seqs=512, tp=1, pp=1, dp=32, tflops=137, **_N),
-    Row(name="3.6B", split="held-out", params=_gpt(30, 3072), layers=30, hidden=3072, heads=32, batch_seqs=512, tp=2, pp=1, dp=32, tflops=138, **_N),
-    Row(name="7.5B", split="fit", params=_gpt(36, 4096), layers=36, hidden=4096, heads=32, batch_seqs=512, tp=4, pp=1, dp=32, tflops=142, **_N),
-    Row(name="18.4B", split="held-out", params=_gpt(40, 6144), layers=40, hidden=6144, heads=48, batch_seqs=1024, tp=8, pp=1, dp=32, tflops=135, **_N),
-    Row(name="39.1B", split="fit", params=_gpt(48, 8192), layers=48, hidden=8192, heads=64, batch_seqs=1536, tp=8, pp=2, dp=32, tflops=138, **_N),
-    Row(name="76.1B", split="held-out", params=_gpt(60, 10240), layers=60, hidden=10240, heads=80, batch_seqs=1792, tp=8, pp=4, dp=32, tflops=140, **_N),
-    Row(name="145.6B", split="fit", params=_gpt(80, 12288), layers=80, hidden=12288, heads=96, batch_seqs=2304, tp=8, pp=8, dp=24, tflops=148, **_N),
-    Row(name="310.1B", split="held-out", params=_gpt(96, 16384), layers=96, hidden=16384, heads=128, batch_seqs=2160, tp=8, pp=16, dp=15, tflops=155, **_N),
-    Row(name="529.6B", split="fit", params=_gpt(105, 20480), layers=105, hidden=20480, heads=128, batch_seqs=2520, tp=8, pp=35, dp=9, tflops=163, **_N),
-    Row(name="1008B", split="held-out", params=_gpt(128, 25600), layers=128, hidden=25600, heads=160, batch_seqs=3072, tp=8, pp=64, dp=6, tflops=163, **_N),
+    Row(
+        name="1.7B",
+        split="fit",
+        params=_gpt(24, 2304),
+        layers=24,
+        hidden=2304,
+        heads=24,
+        batch_seqs=512,
+        tp=1,
+        pp=1,
+        dp=32,
+        tflops=137,
+        **_N,
+    ),
+    Row(
+        name="3.6B",
+        split="held-out",
+        params=_gpt(30, 3072),
+        layers=30,
+        hidden=3072,
+        heads=32,
+        batch_seqs=512,
+        tp=2,
+        pp=1,
+        dp=32,
+        tflops=138,
+        **_N,
+    ),
+    Row(
+        name="7.5B",
+        split="fit",
+        params=_gpt(36, 4096),
+        layers=36,
+        hidden=4096,
+        heads=32,
+        batch_seqs=512,
+        tp=4,
+        pp=1,
+        dp=32,
+        tflops=142,
+        **_N,
+    ),
+    Row(
+        name="18.4B",
+        split="held-out",
+        params=_gpt(40, 6144),
+        layers=40,
+        hidden=6144,
+        heads=48,
+        batch_seqs=1024,
+        tp=8,
+        pp=1,
+        dp=32,
+        tflops=135,
+        **_N,
+    ),
+    Row(
+        name="39.1B",
+        split="fit",
+        params=_gpt(48, 8192),
+        layers=48,
+        hidden=8192,
+        heads=64,
+        batch_seqs=1536,
+        tp=8,
+        pp=2,
+        dp=32,
+        tflops=138,
+        **_N,
+    ),
+    Row(
+        name="76.1B",
+        split="held-out",
+        params=_gpt(60, 10240),
+        layers=60,
+        hidden=10240,
+        heads=80,
+        batch_seqs=1792,
+        tp=8,
+        pp=4,
+        dp=32,
+        tflops=140,
+        **_N,
+    ),
+    Row(
+        name="145.6B",
+        split="fit",
+        params=_gpt(80, 12288),
+        layers=80,
+        hidden=12288,
+        heads=96,
+        batch_seqs=2304,
+        tp=8,
+        pp=8,
+        dp=24,
+        tflops=148,
+        **_N,
+    ),
+    Row(
+        name="310.1B",
+        split="held-out",
+        params=_gpt(96, 16384),
+        layers=96,
+        hidden=16384,
+        heads=128,
+        batch_seqs=2160,
+        tp=8,
+        pp=16,
+        dp=15,
+        tflops=155,
+        **_N,
+    ),
+    Row(
+        name="529.6B",
+        split="fit",
+        params=_gpt(105, 20480),
+        layers=105,
+        hidden=20480,
+        heads=128,
+        batch_seqs=2520,
+        tp=8,
+        pp=35,
+        dp=9,
+        tflops=163,
+        **_N,
+    ),
+    Row(
+        name="1008B",
+        split="held-out",
+        params=_gpt(128, 25600),
+        layers=128,
+        hidden=25600,
+        heads=160,
+        batch_seqs=3072,
+        tp=8,
+        pp=64,
+        dp=6,
+        tflops=163,
+        **_N,
+    ),
 ]
 
 # Korthikanti et al. 2022 (arXiv:2205.05198) Tables 3 and 5: the same GPT family on Selene
@@ -131,10 +261,62 @@ _K = dict(
     flash_attention=False,
 )
 KORTHIKANTI = [
-    Row(name="22B", split="held-out", params=_gpt(48, 6144), layers=48, hidden=6144, heads=64, batch_seqs=4, tp=8, pp=1, dp=1, tflops=0.415 * 312, **_K),
-    Row(name="175B", split="held-out", params=_gpt(96, 12288), layers=96, hidden=12288, heads=96, batch_seqs=64, tp=8, pp=8, dp=1, tflops=0.514 * 312, **_K),
-    Row(name="530B", split="held-out", params=_gpt(105, 20480), layers=105, hidden=20480, heads=128, batch_seqs=280, tp=8, pp=35, dp=1, tflops=0.560 * 312, **_K),
-    Row(name="1T", split="held-out", params=_gpt(128, 25600), layers=128, hidden=25600, heads=160, batch_seqs=512, tp=8, pp=64, dp=1, tflops=0.563 * 312, **_K),
+    Row(
+        name="22B",
+        split="held-out",
+        params=_gpt(48, 6144),
+        layers=48,
+        hidden=6144,
+        heads=64,
+        batch_seqs=4,
+        tp=8,
+        pp=1,
+        dp=1,
+        tflops=0.415 * 312,
+        **_K,
+    ),
+    Row(
+        name="175B",
+        split="held-out",
+        params=_gpt(96, 12288),
+        layers=96,
+        hidden=12288,
+        heads=96,
+        batch_seqs=64,
+        tp=8,
+        pp=8,
+        dp=1,
+        tflops=0.514 * 312,
+        **_K,
+    ),
+    Row(
+        name="530B",
+        split="held-out",
+        params=_gpt(105, 20480),
+        layers=105,
+        hidden=20480,
+        heads=128,
+        batch_seqs=280,
+        tp=8,
+        pp=35,
+        dp=1,
+        tflops=0.560 * 312,
+        **_K,
+    ),
+    Row(
+        name="1T",
+        split="held-out",
+        params=_gpt(128, 25600),
+        layers=128,
+        hidden=25600,
+        heads=160,
+        batch_seqs=512,
+        tp=8,
+        pp=64,
+        dp=1,
+        tflops=0.563 * 312,
+        **_K,
+    ),
 ]
 
 # Dubey et al. 2024, "The Llama 3 Herd of Models" (arXiv:2407.21783), Table 4: Llama 3 405B
@@ -258,8 +440,10 @@ def published_step_s(row: Row) -> float:
 
 def tool_tflops(row: Row) -> float:
     """The row's figure in the planner's megatron convention (its recomputation counted): same step time."""
-    return _flops_per_token(row, convention="megatron", recompute=row.recompute) * row.batch_tokens / (
-        row.gpus * published_step_s(row) * 1e12
+    return (
+        _flops_per_token(row, convention="megatron", recompute=row.recompute)
+        * row.batch_tokens
+        / (row.gpus * published_step_s(row) * 1e12)
     )
 
 
@@ -406,4 +590,4 @@ if __name__ == "__main__":
     else:
         print(render(cat))
 
-__all__ = ["ROWS", "Row", "fit", "regenerate", "render", "replace", "results", "summary"]
+__all__ = ["ROWS", "Row", "fit", "regenerate", "render", "results", "summary"]

@@ -79,7 +79,14 @@ def test_megatron_counts_18_bytes_per_param_and_6_plus_12_over_d_distributed():
     6 + 12/d with the optimizer sharded over d data-parallel ranks."""
     for stage, per_param in ((0, 18.0), (1, 6.0 + 12.0 / 64)):
         w, g, o = model_state_bytes(
-            dense_params=1e9, expert_params=0, tp=1, pp=1, dp=64, ep=1, zero_stage=stage, bytes_per_param=MAIN_GRAD_BYTES["bf16"]
+            dense_params=1e9,
+            expert_params=0,
+            tp=1,
+            pp=1,
+            dp=64,
+            ep=1,
+            zero_stage=stage,
+            bytes_per_param=MAIN_GRAD_BYTES["bf16"],
         )
         assert float(w + g + o) == pytest.approx(1e9 * per_param)
 

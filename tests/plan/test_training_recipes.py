@@ -67,7 +67,12 @@ def test_metas_405b_layout_fits_in_80_gb():
     assert not [v for v in cand.violations if v.startswith("memory")]
     # With the ZeRO paper's 16-bit gradients it fits more easily; without the distributed
     # optimizer (18 B/param on 3 GB of parameters per GPU) it does not.
-    assert evaluate_candidates(spec.model_copy(update={"workload": spec.workload.model_copy(update={"main_grads": "bf16"})}), CAT)[0].memory_gb < cand.memory_gb
+    assert (
+        evaluate_candidates(
+            spec.model_copy(update={"workload": spec.workload.model_copy(update={"main_grads": "bf16"})}), CAT
+        )[0].memory_gb
+        < cand.memory_gb
+    )
     z0 = spec.model_copy(
         update={
             "workload": spec.workload.model_copy(
@@ -158,7 +163,14 @@ def test_the_search_covers_cp_when_asked():
 
 
 def _gpt3(gpus: int, batch_seqs: int, measured: dict | None = None) -> Spec:
-    model = {"params": 12 * 96 * 12288**2 + 2 * 51200 * 12288, "layers": 96, "hidden": 12288, "heads": 96, "seq_len": 2048, "vocab": 51200}
+    model = {
+        "params": 12 * 96 * 12288**2 + 2 * 51200 * 12288,
+        "layers": 96,
+        "hidden": 12288,
+        "heads": 96,
+        "seq_len": 2048,
+        "vocab": 51200,
+    }
     th = {"tflops_per_gpu": 180.0, "flops": "megatron"}
     if measured is not None:
         th["measured_at"] = measured
@@ -195,8 +207,15 @@ def test_zero3_gathers_every_microbatch():
     d = [Design(fabric="roce-400g", topology="rail-optimized", oversubscription=1.0, storage="nvmeof-rdma")]
 
     def dp_time(zero: int, mbs: int) -> float:
-        spec = _spec(nodes=8, model=dict(LLAMA_70B, seq_len=4096), par={"tp": 1, "pp": 1, "dp": 64, "zero_stage": zero, "microbatch_size": mbs}, batch=64 * 4096 * 8)
-        return float(evaluate_table(build_table(spec, CAT, d, [spec_layout(spec)], compute_efficiency=0.5)).dp_allreduce_s[0])
+        spec = _spec(
+            nodes=8,
+            model=dict(LLAMA_70B, seq_len=4096),
+            par={"tp": 1, "pp": 1, "dp": 64, "zero_stage": zero, "microbatch_size": mbs},
+            batch=64 * 4096 * 8,
+        )
+        return float(
+            evaluate_table(build_table(spec, CAT, d, [spec_layout(spec)], compute_efficiency=0.5)).dp_allreduce_s[0]
+        )
 
     # ZeRO 3: 8 microbatches of 1 gather 4x as often as 2 microbatches of 4; ZeRO 1 once per step.
     assert dp_time(3, 1) == pytest.approx(4 * dp_time(3, 4), rel=1e-6)
@@ -211,7 +230,14 @@ def test_search_beyond_the_anchor_says_so():
         nodes=64,
         gpu="h200",
         model=LLAMA_70B,
-        par={"tp": "auto", "pp": "auto", "dp": "auto", "virtual_stages": "auto", "microbatch_size": "auto", "zero_stage": "auto"},
+        par={
+            "tp": "auto",
+            "pp": "auto",
+            "dp": "auto",
+            "virtual_stages": "auto",
+            "microbatch_size": "auto",
+            "zero_stage": "auto",
+        },
         batch=4194304,
         recompute="auto",
         throughput={"mfu": 0.42, "measured_at": {"gpus": 512, "tp": 8, "pp": 4, "dp": 16, "fabric": "roce-400g"}},

@@ -144,6 +144,7 @@ class Gpu(Entry):
     def nvlink_domain_gpus(self) -> int:
         """GPUs of one NVLink domain (``nvlink_domain``, else the server's)."""
         return self.nvlink_domain or self.gpus_per_node
+
     cloud_usd_per_gpu_hour: float = Field(gt=0)
     """Reference cloud on-demand price, USD per GPU-hour (for comparison)."""
     nic_pcie_gen: int = Field(5, ge=3, le=7)

@@ -36,6 +36,7 @@ from gpufabric.plan.layouts import Layout, spec_layout
 from gpufabric.plan.table import Design, _peak, build_table, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
 
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Anchor:
     """How the spec's throughput figure was read, and the compute efficiency it implies."""
@@ -241,9 +242,7 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
     same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
     measured = np.array(
         [
-            same_seq
-            and lay is not None
-            and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)
+            same_seq and lay is not None and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)
             for x in layouts
         ]
     )

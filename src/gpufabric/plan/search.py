@@ -119,9 +119,7 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anch
     step = np.empty(len(li_all))
     for lo in range(0, len(li_all), CHUNK_ROWS):
         sl = slice(lo, lo + CHUNK_ROWS)
-        t = build_table(
-            spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=effs
-        )
+        t = build_table(spec, catalog, designs, layouts, pairs=(li_all[sl], di_all[sl]), compute_efficiency=effs)
         out = evaluate_table(t, quantise_tail=True)
         days[sl] = out.time_to_train_days
         step[sl] = out.step_time_s

@@ -285,7 +285,7 @@ class Workload(SpecModel):
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     """Compute precision; selects the GPU's peak FLOP/s from the catalog."""
     throughput: Throughput = Throughput(mfu=0.40)
-    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency."""
+    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency; omitted: each layout's compute efficiency comes from the compute-efficiency model (model/efficiency.py)."""
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full (every layer), auto (searched)."""
     flash_attention: bool = True
@@ -492,9 +492,7 @@ class Spec(SpecModel):
         par = self.workload.parallelism
         gpus = self.num_gpus
         if par.searched:
-            product = math.prod(
-                cast(int, getattr(par, k)) for k in ("tp", "cp", "pp", "dp") if getattr(par, k) != AUTO
-            )
+            product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "cp", "pp", "dp") if getattr(par, k) != AUTO)
             if gpus % product:
                 raise ValueError(
                     f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs"
@@ -504,7 +502,9 @@ class Spec(SpecModel):
         tp, pp, dp, cp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp), cast(int, par.cp)
         mbs, vs = cast(int, par.microbatch_size), cast(int, par.virtual_stages)
         if tp * cp * pp * dp != gpus:
-            shown = f"tp x pp x dp = {tp} x {pp} x {dp}" if cp == 1 else f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp}"
+            shown = (
+                f"tp x pp x dp = {tp} x {pp} x {dp}" if cp == 1 else f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp}"
+            )
             raise FieldsError(
                 f"{shown} = {tp * cp * pp * dp}"
                 f" but the cluster has {gpus} GPUs ({self.cluster.nodes} nodes x {self.cluster.gpus_per_node});"
