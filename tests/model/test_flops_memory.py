@@ -179,3 +179,46 @@ def test_experts_shard_over_ep():
     ep8 = model_state_bytes(dense_params=10e9, expert_params=40e9, tp=1, pp=1, dp=64, ep=8, zero_stage=0)
     assert float(np.sum(ep8)) == pytest.approx(18 * (10e9 + 40e9 / 8))
     assert float(np.sum(dense)) == pytest.approx(18 * 50e9)
+
+
+def test_stage_balance_takes_the_remainder_from_the_first_and_last_stages():
+    # Llama 3 405B: 126 layers over 16 stages = 7, 8 x 14, 7 (Llama 3 paper sec. 3.3.2).
+    assert float(first_stage_layers(126, 16)) == 7.0
+    assert float(first_stage_layers(128, 16)) == 8.0  # divisible: even
+    assert float(first_stage_layers(80, 1)) == 80.0 and float(first_stage_layers(80, 2)) == 40.0
+
+
+def test_interleaved_warm_up_follows_megatron_and_is_capped_by_the_chunks():
+    # Megatron: warm-up (pp - 1) * 2 + (v - 1) * pp on rank 0, plus the one in flight,
+    # at most m * v chunks.
+    assert float(in_flight_chunks(16, 16, 4)) == 64.0  # capped: every chunk of 16 microbatches
+    assert float(in_flight_chunks(4, 64, 2)) == (2 - 1) * 4 + 2 * 3 + 1
+    assert float(in_flight_chunks(4, 64, 1)) == 4.0  # 1F1B: pp microbatches
+    assert float(in_flight_chunks(4, 2, 1)) == 2.0
+    assert float(in_flight_chunks(4, 64, 2, last=True)) == (2 - 1) * 4 + 1
+    assert float(in_flight_chunks(4, 64, 1, last=True)) == 1.0
+
+
+def test_llama_layer_activations_follow_its_shape():
+    """SwiGLU (f = 3.25 h, gated), GQA 8 of 128 heads, no dropout: 6 + 0.25 + 21.5 + 4 = 31.75
+    units of s b h, against the GPT 34 (f = 4h, dropout)."""
+    base = dict(seq_len=8192, microbatch_size=1, hidden=16384, heads=128, tp=8, sequence_parallel=True, recompute=0)
+    llama = activation_bytes_per_layer(
+        **base, flash_attention=True, ffn_hidden=53248, kv_ratio=8 / 128, gated=True, dropout=False
+    )
+    assert float(llama) == pytest.approx(8192 * 16384 * 31.75 / 8)
+    gpt = activation_bytes_per_layer(**base, flash_attention=True)
+    assert float(gpt) == pytest.approx(8192 * 16384 * 34 / 8)
+    cp = activation_bytes_per_layer(
+        **base, flash_attention=True, ffn_hidden=53248, kv_ratio=8 / 128, gated=True, dropout=False, cp=16
+    )
+    assert float(cp) == pytest.approx(float(llama) / 16)
+
+
+def test_zero3_holds_the_gathered_layers():
+    z2 = _mem(tp=1, pp=1, dp=1024, zero_stage=2)
+    z3 = _mem(tp=1, pp=1, dp=1024, zero_stage=3)
+    layer = (70e9 - 2 * 128256 * 8192) / 80
+    # Weights drop to 1/dp, but two gathered layers (current + prefetched) stay whole.
+    assert float(z3.weights_bytes) == pytest.approx(2 * 70e9 / 1024 + 2 * 2 * layer, rel=1e-9)
+    assert float(z3.weights_bytes) < float(z2.weights_bytes)
