@@ -32,9 +32,9 @@ def test_examples_load(example):
     loaded = load_spec(example)
     par = loaded.spec.workload.parallelism
     if loaded.spec.searched:  # parallelism: auto
-        assert par.searched == ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+        assert par.searched == ("tp", "cp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
     else:
-        assert par.tp * par.pp * par.dp == loaded.spec.num_gpus
+        assert par.tp * par.cp * par.pp * par.dp == loaded.spec.num_gpus
 
 
 def test_scientific_notation_without_dot_is_a_number(tmp_path):

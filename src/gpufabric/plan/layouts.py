@@ -5,7 +5,7 @@ and recomputation. The search space (``parallelism: auto`` or any field ``auto``
 
 - tp: powers of two up to the NVLink domain (the catalog's ``nvlink_domain``: 72 GPUs in a
   GB200 NVL72 rack of 4-GPU trays, else gpus_per_node) that divide the heads;
-- cp (only when ``cp: auto``): powers of two that divide the sequence and leave each rank at
+- cp: powers of two that divide the sequence and leave each rank at
   least ``MIN_CP_TOKENS`` of it (ring attention hides its key/value passes behind the
   attention of a chunk only when chunks are long);
 - pp: powers of two with pp x virtual_stages <= layers;
@@ -31,7 +31,7 @@ MICROBATCH_SIZES = (1, 2, 4, 8)
 VIRTUAL_STAGES = (1, 2, 4, 8)
 #: Shortest sequence slice per context-parallel rank the search considers [U, estimate:
 #: Megatron's and NeMo's long-context recipes keep 4k-16k tokens per CP rank].
-MIN_CP_TOKENS = 2048
+MIN_CP_TOKENS = 4096
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -38,12 +38,13 @@ ENVELOPE_MFU = 0.10
 CHUNK_ROWS = 65_536
 #: Step-time parts compared to say why the runner-up is slower.
 _PARTS = (
-    ("compute_s", "compute (recomputation)"),
+    ("compute_s", "compute (recomputation, GEMM efficiency)"),
     ("bubble_s", "pipeline bubble"),
     ("tp_exposed_s", "tensor-parallel comm"),
     ("dp_exposed_s", "data-parallel comm"),
     ("pp_exposed_s", "pipeline comm"),
     ("ep_exposed_s", "expert all-to-all"),
+    ("cp_exposed_s", "context-parallel ring"),
 )
 
 

@@ -323,8 +323,8 @@ class Workload(SpecModel):
         if isinstance(data, dict) and data.get("parallelism") == AUTO:
             data = dict(data)
             data["parallelism"] = {
-                k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
-            }  # cp stays 1: context parallelism is searched only when asked for (cp: auto)
+                k: AUTO for k in ("tp", "cp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+            }
             data.setdefault("recompute", AUTO)
         return data
 
