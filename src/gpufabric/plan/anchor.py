@@ -32,8 +32,8 @@ from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
 from gpufabric.plan.evaluate import evaluate_table
-from gpufabric.plan.layouts import Layout, spec_layout
-from gpufabric.plan.table import Design, _peak, build_table, workload_scalars
+from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
+from gpufabric.plan.table import Design, _peak, build_table, nvlink_domain, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
 
 
@@ -288,7 +288,11 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
         # the record (every layout gets its own value, layout_efficiencies).
-        at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0]) if not spec.searched else 0.0
+        if spec.searched:  # no one layout: the median over the layouts the search will consider
+            domain = nvlink_domain(spec, catalog.gpu(spec.cluster.gpu))
+            at_spec = float(np.median(model_efficiency(spec, catalog, enumerate_layouts(spec, domain))))
+        else:
+            at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0])
         return replace(
             anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec, step_s=None),
             kind="model",
