@@ -294,9 +294,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     act = tokens_mb * t.hidden * t.act_bytes / cp  # one context-parallel rank's slice
     layers_stage = t.layers / pp
     # Megatron rank order tp, cp, dp, pp. Gradients reduce over dp x cp (cp ranks hold the
-    # same weights); g // (tp cp) of those ranks share a node, the cp ranks tp apart.
+    # same weights), tp apart: dom // tp of them share an NVLink domain (a node, or an NVL72
+    # rack whose trays' NICs then act as one node's), the rest cross the fabric.
     dpc = dp * cp
-    g_dp = np.maximum(1, np.minimum(dpc, np.floor(g / tp)))
+    dom = t.nvl_domain
+    g_dp = np.maximum(1, np.minimum(dpc, np.floor(dom / tp)))
     n_dp = np.ceil(dpc / g_dp)
     hops_dp = switch_hops(n_dp, size)
     ranks_leaf = size.nodes_per_leaf * g
@@ -324,7 +326,6 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
 
     # A group inside the NVLink domain (a node, or an NVL72 rack of trays) runs on NVLink
     # as one node of that many GPUs; beyond it, over the NICs.
-    dom = t.nvl_domain
     tp_in = tp <= dom
     tp_nodes = np.where(tp_in, 1.0, np.maximum(1, np.ceil(tp / g)))
     tp_g = np.where(tp_in, tp, np.minimum(tp, g))
@@ -338,7 +339,17 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
 
     hops_pp = switch_hops(np.minimum(N, 2 * np.ceil(N / pp)), size)
     links_pp = _links(t, hops_pp, np.ones_like(N), ranks_leaf)
-    t_pp1, _, _ = _coll("send_recv", act / tp, np.full_like(N, 2.0), np.ones_like(N), links_pp, det, pp > 1)
+    # Stage neighbours are tp x cp x dp ranks apart: inside one NVLink domain while that fits.
+    pp_in = tp * cp * dp < dom
+    t_pp1, _, _ = _coll(
+        "send_recv",
+        act / tp,
+        np.where(pp_in, 1.0, 2.0),
+        np.where(pp_in, 2.0, 1.0),
+        links_pp,
+        det,
+        pp > 1,
+    )
     pp_exp = 2 * (pp - 1) * t_pp1
 
     g_ep = np.where(tp * cp * ep <= dom, ep, np.maximum(1, np.minimum(ep, g_dp)))
