@@ -36,11 +36,12 @@ from typing import Any
 import numpy as np
 
 #: Best large-GEMM efficiency (achieved / dense peak) by generation and precision.
-#: [S] A100 bf16: ~270 of 312 TFLOP/s for large square cuBLAS GEMMs (NVIDIA cuBLAS 12.0
-#: blog, developer.nvidia.com/blog/new-cublas-12-0-features-and-matrix-multiplication-
-#: performance-on-nvidia-hopper-gpus, 2023); H100 bf16 ~750 of 989 (same blog's H100/A100
-#: speed-ups); H100 fp8 1,600-1,630 of 1,979 for 8192^3 cuBLASLt E4M3 (public cross-check
-#: report reports_cublaslt_fp8_crosscheck_20260524.md, gitea.d-robotics.cc, 2026-05);
+#: [S] H100 fp8: 1,600-1,630 of 1,979 TFLOP/s for 8192^3 cuBLASLt E4M3 GEMMs (public
+#: cross-check report reports_cublaslt_fp8_crosscheck_20260524.md, gitea.d-robotics.cc,
+#: 2026-05). [U] A100 bf16 ~270 of 312 and H100 bf16 ~750 of 989 for large cuBLAS GEMMs:
+#: public GEMM benchmark posts as commonly quoted (NVIDIA's cuBLAS 12.0 Hopper blog,
+#: developer.nvidia.com/blog/new-cublas-12-0-features-and-matrix-multiplication-performance-
+#: on-nvidia-hopper-gpus, 2023, shows the H100/A100 ratios), not re-measured here.
 #: Blackwell [U, estimate]: the Hopper fractions (no public per-shape table found).
 GEMM_EFFICIENCY = {
     "ampere": {"bf16": 0.87, "fp16": 0.87, "fp8": 0.87, "fp32": 0.80},
