@@ -4,6 +4,8 @@ anchors at their own batch, ZeRO-3 per microbatch, and the search's efficiency e
 from __future__ import annotations
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from gpufabric.catalog import load_catalog
 from gpufabric.errors import InputError
@@ -248,3 +250,38 @@ def test_search_beyond_the_anchor_says_so():
     assert best.mfu < 0.57
     if best.mfu > 0.42 * 1.10 or best.layout.tp != 8:
         assert "outside the anchor's envelope" in best.layout_note
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    cp=st.sampled_from([1, 2, 4]),
+    pp=st.sampled_from([1, 2, 4]),
+    mbs=st.sampled_from([1, 2]),
+    gpu=st.sampled_from(["a100-sxm", "h100-sxm", "b200", "gb200"]),
+    precision=st.sampled_from(["bf16", "fp8"]),
+)
+def test_no_layout_beats_its_ceilings(tp, cp, pp, mbs, gpu, precision):
+    """Without a figure: the compute efficiency stays under the generation's GEMM ceiling,
+    and the end-to-end 6PT MFU under the compute efficiency (6PT <= executed FLOPs, step >= compute)."""
+    from gpufabric.model import efficiency as eff
+
+    gpn = 4 if gpu == "gb200" else 8
+    gpus = 64
+    assume(tp * cp * pp <= gpus)
+    dp = gpus // (tp * cp * pp)
+    spec = _spec(
+        nodes=gpus // gpn,
+        gpu=gpu,
+        gpn=gpn,
+        model=dict(LLAMA_70B, layers=16, params=70.6e9 * 16 / 80),
+        par={"tp": tp, "cp": cp, "pp": pp, "dp": dp, "microbatch_size": mbs, "zero_stage": 1},
+        batch=dp * mbs * 4 * 8192,
+        precision=precision,
+    )
+    if gpu == "a100-sxm":  # a PCIe Gen4 server feeds 200G NICs
+        spec = spec.model_copy(update={"options": spec.options.model_copy(update={"fabrics": ["ib-hdr"]})})
+    cand = evaluate_candidates(spec, CAT)[0]
+    ceiling = eff.GEMM_EFFICIENCY[eff.generation_of(gpu)][precision]
+    assert 0 < cand.compute_efficiency <= ceiling
+    assert 0 < cand.mfu <= cand.compute_efficiency + 1e-9
