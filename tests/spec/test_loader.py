@@ -67,10 +67,15 @@ def test_tp_across_nodes_needs_opt_in(tmp_path):
     from gpufabric.errors import InputError
     from gpufabric.plan import make_plan
 
+    from gpufabric.plan.capacity import check_options
+
     text = GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 16, pp: 1, dp: 1")
-    spec = load_spec(write(tmp_path, text)).spec
+    loaded = load_spec(write(tmp_path, text))
     with pytest.raises(InputError, match="allow_cross_node_tp"):
-        make_plan(spec, load_catalog())
+        make_plan(loaded.spec, load_catalog())
+    # The CLI checks it located: file, line and field of tp.
+    with pytest.raises(SpecError, match=r"spec\.yaml:\d+.*workload\.parallelism\.tp.*NVLink domain of 8"):
+        check_options(loaded.spec, load_catalog(), loaded.located)
     allowed = text.replace("dp: 1}", "dp: 1, allow_cross_node_tp: true}")
     assert load_spec(write(tmp_path, allowed)).spec.workload.parallelism.tp == 16
 

@@ -16,9 +16,9 @@ from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor
 from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
-from gpufabric.plan.layouts import Layout, check_nvlink_domain
+from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
-from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, nvlink_domain, scale_table
+from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
 
@@ -243,8 +243,7 @@ def prepare(spec: Spec, catalog: Catalog) -> Prepared:
     """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
     from gpufabric.plan.capacity import check_options
 
-    check_options(spec, catalog)
-    check_nvlink_domain(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
+    check_options(spec, catalog)  # also tp against the NVLink domain
     anchor = solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(

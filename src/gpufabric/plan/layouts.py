@@ -25,6 +25,7 @@ from typing import cast
 
 from gpufabric.errors import InputError
 from gpufabric.model.flops import RECOMPUTE
+from gpufabric.spec.loader import Located
 from gpufabric.spec.models import AUTO, Spec
 
 MICROBATCH_SIZES = (1, 2, 4, 8)
@@ -99,19 +100,24 @@ def spec_layout(spec: Spec) -> Layout:
     )
 
 
-def check_nvlink_domain(spec: Spec, domain: int) -> None:
+def check_nvlink_domain(spec: Spec, domain: int, located: Located | None = None) -> None:
     """A fixed tp must fit in the NVLink domain unless the spec allows TP across it.
 
     Raises:
-        InputError: tp exceeds the domain (``domain``: plan.table.nvlink_domain).
+        SpecError: tp exceeds the domain (``domain``: plan.table.nvlink_domain), located in
+            the spec file when ``located`` is given; InputError without.
     """
     par = spec.workload.parallelism
-    if par.tp != AUTO and _fixed(par.tp) > domain and not par.allow_cross_node_tp:
-        raise InputError(
-            f"workload.parallelism.tp = {par.tp} exceeds the NVLink domain of {domain} GPUs"
-            f" ({spec.cluster.gpu}, {spec.cluster.gpus_per_node} per node); reduce tp or set"
-            " workload.parallelism.allow_cross_node_tp: true"
-        )
+    if par.tp == AUTO or _fixed(par.tp) <= domain or par.allow_cross_node_tp:
+        return
+    message = (
+        f"tp = {par.tp} exceeds the NVLink domain of {domain} GPUs"
+        f" ({spec.cluster.gpu}, {spec.cluster.gpus_per_node} per node)"
+    )
+    fix = "reduce tp or set workload.parallelism.allow_cross_node_tp: true"
+    if located is not None:
+        raise located.error(("workload", "parallelism", "tp"), message, fix)
+    raise InputError(f"workload.parallelism.{message}; {fix}")
 
 
 def heads_of(spec: Spec) -> int:
