@@ -136,6 +136,9 @@ class Gpu(Entry):
     """Price of one server with its GPUs, without the scale-out NICs, USD."""
     gpus_per_node: int = Field(8, gt=0)
     """GPUs in the server that node_usd and node_power_kw describe."""
+    generation: Literal["ampere", "ada", "hopper", "blackwell"] | None = None
+    """GPU architecture generation: which published kernel efficiencies apply (model/efficiency.py);
+    None: looked up by the entry's id there (Hopper when unknown)."""
     nvlink_domain: int | None = Field(None, gt=0, le=1024)
     """GPUs joined by one NVLink/NVSwitch domain; None: the server's gpus_per_node (HGX). A GB200 NVL72
     rack joins 72 GPUs in 18 trays of 4: tensor and expert parallelism may span trays inside it."""

@@ -90,9 +90,10 @@ GENERATION = {
 }
 
 
-def generation_of(gpu_id: str) -> str:
-    """The GPU generation of a catalog id (``GENERATION``; Hopper when unknown)."""
-    return GENERATION.get(gpu_id, "hopper")
+def generation_of(gpu_id: str, declared: str | None = None) -> str:
+    """The GPU generation: the catalog entry's ``generation`` when it declares one, else by id
+    (``GENERATION``; Hopper when unknown)."""
+    return declared or GENERATION.get(gpu_id, "hopper")
 
 
 def _gemm_time(M: Any, N: Any, K: Any, *, peak: Any, e_max: Any, hbm: Any, fp8: Any, sms: Any) -> np.ndarray:

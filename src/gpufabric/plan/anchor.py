@@ -177,7 +177,7 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
     m = w.model
     sc = workload_scalars(spec, catalog)
     gpu = catalog.gpu(spec.cluster.gpu)
-    gen = eff_model.generation_of(spec.cluster.gpu)
+    gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
     col = {k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in ("tp", "cp", "microbatch_size")}
     rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
     per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
