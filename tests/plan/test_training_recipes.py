@@ -119,7 +119,11 @@ def test_tp_beyond_the_nvlink_domain_is_refused_unless_allowed():
     with pytest.raises(InputError, match="exceeds the NVLink domain of 8 GPUs"):
         make_plan(spec, CAT)
     ok = _spec(nodes=8, gpu="gb200", gpn=4, model=LLAMA_70B, par={"tp": 16, "pp": 1, "dp": 2}, batch=65536)
-    assert evaluate_candidates(ok, CAT)  # 16 of the rack's 72 GPUs: inside the domain
+    assert evaluate_candidates(ok, CAT)  # 32 GPUs of one rack: inside the domain
+    # Two racks (144 GPUs): groups of 16 do not tile 72, so some would straddle the racks.
+    two = _spec(nodes=36, gpu="gb200", gpn=4, model=LLAMA_70B, par={"tp": 16, "pp": 1, "dp": 9}, batch=9 * 8192 * 4)
+    with pytest.raises(InputError, match="does not tile"):
+        make_plan(two, CAT)
 
 
 def test_context_parallelism_divides_activations_and_costs_ring_traffic():

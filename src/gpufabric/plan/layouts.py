@@ -108,12 +108,14 @@ def check_nvlink_domain(spec: Spec, domain: int, located: Located | None = None)
             the spec file when ``located`` is given; InputError without.
     """
     par = spec.workload.parallelism
-    if par.tp == AUTO or _fixed(par.tp) <= domain or par.allow_cross_node_tp:
+    if par.tp == AUTO or par.allow_cross_node_tp:
         return
-    message = (
-        f"tp = {par.tp} exceeds the NVLink domain of {domain} GPUs"
-        f" ({spec.cluster.gpu}, {spec.cluster.gpus_per_node} per node)"
-    )
+    tp = _fixed(par.tp)
+    tiles = domain % tp == 0 or spec.num_gpus <= domain
+    if tp <= domain and tiles:
+        return
+    what = "exceeds" if tp > domain else "does not tile (some groups would straddle two domains)"
+    message = f"tp = {tp} {what} the NVLink domain of {domain} GPUs ({spec.cluster.gpu}, {spec.cluster.gpus_per_node} per node)"
     fix = "reduce tp or set workload.parallelism.allow_cross_node_tp: true"
     if located is not None:
         raise located.error(("workload", "parallelism", "tp"), message, fix)
@@ -138,7 +140,8 @@ def enumerate_layouts(spec: Spec, nvlink_domain: int | None = None) -> list[Layo
     dom = nvlink_domain or spec.cluster.gpus_per_node
     seqs = w.global_batch_tokens // w.model.seq_len
     heads = heads_of(spec)
-    tps = _choices(par.tp, [t for t in _pow2_upto(dom) if heads % t == 0])
+    # A TP group must tile the NVLink domain (72 = 9 x 8: TP 16 would straddle two racks).
+    tps = _choices(par.tp, [t for t in _pow2_upto(dom) if heads % t == 0 and (dom % t == 0 or G <= dom)])
     s = w.model.seq_len
     cps = _choices(par.cp, [c for c in _pow2_upto(max(1, s // MIN_CP_TOKENS)) if s % c == 0])
     pps = _choices(par.pp, _pow2_upto(w.model.layers))
