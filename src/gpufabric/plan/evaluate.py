@@ -327,7 +327,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # A group inside the NVLink domain (a node, or an NVL72 rack of trays) runs on NVLink
     # as one node of that many GPUs; beyond it, over the NICs.
     # (a group that does not tile the domain, 16 of an NVL72 rack's 72, straddles two racks)
-    tp_in = (tp <= dom) & ((np.mod(dom, tp) == 0) | (G <= dom))
+    tp_in = (tp <= dom) & ((np.mod(dom, tp) == 0) | (dom >= G))
     tp_nodes = np.where(tp_in, 1.0, np.maximum(1, np.ceil(tp / g)))
     tp_g = np.where(tp_in, tp, np.minimum(tp, g))
     links_tp = _links(t, np.ones_like(N), tp_g, ranks_leaf)

@@ -141,7 +141,7 @@ def enumerate_layouts(spec: Spec, nvlink_domain: int | None = None) -> list[Layo
     seqs = w.global_batch_tokens // w.model.seq_len
     heads = heads_of(spec)
     # A TP group must tile the NVLink domain (72 = 9 x 8: TP 16 would straddle two racks).
-    tps = _choices(par.tp, [t for t in _pow2_upto(dom) if heads % t == 0 and (dom % t == 0 or G <= dom)])
+    tps = _choices(par.tp, [t for t in _pow2_upto(dom) if heads % t == 0 and (dom % t == 0 or dom >= G)])
     s = w.model.seq_len
     cps = _choices(par.cp, [c for c in _pow2_upto(max(1, s // MIN_CP_TOKENS)) if s % c == 0])
     pps = _choices(par.pp, _pow2_upto(w.model.layers))
