@@ -222,3 +222,66 @@ def test_zero3_holds_the_gathered_layers():
     # Weights drop to 1/dp, but two gathered layers (current + prefetched) stay whole.
     assert float(z3.weights_bytes) == pytest.approx(2 * 70e9 / 1024 + 2 * 2 * layer, rel=1e-9)
     assert float(z3.weights_bytes) < float(z2.weights_bytes)
+
+
+# Korthikanti et al. 2022 (arXiv:2205.05198) Figure 1: per-GPU memory (GiB) of parameters +
+# optimizer and of activations, without (none) and with sequence parallelism + selective
+# recomputation (seqsel), on A100 80GB; values and layouts as Calculon's validation
+# (calculon-ai/calculon calculon/llm/validation.py and validation/seqsel/fig1/*.json [S]).
+# (name, L, h, a, tp, pp, v, batch, microbatch, (par_opt, act none, act seqsel))
+KORTHIKANTI_FIG1 = [
+    ("22B", 48, 6144, 64, 8, 1, 1, 4, 4, (45.5625, 59.25, 9.5625)),
+    ("175B", 96, 12288, 96, 8, 8, 3, 64, 1, (45.5625, 66.84375, 12.3515625)),
+    ("530B", 105, 20480, 128, 8, 35, 3, 280, 1, (31.640625, 114.0234375, 23.076171875)),
+    ("1T", 128, 25600, 160, 8, 64, 1, 512, 1, (32.958984375, 131.25, 26.5625)),
+]
+
+
+@pytest.mark.parametrize("row", KORTHIKANTI_FIG1, ids=lambda r: r[0])
+def test_korthikanti_figure1_memory(row):
+    _, L, h, a, tp, pp, v, batch, mbs, (par_opt, act_none, act_seqsel) = row
+    params = 12 * L * h * h + 2 * 51200 * h
+    kw = dict(
+        dense_params=params,
+        expert_params=0,
+        layers=L,
+        hidden=h,
+        heads=a,
+        seq_len=2048,
+        vocab=51200,
+        tp=tp,
+        pp=pp,
+        dp=1,
+        ep=1,
+        zero_stage=0,
+        microbatch_size=mbs,
+        microbatches=batch // mbs,
+        virtual_stages=v,
+        flash_attention=False,
+        hbm_gib=80,
+        reserve_gib=0,
+        dropout=True,
+        bytes_per_param=MAIN_GRAD_BYTES["bf16"],
+    )
+    none = per_gpu_memory(**kw, sequence_parallel=False, recompute=0)
+    seqsel = per_gpu_memory(**kw, sequence_parallel=True, recompute=1)
+    gib = 2.0**30
+    # The figure spreads the layers' 12 L h^2 parameters evenly (18 B each, fp32 main
+    # grads); Megatron's first stage also holds the input embedding, up to 9% more here.
+    even = model_state_bytes(
+        dense_params=12 * L * h * h,
+        expert_params=0,
+        tp=tp,
+        pp=pp,
+        dp=1,
+        ep=1,
+        zero_stage=0,
+        bytes_per_param=MAIN_GRAD_BYTES["bf16"],
+    )
+    assert float(sum(even)) / gib == pytest.approx(par_opt, rel=0.01)
+    first = float(none.weights_bytes + none.grads_bytes + none.optimizer_bytes) / gib
+    assert par_opt * 0.99 <= first <= par_opt * 1.12
+    # Activations of the busiest stage: the interleaved warm-up count (v = 3) and its cap;
+    # with one stage the fp32 logits come on top (0.2 GiB for 22B), which the figure leaves out.
+    assert float(none.activations_bytes) / gib == pytest.approx(act_none, rel=0.02)
+    assert float(seqsel.activations_bytes) / gib == pytest.approx(act_seqsel, rel=0.025)
