@@ -57,9 +57,10 @@ class Row:
     tp: int
     pp: int
     dp: int
-    tflops: float  # published TFLOP/s per GPU (MFU x peak where a MFU was published)
     convention: str  # megatron | 6pt
     counts_recompute: bool  # the figure's FLOPs include the recomputation (hardware FLOPs)
+    tflops: float = 0.0  # published TFLOP/s per GPU (MFU x peak where a MFU was published)
+    step_s: float | None = None  # published iteration time, where the source gives it instead
     cp: int = 1
     kv_heads: int | None = None
     ffn_hidden: int | None = None
@@ -246,9 +247,11 @@ NARAYANAN = [
     ),
 ]
 
-# Korthikanti et al. 2022 (arXiv:2205.05198) Tables 3 and 5: the same GPT family on Selene
-# with sequence parallelism and selective recomputation; model FLOPs utilisation (eq. 3
-# without recomputation) against the A100's 312 TFLOP/s.
+# Korthikanti et al. 2022 (arXiv:2205.05198) Tables 3 and 5: the same GPT family on Selene,
+# iteration times with full recomputation and with sequence parallelism + selective
+# recomputation. Microbatch and interleaving as Calculon's validation configs
+# (calculon-ai/calculon validation/seqsel/tab5/*.json [S]): 22B one microbatch of 4, 175B
+# and 530B 3 virtual stages.
 _K = dict(
     table="Korthikanti 2022 Table 5",
     gpu="a100-sxm",
@@ -256,67 +259,26 @@ _K = dict(
     seq_len=2048,
     convention="megatron",
     counts_recompute=False,
-    recompute="selective",
-    sequence_parallel=True,
     flash_attention=False,
 )
+_K22 = dict(params=_gpt(48, 6144), layers=48, hidden=6144, heads=64, batch_seqs=4, microbatch_size=4, tp=8, pp=1, dp=1)
+_K175 = dict(
+    params=_gpt(96, 12288), layers=96, hidden=12288, heads=96, batch_seqs=64, tp=8, pp=8, dp=1, virtual_stages=3
+)
+_K530 = dict(
+    params=_gpt(105, 20480), layers=105, hidden=20480, heads=128, batch_seqs=280, tp=8, pp=35, dp=1, virtual_stages=3
+)
+_K1T = dict(params=_gpt(128, 25600), layers=128, hidden=25600, heads=160, batch_seqs=512, tp=8, pp=64, dp=1)
+_SEQSEL = dict(recompute="selective", sequence_parallel=True)
 KORTHIKANTI = [
-    Row(
-        name="22B",
-        split="held-out",
-        params=_gpt(48, 6144),
-        layers=48,
-        hidden=6144,
-        heads=64,
-        batch_seqs=4,
-        tp=8,
-        pp=1,
-        dp=1,
-        tflops=0.415 * 312,
-        **_K,
-    ),
-    Row(
-        name="175B",
-        split="held-out",
-        params=_gpt(96, 12288),
-        layers=96,
-        hidden=12288,
-        heads=96,
-        batch_seqs=64,
-        tp=8,
-        pp=8,
-        dp=1,
-        tflops=0.514 * 312,
-        **_K,
-    ),
-    Row(
-        name="530B",
-        split="held-out",
-        params=_gpt(105, 20480),
-        layers=105,
-        hidden=20480,
-        heads=128,
-        batch_seqs=280,
-        tp=8,
-        pp=35,
-        dp=1,
-        tflops=0.560 * 312,
-        **_K,
-    ),
-    Row(
-        name="1T",
-        split="held-out",
-        params=_gpt(128, 25600),
-        layers=128,
-        hidden=25600,
-        heads=160,
-        batch_seqs=512,
-        tp=8,
-        pp=64,
-        dp=1,
-        tflops=0.563 * 312,
-        **_K,
-    ),
+    Row(name="22B full", split="held-out", step_s=1.42, **_K22, **_K),
+    Row(name="22B seq+sel", split="held-out", step_s=1.10, **_K22, **_K, **_SEQSEL),
+    Row(name="175B full", split="held-out", step_s=18.13, **_K175, **_K),
+    Row(name="175B seq+sel", split="held-out", step_s=13.75, **_K175, **_K, **_SEQSEL),
+    Row(name="530B full", split="held-out", step_s=49.05, **_K530, **_K),
+    Row(name="530B seq+sel", split="held-out", step_s=37.83, **_K530, **_K, **_SEQSEL),
+    Row(name="1T full", split="held-out", step_s=94.42, **_K1T, **_K),
+    Row(name="1T seq+sel", split="held-out", step_s=71.49, **_K1T, **_K, **_SEQSEL),
 ]
 
 # Dubey et al. 2024, "The Llama 3 Herd of Models" (arXiv:2407.21783), Table 4: Llama 3 405B
@@ -430,12 +392,23 @@ def _flops_per_token(row: Row, *, convention: str, recompute: str) -> float:
 
 
 def published_step_s(row: Row) -> float:
-    """The step time the published figure implies, in the row's own convention."""
+    """The step time the published figure implies, in the row's own convention (or as published)."""
+    if row.step_s is not None:
+        return row.step_s
     rc = row.recompute if row.counts_recompute else "none"
     f = _flops_per_token(row, convention=row.convention, recompute=rc)
     if row.convention == "megatron":  # the attention term the figure leaves out (causal counting)
         f -= (1.0 - row.attention_counted) * 12.0 * row.layers * row.hidden * row.seq_len
     return f * row.batch_tokens / (row.gpus * row.tflops * 1e12)
+
+
+def published_tflops(row: Row) -> float:
+    """The published throughput in the row's convention (from its iteration time where given)."""
+    if row.step_s is None:
+        return row.tflops
+    rc = row.recompute if row.counts_recompute else "none"
+    f = _flops_per_token(row, convention=row.convention, recompute=rc)
+    return f * row.batch_tokens / (row.gpus * row.step_s * 1e12)
 
 
 def tool_tflops(row: Row) -> float:
@@ -460,7 +433,9 @@ def anchor_for(row: Row) -> Row | None:
     """The row's anchor: the nearest other row of the same table and model (the previous one;
     the first takes the next); None when the table has no other row of the model
     (``measured_at`` names a layout of the spec's own model)."""
-    same = [r for r in ROWS if r.table == row.table and r.params == row.params]
+    model = [r for r in ROWS if r.table == row.table and r.params == row.params]
+    same = [r for r in model if r.seq_len == row.seq_len]
+    same = same if len(same) > 1 else model  # the same sequence where the table has it
     if len(same) < 2:
         return None
     i = same.index(row)
@@ -552,7 +527,7 @@ def render(catalog: Catalog) -> str:
         cp = f" cp{row.cp}" if row.cp > 1 else ""
         lay = f"tp{row.tp}{cp} pp{row.pp} dp{row.dp}, {row.seq_len:,} x {row.batch_seqs:,}, recompute {row.recompute}"
         lines.append(
-            f"| {row.table} | {row.name} | {row.split} | {row.gpus:,} | {lay} | {row.tflops:.0f} |"
+            f"| {row.table} | {row.name} | {row.split} | {row.gpus:,} | {lay} | {published_tflops(row):.0f} |"
             f" {r.model_pct:+.1f}% | {'-' if r.anchored_pct is None else f'{r.anchored_pct:+.1f}%'} |"
             f" {'-' if r.anchor is None else r.anchor.name} |"
         )
