@@ -190,7 +190,7 @@ def in_flight_chunks(pp: Any, microbatches: Any, virtual_stages: Any, *, last: b
     p, m, v = (np.asarray(x, dtype=float) for x in (pp, microbatches, virtual_stages))
     warm = (v - 1.0) * p + (0.0 if last else 2.0 * (p - 1.0)) + 1.0
     interleaved = np.minimum(m * v, warm)
-    plain = np.minimum(1.0 if last else p, m) + 0.0 * p
+    plain = np.minimum(1.0 if last else p, m) + 0.0 * p  # (+ 0 p: the shape of p for scalar m)
     return np.where(v > 1, interleaved, plain)
 
 

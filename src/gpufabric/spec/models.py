@@ -47,9 +47,9 @@ class Cluster(SpecModel):
     nodes: int = Field(gt=0, le=MAX_RANKS)
     """Number of GPU servers (nodes) in the training job."""
     gpus_per_node: int = Field(8, gt=0, le=1024)
-    """GPUs per node, all joined by the node's NVLink/NVSwitch domain."""
+    """GPUs per node (a server, or a compute tray: 4 in a GB200 NVL72 rack); the NVLink domain may span nodes (catalog nvlink_domain)."""
     gpu: CatalogId = "h100-sxm"
-    """GPU model id from the catalog (for example a100-sxm, h100-sxm, h200, b200, l40s)."""
+    """GPU model id from the catalog (for example a100-sxm, h100-sxm, h200, b200, b300, gb200, gb300, l40s)."""
 
 
 class ModelShape(SpecModel):
