@@ -289,3 +289,12 @@ def test_no_layout_beats_its_ceilings(tp, cp, pp, mbs, gpu, precision):
     ceiling = eff.GEMM_EFFICIENCY[eff.generation_of(gpu)][precision]
     assert 0 < cand.compute_efficiency <= ceiling
     assert 0 < cand.mfu <= cand.compute_efficiency + 1e-9
+
+
+def test_kv_heads_must_divide_the_heads():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="not a multiple of kv_heads = 3"):
+        _spec(nodes=1, model=dict(LLAMA_70B, kv_heads=3), par={"tp": 8, "pp": 1, "dp": 1}, batch=8192)
+    with pytest.raises(ValidationError, match=r"heads = 64 \(hidden / 128\)"):
+        _spec(nodes=1, model={**LLAMA_70B, "heads": None, "kv_heads": 128}, par={"tp": 8, "pp": 1, "dp": 1}, batch=8192)

@@ -96,8 +96,12 @@ class ModelShape(SpecModel):
             raise ValueError(f"expert_params = {self.expert_params:g} must be below params = {self.params:g}")
         if self.active_params is not None and self.active_params > self.params:
             raise ValueError(f"active_params = {self.active_params:g} exceeds params = {self.params:g}")
-        if self.heads is not None and self.kv_heads is not None and self.heads % self.kv_heads:
-            raise ValueError(f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads} (GQA groups)")
+        heads = self.heads or max(1, self.hidden // 128)  # the planner's default (plan.layouts.heads_of)
+        if self.kv_heads is not None and heads % self.kv_heads:
+            raise ValueError(
+                f"heads = {heads}{'' if self.heads else ' (hidden / 128)'} is not a multiple of"
+                f" kv_heads = {self.kv_heads} (GQA groups)"
+            )
         return self
 
 
@@ -209,7 +213,7 @@ class MeasuredAt(SpecModel):
     """Pipeline-parallel degree of the measurement."""
     dp: int = Field(gt=0)
     """Data-parallel degree of the measurement (tp x cp x pp x dp = gpus)."""
-    cp: int = Field(1, gt=0)
+    cp: int = Field(1, gt=0, le=MAX_RANKS)
     """Context-parallel degree of the measurement."""
     global_batch_tokens: int | None = Field(None, gt=0, le=int(MAX_TOKENS))
     """Tokens per step of the measurement; defaults to the spec's workload.global_batch_tokens."""
