@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -129,3 +130,13 @@ def test_every_catalog_gpu_has_a_generation_with_constants():
         assert gen in eff.GEMM_EFFICIENCY and gen in eff.ATTENTION_EFFICIENCY and gen in eff.SMS, gid
         assert all(0 < v <= 1 for v in eff.GEMM_EFFICIENCY[gen].values())
     assert np.isclose(eff.FRAMEWORK_EFFICIENCY, 0.78)
+
+
+def test_many_small_experts_run_slower_gemms():
+    """MoE: the MLP GEMMs of each local expert see top_k x ep / experts of the tokens; with
+    many experts and little expert parallelism they are thin and lose efficiency."""
+    dense = _layer(tp=1, seq_len=4096)
+    few = _layer(tp=1, seq_len=4096, expert_tokens=2 * 4 / 8, local_experts=2)  # Mixtral-like: top 2, ep 4
+    many = _layer(tp=1, seq_len=4096, expert_tokens=8 * 1 / 256, local_experts=256)  # 256 experts, ep 1
+    assert few == pytest.approx(dense, rel=0.01)  # each expert sees M tokens: dense-like GEMMs
+    assert many < 0.9 * dense

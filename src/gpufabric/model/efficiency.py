@@ -128,12 +128,17 @@ def layer_efficiency(
     sms: Any = SMS["hopper"],
     heads: Any = None,
     flash_attention: Any = True,
+    expert_tokens: Any = 1.0,
+    local_experts: Any = 1.0,
 ) -> np.ndarray:
     """Compute efficiency (executed FLOPs / (peak x compute time)) of one layer (module docstring).
 
     ``layer_params``: the layer's active parameters (its GEMM FLOPs: 6 per token each,
     forward and backward); ``activation_bytes``: what the layer stores for one microbatch on
     one GPU without recomputation (model.memory). ``recompute`` 0/1/2 as model.flops.
+    ``expert_tokens``: tokens each local expert's GEMMs see per microbatch token (MoE:
+    top_k x ep / experts, Megatron's grouped GEMM over the tokens the all-to-all brought; 1
+    for a dense MLP); ``local_experts``: how many experts each GPU runs (experts / ep).
     """
     h, f, g = (np.asarray(x, dtype=float) for x in (hidden, ffn_hidden, kv_ratio))
     t, c = np.asarray(tp, dtype=float), np.asarray(cp, dtype=float)
@@ -144,14 +149,19 @@ def layer_efficiency(
     fp8 = np.asarray(fp8, dtype=bool)
     gate = np.where(np.asarray(gated, dtype=bool), 2.0, 1.0)
     kw = dict(peak=peak, e_max=e, hbm=hbm, fp8=fp8, sms=np.asarray(sms, dtype=float))
-    shapes = (  # (N, K) of QKV, output projection, MLP in (gate + up), MLP out
-        (h * (1.0 + 2.0 * g) / t, h),
-        (h, h / t),
-        (f * gate / t, h),
-        (h, f / t),
+    Me = M * np.asarray(expert_tokens, dtype=float)
+    shapes = (  # (M, N, K) of QKV, output projection, MLP in (gate + up), MLP out
+        (M, h * (1.0 + 2.0 * g) / t, h),
+        (M, h, h / t),
+        (Me, f * gate / t, h),
+        (Me, h, f / t),
     )
-    shape_flops = sum(6.0 * M * n * k for n, k in shapes)
-    shape_time = sum(_gemm_time(M, n, k, **kw) for n, k in shapes)
+    # Time per FLOP of the layer's GEMMs, each weighted by its share of the GPU's work
+    # (the MLP GEMMs once per local expert).
+    le = np.asarray(local_experts, dtype=float)
+    count: tuple[Any, ...] = (1.0, 1.0, le, le)
+    shape_flops = sum(c * 6.0 * m * n * k for c, (m, n, k) in zip(count, shapes, strict=True))
+    shape_time = sum(c * _gemm_time(m, n, k, **kw) for c, (m, n, k) in zip(count, shapes, strict=True))
     # The layer's real parameters (MoE, odd shapes) set the FLOPs; the four shapes set their speed.
     gemm_flops = 6.0 * M * np.asarray(layer_params, dtype=float) / t
     t_gemm = shape_time * gemm_flops / shape_flops

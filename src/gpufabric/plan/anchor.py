@@ -178,7 +178,12 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
     sc = workload_scalars(spec, catalog)
     gpu = catalog.gpu(spec.cluster.gpu)
     gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
-    col = {k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in ("tp", "cp", "microbatch_size")}
+    col = {
+        k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in ("tp", "cp", "microbatch_size", "ep")
+    }
+    # MoE: each GPU's experts (experts / ep of them) see top_k x ep / experts of the tokens each.
+    expert_tokens = m.top_k * col["ep"] / m.experts if m.experts > 1 else 1.0
+    local_experts = m.experts / col["ep"] if m.experts > 1 else 1.0
     rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
     per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
     act = activation_bytes_per_layer(
@@ -218,6 +223,8 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
             sms=eff_model.SMS[gen],
             heads=sc["heads"],
             flash_attention=w.flash_attention,
+            expert_tokens=expert_tokens,
+            local_experts=local_experts,
         ),
         dtype=float,
     )
