@@ -140,7 +140,7 @@ def test_sensitivity_reports_latency_effect():
 def test_moe_fat_tree_cross_node_tp_paths(tmp_path):
     text = (EXAMPLES / "roce-256gpu-8b.yaml").read_text()
     text = text.replace(
-        "parallelism: {tp: 1, pp: 1, dp: 256, zero_stage: 1}",
+        "parallelism: {tp: 1, pp: 1, dp: 256, zero_stage: 2}",
         "parallelism: {tp: 16, pp: 2, dp: 8, ep: 4, allow_cross_node_tp: true}",
     )
     text = text.replace("precision: bf16", "precision: fp8")

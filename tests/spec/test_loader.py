@@ -32,9 +32,9 @@ def test_examples_load(example):
     loaded = load_spec(example)
     par = loaded.spec.workload.parallelism
     if loaded.spec.searched:  # parallelism: auto
-        assert par.searched == ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+        assert par.searched == ("tp", "cp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
     else:
-        assert par.tp * par.pp * par.dp == loaded.spec.num_gpus
+        assert par.tp * par.cp * par.pp * par.dp == loaded.spec.num_gpus
 
 
 def test_scientific_notation_without_dot_is_a_number(tmp_path):
@@ -61,9 +61,21 @@ def test_product_mismatch_names_the_numbers(tmp_path):
 
 
 def test_tp_across_nodes_needs_opt_in(tmp_path):
+    """The NVLink domain is a catalog property (72 GPUs in a GB200 NVL72 rack), so the
+    planner checks tp against it: beyond the domain it is refused without the opt-in."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.errors import InputError
+    from gpufabric.plan import make_plan
+
+    from gpufabric.plan.capacity import check_options
+
     text = GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 16, pp: 1, dp: 1")
-    with pytest.raises(SpecError, match="allow_cross_node_tp"):
-        load_spec(write(tmp_path, text))
+    loaded = load_spec(write(tmp_path, text))
+    with pytest.raises(InputError, match="allow_cross_node_tp"):
+        make_plan(loaded.spec, load_catalog())
+    # The CLI checks it located: file, line and field of tp.
+    with pytest.raises(SpecError, match=r"spec\.yaml:\d+.*workload\.parallelism\.tp.*NVLink domain of 8"):
+        check_options(loaded.spec, load_catalog(), loaded.located)
     allowed = text.replace("dp: 1}", "dp: 1, allow_cross_node_tp: true}")
     assert load_spec(write(tmp_path, allowed)).spec.workload.parallelism.tp == 16
 

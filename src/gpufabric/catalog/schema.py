@@ -145,6 +145,17 @@ class Gpu(Entry):
     """Price of one server with its GPUs, without the scale-out NICs, USD."""
     gpus_per_node: int = Field(8, gt=0)
     """GPUs in the server that node_usd and node_power_kw describe."""
+    generation: Literal["ampere", "ada", "hopper", "blackwell"] | None = None
+    """GPU architecture generation: which published kernel efficiencies apply (model/efficiency.py);
+    None: looked up by the entry's id there (Hopper when unknown)."""
+    nvlink_domain: int | None = Field(None, gt=0, le=1024)
+    """GPUs joined by one NVLink/NVSwitch domain; None: the server's gpus_per_node (HGX). A GB200 NVL72
+    rack joins 72 GPUs in 18 trays of 4: tensor and expert parallelism may span trays inside it."""
+
+    @property
+    def nvlink_domain_gpus(self) -> int:
+        """GPUs of one NVLink domain (``nvlink_domain``, else the server's)."""
+        return self.nvlink_domain or self.gpus_per_node
     nic_pcie_gen: int = Field(5, ge=3, le=7)
     """PCIe generation of each scale-out NIC's host slot in this server."""
     nic_pcie_lanes: int = Field(16, gt=0, le=32)

@@ -85,6 +85,13 @@ def flops_per_token(
     return 3.0 * (fwd_layers + logit) + extra
 
 
+def attention_flops_per_token(*, layers: Any, hidden: Any, seq_len: Any, recompute: Any) -> np.ndarray:
+    """The attention-score part (QK^T and AV, 4 s h per layer forward) of the executed count:
+    forward, backward (2x) and what recomputation re-runs (both selective and full re-run it)."""
+    fwd = 4.0 * np.asarray(seq_len, dtype=float) * np.asarray(hidden, dtype=float) * np.asarray(layers, dtype=float)
+    return fwd * np.where(np.asarray(recompute) >= 1, 4.0, 3.0)
+
+
 def megatron_eq3_flops(*, batch: float, seq_len: float, layers: float, hidden: float, vocab: float) -> float:
     """Narayanan et al. SC'21 eq. 3 verbatim (full recomputation, GPT shapes), for tests."""
     B, s, L, h, V = batch, seq_len, layers, hidden, vocab

@@ -118,3 +118,33 @@ def exposed_dp_s(dp_time_s: object, compute_s: object, microbatches: object) -> 
     """DP reduction not hidden behind the last microbatch's backward (2/3 of its compute)."""
     window = DP_OVERLAP_EFFICIENCY * (2.0 / 3.0) * np.asarray(compute_s) / np.asarray(microbatches)
     return np.maximum(0.0, np.asarray(dp_time_s) - window)
+
+
+def zero3_dp_s(*, weights_allreduce_s: object, grads_allreduce_s: object, microbatches: object) -> np.ndarray:
+    """ZeRO 3 / FSDP data-parallel time per step: every microbatch all-gathers the weights for
+    its forward and again for its backward and reduce-scatters its gradients (PyTorch FSDP
+    without no_sync, torchtitan's default; Zhao et al. 2023, "PyTorch FSDP", arXiv:2304.11277,
+    sec. 3). A ring all-gather or reduce-scatter moves half an all-reduce's bytes
+    (nccl-tests PERFORMANCE.md bus factors (n-1)/n against 2(n-1)/n)."""
+    per_mb = 0.5 * (2.0 * np.asarray(weights_allreduce_s) + np.asarray(grads_allreduce_s))
+    return per_mb * np.asarray(microbatches)
+
+
+def exposed_zero3_s(dp_time_s: object, compute_s: object) -> np.ndarray:
+    """ZeRO 3 traffic not hidden behind compute: FSDP prefetches the next unit's gather during
+    the current unit's compute, so each microbatch hides up to DP_OVERLAP_EFFICIENCY of its
+    compute (the same overlap fraction as the bucketed reduction)."""
+    return np.maximum(0.0, np.asarray(dp_time_s) - DP_OVERLAP_EFFICIENCY * np.asarray(compute_s))
+
+
+def ring_attention_exposed_s(*, kv_hop_s: object, cp: object, attention_fwd_s: object) -> np.ndarray:
+    """Exposed ring-attention traffic per layer and microbatch (Liu et al. 2023, "Ring
+    Attention", arXiv:2310.01889; Megatron Core context parallelism): the forward passes
+    each rank's K and V chunk cp - 1 times around the ring, the backward the K, V and their
+    gradients (2x); each pass overlaps the attention of one chunk (attention / cp), so only
+    what exceeds it is exposed."""
+    c = np.asarray(cp, dtype=float)
+    per_chunk = np.asarray(attention_fwd_s) / c
+    fwd = (c - 1.0) * np.maximum(0.0, np.asarray(kv_hop_s) - per_chunk)
+    bwd = (c - 1.0) * np.maximum(0.0, 2.0 * np.asarray(kv_hop_s) - 2.0 * per_chunk)
+    return fwd + bwd

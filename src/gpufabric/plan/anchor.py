@@ -9,6 +9,14 @@ spec's own layout on the first of ``options.fabrics``) for a grid of compute
 efficiencies, and solves for the one whose predicted mean step time equals the step time
 the figure implies: ``T* = F_figure / (GPUs x peak x MFU)`` or ``F_figure / (GPUs x TFLOP/s)``.
 The mean step time is decreasing in the efficiency, so the root is unique.
+
+The measured point is evaluated at its own work per step: ``measured_at.global_batch_tokens``
+and ``measured_at.seq_len`` (defaults: the spec's) and its context parallelism. The
+efficiency it solves is then moved to every other layout by the compute-efficiency model
+(model.efficiency): ``eff(layout) = eff_anchor x model(layout) / model(anchor layout)``,
+so a layout with other GEMM shapes (tp, cp, microbatch, sequence) gets the model's ratio,
+not the anchor's number. A spec with no throughput figure at all takes the model's
+efficiency directly.
 """
 
 from __future__ import annotations
@@ -20,23 +28,20 @@ import numpy as np
 
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
-from gpufabric.model.flops import RECOMPUTE, flops_per_token
+from gpufabric.model import efficiency as eff_model
+from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
+from gpufabric.model.memory import activation_bytes_per_layer
 from gpufabric.plan.evaluate import evaluate_table
-from gpufabric.plan.layouts import Layout, spec_layout
-from gpufabric.plan.table import Design, _peak, build_table, workload_scalars
+from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
+from gpufabric.plan.table import Design, _peak, build_table, nvlink_domain, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
-
-#: Compute efficiency used when the spec gives no throughput and the default MFU (0.40,
-#: spec/models.py) cannot be reached at its layout: what MFU 0.40 means on the balanced
-#: 70B example (examples/llama3-70b-1k.yaml: 0.72, docs/planner.md), rounded down.
-FALLBACK_COMPUTE_EFFICIENCY = 0.7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Anchor:
     """How the spec's throughput figure was read, and the compute efficiency it implies."""
 
-    kind: str  # mfu | tflops_per_gpu | compute_efficiency
+    kind: str  # mfu | tflops_per_gpu | compute_efficiency | model (no figure: model.efficiency)
     figure: float
     flops: str  # 6pt | megatron
     measured_gpus: int
@@ -49,6 +54,10 @@ class Anchor:
     params_active: float
     model_shape: tuple[float, float, float, float]  # layers, hidden, seq_len, vocab
     notes: tuple[str, ...]
+    scale: float = 1.0  # solved efficiency / the model's at the anchor layout (1: model or given)
+    model_at_anchor: float | None = None  # the efficiency model at the measured layout
+    measured_batch_tokens: int | None = None
+    measured_seq_len: int | None = None
 
     def figure_flops_per_token(self, layouts: Sequence[Layout]) -> np.ndarray:
         """Model FLOPs per token under the figure's convention, for each layout (megatron counts its recomputation)."""
@@ -72,6 +81,13 @@ class Anchor:
             if self.flops == "6pt"
             else "Megatron FLOPs (Narayanan et al. SC'21 eq. 3: attention and recomputation counted)"
         )
+        if self.kind == "model":
+            return (
+                "Throughput: no figure given; each layout's compute efficiency comes from the compute-efficiency"
+                " model (model.efficiency: GEMM shapes, attention and memory-bound work on this GPU and precision,"
+                " docs/accuracy.md for its error); bubble and communication come on top, and each candidate's"
+                " end-to-end MFU follows from its step time (reported in " + conv + ")."
+            )
         if self.kind == "compute_efficiency":
             return (
                 f"Throughput: compute efficiency {self.figure:g} {'assumed' if self.assumed else 'given'} (executed FLOPs, attention and recomputation"
@@ -83,10 +99,15 @@ class Anchor:
         )
         lay = self.measured_layout
         assert lay is not None  # set for every figure but compute_efficiency (handled above)
+        batch = (
+            f", {self.measured_batch_tokens:,} tokens per step of {self.measured_seq_len:,}"
+            if self.measured_batch_tokens
+            else ""
+        )
         where = (
-            f"{self.measured_gpus:,} GPUs, tp{lay.tp} pp{lay.pp} dp{lay.dp}"
+            f"{self.measured_gpus:,} GPUs, tp{lay.tp}{f' cp{lay.cp}' if lay.cp > 1 else ''} pp{lay.pp} dp{lay.dp}"
             f"{f' v{lay.virtual_stages}' if lay.virtual_stages > 1 else ''}, {lay.microbatches} microbatches,"
-            f" recompute {lay.recompute}, on {self.measured_fabric}"
+            f" recompute {lay.recompute}{batch}, on {self.measured_fabric}"
         )
         src = (
             "taken as measured with the spec's own layout on the first of options.fabrics (no"
@@ -96,11 +117,14 @@ class Anchor:
         )
         return (
             f"Throughput: {what} in {conv}, {src}: {where} (step {self.anchor_step_s:.3g} s). The compute efficiency"
-            f" that reproduces it there is {self.compute_efficiency:.3f}; every candidate is predicted from it."
+            f" that reproduces it there is {self.compute_efficiency:.3f}; every candidate is predicted from it,"
+            " moved to other layouts by the compute-efficiency model's ratio"
+            + (f" (the model gives {self.model_at_anchor:.3f} at the anchor)." if self.model_at_anchor else ".")
         )
 
 
-def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
+def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
+    """The measured layout, GPUs, fabric, whether it was assumed, and its batch tokens and sequence."""
     th = spec.workload.throughput
     ma = th.measured_at
     par = spec.workload.parallelism
@@ -112,15 +136,22 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
                 " (parallelism: auto): say which layout and fabric the figure was measured on, or give"
                 " throughput.compute_efficiency"
             )
-        return spec_layout(spec), spec.num_gpus, spec.options.fabrics[0], True
+        return spec_layout(spec), spec.num_gpus, spec.options.fabrics[0], True, w.global_batch_tokens, w.model.seq_len
     gpn = spec.cluster.gpus_per_node
     if ma.gpus % gpn:
         raise InputError(f"workload.throughput.measured_at.gpus = {ma.gpus} is not a multiple of gpus_per_node = {gpn}")
-    seqs = w.global_batch_tokens // w.model.seq_len
+    batch = ma.global_batch_tokens or w.global_batch_tokens
+    seq = ma.seq_len or w.model.seq_len
+    if seq % ma.cp:
+        raise InputError(
+            f"workload.throughput.measured_at: cp = {ma.cp} does not divide its seq_len = {seq}; give the measured"
+            " seq_len or cp"
+        )
+    seqs = batch // seq
     if seqs // ma.dp < ma.microbatch_size:
         raise InputError(
             f"workload.throughput.measured_at: dp = {ma.dp} leaves less than one microbatch per replica"
-            f" of the global batch ({seqs} sequences)"
+            f" of the global batch ({seqs} sequences of {seq:,} tokens); give measured_at.global_batch_tokens"
         )
     rc = ma.recompute or (w.recompute if w.recompute != AUTO else ("full" if th.flops == "megatron" else "none"))
     zero = ma.zero_stage if ma.zero_stage is not None else (int(par.zero_stage) if par.zero_stage != AUTO else 0)
@@ -135,8 +166,95 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool]:
         virtual_stages=ma.virtual_stages,
         zero_stage=zero,
         recompute=rc,
+        cp=ma.cp,
     )
-    return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False
+    return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
+
+
+def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
+    """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
+    w = spec.workload
+    m = w.model
+    sc = workload_scalars(spec, catalog)
+    gpu = catalog.gpu(spec.cluster.gpu)
+    gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
+    col = {
+        k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in ("tp", "cp", "microbatch_size", "ep")
+    }
+    # MoE: each GPU's experts (experts / ep of them) see top_k x ep / experts of the tokens each.
+    expert_tokens = m.top_k * col["ep"] / m.experts if m.experts > 1 else 1.0
+    local_experts = m.experts / col["ep"] if m.experts > 1 else 1.0
+    rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
+    per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
+    act = activation_bytes_per_layer(
+        seq_len=m.seq_len,
+        microbatch_size=col["microbatch_size"],
+        hidden=m.hidden,
+        heads=sc["heads"],
+        tp=col["tp"],
+        sequence_parallel=w.parallelism.sequence_parallel,
+        recompute=0,
+        flash_attention=w.flash_attention,
+        ffn_hidden=sc["ffn_hidden"],
+        kv_ratio=sc["kv_ratio"],
+        gated=m.gated_mlp,
+        dropout=m.dropout,
+        cp=col["cp"],
+    )
+    return np.asarray(
+        eff_model.layer_efficiency(
+            hidden=m.hidden,
+            ffn_hidden=sc["ffn_hidden"],
+            kv_ratio=sc["kv_ratio"],
+            gated=m.gated_mlp,
+            seq_len=m.seq_len,
+            microbatch_size=col["microbatch_size"],
+            tp=col["tp"],
+            cp=col["cp"],
+            layer_params=per_layer,
+            activation_bytes=act,
+            recompute=rc,
+            peak_tflops=_peak(gpu, w.precision),
+            peak_bf16_tflops=gpu.peak_bf16_tflops,
+            hbm_gbps=gpu.hbm_gbps,
+            gemm_efficiency=eff_model.GEMM_EFFICIENCY[gen][w.precision],
+            attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
+            fp8=w.precision == "fp8",
+            sms=eff_model.SMS[gen],
+            heads=sc["heads"],
+            flash_attention=w.flash_attention,
+            expert_tokens=expert_tokens,
+            local_experts=local_experts,
+        ),
+        dtype=float,
+    )
+
+
+def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
+    """Compute efficiency of each layout: the given one, the model's, or the anchor's moved by the model.
+
+    A layout with the anchor's GEMM shapes (tp, cp, microbatch size and sequence) gets the
+    model x the anchor's scale, so the anchor point reproduces its figure. Other shapes get
+    the model's value scaled by at most 1: an anchor above the model shows that the model
+    overcounted something at *that* layout (overlap, tuned kernels), and it cannot say
+    whether compute or communication, so the planner does not carry the excess to shapes
+    it did not measure (the search's note says when it extrapolates, plan.search).
+    """
+    if anchor.kind == "compute_efficiency" or not layouts:
+        return np.full(len(layouts), anchor.compute_efficiency)
+    model = model_efficiency(spec, catalog, layouts)
+    if anchor.kind == "model":
+        return model
+    lay = anchor.measured_layout
+    same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
+    measured = np.array(
+        [
+            same_seq and lay is not None and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)
+            for x in layouts
+        ]
+    )
+    scale = np.where(measured, anchor.scale, min(anchor.scale, 1.0))
+    return np.minimum(model * scale, 1.0)
 
 
 def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
@@ -174,22 +292,43 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
 
     if th.kind == "compute_efficiency":
         return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure, step_s=None)
-    layout, gpus, fabric, assumed = _measured(spec)
+    if "throughput" not in w.model_fields_set:
+        # No figure in the spec: the compute-efficiency model, at the spec's own layout for
+        # the record (every layout gets its own value, layout_efficiencies).
+        if spec.searched:  # no one layout: the median over the layouts the search will consider
+            domain = nvlink_domain(spec, catalog.gpu(spec.cluster.gpu))
+            at_spec = float(np.median(model_efficiency(spec, catalog, enumerate_layouts(spec, domain))))
+        else:
+            at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0])
+        return replace(
+            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec, step_s=None),
+            kind="model",
+            figure=at_spec,
+        )
+    layout, gpus, fabric, assumed, batch, seq = _measured(spec)
     catalog.fabric(fabric)  # unknown id: CatalogError naming the known ones
     o = spec.options
     design = Design(
         fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]), storage=o.storage[0]
     )
+    # The measured point at its own size and work per step (measured_at.global_batch_tokens, seq_len).
     at = spec.model_copy(
-        update={"cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node})}
+        update={
+            "cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node}),
+            "workload": w.model_copy(
+                update={"global_batch_tokens": batch, "model": w.model.model_copy(update={"seq_len": seq})}
+            ),
+        }
     )
+    shape_at = (shape[0], shape[1], float(seq), shape[3])
     f_fig = float(
-        anchor(
-            gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0, step_s=None
+        replace(
+            anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0, step_s=None),
+            model_shape=shape_at,
         ).figure_flops_per_token([layout])[0]
     )
     tflops = figure * peak if th.kind == "mfu" else figure
-    target = f_fig * w.global_batch_tokens / (gpus * tflops * 1e12)
+    target = f_fig * batch / (gpus * tflops * 1e12)
 
     def steps(effs: np.ndarray) -> np.ndarray:
         pairs = (np.zeros(len(effs), dtype=int), np.zeros(len(effs), dtype=int))
@@ -198,24 +337,6 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
 
     grid = np.geomspace(1e-3, 1.0, 61)
     s = steps(grid)
-    if target < s[-1] and "throughput" not in w.model_fields_set:
-        # The spec states no figure: the default MFU is a typical value, not a measurement,
-        # so a layout that cannot reach it gets the default's compute efficiency instead of
-        # an error about a number the user never wrote.
-        note = (
-            f"no workload.throughput given: the default MFU {figure:g} is out of reach at {gpus:,} GPUs"
-            f" ({layout.text}) on {fabric} (it implies a {target:.3g} s step; bubble and communication make it"
-            f" {s[-1]:.3g} s even at a compute efficiency of 1); compute efficiency {FALLBACK_COMPUTE_EFFICIENCY}"
-            " assumed instead"
-        )
-        return replace(
-            anchor(
-                gpus=gpus, layout=None, fabric=None, assumed=True, efficiency=FALLBACK_COMPUTE_EFFICIENCY, step_s=None
-            ),
-            kind="compute_efficiency",
-            figure=FALLBACK_COMPUTE_EFFICIENCY,
-            notes=(*w.notes, note),
-        )
     if target < s[-1]:
         raise InputError(
             f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
@@ -234,4 +355,11 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     x0, x1, y0, y1 = 1 / fine[j - 1], 1 / fine[j], sf[j - 1], sf[j]
     x = x0 + (target - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
     eff = float(min(1.0, 1.0 / x))
-    return anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=eff, step_s=float(target))
+    at_model = float(model_efficiency(at, catalog, [layout])[0])
+    return replace(
+        anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=eff, step_s=float(target)),
+        scale=eff / at_model,
+        model_at_anchor=at_model,
+        measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
+        measured_seq_len=seq,
+    )

@@ -14,7 +14,7 @@ from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
-from gpufabric.plan.anchor import Anchor, solve_anchor
+from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor
 from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
@@ -107,13 +107,14 @@ def to_records(
     *,
     peak_tflops: float,
     figure_flops_per_token: Sequence[float] | np.ndarray,
-    compute_efficiency: float,
+    compute_efficiency: float | Sequence[float] | np.ndarray,
     runner_ups: Sequence[str | None] | None = None,
     notes: Sequence[str] | None = None,
 ) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
     records = []
     invalid = invalid_outputs(out)
+    ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
     for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
         r = out.take(i)
         bd = StepBreakdown(
@@ -188,7 +189,7 @@ def to_records(
                 memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
                 mfu=mfu,
                 tflops_per_gpu=tflops,
-                compute_efficiency=compute_efficiency,
+                compute_efficiency=float(ce[i]),
                 breakdown=bd,
                 capacity=d.capacity,
                 rental=d.rental or None,
@@ -246,14 +247,14 @@ def prepare(spec: Spec, catalog: Catalog) -> Prepared:
     """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
     from gpufabric.plan.capacity import check_options
 
-    check_options(spec, catalog)
+    check_options(spec, catalog)  # also tp against the NVLink domain
     anchor = solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
         anchor=anchor,
         designs=designs,
         notes=tuple(notes),
-        choice=search_layouts(spec, catalog, designs, anchor.compute_efficiency),
+        choice=search_layouts(spec, catalog, designs, anchor),
     )
 
 
@@ -268,13 +269,14 @@ def evaluate_scenarios(
     p = prepared or prepare(spec, catalog)
     designs, choice, anchor = p.designs, p.choice, p.anchor
     k = len(designs)
+    effs = layout_efficiencies(anchor, spec, catalog, choice.layouts)
     base = build_table(
         spec,
         catalog,
         designs,
         choice.layouts,
         pairs=(np.arange(k), np.arange(k)),
-        compute_efficiency=anchor.compute_efficiency,
+        compute_efficiency=effs,
     )
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
@@ -287,7 +289,7 @@ def evaluate_scenarios(
             out.take(slice(i * k, (i + 1) * k)),
             peak_tflops=anchor.peak_tflops,
             figure_flops_per_token=figure,
-            compute_efficiency=anchor.compute_efficiency,
+            compute_efficiency=effs,
             runner_ups=choice.runner_ups,
             notes=choice.notes,
         )

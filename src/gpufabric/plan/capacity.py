@@ -17,7 +17,8 @@ from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model import cost
 from gpufabric.plan.evaluate import Candidate
-from gpufabric.plan.table import rental_ids
+from gpufabric.plan.layouts import check_nvlink_domain
+from gpufabric.plan.table import nvlink_domain, rental_ids
 from gpufabric.spec.loader import Located, did_you_mean
 from gpufabric.spec.models import Spec
 
@@ -44,6 +45,7 @@ def check_options(spec: Spec, catalog: Catalog, located: Located | None = None) 
     Raises:
         SpecError: with ``located``; InputError without.
     """
+    check_nvlink_domain(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)), located)  # tp vs NVL72 racks
     o = spec.options
     if "build" in o.capacity:
         for i, fid in enumerate(o.fabrics):

@@ -16,7 +16,7 @@ import numpy as np
 from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
 from gpufabric.model.congestion import cross_fraction, uplink_slowdown
-from gpufabric.model.flops import flops_per_token
+from gpufabric.model.flops import attention_flops_per_token, flops_per_token
 from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
 from gpufabric.model.rows import unique_rows
 from gpufabric.model.step import (
@@ -25,8 +25,11 @@ from gpufabric.model.step import (
     compute_time_s,
     ep_all_to_alls_per_layer,
     exposed_dp_s,
+    exposed_zero3_s,
     overlap_interference_s,
+    ring_attention_exposed_s,
     tp_collectives_per_layer,
+    zero3_dp_s,
     zero_dp_factor,
 )
 from gpufabric.model.tail import step_tail
@@ -51,6 +54,7 @@ class Evaluation:
     dp_exposed_s: np.ndarray
     pp_exposed_s: np.ndarray
     ep_exposed_s: np.ndarray
+    cp_exposed_s: np.ndarray
     dp_allreduce_s: np.ndarray
     dp_algorithm: np.ndarray
     dependent_steps: np.ndarray
@@ -270,6 +274,11 @@ def memory_of(t: Table) -> MemoryBreakdown:
         hbm_gib=t.hbm_gib,
         reserve_gib=t.reserve_gib,
         bytes_per_param=(t.w_bpp, t.g_bpp, t.o_bpp),
+        cp=t.cp,
+        ffn_hidden=t.ffn_hidden,
+        kv_ratio=t.kv_ratio,
+        gated=t.gated_mlp,
+        dropout=t.dropout,
     )
 
 
@@ -306,12 +315,17 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
 
     # Communication per parallelism dimension.
+    cp = t.cp
     tokens_mb = t.batch_tokens / (dp * m)
-    act = tokens_mb * t.hidden * t.act_bytes
+    act = tokens_mb * t.hidden * t.act_bytes / cp  # one context-parallel rank's slice
     layers_stage = t.layers / pp
-    # DP group: Megatron rank order tp, dp, pp => g // tp DP ranks share a node.
-    g_dp = np.maximum(1, np.minimum(dp, np.floor(g / tp)))
-    n_dp = np.ceil(dp / g_dp)
+    # Megatron rank order tp, cp, dp, pp. Gradients reduce over dp x cp (cp ranks hold the
+    # same weights), tp apart: dom // tp of them share an NVLink domain (a node, or an NVL72
+    # rack whose trays' NICs then act as one node's), the rest cross the fabric.
+    dpc = dp * cp
+    dom = t.nvl_domain
+    g_dp = np.maximum(1, np.minimum(dpc, np.floor(dom / tp)))
+    n_dp = np.ceil(dpc / g_dp)
     hops_dp = switch_hops(n_dp, size)
     ranks_leaf = size.nodes_per_leaf * g
     # Congestion above the leaf (model.congestion): ECMP collisions and oversubscription.
@@ -333,29 +347,49 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
     links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
     grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
-    t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dp > 1)
-    # ZeRO 1-2: reduce-scatter + all-gather move what an all-reduce moves; ZeRO 3 gathers
-    # the weights again for the backward (1.5x; Rajbhandari et al. 2020 sec. 7).
-    t_dp = t_dp * zero_dp_factor(t.zero_stage)
-    dp_exp = exposed_dp_s(t_dp, compute, m)
+    t_dp, steps_dp, algo_dp = _coll("all_reduce", grad, n_dp, g_dp, links_dp, det, dpc > 1)
+    # ZeRO 1-2: reduce-scatter + all-gather move what an all-reduce moves, once per step;
+    # ZeRO 3 / FSDP gathers the weights for every microbatch's forward and backward and
+    # reduce-scatters its gradients (model.step.zero3_dp_s), hidden behind that microbatch.
+    z3 = t.zero_stage >= 3
+    weights_b = grad / t.grad_bytes * t.w_bpp
+    t_w, _, _ = _coll("all_reduce", weights_b, n_dp, g_dp, links_dp, det, z3 & (dpc > 1))
+    t_z3 = zero3_dp_s(weights_allreduce_s=t_w, grads_allreduce_s=t_dp, microbatches=m)
+    t_dp = np.where(z3, t_z3, t_dp * zero_dp_factor(t.zero_stage))
+    dp_exp = np.where(z3, exposed_zero3_s(t_z3, compute), exposed_dp_s(t_dp, compute, m))
     # The hidden part slows the compute it overlaps (model.step.OVERLAP_COMPUTE_SLOWDOWN).
     dp_exp = dp_exp + overlap_interference_s(t_dp - dp_exp)
 
-    tp_nodes = np.maximum(1, np.ceil(tp / g))
-    links_tp = _links(t, np.ones_like(N), np.minimum(tp, g), ranks_leaf)
+    # A group inside the NVLink domain (a node, or an NVL72 rack of trays) runs on NVLink
+    # as one node of that many GPUs; beyond it, over the NICs.
+    # (a group that does not tile the domain, 16 of an NVL72 rack's 72, straddles two racks)
+    tp_in = (tp <= dom) & ((np.mod(dom, tp) == 0) | (dom >= G))
+    tp_nodes = np.where(tp_in, 1.0, np.maximum(1, np.ceil(tp / g)))
+    tp_g = np.where(tp_in, tp, np.minimum(tp, g))
+    links_tp = _links(t, np.ones_like(N), tp_g, ranks_leaf)
     sp = t.sequence_parallel
-    t_ar, _, _ = _coll("all_reduce", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & ~sp)
-    t_ag, _, _ = _coll("all_gather", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & sp)
-    t_rs, _, _ = _coll("reduce_scatter", act, tp_nodes, np.minimum(tp, g), links_tp, det, (tp > 1) & sp)
+    t_ar, _, _ = _coll("all_reduce", act, tp_nodes, tp_g, links_tp, det, (tp > 1) & ~sp)
+    t_ag, _, _ = _coll("all_gather", act, tp_nodes, tp_g, links_tp, det, (tp > 1) & sp)
+    t_rs, _, _ = _coll("reduce_scatter", act, tp_nodes, tp_g, links_tp, det, (tp > 1) & sp)
     t_tp1 = np.where(sp, t_ag + t_rs, t_ar)
     tp_exp = t_tp1 * tp_collectives_per_layer(rc) * layers_stage * m * (1 - t.tp_overlap)
 
     hops_pp = switch_hops(np.minimum(N, 2 * np.ceil(N / pp)), size)
     links_pp = _links(t, hops_pp, np.ones_like(N), ranks_leaf)
-    t_pp1, _, _ = _coll("send_recv", act / tp, np.full_like(N, 2.0), np.ones_like(N), links_pp, det, pp > 1)
+    # Stage neighbours are tp x cp x dp ranks apart: inside one NVLink domain while that fits.
+    pp_in = tp * cp * dp < dom
+    t_pp1, _, _ = _coll(
+        "send_recv",
+        act / tp,
+        np.where(pp_in, 1.0, 2.0),
+        np.where(pp_in, 2.0, 1.0),
+        links_pp,
+        det,
+        pp > 1,
+    )
     pp_exp = 2 * (pp - 1) * t_pp1
 
-    g_ep = np.maximum(1, np.minimum(ep, g_dp))
+    g_ep = np.where(tp * cp * ep <= dom, ep, np.maximum(1, np.minimum(ep, g_dp)))
     n_ep = np.ceil(ep / g_ep)
     cross_ep = cross_fraction(
         group_nodes=n_ep,
@@ -372,7 +406,20 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     n_a2a = ep_all_to_alls_per_layer(rc)
     ep_exp = t_ep1 * n_a2a * layers_stage * m
 
-    comm = tp_exp + dp_exp + pp_exp + ep_exp
+    # Context parallelism: ring attention passes key/value chunks around the cp ranks
+    # (tp apart in the rank order), hidden behind each chunk's attention (model.step).
+    cp_in = tp * cp <= dom
+    links_cp = _links(t, np.where(cp_in, 1.0, hops_pp), np.ones_like(N), ranks_leaf)
+    kv = act * 2.0 * t.kv_ratio / tp  # K and V of one rank's slice, heads split over tp
+    pair_nodes, pair_g = np.where(cp_in, 1.0, 2.0), np.where(cp_in, 2.0, 1.0)
+    t_kv, _, _ = _coll("send_recv", kv, pair_nodes, pair_g, links_cp, det, cp > 1)
+    attn = attention_flops_per_token(layers=t.layers, hidden=t.hidden, seq_len=t.seq_len, recompute=rc)
+    attn_fwd_s = compute * attn / flops_tok / (3.0 * m * layers_stage)  # one layer's forward attention
+    cp_exp = np.where(
+        cp > 1, ring_attention_exposed_s(kv_hop_s=t_kv, cp=cp, attention_fwd_s=attn_fwd_s) * layers_stage * m, 0.0
+    )
+
+    comm = tp_exp + dp_exp + pp_exp + ep_exp + cp_exp
     step_det = compute + bubble + comm
 
     # Storage: checkpoints and data loading.
@@ -606,6 +653,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         dp_exposed_s=dp_exp,
         pp_exposed_s=pp_exp,
         ep_exposed_s=ep_exp,
+        cp_exposed_s=cp_exp,
         dp_allreduce_s=t_dp,
         dp_algorithm=algo_dp,
         dependent_steps=dep_steps,

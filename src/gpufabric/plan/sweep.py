@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model.memory import GIB
-from gpufabric.plan.anchor import solve_anchor
+from gpufabric.plan.anchor import layout_efficiencies, solve_anchor
 from gpufabric.plan.evaluate import EVAL_FIELDS, Evaluation, evaluate_table
 from gpufabric.plan.layouts import spec_layout
 from gpufabric.plan.table import build_table, concat_tables, enumerate_designs
@@ -161,12 +161,13 @@ def run_sweep(spec: Spec, catalog: Catalog, varies: Sequence[Vary]) -> SweepResu
         anchor = base or solve_anchor(variant, catalog)
         designs = enumerate_designs(variant, catalog)
         lay = spec_layout(variant)
-        tables.append(build_table(variant, catalog, designs, [lay], compute_efficiency=anchor.compute_efficiency))
+        eff = float(layout_efficiencies(anchor, variant, catalog, [lay])[0])  # the anchor moved to this layout
+        tables.append(build_table(variant, catalog, designs, [lay], compute_efficiency=eff))
         for d in designs:
             combos.append(combo)
             ids.append(d.id)
             lays.append(lay.text)
-            effs.append(anchor.compute_efficiency)
+            effs.append(eff)
     out = evaluate_table(concat_tables(tables))
     return SweepResult(
         keys=tuple(v.key for v in varies),

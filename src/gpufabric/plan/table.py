@@ -19,7 +19,7 @@ import numpy as np
 from gpufabric.catalog import Catalog
 from gpufabric.model.cost import HOURS_PER_MONTH
 from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
-from gpufabric.model.memory import RESERVE_FRACTION, STATE_BYTES
+from gpufabric.model.memory import reserve_gib, state_bytes
 from gpufabric.model.step import ACT_BYTES, GRAD_BYTES
 from gpufabric.plan.layouts import Layout, heads_of
 from gpufabric.spec.models import Spec
@@ -107,6 +107,7 @@ class Table:
     nodes: A
     gpn: A
     tp: A
+    cp: A  # context parallelism (ring attention)
     pp: A
     dp: A
     ep: A
@@ -126,6 +127,11 @@ class Table:
     layers: A
     hidden: A
     heads: A
+    kv_ratio: A  # kv_heads / heads (grouped-query attention)
+    ffn_hidden: A
+    gated_mlp: A
+    dropout: A
+    nvl_domain: A  # GPUs of one NVLink domain (catalog nvlink_domain; 72 in an NVL72 rack)
     seq_len: A
     vocab: A
     batch_tokens: A
@@ -240,6 +246,7 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Table))
 _DESIGN_FIELDS = tuple(f for f in FIELDS[FIELDS.index("nic_gbps") :] if f != "scattered")
 _LAYOUT_FIELDS = (
     "tp",
+    "cp",
     "pp",
     "dp",
     "ep",
@@ -265,6 +272,8 @@ _BOOL = {
     "sequence_parallel",
     "flash_attention",
     "interval_auto",
+    "gated_mlp",
+    "dropout",
 }
 
 
@@ -301,6 +310,11 @@ def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
     }
 
 
+def nvlink_domain(spec: Spec, gpu: Any) -> int:
+    """GPUs of the job in one NVLink domain: the catalog's domain (NVL72), else the spec's node."""
+    return max(spec.cluster.gpus_per_node, min(gpu.nvlink_domain or 0, spec.num_gpus))
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
@@ -315,7 +329,8 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "expert_params": m.expert_params,
         "active": m.active_params,
     }
-    wb, gb, ob = STATE_BYTES[w.precision]
+    wb, gb, ob = state_bytes(w.precision, w.main_grads)
+    heads = heads_of(spec)
     return {
         "nodes": spec.cluster.nodes,
         "gpn": spec.cluster.gpus_per_node,
@@ -329,7 +344,12 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "capacity_factor": m.capacity_factor,
         "layers": m.layers,
         "hidden": m.hidden,
-        "heads": heads_of(spec),
+        "heads": heads,
+        "kv_ratio": (m.kv_heads or heads) / heads,
+        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+        "gated_mlp": m.gated_mlp,
+        "dropout": m.dropout,
+        "nvl_domain": nvlink_domain(spec, gpu),
         "seq_len": m.seq_len,
         "vocab": m.vocab,
         "batch_tokens": w.global_batch_tokens,
@@ -342,7 +362,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "g_bpp": gb,
         "o_bpp": ob,
         "hbm_gib": gpu.hbm_gb,
-        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else RESERVE_FRACTION * gpu.hbm_gb,
+        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else reserve_gib(gpu.hbm_gb),
         "ckpt_bpp": w.checkpoint.bytes_per_param,
         "interval_auto": w.checkpoint.interval_min == "auto",
         "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
@@ -474,13 +494,14 @@ def build_table(
     layouts: Sequence[Layout] | None = None,
     *,
     pairs: tuple[np.ndarray, np.ndarray] | None = None,
-    compute_efficiency: float | None = None,
+    compute_efficiency: float | Sequence[float] | np.ndarray | None = None,
 ) -> Table:
     """Columns of inputs under ``spec``.
 
     Rows are every layout x design (layout-major: row = layout index x len(designs) +
     design index), or exactly the (layout index, design index) ``pairs``. ``layouts``
-    defaults to the spec's own; ``compute_efficiency`` to 0.5 (plan.anchor solves it).
+    defaults to the spec's own; ``compute_efficiency`` (one value, or one per layout) to 0.5
+    (plan.anchor solves it).
     """
     from gpufabric.plan.layouts import spec_layout
 
@@ -493,7 +514,8 @@ def build_table(
     n = len(li)
     cols: dict[str, np.ndarray] = {k: np.full(n, v, dtype=float) for k, v in workload_scalars(spec, catalog).items()}
     if compute_efficiency is not None:
-        cols["compute_eff"] = np.full(n, float(compute_efficiency))
+        ce = np.asarray(compute_efficiency, dtype=float)
+        cols["compute_eff"] = ce[li] if ce.ndim else np.full(n, float(ce))
     dcols = design_columns(catalog, designs)
     lcols = layout_columns(layouts)
     for k, v in dcols.items():

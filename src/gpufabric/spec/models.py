@@ -57,9 +57,9 @@ class Cluster(SpecModel):
     nodes: int = Field(gt=0, le=MAX_RANKS)
     """Number of GPU servers (nodes) in the training job."""
     gpus_per_node: int = Field(8, gt=0, le=1024)
-    """GPUs per node, all joined by the node's NVLink/NVSwitch domain."""
+    """GPUs per node (a server, or a compute tray: 4 in a GB200 NVL72 rack); the NVLink domain may span nodes (catalog nvlink_domain)."""
     gpu: CatalogId = "h100-sxm"
-    """GPU model id from the catalog (for example a100-sxm, h100-sxm, h200, b200, l40s)."""
+    """GPU model id from the catalog (for example a100-sxm, h100-sxm, h200, b200, b300, gb200, gb300, l40s)."""
 
 
 class ModelShape(SpecModel):
@@ -87,6 +87,14 @@ class ModelShape(SpecModel):
     """Parameters one token uses (MoE; FLOPs follow these). Give this or expert_params."""
     capacity_factor: float = Field(1.0, ge=1, le=16)
     """MoE expert capacity factor: all-to-all volume is top_k x capacity_factor x the tokens (1 = dropless)."""
+    ffn_hidden: int | None = Field(None, gt=0, le=100_000_000)
+    """MLP inner dimension (per expert for MoE); defaults to 4 x hidden (GPT); Llama 3 70B: 28672, 405B: 53248."""
+    kv_heads: int | None = Field(None, gt=0, le=1_000_000)
+    """Key/value heads (grouped-query attention); defaults to heads (multi-head attention); Llama 3: 8."""
+    gated_mlp: bool = False
+    """The MLP is gated (SwiGLU: gate and up projections, Llama) rather than one GeLU projection (GPT)."""
+    dropout: bool = False
+    """The layers apply dropout (stores masks: Korthikanti et al.'s GPT count); current recipes train without."""
 
     @model_validator(mode="after")
     def _moe_consistent(self) -> ModelShape:
@@ -98,6 +106,12 @@ class ModelShape(SpecModel):
             raise ValueError(f"expert_params = {self.expert_params:g} must be below params = {self.params:g}")
         if self.active_params is not None and self.active_params > self.params:
             raise ValueError(f"active_params = {self.active_params:g} exceeds params = {self.params:g}")
+        heads = self.heads or max(1, self.hidden // 128)  # the planner's default (plan.layouts.heads_of)
+        if self.kv_heads is not None and heads % self.kv_heads:
+            raise ValueError(
+                f"heads = {heads}{'' if self.heads else ' (hidden / 128)'} is not a multiple of"
+                f" kv_heads = {self.kv_heads} (GQA groups)"
+            )
         return self
 
 
@@ -144,11 +158,13 @@ class Parallelism(SpecModel):
     """How the model is split across GPUs (Megatron-style); any field may be ``auto`` to search it."""
 
     tp: PosIntOrAuto = 1
-    """Tensor-parallel degree; must fit inside a node unless allow_cross_node_tp. auto: searched within the NVLink domain."""
+    """Tensor-parallel degree; must fit inside the GPU's NVLink domain (catalog nvlink_domain: 8 on HGX, 72 on GB200 NVL72) unless allow_cross_node_tp. auto: searched within the NVLink domain."""
     pp: PosIntOrAuto = 1
     """Pipeline-parallel degree (number of stages)."""
     dp: PosIntOrAuto = 1
-    """Data-parallel degree. tp x pp x dp must equal the GPU count."""
+    """Data-parallel degree. tp x cp x pp x dp must equal the GPU count."""
+    cp: PosIntOrAuto = 1
+    """Context-parallel degree (ring attention, Megatron --context-parallel-size): each sequence is split over cp GPUs, which pass key/value chunks around a ring."""
     ep: int = Field(1, gt=0, le=MAX_RANKS)
     """Expert-parallel degree; carved out of dp (as in Megatron), so it must divide dp."""
     microbatch_size: PosIntOrAuto = 1
@@ -170,7 +186,9 @@ class Parallelism(SpecModel):
     def searched(self) -> tuple[str, ...]:
         """Names of the fields set to auto."""
         return tuple(
-            k for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage") if getattr(self, k) == AUTO
+            k
+            for k in ("tp", "cp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+            if getattr(self, k) == AUTO
         )
 
 
@@ -216,7 +234,13 @@ class MeasuredAt(SpecModel):
     pp: int = Field(gt=0)
     """Pipeline-parallel degree of the measurement."""
     dp: int = Field(gt=0)
-    """Data-parallel degree of the measurement (tp x pp x dp = gpus)."""
+    """Data-parallel degree of the measurement (tp x cp x pp x dp = gpus)."""
+    cp: int = Field(1, gt=0, le=MAX_RANKS)
+    """Context-parallel degree of the measurement."""
+    global_batch_tokens: int | None = Field(None, gt=0, le=int(MAX_TOKENS))
+    """Tokens per step of the measurement; defaults to the spec's workload.global_batch_tokens."""
+    seq_len: int | None = Field(None, gt=0, le=1 << 30)
+    """Sequence length of the measurement; defaults to the spec's workload.model.seq_len."""
     microbatches: int | None = Field(None, gt=0)
     """Microbatches per step; defaults to the global batch over dp and the microbatch size."""
     virtual_stages: int = Field(1, gt=0)
@@ -232,8 +256,10 @@ class MeasuredAt(SpecModel):
 
     @model_validator(mode="after")
     def _product(self) -> MeasuredAt:
-        if self.tp * self.pp * self.dp != self.gpus:
-            raise ValueError(f"tp x pp x dp = {self.tp * self.pp * self.dp} but gpus = {self.gpus}; make them equal")
+        if self.tp * self.cp * self.pp * self.dp != self.gpus:
+            raise ValueError(
+                f"tp x cp x pp x dp = {self.tp * self.cp * self.pp * self.dp} but gpus = {self.gpus}; make them equal"
+            )
         return self
 
 
@@ -285,13 +311,15 @@ class Workload(SpecModel):
     precision: Literal["bf16", "fp16", "fp8", "fp32"] = "bf16"
     """Compute precision; selects the GPU's peak FLOP/s from the catalog."""
     throughput: Throughput = Throughput(mfu=0.40)
-    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency."""
+    """Achieved throughput as published (end-to-end MFU or TFLOP/s per GPU) or the compute efficiency; omitted: each layout's compute efficiency comes from the compute-efficiency model (model/efficiency.py)."""
     recompute: Literal["none", "selective", "full", "auto"] = "none"
     """Activation recomputation (Korthikanti et al. 2022): none, selective (attention core), full (every layer), auto (searched)."""
     flash_attention: bool = True
     """Attention kernels that never store the seq x seq scores (FlashAttention; Dao et al. 2022)."""
     memory_reserve_gb: float | None = Field(None, ge=0, le=1e4)
-    """HBM (GiB) held by the framework (CUDA context, NCCL buffers, allocator fragmentation); default 10% of the GPU's HBM."""
+    """HBM (GiB) held by the framework (CUDA context, NCCL buffers, allocator fragmentation); default 2 GiB + 3% of the GPU's HBM."""
+    main_grads: Literal["fp32", "bf16"] = "fp32"
+    """Gradient accumulation precision: fp32 main grads (Megatron Core, FSDP reduce_dtype fp32: 18 B/param, 6 + 12/dp with the distributed optimizer) or bf16 (DeepSpeed / the ZeRO paper: 16 B/param)."""
     total_tokens: float = Field(gt=0, le=MAX_TOKENS)
     """Tokens to train on in total (for example 15e12)."""
     checkpoint: Checkpoint = Checkpoint()
@@ -321,7 +349,7 @@ class Workload(SpecModel):
         if isinstance(data, dict) and data.get("parallelism") == AUTO:
             data = dict(data)
             data["parallelism"] = {
-                k: AUTO for k in ("tp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
+                k: AUTO for k in ("tp", "cp", "pp", "dp", "microbatch_size", "virtual_stages", "zero_stage")
             }
             data.setdefault("recompute", AUTO)
         return data
@@ -542,21 +570,30 @@ class Spec(SpecModel):
         par = self.workload.parallelism
         gpus = self.num_gpus
         if par.searched:
-            product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "pp", "dp") if getattr(par, k) != AUTO)
+            product = math.prod(cast(int, getattr(par, k)) for k in ("tp", "cp", "pp", "dp") if getattr(par, k) != AUTO)
             if gpus % product:
                 raise ValueError(
                     f"the fixed parallel degrees multiply to {product}, which does not divide the {gpus} GPUs"
                 )
             return self
         # Fully fixed from here on (no auto field).
-        tp, pp, dp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp)
+        tp, pp, dp, cp = cast(int, par.tp), cast(int, par.pp), cast(int, par.dp), cast(int, par.cp)
         mbs, vs = cast(int, par.microbatch_size), cast(int, par.virtual_stages)
-        if tp * pp * dp != gpus:
+        if tp * cp * pp * dp != gpus:
+            shown = (
+                f"tp x pp x dp = {tp} x {pp} x {dp}" if cp == 1 else f"tp x cp x pp x dp = {tp} x {cp} x {pp} x {dp}"
+            )
             raise FieldsError(
-                f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp}"
+                f"{shown} = {tp * cp * pp * dp}"
                 f" but the cluster has {gpus} GPUs ({self.cluster.nodes} nodes x {self.cluster.gpus_per_node});"
                 " make the product equal the GPU count",
-                fields=(_P + "tp", _P + "pp", _P + "dp", "cluster.nodes", "cluster.gpus_per_node"),
+                fields=(_P + "tp", _P + "cp", _P + "pp", _P + "dp", "cluster.nodes", "cluster.gpus_per_node"),
+            )
+        if self.workload.model.seq_len % cp:
+            raise FieldsError(
+                f"cp = {cp} does not divide seq_len = {self.workload.model.seq_len}; each context-parallel rank"
+                " takes an equal slice of the sequence",
+                fields=(_P + "cp", "workload.model.seq_len"),
             )
         if dp % par.ep:
             raise FieldsError(
@@ -588,10 +625,6 @@ class Spec(SpecModel):
                 " every virtual stage needs at least one layer",
                 fields=(_P + "pp", _P + "virtual_stages", "workload.model.layers"),
             )
-        if tp > self.cluster.gpus_per_node and not par.allow_cross_node_tp:
-            raise FieldsError(
-                f"tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node};"
-                " reduce tp or set parallelism.allow_cross_node_tp: true",
-                fields=(_P + "tp", "cluster.gpus_per_node"),
-            )
+        # tp against the NVLink domain is checked by the planner (plan.layouts.check_nvlink_domain):
+        # the domain is a catalog property (72 GPUs in a GB200 NVL72 rack of 4-GPU trays).
         return self
