@@ -15,8 +15,10 @@ million output tokens that meets the SLOs on the fleet; ties go to the lower p99
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+import numpy as np
 
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
@@ -26,9 +28,54 @@ from gpufabric.model.inference import ServingConfig, Tokens
 from gpufabric.plan.table import rental_ids
 from gpufabric.spec.inference import InferenceSpec
 
-#: Requests per simulated design during sizing: p99 from 20,000 requests has ~200 samples
-#: beyond it, enough to size replicas; `gpufabric simulate` runs more for a final check.
-SIZING_REQUESTS = 20_000
+#: Requests per simulated engine while sizing: p99 from 400 requests has 4 beyond it,
+#: enough to rank designs and size replicas; `gpufabric simulate` runs more for a final check.
+SIZING_REQUESTS_PER_ENGINE = 400
+#: The searched values of what the spec leaves to ``auto`` (docs/inference.md "Search").
+AUTO_MAX_BATCH = (256, 128, 64)
+AUTO_TOKEN_BUDGET = (8192, 2048)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """One searched engine layout: replica parallelism and batching knobs."""
+
+    tp: int
+    pp: int
+    ep: int
+    dp_attention: bool
+    max_batch: int
+    token_budget: int
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def label(self) -> str:
+        dp = " dpa" if self.dp_attention else ""
+        return f"tp{self.tp} pp{self.pp}{dp} b{self.max_batch} t{self.token_budget}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchRow:
+    """One searched point (layout x mode): what it needs, what it costs, or why it lost."""
+
+    layout: str
+    mode: str
+    tp: int
+    pp: int
+    dp_attention: bool
+    max_batch: int
+    token_budget: int
+    prefill_replicas: int
+    decode_replicas: int
+    gpus: int
+    usd_per_million_output_tokens: float
+    ttft_p99_s: float
+    tpot_p99_s: float
+    status: str  # winner | meets | misses | pruned | infeasible
+    reason: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,11 +102,16 @@ class ServingCandidate:
     ttft_p99_s: float
     tpot_p50_s: float
     tpot_p99_s: float
+    itl_p50_s: float
+    itl_p99_s: float
+    output_tokens_per_s: float
+    preemptions: int
     kv_transfer_p99_s: float
     goodput_rps: float
     slo_attainment: float
     mean_decode_batch: float
     weight_load_s: float
+    cold_start_s: float
     scale_out_s: float
     usd_per_gpu_hour: float
     usd_per_million_output_tokens: float
@@ -69,6 +121,9 @@ class ServingCandidate:
     capacity: str = "build"  # build | rent (options.capacity)
     rental: str | None = None  # catalog rentals id of a rented design
     term: str | None = None  # on_demand | 1y | 3y
+    ep: int = 1
+    dp_attention: bool = False
+    token_budget: int = 8192
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,15 +131,17 @@ class ServingPlan:
     """Result of ``gpufabric plan`` on an inference spec."""
 
     name: str
-    rate_rps: float
+    rate_rps: float | None
+    concurrency: int | None
     candidates: list[ServingCandidate]
+    search: list[SearchRow]
     recommended: str | None
     rationale: str
 
 
 def _violations(summary: dict[str, Any], slo: Any) -> list[str]:
     out = []
-    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
+    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s"):
         limit = getattr(slo, key)
         if limit is not None and summary[key] > limit:
             out.append(f"{key} {summary[key]:.4g} > {limit:g}")
@@ -102,36 +159,38 @@ def _smallest(lo: int, hi: int, ok: Any) -> int:
     return lo
 
 
-def serving_config(
-    spec: InferenceSpec, catalog: Catalog, cand: ServingCandidate, *, requests: int, seed: int = 0
-) -> ServingConfig:
-    """The simulator configuration of one planned design (for ``gpufabric simulate``)."""
+def _perf(spec: InferenceSpec, catalog: Catalog, lay: Layout, fabric: str) -> m.ReplicaPerf:
     w = spec.workload
-    gpu = catalog.gpu(spec.cluster.gpu)
-    shape = m.shape_from_spec(w.model)
-    links = m.serving_links(catalog, spec.cluster.gpu, cand.fabric, spec.cluster.gpus_per_node)
-    perf = m.replica_perf(
-        shape=shape,
-        gpu=gpu,
-        links=links,
-        tp=cand.tp,
-        pp=cand.pp,
+    sp = w.speculative
+    return m.replica_perf(
+        shape=m.shape_from_spec(w.model),
+        gpu=catalog.gpu(spec.cluster.gpu),
+        links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
+        tp=lay.tp,
+        pp=lay.pp,
         precision=w.model.precision,
         mfu=w.mfu_prefill,
         hbm_efficiency=w.hbm_efficiency,
-        max_batch=w.batching.max_batch,
+        max_batch=lay.max_batch,
         jitter_cv=w.jitter_cv,
+        ep=lay.ep,
+        dp_attention=lay.dp_attention,
+        step_overhead_s=w.engine.step_overhead_s,
+        seq_overhead_s=w.engine.seq_overhead_s,
+        draft_tokens=sp.draft_tokens if sp else 0,
+        acceptance_rate=sp.acceptance_rate if sp else 0.0,
+        draft_cost_fraction=sp.draft_cost_fraction if sp else 0.0,
     )
-    kv = m.kv_transfer(shape=shape, tp=cand.tp, links=links, fabric=catalog.fabric(cand.fabric))
-    return _config(
-        spec,
-        perf,
-        kv if cand.decode_replicas else None,
-        cand.prefill_replicas,
-        cand.decode_replicas,
-        cand.max_batch,
-        requests,
-        seed,
+
+
+def _capacity(spec: InferenceSpec, catalog: Catalog, lay: Layout) -> float:
+    return m.kv_capacity_tokens(
+        shape=m.shape_from_spec(spec.workload.model),
+        gpu=catalog.gpu(spec.cluster.gpu),
+        tp=lay.tp,
+        pp=lay.pp,
+        memory_fraction=spec.workload.batching.kv_memory_fraction,
+        dp_attention=lay.dp_attention,
     )
 
 
@@ -141,32 +200,255 @@ def _tokens(dist: Any) -> Tokens:
 
 def _config(
     spec: InferenceSpec,
-    perf: m.ReplicaPerf,
-    kv: m.KvTransfer | None,
+    catalog: Catalog,
+    lay: Layout,
+    fabric: str,
     p: int,
     d: int,
-    max_batch: int,
+    *,
     requests: int,
     seed: int,
 ) -> ServingConfig:
     w = spec.workload
     slo = w.slo
+    kv = m.kv_transfer(
+        shape=m.shape_from_spec(w.model),
+        tp=lay.tp,
+        links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
+        fabric=catalog.fabric(fabric),
+    )
+    over = w.engine.request_overhead_s
     # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
     return ServingConfig(
-        perf=perf,
+        perf=_perf(spec, catalog, lay, fabric),
         prefill_replicas=p,
         decode_replicas=d,
-        kv=kv,
-        max_batch=max_batch,
+        kv=kv if d else None,
+        max_batch=lay.max_batch,
+        kv_capacity_tokens=_capacity(spec, catalog, lay) / lay.pp,
+        token_budget=lay.token_budget,
+        mixed=w.batching.mixed,
         rate_rps=w.traffic.rate_rps,
+        concurrency=w.traffic.concurrency,
         prompt=_tokens(w.traffic.prompt_tokens),
         output=_tokens(w.traffic.output_tokens),
         requests=requests,
         jitter_cv=w.jitter_cv,
+        request_overhead_s=m.REQUEST_OVERHEAD_S if over is None else over,
+        client_delay_s=m.CLIENT_DELAY_S,
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
         seed=seed,
     )
+
+
+def serving_config(
+    spec: InferenceSpec, catalog: Catalog, cand: ServingCandidate, *, requests: int, seed: int = 0
+) -> ServingConfig:
+    """The simulator configuration of one planned design (for ``gpufabric simulate``)."""
+    lay = Layout(
+        tp=cand.tp,
+        pp=cand.pp,
+        ep=cand.ep,
+        dp_attention=cand.dp_attention,
+        max_batch=cand.max_batch,
+        token_budget=cand.token_budget,
+    )
+    return _config(
+        spec, catalog, lay, cand.fabric, cand.prefill_replicas, cand.decode_replicas, requests=requests, seed=seed
+    )
+
+
+def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
+    """Parallel layouts to search: what the spec pins, powers of two inside the NVLink domain otherwise."""
+    w = spec.workload
+    r = w.replica
+    gpn = spec.cluster.gpus_per_node
+    twos = [x for x in (1, 2, 4, 8, 16, 32, 64) if x <= gpn]
+    tps = [r.tp] if isinstance(r.tp, int) else twos
+    pps = [r.pp] if isinstance(r.pp, int) else [x for x in twos if x <= 4]
+    mb = w.batching.max_batch
+    tb = w.batching.max_batch_tokens
+    batch = mb if isinstance(mb, int) else AUTO_MAX_BATCH[0]
+    budget = tb if isinstance(tb, int) else AUTO_TOKEN_BUDGET[0]
+    out = []
+    longest = _longest(spec)
+    for tp in tps:
+        for pp in pps:
+            if tp * pp > gpn:
+                continue
+            dpas = [False, True] if r.dp_attention == "auto" else [bool(r.dp_attention)]
+            for dpa in dpas:
+                if dpa and tp <= w.model.kv_heads and r.dp_attention == "auto":
+                    continue  # DP attention only pays where TP would replicate KV heads
+                ep = (r.ep if isinstance(r.ep, int) else tp * pp) if w.model.experts > 1 else 1
+                lay = Layout(tp=tp, pp=pp, ep=ep, dp_attention=dpa, max_batch=batch, token_budget=max(budget, batch))
+                if _capacity(spec, catalog, lay) / pp >= longest:
+                    out.append(lay)
+    return out
+
+
+def _longest(spec: InferenceSpec) -> float:
+    t = spec.workload.traffic
+    def top(d: Any) -> float:
+        return float(d.mean if d.cv == 0 else (d.max if d.max is not None else 8 * d.mean))
+    return top(t.prompt_tokens) + top(t.output_tokens)
+
+
+def _usd_gpu_h(spec: InferenceSpec, catalog: Catalog, fabric_id: str, rental: str | None, term: str | None) -> float:
+    o = spec.options
+    if rental is None:  # owned: paid whether busy or not (model/cost.py)
+        fabric = catalog.fabric(fabric_id)
+        return (
+            m.fleet_usd_per_gpu_hour(
+                gpu=catalog.gpu(spec.cluster.gpu),
+                fabric=fabric,
+                switch=catalog.switches[fabric.switch],
+                nic_optic=catalog.optics[fabric.nic_optic],
+                site=catalog.site,
+            )
+            / o.utilisation
+        )
+    return float(
+        rented_usd_per_gpu_hour(
+            usd_per_gpu_hour=catalog.rental(rental).usd_per_gpu_hour(term or ""),
+            committed=term != "on_demand",
+            utilisation=o.utilisation,
+        )
+    )
+
+
+class _Sizer:
+    """Smallest replica counts meeting the SLOs for one layout, mode and fabric (simulation-backed)."""
+
+    def __init__(self, spec: InferenceSpec, catalog: Catalog, simulate: Callable[[ServingConfig], Any], seed: int):
+        self.spec, self.catalog, self.simulate, self.seed = spec, catalog, simulate, seed
+        self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.fleet_gpus = spec.num_gpus
+
+    def run(self, lay: Layout, fabric: str, p: int, d: int) -> dict[str, Any]:
+        key = (lay, fabric if d else "", p, d)
+        if key not in self.cache:
+            engines = (d or p) * lay.pp
+            cfg = _config(
+                self.spec, self.catalog, lay, fabric, p, d, requests=SIZING_REQUESTS_PER_ENGINE * engines, seed=self.seed
+            )
+            self.cache[key] = self.simulate(cfg).summary()
+        return self.cache[key]
+
+    def ok(self, s: dict[str, Any], only: str | None = None) -> bool:
+        return not [v for v in _violations(s, self.spec.workload.slo) if only is None or v.startswith(only)]
+
+    def lower_bound(self, lay: Layout) -> int:
+        """Replicas the load needs at the largest batch the TPOT SLO allows (GPU-seconds per request x rate).
+
+        No design of this layout does with fewer: a larger batch would step slower than the
+        TPOT limit, and prefill and decode time only add up.
+        """
+        w = self.spec.workload
+        t = w.traffic
+        if t.rate_rps is None:
+            return 1
+        perf = _perf(self.spec, self.catalog, lay, self.spec.options.fabrics[0])
+        ctx = t.prompt_tokens.mean + t.output_tokens.mean / 2
+        limit = min(w.slo.tpot_p99_s or float("inf"), w.slo.tpot_p50_s or float("inf")) * perf.tokens_per_step
+        batches = np.arange(1, lay.max_batch + 1)
+        steps = perf.decode_step_s(batches, ctx)
+        allowed = batches[steps <= limit]
+        b = int(allowed[-1]) if allowed.size else 1
+        work = float(perf.prefill_s(t.prompt_tokens.mean)) + (t.output_tokens.mean - 1) / perf.tokens_per_step * float(
+            perf.decode_step_s(b, ctx)
+        ) / b
+        return max(1, int(t.rate_rps * work / lay.pp))
+
+    def screen(self, lay: Layout) -> str | None:
+        """Why no replica count can help (the latency of one request alone already misses an SLO), or None."""
+        w = self.spec.workload
+        slo = w.slo
+        perf = _perf(self.spec, self.catalog, lay, self.spec.options.fabrics[0])
+        over = m.REQUEST_OVERHEAD_S if w.engine.request_overhead_s is None else w.engine.request_overhead_s
+        pt = w.traffic.prompt_tokens
+        for key, q in (("ttft_p50_s", 0.5), ("ttft_p99_s", 0.99)):
+            limit = getattr(slo, key)
+            if limit is None:
+                continue
+            prompt = _quantile(pt.mean, pt.cv, q, pt.max)
+            alone = float(perf.prefill_s(prompt)) + over
+            if alone > limit:
+                return f"{key}: a {prompt:.0f}-token prompt alone takes {alone:.3g} s > {limit:g} s"
+        limit = min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf"), slo.itl_p99_s or float("inf"))
+        ctx = pt.mean + w.traffic.output_tokens.mean / 2
+        step = float(perf.decode_step_s(1, ctx)) / perf.tokens_per_step
+        if step > limit:
+            return f"tpot: one sequence alone steps in {step * 1e3:.3g} ms > {limit * 1e3:g} ms"
+        return None
+
+    def smallest(self, lo: int, hi: int, good: Callable[[int], bool], hint: int | None = None) -> int | None:
+        """Smallest n in [lo, hi] with good(n) (monotone); None if hi fails.
+
+        From a hint (the answer of a similar layout scaled to this one's GPUs) it walks one
+        step at a time, which is a couple of simulations when the hint is close; otherwise
+        it doubles from lo, then bisects.
+        """
+        if hint is not None and lo <= hint <= hi:
+            n = hint
+            if good(n):
+                while n > lo and good(n - 1):
+                    n -= 1
+                return n
+            for _ in range(3):
+                n += 1
+                if n > hi:
+                    return None
+                if good(n):
+                    return n
+            lo = n + 1
+            if lo > hi:
+                return None
+        step = lo
+        while not good(step):
+            if step >= hi:
+                return None
+            lo = step + 1
+            step = min(hi, step * 2)
+        hi = step
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if good(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return hi
+
+    def colocated(self, lay: Layout, hint: tuple[int, int] | None = None) -> tuple[int, int] | None:
+        fleet = self.fleet_gpus // lay.gpus
+        if fleet < 1:
+            return None
+        lo = min(fleet, self.lower_bound(lay))
+        fabric = self.spec.options.fabrics[0]
+        h = None if hint is None else max(lo, min(fleet, hint[0] + hint[1]))
+        n = self.smallest(lo, fleet, lambda r: self.ok(self.run(lay, fabric, r, 0)), h)
+        return None if n is None else (n, 0)
+
+    def disaggregated(self, lay: Layout, fabric: str, hint: tuple[int, int] | None = None) -> tuple[int, int] | None:
+        fleet = self.fleet_gpus // lay.gpus
+        if fleet < 2:
+            return None
+        lo = max(1, self.lower_bound(lay) // 2)
+        # Prefill replicas for TTFT with a generous decode pool, then the fewest decode replicas.
+        d_hi = max(1, fleet // 4)
+        hp = None if hint is None else max(1, min(fleet - 1, hint[0]))
+        p = self.smallest(
+            min(lo, fleet - 1),
+            fleet - 1,
+            lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
+            hp,
+        )
+        if p is None:
+            return None
+        hd = None if hint is None or not hint[1] else max(1, min(fleet - p, hint[1]))
+        d = self.smallest(1, max(1, fleet - p), lambda n: self.ok(self.run(lay, fabric, p, n)), hd)
+        return None if d is None else (p, d)
 
 
 def make_serving_plan(
@@ -174,151 +456,229 @@ def make_serving_plan(
     catalog: Catalog,
     *,
     simulate: Callable[[ServingConfig], Any],
-    requests: int = SIZING_REQUESTS,
+    requests: int | None = None,
     seed: int = 0,
 ) -> ServingPlan:
-    """Size, predict and cost every serving design of ``spec``.
+    """Search, size, predict and cost the serving designs of ``spec``.
+
+    The search (docs/inference.md "Search"): every replica layout the spec leaves open
+    (tp, pp inside the NVLink domain, DP attention where TP would replicate KV heads) x
+    mode (colocated, disaggregated), each sized by simulation to the fewest replicas that
+    meet every SLO, visited cheapest lower bound first and pruned once a sized design
+    beats a layout's bound; then the batching knobs left to ``auto`` (max batch, token
+    budget) are searched on the winning layout. The winner of each mode is then costed
+    on every fabric x storage (and rented offering).
 
     ``simulate`` is the request-level simulator (sim/serving.py ``simulate_serving``),
     passed in by the caller so that plan/ does not import sim/ (docs/architecture.md).
+    ``requests`` is unused (kept for callers; sizing runs SIZING_REQUESTS_PER_ENGINE).
 
     Raises:
-        InputError: the model does not fit a node of the spec's GPU at any TP degree.
+        InputError: the model does not fit the NVLink domain of the spec's GPU at any layout.
     """
+    del requests
     w = spec.workload
+    shape = m.shape_from_spec(w.model)
+    gpn = spec.cluster.gpus_per_node
+    layouts = _layouts(spec, catalog)
+    if not layouts:
+        raise InputError(
+            f"{shape.weight_bytes / 1e9:.0f} GB of weights plus the KV cache of one {_longest(spec):.0f}-token request"
+            f" do not fit {gpn} x {spec.cluster.gpu} at any tp x pp (or the pinned workload.replica); relax"
+            " workload.replica, lower kv_precision or use a larger GPU"
+        )
+    o = spec.options
+    modes = (
+        ("colocated", "disaggregated")
+        if w.disaggregation in ("both", "auto")
+        else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
+    )
+    sizer = _Sizer(spec, catalog, simulate, seed)
+    fabric0 = o.fabrics[0]
+    usd0 = _usd_gpu_h(spec, catalog, fabric0, None, None) if "build" in o.capacity else 1.0
+    out_tps = _output_tps(spec)
+    search: list[SearchRow] = []
+    best: dict[str, tuple[float, Layout, int, int]] = {}
+
+    def cost(gpus: int, tps: float) -> float:
+        return float(m.usd_per_million_tokens(usd_per_gpu_hour=usd0, gpus=gpus, tokens_per_s=tps))
+
+    def visit(lay: Layout, mode: str, bound_gpus: int, hint: tuple[int, int] | None = None) -> None:
+        winner = min((v[0] for v in best.values()), default=float("inf"))
+        lb = cost(bound_gpus, out_tps) if out_tps else 0.0
+        if lb >= winner and w.traffic.rate_rps is not None:
+            search.append(_row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized"))
+            return
+        why = sizer.screen(lay)
+        if why is not None:
+            search.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", why))
+            return
+        if hint is None and mode in best:
+            # The best of this mode so far, scaled to this layout's GPUs per replica.
+            _, blay, bp, bd = best[mode]
+            scale = blay.gpus / lay.gpus
+            hint = (max(1, round(bp * scale)), round(bd * scale))
+        pd = sizer.colocated(lay, hint) if mode == "colocated" else sizer.disaggregated(lay, fabric0, hint)
+        if pd is None:
+            search.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", "no replica count within the cluster meets the SLOs"))
+            return
+        p, d = pd
+        s = sizer.run(lay, fabric0, p, d)
+        gpus = (p + d) * lay.gpus
+        tps = out_tps or s["output_tokens_per_s"]
+        c = cost(gpus, tps)
+        search.append(_row(lay, mode, p, d, gpus, c, s, "meets", f"{p}+{d} replicas"))
+        if mode not in best or c < best[mode][0]:
+            best[mode] = (c, lay, p, d)
+
+    order = sorted(
+        ((sizer.lower_bound(lay) * lay.gpus, i, lay, mode) for i, lay in enumerate(layouts) for mode in modes),
+        key=lambda x: (x[0], x[1]),
+    )
+    for bound_replicas_gpus, _, lay, mode in order:
+        visit(lay, mode, bound_replicas_gpus)
+    # Batching knobs left to auto, searched on each mode's winning layout.
+    for mode in list(best):
+        _, lay, _, _ = best[mode]
+        batches = [] if isinstance(w.batching.max_batch, int) else [b for b in AUTO_MAX_BATCH if b != lay.max_batch]
+        budgets = [] if isinstance(w.batching.max_batch_tokens, int) else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget]
+        hint = best[mode][2:]
+        for var in [replace(lay, max_batch=b, token_budget=max(lay.token_budget, b)) for b in batches] + [
+            replace(lay, token_budget=max(t, lay.max_batch)) for t in budgets
+        ]:
+            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
+    search = _mark(search, best)
+    cands = _candidates(spec, catalog, sizer, best, seed)
+    cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
+    rec = cands[0] if cands and cands[0].meets_slo else None
+    return ServingPlan(
+        name=spec.name,
+        rate_rps=w.traffic.rate_rps,
+        concurrency=w.traffic.concurrency,
+        candidates=cands,
+        search=search,
+        recommended=rec.id if rec else None,
+        rationale=_rationale(rec, cands, spec, search),
+    )
+
+
+def _quantile(mean: float, cv: float, q: float, cap: int | None) -> float:
+    """Quantile q of the lognormal token distribution (mean, cv), clipped like Tokens.draw."""
+    if cv == 0:
+        return float(mean)
+    from statistics import NormalDist
+
+    sigma = float(np.sqrt(np.log1p(cv**2)))
+    x = float(np.exp(np.log(mean) - sigma**2 / 2 + sigma * NormalDist().inv_cdf(q)))
+    return min(x, float(cap if cap is not None else 8 * mean))
+
+
+def _output_tps(spec: InferenceSpec) -> float:
+    """Output tokens/s the open-loop load asks for (0 for a closed loop: measured by the simulator)."""
+    t = spec.workload.traffic
+    return t.rate_rps * t.output_tokens.mean if t.rate_rps is not None else 0.0
+
+
+def _row(lay: Layout, mode: str, p: int, d: int, gpus: int, usd: float, s: dict[str, Any], status: str, reason: str) -> SearchRow:
+    return SearchRow(
+        layout=lay.label,
+        mode=mode,
+        tp=lay.tp,
+        pp=lay.pp,
+        dp_attention=lay.dp_attention,
+        max_batch=lay.max_batch,
+        token_budget=lay.token_budget,
+        prefill_replicas=p,
+        decode_replicas=d,
+        gpus=gpus,
+        usd_per_million_output_tokens=usd,
+        ttft_p99_s=float(s.get("ttft_p99_s", float("nan"))),
+        tpot_p99_s=float(s.get("tpot_p99_s", float("nan"))),
+        status=status,
+        reason=reason,
+    )
+
+
+def _mark(rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]]) -> list[SearchRow]:
+    if not best:
+        return rows
+    win_cost, win_lay, _, _ = min(best.values(), key=lambda v: v[0])
+    win_mode = next(k for k, v in best.items() if v[0] == win_cost)
+    out = []
+    for r in rows:
+        if r.status == "meets" and r.layout == win_lay.label and r.mode == win_mode:
+            r = replace(r, status="winner", reason=f"cheapest meeting every SLO: {r.gpus} GPUs")
+        elif r.status == "meets":
+            r = replace(r, reason=f"{r.reason}; {r.gpus} GPUs, ${r.usd_per_million_output_tokens:.3g}/M vs ${win_cost:.3g}/M")
+        out.append(r)
+    return out
+
+
+def _candidates(
+    spec: InferenceSpec,
+    catalog: Catalog,
+    sizer: _Sizer,
+    best: dict[str, tuple[float, Layout, int, int]],
+    seed: int,
+) -> list[ServingCandidate]:
+    w = spec.workload
+    o = spec.options
     gpu = catalog.gpu(spec.cluster.gpu)
     shape = m.shape_from_spec(w.model)
     gpn = spec.cluster.gpus_per_node
-    context = w.traffic.prompt_tokens.mean + w.traffic.output_tokens.mean
-    tp = (
-        w.replica.tp
-        if isinstance(w.replica.tp, int)
-        else m.auto_tp(
-            shape=shape,
-            gpu=gpu,
-            pp=w.replica.pp,
-            gpus_per_node=gpn,
-            memory_fraction=w.batching.kv_memory_fraction,
-            context_tokens=context,
-            batch=min(w.batching.max_batch, 32),
-        )
-    )
-    if tp == 0:
-        raise InputError(
-            f"{shape.weight_bytes / 1e9:.0f} GB of weights plus KV cache do not fit {gpn} x {spec.cluster.gpu};"
-            " set workload.replica.pp > 1 or use a larger GPU"
-        )
-    pp = w.replica.pp
-    capacity = m.kv_capacity_tokens(shape=shape, gpu=gpu, tp=tp, pp=pp, memory_fraction=w.batching.kv_memory_fraction)
-    max_batch = int(min(w.batching.max_batch * pp, capacity // context))
-    if max_batch < 1:
-        raise InputError(
-            f"tp = {tp} x pp = {pp} leaves no HBM for the KV cache of one {context:.0f}-token request; raise tp or pp"
-        )
-    per_replica = tp * pp
-    fleet = spec.num_gpus // per_replica
-    if fleet < 1:
-        raise InputError(f"one replica needs {per_replica} GPUs but the cluster has {spec.num_gpus}")
     prompt = _tokens(w.traffic.prompt_tokens)
-    slo = w.slo
-    modes = (
-        ("colocated", "disaggregated")
-        if w.disaggregation == "both"
-        else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
+    context = w.traffic.prompt_tokens.mean + w.traffic.output_tokens.mean
+    cs = w.cold_start
+    boot = (
+        (m.ENGINE_START_S if cs.engine_start_s is None else cs.engine_start_s)
+        + (m.GRAPH_CAPTURE_S if cs.graph_capture_s is None else cs.graph_capture_s)
+        + (m.WARMUP_S if cs.warmup_s is None else cs.warmup_s)
     )
-
-    def run(perf: m.ReplicaPerf, kv: m.KvTransfer | None, p: int, d: int) -> dict[str, Any]:
-        return simulate(_config(spec, perf, kv, p, d, max_batch, requests, seed)).summary()
-
-    def ttft_ok(s: dict[str, Any]) -> bool:
-        return not [v for v in _violations(s, slo) if v.startswith("ttft")]
-
-    cands: list[ServingCandidate] = []
-    colocated_cache: dict[str, Any] = {}
-    o = spec.options
-    util = o.utilisation
-    # (fabric, offering, term): built fabrics first, then rented offerings (options.capacity).
     where: list[tuple[str, str | None, str | None]] = []
     if "build" in o.capacity:
         where += [(f, None, None) for f in o.fabrics]
     if "rent" in o.capacity:
         where += [(catalog.rental(r).fabric, r, t) for r in rental_ids(spec, catalog) for t in o.rent_terms]
-    for fabric_id, rental, term in where:
-        fabric = catalog.fabric(fabric_id)
-        links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
-        perf = m.replica_perf(
-            shape=shape,
-            gpu=gpu,
-            links=links,
-            tp=tp,
-            pp=pp,
-            precision=w.model.precision,
-            mfu=w.mfu_prefill,
-            hbm_efficiency=w.hbm_efficiency,
-            max_batch=w.batching.max_batch,
-            jitter_cv=w.jitter_cv,
-        )
-        kv = m.kv_transfer(shape=shape, tp=tp, links=links, fabric=fabric)
-        if rental is None:  # owned: paid whether busy or not (model/cost.py)
-            usd_gpu_h = (
-                m.fleet_usd_per_gpu_hour(
-                    gpu=gpu,
-                    fabric=fabric,
-                    switch=catalog.switches[fabric.switch],
-                    nic_optic=catalog.optics[fabric.nic_optic],
-                    site=catalog.site,
-                )
-                / util
-            )
-        else:
-            usd_gpu_h = float(
-                rented_usd_per_gpu_hour(
-                    usd_per_gpu_hour=catalog.rental(rental).usd_per_gpu_hour(term or ""),
-                    committed=term != "on_demand",
-                    utilisation=util,
-                )
-            )
-        label = fabric_id if rental is None else f"rent-{rental}-{term}"
-        offered = catalog.rental(rental).storage if rental else o.storage
-        for mode in modes:
-            if mode == "colocated":
-                if "colocated" not in colocated_cache:
-                    r = _smallest(1, fleet, lambda n, perf=perf: not _violations(run(perf, None, n, 0), slo))
-                    colocated_cache["colocated"] = (r, 0, run(perf, None, r, 0))
-                p, d, summary = colocated_cache["colocated"]
-            else:
-                if fleet < 2:
-                    continue
-                p = _smallest(1, fleet - 1, lambda n, perf=perf, kv=kv: ttft_ok(run(perf, kv, n, fleet - n)))
-                d = _smallest(
-                    1, max(1, fleet - p), lambda n, perf=perf, kv=kv, p=p: not _violations(run(perf, kv, p, n), slo)
-                )
-                summary = run(perf, kv, p, d)
-            gpus = (p + d) * per_replica
-            violations = _violations(summary, slo)
+    out: list[ServingCandidate] = []
+    for mode, (_, lay, p0, d0) in best.items():
+        for fabric_id, rental, term in where:
+            perf = _perf(spec, catalog, lay, fabric_id)
+            links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
+            kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
+            p, d = p0, d0
+            summary = sizer.run(lay, fabric_id, p, d)
+            if mode == "disaggregated" and not sizer.ok(summary) and p + d + 1 <= sizer.fleet_gpus // lay.gpus:
+                # The KV transfer depends on the fabric: one more decode replica where it is slower.
+                d += 1
+                summary = sizer.run(lay, fabric_id, p, d)
+            usd_gpu_h = _usd_gpu_h(spec, catalog, fabric_id, rental, term)
+            gpus = (p + d) * lay.gpus
+            violations = _violations(summary, w.slo)
             fits = gpus <= spec.num_gpus
             if not fits:
                 violations.append(f"gpus {gpus} > cluster {spec.num_gpus}")
-            out_tps = w.traffic.rate_rps * w.traffic.output_tokens.mean
-            for storage_id in (s for s in o.storage if s in offered):
+            tps = _output_tps(spec) or summary["output_tokens_per_s"]
+            label = fabric_id if rental is None else f"rent-{rental}-{term}"
+            offered = catalog.rental(rental).storage if rental else o.storage
+            for storage_id in (x for x in o.storage if x in offered):
                 storage = catalog.storage_backend(storage_id)
-                load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn)
+                load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=lay.tp, pp=lay.pp, gpus_per_node=gpn)
                 burst = m.weight_load_s(
-                    shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn, concurrent_replicas=p + d
+                    shape=shape, storage=storage, gpu=gpu, tp=lay.tp, pp=lay.pp, gpus_per_node=gpn, concurrent_replicas=p + d
                 )
-                cands.append(
+                out.append(
                     ServingCandidate(
                         id=f"{mode}/{label}/{storage_id}",
                         mode=mode,
                         fabric=fabric_id,
                         storage=storage_id,
-                        tp=tp,
-                        pp=pp,
-                        gpus_per_replica=per_replica,
+                        tp=lay.tp,
+                        pp=lay.pp,
+                        gpus_per_replica=lay.gpus,
                         prefill_replicas=p,
                         decode_replicas=d,
                         gpus=gpus,
-                        max_batch=max_batch,
+                        max_batch=lay.max_batch,
                         kv_bytes_per_token=shape.kv_bytes_per_token,
                         prefill_s_at_mean_prompt=float(perf.prefill_s(prompt.mean)),
                         decode_step_s_at_batch_1=float(perf.decode_step_s(1, context)),
@@ -328,15 +688,20 @@ def make_serving_plan(
                         ttft_p99_s=summary["ttft_p99_s"],
                         tpot_p50_s=summary["tpot_p50_s"],
                         tpot_p99_s=summary["tpot_p99_s"],
+                        itl_p50_s=summary["itl_p50_s"],
+                        itl_p99_s=summary["itl_p99_s"],
+                        output_tokens_per_s=summary["output_tokens_per_s"],
+                        preemptions=summary["preemptions"],
                         kv_transfer_p99_s=summary["kv_transfer_p99_s"],
                         goodput_rps=summary["goodput_rps"],
                         slo_attainment=summary["slo_attainment"],
                         mean_decode_batch=summary["mean_decode_batch"],
                         weight_load_s=load,
-                        scale_out_s=burst,
+                        cold_start_s=load + boot,
+                        scale_out_s=burst + boot,
                         usd_per_gpu_hour=usd_gpu_h,
                         usd_per_million_output_tokens=float(
-                            m.usd_per_million_tokens(usd_per_gpu_hour=usd_gpu_h, gpus=gpus, tokens_per_s=out_tps)
+                            m.usd_per_million_tokens(usd_per_gpu_hour=usd_gpu_h, gpus=gpus, tokens_per_s=tps)
                         ),
                         fits_cluster=fits,
                         meets_slo=not violations,
@@ -344,43 +709,48 @@ def make_serving_plan(
                         capacity="rent" if rental else "build",
                         rental=rental,
                         term=term,
+                        ep=lay.ep,
+                        dp_attention=lay.dp_attention,
+                        token_budget=lay.token_budget,
                     )
                 )
-    cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
-    best = cands[0] if cands and cands[0].meets_slo else None
-    return ServingPlan(
-        name=spec.name,
-        rate_rps=w.traffic.rate_rps,
-        candidates=cands,
-        recommended=best.id if best else None,
-        rationale=_rationale(best, cands, spec),
-    )
+    return out
 
 
-def _rationale(best: ServingCandidate | None, cands: list[ServingCandidate], spec: InferenceSpec) -> str:
+def _rationale(
+    best: ServingCandidate | None, cands: list[ServingCandidate], spec: InferenceSpec, search: list[SearchRow]
+) -> str:
+    t = spec.workload.traffic
+    load = f"{t.rate_rps:g} requests/s" if t.rate_rps is not None else f"{t.concurrency} concurrent clients"
     if best is None:
         worst = cands[0].violations if cands else []
         return (
-            f"No design meets the SLOs at {spec.workload.traffic.rate_rps:g} requests/s on {spec.num_gpus} GPUs"
-            f" (closest: {', '.join(worst)}). Add GPUs, relax the SLOs or lower the rate."
+            f"No design meets the SLOs at {load} on {spec.num_gpus} GPUs"
+            f" ({len(search)} layouts x modes searched; closest: {', '.join(worst) or 'none sized'})."
+            " Add GPUs, relax the SLOs or lower the load."
         )
     text = (
-        f"{best.id} serves {spec.workload.traffic.rate_rps:g} requests/s within the SLOs on {best.gpus} GPUs"
+        f"{best.id} serves {load} within the SLOs on {best.gpus} GPUs"
         + (
             f" ({best.prefill_replicas} prefill + {best.decode_replicas} decode"
             if best.decode_replicas
             else f" ({best.prefill_replicas}"
         )
-        + f" replicas of tp {best.tp} x pp {best.pp}) at ${best.usd_per_million_output_tokens:.3g} per million output tokens;"
-        f" p99 TTFT {best.ttft_p99_s:.3g} s, p99 TPOT {best.tpot_p99_s * 1e3:.3g} ms."
+        + f" replicas of tp {best.tp} x pp {best.pp}, max batch {best.max_batch}, token budget {best.token_budget})"
+        f" at ${best.usd_per_million_output_tokens:.3g} per million output tokens;"
+        f" p99 TTFT {best.ttft_p99_s:.3g} s, p99 TPOT {best.tpot_p99_s * 1e3:.3g} ms, p99 ITL {best.itl_p99_s * 1e3:.3g} ms."
     )
-    other = next((c for c in cands if c.meets_slo and c.mode != best.mode), None)
-    if other:
-        text += (
-            f" The best {other.mode} design needs {other.gpus} GPUs (${other.usd_per_million_output_tokens:.3g}/M tokens,"
-            f" p99 TPOT {other.tpot_p99_s * 1e3:.3g} ms)."
-        )
-    text += f" Cold start of one replica from {best.storage}: {best.weight_load_s:.3g} s; all replicas at once: {best.scale_out_s:.3g} s."
+    sized = [r for r in search if r.status in ("meets", "winner")]
+    text += f" Searched {len(search)} layouts x modes: {len(sized)} sized"
+    losers = sorted((r for r in sized if r.status == "meets"), key=lambda r: r.usd_per_million_output_tokens)
+    if losers:
+        r = losers[0]
+        text += f"; runner-up {r.mode} {r.layout} needs {r.gpus} GPUs (${r.usd_per_million_output_tokens:.3g}/M)"
+    text += "."
+    text += (
+        f" Cold start of one replica from {best.storage}: {best.cold_start_s:.3g} s"
+        f" ({best.weight_load_s:.3g} s weights + engine start, graph capture, warm-up); all at once: {best.scale_out_s:.3g} s."
+    )
     rented = next((c for c in cands if c.capacity == "rent" and c.meets_slo), None)
     built = next((c for c in cands if c.capacity == "build" and c.meets_slo), None)
     if rented is not None:
