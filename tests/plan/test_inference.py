@@ -94,6 +94,6 @@ def test_infeasible_rate_has_no_recommendation():
 
 
 def test_model_that_does_not_fit_is_an_input_error():
-    spec = _spec(workload={"replica": {"tp": 1}})
+    spec = _spec(workload={"replica": {"tp": 1, "pp": 1}})
     with pytest.raises(InputError, match="KV cache"):
         make_serving_plan(spec, CAT, requests=1000)

@@ -547,10 +547,10 @@ def make_serving_plan(
             replace(lay, token_budget=max(t, lay.max_batch)) for t in budgets
         ]:
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
-    search = _mark(search, best)
     cands = _candidates(spec, catalog, sizer, best, seed)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
+    search = _mark(search, best, rec.mode if rec else None)
     return ServingPlan(
         name=spec.name,
         rate_rps=w.traffic.rate_rps,
@@ -599,11 +599,10 @@ def _row(lay: Layout, mode: str, p: int, d: int, gpus: int, usd: float, s: dict[
     )
 
 
-def _mark(rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]]) -> list[SearchRow]:
-    if not best:
+def _mark(rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], win_mode: str | None) -> list[SearchRow]:
+    if win_mode is None or win_mode not in best:
         return rows
-    win_cost, win_lay, _, _ = min(best.values(), key=lambda v: v[0])
-    win_mode = next(k for k, v in best.items() if v[0] == win_cost)
+    win_cost, win_lay, _, _ = best[win_mode]
     out = []
     for r in rows:
         if r.status == "meets" and r.layout == win_lay.label and r.mode == win_mode:
