@@ -9,7 +9,8 @@ and Tuning: chunked prefill"; SGLang ``--chunked-prefill-size``, ``--enable-mixe
   then waiting requests are admitted in arrival order, each prompt cut into a chunk that
   fits what is left of the budget (chunked prefill, Sarathi-Serve, OSDI'24).
 - **Admission control.** A waiting request is admitted only while fewer than
-  ``max_batch`` requests run (``max_num_seqs``) and the KV cache has room for its chunk;
+  ``max_batch`` requests run (``max_num_seqs``) and the KV cache has room for its prompt
+  above a 1% watermark;
   otherwise it waits, so a full cache shows up in TTFT, not in TPOT.
 - **Preemption.** When a decode step needs KV blocks that are not free, the most recently
   admitted running request is preempted (its blocks freed; recomputed later from its prompt
@@ -46,6 +47,8 @@ __all__ = ["EngineConfig", "EngineResult", "run_engine"]
 #: Longest stretch of decode iterations simulated as one jump: long enough to keep the cost
 #: per request small, short enough that an arrival waiting for admission is let in promptly.
 MAX_JUMP = 256
+#: Share of the KV cache kept free when admitting a request (vLLM's watermark, 0.01).
+WATERMARK = 0.01
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -314,8 +317,13 @@ def run_engine(
             chunks.append((r, c))
             budget -= c
             room -= c
-        while waiting and budget > 0 and room >= 1 and b + len(prefilling) < cfg.max_batch:
-            r = waiting.popleft()
+        while waiting and budget > 0 and b + len(prefilling) < cfg.max_batch:
+            r = waiting[0]
+            # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
+            # blocks back), so new prompts do not evict running decodes at once.
+            if room < todo[r] + WATERMARK * cap:
+                break
+            waiting.popleft()
             c = int(min(todo[r], budget, room))
             state[r] = 1
             prefilling.append(r)
