@@ -99,7 +99,9 @@ def test_prefills_ride_in_decode_iterations_and_stretch_them():
 def test_full_kv_cache_waits_in_ttft_not_tpot():
     perf = _perf()
     roomy = _closed(_engine(perf=perf), 64, 640, prompt=1000, out=200, client_delay_s=0.003)
-    tight = _closed(_engine(perf=perf, kv_capacity_tokens=16 * 1200), 64, 640, prompt=1000, out=200, client_delay_s=0.003)
+    tight = _closed(
+        _engine(perf=perf, kv_capacity_tokens=16 * 1200), 64, 640, prompt=1000, out=200, client_delay_s=0.003
+    )
     ttft = lambda r: np.median(r.first_token_s - r.arrival_s)  # noqa: E731
     tpot = lambda r: np.median((r.finish_s - r.first_token_s) / 199)  # noqa: E731
     assert ttft(tight) > 5 * ttft(roomy)
@@ -160,7 +162,9 @@ def test_moe_touches_fewer_weights_at_small_batch():
 
 
 def _kv(scale: float = 1.0) -> KvTransfer:
-    return KvTransfer(grid_tokens=(1.0, 1e6), grid_s=(1e-4 * scale, 1e-4 * scale + scale), jitter_s=0.0, hiccup_prob=0.0, hiccup_s=0.0)
+    return KvTransfer(
+        grid_tokens=(1.0, 1e6), grid_s=(1e-4 * scale, 1e-4 * scale + scale), jitter_s=0.0, hiccup_prob=0.0, hiccup_s=0.0
+    )
 
 
 def _cfg(**kw) -> ServingConfig:
@@ -180,7 +184,15 @@ def _cfg(**kw) -> ServingConfig:
 
 def test_closed_loop_and_open_loop_report_the_benchmark_metrics():
     s = simulate_serving(_cfg(rate_rps=None, concurrency=16)).summary()
-    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p50_s", "itl_p99_s", "output_tokens_per_s"):
+    for key in (
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "output_tokens_per_s",
+    ):
         assert s[key] > 0
     assert s["ttft_p99_s"] >= s["ttft_p50_s"] and s["itl_p99_s"] >= s["itl_p50_s"]
     o = simulate_serving(_cfg()).summary()

@@ -203,7 +203,9 @@ class ReplicaPerf:
             return 1.0
         return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
 
-    def iteration_s(self, decode_seqs: Any, context_tokens: Any, prefill_tokens: Any = 0.0, prefill_attn: Any = 0.0) -> Any:
+    def iteration_s(
+        self, decode_seqs: Any, context_tokens: Any, prefill_tokens: Any = 0.0, prefill_attn: Any = 0.0
+    ) -> Any:
         """Time of one iteration.
 
         Args:

@@ -290,8 +290,10 @@ def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
 
 def _longest(spec: InferenceSpec) -> float:
     t = spec.workload.traffic
+
     def top(d: Any) -> float:
         return float(d.mean if d.cv == 0 else (d.max if d.max is not None else 8 * d.mean))
+
     return top(t.prompt_tokens) + top(t.output_tokens)
 
 
@@ -331,7 +333,14 @@ class _Sizer:
         if key not in self.cache:
             engines = (d or p) * lay.pp
             cfg = _config(
-                self.spec, self.catalog, lay, fabric, p, d, requests=SIZING_REQUESTS_PER_ENGINE * engines, seed=self.seed
+                self.spec,
+                self.catalog,
+                lay,
+                fabric,
+                p,
+                d,
+                requests=SIZING_REQUESTS_PER_ENGINE * engines,
+                seed=self.seed,
             )
             self.cache[key] = self.simulate(cfg).summary()
         return self.cache[key]
@@ -356,9 +365,10 @@ class _Sizer:
         steps = perf.decode_step_s(batches, ctx)
         allowed = batches[steps <= limit]
         b = int(allowed[-1]) if allowed.size else 1
-        work = float(perf.prefill_s(t.prompt_tokens.mean)) + (t.output_tokens.mean - 1) / perf.tokens_per_step * float(
-            perf.decode_step_s(b, ctx)
-        ) / b
+        work = (
+            float(perf.prefill_s(t.prompt_tokens.mean))
+            + (t.output_tokens.mean - 1) / perf.tokens_per_step * float(perf.decode_step_s(b, ctx)) / b
+        )
         return max(1, int(t.rate_rps * work / lay.pp))
 
     def screen(self, lay: Layout) -> str | None:
@@ -507,7 +517,9 @@ def make_serving_plan(
         winner = min((v[0] for v in best.values()), default=float("inf"))
         lb = cost(bound_gpus, out_tps) if out_tps else 0.0
         if lb >= winner and w.traffic.rate_rps is not None:
-            search.append(_row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized"))
+            search.append(
+                _row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized")
+            )
             return
         why = sizer.screen(lay)
         if why is not None:
@@ -520,7 +532,19 @@ def make_serving_plan(
             hint = (max(1, round(bp * scale)), round(bd * scale))
         pd = sizer.colocated(lay, hint) if mode == "colocated" else sizer.disaggregated(lay, fabric0, hint)
         if pd is None:
-            search.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", "no replica count within the cluster meets the SLOs"))
+            search.append(
+                _row(
+                    lay,
+                    mode,
+                    0,
+                    0,
+                    0,
+                    float("inf"),
+                    {},
+                    "infeasible",
+                    "no replica count within the cluster meets the SLOs",
+                )
+            )
             return
         p, d = pd
         s = sizer.run(lay, fabric0, p, d)
@@ -541,7 +565,11 @@ def make_serving_plan(
     for mode in list(best):
         _, lay, _, _ = best[mode]
         batches = [] if isinstance(w.batching.max_batch, int) else [b for b in AUTO_MAX_BATCH if b != lay.max_batch]
-        budgets = [] if isinstance(w.batching.max_batch_tokens, int) else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget]
+        budgets = (
+            []
+            if isinstance(w.batching.max_batch_tokens, int)
+            else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget]
+        )
         hint = best[mode][2:]
         for var in [replace(lay, max_batch=b, token_budget=max(lay.token_budget, b)) for b in batches] + [
             replace(lay, token_budget=max(t, lay.max_batch)) for t in budgets
@@ -579,7 +607,9 @@ def _output_tps(spec: InferenceSpec) -> float:
     return t.rate_rps * t.output_tokens.mean if t.rate_rps is not None else 0.0
 
 
-def _row(lay: Layout, mode: str, p: int, d: int, gpus: int, usd: float, s: dict[str, Any], status: str, reason: str) -> SearchRow:
+def _row(
+    lay: Layout, mode: str, p: int, d: int, gpus: int, usd: float, s: dict[str, Any], status: str, reason: str
+) -> SearchRow:
     return SearchRow(
         layout=lay.label,
         mode=mode,
@@ -599,7 +629,9 @@ def _row(lay: Layout, mode: str, p: int, d: int, gpus: int, usd: float, s: dict[
     )
 
 
-def _mark(rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], win_mode: str | None) -> list[SearchRow]:
+def _mark(
+    rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], win_mode: str | None
+) -> list[SearchRow]:
     if win_mode is None or win_mode not in best:
         return rows
     win_cost, win_lay, _, _ = best[win_mode]
@@ -608,7 +640,9 @@ def _mark(rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]]
         if r.status == "meets" and r.layout == win_lay.label and r.mode == win_mode:
             r = replace(r, status="winner", reason=f"cheapest meeting every SLO: {r.gpus} GPUs")
         elif r.status == "meets":
-            r = replace(r, reason=f"{r.reason}; {r.gpus} GPUs, ${r.usd_per_million_output_tokens:.3g}/M vs ${win_cost:.3g}/M")
+            r = replace(
+                r, reason=f"{r.reason}; {r.gpus} GPUs, ${r.usd_per_million_output_tokens:.3g}/M vs ${win_cost:.3g}/M"
+            )
         out.append(r)
     return out
 
@@ -663,7 +697,13 @@ def _candidates(
                 storage = catalog.storage_backend(storage_id)
                 load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=lay.tp, pp=lay.pp, gpus_per_node=gpn)
                 burst = m.weight_load_s(
-                    shape=shape, storage=storage, gpu=gpu, tp=lay.tp, pp=lay.pp, gpus_per_node=gpn, concurrent_replicas=p + d
+                    shape=shape,
+                    storage=storage,
+                    gpu=gpu,
+                    tp=lay.tp,
+                    pp=lay.pp,
+                    gpus_per_node=gpn,
+                    concurrent_replicas=p + d,
                 )
                 out.append(
                     ServingCandidate(
