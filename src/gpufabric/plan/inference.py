@@ -277,7 +277,7 @@ def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
         for pp in pps:
             if tp * pp > gpn:
                 continue
-            dpas = [False, True] if r.dp_attention == "auto" else [bool(r.dp_attention)]
+            dpas = [False, True] if r.dp_attention == "auto" else [r.dp_attention == "on"]
             for dpa in dpas:
                 if dpa and tp <= w.model.kv_heads and r.dp_attention == "auto":
                     continue  # DP attention only pays where TP would replicate KV heads

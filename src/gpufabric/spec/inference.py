@@ -78,8 +78,7 @@ class Traffic(SpecModel):
     rate_rps: float | None = Field(None, gt=0, le=1e7)
     """Mean request arrival rate, requests per second, across the whole service (open loop, Poisson)."""
     concurrency: int | None = Field(None, gt=0, le=1_000_000)
-    """Clients across the whole service, each sending its next request when its previous one completes
-    (closed loop, as AIPerf, genai-perf and `vllm bench serve --max-concurrency` measure); instead of rate_rps."""
+    """Clients across the whole service, each sending its next request when its previous one completes (closed loop, as AIPerf, genai-perf and `vllm bench serve --max-concurrency` measure); instead of rate_rps."""
     prompt_tokens: TokenDistribution
     """Prompt (input) length distribution."""
     output_tokens: TokenDistribution
@@ -115,11 +114,9 @@ class Replica(SpecModel):
     pp: int | Literal["auto"] = "auto"
     """Pipeline-parallel degree (stages), or auto (searched; tp x pp stays inside the NVLink domain)."""
     ep: int | Literal["auto"] = "auto"
-    """Expert-parallel degree of a mixture of experts (experts spread over ep of the replica's GPUs, all-to-all
-    per MoE layer), or auto (every GPU of the replica; 1 for a dense model)."""
-    dp_attention: bool | Literal["auto"] = "auto"
-    """Data-parallel attention (SGLang --enable-dp-attention): each GPU keeps whole sequences' KV instead of
-    replicating KV heads when tp exceeds kv_heads; auto searches it where tp > kv_heads."""
+    """Expert-parallel degree of a mixture of experts (experts spread over ep of the replica's GPUs, all-to-all per MoE layer), or auto (every GPU of the replica; 1 for a dense model)."""
+    dp_attention: Literal["auto", "on", "off"] = "auto"
+    """Data-parallel attention (SGLang --enable-dp-attention): each GPU keeps whole sequences' KV instead of replicating KV heads when tp exceeds kv_heads; auto searches it where tp > kv_heads."""
 
     @model_validator(mode="after")
     def _positive(self) -> Replica:
@@ -136,11 +133,9 @@ class Batching(SpecModel):
     max_batch: int | Literal["auto"] = "auto"
     """Most sequences running at once on one replica (vLLM max_num_seqs), or auto (searched: 64, 128, 256)."""
     max_batch_tokens: int | Literal["auto"] = "auto"
-    """Token budget of one iteration, decode tokens and prefill chunks together (vLLM max_num_batched_tokens,
-    SGLang chunked_prefill_size), or auto (searched: 2048, 8192)."""
+    """Token budget of one iteration, decode tokens and prefill chunks together (vLLM max_num_batched_tokens, SGLang chunked_prefill_size), or auto (searched: 2048, 8192)."""
     mixed: bool = True
-    """Prefill chunks ride in decode iterations (vLLM V1; SGLang --enable-mixed-chunk); false: prefill
-    iterations run alone and stall decoding (SGLang's default)."""
+    """Prefill chunks ride in decode iterations (vLLM V1; SGLang --enable-mixed-chunk); false: prefill iterations run alone and stall decoding (SGLang's default)."""
     kv_memory_fraction: float = Field(0.9, gt=0, le=1)
     """Fraction of HBM the server may use for weights + KV cache (vLLM gpu_memory_utilization)."""
 
@@ -194,8 +189,7 @@ class InferenceWorkload(SpecModel):
     batching: Batching = Batching()
     """Batching limits."""
     disaggregation: Literal["none", "prefill-decode", "both", "auto"] = "auto"
-    """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric;
-    both or auto: search both (with the prefill:decode ratio)."""
+    """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric; both or auto: search both (with the prefill:decode ratio)."""
     engine: Engine = Engine()
     """Per-iteration engine costs beside the GPU kernels (fitted defaults, docs/accuracy.md)."""
     cold_start: ColdStart = ColdStart()
