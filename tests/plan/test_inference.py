@@ -125,4 +125,13 @@ def test_concurrency_is_an_alternative_to_rate():
     c = plan.candidates[0]
     assert c.output_tokens_per_s > 0 and c.itl_p99_s >= c.itl_p50_s > 0
     with pytest.raises(ValueError, match="exactly one"):
-        _spec(workload={"traffic": {"rate_rps": 1, "concurrency": 2, "prompt_tokens": {"mean": 10}, "output_tokens": {"mean": 10}}})
+        _spec(
+            workload={
+                "traffic": {
+                    "rate_rps": 1,
+                    "concurrency": 2,
+                    "prompt_tokens": {"mean": 10},
+                    "output_tokens": {"mean": 10},
+                }
+            }
+        )

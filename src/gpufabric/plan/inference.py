@@ -26,7 +26,7 @@ from gpufabric.model import inference as m
 from gpufabric.model.cost import rented_usd_per_gpu_hour
 from gpufabric.model.inference import ServingConfig, Tokens
 from gpufabric.plan.table import rental_ids
-from gpufabric.spec.inference import InferenceSpec
+from gpufabric.spec.inference import ColdStart, InferenceSpec
 
 #: Requests per simulated engine while sizing: p99 from 400 requests has 4 beyond it,
 #: enough to rank designs and size replicas; `gpufabric simulate` runs more for a final check.
@@ -175,8 +175,8 @@ def _perf(spec: InferenceSpec, catalog: Catalog, lay: Layout, fabric: str) -> m.
         jitter_cv=w.jitter_cv,
         ep=lay.ep,
         dp_attention=lay.dp_attention,
-        step_overhead_s=w.engine.step_overhead_s,
-        seq_overhead_s=w.engine.seq_overhead_s,
+        step_overhead_s=w.engine.step_overhead_s if w.engine else None,
+        seq_overhead_s=w.engine.seq_overhead_s if w.engine else None,
         draft_tokens=sp.draft_tokens if sp else 0,
         acceptance_rate=sp.acceptance_rate if sp else 0.0,
         draft_cost_fraction=sp.draft_cost_fraction if sp else 0.0,
@@ -217,7 +217,7 @@ def _config(
         links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
         fabric=catalog.fabric(fabric),
     )
-    over = w.engine.request_overhead_s
+    over = w.engine.request_overhead_s if w.engine else None
     # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
     return ServingConfig(
         perf=_perf(spec, catalog, lay, fabric),
@@ -376,7 +376,8 @@ class _Sizer:
         w = self.spec.workload
         slo = w.slo
         perf = _perf(self.spec, self.catalog, lay, self.spec.options.fabrics[0])
-        over = m.REQUEST_OVERHEAD_S if w.engine.request_overhead_s is None else w.engine.request_overhead_s
+        over = w.engine.request_overhead_s if w.engine else None
+        over = m.REQUEST_OVERHEAD_S if over is None else over
         pt = w.traffic.prompt_tokens
         for key, q in (("ttft_p50_s", 0.5), ("ttft_p99_s", 0.99)):
             limit = getattr(slo, key)
@@ -661,7 +662,7 @@ def _candidates(
     gpn = spec.cluster.gpus_per_node
     prompt = _tokens(w.traffic.prompt_tokens)
     context = w.traffic.prompt_tokens.mean + w.traffic.output_tokens.mean
-    cs = w.cold_start
+    cs = w.cold_start or ColdStart()
     boot = (
         (m.ENGINE_START_S if cs.engine_start_s is None else cs.engine_start_s)
         + (m.GRAPH_CAPTURE_S if cs.graph_capture_s is None else cs.graph_capture_s)

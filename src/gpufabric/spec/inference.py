@@ -190,9 +190,9 @@ class InferenceWorkload(SpecModel):
     """Batching limits."""
     disaggregation: Literal["none", "prefill-decode", "both", "auto"] = "auto"
     """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric; both or auto: search both (with the prefill:decode ratio)."""
-    engine: Engine = Engine()
+    engine: Engine | None = None
     """Per-iteration engine costs beside the GPU kernels (fitted defaults, docs/accuracy.md)."""
-    cold_start: ColdStart = ColdStart()
+    cold_start: ColdStart | None = None
     """Start-up of a new replica beside its weight load (sourced defaults, docs/inference.md)."""
     speculative: Speculative | None = None
     """Speculative decoding (a draft proposes tokens, the model verifies them in one step); none by default."""
