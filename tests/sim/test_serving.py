@@ -232,3 +232,27 @@ def test_iteration_scalar_equals_vector_and_is_physical(b, ctx, p):
     assert perf.iteration_scalar_s(b, b * ctx, p, p * p / 2) == pytest.approx(vec, rel=1e-12)
     # Never faster than reading the weights once from HBM at the datasheet rate.
     assert vec >= LLAMA70_FP8.weight_bytes / (2 * H100.hbm_gbps * 1e9)
+
+
+def test_closed_loop_ttft_rises_with_concurrency_without_lock_step():
+    # 70B fp8 on 2 x H100 (tp 2), 1,000 in / 1,000 out: independent client phases keep each
+    # new prompt's prefill mostly alone in a mixed iteration, so TTFT grows with the decode
+    # batch it rides with instead of jumping to a whole clump's prefill.
+    def run(c: int) -> dict:
+        cfg = _cfg(
+            prefill_replicas=1,
+            rate_rps=None,
+            concurrency=c,
+            kv_capacity_tokens=4e5,
+            max_batch=256,
+            prompt=Tokens(mean=1000),
+            output=Tokens(mean=1000),
+            requests=max(10 * c, 40),
+            client_delay_s=0.003,
+        )
+        return simulate_serving(cfg).summary()
+
+    one, fifty = run(1), run(50)
+    assert 1.1 < fifty["ttft_p50_s"] / one["ttft_p50_s"] < 3.0
+    assert 1.2 < fifty["tpot_p50_s"] / one["tpot_p50_s"] < 2.0
+    assert fifty["output_tokens_per_s"] > 20 * one["output_tokens_per_s"]

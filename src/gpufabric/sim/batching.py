@@ -96,6 +96,7 @@ def run_engine(
     concurrency: int | None = None,
     client_delay_s: float = 0.0,
     extra_delay_s: np.ndarray | None = None,
+    stagger_s: float = 0.0,
     seed: int = 0,
 ) -> EngineResult:
     """Simulate the requests ``prompt[i], output[i]``: open loop at ``arrival_s`` (sorted) or
@@ -105,7 +106,9 @@ def run_engine(
     mean ``client_delay_s`` (the client's and API server's handling: response parsing, HTTP,
     tokenisation); without it N identical clients would stay in lock-step forever, which
     real ones do not. ``extra_delay_s[i]`` is added to request i's way to the engine (the
-    prefill and KV transfer in front of a disaggregated decode pool).
+    prefill and KV transfer in front of a disaggregated decode pool). ``stagger_s``: the
+    clients' first requests go out at uniform random times in [0, stagger_s) (independent
+    phases, as in a steady state) instead of all at once.
 
     Raises:
         InputError: neither or both of arrival_s and concurrency, no KV room, or a budget below the batch.
@@ -162,12 +165,13 @@ def run_engine(
         issued = n
     else:
         issued = min(int(concurrency or 1), n)
-        pending = [(0.0, i) for i in range(issued)]
+        starts = np.sort(rng.uniform(0.0, stagger_s, issued)) if stagger_s > 0 else np.zeros(issued)
+        pending = [(float(starts[i]), i) for i in range(issued)]
     delays = rng.exponential(client_delay_s, n) if client_delay_s > 0 else np.zeros(n)
     if extra_delay_s is not None:
         delays = delays + extra_delay_s
         if arrival_s is None:
-            pending = [(float(delays[i]), i) for i in range(issued)]
+            pending = [(a + float(delays[i]), i) for a, i in pending]
     finished = 0
     preemptions = 0
     iterations = 0

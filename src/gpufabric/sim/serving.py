@@ -8,7 +8,7 @@ cache, preemption with recompute); this module routes the load to them:
   engines (a replica of pp stages is pp engines); one engine is simulated with its share.
 - Closed loop: ``concurrency`` clients, each sending its next request when its previous
   one completes (AIPerf, genai-perf, ``vllm bench serve --max-concurrency``); the busiest
-  engine gets ceil(N / engines) of them.
+  engine gets ceil(N / engines) of them, starting with independent phases.
 - Disaggregated: every prefill engine runs its share of prompts; the KV cache crosses the
   fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
   hiccups); one decode engine admits its share when its cache has room. In the closed
@@ -134,6 +134,14 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
         # Closed loop: the busiest engine gets ceil(N / engines) clients.
         clients = -(-cfg.concurrency // engines)
         m = max(1, min(n, -(-n // engines)))
+        # Clients start with independent phases spread over one request's duration: the
+        # steady state the tools measure after warm-up. All at once, identical clients
+        # would move in lock-step clumps that the engine's long prefill iterations keep
+        # together, a start-up transient.
+        ctx = cfg.prompt.mean + cfg.output.mean / 2
+        cycle = float(cfg.perf.prefill_s(cfg.prompt.mean)) + (cfg.output.mean - 1) / cfg.perf.tokens_per_step * float(
+            cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx)
+        )
         if cfg.disaggregated:
             # Decode-side closed loop; each prompt's prefill (alone on an idle share of the
             # prefill pool) and KV transfer happen before its first token.
@@ -147,6 +155,7 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
                 concurrency=clients,
                 client_delay_s=cfg.client_delay_s,
                 extra_delay_s=pre + kv,
+                stagger_s=cycle,
                 seed=cfg.seed + 1,
             )
             arrival = res.arrival_s - pre - kv
@@ -157,6 +166,7 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
                 output=out[:m],
                 concurrency=clients,
                 client_delay_s=cfg.client_delay_s,
+                stagger_s=cycle,
                 seed=cfg.seed + 1,
             )
             arrival = res.arrival_s
