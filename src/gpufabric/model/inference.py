@@ -123,15 +123,24 @@ def prefill_flops(shape: ModelShape, prompt_tokens: Any) -> Any:
 #: 2024-09-05, "vLLM v0.6.0 ... 5x latency reduction") found scheduling and output
 #: processing at 29% of the step before v0.6; the value is the least-squares fit of the
 #: fitting rows in docs/accuracy.md (serving section), as_of 2026-12.
-STEP_OVERHEAD_S = 0.7e-3
+STEP_OVERHEAD_S = 0.89e-3
 #: Extra cost per running sequence per iteration (sampling, detokenising, stop checks,
 #: block-table updates): same fit, same rows.
-SEQ_OVERHEAD_S = 4.0e-5
+SEQ_OVERHEAD_S = 48e-6
 #: API-server time inside every TTFT a client measures (HTTP, chat template, tokenisation,
 #: the engine-core hand-off and streaming the first token): the TTFT of the fitting row at
 #: concurrency 1 minus its prefill (docs/accuracy.md, serving section; vLLM 0.23 on a
 #: 4-vCPU host), as_of 2026-12. Overridable: engine.request_overhead_s.
-REQUEST_OVERHEAD_S = 0.02
+REQUEST_OVERHEAD_S = 0.022
+#: API-server CPU time per streamed output token (incremental detokenising, one SSE event):
+#: the server is one process per replica, so its load rho = output tokens/s x this stretches
+#: the request overhead to REQUEST_OVERHEAD_S / (1 - rho) (a single-server queue). vLLM's
+#: profile put the HTTP API server at 33% of the step before v0.6 (blog.vllm.ai 2024-09-05);
+#: the value is the least-squares fit of the TTFT rows (benchmarks/fit_serving.py).
+API_S_PER_TOKEN = 200e-6
+#: Highest API-server load the queue formula is used at (beyond it the server is saturated
+#: and the stretch is capped: the simulator does not model an unbounded backlog there).
+API_MAX_LOAD = 0.9
 #: Closed loop: mean delay between a response's end and the same client's next request at
 #: the engine (client parsing, connection reuse, tokenisation) [U] estimate; it only breaks
 #: the lock-step of identical clients (docs/inference.md).
@@ -559,6 +568,7 @@ class ServingConfig:
     requests: int = 100_000
     jitter_cv: float = 0.05
     request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
+    api_s_per_token: float = 0.0  # API server time per streamed token (its load stretches the overhead)
     client_delay_s: float = 0.0  # closed loop: mean delay before a client's next request
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")

@@ -13,7 +13,8 @@ cache, preemption with recompute); this module routes the load to them:
   fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
   hiccups); one decode engine admits its share when its cache has room. In the closed
   loop the prefill pool is taken as unsaturated (each prompt prefilled on arrival).
-- TTFT = arrival to the first token plus the API server's request overhead; a request
+- TTFT = arrival to the first token plus the API server's request overhead, stretched
+  by the server's load from streaming tokens (model/inference.py API_S_PER_TOKEN); a request
   waiting for KV room or a batch slot waits in TTFT. TPOT = (last token - first token) /
   (output - 1); ITL = every gap between two tokens of a stream (weighted percentiles).
 - Goodput = the share of requests meeting the TTFT and TPOT SLOs times the request rate.
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import ServingConfig, Tokens
+from gpufabric.model.inference import API_MAX_LOAD, ServingConfig, Tokens
 from gpufabric.sim.batching import EngineConfig, run_engine
 
 __all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
@@ -208,11 +209,13 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
                 _engine(cfg), prompt=prompt[idx], output=out[idx], arrival_s=arrival_all[idx], seed=cfg.seed + 1
             )
             arrival = res.arrival_s
-    ttft = res.first_token_s - arrival + cfg.request_overhead_s
     o = res.output_tokens
     tpot = np.where(o > 1, (res.finish_s - res.first_token_s) / np.maximum(o - 1, 1), np.nan)
     start = float(np.min(arrival))
     duration = max(float(np.max(res.finish_s)) - start, 1e-12)
+    # One API server per replica streams its lanes' tokens; its load stretches the overhead.
+    load = min(API_MAX_LOAD, float(o.sum()) / duration * lanes * cfg.api_s_per_token)
+    ttft = res.first_token_s - arrival + cfg.request_overhead_s / (1.0 - load)
     return ServingResult(
         ttft_s=ttft,
         tpot_s=tpot,
