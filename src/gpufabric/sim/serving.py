@@ -9,7 +9,8 @@ cache, preemption with recompute); this module routes the load to them:
 - Closed loop: ``concurrency`` clients, each sending its next request when its previous
   one completes (AIPerf, genai-perf, ``vllm bench serve --max-concurrency``); the busiest
   engine gets ceil(N / engines) of them, starting with independent phases.
-- Disaggregated: every prefill engine runs its share of prompts; the KV cache crosses the
+- Disaggregated: one prefill engine runs its share of prompts (the others' requests take
+  the sojourn of its request nearest in time, adjusted to their prompt); the KV cache crosses the
   fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
   hiccups); one decode engine admits its share when its cache has room. In the closed
   loop the prefill pool is taken as unsaturated (each prompt prefilled on arrival).
@@ -110,7 +111,7 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
 
     Every replica runs its own scheduler (sim/batching.py) and a round-robin router spreads
     the requests: one engine is simulated with its share (every r-th arrival of the Poisson
-    stream, or its share of the clients), which the others mirror. Disaggregated: every
+    stream, or its share of the clients), which the others mirror. Disaggregated: one
     prefill engine is simulated (prompt only), the KV cache crosses the fabric, and one
     decode engine takes its share of the transferred requests (admission allocates their KV;
     a full cache makes them wait, which lands in TTFT).
@@ -175,18 +176,22 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
         rate = float(cfg.rate_rps or 0.0)
         arrival_all = np.cumsum(rng.standard_exponential(n)) / rate
         if cfg.disaggregated:
+            # One prefill engine with its round-robin share; the others are alike, so each
+            # request's prefill sojourn is taken from that engine's request nearest in time.
             p_eng = cfg.prefill_replicas * lanes
-            ready = np.empty(n)
-            for e in range(p_eng):
-                idx = np.arange(e, n, p_eng)
-                r = run_engine(
-                    _engine(cfg),
-                    prompt=prompt[idx],
-                    output=np.ones(idx.size),
-                    arrival_s=arrival_all[idx],
-                    seed=cfg.seed + 2 + e,
-                )
-                ready[idx] = r.first_token_s
+            idx0 = np.arange(0, n, p_eng)
+            r = run_engine(
+                _engine(cfg),
+                prompt=prompt[idx0],
+                output=np.ones(idx0.size),
+                arrival_s=arrival_all[idx0],
+                seed=cfg.seed + 2,
+            )
+            sojourn = r.first_token_s - r.arrival_s
+            near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
+            # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
+            own = cfg.perf.prefill_s(prompt) - cfg.perf.prefill_s(prompt[idx0][near])
+            ready = arrival_all + np.maximum(sojourn[near] + own, 0.0)
             assert cfg.kv is not None
             kv_all = cfg.kv.time_s(prompt) + np.abs(rng.standard_normal(n)) * cfg.kv.jitter_s
             kv_all += (rng.random(n) < cfg.kv.hiccup_prob) * cfg.kv.hiccup_s
