@@ -80,11 +80,25 @@ class EngineResult:
     busy_s: float
 
 
-def _jitter(rng: np.random.Generator, cv: float, k: int) -> float:
-    if cv <= 0:
-        return 1.0
-    sigma = math.sqrt(math.log1p(cv * cv / k))
-    return math.exp(sigma * float(rng.standard_normal()) - sigma * sigma / 2)
+class _Jitter:
+    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals."""
+
+    def __init__(self, rng: np.random.Generator, cv: float) -> None:
+        self.cv2 = cv * cv
+        self.rng = rng
+        self.normals: list[float] = []
+        self.i = 0
+
+    def __call__(self, k: int) -> float:
+        if self.cv2 <= 0:
+            return 1.0
+        if self.i >= len(self.normals):
+            self.normals = self.rng.standard_normal(4096).tolist()
+            self.i = 0
+        z = self.normals[self.i]
+        self.i += 1
+        s2 = math.log1p(self.cv2 / k)
+        return math.exp(math.sqrt(s2) * z - s2 / 2)
 
 
 def run_engine(
@@ -132,11 +146,10 @@ def run_engine(
             f" ({max(p + o for p, o in zip(prompt_l, out_l, strict=True)):,} tokens); raise tp or pp"
         )
     rng = np.random.default_rng(seed)
-    scalar = perf.iteration_scalar_s
-
-    def it_s(b_: float, ctx_: float, tokens_: float = 0.0, attn_: float = 0.0) -> float:
-        return scalar(b_, ctx_, tokens_, attn_)
-
+    it_s = perf.iteration_scalar_s
+    # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
+    ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
+    jitter = _Jitter(rng, cfg.jitter_cv)
     arr = [0.0] * n
     first = [math.nan] * n
     finish = [math.nan] * n
@@ -277,7 +290,7 @@ def run_engine(
                 raise InputError("the KV cache cannot admit a transferred request; raise tp or pp")
             if admitted:
                 ctx = s_ctx + b * g * it
-                record(float(it_s(b, ctx)) * _jitter(rng, cfg.jitter_cv, 1), 1)
+                record(it_s(b, ctx, 0.0, 0.0) * jitter(1), 1)
                 it += 1
                 for r in admitted:
                     if math.isnan(first[r]):
@@ -295,9 +308,9 @@ def run_engine(
             k = min(MAX_JUMP, heap[0][0] - it)
             k = max(1, min(k, int((cap - kv_used) // (b * g))))
             ctx0 = s_ctx + b * g * it
-            t0 = float(it_s(b, ctx0))
+            t0 = it_s(b, ctx0, 0.0, 0.0)
             if pending and running < cfg.max_batch:
-                dt = float(it_s(b, ctx0 + b * g)) - t0
+                dt = ctx_slope * b * g
                 gap = max(0.0, pending[0][0] - t)
                 if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
                     half = t0 - dt / 2
@@ -305,8 +318,8 @@ def run_engine(
                 else:
                     k_arr = math.ceil(gap / t0)
                 k = max(1, min(k, k_arr))
-            t_last = float(it_s(b, ctx0 + b * g * (k - 1)))
-            record(k * (t0 + t_last) / 2 * _jitter(rng, cfg.jitter_cv, k), k)
+            t_last = t0 + ctx_slope * b * g * (k - 1)
+            record(k * (t0 + t_last) / 2 * jitter(k), k)
             it += k
             finish_ready()
             continue
@@ -346,7 +359,7 @@ def run_engine(
         attn = float(sum(c * (done[r] + c / 2.0) for r, c in chunks))
         dec = b if run_decodes else 0
         ctx = s_ctx + b * g * it if run_decodes else 0.0
-        dt_iter = float(it_s(dec, ctx, tokens, attn)) * _jitter(rng, cfg.jitter_cv, 1)
+        dt_iter = it_s(dec, ctx, tokens, attn) * jitter(1)
         if run_decodes:
             record(dt_iter, 1)
             it += 1

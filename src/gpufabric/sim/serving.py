@@ -34,6 +34,10 @@ from gpufabric.sim.batching import EngineConfig, run_engine
 
 __all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
 
+#: Most requests one simulated engine runs: its p99 then rests on 1,000 samples beyond it,
+#: and a 1e6-request run stays within seconds (the engine is a Python event loop).
+MAX_ENGINE_REQUESTS = 100_000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingResult:
@@ -129,13 +133,15 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     n = cfg.requests
     lanes = cfg.perf.pp  # a pipeline-parallel replica runs pp micro-batch lanes (model/inference.py)
     engines = (cfg.prefill_replicas if not cfg.disaggregated else cfg.decode_replicas) * lanes
+    # Enough of the stream that every simulated engine gets its share, up to its cap.
+    n = min(n, MAX_ENGINE_REQUESTS * max(engines, cfg.prefill_replicas * lanes))
     prompt = cfg.prompt.draw(rng, n)
     out = cfg.output.draw(rng, n)
     kv = np.zeros(0)
     if cfg.concurrency is not None:
         # Closed loop: the busiest engine gets ceil(N / engines) clients.
         clients = -(-cfg.concurrency // engines)
-        m = max(1, min(n, -(-n // engines)))
+        m = max(1, min(n, -(-n // engines), MAX_ENGINE_REQUESTS))
         # Clients start with independent phases spread over one request's duration: the
         # steady state the tools measure after warm-up. All at once, identical clients
         # would move in lock-step clumps that the engine's long prefill iterations keep
