@@ -566,6 +566,7 @@ class ServingConfig:
     prompt: Tokens
     output: Tokens
     requests: int = 100_000
+    engine_requests: int | None = None  # most requests one simulated engine runs (None: the simulator's cap)
     jitter_cv: float = 0.05
     request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
     api_s_per_token: float = 0.0  # API server time per streamed token (its load stretches the overhead)

@@ -28,9 +28,12 @@ from gpufabric.model.inference import ServingConfig, Tokens
 from gpufabric.plan.table import rental_ids
 from gpufabric.spec.inference import ColdStart, InferenceSpec
 
-#: Requests per simulated engine while sizing: p99 from 400 requests has 4 beyond it,
+#: Requests per simulated engine while sizing: p99 from 300 requests has 3 beyond it,
 #: enough to rank designs and size replicas; `gpufabric simulate` runs more for a final check.
-SIZING_REQUESTS_PER_ENGINE = 400
+SIZING_REQUESTS_PER_ENGINE = 300
+#: Requests per engine of the final check of each mode's winner (p99 on 20 beyond it): a
+#: design sized on 400 can sit just inside an SLO by luck; it gets replicas until it passes.
+VERIFY_REQUESTS_PER_ENGINE = 2000
 #: The searched values of what the spec leaves to ``auto`` (docs/inference.md "Search").
 AUTO_MAX_BATCH = (256, 128, 64)
 AUTO_TOKEN_BUDGET = (8192, 2048)
@@ -208,22 +211,27 @@ def _config(
     *,
     requests: int,
     seed: int,
+    perf: m.ReplicaPerf | None = None,
 ) -> ServingConfig:
     w = spec.workload
     slo = w.slo
-    kv = m.kv_transfer(
-        shape=m.shape_from_spec(w.model),
-        tp=lay.tp,
-        links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
-        fabric=catalog.fabric(fabric),
+    kv = (
+        m.kv_transfer(
+            shape=m.shape_from_spec(w.model),
+            tp=lay.tp,
+            links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
+            fabric=catalog.fabric(fabric),
+        )
+        if d
+        else None
     )
     over = w.engine.request_overhead_s if w.engine else None
     # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
     return ServingConfig(
-        perf=_perf(spec, catalog, lay, fabric),
+        perf=perf or _perf(spec, catalog, lay, fabric),
         prefill_replicas=p,
         decode_replicas=d,
-        kv=kv if d else None,
+        kv=kv,
         max_batch=lay.max_batch,
         kv_capacity_tokens=_capacity(spec, catalog, lay) / lay.pp,
         token_budget=lay.token_budget,
@@ -327,12 +335,17 @@ class _Sizer:
     def __init__(self, spec: InferenceSpec, catalog: Catalog, simulate: Callable[[ServingConfig], Any], seed: int):
         self.spec, self.catalog, self.simulate, self.seed = spec, catalog, simulate, seed
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # A layout's perf is built once per fabric: the collective model behind it is the
+        # costly part of a sizing step.
+        self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}
         self.fleet_gpus = spec.num_gpus
 
-    def run(self, lay: Layout, fabric: str, p: int, d: int) -> dict[str, Any]:
-        key = (lay, fabric if d else "", p, d)
+    def run(
+        self, lay: Layout, fabric: str, p: int, d: int, per_engine: int = SIZING_REQUESTS_PER_ENGINE
+    ) -> dict[str, Any]:
+        key = (lay, fabric if d else "", p, d, per_engine)
         if key not in self.cache:
-            engines = (d or p) * lay.pp
+            engines = max(d, p) * lay.pp
             cfg = _config(
                 self.spec,
                 self.catalog,
@@ -340,11 +353,33 @@ class _Sizer:
                 fabric,
                 p,
                 d,
-                requests=SIZING_REQUESTS_PER_ENGINE * engines,
+                requests=per_engine * engines,
                 seed=self.seed,
+                perf=self.perf(lay, fabric),
             )
-            self.cache[key] = self.simulate(cfg).summary()
+            self.cache[key] = self.simulate(replace(cfg, engine_requests=per_engine)).summary()
         return self.cache[key]
+
+    def verify(self, lay: Layout, fabric: str, p: int, d: int) -> tuple[int, int, dict[str, Any]]:
+        """The sized design rerun on VERIFY_REQUESTS_PER_ENGINE; one more replica (the side
+        that misses when disaggregated) until it passes, at most three, within the cluster."""
+        fleet = self.fleet_gpus // lay.gpus
+        s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
+        for _ in range(3):
+            if self.ok(s) or p + d + 1 > fleet:
+                break
+            if d and self.ok(s, "ttft"):
+                d += 1
+            else:
+                p += 1
+            s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
+        return p, d, s
+
+    def perf(self, lay: Layout, fabric: str) -> m.ReplicaPerf:
+        key = (lay, fabric)
+        if key not in self.perfs:
+            self.perfs[key] = _perf(self.spec, self.catalog, lay, fabric)
+        return self.perfs[key]
 
     def ok(self, s: dict[str, Any], only: str | None = None) -> bool:
         return not [v for v in _violations(s, self.spec.workload.slo) if only is None or v.startswith(only)]
@@ -359,7 +394,7 @@ class _Sizer:
         t = w.traffic
         if t.rate_rps is None:
             return 1
-        perf = _perf(self.spec, self.catalog, lay, self.spec.options.fabrics[0])
+        perf = self.perf(lay, self.spec.options.fabrics[0])
         ctx = t.prompt_tokens.mean + t.output_tokens.mean / 2
         limit = min(w.slo.tpot_p99_s or float("inf"), w.slo.tpot_p50_s or float("inf")) * perf.tokens_per_step
         batches = np.arange(1, lay.max_batch + 1)
@@ -376,7 +411,7 @@ class _Sizer:
         """Why no replica count can help (the latency of one request alone already misses an SLO), or None."""
         w = self.spec.workload
         slo = w.slo
-        perf = _perf(self.spec, self.catalog, lay, self.spec.options.fabrics[0])
+        perf = self.perf(lay, self.spec.options.fabrics[0])
         over = w.engine.request_overhead_s if w.engine else None
         over = m.REQUEST_OVERHEAD_S if over is None else over
         pt = w.traffic.prompt_tokens
@@ -573,10 +608,33 @@ def make_serving_plan(
             else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget]
         )
         hint = best[mode][2:]
-        for var in [replace(lay, max_batch=b, token_budget=max(lay.token_budget, b)) for b in batches] + [
-            replace(lay, token_budget=max(t, lay.max_batch)) for t in budgets
-        ]:
+        ran = sizer.run(lay, fabric0, *hint)["mean_decode_batch"]
+        for b in batches:
+            var = replace(lay, max_batch=b, token_budget=max(lay.token_budget, b))
+            if b >= 2 * ran:
+                # A cap far above the batch the winner runs changes nothing: not simulated.
+                search.append(
+                    _row(
+                        var,
+                        mode,
+                        0,
+                        0,
+                        0,
+                        float("inf"),
+                        {},
+                        "pruned",
+                        f"max batch {b} does not bind (mean batch {ran:.3g})",
+                    )
+                )
+                continue
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
+        for t in budgets:
+            var = replace(lay, token_budget=max(t, lay.max_batch))
+            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
+    for mode, (_, lay, p, d) in list(best.items()):
+        p2, d2, _ = sizer.verify(lay, fabric0, p, d)
+        if (p2, d2) != (p, d):
+            best[mode] = (cost((p2 + d2) * lay.gpus, out_tps or 1.0), lay, p2, d2)
     cands = _candidates(spec, catalog, sizer, best, seed)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
@@ -681,11 +739,15 @@ def _candidates(
             links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
             kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
             p, d = p0, d0
-            summary = sizer.run(lay, fabric_id, p, d)
-            if mode == "disaggregated" and not sizer.ok(summary) and p + d + 1 <= sizer.fleet_gpus // lay.gpus:
-                # The KV transfer depends on the fabric: one more decode replica where it is slower.
-                d += 1
+            if d == 0 or fabric_id == o.fabrics[0]:
+                # Colocated latencies do not depend on the fabric: the verified run.
+                summary = sizer.run(lay, o.fabrics[0], p, d, VERIFY_REQUESTS_PER_ENGINE)
+            else:
                 summary = sizer.run(lay, fabric_id, p, d)
+                if not sizer.ok(summary) and p + d + 1 <= sizer.fleet_gpus // lay.gpus:
+                    # The KV transfer depends on the fabric: one more decode replica where it is slower.
+                    d += 1
+                    summary = sizer.run(lay, fabric_id, p, d)
             usd_gpu_h = _usd_gpu_h(spec, catalog, fabric_id, rental, term)
             gpus = (p + d) * lay.gpus
             violations = _violations(summary, w.slo)

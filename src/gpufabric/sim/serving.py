@@ -133,15 +133,16 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     n = cfg.requests
     lanes = cfg.perf.pp  # a pipeline-parallel replica runs pp micro-batch lanes (model/inference.py)
     engines = (cfg.prefill_replicas if not cfg.disaggregated else cfg.decode_replicas) * lanes
+    cap = MAX_ENGINE_REQUESTS if cfg.engine_requests is None else min(cfg.engine_requests, MAX_ENGINE_REQUESTS)
     # Enough of the stream that every simulated engine gets its share, up to its cap.
-    n = min(n, MAX_ENGINE_REQUESTS * max(engines, cfg.prefill_replicas * lanes))
+    n = min(n, cap * max(engines, cfg.prefill_replicas * lanes))
     prompt = cfg.prompt.draw(rng, n)
     out = cfg.output.draw(rng, n)
     kv = np.zeros(0)
     if cfg.concurrency is not None:
         # Closed loop: the busiest engine gets ceil(N / engines) clients.
         clients = -(-cfg.concurrency // engines)
-        m = max(1, min(n, -(-n // engines), MAX_ENGINE_REQUESTS))
+        m = max(1, min(n, -(-n // engines), cap))
         # Clients start with independent phases spread over one request's duration: the
         # steady state the tools measure after warm-up. All at once, identical clients
         # would move in lock-step clumps that the engine's long prefill iterations keep
@@ -203,8 +204,7 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
             kv_all += (rng.random(n) < cfg.kv.hiccup_prob) * cfg.kv.hiccup_s
             ready = ready + kv_all
             order = np.argsort(ready, kind="stable")
-            idx = order[::engines]
-            idx = idx[np.argsort(ready[idx], kind="stable")]
+            idx = order[::engines][:cap]  # the decode engine's share, its first ``cap`` in time
             res = run_engine(
                 _engine(cfg, prefilled=True),
                 prompt=prompt[idx],
