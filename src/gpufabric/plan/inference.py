@@ -332,17 +332,24 @@ def _usd_gpu_h(spec: InferenceSpec, catalog: Catalog, fabric_id: str, rental: st
 class _Sizer:
     """Smallest replica counts meeting the SLOs for one layout, mode and fabric (simulation-backed)."""
 
-    def __init__(self, spec: InferenceSpec, catalog: Catalog, simulate: Callable[[ServingConfig], Any], seed: int):
+    def __init__(
+        self,
+        spec: InferenceSpec,
+        catalog: Catalog,
+        simulate: Callable[[ServingConfig], Any],
+        seed: int,
+        per_engine: int = SIZING_REQUESTS_PER_ENGINE,
+    ):
         self.spec, self.catalog, self.simulate, self.seed = spec, catalog, simulate, seed
+        self.per_engine = max(50, per_engine)
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         # A layout's perf is built once per fabric: the collective model behind it is the
         # costly part of a sizing step.
         self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}
         self.fleet_gpus = spec.num_gpus
 
-    def run(
-        self, lay: Layout, fabric: str, p: int, d: int, per_engine: int = SIZING_REQUESTS_PER_ENGINE
-    ) -> dict[str, Any]:
+    def run(self, lay: Layout, fabric: str, p: int, d: int, per_engine: int | None = None) -> dict[str, Any]:
+        per_engine = per_engine or self.per_engine
         key = (lay, fabric if d else "", p, d, per_engine)
         if key not in self.cache:
             engines = max(d, p) * lay.pp
@@ -518,12 +525,12 @@ def make_serving_plan(
 
     ``simulate`` is the request-level simulator (sim/serving.py ``simulate_serving``),
     passed in by the caller so that plan/ does not import sim/ (docs/architecture.md).
-    ``requests`` is unused (kept for callers; sizing runs SIZING_REQUESTS_PER_ENGINE).
+    ``requests`` lowers the requests per simulated engine while sizing below
+    SIZING_REQUESTS_PER_ENGINE (tests use it for speed); the final check is unchanged.
 
     Raises:
         InputError: the model does not fit the NVLink domain of the spec's GPU at any layout.
     """
-    del requests
     w = spec.workload
     shape = m.shape_from_spec(w.model)
     gpn = spec.cluster.gpus_per_node
@@ -540,7 +547,7 @@ def make_serving_plan(
         if w.disaggregation in ("both", "auto")
         else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
     )
-    sizer = _Sizer(spec, catalog, simulate, seed)
+    sizer = _Sizer(spec, catalog, simulate, seed, min(requests or SIZING_REQUESTS_PER_ENGINE, SIZING_REQUESTS_PER_ENGINE))
     fabric0 = o.fabrics[0]
     usd0 = _usd_gpu_h(spec, catalog, fabric0, None, None) if "build" in o.capacity else 1.0
     out_tps = _output_tps(spec)
