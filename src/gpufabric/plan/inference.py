@@ -547,7 +547,9 @@ def make_serving_plan(
         if w.disaggregation in ("both", "auto")
         else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
     )
-    sizer = _Sizer(spec, catalog, simulate, seed, min(requests or SIZING_REQUESTS_PER_ENGINE, SIZING_REQUESTS_PER_ENGINE))
+    sizer = _Sizer(
+        spec, catalog, simulate, seed, min(requests or SIZING_REQUESTS_PER_ENGINE, SIZING_REQUESTS_PER_ENGINE)
+    )
     fabric0 = o.fabrics[0]
     usd0 = _usd_gpu_h(spec, catalog, fabric0, None, None) if "build" in o.capacity else 1.0
     out_tps = _output_tps(spec)
