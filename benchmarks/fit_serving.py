@@ -1,7 +1,8 @@
 """Fit the serving engine's overheads on public fixed-concurrency rows and print the table
 for docs/accuracy.md (serving section).
 
-The fitting rows are tests/data/serving/fit_rows.json (sources inside). STEP_OVERHEAD_S
+The rows are tests/data/serving/fit_rows.json (sources inside); only those marked
+``split: fit`` set the constants, the ``check`` rows are held out and compared. STEP_OVERHEAD_S
 and SEQ_OVERHEAD_S enter a decode-only iteration linearly (model/inference.py
 ``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors;
 REQUEST_OVERHEAD_S is the TTFT at concurrency 1 minus the simulated prefill;
@@ -84,7 +85,7 @@ def simulate(doc: dict, row: dict) -> dict:
 def fit(doc: dict) -> tuple[float, float, float]:
     """(step, seq, request) overheads from the rows."""
     a, y = [], []
-    for row in doc["rows"]:
+    for row in (r for r in doc["rows"] if r["split"] == "fit"):
         perf, _ = setup(doc, row, 0.0, 0.0)
         c = row["concurrency"]
         gpu_only = float(perf.decode_step_s(c, row["prompt"] + row["output"] / 2))
@@ -93,7 +94,7 @@ def fit(doc: dict) -> tuple[float, float, float]:
         a.append([w, w * c])
         y.append(w * (row["itl_p50_s"] - gpu_only))
     (step, seq), *_ = np.linalg.lstsq(np.array(a), np.array(y), rcond=None)
-    first = next(r for r in doc["rows"] if r["concurrency"] == 1 and "ttft_p50_s" in r)
+    first = next(r for r in doc["rows"] if r["split"] == "fit" and r["concurrency"] == 1 and "ttft_p50_s" in r)
     perf, _ = setup(doc, first, float(step), float(seq))
     request = first["ttft_p50_s"] - float(perf.prefill_s(first["prompt"]))
     return float(step), float(seq), float(request)
@@ -103,7 +104,7 @@ def fit_api(doc: dict) -> float:
     """API_S_PER_TOKEN: least squares of relative TTFT errors over the rows with a TTFT."""
     eng = []
     for row in doc["rows"]:
-        if "ttft_p50_s" not in row:
+        if "ttft_p50_s" not in row or row["split"] != "fit":
             continue
         s = simulate(doc, row)
         load = min(m.API_MAX_LOAD, s["output_tokens_per_s"] * m.API_S_PER_TOKEN)
@@ -127,14 +128,14 @@ def main() -> int:
         f"package: step {m.STEP_OVERHEAD_S * 1e3:.3f} ms, seq {m.SEQ_OVERHEAD_S * 1e6:.1f} us,"
         f" request {m.REQUEST_OVERHEAD_S * 1e3:.1f} ms, api {m.API_S_PER_TOKEN * 1e6:.0f} us/token"
     )
-    print("| row | c | ITL p50 pred / pub (err %) | TTFT p50 pred / pub (err %) |")
+    print("| row | c | split | ITL p50 pred / pub (err %) | TTFT p50 pred / pub (err %) |")
     for row in doc["rows"]:
         s = simulate(doc, row)
         itl = f"{s['itl_p50_s'] * 1e3:.2f} / {row['itl_p50_s'] * 1e3:.2f} ({(s['itl_p50_s'] / row['itl_p50_s'] - 1) * 100:+.0f})"
         ttft = "-"
         if "ttft_p50_s" in row:
             ttft = f"{s['ttft_p50_s'] * 1e3:.1f} / {row['ttft_p50_s'] * 1e3:.1f} ({(s['ttft_p50_s'] / row['ttft_p50_s'] - 1) * 100:+.0f})"
-        print(f"| {row['gpu']} {row['model']} | {row['concurrency']} | {itl} | {ttft} |")
+        print(f"| {row['gpu']} {row['model']} | {row['concurrency']} | {row['split']} | {itl} | {ttft} |")
     return 0
 
 

@@ -28,6 +28,7 @@ def test_package_constants_are_the_fit():
     assert m.STEP_OVERHEAD_S == pytest.approx(step, rel=0.02)
     assert m.SEQ_OVERHEAD_S == pytest.approx(seq, rel=0.02)
     assert m.REQUEST_OVERHEAD_S == pytest.approx(request, rel=0.02)
+    assert m.API_S_PER_TOKEN == pytest.approx(fit_serving.fit_api(DOC), abs=5e-6)
 
 
 def test_fitting_rows_within_recorded_errors():
@@ -37,5 +38,6 @@ def test_fitting_rows_within_recorded_errors():
         itl_err.append(abs(s["itl_p50_s"] / row["itl_p50_s"] - 1))
         if "ttft_p50_s" in row:
             ttft_err.append(abs(s["ttft_p50_s"] / row["ttft_p50_s"] - 1))
-    assert max(itl_err) < 0.06  # docs/accuracy.md: ITL within 5% on every fitting row
-    assert sorted(ttft_err)[len(ttft_err) // 2] < 0.35 and max(ttft_err) < 0.5
+    assert max(itl_err) < 0.06  # docs/accuracy.md: ITL within 5% on every row, fit or held out
+    # TTFT: median |error| 17%, worst the held-out concurrency-32 row at +72%.
+    assert sorted(ttft_err)[len(ttft_err) // 2] < 0.25 and max(ttft_err) < 0.8

@@ -123,10 +123,10 @@ def prefill_flops(shape: ModelShape, prompt_tokens: Any) -> Any:
 #: 2024-09-05, "vLLM v0.6.0 ... 5x latency reduction") found scheduling and output
 #: processing at 29% of the step before v0.6; the value is the least-squares fit of the
 #: fitting rows in docs/accuracy.md (serving section), as_of 2026-12.
-STEP_OVERHEAD_S = 0.89e-3
+STEP_OVERHEAD_S = 0.93e-3
 #: Extra cost per running sequence per iteration (sampling, detokenising, stop checks,
 #: block-table updates): same fit, same rows.
-SEQ_OVERHEAD_S = 48e-6
+SEQ_OVERHEAD_S = 43e-6
 #: API-server time inside every TTFT a client measures (HTTP, chat template, tokenisation,
 #: the engine-core hand-off and streaming the first token): the TTFT of the fitting row at
 #: concurrency 1 minus its prefill (docs/accuracy.md, serving section; vLLM 0.23 on a
@@ -137,7 +137,7 @@ REQUEST_OVERHEAD_S = 0.022
 #: the request overhead to REQUEST_OVERHEAD_S / (1 - rho) (a single-server queue). vLLM's
 #: profile put the HTTP API server at 33% of the step before v0.6 (blog.vllm.ai 2024-09-05);
 #: the value is the least-squares fit of the TTFT rows (benchmarks/fit_serving.py).
-API_S_PER_TOKEN = 200e-6
+API_S_PER_TOKEN = 305e-6
 #: Highest API-server load the queue formula is used at (beyond it the server is saturated
 #: and the stretch is capped: the simulator does not model an unbounded backlog there).
 API_MAX_LOAD = 0.9

@@ -34,6 +34,9 @@ SIZING_REQUESTS_PER_ENGINE = 300
 #: Requests per engine of the final check of each mode's winner (p99 on 20 beyond it): a
 #: design sized on 400 can sit just inside an SLO by luck; it gets replicas until it passes.
 VERIFY_REQUESTS_PER_ENGINE = 2000
+#: The check asks for this share of each SLO: a p99 from 2,000 samples moves by a few
+#: percent from seed to seed, and a design planned at the limit would miss it half the time.
+VERIFY_MARGIN = 0.97
 #: The searched values of what the spec leaves to ``auto`` (docs/inference.md "Search").
 AUTO_MAX_BATCH = (256, 128, 64)
 AUTO_TOKEN_BUDGET = (8192, 2048)
@@ -142,11 +145,11 @@ class ServingPlan:
     rationale: str
 
 
-def _violations(summary: dict[str, Any], slo: Any) -> list[str]:
+def _violations(summary: dict[str, Any], slo: Any, margin: float = 1.0) -> list[str]:
     out = []
     for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s"):
         limit = getattr(slo, key)
-        if limit is not None and summary[key] > limit:
+        if limit is not None and summary[key] > limit * margin:
             out.append(f"{key} {summary[key]:.4g} > {limit:g}")
     return out
 
@@ -373,9 +376,9 @@ class _Sizer:
         fleet = self.fleet_gpus // lay.gpus
         s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
         for _ in range(3):
-            if self.ok(s) or p + d + 1 > fleet:
+            if self.ok(s, margin=VERIFY_MARGIN) or p + d + 1 > fleet:
                 break
-            if d and self.ok(s, "ttft"):
+            if d and self.ok(s, "ttft", VERIFY_MARGIN):
                 d += 1
             else:
                 p += 1
@@ -388,8 +391,8 @@ class _Sizer:
             self.perfs[key] = _perf(self.spec, self.catalog, lay, fabric)
         return self.perfs[key]
 
-    def ok(self, s: dict[str, Any], only: str | None = None) -> bool:
-        return not [v for v in _violations(s, self.spec.workload.slo) if only is None or v.startswith(only)]
+    def ok(self, s: dict[str, Any], only: str | None = None, margin: float = 1.0) -> bool:
+        return not [v for v in _violations(s, self.spec.workload.slo, margin) if only is None or v.startswith(only)]
 
     def lower_bound(self, lay: Layout) -> int:
         """Replicas the load needs at the largest batch the TPOT SLO allows (GPU-seconds per request x rate).
@@ -640,11 +643,17 @@ def make_serving_plan(
         for t in budgets:
             var = replace(lay, token_budget=max(t, lay.max_batch))
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
-    for mode, (_, lay, p, d) in list(best.items()):
+    # The final check, cheapest mode first; another mode is checked only while it could
+    # still beat the checked one (a check only ever adds replicas).
+    verified: set[str] = set()
+    for mode in sorted(best, key=lambda k: best[k][0]):
+        if verified and best[mode][0] >= min(best[k][0] for k in verified):
+            continue
+        _, lay, p, d = best[mode]
         p2, d2, _ = sizer.verify(lay, fabric0, p, d)
-        if (p2, d2) != (p, d):
-            best[mode] = (cost((p2 + d2) * lay.gpus, out_tps or 1.0), lay, p2, d2)
-    cands = _candidates(spec, catalog, sizer, best, seed)
+        best[mode] = (cost((p2 + d2) * lay.gpus, out_tps or 1.0) if out_tps else best[mode][0], lay, p2, d2)
+        verified.add(mode)
+    cands = _candidates(spec, catalog, sizer, best, verified)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
     search = _mark(search, best, rec.mode if rec else None)
@@ -721,7 +730,7 @@ def _candidates(
     catalog: Catalog,
     sizer: _Sizer,
     best: dict[str, tuple[float, Layout, int, int]],
-    seed: int,
+    verified: set[str],
 ) -> list[ServingCandidate]:
     w = spec.workload
     o = spec.options
@@ -748,9 +757,10 @@ def _candidates(
             links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
             kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
             p, d = p0, d0
+            checked = VERIFY_REQUESTS_PER_ENGINE if mode in verified else None
             if d == 0 or fabric_id == o.fabrics[0]:
-                # Colocated latencies do not depend on the fabric: the verified run.
-                summary = sizer.run(lay, o.fabrics[0], p, d, VERIFY_REQUESTS_PER_ENGINE)
+                # Colocated latencies do not depend on the fabric: one run serves every fabric.
+                summary = sizer.run(lay, o.fabrics[0], p, d, checked)
             else:
                 summary = sizer.run(lay, fabric_id, p, d)
                 if not sizer.ok(summary) and p + d + 1 <= sizer.fleet_gpus // lay.gpus:
