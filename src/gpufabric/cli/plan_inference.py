@@ -119,6 +119,10 @@ def _table(headers: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 def _text(result: Any, shown: list[Any]) -> list[str]:
     lines = [f"{result.name}: searched {len(result.search)} layouts x modes at {_load(result)}"]
     lines += _table(SEARCH_HEADERS, [_search_row(r) for r in result.search])
+    lines += [
+        "search: each point sized by simulation (costs at the first fabric's owned price); the winner"
+        " rechecked on a larger sample",
+    ]
     lines += ["", f"{len(result.candidates)} serving designs (each mode's best layout x fabric x storage):"]
     lines += _table(HEADERS, [_row(c, result.recommended) for c in shown])
     lines += [

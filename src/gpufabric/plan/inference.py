@@ -656,7 +656,7 @@ def make_serving_plan(
     cands = _candidates(spec, catalog, sizer, best, verified)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
-    search = _mark(search, best, rec.mode if rec else None)
+    search = _mark(search, best, rec)
     return ServingPlan(
         name=spec.name,
         rate_rps=w.traffic.rate_rps,
@@ -708,15 +708,31 @@ def _row(
 
 
 def _mark(
-    rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], win_mode: str | None
+    rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], rec: ServingCandidate | None
 ) -> list[SearchRow]:
-    if win_mode is None or win_mode not in best:
+    if rec is None or rec.mode not in best:
         return rows
-    win_cost, win_lay, _, _ = best[win_mode]
+    win_cost, win_lay, _, _ = best[rec.mode]
     out = []
     for r in rows:
-        if r.status == "meets" and r.layout == win_lay.label and r.mode == win_mode:
-            r = replace(r, status="winner", reason=f"cheapest meeting every SLO: {r.gpus} GPUs")
+        if r.status == "meets" and r.layout == win_lay.label and r.mode == rec.mode:
+            checked = (rec.prefill_replicas, rec.decode_replicas) != (r.prefill_replicas, r.decode_replicas)
+            r = replace(
+                r,
+                status="winner",
+                prefill_replicas=rec.prefill_replicas,
+                decode_replicas=rec.decode_replicas,
+                gpus=rec.gpus,
+                usd_per_million_output_tokens=win_cost,
+                ttft_p99_s=rec.ttft_p99_s,
+                tpot_p99_s=rec.tpot_p99_s,
+                reason=f"cheapest meeting every SLO: {rec.gpus} GPUs"
+                + (
+                    f" (sized {r.prefill_replicas}+{r.decode_replicas}; the final check added replicas)"
+                    if checked
+                    else ""
+                ),
+            )
         elif r.status == "meets":
             r = replace(
                 r, reason=f"{r.reason}; {r.gpus} GPUs, ${r.usd_per_million_output_tokens:.3g}/M vs ${win_cost:.3g}/M"
