@@ -256,3 +256,37 @@ def test_closed_loop_ttft_rises_with_concurrency_without_lock_step():
     assert 1.1 < fifty["ttft_p50_s"] / one["ttft_p50_s"] < 3.0
     assert 1.2 < fifty["tpot_p50_s"] / one["tpot_p50_s"] < 2.0
     assert fifty["output_tokens_per_s"] > 20 * one["output_tokens_per_s"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    rate=st.floats(0.5, 40.0),
+    mean_out=st.integers(2, 300),
+    batch=st.integers(1, 256),
+    replicas=st.integers(1, 4),
+)
+def test_engine_never_beats_the_hbm_ceiling_and_fractions_stay_fractions(rate, mean_out, batch, replicas):
+    cfg = _cfg(
+        prefill_replicas=replicas,
+        rate_rps=rate,
+        max_batch=batch,
+        output=Tokens(mean=mean_out, cv=0.5),
+        requests=300 * replicas,
+    )
+    s = simulate_serving(cfg).summary()
+    perf = cfg.perf
+    # Every iteration reads all weights once: at most max_batch tokens per weight read per engine.
+    ceiling = replicas * batch * perf.tokens_per_step / (LLAMA70_FP8.weight_bytes / (2 * H100.hbm_gbps * 1e9))
+    assert 0 < s["output_tokens_per_s"] <= ceiling
+    assert 0.0 <= s["slo_attainment"] <= 1.0 and 0.0 <= s["prefill_utilisation"] <= 1.0 + 1e-9
+    assert s["ttft_p99_s"] >= s["ttft_p50_s"] > 0
+
+
+def test_dp_attention_keeps_one_kv_copy_where_tp_exceeds_kv_heads():
+    mla_like = m.ModelShape(
+        params=70e9, layers=60, hidden=7168, heads=128, kv_heads=1, weight_bytes_per_param=1, kv_bytes_per_element=1
+    )
+    tp_cap = m.kv_capacity_tokens(shape=mla_like, gpu=H100, tp=8, pp=1, memory_fraction=0.9)
+    dpa_cap = m.kv_capacity_tokens(shape=mla_like, gpu=H100, tp=8, pp=1, memory_fraction=0.9, dp_attention=True)
+    assert m.kv_replication(1, 8, False) == 8 and m.kv_replication(1, 8, True) == 1
+    assert dpa_cap > 4 * tp_cap  # 8 copies of the one KV head vs one, less the replicated attention weights

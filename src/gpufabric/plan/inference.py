@@ -37,7 +37,10 @@ VERIFY_REQUESTS_PER_ENGINE = 2000
 #: The check asks for this share of each SLO: a p99 from 2,000 samples moves by a few
 #: percent from seed to seed, and a design planned at the limit would miss it half the time.
 VERIFY_MARGIN = 0.97
-#: The searched values of what the spec leaves to ``auto`` (docs/inference.md "Search").
+#: The searched values of what the spec leaves to ``auto`` (docs/inference.md "Search"):
+#: vLLM's default max_num_seqs (256) and halvings; vLLM V1's max_num_batched_tokens for the
+#: API server on large GPUs (8192) and its chunked-prefill latency setting (2048)
+#: (docs.vllm.ai "Optimization and Tuning", as_of 2026-12).
 AUTO_MAX_BATCH = (256, 128, 64)
 AUTO_TOKEN_BUDGET = (8192, 2048)
 

@@ -44,10 +44,12 @@ from gpufabric.model.inference import ReplicaPerf
 
 __all__ = ["EngineConfig", "EngineResult", "run_engine"]
 
-#: Longest stretch of decode iterations simulated as one jump: long enough to keep the cost
-#: per request small, short enough that an arrival waiting for admission is let in promptly.
+#: Longest stretch of decode iterations simulated as one jump (a simulation parameter, not
+#: a physical one): long enough to keep the cost per request small, short enough that the
+#: per-jump jitter still varies along a long output.
 MAX_JUMP = 256
-#: Share of the KV cache kept free when admitting a request (vLLM's watermark, 0.01).
+#: Share of the KV cache kept free when admitting a request: vLLM's block-manager
+#: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
 WATERMARK = 0.01
 
 

@@ -170,7 +170,7 @@ class Speculative(SpecModel):
     acceptance_rate: float = Field(ge=0, le=1)
     """Probability that each draft token is accepted (measured for the draft/model/data)."""
     draft_cost_fraction: float = Field(0.05, ge=0, le=1)
-    """Cost of one draft token relative to one decode step of the served model (EAGLE/MTP heads: ~0.05)."""
+    """Cost of one draft token relative to one decode step of the served model (an EAGLE head is one decoder layer: ~1/layers, Li et al., ICML 2024; 0.05 leaves room for a small draft model)."""
 
 
 class InferenceWorkload(SpecModel):
