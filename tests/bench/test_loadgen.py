@@ -86,3 +86,14 @@ def test_bad_loads_are_input_errors():
         LoadSpec(requests=1, prompt_tokens=1, output_tokens=1, concurrency=2, rate_rps=1.0)
     with pytest.raises(InputError, match="http"):
         openai_stream("file:///etc/passwd", "m")
+
+
+def test_load_of_a_spec_follows_its_traffic():
+    from gpufabric.bench.loadgen import load_for
+    from gpufabric.spec.inference import load_inference_spec, read_located
+    from tests.conftest import EXAMPLES
+
+    spec = load_inference_spec(read_located(EXAMPLES / "serving" / "llama3-70b-serving.yaml"))
+    load = load_for(spec)
+    assert load.rate_rps == 10 and load.concurrency is None and load.requests == 600
+    assert (load.prompt_tokens, load.output_tokens) == (2048, 256)

@@ -26,12 +26,13 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from gpufabric.errors import InputError
 
-__all__ = ["LoadResult", "LoadSpec", "RequestTiming", "openai_stream", "run_load"]
+__all__ = ["LoadResult", "LoadSpec", "RequestTiming", "load_for", "openai_stream", "run_load"]
 
 Send = Callable[[str, int], Iterator[float]]
 
@@ -105,6 +106,25 @@ class LoadResult:
             "itl_p50_s": pct(itl, 50),
             "itl_p99_s": pct(itl, 99),
         }
+
+
+def load_for(spec: Any, *, requests: int | None = None, seed: int = 0) -> LoadSpec:
+    """The load of an inference spec's traffic (its concurrency or rate, mean token counts).
+
+    ``requests`` defaults to 20 per client in a closed loop (``vllm bench serve`` sweeps use
+    ``--num-prompts 20 x concurrency``) and to 60 s of arrivals in an open loop.
+    """
+    t = spec.workload.traffic
+    if requests is None:
+        requests = 20 * t.concurrency if t.concurrency is not None else max(1, round(60 * t.rate_rps))
+    return LoadSpec(
+        requests=requests,
+        prompt_tokens=max(1, round(t.prompt_tokens.mean)),
+        output_tokens=max(1, round(t.output_tokens.mean)),
+        concurrency=t.concurrency,
+        rate_rps=t.rate_rps,
+        seed=seed,
+    )
 
 
 def synthetic_prompt(tokens: int, seed: int) -> str:
