@@ -877,7 +877,8 @@ def _rationale(
             if best.decode_replicas
             else f" ({best.prefill_replicas}"
         )
-        + f" replicas of tp {best.tp} x pp {best.pp}, max batch {best.max_batch}, token budget {best.token_budget})"
+        + (" replica" if best.prefill_replicas + best.decode_replicas == 1 else " replicas")
+        + f" of tp {best.tp} x pp {best.pp}, max batch {best.max_batch}, token budget {best.token_budget})"
         f" at ${best.usd_per_million_output_tokens:.3g} per million output tokens;"
         f" p99 TTFT {best.ttft_p99_s:.3g} s, p99 TPOT {best.tpot_p99_s * 1e3:.3g} ms, p99 ITL {best.itl_p99_s * 1e3:.3g} ms."
     )
