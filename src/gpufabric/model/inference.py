@@ -141,6 +141,9 @@ API_S_PER_TOKEN = 305e-6
 #: Highest API-server load the queue formula is used at (beyond it the server is saturated
 #: and the stretch is capped: the simulator does not model an unbounded backlog there).
 API_MAX_LOAD = 0.9
+#: Share of the KV cache an engine keeps free when admitting a request: vLLM's block-manager
+#: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
+KV_WATERMARK = 0.01
 #: Closed loop: mean delay between a response's end and the same client's next request at
 #: the engine (client parsing, connection reuse, tokenisation) [U] estimate; it only breaks
 #: the lock-step of identical clients (docs/inference.md).

@@ -298,7 +298,7 @@ def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
                     continue  # DP attention only pays where TP would replicate KV heads
                 ep = (r.ep if isinstance(r.ep, int) else tp * pp) if w.model.experts > 1 else 1
                 lay = Layout(tp=tp, pp=pp, ep=ep, dp_attention=dpa, max_batch=batch, token_budget=max(budget, batch))
-                if _capacity(spec, catalog, lay) / pp >= longest:
+                if _capacity(spec, catalog, lay) / pp * (1.0 - m.KV_WATERMARK) >= longest:
                     out.append(lay)
     return out
 

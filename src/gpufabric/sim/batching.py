@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import ReplicaPerf
+from gpufabric.model.inference import KV_WATERMARK, ReplicaPerf
 
 __all__ = ["EngineConfig", "EngineResult", "run_engine"]
 
@@ -48,9 +48,6 @@ __all__ = ["EngineConfig", "EngineResult", "run_engine"]
 #: a physical one): long enough to keep the cost per request small, short enough that the
 #: per-jump jitter still varies along a long output.
 MAX_JUMP = 256
-#: Share of the KV cache kept free when admitting a request: vLLM's block-manager
-#: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
-WATERMARK = 0.01
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,10 +139,11 @@ def run_engine(
     cap = float(cfg.kv_capacity_tokens)
     prompt_l = [int(x) for x in prompt.tolist()]
     out_l = [max(1, int(x)) for x in output.tolist()]
-    if cap < max(p + o for p, o in zip(prompt_l, out_l, strict=True)):
+    longest = max(p + o for p, o in zip(prompt_l, out_l, strict=True))
+    if cap * (1.0 - KV_WATERMARK) < longest:
         raise InputError(
-            f"the KV cache ({cap:,.0f} tokens) cannot hold the longest request"
-            f" ({max(p + o for p, o in zip(prompt_l, out_l, strict=True)):,} tokens); raise tp or pp"
+            f"the KV cache ({cap:,.0f} tokens, {KV_WATERMARK:.0%} kept free) cannot hold the longest request"
+            f" ({longest:,} tokens); raise tp or pp"
         )
     rng = np.random.default_rng(seed)
     it_s = perf.iteration_scalar_s
@@ -340,7 +338,7 @@ def run_engine(
             r = waiting[0]
             # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
             # blocks back), so new prompts do not evict running decodes at once.
-            if room < todo[r] + WATERMARK * cap:
+            if room < todo[r] + KV_WATERMARK * cap:
                 break
             waiting.popleft()
             c = int(min(todo[r], budget, room))
