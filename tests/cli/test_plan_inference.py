@@ -130,3 +130,12 @@ def test_both_loads_is_a_located_user_error(cli, tmp_path):
     spec.write_text(CLOSED_MOE.replace("concurrency: 16", "concurrency: 16\n    rate_rps: 3"))
     code, _, err = cli("plan", spec)
     assert code == 2 and "exactly one of rate_rps" in err and "Traceback" not in err
+
+
+def test_token_budget_below_the_batch_is_a_located_user_error(cli, tmp_path):
+    spec = tmp_path / "budget.yaml"
+    spec.write_text(
+        SERVING.read_text().replace("batching: {max_batch: 256}", "batching: {max_batch: 256, max_batch_tokens: 128}")
+    )
+    code, _, err = cli("plan", spec)
+    assert code == 2 and "max_batch_tokens = 128 is below max_batch = 256" in err and "Traceback" not in err

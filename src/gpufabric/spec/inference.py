@@ -234,6 +234,12 @@ class InferenceSpec(SpecModel):
             raise ValueError(f"replica pp = {r.pp} exceeds layers = {self.workload.model.layers}")
         if isinstance(r.tp, int) and isinstance(r.pp, int) and r.tp * r.pp > gpn:
             raise ValueError(f"replica tp x pp = {r.tp * r.pp} exceeds gpus_per_node = {gpn} (the NVLink domain)")
+        b = self.workload.batching
+        if isinstance(b.max_batch, int) and isinstance(b.max_batch_tokens, int) and b.max_batch_tokens < b.max_batch:
+            raise ValueError(
+                f"batching.max_batch_tokens = {b.max_batch_tokens} is below max_batch = {b.max_batch}: every running"
+                " sequence needs a token of the budget each iteration (vLLM refuses it too); raise max_batch_tokens"
+            )
         if isinstance(r.ep, int) and r.ep > 1 and self.workload.model.experts == 1:
             raise ValueError(f"replica ep = {r.ep} needs a mixture of experts (model.experts > 1)")
         return self
