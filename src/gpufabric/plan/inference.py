@@ -248,16 +248,21 @@ def make_serving_plan(
     # Batching knobs left to auto, searched on each mode's winning layout.
     for mode in list(best):
         _, lay, _, _ = best[mode]
-        batches = [] if isinstance(w.batching.max_batch, int) else [b for b in AUTO_MAX_BATCH if b != lay.max_batch]
+        # A budget below the batch is not a valid engine (vLLM refuses it): such pairs are skipped.
+        batches = (
+            []
+            if isinstance(w.batching.max_batch, int)
+            else [b for b in AUTO_MAX_BATCH if b != lay.max_batch and b <= lay.token_budget]
+        )
         budgets = (
             []
             if isinstance(w.batching.max_batch_tokens, int)
-            else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget]
+            else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget and t >= lay.max_batch]
         )
         hint = best[mode][2:]
         ran = sizer.run(lay, fabric0, *hint)["mean_decode_batch"]
         for b in batches:
-            var = replace(lay, max_batch=b, token_budget=max(lay.token_budget, b))
+            var = replace(lay, max_batch=b)
             if b >= 2 * ran:
                 # A cap far above the batch the winner runs changes nothing: not simulated.
                 search.append(
@@ -276,7 +281,7 @@ def make_serving_plan(
                 continue
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
         for t in budgets:
-            var = replace(lay, token_budget=max(t, lay.max_batch))
+            var = replace(lay, token_budget=t)
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
     # The final check, cheapest mode first; another mode is checked only while it could
     # still beat the checked one (a check only ever adds replicas).

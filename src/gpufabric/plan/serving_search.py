@@ -189,8 +189,10 @@ def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
     pps = [r.pp] if isinstance(r.pp, int) else [x for x in twos if x <= 4]
     mb = w.batching.max_batch
     tb = w.batching.max_batch_tokens
-    batch = mb if isinstance(mb, int) else AUTO_MAX_BATCH[0]
-    budget = tb if isinstance(tb, int) else AUTO_TOKEN_BUDGET[0]
+    # Auto batch under a pinned budget: the largest searched batch the budget can carry.
+    fitting = [b for b in AUTO_MAX_BATCH if not isinstance(tb, int) or b <= tb] or [int(tb)]
+    batch = mb if isinstance(mb, int) else max(fitting)
+    budget = tb if isinstance(tb, int) else max(AUTO_TOKEN_BUDGET[0], batch)
     out = []
     longest = _longest(spec)
     for tp in tps:
@@ -202,7 +204,7 @@ def _layouts(spec: InferenceSpec, catalog: Catalog) -> list[Layout]:
                 if dpa and tp <= w.model.kv_heads and r.dp_attention == "auto":
                     continue  # DP attention only pays where TP would replicate KV heads
                 ep = (r.ep if isinstance(r.ep, int) else tp * pp) if w.model.experts > 1 else 1
-                lay = Layout(tp=tp, pp=pp, ep=ep, dp_attention=dpa, max_batch=batch, token_budget=max(budget, batch))
+                lay = Layout(tp=tp, pp=pp, ep=ep, dp_attention=dpa, max_batch=batch, token_budget=budget)
                 if _capacity(spec, catalog, lay) / pp * (1.0 - m.KV_WATERMARK) >= longest:
                     out.append(lay)
     return out
