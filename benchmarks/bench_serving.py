@@ -1,8 +1,10 @@
 """Serving-simulator benchmark: 1,000,000 requests of Llama 3 70B on H100 (tp 8) on one
-core, colocated (shared FCFS over 4 replicas, prefill stalls) and disaggregated (2
-prefill + 2 decode replicas, KV over RoCE 400G).
+core, colocated (4 replicas, round-robin, one engine simulated with its share) and
+disaggregated (2 prefill + 2 decode replicas, KV over RoCE 400G); then the CPU time of
+``plan`` (make_serving_plan) on every examples/serving spec.
 
-Target (issue 18): < 5 s per 1e6 requests on one core.
+Targets: < 5 s per 1e6 requests on one core (issue 18); <= 0.6 s CPU per serving
+example plan (issue 28).
 
     .venv/bin/python benchmarks/bench_serving.py [--repeats 3] [--requests 1000000] [--json]
 """
@@ -53,6 +55,7 @@ def _configs(requests: int) -> dict[str, ServingConfig]:
         perf=perf,
         prefill_replicas=4,
         max_batch=128,
+        kv_capacity_tokens=m.kv_capacity_tokens(shape=shape, gpu=cat.gpu("h100-sxm"), tp=8, pp=1, memory_fraction=0.9),
         rate_rps=10.0,
         prompt=Tokens(mean=2048, cv=0.5),
         output=Tokens(mean=256, cv=0.5),
@@ -106,6 +109,23 @@ def main() -> int:
             "tpot_p99_s": summary["tpot_p99_s"],
         }
         ok &= statistics.median(times) < 5.0 * args.requests / 1e6
+    from pathlib import Path
+
+    from gpufabric.plan.inference import make_serving_plan
+    from gpufabric.spec.inference import load_inference_spec, read_located
+
+    cat = load_catalog([])
+    plans: dict[str, float] = {}
+    for path in sorted((Path(__file__).resolve().parents[1] / "examples" / "serving").glob("*.yaml")):
+        spec = load_inference_spec(read_located(path))
+        cpu = []
+        for _ in range(args.repeats):
+            c0 = time.process_time()
+            make_serving_plan(spec, cat, simulate=simulate_serving)
+            cpu.append(time.process_time() - c0)
+        plans[path.name] = statistics.median(cpu)
+        ok &= plans[path.name] <= 0.6
+    result["plan_cpu_s"] = plans
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -117,6 +137,8 @@ def main() -> int:
                 f"  {name:14s} {args.requests} requests: median {r['median_s']:.2f} s over {args.repeats}"
                 f" (target < 5 s per 1e6); p99 TTFT {r['ttft_p99_s']:.3f} s, p99 TPOT {r['tpot_p99_s'] * 1e3:.1f} ms"
             )
+        for name, cpu_s in plans.items():
+            print(f"  plan {name}: median {cpu_s:.3f} s CPU over {args.repeats} (target <= 0.6 s)")
     return 0 if ok else 1
 
 

@@ -87,3 +87,55 @@ def test_simulate_inference_bad_candidate_and_requests(cli):
     assert code == 2 and "did you mean 'colocated/roce-400g/nfs'" in err
     code, _, err = cli("simulate", SERVING, "--requests", "0")
     assert code == 2 and "--requests" in err
+
+
+CLOSED_MOE = """
+name: moe-closed
+cluster: {nodes: 1, gpus_per_node: 8, gpu: h100-sxm}
+workload:
+  kind: inference
+  model: {params: 46.7e9, active_params: 12.9e9, experts: 8, experts_per_token: 2,
+          layers: 32, hidden: 4096, heads: 32, kv_heads: 8, precision: bf16, kv_precision: fp8}
+  traffic:
+    concurrency: 16
+    prompt_tokens: {mean: 1000}
+    output_tokens: {mean: 200}
+  slo: {ttft_p99_s: 2.0, tpot_p99_s: 0.05, itl_p99_s: 0.2}
+  replica: {tp: 2, pp: 1}
+  speculative: {draft_tokens: 2, acceptance_rate: 0.6}
+  disaggregation: none
+options:
+  fabrics: [ib-ndr]
+  storage: [local-nvme]
+"""
+
+
+def test_closed_loop_moe_speculative_spec_plans_and_simulates(cli, tmp_path):
+    spec = tmp_path / "moe.yaml"
+    spec.write_text(CLOSED_MOE)
+    code, out, err = cli("plan", spec, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["concurrency"] == 16 and doc["rate_rps"] is None
+    rec = next(c for c in doc["candidates"] if c["id"] == doc["recommended"])
+    assert rec["tp"] == 2 and rec["ep"] == 2 and rec["itl_p99_s"] <= 0.2 and rec["output_tokens_per_s"] > 0
+    assert {r["status"] for r in doc["search"]} >= {"winner"}
+    code, out, err = cli("simulate", spec, "--requests", "400")
+    assert code == 0, err
+    assert "from 16 clients" in out and "ITL" in out and "tokens/s" in out
+
+
+def test_both_loads_is_a_located_user_error(cli, tmp_path):
+    spec = tmp_path / "both.yaml"
+    spec.write_text(CLOSED_MOE.replace("concurrency: 16", "concurrency: 16\n    rate_rps: 3"))
+    code, _, err = cli("plan", spec)
+    assert code == 2 and "exactly one of rate_rps" in err and "Traceback" not in err
+
+
+def test_token_budget_below_the_batch_is_a_located_user_error(cli, tmp_path):
+    spec = tmp_path / "budget.yaml"
+    spec.write_text(
+        SERVING.read_text().replace("batching: {max_batch: 256}", "batching: {max_batch: 256, max_batch_tokens: 128}")
+    )
+    code, _, err = cli("plan", spec)
+    assert code == 2 and "max_batch_tokens = 128 is below max_batch = 256" in err and "Traceback" not in err

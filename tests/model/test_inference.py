@@ -179,7 +179,8 @@ def test_published_serving_points():
         jitter_cv=0.0,
     )
     tok_s = 1 / perf.decode_step_s(1, 1024 + 64)
-    assert tok_s == pytest.approx(76.8, abs=0.1) and abs(tok_s / 75 - 1) < 0.05
+    # Now a fitting row of the engine overheads (docs/accuracy.md, serving): within 5%.
+    assert tok_s == pytest.approx(71.4, abs=0.2) and abs(tok_s / 75 - 1) < 0.05
     # One 400G RDMA NIC: ~42 GB/s (Mooncake #813); eight: 190 GB/s for 40 GB (Mooncake README).
     one = 1e9 / (
         collective_times("send_recv", 1e9, 2, 1, m.serving_links(CAT, "h100-sxm", "roce-400g", 1)).time_us * 1e-6

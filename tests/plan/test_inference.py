@@ -94,6 +94,44 @@ def test_infeasible_rate_has_no_recommendation():
 
 
 def test_model_that_does_not_fit_is_an_input_error():
-    spec = _spec(workload={"replica": {"tp": 1}})
+    spec = _spec(workload={"replica": {"tp": 1, "pp": 1}})
     with pytest.raises(InputError, match="KV cache"):
         make_serving_plan(spec, CAT, requests=1000)
+
+
+def test_search_sizes_tp_for_ttft_and_closed_loop_plans():
+    # 70B fp8 on H200 at 50 requests/s, 4k prompts: TP 1-2 cannot prefill a long prompt in 0.5 s,
+    # so the search must size a wider TP (the bar: within SLOs on at most 96 of 128 GPUs).
+    from gpufabric.spec.inference import load_inference_spec, read_located
+    from tests.conftest import EXAMPLES
+
+    spec = load_inference_spec(read_located(EXAMPLES / "serving" / "llama3-70b-fp8-h200-50rps.yaml"))
+    plan = make_serving_plan(spec, CAT)
+    rec = {c.id: c for c in plan.candidates}[plan.recommended]
+    assert rec.meets_slo and rec.gpus <= 96 and rec.tp >= 4
+    assert any(r.status == "infeasible" and r.tp == 1 for r in plan.search)
+    assert sum(r.status == "winner" for r in plan.search) == 1
+
+
+def test_concurrency_is_an_alternative_to_rate():
+    spec = _spec(
+        workload={
+            "traffic": {"concurrency": 32, "prompt_tokens": {"mean": 1000}, "output_tokens": {"mean": 200}},
+            "disaggregation": "none",
+        }
+    )
+    plan = make_serving_plan(spec, CAT)
+    assert plan.concurrency == 32 and plan.rate_rps is None
+    c = plan.candidates[0]
+    assert c.output_tokens_per_s > 0 and c.itl_p99_s >= c.itl_p50_s > 0
+    with pytest.raises(ValueError, match="exactly one"):
+        _spec(
+            workload={
+                "traffic": {
+                    "rate_rps": 1,
+                    "concurrency": 2,
+                    "prompt_tokens": {"mean": 10},
+                    "output_tokens": {"mean": 10},
+                }
+            }
+        )

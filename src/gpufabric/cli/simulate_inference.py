@@ -39,15 +39,22 @@ def simulate_inference(spec_file: Path, candidate: str | None, *, requests: int 
     result = simulate_serving(serving_config(spec, catalog, cand, requests=n, seed=seed))
     summary = result.summary()
     violations = _violations(summary, spec.workload.slo)
+    traffic = spec.workload.traffic
+    load = f"at {traffic.rate_rps:g}/s" if traffic.rate_rps is not None else f"from {traffic.concurrency} clients"
     payload: dict[str, Any] = {
         "mode": "inference",
         "name": spec.name,
         "candidate": chosen,
+        "rate_rps": traffic.rate_rps,
+        "concurrency": traffic.concurrency,
         "prefill_replicas": cand.prefill_replicas,
         "decode_replicas": cand.decode_replicas,
         "gpus": cand.gpus,
         "seed": seed,
         **summary,
+        # The service's requests; one engine of the design simulates its round-robin share of them.
+        "requests": n,
+        "simulated_requests": summary["requests"],
         "meets_slo": not violations,
         "violations": violations,
     }
@@ -58,9 +65,11 @@ def simulate_inference(spec_file: Path, candidate: str | None, *, requests: int 
             "\n".join(
                 [
                     f"{spec.name}: {chosen} ({cand.prefill_replicas}+{cand.decode_replicas} replicas, {cand.gpus} GPUs),"
-                    f" {n:,} requests at {spec.workload.traffic.rate_rps:g}/s, seed {seed}",
+                    f" {n:,} requests {load}, seed {seed}",
                     f"  TTFT  p50 {summary['ttft_p50_s']:.3g} s   p99 {summary['ttft_p99_s']:.3g} s",
                     f"  TPOT  p50 {summary['tpot_p50_s'] * 1e3:.3g} ms  p99 {summary['tpot_p99_s'] * 1e3:.3g} ms",
+                    f"  ITL   p50 {summary['itl_p50_s'] * 1e3:.3g} ms  p99 {summary['itl_p99_s'] * 1e3:.3g} ms",
+                    f"  output {summary['output_tokens_per_s']:.4g} tokens/s, {summary['preemptions']} preemptions",
                     f"  KV    p50 {summary['kv_transfer_p50_s'] * 1e3:.3g} ms  p99 {summary['kv_transfer_p99_s'] * 1e3:.3g} ms",
                     f"  goodput {summary['goodput_rps']:.3g} requests/s within SLO ({summary['slo_attainment']:.1%}),"
                     f" mean decode batch {summary['mean_decode_batch']:.3g}",

@@ -65,6 +65,9 @@ class ModelShape:
     kv_heads: int
     weight_bytes_per_param: float
     kv_bytes_per_element: float
+    active_params: float | None = None  # MoE: parameters one token passes through
+    experts: int = 1
+    experts_per_token: int = 1
 
     @property
     def head_dim(self) -> float:
@@ -79,6 +82,18 @@ class ModelShape:
     def weight_bytes(self) -> float:
         return self.params * self.weight_bytes_per_param
 
+    @property
+    def active(self) -> float:
+        return self.params if self.active_params is None else self.active_params
+
+    @property
+    def expert_params(self) -> float:
+        """Routed-expert parameters: active = dense + expert_params x k / E, params = dense + expert_params."""
+        if self.experts <= 1 or self.experts_per_token >= self.experts:
+            return 0.0
+        frac = self.experts_per_token / self.experts
+        return max(0.0, (self.params - self.active) / (1.0 - frac))
+
 
 def shape_from_spec(model: Any) -> ModelShape:
     """:class:`ModelShape` of a spec ``ServedModel``."""
@@ -90,58 +105,215 @@ def shape_from_spec(model: Any) -> ModelShape:
         kv_heads=model.kv_heads,
         weight_bytes_per_param=DTYPE_BYTES[model.precision],
         kv_bytes_per_element=DTYPE_BYTES[model.kv_precision],
+        active_params=getattr(model, "active_params", None),
+        experts=getattr(model, "experts", 1),
+        experts_per_token=getattr(model, "experts_per_token", 1),
     )
 
 
 def prefill_flops(shape: ModelShape, prompt_tokens: Any) -> Any:
-    """Forward FLOPs of one prompt: 2 P L + 2 layers hidden L^2 (causal attention)."""
+    """Forward FLOPs of one prompt: 2 P_active L + 2 layers hidden L^2 (causal attention)."""
     L = np.asarray(prompt_tokens, dtype=float)
-    return 2.0 * shape.params * L + 2.0 * shape.layers * shape.hidden * L * L
+    return 2.0 * shape.active * L + 2.0 * shape.layers * shape.hidden * L * L
+
+
+#: Engine cost of one iteration beside the kernels' HBM and FLOP time: scheduling, input
+#: preparation, kernel launches between CUDA graphs, sampling setup and the TP broadcast of
+#: the step's metadata. vLLM's own profile of Llama 3 8B on one H100 (blog.vllm.ai
+#: 2024-09-05, "vLLM v0.6.0 ... 5x latency reduction") found scheduling and output
+#: processing at 29% of the step before v0.6; the value is the least-squares fit of the
+#: fitting rows in docs/accuracy.md (serving section), as_of 2026-12.
+STEP_OVERHEAD_S = 0.93e-3
+#: Extra cost per running sequence per iteration (sampling, detokenising, stop checks,
+#: block-table updates): same fit, same rows.
+SEQ_OVERHEAD_S = 43e-6
+#: API-server time inside every TTFT a client measures (HTTP, chat template, tokenisation,
+#: the engine-core hand-off and streaming the first token): the TTFT of the fitting row at
+#: concurrency 1 minus its prefill (docs/accuracy.md, serving section; vLLM 0.23 on a
+#: 4-vCPU host), as_of 2026-12. Overridable: engine.request_overhead_s.
+REQUEST_OVERHEAD_S = 0.022
+#: API-server CPU time per streamed output token (incremental detokenising, one SSE event):
+#: the server is one process per replica, so its load rho = output tokens/s x this stretches
+#: the request overhead to REQUEST_OVERHEAD_S / (1 - rho) (a single-server queue). vLLM's
+#: profile put the HTTP API server at 33% of the step before v0.6 (blog.vllm.ai 2024-09-05);
+#: the value is the least-squares fit of the TTFT rows (benchmarks/fit_serving.py).
+API_S_PER_TOKEN = 305e-6
+#: Highest API-server load the queue formula is used at (beyond it the server is saturated
+#: and the stretch is capped: the simulator does not model an unbounded backlog there).
+API_MAX_LOAD = 0.9
+#: Share of the KV cache an engine keeps free when admitting a request: vLLM's block-manager
+#: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
+KV_WATERMARK = 0.01
+#: Closed loop: mean delay between a response's end and the same client's next request at
+#: the engine (client parsing, connection reuse, tokenisation) [U] estimate; it only breaks
+#: the lock-step of identical clients (docs/inference.md).
+CLIENT_DELAY_S = 0.003
+#: Cold start beside the weight read, seconds (vLLM start-up logs):
+#: process start, imports, distributed init, API server: vllm-project/vllm#20264 (2025-06:
+#: ~25 s unlogged before the first response of 59 s) ; range 15-60 s.
+ENGINE_START_S = 25.0
+#: torch.compile from its cache (7.5 s) + CUDA-graph capture (17 s): vllm#20264; 8B without
+#: compile 10 s, with -O3 19 s + 15 s (vllm PR #11005, 2024-12); range 10-50 s.
+GRAPH_CAPTURE_S = 25.0
+#: Profile run, KV-cache allocation and warm-up: vllm#20264 init engine 34 s minus the two
+#: above (~10 s); gateway-api-inference-extension PR #550 (2025-03) memory profiling 34 s
+#: including a 29 s compile. Range 5-15 s.
+WARMUP_S = 10.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplicaPerf:
-    """Per-replica timing coefficients, the numbers the serving simulator consumes.
+    """Per-replica timing coefficients, the numbers the serving simulators consume.
 
-    prefill_s(L) = prefill_fixed_s + prefill_s_per_token L + prefill_s_per_token2 L^2
-    decode_step_s(b, ctx) = max(decode_weights_s + b ctx decode_s_per_kv_token, b decode_flop_s_per_seq)
-                            + decode_comm_s(b)
+    One iteration of a continuous-batching engine runs ``b`` decoding sequences (each
+    ``1 + draft_tokens`` query tokens) and ``P`` prefill tokens together (vLLM V1 and
+    SGLang mixed chunks); its time is
+
+        GPU = max(weights read for T tokens / HBM, 2 P_active T / FLOP/s)   (linear layers)
+            + KV bytes read / HBM + prefill attention FLOPs / FLOP/s          (attention)
+            + 2 layers TP all-reduces of T rows (+ MoE all-to-alls)           (communication)
+            + draft cost                                                     (speculative)
+        t = GPU x straggler + step_overhead + b x seq_overhead
+
+    with T = b (1 + k) + P. A pipeline-parallel replica is ``pp`` such lanes, each with
+    the whole model's path (every stage in turn) and 1/pp of the replica's traffic.
     """
 
     tp: int
     pp: int
-    prefill_fixed_s: float
-    prefill_s_per_token: float
-    prefill_s_per_token2: float
-    decode_weights_s: float
-    decode_s_per_kv_token: float
-    decode_flop_s_per_seq: float
-    decode_comm_fixed_s: float
-    decode_comm_s_per_seq: float
-    straggler_factor: float
+    ep: int = 1
+    hbm_bytes_per_s: float
+    flop_per_s: float
+    dense_weight_bytes: float
+    expert_weight_bytes: float
+    expert_fraction: float  # experts_per_token / experts (0 for dense)
+    flop_per_token: float  # 2 x active params
+    attn_flop_per_token2: float  # 4 x layers x hidden: FLOPs per query token per context token
+    kv_read_bytes_per_token: float  # HBM bytes one context token costs a decoding sequence
+    ar_count: int  # TP all-reduces per forward
+    ar_small_fixed_s: float
+    ar_small_s_per_token: float
+    ar_large_fixed_s: float
+    ar_large_s_per_token: float
+    ar_switch_tokens: float
+    a2a_fixed_s: float = 0.0
+    a2a_s_per_token: float = 0.0
+    stage_hops_s: float = 0.0
+    step_overhead_s: float = STEP_OVERHEAD_S
+    seq_overhead_s: float = SEQ_OVERHEAD_S
+    straggler_factor: float = 1.0
     max_batch: int
+    draft_tokens: int = 0
+    acceptance_rate: float = 0.0
+    draft_cost_fraction: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Expected tokens a decoding sequence emits per iteration (Leviathan et al., ICML 2023, eq. 1)."""
+        k, a = self.draft_tokens, self.acceptance_rate
+        if k == 0:
+            return 1.0
+        return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+
+    def iteration_s(
+        self, decode_seqs: Any, context_tokens: Any, prefill_tokens: Any = 0.0, prefill_attn: Any = 0.0
+    ) -> Any:
+        """Time of one iteration.
+
+        Args:
+            decode_seqs: sequences decoding this iteration.
+            context_tokens: their summed context (KV tokens read).
+            prefill_tokens: prompt tokens (chunks) computed this iteration.
+            prefill_attn: sum over chunks of c (offset + c / 2): query x key pairs of causal attention.
+        """
+        b = np.asarray(decode_seqs, dtype=float)
+        q = 1.0 + self.draft_tokens
+        tokens = b * q + np.asarray(prefill_tokens, dtype=float)
+        # Experts a batch touches under uniform routing: 1 - (1 - k/E)^T of them.
+        touched = 1.0 - (1.0 - self.expert_fraction) ** tokens if self.expert_weight_bytes else 0.0
+        weights_s = (self.dense_weight_bytes + self.expert_weight_bytes * touched) / self.hbm_bytes_per_s
+        linear = np.maximum(weights_s, tokens * self.flop_per_token / self.flop_per_s)
+        attn = (
+            np.asarray(context_tokens, dtype=float) * self.kv_read_bytes_per_token / self.hbm_bytes_per_s
+            + np.asarray(prefill_attn, dtype=float) * self.attn_flop_per_token2 / self.flop_per_s
+        )
+        small = tokens <= self.ar_switch_tokens
+        comm = self.ar_count * np.where(
+            small,
+            self.ar_small_fixed_s + self.ar_small_s_per_token * tokens,
+            self.ar_large_fixed_s + self.ar_large_s_per_token * tokens,
+        )
+        comm = comm + np.where(tokens > 0, self.a2a_fixed_s + self.a2a_s_per_token * tokens, 0.0)
+        draft = np.where(b > 0, self.draft_tokens * self.draft_cost_fraction * weights_s, 0.0)
+        gpu = (linear + attn + comm + draft + self.stage_hops_s) * self.straggler_factor
+        return gpu + self.step_overhead_s + b * self.seq_overhead_s
+
+    def iteration_scalar_s(self, b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
+        """:meth:`iteration_s` for Python floats (the engine simulator calls it per iteration)."""
+        tokens = b * (1.0 + self.draft_tokens) + prefill_tokens
+        touched = 1.0 - (1.0 - self.expert_fraction) ** tokens if self.expert_weight_bytes else 0.0
+        weights_s = (self.dense_weight_bytes + self.expert_weight_bytes * touched) / self.hbm_bytes_per_s
+        linear = max(weights_s, tokens * self.flop_per_token / self.flop_per_s)
+        attn = (context_tokens * self.kv_read_bytes_per_token) / self.hbm_bytes_per_s + (
+            prefill_attn * self.attn_flop_per_token2
+        ) / self.flop_per_s
+        if tokens <= self.ar_switch_tokens:
+            comm = self.ar_count * (self.ar_small_fixed_s + self.ar_small_s_per_token * tokens)
+        else:
+            comm = self.ar_count * (self.ar_large_fixed_s + self.ar_large_s_per_token * tokens)
+        if tokens > 0:
+            comm += self.a2a_fixed_s + self.a2a_s_per_token * tokens
+        draft = self.draft_tokens * self.draft_cost_fraction * weights_s if b > 0 else 0.0
+        gpu = (linear + attn + comm + draft + self.stage_hops_s) * self.straggler_factor
+        return gpu + self.step_overhead_s + b * self.seq_overhead_s
 
     def prefill_s(self, prompt_tokens: Any) -> Any:
+        """One prompt prefilled alone in one iteration."""
         L = np.asarray(prompt_tokens, dtype=float)
-        return self.prefill_fixed_s + self.prefill_s_per_token * L + self.prefill_s_per_token2 * L * L
+        return self.iteration_s(0.0, 0.0, L, L * L / 2.0)
 
     def decode_step_s(self, batch: Any, mean_context_tokens: Any) -> Any:
+        """One decode-only iteration of ``batch`` sequences of ``mean_context_tokens`` each."""
         b = np.asarray(batch, dtype=float)
-        memory = self.decode_weights_s + b * np.asarray(mean_context_tokens, dtype=float) * self.decode_s_per_kv_token
-        return (
-            np.maximum(memory, b * self.decode_flop_s_per_seq)
-            + self.decode_comm_fixed_s
-            + b * self.decode_comm_s_per_seq
-        )
+        return self.iteration_s(b, b * np.asarray(mean_context_tokens, dtype=float))
+
+    @property
+    def decode_weights_s(self) -> float:
+        return float((self.dense_weight_bytes + self.expert_weight_bytes) / self.hbm_bytes_per_s)
+
+    @property
+    def decode_s_per_kv_token(self) -> float:
+        return self.kv_read_bytes_per_token / self.hbm_bytes_per_s
+
+    @property
+    def decode_flop_s_per_seq(self) -> float:
+        return self.flop_per_token / self.flop_per_s
+
+    @property
+    def prefill_s_per_token(self) -> float:
+        return self.flop_per_token / self.flop_per_s + self.ar_count * self.ar_large_s_per_token
+
+    @property
+    def decode_comm_fixed_s(self) -> float:
+        return self.ar_count * self.ar_small_fixed_s
+
+    @property
+    def decode_comm_s_per_seq(self) -> float:
+        return self.ar_count * self.ar_small_s_per_token
 
 
-def _tp_allreduce_s(small: float, large: float, tp: int, links: Any) -> tuple[float, float]:
-    """Affine fit (fixed s, s per byte) through two sizes of one TP all-reduce inside a node."""
+def _tp_allreduce_s(small: float, large: float, tp: int, links: Any, op: str = "all_reduce") -> tuple[float, float]:
+    """Affine fit (fixed s, s per byte) through two sizes of one TP collective inside a node."""
     if tp <= 1:
         return 0.0, 0.0
-    t = collective_times("all_reduce", np.array([small, large]), 1, tp, links).time_us * 1e-6
+    t = collective_times(op, np.array([small, large]), 1, tp, links).time_us * 1e-6
     slope = (t[1] - t[0]) / (large - small)
     return float(t[0] - slope * small), float(slope)
+
+
+def kv_replication(kv_heads: int, tp: int, dp_attention: bool) -> float:
+    """HBM copies of each KV head: TP beyond kv_heads replicates heads (vLLM), DP attention does not (SGLang)."""
+    return 1.0 if dp_attention else max(1.0, tp / kv_heads)
 
 
 def replica_perf(
@@ -157,42 +329,84 @@ def replica_perf(
     max_batch: int,
     jitter_cv: float,
     act_bytes: float = 2.0,
+    ep: int = 1,
+    dp_attention: bool = False,
+    step_overhead_s: float | None = None,
+    seq_overhead_s: float | None = None,
+    draft_tokens: int = 0,
+    acceptance_rate: float = 0.0,
+    draft_cost_fraction: float = 0.0,
 ) -> ReplicaPerf:
-    """Timing coefficients of one replica of ``tp x pp`` GPUs.
+    """Timing coefficients of one lane of a replica of ``tp x pp`` GPUs.
 
-    TP all-reduces are fitted as affine in bytes (their latency term plus bandwidth term
-    from model/collectives.py) so per-token costs stay linear and vectorisable.
+    TP all-reduces are fitted as affine in bytes in two ranges (decode rows and prefill
+    chunks) from model/collectives.py, so the iteration time stays vectorisable. A lane
+    holds all weights across its pp stages and reads them from tp GPUs' HBM per token.
     """
     peak = getattr(gpu, PEAK_FIELD[precision]) * 1e12
     flop_rate = tp * peak * mfu
     n_ar = TP_ALLREDUCES_PER_LAYER * shape.layers
     row = shape.hidden * act_bytes
-    # Fitted where each phase lives: decode moves one row per sequence, prefill whole prompts.
-    dec_fixed, dec_per_byte = _tp_allreduce_s(row, row * max_batch, tp, links)
-    pre_fixed, pre_per_byte = _tp_allreduce_s(row * 128, row * 16384, tp, links)
+    small_hi = max(2, max_batch)
+    s_fixed, s_per_byte = _tp_allreduce_s(row, row * small_hi, tp, links)
+    l_fixed, l_per_byte = _tp_allreduce_s(row * small_hi, row * 16384, tp, links)
     hbm = tp * gpu.hbm_gbps * 1e9 * hbm_efficiency
     # A TP group waits for its slowest rank: mean of the max of tp per-rank times (model/tail.py).
     straggler = 1.0 + jitter_cv * float(expected_max_offset(tp)) if tp > 1 else 1.0
+    expert_bytes = shape.expert_params * shape.weight_bytes_per_param
+    a2a_fixed = a2a_per_tok = 0.0
+    if shape.experts > 1 and ep > 1:
+        # Dispatch and combine: two all-to-alls of each token's hidden row per MoE layer (GShard).
+        f, per = _tp_allreduce_s(row, row * small_hi, ep, links, "all_to_all")
+        a2a_fixed, a2a_per_tok = 2 * shape.layers * f, 2 * shape.layers * per * row
+    # Stage hops of a pipeline: one activation row crossing NVLink per boundary (latency-bound).
+    hops = (pp - 1) * float(collective_times("send_recv", np.array([row * 64.0]), 1, 2, links).time_us[0]) * 1e-6
     return ReplicaPerf(
         tp=tp,
         pp=pp,
-        prefill_fixed_s=n_ar * pre_fixed,
-        prefill_s_per_token=2.0 * shape.params / flop_rate + n_ar * pre_per_byte * row,
-        prefill_s_per_token2=2.0 * shape.layers * shape.hidden / flop_rate,
-        decode_weights_s=shape.weight_bytes / hbm,
-        decode_s_per_kv_token=shape.kv_bytes_per_token / hbm,
-        decode_flop_s_per_seq=2.0 * shape.params / flop_rate,
-        decode_comm_fixed_s=n_ar * dec_fixed,
-        decode_comm_s_per_seq=n_ar * dec_per_byte * row,
+        ep=ep,
+        hbm_bytes_per_s=hbm,
+        flop_per_s=flop_rate,
+        dense_weight_bytes=shape.weight_bytes - expert_bytes,
+        expert_weight_bytes=expert_bytes,
+        expert_fraction=shape.experts_per_token / shape.experts if shape.experts > 1 else 0.0,
+        flop_per_token=2.0 * shape.active,
+        attn_flop_per_token2=4.0 * shape.layers * shape.hidden,
+        kv_read_bytes_per_token=shape.kv_bytes_per_token * kv_replication(shape.kv_heads, tp, dp_attention),
+        ar_count=n_ar if tp > 1 else 0,
+        ar_small_fixed_s=s_fixed,
+        ar_small_s_per_token=s_per_byte * row,
+        ar_large_fixed_s=l_fixed,
+        ar_large_s_per_token=l_per_byte * row,
+        ar_switch_tokens=float(small_hi),
+        a2a_fixed_s=a2a_fixed,
+        a2a_s_per_token=a2a_per_tok,
+        stage_hops_s=hops,
+        step_overhead_s=STEP_OVERHEAD_S if step_overhead_s is None else step_overhead_s,
+        seq_overhead_s=SEQ_OVERHEAD_S if seq_overhead_s is None else seq_overhead_s,
         straggler_factor=straggler,
-        max_batch=max_batch * pp,
+        max_batch=max_batch,
+        draft_tokens=draft_tokens,
+        acceptance_rate=acceptance_rate,
+        draft_cost_fraction=draft_cost_fraction,
     )
 
 
-def kv_capacity_tokens(*, shape: ModelShape, gpu: Any, tp: int, pp: int, memory_fraction: float) -> float:
-    """KV-cache tokens a replica can hold: usable HBM minus the weights (vLLM's block pool)."""
-    usable = tp * pp * gpu.hbm_gb * 1e9 * memory_fraction - shape.weight_bytes
-    return max(0.0, usable / shape.kv_bytes_per_token)
+def kv_capacity_tokens(
+    *, shape: ModelShape, gpu: Any, tp: int, pp: int, memory_fraction: float, dp_attention: bool = False
+) -> float:
+    """KV-cache tokens a replica can hold: usable HBM minus the weights (vLLM's block pool).
+
+    KV heads replicated by TP beyond kv_heads take their copies' room; DP attention keeps
+    one copy of the attention weights per GPU instead (about 4 hidden^2 per layer for GQA).
+    """
+    weights = shape.weight_bytes
+    if dp_attention and tp > 1:
+        attn = shape.layers * (2.0 * shape.hidden**2 + 2.0 * shape.hidden * shape.kv_heads * shape.head_dim)
+        weights += attn * shape.weight_bytes_per_param * (tp - 1)
+    usable = tp * pp * gpu.hbm_gb * 1e9 * memory_fraction - weights
+    per_token = shape.kv_bytes_per_token * kv_replication(shape.kv_heads, tp, dp_attention)
+    return max(0.0, usable / per_token)
 
 
 def auto_tp(
@@ -345,18 +559,26 @@ class Tokens:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ServingConfig:
-    """One design under one load."""
+    """One design under one load (open loop at ``rate_rps`` or closed loop of ``concurrency`` clients)."""
 
     perf: ReplicaPerf
     prefill_replicas: int
     decode_replicas: int = 0  # 0: colocated, decode on the prefill replicas
     kv: KvTransfer | None = None  # required when decode_replicas > 0
-    max_batch: int  # effective decode slots per replica (batching and KV limits)
-    rate_rps: float
+    max_batch: int  # running sequences per engine (max_num_seqs)
+    kv_capacity_tokens: float = float("inf")  # KV tokens per replica
+    token_budget: int = 8192  # tokens per iteration (max_num_batched_tokens)
+    mixed: bool = True
+    rate_rps: float | None = None
+    concurrency: int | None = None
     prompt: Tokens
     output: Tokens
     requests: int = 100_000
+    engine_requests: int | None = None  # most requests one simulated engine runs (None: the simulator's cap)
     jitter_cv: float = 0.05
+    request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
+    api_s_per_token: float = 0.0  # API server time per streamed token (its load stretches the overhead)
+    client_delay_s: float = 0.0  # closed loop: mean delay before a client's next request
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")
     seed: int = 0

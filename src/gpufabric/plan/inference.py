@@ -1,34 +1,45 @@
-"""Plan a serving deployment: size replicas per design with the simulator, cost it, pick one.
+"""Plan a serving deployment: search the layouts, size them with the simulator, cost, pick one.
 
-Designs are mode (colocated | disaggregated) x fabric x storage, and with
-``options.capacity: [build, rent]`` the rented offerings (fabric of the offering, its
-price per GPU-hour for each term) beside them. For each mode and
-fabric the smallest replica counts that meet every SLO are found by bisection over the
-request-level simulator (sim/serving.py), which is monotone in them in practice: more
-replicas never raise a latency percentile of a FCFS queue. Colocated serving does not
-use the scale-out fabric on the request path (TP stays inside the NVLink domain), so
-its latencies are computed once; the fabric still changes its cost. Storage only sets
-the cold-start and scale-out times (weight loads). Recommended: the cheapest design per
-million output tokens that meets the SLOs on the fleet; ties go to the lower p99 TTFT.
+The search over what the spec leaves open (tp, pp, DP attention, max batch, token budget,
+colocated vs disaggregated) is plan/serving_search.py. Each mode's winning layout is then
+costed on every fabric x storage, and with ``options.capacity: [build, rent]`` on the
+rented offerings (fabric of the offering, its price per GPU-hour for each term).
+Colocated serving does not use the scale-out fabric on the request path (TP stays inside
+the NVLink domain), so its latencies are simulated once; the fabric still changes its
+cost. Storage sets the cold start (weight load + engine start, graph capture, warm-up).
+Recommended: the cheapest design per million output tokens that meets the SLOs on the
+fleet; ties go to the lower p99 TTFT.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model import inference as m
 from gpufabric.model.cost import rented_usd_per_gpu_hour
-from gpufabric.model.inference import ServingConfig, Tokens
+from gpufabric.model.inference import ServingConfig
+from gpufabric.plan.serving_search import (
+    AUTO_MAX_BATCH,
+    AUTO_TOKEN_BUDGET,
+    SIZING_REQUESTS_PER_ENGINE,
+    VERIFY_REQUESTS_PER_ENGINE,
+    Layout,
+    SearchRow,
+    _config,
+    _layouts,
+    _longest,
+    _perf,
+    _row,
+    _Sizer,
+    _tokens,
+    _violations,
+)
 from gpufabric.plan.table import rental_ids
-from gpufabric.spec.inference import InferenceSpec
-
-#: Requests per simulated design during sizing: p99 from 20,000 requests has ~200 samples
-#: beyond it, enough to size replicas; `gpufabric simulate` runs more for a final check.
-SIZING_REQUESTS = 20_000
+from gpufabric.spec.inference import ColdStart, InferenceSpec
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,11 +66,16 @@ class ServingCandidate:
     ttft_p99_s: float
     tpot_p50_s: float
     tpot_p99_s: float
+    itl_p50_s: float
+    itl_p99_s: float
+    output_tokens_per_s: float
+    preemptions: int
     kv_transfer_p99_s: float
     goodput_rps: float
     slo_attainment: float
     mean_decode_batch: float
     weight_load_s: float
+    cold_start_s: float
     scale_out_s: float
     usd_per_gpu_hour: float
     usd_per_million_output_tokens: float
@@ -69,6 +85,9 @@ class ServingCandidate:
     capacity: str = "build"  # build | rent (options.capacity)
     rental: str | None = None  # catalog rentals id of a rented design
     term: str | None = None  # on_demand | 1y | 3y
+    ep: int = 1
+    dp_attention: bool = False
+    token_budget: int = 8192
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,96 +95,51 @@ class ServingPlan:
     """Result of ``gpufabric plan`` on an inference spec."""
 
     name: str
-    rate_rps: float
+    rate_rps: float | None
+    concurrency: int | None
     candidates: list[ServingCandidate]
+    search: list[SearchRow]
     recommended: str | None
     rationale: str
-
-
-def _violations(summary: dict[str, Any], slo: Any) -> list[str]:
-    out = []
-    for key in ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s"):
-        limit = getattr(slo, key)
-        if limit is not None and summary[key] > limit:
-            out.append(f"{key} {summary[key]:.4g} > {limit:g}")
-    return out
-
-
-def _smallest(lo: int, hi: int, ok: Any) -> int:
-    """Smallest n in [lo, hi] with ok(n), assuming monotone; hi when none."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def serving_config(
     spec: InferenceSpec, catalog: Catalog, cand: ServingCandidate, *, requests: int, seed: int = 0
 ) -> ServingConfig:
     """The simulator configuration of one planned design (for ``gpufabric simulate``)."""
-    w = spec.workload
-    gpu = catalog.gpu(spec.cluster.gpu)
-    shape = m.shape_from_spec(w.model)
-    links = m.serving_links(catalog, spec.cluster.gpu, cand.fabric, spec.cluster.gpus_per_node)
-    perf = m.replica_perf(
-        shape=shape,
-        gpu=gpu,
-        links=links,
+    lay = Layout(
         tp=cand.tp,
         pp=cand.pp,
-        precision=w.model.precision,
-        mfu=w.mfu_prefill,
-        hbm_efficiency=w.hbm_efficiency,
-        max_batch=w.batching.max_batch,
-        jitter_cv=w.jitter_cv,
+        ep=cand.ep,
+        dp_attention=cand.dp_attention,
+        max_batch=cand.max_batch,
+        token_budget=cand.token_budget,
     )
-    kv = m.kv_transfer(shape=shape, tp=cand.tp, links=links, fabric=catalog.fabric(cand.fabric))
     return _config(
-        spec,
-        perf,
-        kv if cand.decode_replicas else None,
-        cand.prefill_replicas,
-        cand.decode_replicas,
-        cand.max_batch,
-        requests,
-        seed,
+        spec, catalog, lay, cand.fabric, cand.prefill_replicas, cand.decode_replicas, requests=requests, seed=seed
     )
 
 
-def _tokens(dist: Any) -> Tokens:
-    return Tokens(mean=dist.mean, cv=dist.cv, max=dist.max)
-
-
-def _config(
-    spec: InferenceSpec,
-    perf: m.ReplicaPerf,
-    kv: m.KvTransfer | None,
-    p: int,
-    d: int,
-    max_batch: int,
-    requests: int,
-    seed: int,
-) -> ServingConfig:
-    w = spec.workload
-    slo = w.slo
-    # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
-    return ServingConfig(
-        perf=perf,
-        prefill_replicas=p,
-        decode_replicas=d,
-        kv=kv,
-        max_batch=max_batch,
-        rate_rps=w.traffic.rate_rps,
-        prompt=_tokens(w.traffic.prompt_tokens),
-        output=_tokens(w.traffic.output_tokens),
-        requests=requests,
-        jitter_cv=w.jitter_cv,
-        ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
-        tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
-        seed=seed,
+def _usd_gpu_h(spec: InferenceSpec, catalog: Catalog, fabric_id: str, rental: str | None, term: str | None) -> float:
+    o = spec.options
+    if rental is None:  # owned: paid whether busy or not (model/cost.py)
+        fabric = catalog.fabric(fabric_id)
+        return (
+            m.fleet_usd_per_gpu_hour(
+                gpu=catalog.gpu(spec.cluster.gpu),
+                fabric=fabric,
+                switch=catalog.switches[fabric.switch],
+                nic_optic=catalog.optics[fabric.nic_optic],
+                site=catalog.site,
+            )
+            / o.utilisation
+        )
+    return float(
+        rented_usd_per_gpu_hour(
+            usd_per_gpu_hour=catalog.rental(rental).usd_per_gpu_hour(term or ""),
+            committed=term != "on_demand",
+            utilisation=o.utilisation,
+        )
     )
 
 
@@ -174,151 +148,282 @@ def make_serving_plan(
     catalog: Catalog,
     *,
     simulate: Callable[[ServingConfig], Any],
-    requests: int = SIZING_REQUESTS,
+    requests: int | None = None,
     seed: int = 0,
 ) -> ServingPlan:
-    """Size, predict and cost every serving design of ``spec``.
+    """Search, size, predict and cost the serving designs of ``spec``.
+
+    The search (docs/inference.md "Search"): every replica layout the spec leaves open
+    (tp, pp inside the NVLink domain, DP attention where TP would replicate KV heads) x
+    mode (colocated, disaggregated), each sized by simulation to the fewest replicas that
+    meet every SLO, visited cheapest lower bound first and pruned once a sized design
+    beats a layout's bound; then the batching knobs left to ``auto`` (max batch, token
+    budget) are searched on the winning layout. The winner of each mode is then costed
+    on every fabric x storage (and rented offering).
 
     ``simulate`` is the request-level simulator (sim/serving.py ``simulate_serving``),
     passed in by the caller so that plan/ does not import sim/ (docs/architecture.md).
+    ``requests`` lowers the requests per simulated engine while sizing below
+    SIZING_REQUESTS_PER_ENGINE (tests use it for speed); the final check is unchanged.
 
     Raises:
-        InputError: the model does not fit a node of the spec's GPU at any TP degree.
+        InputError: the model does not fit the NVLink domain of the spec's GPU at any layout.
     """
     w = spec.workload
+    shape = m.shape_from_spec(w.model)
+    gpn = spec.cluster.gpus_per_node
+    layouts = _layouts(spec, catalog)
+    if not layouts:
+        raise InputError(
+            f"{shape.weight_bytes / 1e9:.0f} GB of weights plus the KV cache of one {_longest(spec):.0f}-token request"
+            f" do not fit {gpn} x {spec.cluster.gpu} at any tp x pp (or the pinned workload.replica); relax"
+            " workload.replica, lower kv_precision or use a larger GPU"
+        )
+    o = spec.options
+    modes = (
+        ("colocated", "disaggregated")
+        if w.disaggregation in ("both", "auto")
+        else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
+    )
+    sizer = _Sizer(
+        spec, catalog, simulate, seed, min(requests or SIZING_REQUESTS_PER_ENGINE, SIZING_REQUESTS_PER_ENGINE)
+    )
+    fabric0 = o.fabrics[0]
+    usd0 = _usd_gpu_h(spec, catalog, fabric0, None, None) if "build" in o.capacity else 1.0
+    out_tps = _output_tps(spec)
+    search: list[SearchRow] = []
+    best: dict[str, tuple[float, Layout, int, int]] = {}
+
+    def cost(gpus: int, tps: float) -> float:
+        return float(m.usd_per_million_tokens(usd_per_gpu_hour=usd0, gpus=gpus, tokens_per_s=tps))
+
+    def visit(lay: Layout, mode: str, bound_gpus: int, hint: tuple[int, int] | None = None) -> None:
+        winner = min((v[0] for v in best.values()), default=float("inf"))
+        lb = cost(bound_gpus, out_tps) if out_tps else 0.0
+        if lb >= winner and w.traffic.rate_rps is not None:
+            search.append(
+                _row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized")
+            )
+            return
+        why = sizer.screen(lay)
+        if why is not None:
+            search.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", why))
+            return
+        if hint is None and mode in best:
+            # The best of this mode so far, scaled to this layout's GPUs per replica.
+            _, blay, bp, bd = best[mode]
+            scale = blay.gpus / lay.gpus
+            hint = (max(1, round(bp * scale)), round(bd * scale))
+        pd = sizer.colocated(lay, hint) if mode == "colocated" else sizer.disaggregated(lay, fabric0, hint)
+        if pd is None:
+            search.append(
+                _row(
+                    lay,
+                    mode,
+                    0,
+                    0,
+                    0,
+                    float("inf"),
+                    {},
+                    "infeasible",
+                    "no replica count within the cluster meets the SLOs",
+                )
+            )
+            return
+        p, d = pd
+        s = sizer.run(lay, fabric0, p, d)
+        gpus = (p + d) * lay.gpus
+        tps = out_tps or s["output_tokens_per_s"]
+        c = cost(gpus, tps)
+        search.append(_row(lay, mode, p, d, gpus, c, s, "meets", f"{p}+{d} replicas"))
+        if mode not in best or c < best[mode][0]:
+            best[mode] = (c, lay, p, d)
+
+    order = sorted(
+        ((sizer.lower_bound(lay) * lay.gpus, i, lay, mode) for i, lay in enumerate(layouts) for mode in modes),
+        key=lambda x: (x[0], x[1]),
+    )
+    for bound_replicas_gpus, _, lay, mode in order:
+        visit(lay, mode, bound_replicas_gpus)
+    # Batching knobs left to auto, searched on each mode's winning layout.
+    for mode in list(best):
+        _, lay, _, _ = best[mode]
+        # A budget below the batch is not a valid engine (vLLM refuses it): such pairs are skipped.
+        batches = (
+            []
+            if isinstance(w.batching.max_batch, int)
+            else [b for b in AUTO_MAX_BATCH if b != lay.max_batch and b <= lay.token_budget]
+        )
+        budgets = (
+            []
+            if isinstance(w.batching.max_batch_tokens, int)
+            else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget and t >= lay.max_batch]
+        )
+        hint = best[mode][2:]
+        ran = sizer.run(lay, fabric0, *hint)["mean_decode_batch"]
+        for b in batches:
+            var = replace(lay, max_batch=b)
+            if b >= 2 * ran:
+                # A cap far above the batch the winner runs changes nothing: not simulated.
+                search.append(
+                    _row(
+                        var,
+                        mode,
+                        0,
+                        0,
+                        0,
+                        float("inf"),
+                        {},
+                        "pruned",
+                        f"max batch {b} does not bind (mean batch {ran:.3g})",
+                    )
+                )
+                continue
+            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
+        for t in budgets:
+            var = replace(lay, token_budget=t)
+            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
+    # The final check, cheapest mode first; another mode is checked only while it could
+    # still beat the checked one (a check only ever adds replicas).
+    verified: set[str] = set()
+    for mode in sorted(best, key=lambda k: best[k][0]):
+        if verified and best[mode][0] >= min(best[k][0] for k in verified):
+            continue
+        _, lay, p, d = best[mode]
+        p2, d2, _ = sizer.verify(lay, fabric0, p, d)
+        best[mode] = (cost((p2 + d2) * lay.gpus, out_tps or 1.0) if out_tps else best[mode][0], lay, p2, d2)
+        verified.add(mode)
+    cands = _candidates(spec, catalog, sizer, best, verified)
+    cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
+    rec = cands[0] if cands and cands[0].meets_slo else None
+    search = _mark(search, best, rec)
+    return ServingPlan(
+        name=spec.name,
+        rate_rps=w.traffic.rate_rps,
+        concurrency=w.traffic.concurrency,
+        candidates=cands,
+        search=search,
+        recommended=rec.id if rec else None,
+        rationale=_rationale(rec, cands, spec, search),
+    )
+
+
+def _output_tps(spec: InferenceSpec) -> float:
+    """Output tokens/s the open-loop load asks for (0 for a closed loop: measured by the simulator)."""
+    t = spec.workload.traffic
+    return t.rate_rps * t.output_tokens.mean if t.rate_rps is not None else 0.0
+
+
+def _mark(
+    rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], rec: ServingCandidate | None
+) -> list[SearchRow]:
+    if rec is None or rec.mode not in best:
+        return rows
+    win_cost, win_lay, _, _ = best[rec.mode]
+    out = []
+    for r in rows:
+        if r.status == "meets" and r.layout == win_lay.label and r.mode == rec.mode:
+            checked = (rec.prefill_replicas, rec.decode_replicas) != (r.prefill_replicas, r.decode_replicas)
+            r = replace(
+                r,
+                status="winner",
+                prefill_replicas=rec.prefill_replicas,
+                decode_replicas=rec.decode_replicas,
+                gpus=rec.gpus,
+                usd_per_million_output_tokens=win_cost,
+                ttft_p99_s=rec.ttft_p99_s,
+                tpot_p99_s=rec.tpot_p99_s,
+                reason=f"cheapest meeting every SLO: {rec.gpus} GPUs"
+                + (
+                    f" (sized {r.prefill_replicas}+{r.decode_replicas}; the final check added replicas)"
+                    if checked
+                    else ""
+                ),
+            )
+        elif r.status == "meets":
+            r = replace(
+                r, reason=f"{r.reason}; {r.gpus} GPUs, ${r.usd_per_million_output_tokens:.3g}/M vs ${win_cost:.3g}/M"
+            )
+        out.append(r)
+    return out
+
+
+def _candidates(
+    spec: InferenceSpec,
+    catalog: Catalog,
+    sizer: _Sizer,
+    best: dict[str, tuple[float, Layout, int, int]],
+    verified: set[str],
+) -> list[ServingCandidate]:
+    w = spec.workload
+    o = spec.options
     gpu = catalog.gpu(spec.cluster.gpu)
     shape = m.shape_from_spec(w.model)
     gpn = spec.cluster.gpus_per_node
-    context = w.traffic.prompt_tokens.mean + w.traffic.output_tokens.mean
-    tp = (
-        w.replica.tp
-        if isinstance(w.replica.tp, int)
-        else m.auto_tp(
-            shape=shape,
-            gpu=gpu,
-            pp=w.replica.pp,
-            gpus_per_node=gpn,
-            memory_fraction=w.batching.kv_memory_fraction,
-            context_tokens=context,
-            batch=min(w.batching.max_batch, 32),
-        )
-    )
-    if tp == 0:
-        raise InputError(
-            f"{shape.weight_bytes / 1e9:.0f} GB of weights plus KV cache do not fit {gpn} x {spec.cluster.gpu};"
-            " set workload.replica.pp > 1 or use a larger GPU"
-        )
-    pp = w.replica.pp
-    capacity = m.kv_capacity_tokens(shape=shape, gpu=gpu, tp=tp, pp=pp, memory_fraction=w.batching.kv_memory_fraction)
-    max_batch = int(min(w.batching.max_batch * pp, capacity // context))
-    if max_batch < 1:
-        raise InputError(
-            f"tp = {tp} x pp = {pp} leaves no HBM for the KV cache of one {context:.0f}-token request; raise tp or pp"
-        )
-    per_replica = tp * pp
-    fleet = spec.num_gpus // per_replica
-    if fleet < 1:
-        raise InputError(f"one replica needs {per_replica} GPUs but the cluster has {spec.num_gpus}")
     prompt = _tokens(w.traffic.prompt_tokens)
-    slo = w.slo
-    modes = (
-        ("colocated", "disaggregated")
-        if w.disaggregation == "both"
-        else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
+    context = w.traffic.prompt_tokens.mean + w.traffic.output_tokens.mean
+    cs = w.cold_start or ColdStart()
+    boot = (
+        (m.ENGINE_START_S if cs.engine_start_s is None else cs.engine_start_s)
+        + (m.GRAPH_CAPTURE_S if cs.graph_capture_s is None else cs.graph_capture_s)
+        + (m.WARMUP_S if cs.warmup_s is None else cs.warmup_s)
     )
-
-    def run(perf: m.ReplicaPerf, kv: m.KvTransfer | None, p: int, d: int) -> dict[str, Any]:
-        return simulate(_config(spec, perf, kv, p, d, max_batch, requests, seed)).summary()
-
-    def ttft_ok(s: dict[str, Any]) -> bool:
-        return not [v for v in _violations(s, slo) if v.startswith("ttft")]
-
-    cands: list[ServingCandidate] = []
-    colocated_cache: dict[str, Any] = {}
-    o = spec.options
-    util = o.utilisation
-    # (fabric, offering, term): built fabrics first, then rented offerings (options.capacity).
     where: list[tuple[str, str | None, str | None]] = []
     if "build" in o.capacity:
         where += [(f, None, None) for f in o.fabrics]
     if "rent" in o.capacity:
         where += [(catalog.rental(r).fabric, r, t) for r in rental_ids(spec, catalog) for t in o.rent_terms]
-    for fabric_id, rental, term in where:
-        fabric = catalog.fabric(fabric_id)
-        links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
-        perf = m.replica_perf(
-            shape=shape,
-            gpu=gpu,
-            links=links,
-            tp=tp,
-            pp=pp,
-            precision=w.model.precision,
-            mfu=w.mfu_prefill,
-            hbm_efficiency=w.hbm_efficiency,
-            max_batch=w.batching.max_batch,
-            jitter_cv=w.jitter_cv,
-        )
-        kv = m.kv_transfer(shape=shape, tp=tp, links=links, fabric=fabric)
-        if rental is None:  # owned: paid whether busy or not (model/cost.py)
-            usd_gpu_h = (
-                m.fleet_usd_per_gpu_hour(
-                    gpu=gpu,
-                    fabric=fabric,
-                    switch=catalog.switches[fabric.switch],
-                    nic_optic=catalog.optics[fabric.nic_optic],
-                    site=catalog.site,
-                )
-                / util
-            )
-        else:
-            usd_gpu_h = float(
-                rented_usd_per_gpu_hour(
-                    usd_per_gpu_hour=catalog.rental(rental).usd_per_gpu_hour(term or ""),
-                    committed=term != "on_demand",
-                    utilisation=util,
-                )
-            )
-        label = fabric_id if rental is None else f"rent-{rental}-{term}"
-        offered = catalog.rental(rental).storage if rental else o.storage
-        for mode in modes:
-            if mode == "colocated":
-                if "colocated" not in colocated_cache:
-                    r = _smallest(1, fleet, lambda n, perf=perf: not _violations(run(perf, None, n, 0), slo))
-                    colocated_cache["colocated"] = (r, 0, run(perf, None, r, 0))
-                p, d, summary = colocated_cache["colocated"]
+    out: list[ServingCandidate] = []
+    for mode, (_, lay, p0, d0) in best.items():
+        for fabric_id, rental, term in where:
+            perf = _perf(spec, catalog, lay, fabric_id)
+            links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
+            kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
+            p, d = p0, d0
+            checked = VERIFY_REQUESTS_PER_ENGINE if mode in verified else None
+            if d == 0 or fabric_id == o.fabrics[0]:
+                # Colocated latencies do not depend on the fabric: one run serves every fabric.
+                summary = sizer.run(lay, o.fabrics[0], p, d, checked)
             else:
-                if fleet < 2:
-                    continue
-                p = _smallest(1, fleet - 1, lambda n, perf=perf, kv=kv: ttft_ok(run(perf, kv, n, fleet - n)))
-                d = _smallest(
-                    1, max(1, fleet - p), lambda n, perf=perf, kv=kv, p=p: not _violations(run(perf, kv, p, n), slo)
-                )
-                summary = run(perf, kv, p, d)
-            gpus = (p + d) * per_replica
-            violations = _violations(summary, slo)
+                summary = sizer.run(lay, fabric_id, p, d)
+                if not sizer.ok(summary) and p + d + 1 <= sizer.fleet_gpus // lay.gpus:
+                    # The KV transfer depends on the fabric: one more decode replica where it is slower.
+                    d += 1
+                    summary = sizer.run(lay, fabric_id, p, d)
+            usd_gpu_h = _usd_gpu_h(spec, catalog, fabric_id, rental, term)
+            gpus = (p + d) * lay.gpus
+            violations = _violations(summary, w.slo)
             fits = gpus <= spec.num_gpus
             if not fits:
                 violations.append(f"gpus {gpus} > cluster {spec.num_gpus}")
-            out_tps = w.traffic.rate_rps * w.traffic.output_tokens.mean
-            for storage_id in (s for s in o.storage if s in offered):
+            tps = _output_tps(spec) or summary["output_tokens_per_s"]
+            label = fabric_id if rental is None else f"rent-{rental}-{term}"
+            offered = catalog.rental(rental).storage if rental else o.storage
+            for storage_id in (x for x in o.storage if x in offered):
                 storage = catalog.storage_backend(storage_id)
-                load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn)
+                load = m.weight_load_s(shape=shape, storage=storage, gpu=gpu, tp=lay.tp, pp=lay.pp, gpus_per_node=gpn)
                 burst = m.weight_load_s(
-                    shape=shape, storage=storage, gpu=gpu, tp=tp, pp=pp, gpus_per_node=gpn, concurrent_replicas=p + d
+                    shape=shape,
+                    storage=storage,
+                    gpu=gpu,
+                    tp=lay.tp,
+                    pp=lay.pp,
+                    gpus_per_node=gpn,
+                    concurrent_replicas=p + d,
                 )
-                cands.append(
+                out.append(
                     ServingCandidate(
                         id=f"{mode}/{label}/{storage_id}",
                         mode=mode,
                         fabric=fabric_id,
                         storage=storage_id,
-                        tp=tp,
-                        pp=pp,
-                        gpus_per_replica=per_replica,
+                        tp=lay.tp,
+                        pp=lay.pp,
+                        gpus_per_replica=lay.gpus,
                         prefill_replicas=p,
                         decode_replicas=d,
                         gpus=gpus,
-                        max_batch=max_batch,
+                        max_batch=lay.max_batch,
                         kv_bytes_per_token=shape.kv_bytes_per_token,
                         prefill_s_at_mean_prompt=float(perf.prefill_s(prompt.mean)),
                         decode_step_s_at_batch_1=float(perf.decode_step_s(1, context)),
@@ -328,15 +433,20 @@ def make_serving_plan(
                         ttft_p99_s=summary["ttft_p99_s"],
                         tpot_p50_s=summary["tpot_p50_s"],
                         tpot_p99_s=summary["tpot_p99_s"],
+                        itl_p50_s=summary["itl_p50_s"],
+                        itl_p99_s=summary["itl_p99_s"],
+                        output_tokens_per_s=summary["output_tokens_per_s"],
+                        preemptions=summary["preemptions"],
                         kv_transfer_p99_s=summary["kv_transfer_p99_s"],
                         goodput_rps=summary["goodput_rps"],
                         slo_attainment=summary["slo_attainment"],
                         mean_decode_batch=summary["mean_decode_batch"],
                         weight_load_s=load,
-                        scale_out_s=burst,
+                        cold_start_s=load + boot,
+                        scale_out_s=burst + boot,
                         usd_per_gpu_hour=usd_gpu_h,
                         usd_per_million_output_tokens=float(
-                            m.usd_per_million_tokens(usd_per_gpu_hour=usd_gpu_h, gpus=gpus, tokens_per_s=out_tps)
+                            m.usd_per_million_tokens(usd_per_gpu_hour=usd_gpu_h, gpus=gpus, tokens_per_s=tps)
                         ),
                         fits_cluster=fits,
                         meets_slo=not violations,
@@ -344,43 +454,49 @@ def make_serving_plan(
                         capacity="rent" if rental else "build",
                         rental=rental,
                         term=term,
+                        ep=lay.ep,
+                        dp_attention=lay.dp_attention,
+                        token_budget=lay.token_budget,
                     )
                 )
-    cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
-    best = cands[0] if cands and cands[0].meets_slo else None
-    return ServingPlan(
-        name=spec.name,
-        rate_rps=w.traffic.rate_rps,
-        candidates=cands,
-        recommended=best.id if best else None,
-        rationale=_rationale(best, cands, spec),
-    )
+    return out
 
 
-def _rationale(best: ServingCandidate | None, cands: list[ServingCandidate], spec: InferenceSpec) -> str:
+def _rationale(
+    best: ServingCandidate | None, cands: list[ServingCandidate], spec: InferenceSpec, search: list[SearchRow]
+) -> str:
+    t = spec.workload.traffic
+    load = f"{t.rate_rps:g} requests/s" if t.rate_rps is not None else f"{t.concurrency} concurrent clients"
     if best is None:
         worst = cands[0].violations if cands else []
         return (
-            f"No design meets the SLOs at {spec.workload.traffic.rate_rps:g} requests/s on {spec.num_gpus} GPUs"
-            f" (closest: {', '.join(worst)}). Add GPUs, relax the SLOs or lower the rate."
+            f"No design meets the SLOs at {load} on {spec.num_gpus} GPUs"
+            f" ({len(search)} layouts x modes searched; closest: {', '.join(worst) or 'none sized'})."
+            " Add GPUs, relax the SLOs or lower the load."
         )
     text = (
-        f"{best.id} serves {spec.workload.traffic.rate_rps:g} requests/s within the SLOs on {best.gpus} GPUs"
+        f"{best.id} serves {load} within the SLOs on {best.gpus} GPUs"
         + (
             f" ({best.prefill_replicas} prefill + {best.decode_replicas} decode"
             if best.decode_replicas
             else f" ({best.prefill_replicas}"
         )
-        + f" replicas of tp {best.tp} x pp {best.pp}) at ${best.usd_per_million_output_tokens:.3g} per million output tokens;"
-        f" p99 TTFT {best.ttft_p99_s:.3g} s, p99 TPOT {best.tpot_p99_s * 1e3:.3g} ms."
+        + (" replica" if best.prefill_replicas + best.decode_replicas == 1 else " replicas")
+        + f" of tp {best.tp} x pp {best.pp}, max batch {best.max_batch}, token budget {best.token_budget})"
+        f" at ${best.usd_per_million_output_tokens:.3g} per million output tokens;"
+        f" p99 TTFT {best.ttft_p99_s:.3g} s, p99 TPOT {best.tpot_p99_s * 1e3:.3g} ms, p99 ITL {best.itl_p99_s * 1e3:.3g} ms."
     )
-    other = next((c for c in cands if c.meets_slo and c.mode != best.mode), None)
-    if other:
-        text += (
-            f" The best {other.mode} design needs {other.gpus} GPUs (${other.usd_per_million_output_tokens:.3g}/M tokens,"
-            f" p99 TPOT {other.tpot_p99_s * 1e3:.3g} ms)."
-        )
-    text += f" Cold start of one replica from {best.storage}: {best.weight_load_s:.3g} s; all replicas at once: {best.scale_out_s:.3g} s."
+    sized = [r for r in search if r.status in ("meets", "winner")]
+    text += f" Searched {len(search)} layouts x modes: {len(sized)} sized"
+    losers = sorted((r for r in sized if r.status == "meets"), key=lambda r: r.usd_per_million_output_tokens)
+    if losers:
+        r = losers[0]
+        text += f"; runner-up {r.mode} {r.layout} needs {r.gpus} GPUs (${r.usd_per_million_output_tokens:.3g}/M)"
+    text += "."
+    text += (
+        f" Cold start of one replica from {best.storage}: {best.cold_start_s:.3g} s"
+        f" ({best.weight_load_s:.3g} s weights + engine start, graph capture, warm-up); all at once: {best.scale_out_s:.3g} s."
+    )
     rented = next((c for c in cands if c.capacity == "rent" and c.meets_slo), None)
     built = next((c for c in cands if c.capacity == "build" and c.meets_slo), None)
     if rented is not None:

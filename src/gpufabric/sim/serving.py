@@ -1,52 +1,42 @@
 """Request-level simulator of an LLM serving deployment (docs/inference.md).
 
-One pass over n requests, vectorised with numpy except the FCFS dispatch of a shared
-queue to c > 1 servers, which is a heap walk (the Kiefer-Wolfowitz recursion is
-inherently sequential; with one server it is Lindley's recursion, done with a cumulative
-minimum). What is simulated:
+The engines are simulated iteration by iteration as they schedule (sim/batching.py:
+token budget, chunked prefill mixed into decode iterations, admission control on the KV
+cache, preemption with recompute); this module routes the load to them:
 
-- Poisson arrivals at ``rate_rps``; prompt and output lengths lognormal (or fixed).
-- Prefill: a central FCFS queue over the prefill replicas (DistServe's and Mooncake's
-  global scheduler). Service = the model's prefill time x the slowest of tp per-rank
-  lognormal draws (a TP group waits for its straggler).
-- Disaggregated: the KV cache then crosses the fabric (model/inference.py
-  ``KvTransfer``: mean from the alpha-beta model, plus per-message jitter and hiccups
-  from the fabric's catalog entry).
-- Decode: continuous batching. A request holds one of ``decode_replicas x max_batch``
-  slots (pooled: the scheduler balances replicas) for (output-1) steps; the step time
-  is the model's roofline at the mean batch the replica ran during that request's life,
-  found by a fixed point (start from Little's law, then measure the occupancy of the
-  simulated intervals). Colocated: every prefill that runs on the request's replica
-  while it decodes stalls it (prefill-first scheduling as in vLLM; DistServe section 2.3).
-- TTFT = arrival to prefill end (the first token comes out of prefill). TPOT = (decode
-  end - prefill end) / (output - 1), so the KV transfer and any slot wait count in TPOT.
-- Goodput = requests meeting both the TTFT and the TPOT SLO per second of arrivals.
+- Open loop: Poisson arrivals at ``rate_rps`` for the whole service, round-robin over the
+  engines (a replica of pp stages is pp engines); one engine is simulated with its share.
+- Closed loop: ``concurrency`` clients, each sending its next request when its previous
+  one completes (AIPerf, genai-perf, ``vllm bench serve --max-concurrency``); the busiest
+  engine gets ceil(N / engines) of them, starting with independent phases.
+- Disaggregated: one prefill engine runs its share of prompts (the others' requests take
+  the sojourn of its request nearest in time, adjusted to their prompt); the KV cache crosses the
+  fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
+  hiccups); one decode engine admits its share when its cache has room. In the closed
+  loop the prefill pool is taken as unsaturated (each prompt prefilled on arrival).
+- TTFT = arrival to the first token plus the API server's request overhead, stretched
+  by the server's load from streaming tokens (model/inference.py API_S_PER_TOKEN); a request
+  waiting for KV room or a batch slot waits in TTFT. TPOT = (last token - first token) /
+  (output - 1); ITL = every gap between two tokens of a stream (weighted percentiles).
+- Goodput = the share of requests meeting the TTFT and TPOT SLOs times the request rate.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import ServingConfig, Tokens
+from gpufabric.model.inference import API_MAX_LOAD, ServingConfig, Tokens
+from gpufabric.sim.batching import EngineConfig, run_engine
 
-__all__ = [
-    "ServingConfig",
-    "ServingResult",
-    "Tokens",
-    "fcfs_starts",
-    "max_concurrency",
-    "mean_active",
-    "simulate_serving",
-]
+__all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
 
-#: Fixed-point passes for the decode batch size; the second pass changes p99 TPOT by
-#: well under 1% in the worked example (docs/inference.md), a third by nothing visible.
-BATCH_PASSES = 2
+#: Most requests one simulated engine runs: its p99 then rests on 1,000 samples beyond it,
+#: and a 1e6-request run stays within seconds (the engine is a Python event loop).
+MAX_ENGINE_REQUESTS = 100_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +52,10 @@ class ServingResult:
     output_tokens_per_s: float
     ttft_slo_s: float
     tpot_slo_s: float
+    itl_p50_s: float = 0.0
+    itl_p99_s: float = 0.0
+    preemptions: int = 0
+    request_rate_rps: float = 0.0  # completed requests per second across the service
 
     def summary(self) -> dict[str, Any]:
         ok = (self.ttft_s <= self.ttft_slo_s) & (np.nan_to_num(self.tpot_s) <= self.tpot_slo_s)
@@ -78,98 +72,14 @@ class ServingResult:
             "kv_transfer_p50_s": float(pct(self.kv_transfer_s, 50)),
             "kv_transfer_p99_s": float(pct(self.kv_transfer_s, 99)),
             "slo_attainment": float(ok.mean()),
-            "goodput_rps": float(ok.sum() / self.duration_s),
+            "goodput_rps": float(ok.mean() * self.request_rate_rps),
             "mean_decode_batch": self.mean_decode_batch,
             "prefill_utilisation": self.prefill_utilisation,
             "output_tokens_per_s": self.output_tokens_per_s,
+            "itl_p50_s": self.itl_p50_s,
+            "itl_p99_s": self.itl_p99_s,
+            "preemptions": self.preemptions,
         }
-
-
-def fcfs_starts(arrival_s: np.ndarray, service_s: np.ndarray, servers: int) -> tuple[np.ndarray, np.ndarray]:
-    """Start times and server index of an FCFS queue with ``servers`` identical servers.
-
-    ``arrival_s`` must be sorted. One server: Lindley's recursion W = P - cummin(P) on the
-    partial sums P of (service - interarrival). More: the earliest-free server (heap).
-    """
-    n = arrival_s.size
-    if n == 0:
-        return arrival_s.copy(), np.zeros(0, dtype=np.int64)
-    if servers == 1:
-        partial = np.concatenate(([0.0], np.cumsum(service_s[:-1] - np.diff(arrival_s))))
-        wait = partial - np.minimum(np.minimum.accumulate(partial), 0.0)
-        return arrival_s + wait, np.zeros(n, dtype=np.int64)
-    free = [(0.0, k) for k in range(servers)]
-    starts = [0.0] * n
-    who = [0] * n
-    replace = heapq.heapreplace
-    for i, (a, s) in enumerate(zip(arrival_s.tolist(), service_s.tolist(), strict=True)):
-        t, k = free[0]
-        begin = a if a > t else t
-        starts[i] = begin
-        who[i] = k
-        replace(free, (begin + s, k))
-    return np.array(starts), np.array(who, dtype=np.int64)
-
-
-def _event_order(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sorted event times, active count after each event, and each event's sorted position."""
-    times = np.concatenate((starts, ends))
-    order = np.argsort(times, kind="stable")
-    count = np.cumsum(np.concatenate((np.ones(starts.size), -np.ones(ends.size)))[order])
-    position = np.empty_like(order)
-    position[order] = np.arange(order.size)
-    return times[order], count, position
-
-
-def max_concurrency(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Most intervals [starts, ends) active at once."""
-    return int(_event_order(starts, ends)[1].max()) if starts.size else 0
-
-
-def mean_active(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Time-average number of the intervals [starts, ends) active over each of them.
-
-    The integral of the active count is known at every event (the queries are events),
-    so no search is needed: a running area over the sorted events, read at each
-    interval's own start and end positions.
-    """
-    t, count, position = _event_order(starts, ends)
-    area = np.concatenate(([0.0], np.cumsum(count[:-1] * np.diff(t))))
-    n = starts.size
-    span = ends - starts
-    inside = area[position[n:]] - area[position[:n]]
-    return np.where(span > 0, inside / np.where(span > 0, span, 1.0), 1.0)
-
-
-@dataclass(frozen=True, slots=True)
-class BusyIndex:
-    """Cumulative busy time of servers whose jobs never overlap on one server."""
-
-    keys: np.ndarray
-    durations: np.ndarray
-    cumulative: np.ndarray
-    offset: float
-
-    @classmethod
-    def build(cls, owner: np.ndarray, start: np.ndarray, dur: np.ndarray, horizon: float) -> BusyIndex:
-        # One sorted axis for all servers: server k's time t sits at k * offset + t.
-        offset = 2.0 * horizon + 1.0
-        key = owner * offset + start
-        order = np.argsort(key, kind="stable")
-        d = dur[order]
-        return cls(key[order], d, np.concatenate(([0.0], np.cumsum(d))), offset)
-
-    def _to(self, x: np.ndarray) -> np.ndarray:
-        sort = np.argsort(x, kind="stable")  # sorted needles keep searchsorted cache-friendly
-        j = np.empty_like(sort)
-        j[sort] = np.searchsorted(self.keys, x[sort], side="right") - 1
-        jj = np.maximum(j, 0)
-        return np.where(j >= 0, self.cumulative[jj] + np.minimum(x - self.keys[jj], self.durations[jj]), 0.0)
-
-    def between(self, owner: np.ndarray, q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
-        """Busy time of server ``owner`` within [q_start, q_end] (times below the build horizon)."""
-        base = owner * self.offset
-        return self._to(base + q_end) - self._to(base + q_start)
 
 
 def _lognormal_factor(rng: np.random.Generator, cv: float, shape: tuple[int, ...]) -> np.ndarray:
@@ -180,8 +90,35 @@ def _lognormal_factor(rng: np.random.Generator, cv: float, shape: tuple[int, ...
     return np.exp(sigma * rng.standard_normal(shape) - sigma**2 / 2)
 
 
+def _percentile_weighted(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    if values.size == 0:
+        return 0.0
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][min(values.size - 1, int(np.searchsorted(cum, q / 100.0 * cum[-1])))])
+
+
+def _engine(cfg: ServingConfig, *, prefilled: bool = False, prefill_only: bool = False) -> EngineConfig:
+    return EngineConfig(
+        perf=cfg.perf,
+        kv_capacity_tokens=cfg.kv_capacity_tokens,
+        max_batch=cfg.max_batch,
+        token_budget=max(cfg.token_budget, 1 + cfg.perf.draft_tokens),
+        mixed=cfg.mixed,
+        prefilled=prefilled,
+        jitter_cv=cfg.jitter_cv,
+    )
+
+
 def simulate_serving(cfg: ServingConfig) -> ServingResult:
-    """Simulate ``cfg.requests`` requests; deterministic for a given seed.
+    """Simulate ``cfg.requests`` requests through the engines of one design; deterministic per seed.
+
+    Every replica runs its own scheduler (sim/batching.py) and a round-robin router spreads
+    the requests: one engine is simulated with its share (every r-th arrival of the Poisson
+    stream, or its share of the clients), which the others mirror. Disaggregated: one
+    prefill engine is simulated (prompt only), the KV cache crosses the fabric, and one
+    decode engine takes its share of the transferred requests (admission allocates their KV;
+    a full cache makes them wait, which lands in TTFT).
 
     Raises:
         InputError: no replicas, no slots, or a disaggregated design without a KV model.
@@ -190,82 +127,118 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
         raise InputError("a serving design needs at least one prefill replica, one decode slot and one request")
     if cfg.disaggregated and cfg.kv is None:
         raise InputError("a disaggregated design needs a KV-transfer model")
+    if (cfg.rate_rps is None) == (cfg.concurrency is None):
+        raise InputError("a serving load is either rate_rps or concurrency")
     rng = np.random.default_rng(cfg.seed)
     n = cfg.requests
-    perf = cfg.perf
-    # Arrivals as unit-rate exponentials scaled by the rate: coupled across rates (same seed),
-    # so a higher rate compresses the same sample path.
-    arrival = np.cumsum(rng.standard_exponential(n)) / cfg.rate_rps
+    lanes = cfg.perf.pp  # a pipeline-parallel replica runs pp micro-batch lanes (model/inference.py)
+    engines = (cfg.prefill_replicas if not cfg.disaggregated else cfg.decode_replicas) * lanes
+    cap = MAX_ENGINE_REQUESTS if cfg.engine_requests is None else min(cfg.engine_requests, MAX_ENGINE_REQUESTS)
+    # Enough of the stream that every simulated engine gets its share, up to its cap.
+    n = min(n, cap * max(engines, cfg.prefill_replicas * lanes))
     prompt = cfg.prompt.draw(rng, n)
     out = cfg.output.draw(rng, n)
-
-    # Prefill: slowest of tp ranks (max of tp lognormals = lognormal of the max normal).
-    if perf.tp > 1 and cfg.jitter_cv > 0:
-        sigma = np.sqrt(np.log1p(cfg.jitter_cv**2))
-        straggle = np.exp(sigma * rng.standard_normal((n, perf.tp)).max(axis=1) - sigma**2 / 2)
-    else:
-        straggle = _lognormal_factor(rng, cfg.jitter_cv, (n,))
-    prefill = perf.prefill_s(prompt) * straggle
-    p_start, p_server = fcfs_starts(arrival, prefill, cfg.prefill_replicas)
-    p_end = p_start + prefill
-    ttft = p_end - arrival
-
-    if cfg.disaggregated:
-        kv_model = cfg.kv
-        assert kv_model is not None
-        kv = kv_model.time_s(prompt) + np.abs(rng.standard_normal(n)) * kv_model.jitter_s
-        kv += (rng.random(n) < kv_model.hiccup_prob) * kv_model.hiccup_s
-        replicas = cfg.decode_replicas
-    else:
-        kv = np.zeros(n)
-        replicas = cfg.prefill_replicas
-    ready = p_end + kv
-    steps = np.maximum(out - 1, 0)
-    ctx = float(np.mean(prompt + out / 2))  # mean KV length a step reads per sequence
-    noise = _lognormal_factor(rng, cfg.jitter_cv, (n,)) ** (1 / np.sqrt(np.maximum(steps, 1)))
-    noise *= perf.straggler_factor
-    slots = replicas * cfg.max_batch
-
-    # Little's law start: batch b with b = (rate/replicas) E[steps] step(b), capped at the slots.
-    b = 1.0
-    for _ in range(100):
-        b = min(
-            cfg.max_batch, max(1.0, cfg.rate_rps / replicas * float(steps.mean()) * float(perf.decode_step_s(b, ctx)))
+    kv = np.zeros(0)
+    if cfg.concurrency is not None:
+        # Closed loop: the busiest engine gets ceil(N / engines) clients.
+        clients = -(-cfg.concurrency // engines)
+        m = max(1, min(n, -(-n // engines), cap))
+        # Clients start with independent phases spread over one request's duration: the
+        # steady state the tools measure after warm-up. All at once, identical clients
+        # would move in lock-step clumps that the engine's long prefill iterations keep
+        # together, a start-up transient.
+        ctx = cfg.prompt.mean + cfg.output.mean / 2
+        cycle = float(cfg.perf.prefill_s(cfg.prompt.mean)) + (cfg.output.mean - 1) / cfg.perf.tokens_per_step * float(
+            cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx)
         )
-    batch = np.full(n, b)
-    order = np.argsort(ready, kind="stable")
-    d_start = ready.copy()
-    busy: BusyIndex | None = None
-    stall: np.ndarray | None = None
-    for _ in range(BATCH_PASSES):
-        dur = steps * perf.decode_step_s(batch, ctx) * noise
-        if not cfg.disaggregated:
-            # Prefills on this replica while the request decodes stall it. The window is
-            # the previous pass's total (the stall itself lengthens it): a fixed point
-            # carried across the batch passes.
-            window = dur if stall is None else dur + stall
-            if busy is None:
-                busy = BusyIndex.build(
-                    p_server, p_start, prefill, 4.0 * float(max(p_end.max(), (d_start + window).max()))
-                )
-            stall = busy.between(p_server, d_start, d_start + window)
-            dur = dur + stall
-        if slots < n and max_concurrency(ready, ready + dur) > slots:
-            s_sorted, _ = fcfs_starts(ready[order], dur[order], slots)
-            d_start = np.empty(n)
-            d_start[order] = s_sorted
-        d_end = d_start + dur
-        batch = np.clip(mean_active(d_start, d_end) / replicas, 1.0, cfg.max_batch)
-    tpot = np.where(steps > 0, (d_end - p_end) / np.maximum(steps, 1), np.nan)
-    duration = float(arrival[-1])
+        if cfg.disaggregated:
+            # Decode-side closed loop; each prompt's prefill (alone on an idle share of the
+            # prefill pool) and KV transfer happen before its first token.
+            pre = cfg.perf.prefill_s(prompt[:m]) * _lognormal_factor(rng, cfg.jitter_cv, (m,))
+            assert cfg.kv is not None
+            kv = cfg.kv.time_s(prompt[:m])
+            res = run_engine(
+                _engine(cfg, prefilled=True),
+                prompt=prompt[:m],
+                output=out[:m],
+                concurrency=clients,
+                client_delay_s=cfg.client_delay_s,
+                extra_delay_s=pre + kv,
+                stagger_s=cycle,
+                seed=cfg.seed + 1,
+            )
+            arrival = res.arrival_s - pre - kv
+        else:
+            res = run_engine(
+                _engine(cfg),
+                prompt=prompt[:m],
+                output=out[:m],
+                concurrency=clients,
+                client_delay_s=cfg.client_delay_s,
+                stagger_s=cycle,
+                seed=cfg.seed + 1,
+            )
+            arrival = res.arrival_s
+    else:
+        rate = float(cfg.rate_rps or 0.0)
+        arrival_all = np.cumsum(rng.standard_exponential(n)) / rate
+        if cfg.disaggregated:
+            # One prefill engine with its round-robin share; the others are alike, so each
+            # request's prefill sojourn is taken from that engine's request nearest in time.
+            p_eng = cfg.prefill_replicas * lanes
+            idx0 = np.arange(0, n, p_eng)
+            r = run_engine(
+                _engine(cfg),
+                prompt=prompt[idx0],
+                output=np.ones(idx0.size),
+                arrival_s=arrival_all[idx0],
+                seed=cfg.seed + 2,
+            )
+            sojourn = r.first_token_s - r.arrival_s
+            near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
+            # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
+            own = cfg.perf.prefill_s(prompt) - cfg.perf.prefill_s(prompt[idx0][near])
+            ready = arrival_all + np.maximum(sojourn[near] + own, 0.0)
+            assert cfg.kv is not None
+            kv_all = cfg.kv.time_s(prompt) + np.abs(rng.standard_normal(n)) * cfg.kv.jitter_s
+            kv_all += (rng.random(n) < cfg.kv.hiccup_prob) * cfg.kv.hiccup_s
+            ready = ready + kv_all
+            order = np.argsort(ready, kind="stable")
+            idx = order[::engines][:cap]  # the decode engine's share, its first ``cap`` in time
+            res = run_engine(
+                _engine(cfg, prefilled=True),
+                prompt=prompt[idx],
+                output=out[idx],
+                arrival_s=ready[idx],
+                seed=cfg.seed + 1,
+            )
+            arrival = arrival_all[idx]
+            kv = kv_all[idx]
+        else:
+            idx = np.arange(0, n, engines)
+            res = run_engine(
+                _engine(cfg), prompt=prompt[idx], output=out[idx], arrival_s=arrival_all[idx], seed=cfg.seed + 1
+            )
+            arrival = res.arrival_s
+    o = res.output_tokens
+    tpot = np.where(o > 1, (res.finish_s - res.first_token_s) / np.maximum(o - 1, 1), np.nan)
+    start = float(np.min(arrival))
+    duration = max(float(np.max(res.finish_s)) - start, 1e-12)
+    # One API server per replica streams its lanes' tokens; its load stretches the overhead.
+    load = min(API_MAX_LOAD, float(o.sum()) / duration * lanes * cfg.api_s_per_token)
+    ttft = res.first_token_s - arrival + cfg.request_overhead_s / (1.0 - load)
     return ServingResult(
         ttft_s=ttft,
         tpot_s=tpot,
-        kv_transfer_s=kv,
+        kv_transfer_s=kv if kv.size else np.zeros(ttft.size),
         duration_s=duration,
-        mean_decode_batch=float(np.mean(batch)),
-        prefill_utilisation=float(prefill.sum() / (cfg.prefill_replicas * max(float(p_end.max()), 1e-12))),
-        output_tokens_per_s=float(out.sum() / max(float(d_end.max()), 1e-12)),
+        mean_decode_batch=res.mean_batch,
+        prefill_utilisation=res.busy_s / duration,
+        output_tokens_per_s=float(o.sum()) * engines / duration,
+        request_rate_rps=ttft.size * engines / duration,
         ttft_slo_s=cfg.ttft_slo_s,
         tpot_slo_s=cfg.tpot_slo_s,
+        itl_p50_s=_percentile_weighted(res.gap_s, res.gap_weight, 50),
+        itl_p99_s=_percentile_weighted(res.gap_s, res.gap_weight, 99),
+        preemptions=res.preemptions,
     )

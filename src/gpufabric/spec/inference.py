@@ -38,7 +38,13 @@ class ServedModel(SpecModel):
     precision: Precision = "bf16"
     """Weight and compute precision; selects bytes per weight and the GPU's peak FLOP/s."""
     kv_precision: Precision = "bf16"
-    """KV-cache element precision."""
+    """KV-cache element precision (fp8 halves the cache of bf16: vLLM --kv-cache-dtype fp8)."""
+    active_params: float | None = Field(None, gt=0, le=1e14)
+    """Parameters one token passes through (mixture of experts); default: params (a dense model)."""
+    experts: int = Field(1, gt=0, le=100_000)
+    """Routed experts per MoE layer (1: dense)."""
+    experts_per_token: int = Field(1, gt=0, le=1024)
+    """Routed experts each token activates (top-k)."""
 
     @model_validator(mode="after")
     def _heads_divide(self) -> ServedModel:
@@ -46,6 +52,12 @@ class ServedModel(SpecModel):
             raise ValueError(f"hidden = {self.hidden} is not a multiple of heads = {self.heads}")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads = {self.heads} is not a multiple of kv_heads = {self.kv_heads} (GQA groups)")
+        if self.active_params is not None and self.active_params > self.params:
+            raise ValueError(f"active_params = {self.active_params:g} exceeds params = {self.params:g}")
+        if self.experts_per_token > self.experts:
+            raise ValueError(f"experts_per_token = {self.experts_per_token} exceeds experts = {self.experts}")
+        if self.experts > 1 and (self.active_params is None or self.active_params >= self.params):
+            raise ValueError("a mixture of experts (experts > 1) needs active_params below params")
         return self
 
 
@@ -61,14 +73,22 @@ class TokenDistribution(SpecModel):
 
 
 class Traffic(SpecModel):
-    """The request stream (Poisson arrivals)."""
+    """The request stream: open loop (Poisson arrivals at ``rate_rps``) or closed loop (``concurrency`` clients)."""
 
-    rate_rps: float = Field(gt=0, le=1e7)
-    """Mean request arrival rate, requests per second, across the whole service."""
+    rate_rps: float | None = Field(None, gt=0, le=1e7)
+    """Mean request arrival rate, requests per second, across the whole service (open loop, Poisson)."""
+    concurrency: int | None = Field(None, gt=0, le=1_000_000)
+    """Clients across the whole service, each sending its next request when its previous one completes (closed loop, as AIPerf, genai-perf and `vllm bench serve --max-concurrency` measure); instead of rate_rps."""
     prompt_tokens: TokenDistribution
     """Prompt (input) length distribution."""
     output_tokens: TokenDistribution
     """Output (generated) length distribution."""
+
+    @model_validator(mode="after")
+    def _one_load(self) -> Traffic:
+        if (self.rate_rps is None) == (self.concurrency is None):
+            raise ValueError("set exactly one of rate_rps (open loop) and concurrency (closed loop)")
+        return self
 
 
 class Slo(SpecModel):
@@ -82,32 +102,75 @@ class Slo(SpecModel):
     """Median time per output token after the first, seconds."""
     tpot_p99_s: float | None = Field(None, gt=0, le=60)
     """99th-percentile time per output token after the first, seconds."""
+    itl_p99_s: float | None = Field(None, gt=0, le=60)
+    """99th-percentile inter-token latency (every gap between two tokens of a stream), seconds."""
 
 
 class Replica(SpecModel):
-    """Layout of one model replica (one copy of the weights)."""
+    """Layout of one model replica (one copy of the weights); auto fields are searched by the planner."""
 
     tp: int | Literal["auto"] = "auto"
-    """Tensor-parallel degree, or auto (smallest power of two inside a node that fits weights + KV)."""
-    pp: int = Field(1, gt=0, le=64)
-    """Pipeline-parallel degree (stages)."""
+    """Tensor-parallel degree, or auto (searched: powers of two inside the NVLink domain that fit weights + KV)."""
+    pp: int | Literal["auto"] = "auto"
+    """Pipeline-parallel degree (stages), or auto (searched; tp x pp stays inside the NVLink domain)."""
+    ep: int | Literal["auto"] = "auto"
+    """Expert-parallel degree of a mixture of experts (experts spread over ep of the replica's GPUs, all-to-all per MoE layer), or auto (every GPU of the replica; 1 for a dense model)."""
+    dp_attention: Literal["auto", "on", "off"] = "auto"
+    """Data-parallel attention (SGLang --enable-dp-attention): each GPU keeps whole sequences' KV instead of replicating KV heads when tp exceeds kv_heads; auto searches it where tp > kv_heads."""
 
     @model_validator(mode="after")
-    def _tp_positive(self) -> Replica:
-        if isinstance(self.tp, int) and not 0 < self.tp <= 64:
-            raise ValueError(f"tp must be between 1 and 64 or 'auto', got {self.tp}")
+    def _positive(self) -> Replica:
+        for key in ("tp", "pp", "ep"):
+            value = getattr(self, key)
+            if isinstance(value, int) and not 0 < value <= 64:
+                raise ValueError(f"{key} must be between 1 and 64 or 'auto', got {value}")
         return self
 
 
 class Batching(SpecModel):
-    """Continuous-batching limits of one replica (vLLM-style scheduler)."""
+    """Continuous-batching limits of one replica (vLLM V1 / SGLang scheduler); auto fields are searched."""
 
-    max_batch: int = Field(256, gt=0, le=65536)
-    """Most sequences decoding at once on one replica (vLLM max_num_seqs)."""
-    max_batch_tokens: int = Field(8192, gt=0, le=10_000_000)
-    """Most prompt tokens in one prefill iteration (vLLM max_num_batched_tokens)."""
+    max_batch: int | Literal["auto"] = "auto"
+    """Most sequences running at once on one replica (vLLM max_num_seqs), or auto (searched: 64, 128, 256)."""
+    max_batch_tokens: int | Literal["auto"] = "auto"
+    """Token budget of one iteration, decode tokens and prefill chunks together (vLLM max_num_batched_tokens, SGLang chunked_prefill_size), or auto (searched: 2048, 8192)."""
+    mixed: bool = True
+    """Prefill chunks ride in decode iterations (vLLM V1; SGLang --enable-mixed-chunk); false: prefill iterations run alone and stall decoding (SGLang's default)."""
     kv_memory_fraction: float = Field(0.9, gt=0, le=1)
     """Fraction of HBM the server may use for weights + KV cache (vLLM gpu_memory_utilization)."""
+
+
+class Engine(SpecModel):
+    """Engine overheads of one iteration (scheduling, sampling, detokenising, launch and TP sync)."""
+
+    step_overhead_s: float | None = Field(None, ge=0, le=1)
+    """Fixed cost of one iteration beside the kernels' HBM/FLOP time; default fitted (model/inference.py)."""
+    seq_overhead_s: float | None = Field(None, ge=0, le=0.1)
+    """Extra cost per sequence in an iteration (sampling, output processing); default fitted."""
+    request_overhead_s: float | None = Field(None, ge=0, le=60)
+    """API-server time inside every TTFT (HTTP, tokenisation, first-token streaming); default fitted."""
+
+
+class ColdStart(SpecModel):
+    """Start-up of a serving replica after its weights are read (vLLM's start-up log phases)."""
+
+    engine_start_s: float | None = Field(None, ge=0, le=3600)
+    """Process start, imports, distributed init and the profile run; default model/inference.py ENGINE_START_S."""
+    graph_capture_s: float | None = Field(None, ge=0, le=3600)
+    """torch.compile (cached) and CUDA-graph capture; default GRAPH_CAPTURE_S (0 with enforce_eager)."""
+    warmup_s: float | None = Field(None, ge=0, le=3600)
+    """Warm-up requests before the replica takes traffic; default WARMUP_S."""
+
+
+class Speculative(SpecModel):
+    """Speculative decoding (Leviathan et al., ICML 2023): k draft tokens verified per step."""
+
+    draft_tokens: int = Field(gt=0, le=64)
+    """Tokens the draft proposes per step (vLLM num_speculative_tokens)."""
+    acceptance_rate: float = Field(ge=0, le=1)
+    """Probability that each draft token is accepted (measured for the draft/model/data)."""
+    draft_cost_fraction: float = Field(0.05, ge=0, le=1)
+    """Cost of one draft token relative to one decode step of the served model (an EAGLE head is one decoder layer: ~1/layers, Li et al., ICML 2024; 0.05 leaves room for a small draft model)."""
 
 
 class InferenceWorkload(SpecModel):
@@ -125,8 +188,14 @@ class InferenceWorkload(SpecModel):
     """Parallel layout of one replica."""
     batching: Batching = Batching()
     """Batching limits."""
-    disaggregation: Literal["none", "prefill-decode", "both"] = "both"
-    """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric; both: plan both."""
+    disaggregation: Literal["none", "prefill-decode", "both", "auto"] = "auto"
+    """none: prefill and decode share replicas; prefill-decode: separate pools, KV cache sent over the fabric; both or auto: search both (with the prefill:decode ratio)."""
+    engine: Engine | None = None
+    """Per-iteration engine costs beside the GPU kernels (fitted defaults, docs/accuracy.md)."""
+    cold_start: ColdStart | None = None
+    """Start-up of a new replica beside its weight load (sourced defaults, docs/inference.md)."""
+    speculative: Speculative | None = None
+    """Speculative decoding (a draft proposes tokens, the model verifies them in one step); none by default."""
     mfu_prefill: float = Field(0.5, gt=0, le=1)
     """Achieved FLOPs utilisation of prefill (compute-bound)."""
     hbm_efficiency: float = Field(0.8, gt=0, le=1)
@@ -157,13 +226,22 @@ class InferenceSpec(SpecModel):
 
     @model_validator(mode="after")
     def _fits(self) -> InferenceSpec:
-        tp = self.workload.replica.tp
-        if isinstance(tp, int) and tp > self.cluster.gpus_per_node:
+        r = self.workload.replica
+        gpn = self.cluster.gpus_per_node
+        if isinstance(r.tp, int) and r.tp > gpn:
+            raise ValueError(f"replica tp = {r.tp} exceeds gpus_per_node = {gpn}; serving keeps TP inside a node")
+        if isinstance(r.pp, int) and r.pp > self.workload.model.layers:
+            raise ValueError(f"replica pp = {r.pp} exceeds layers = {self.workload.model.layers}")
+        if isinstance(r.tp, int) and isinstance(r.pp, int) and r.tp * r.pp > gpn:
+            raise ValueError(f"replica tp x pp = {r.tp * r.pp} exceeds gpus_per_node = {gpn} (the NVLink domain)")
+        b = self.workload.batching
+        if isinstance(b.max_batch, int) and isinstance(b.max_batch_tokens, int) and b.max_batch_tokens < b.max_batch:
             raise ValueError(
-                f"replica tp = {tp} exceeds gpus_per_node = {self.cluster.gpus_per_node}; serving keeps TP inside a node"
+                f"batching.max_batch_tokens = {b.max_batch_tokens} is below max_batch = {b.max_batch}: every running"
+                " sequence needs a token of the budget each iteration (vLLM refuses it too); raise max_batch_tokens"
             )
-        if self.workload.replica.pp > self.workload.model.layers:
-            raise ValueError(f"replica pp = {self.workload.replica.pp} exceeds layers = {self.workload.model.layers}")
+        if isinstance(r.ep, int) and r.ep > 1 and self.workload.model.experts == 1:
+            raise ValueError(f"replica ep = {r.ep} needs a mixture of experts (model.experts > 1)")
         return self
 
 

@@ -1,0 +1,143 @@
+"""Fit the serving engine's overheads on public fixed-concurrency rows and print the table
+for docs/accuracy.md (serving section).
+
+The rows are tests/data/serving/fit_rows.json (sources inside); only those marked
+``split: fit`` set the constants, the ``check`` rows are held out and compared. STEP_OVERHEAD_S
+and SEQ_OVERHEAD_S enter a decode-only iteration linearly (model/inference.py
+``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors;
+REQUEST_OVERHEAD_S is the TTFT at concurrency 1 minus the simulated prefill;
+API_S_PER_TOKEN minimises the squared relative TTFT errors of the rows given the engine's
+simulated TTFT and output tokens/s (a grid, 5 us steps). Then every
+row is simulated closed loop with the constants in the package and its error printed.
+
+    .venv/bin/python benchmarks/fit_serving.py
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import numpy as np
+
+from gpufabric.catalog import load_catalog
+from gpufabric.model import inference as m
+from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving
+
+ROWS = Path(__file__).resolve().parents[1] / "tests" / "data" / "serving" / "fit_rows.json"
+
+
+def setup(doc: dict, row: dict, step: float | None = None, seq: float | None = None) -> tuple[m.ReplicaPerf, float]:
+    """The replica of one row and its KV capacity (tokens)."""
+    cat = load_catalog([])
+    gpu = types.SimpleNamespace(**doc["gpus"][row["gpu"]])
+    md = doc["models"][row["model"]]
+    shape = m.ModelShape(
+        params=md["params"],
+        layers=md["layers"],
+        hidden=md["hidden"],
+        heads=md["heads"],
+        kv_heads=md["kv_heads"],
+        weight_bytes_per_param=2,
+        kv_bytes_per_element=2,
+    )
+    perf = m.replica_perf(
+        shape=shape,
+        gpu=gpu,
+        links=m.serving_links(cat, "a100-sxm", "ib-ndr", 8),
+        tp=row["tp"],
+        pp=1,
+        precision=row["precision"],
+        mfu=0.5,
+        hbm_efficiency=0.8,
+        max_batch=256,
+        jitter_cv=0.05,
+        step_overhead_s=step,
+        seq_overhead_s=seq,
+    )
+    cap = m.kv_capacity_tokens(shape=shape, gpu=gpu, tp=row["tp"], pp=1, memory_fraction=row["memory_fraction"])
+    return perf, cap
+
+
+def simulate(doc: dict, row: dict) -> dict:
+    """Closed-loop simulation of one row with the package's constants."""
+    perf, cap = setup(doc, row)
+    c = row["concurrency"]
+    cfg = ServingConfig(
+        perf=perf,
+        prefill_replicas=1,
+        max_batch=256,
+        kv_capacity_tokens=cap,
+        token_budget=row["budget"],
+        concurrency=c,
+        prompt=Tokens(mean=row["prompt"]),
+        output=Tokens(mean=row["output"]),
+        requests=max(20 * c, 100),
+        jitter_cv=0.05,
+        request_overhead_s=m.REQUEST_OVERHEAD_S,
+        api_s_per_token=m.API_S_PER_TOKEN,
+        client_delay_s=m.CLIENT_DELAY_S,
+    )
+    return simulate_serving(cfg).summary()
+
+
+def fit(doc: dict) -> tuple[float, float, float]:
+    """(step, seq, request) overheads from the rows."""
+    a, y = [], []
+    for row in (r for r in doc["rows"] if r["split"] == "fit"):
+        perf, _ = setup(doc, row, 0.0, 0.0)
+        c = row["concurrency"]
+        gpu_only = float(perf.decode_step_s(c, row["prompt"] + row["output"] / 2))
+        # itl = gpu_only + step + c seq, weighted by 1 / itl (relative errors)
+        w = 1.0 / row["itl_p50_s"]
+        a.append([w, w * c])
+        y.append(w * (row["itl_p50_s"] - gpu_only))
+    (step, seq), *_ = np.linalg.lstsq(np.array(a), np.array(y), rcond=None)
+    first = next(r for r in doc["rows"] if r["split"] == "fit" and r["concurrency"] == 1 and "ttft_p50_s" in r)
+    perf, _ = setup(doc, first, float(step), float(seq))
+    request = first["ttft_p50_s"] - float(perf.prefill_s(first["prompt"]))
+    return float(step), float(seq), float(request)
+
+
+def fit_api(doc: dict) -> float:
+    """API_S_PER_TOKEN: least squares of relative TTFT errors over the rows with a TTFT."""
+    eng = []
+    for row in doc["rows"]:
+        if "ttft_p50_s" not in row or row["split"] != "fit":
+            continue
+        s = simulate(doc, row)
+        load = min(m.API_MAX_LOAD, s["output_tokens_per_s"] * m.API_S_PER_TOKEN)
+        engine = s["ttft_p50_s"] - m.REQUEST_OVERHEAD_S / (1 - load)
+        eng.append((engine, s["output_tokens_per_s"], row["ttft_p50_s"]))
+    best = (float("inf"), 0.0)
+    for a in np.arange(0.0, 400e-6, 5e-6):
+        sse = sum(((e + m.REQUEST_OVERHEAD_S / (1 - min(m.API_MAX_LOAD, t * a))) / p - 1) ** 2 for e, t, p in eng)
+        best = min(best, (sse, float(a)))
+    return best[1]
+
+
+def main() -> int:
+    doc = json.loads(ROWS.read_text())
+    step, seq, request = fit(doc)
+    api = fit_api(doc)
+    print(
+        f"fit: step {step * 1e3:.3f} ms, seq {seq * 1e6:.1f} us, request {request * 1e3:.1f} ms, api {api * 1e6:.0f} us/token"
+    )
+    print(
+        f"package: step {m.STEP_OVERHEAD_S * 1e3:.3f} ms, seq {m.SEQ_OVERHEAD_S * 1e6:.1f} us,"
+        f" request {m.REQUEST_OVERHEAD_S * 1e3:.1f} ms, api {m.API_S_PER_TOKEN * 1e6:.0f} us/token"
+    )
+    print("| row | c | split | ITL p50 pred / pub (err %) | TTFT p50 pred / pub (err %) |")
+    for row in doc["rows"]:
+        s = simulate(doc, row)
+        itl = f"{s['itl_p50_s'] * 1e3:.2f} / {row['itl_p50_s'] * 1e3:.2f} ({(s['itl_p50_s'] / row['itl_p50_s'] - 1) * 100:+.0f})"
+        ttft = "-"
+        if "ttft_p50_s" in row:
+            ttft = f"{s['ttft_p50_s'] * 1e3:.1f} / {row['ttft_p50_s'] * 1e3:.1f} ({(s['ttft_p50_s'] / row['ttft_p50_s'] - 1) * 100:+.0f})"
+        print(f"| {row['gpu']} {row['model']} | {row['concurrency']} | {row['split']} | {itl} | {ttft} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
