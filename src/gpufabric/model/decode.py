@@ -24,9 +24,11 @@ def predicted_decode_s(
 ) -> float:
     """The serving model's decode step on one GPU for the layers the probe built (no LM head).
 
-    model/inference.replica_perf at TP 1 (no all-reduce) for a model whose parameters are
-    exactly the built layers' x the spec's layer count (bf16 weights and KV), so the measured
-    and the predicted step cover the same weights and KV cache.
+    model/inference.replica_perf at TP 1 and PP 1 (no all-reduce, no stage hop) for a model
+    whose parameters are exactly the built layers' x the spec's layer count (bf16 weights and
+    KV), so the measured and the predicted step cover the same weights and KV cache; without
+    the engine's per-iteration and per-sequence overheads (scheduling, sampling: the probe
+    times the layers' kernels alone).
     """
     shape = ModelShape(
         params=layer_params(layer) * layer["layers"],
@@ -48,5 +50,7 @@ def predicted_decode_s(
         hbm_efficiency=hbm_efficiency,
         max_batch=max(batch, 1),
         jitter_cv=0.0,
+        step_overhead_s=0.0,
+        seq_overhead_s=0.0,
     )
     return float(perf.decode_step_s(batch, context))

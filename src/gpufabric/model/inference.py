@@ -360,7 +360,11 @@ def replica_perf(
         f, per = _tp_allreduce_s(row, row * small_hi, ep, links, "all_to_all")
         a2a_fixed, a2a_per_tok = 2 * shape.layers * f, 2 * shape.layers * per * row
     # Stage hops of a pipeline: one activation row crossing NVLink per boundary (latency-bound).
-    hops = (pp - 1) * float(collective_times("send_recv", np.array([row * 64.0]), 1, 2, links).time_us[0]) * 1e-6
+    hops = (
+        (pp - 1) * float(collective_times("send_recv", np.array([row * 64.0]), 1, 2, links).time_us[0]) * 1e-6
+        if pp > 1
+        else 0.0
+    )
     return ReplicaPerf(
         tp=tp,
         pp=pp,
