@@ -16,11 +16,15 @@ import os
 import re
 import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.audit import nft
+from gpufabric.audit import nft, nftinclude
+from gpufabric.audit.nftinclude import IncludeRefused
 from gpufabric.boundary import read_capped
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.exec.process import Completed, run
@@ -117,7 +121,7 @@ class HostView:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
         if self._ruleset is None and self.ruleset_error is None:
             self._ruleset, self.ruleset_error = _load_ruleset(self)
-            self.ruleset_rejected = (self.ruleset_error or "").startswith("nft rejected")
+            self.ruleset_rejected = (self.ruleset_error or "").startswith(("nft rejected", "include refused"))
         return self._ruleset
 
 
@@ -275,17 +279,29 @@ def _from_bundle(root: Path) -> Facts:
     fabric = _tree(root / "fabric")
     if fabric:
         views.append(HostView(name="subnet-manager", role=None, files=fabric))
-    # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once).
-    shared: dict[Path, HostView] = {}
+    # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once);
+    # an include can name a host's own file, so the key is every file the ruleset reads.
+    shared: dict[tuple[Path, ...], HostView] = {}
     for view in views:
         local = view.files.get("/etc/nftables.conf") or view.files.get("/etc/gpufabric/nftables.json")
         if local is None:
             continue
-        first = shared.setdefault(local, view)
+        first = shared.setdefault(_ruleset_sources(view, local), view)
         if first is not view:
             view._ruleset, view.ruleset_error = first.ruleset(), first.ruleset_error
             view.ruleset_rejected = first.ruleset_rejected
     return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
+
+
+def _ruleset_sources(view: HostView, local: Path) -> tuple[Path, ...]:
+    """The local files a view's ruleset can read: the ruleset, and every file under /etc
+    beside it when it includes others (hosts of a role differ only in their own files)."""
+    try:
+        if local.name != "nftables.conf" or not nftinclude.has_include(read_file(local)):
+            return (local,)
+    except (OSError, InputError):
+        return (local,)
+    return (local, *(view.files[p] for p in sorted(view.files) if p.startswith("/etc/") and p != "/etc/nftables.conf"))
 
 
 def run_tool(argv: list[str]) -> Completed | None:
@@ -313,6 +329,24 @@ done
 nft -f "$f" || exit 4
 nft -j list ruleset && echo "--- text ---" && nft list ruleset
 """
+
+
+@contextmanager
+def flat_ruleset(view: HostView) -> Iterator[Path]:
+    """The view's /etc/nftables.conf with its includes resolved inside the view's files
+    (:mod:`gpufabric.audit.nftinclude`): the file itself when it has none, else a
+    temporary inlined copy. Raises IncludeRefused for what the audit cannot see."""
+    local = view.files["/etc/nftables.conf"]
+    text = read_file(local)
+    if not nftinclude.has_include(text):
+        yield local
+        return
+    where = f"the files audited for {view.name}"
+    flat = nftinclude.flatten("/etc/nftables.conf", view.files, read_file, where=where)
+    with tempfile.TemporaryDirectory(prefix="gpufabric-nft-") as tmp:
+        path = Path(tmp) / "nftables.conf"
+        path.write_text(flat)
+        yield path
 
 
 def nft_text_to_json(path: Path, interfaces: tuple[str, ...] = ()) -> tuple[Any | None, str | None]:
@@ -354,7 +388,13 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
     text = view.files.get("/etc/nftables.conf")
     error = None
     if text is not None:
-        doc, error = nft_text_to_json(text, view.interfaces)
+        try:
+            with flat_ruleset(view) as flat:
+                doc, error = nft_text_to_json(flat, view.interfaces)
+        except IncludeRefused as exc:
+            return None, f"include refused: {exc}"
+        except OSError as exc:
+            return None, f"cannot read {text}: {exc}"
         if doc is not None:
             return nft.parse(doc, str(text)), None
         if (error or "").startswith("nft rejected"):
