@@ -376,7 +376,9 @@ table inet filter {{
                 if policy == "drop" and self.rng.random() < 0.7:
                     rules.append(f"ip saddr {self.saddr()} accept")
                 body = "\n    ".join(rules)
-                chains.append(f"  chain in{n} {{ type filter hook input priority {prio}; policy {policy};\n    {body}\n  }}")
+                chains.append(
+                    f"  chain in{n} {{ type filter hook input priority {prio}; policy {policy};\n    {body}\n  }}"
+                )
             out.append("table ip multiprio {\n" + "\n".join(chains) + "\n}")
         if self.rng.random() < 0.2:
             dev = self.rng.choice(["mgmt0", "data0"])

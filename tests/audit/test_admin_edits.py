@@ -54,7 +54,9 @@ def test_set_statement_with_a_limit_is_not_proven(bundle_copy, capsys):  # noqa:
         "\t\tupdate @flood { ip saddr limit rate over 10/second } drop\n\t\ttcp dport 9200 accept\n",
     )
     conf = bundle_copy / "roles" / "storage" / "etc" / "nftables.conf"
-    conf.write_text(conf.read_text().replace("\tchain input {", "\tset flood { type ipv4_addr; flags dynamic; }\n\tchain input {"))
+    conf.write_text(
+        conf.read_text().replace("\tchain input {", "\tset flood { type ipv4_addr; flags dynamic; }\n\tchain input {")
+    )
     report = audit(from_directory(bundle_copy), reachability=True)
     # 9200 is open while the source stays under the rate: never "isolated", never "open"
     cells = _cells(report, "storage", 9200)

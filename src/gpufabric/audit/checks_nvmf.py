@@ -11,7 +11,9 @@ from typing import Any
 
 from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
+from gpufabric.boundary import loads_json
 from gpufabric.configure.nqn import nqn_problem
+from gpufabric.errors import InputError
 
 NVMET = "/etc/nvmet/config.json"
 #: Files that hold key material (nvmetcli writes config.json 0600; libnvme's config.json
@@ -28,9 +30,9 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
             continue
         seen = True
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            continue
+            doc = loads_json(text, source=view.where(NVMET), what="nvmetcli JSON")
+        except (json.JSONDecodeError, InputError):
+            continue  # unreadable: the checks below see no subsystem (NVMF-01 still sees configfs)
         if isinstance(doc, dict):
             yield view, doc
     if not seen and not any(v.live and v.sys_glob("/sys/kernel/config/nvmet") for v in facts.hosts):
@@ -438,3 +440,43 @@ def nvmf13(facts: Facts) -> Iterator[Finding]:
                 )
     if not seen:
         raise NotAvailable("no /etc/nvme/discovery.conf and no rdma_cm default_roce_tos")
+
+
+@check(
+    "NVMF-14",
+    "A target admits hosts its flows do not name",
+    Severity.high,
+    "list in allowed_hosts only the hosts of the roles with a flow to this target on its storage plane",
+)
+def nvmf14(facts: Facts) -> Iterator[Finding]:
+    """Over-grant: on RDMA the host firewall cannot stop an initiator holding valid keys,
+    so allowed_hosts is the isolation; it must follow the flows (SecurityPolicy.nvme_initiators)."""
+    policy = facts.policy
+    if policy is None:
+        raise NotAvailable("no policy.json: no flows to compare allowed_hosts with")
+    host_of: dict[str, str] = {}
+    for view in facts.hosts:
+        nqn = (view.read("/etc/nvme/hostnqn") or "").strip()
+        if nqn:
+            host_of.setdefault(nqn, view.name)
+    if not host_of:
+        raise NotAvailable("no /etc/nvme/hostnqn of any host: cannot tell who an allowed NQN is")
+    for view, doc in _nvmet(facts):
+        role = policy.role_of(view.name)
+        if role is None or policy.role(role).kind != "storage":
+            continue
+        wanted = {h for name in policy.nvme_initiators(role) for h in policy.role(name).host_names}
+        for sub in doc.get("subsystems", []):
+            if not isinstance(sub, dict):
+                continue
+            allowed = sub.get("allowed_hosts", [])
+            for nqn in allowed if isinstance(allowed, list) else []:
+                host = host_of.get(str(nqn))
+                if host is not None and host not in wanted:
+                    yield finding(
+                        "NVMF-14",
+                        f"{view.name}: {sub.get('nqn')}",
+                        f"admits {host} ({nqn}), whose role {policy.role_of(host)} has no flow to {role} on plane"
+                        f" {policy.storage_plane(role)}",
+                        location=view.where(NVMET),
+                    )

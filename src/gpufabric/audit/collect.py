@@ -25,7 +25,7 @@ from typing import Any
 
 from gpufabric.audit import nft, nftinclude
 from gpufabric.audit.nftinclude import IncludeRefused
-from gpufabric.boundary import read_capped
+from gpufabric.boundary import loads_json, read_capped
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.exec.process import Completed, run
 from gpufabric.spec.security import SecurityPolicy
@@ -229,7 +229,7 @@ def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(read_file(path))
+        return loads_json(read_file(path), source=str(path), what="JSON")
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
 
@@ -404,8 +404,8 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         return None, f"cannot read {text}: {error}"
     if js is not None:
         try:
-            return nft.parse(json.loads(read_file(js)), str(js)), None
-        except (OSError, json.JSONDecodeError, ParseError) as exc:
+            return nft.parse(loads_json(read_file(js), source=str(js), what="nft JSON"), str(js)), None
+        except (OSError, json.JSONDecodeError, InputError) as exc:
             return None, f"{js}: {exc}"
     return None, "no /etc/nftables.conf"
 
@@ -436,8 +436,8 @@ def live(env: dict[str, str] | None = None) -> Facts:
     doc = None
     if "/etc/gpufabric/policy.json" in files:
         try:
-            doc = json.loads(read_file(Path("/etc/gpufabric/policy.json")))
-        except (OSError, json.JSONDecodeError):
+            doc = loads_json(read_file(Path("/etc/gpufabric/policy.json")), source="policy.json", what="policy")
+        except (OSError, json.JSONDecodeError, InputError):
             doc = None
     policy = _policy(doc)
     hostname = os.uname().nodename
