@@ -320,7 +320,7 @@ COLUMNS = [
 ]
 
 
-@FUZZ
+@settings(max_examples=max(8, EXAMPLES // 4), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     st.sampled_from(COLUMNS),
     st.one_of(st.text(max_size=12), st.binary(max_size=8), st.just("{")),
