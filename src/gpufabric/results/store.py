@@ -569,14 +569,14 @@ class Store:
         column (StoreDamaged, exit 1), never a traceback nor a wrong number downstream."""
         try:
             yield
-        except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
             where = self._damage(run_ids) or "a row gpufabric cannot read"
             raise StoreDamaged(
                 f"{self.path}: {what}: {where} ({str(exc)[:200]}); was the database edited by hand?"
             ) from exc
-        where = self._damage(run_ids, numbers_only=True)
-        if where:
-            raise StoreDamaged(f"{self.path}: {what}: {where}; was the database edited by hand?")
+        damaged = self._damage(run_ids, numbers_only=True)
+        if damaged:
+            raise StoreDamaged(f"{self.path}: {what}: {damaged}; was the database edited by hand?")
 
     def _damage(self, run_ids: Sequence[int], *, numbers_only: bool = False) -> str | None:
         """The first column of these runs' rows holding what gpufabric never writes, as
