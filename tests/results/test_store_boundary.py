@@ -90,3 +90,26 @@ def test_open_failures_of_the_machine_exit_1(tmp_path):
     with pytest.raises(InputError, match="is a directory"):
         Store.open(tmp_path)
     assert issubclass(StoreFailure, Exception) and not issubclass(StoreFailure, InputError)
+
+
+def test_a_full_disk_exits_1_not_2(tmp_path):
+    """A 64 KiB tmpfs filled up, in a private mount namespace: opening a store there is
+    an environment failure (exit 1), not a bad input (2)."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare to mount a tmpfs")
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    sample = Path(__file__).resolve().parents[1] / "data" / "fio" / "psync_read.json"
+    script = (
+        f"mount -t tmpfs -o size=64k tmpfs {mnt} && dd if=/dev/zero of={mnt}/fill bs=4k count=100 2>/dev/null;"
+        f" {os.sys.executable} -m gpufabric ingest {sample} --tool fio --db {mnt}/r.db; echo rc=$?"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in os.sys.path if p)}
+    done = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.stdout.strip().splitlines()[-1] == "rc=1", done.stdout + done.stderr
+    assert "disk is full" in done.stderr and "Traceback" not in done.stderr
