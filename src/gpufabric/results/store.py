@@ -563,22 +563,24 @@ class Store:
             return int(self._conn.execute("SELECT COUNT(*) FROM run").fetchone()[0])
 
     @contextlib.contextmanager
-    def _decoding(self, what: str, run_ids: Sequence[int]) -> Iterator[None]:
+    def _decoding(self, what: str, run_ids: Sequence[int], tables: tuple[str, ...] = ()) -> Iterator[None]:
         """Rows that do not decode (JSON columns, enum values) or a number column holding
         text mean a database edited by hand or corrupted: one line naming the table and
         column (StoreDamaged, exit 1), never a traceback nor a wrong number downstream."""
         try:
             yield
         except (ValueError, KeyError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-            where = self._damage(run_ids) or "a row gpufabric cannot read"
+            where = self._damage(run_ids, tables=tables) or "a row gpufabric cannot read"
             raise StoreDamaged(
                 f"{self.path}: {what}: {where} ({str(exc)[:200]}); was the database edited by hand?"
             ) from exc
-        damaged = self._damage(run_ids, numbers_only=True)
+        damaged = self._damage(run_ids, numbers_only=True, tables=tables)
         if damaged:
             raise StoreDamaged(f"{self.path}: {what}: {damaged}; was the database edited by hand?")
 
-    def _damage(self, run_ids: Sequence[int], *, numbers_only: bool = False) -> str | None:
+    def _damage(
+        self, run_ids: Sequence[int], *, numbers_only: bool = False, tables: tuple[str, ...] = ()
+    ) -> str | None:
         """The first column of these runs' rows holding what gpufabric never writes, as
         "table t, column c (row n): value"; None when every checked column is sound. Each
         query is bounded by the run index, so a clean read pays milliseconds."""
@@ -586,7 +588,7 @@ class Store:
             return None
         marks = ",".join("?" * len(run_ids))
         for table, column, test in _DAMAGE_CHECKS:
-            if numbers_only and not test.startswith("typeof"):
+            if (numbers_only and not test.startswith("typeof")) or (tables and table not in tables):
                 continue
             scope = _DAMAGE_SCOPE[table].format(marks=marks)
             with self._lock:
@@ -684,7 +686,7 @@ class Store:
         """The newest ``limit`` runs, newest first, with counts but without results (fast)."""
         with self._lock:
             rows = self._conn.execute(_RUN_SELECT + " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
-        with self._decoding("the run list", [row[0] for row in rows]):
+        with self._decoding("the run list", [row[0] for row in rows], tables=("run",)):  # the list reads runs only
             return [_run_record(row) for row in rows]
 
 
