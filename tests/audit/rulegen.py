@@ -380,6 +380,14 @@ table inet filter {{
                     f"  chain in{n} {{ type filter hook input priority {prio}; policy {policy};\n    {body}\n  }}"
                 )
             out.append("table ip multiprio {\n" + "\n".join(chains) + "\n}")
+        if self.rng.random() < 0.15:
+            # negated meta before routing on another hook: prerouting has no output device either
+            neg = self.rng.choice(['oifname != "lo"', 'oif != "lo"', 'oifname "data0"', "meta oifgroup != 1"])
+            out.append(f"""table inet preneg {{
+  chain pre {{ type filter hook prerouting priority -120; policy accept;
+    {neg} {self.proto()} dport {self.ports()} drop
+  }}
+}}""")
         if self.rng.random() < 0.2:
             dev = self.rng.choice(["mgmt0", "data0"])
             rule = self.rng.choice(["tcp sport 22 drop", f"{self.proto()} dport {self.ports()} drop", "drop"])

@@ -101,3 +101,21 @@ def test_include_nesting_and_cycles_are_bounded(bundle_copy, capsys):  # noqa: F
     (etc / "gpufabric" / "nftables.json").unlink()
     report = audit(from_directory(bundle_copy), reachability=True)
     assert any(f.check_id == "FW-08" and "deeper than 16" in f.evidence for f in report.findings)
+
+
+def test_an_include_resolves_per_host(bundle_copy, capsys):  # noqa: F811
+    # hosts/<host>/etc/... holds each host's own files: one storage host opens 9200, the other not
+    for host, body in (
+        ("storage-1", "add rule inet gpufabric in_stor tcp dport 9200 accept\n"),
+        ("storage-2", "# none\n"),
+    ):
+        d = bundle_copy / "hosts" / host / "etc" / "nftables.d"
+        d.mkdir(parents=True)
+        (d / "50-local.nft").write_text(body)
+    conf = bundle_copy / "roles" / "storage" / "etc" / "nftables.conf"
+    conf.write_text(conf.read_text() + 'include "/etc/nftables.d/*.nft"\n')
+    (bundle_copy / "roles" / "storage" / "etc" / "gpufabric" / "nftables.json").unlink()
+    report = audit(from_directory(bundle_copy), reachability=True)
+    cells = [c for c in _cells(report, "storage", 9200) if c.plane == "stor"]
+    assert cells and all(c.allowed == "partial" and c.verdict == "beyond-intent" for c in cells)
+    assert report.proof is not None and report.proof.rulesets_evaluated >= 2

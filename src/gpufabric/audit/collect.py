@@ -11,6 +11,7 @@ None, and checks turn None into "not available".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -281,27 +282,28 @@ def _from_bundle(root: Path) -> Facts:
         views.append(HostView(name="subnet-manager", role=None, files=fabric))
     # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once);
     # an include can name a host's own file, so the key is every file the ruleset reads.
-    shared: dict[tuple[Path, ...], HostView] = {}
+    shared: dict[tuple[str, str], HostView] = {}
     for view in views:
         local = view.files.get("/etc/nftables.conf") or view.files.get("/etc/gpufabric/nftables.json")
         if local is None:
             continue
-        first = shared.setdefault(_ruleset_sources(view, local), view)
+        first = shared.setdefault(_ruleset_key(view, local), view)
         if first is not view:
             view._ruleset, view.ruleset_error = first.ruleset(), first.ruleset_error
             view.ruleset_rejected = first.ruleset_rejected
     return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
 
 
-def _ruleset_sources(view: HostView, local: Path) -> tuple[Path, ...]:
-    """The local files a view's ruleset can read: the ruleset, and every file under /etc
-    beside it when it includes others (hosts of a role differ only in their own files)."""
+def _ruleset_key(view: HostView, local: Path) -> tuple[str, str]:
+    """What makes two views' rulesets the same: the file, or, when it includes others
+    (which a host's own tree may hold), the inlined text itself."""
     try:
         if local.name != "nftables.conf" or not nftinclude.has_include(read_file(local)):
-            return (local,)
-    except (OSError, InputError):
-        return (local,)
-    return (local, *(view.files[p] for p in sorted(view.files) if p.startswith("/etc/") and p != "/etc/nftables.conf"))
+            return ("file", str(local))
+        flat = nftinclude.flatten("/etc/nftables.conf", view.files, read_file)
+    except (OSError, InputError) as exc:
+        return ("unreadable", f"{local}: {exc}")
+    return ("text", hashlib.sha256(flat.encode()).hexdigest())
 
 
 def run_tool(argv: list[str]) -> Completed | None:
