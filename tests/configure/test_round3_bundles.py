@@ -154,3 +154,20 @@ def _policy_doc() -> dict:
         "planes": [{"name": "mgmt", "kind": "management", "cidr": "10.0.0.0/24", "interface": "mgmt0"}],
         "roles": [{"name": "compute", "kind": "compute", "count": 1}],
     }
+
+
+def test_unpaired_roles_on_a_shared_storage_plane_get_a_note(tmp_path):
+    from gpufabric.configure import KeySource, design_from_spec, render_bundle
+    from gpufabric.spec import load_spec
+
+    start, end = SPEC.index("  roles:\n"), SPEC.index("    - {name: login")
+    text = SPEC[:start] + PAIRS_ROLES + SPEC[end:]
+    text = text.replace(
+        "    - {src: compute, dst: storage, plane: stor, proto: tcp, ports: [4420], purpose: NVMe/TCP I/O and discovery}\n",
+        "",
+    )
+    text = text.replace("storage: [nvmeof-tcp]", "storage: [nvmeof-rdma]")
+    spec = load_spec(_spec(tmp_path, text)).spec
+    bundle = render_bundle(spec, design_from_spec(spec), KeySource(seed=b"x"))
+    notes = [n for n in bundle.notes if "no flow names a storage role" in n]
+    assert len(notes) == 1 and "compute, gpub" in notes[0] and "storage, storb" in notes[0]

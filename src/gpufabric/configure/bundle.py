@@ -208,6 +208,15 @@ def _storage(
                 raise InputError(
                     f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry"
                 )
+        names = policy.nvme_initiators(role.name)
+        paired = bool(policy.storage_flows(plane))
+        sharing = [r.name for r in policy.roles if r.kind == "storage" and policy.storage_plane(r.name) == plane]
+        if not paired and (len(names) > 1 or len(sharing) > 1) and role.name == sharing[0]:
+            bundle.notes.append(
+                f"plane {plane}: no flow names a storage role, so every compute role on it ({', '.join(names)})"
+                f" is admitted to every target ({', '.join(sharing)}); add flows <compute role> -> <storage role>"
+                f" on {plane} to pair them (on RDMA the keys are the only isolation)"
+            )
         if not initiators:
             bundle.notes.append(
                 f"storage role {role.name}: no flow on plane {plane} names it, so its targets admit no host;"

@@ -332,6 +332,10 @@ class SecurityPolicy(_Model):
         stor = self.planes_of_kind("storage")
         return stor[0].name if stor else self.planes[0].name
 
+    def storage_flows(self, plane: str) -> list[Flow]:
+        """The flows on ``plane`` whose destination is a storage role (they pair initiators with targets)."""
+        return [f for f in self.flows if f.plane == plane and self.role(f.dst).kind == "storage"]
+
     def nvme_initiators(self, target_role: str) -> list[str]:
         """Roles whose hosts the NVMe-oF subsystems of ``target_role`` admit, in role order.
 
@@ -341,7 +345,7 @@ class SecurityPolicy(_Model):
         flow on that plane names any storage role (NVMe/RDMA over InfiniBand needs no
         firewall flow) are the compute roles attached to the plane the initiators."""
         plane = self.storage_plane(target_role)
-        to_storage = [f for f in self.flows if f.plane == plane and self.role(f.dst).kind == "storage"]
+        to_storage = self.storage_flows(plane)
         if to_storage:
             wanted = {f.src for f in to_storage if f.dst == target_role and f.src != target_role}
         else:
