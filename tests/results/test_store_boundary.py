@@ -89,6 +89,10 @@ def test_open_failures_of_the_machine_exit_1(tmp_path):
         Store.open(blocker / "r.db")
     with pytest.raises(InputError, match="is a directory"):
         Store.open(tmp_path)
+    os.mkfifo(tmp_path / "fifo.db")
+    for special in (tmp_path / "fifo.db", "/dev/null"):  # sqlite would read a FIFO, "migrate" /dev/null
+        with pytest.raises(InputError, match="not a regular file"):
+            Store.open(special, create=False)
     assert issubclass(StoreFailure, Exception) and not issubclass(StoreFailure, InputError)
 
 

@@ -26,6 +26,7 @@ import errno
 import json
 import os
 import sqlite3
+import stat
 import struct
 import threading
 import time
@@ -234,8 +235,13 @@ class Store:
                 f"{target}: no results database (directory {target.parent} does not exist);"
                 " check --db or $GPUFABRIC_DB, or record a run first (gpufabric bench / ingest)"
             )
-        if target.is_dir():
-            raise InputError(f"{target}: is a directory, not a results database; give a file path to --db")
+        try:
+            kind = target.stat().st_mode
+        except OSError:
+            kind = None  # absent (created below) or unreadable (the open reports it)
+        if kind is not None and not stat.S_ISREG(kind):
+            what = "a directory" if stat.S_ISDIR(kind) else "not a regular file"
+            raise InputError(f"{target}: is {what}, not a results database; give a file path to --db")
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
