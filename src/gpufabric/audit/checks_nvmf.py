@@ -22,7 +22,13 @@ SECRET_FILES = ("/etc/nvmet/config.json", "/etc/nvme/config.json", "/etc/nvme/tl
 SECRET_MARKERS = re.compile(r"(--dhchap-secret|--dhchap-ctrl-secret|--kxchap-secret|--tls-key\b|DHHC-1:|NVMeTLSkey-1:)")
 
 
-def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
+def _nvmet(
+    facts: Facts, unreadable: list[tuple[HostView, str]] | None = None
+) -> Iterator[tuple[HostView, dict[str, Any]]]:
+    """Each host's nvmetcli JSON that has nvmetcli's shape. One that does not (not JSON,
+    nested beyond the JSON bound, a subsystem that is not an object) is left out of the
+    checks and listed in ``unreadable``: NVMF-01 reports it, failing closed, because
+    nvmetcli may still restore the parts it reads (an allow_any_host among them)."""
     seen = False
     for view in facts.hosts:
         text = view.read(NVMET)
@@ -31,12 +37,36 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
         seen = True
         try:
             doc = loads_json(text, source=view.where(NVMET), what="nvmetcli JSON")
-        except (json.JSONDecodeError, InputError):
-            continue  # unreadable: the checks below see no subsystem (NVMF-01 still sees configfs)
-        if isinstance(doc, dict):
+            problem = _shape_problem(doc)
+        except json.JSONDecodeError as exc:
+            problem = f"not JSON ({exc.msg} at line {exc.lineno})"
+        except InputError as exc:
+            problem = str(exc).removeprefix(f"{view.where(NVMET)}: ")
+        if problem is None:
             yield view, doc
+        elif unreadable is not None:
+            unreadable.append((view, problem))
     if not seen and not any(v.live and v.sys_glob("/sys/kernel/config/nvmet") for v in facts.hosts):
         raise NotAvailable("no nvmetcli config.json (/etc/nvmet/config.json) and no nvmet configfs")
+
+
+def _shape_problem(doc: Any) -> str | None:
+    """Why ``doc`` is not nvmetcli's shape (hosts/ports/subsystems lists of objects, their
+    attr/addr/param groups objects, allowed_hosts a list); None when it is."""
+    if not isinstance(doc, dict):
+        return "the top level is not an object"
+    for key in ("hosts", "ports", "subsystems"):
+        items = doc.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return f"{key} is not a list of objects"
+        for item in items:
+            for group in ("attr", "addr", "param", "dhchap"):
+                if not isinstance(item.get(group, {}), (dict, type(None))):
+                    return f"{key}[].{group} is not an object"
+            for listed in ("allowed_hosts", "subsystems", "namespaces", "ana_groups", "referrals"):
+                if not isinstance(item.get(listed, []), list):
+                    return f"{key}[].{listed} is not a list"
+    return None
 
 
 @check(
@@ -46,12 +76,21 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
     'set attr.allow_any_host to "0" and list the initiators in allowed_hosts',
 )
 def nvmf01(facts: Facts) -> Iterator[Finding]:
-    for view, doc in _nvmet(facts):
+    unreadable: list[tuple[HostView, str]] = []
+    for view, doc in _nvmet(facts, unreadable):
         for sub in doc.get("subsystems", []):
             if str(sub.get("attr", {}).get("allow_any_host", "0")) == "1":
                 yield finding(
                     "NVMF-01", f"{view.name}: {sub.get('nqn')}", 'attr.allow_any_host = "1"', location=view.where(NVMET)
                 )
+    for view, problem in unreadable:
+        yield finding(
+            "NVMF-01",
+            f"{view.name}: {NVMET}",
+            f"cannot be read as nvmetcli JSON ({problem}): which hosts it admits is unknown (fail closed)",
+            severity=Severity.high,
+            location=view.where(NVMET),
+        )
     for view in facts.hosts:
         if view.live:
             for attr in view.sys_glob("/sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host"):
