@@ -5,6 +5,7 @@ includes resolve inside the bundle (``/etc/...`` of a role is ``roles/<role>/etc
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -119,3 +120,22 @@ def test_an_include_resolves_per_host(bundle_copy, capsys):  # noqa: F811
     cells = [c for c in _cells(report, "storage", 9200) if c.plane == "stor"]
     assert cells and all(c.allowed == "partial" and c.verdict == "beyond-intent" for c in cells)
     assert report.proof is not None and report.proof.rulesets_evaluated >= 2
+
+
+@pytest.mark.parametrize("doc", ['{"nftables": 5}', '{"nftables": [{"chain": {"family": 1}}]}', "[1, 2"])
+def test_an_unreadable_json_ruleset_is_fw08_not_a_pass(bundle_copy, capsys, doc):  # noqa: F811
+    etc = bundle_copy / "roles" / "storage" / "etc"
+    (etc / "nftables.conf").unlink()
+    (etc / "gpufabric" / "nftables.json").write_text(doc)
+    report = audit(from_directory(bundle_copy), reachability=True)
+    assert any(f.check_id == "FW-08" and "nftables.json unreadable" in f.evidence for f in report.findings)
+    assert _exit(bundle_copy) == 1
+
+
+def test_a_policy_document_of_the_wrong_shape_is_not_a_traceback(bundle_copy, capsys):  # noqa: F811
+    doc = json.loads((bundle_copy / "policy.json").read_text())
+    (bundle_copy / "policy.json").write_text(json.dumps({**doc, "design": 3}))
+    assert _exit(bundle_copy) in (0, 1)
+    (bundle_copy / "policy.json").write_text("[]")
+    assert _exit(bundle_copy) == 2
+    assert "not a JSON object" in capsys.readouterr().err

@@ -35,6 +35,10 @@ from gpufabric.spec.security import SecurityPolicy
 TOOL_TIMEOUT_S = 10.0
 
 
+#: Prefixes of ruleset errors that are the ruleset's own (FW-08), not the auditing machine's.
+REJECTED = ("nft rejected", "include refused", "nftables.json unreadable")
+
+
 @dataclass(slots=True, kw_only=True)
 class HostView:
     """One host (or the subnet manager) as the checks see it."""
@@ -122,7 +126,9 @@ class HostView:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
         if self._ruleset is None and self.ruleset_error is None:
             self._ruleset, self.ruleset_error = _load_ruleset(self)
-            self.ruleset_rejected = (self.ruleset_error or "").startswith(("nft rejected", "include refused"))
+            # what the host would not load: nft's refusal, an include the audit cannot see,
+            # a JSON ruleset that is not nft's JSON (FW-08); a missing tool is not the ruleset's fault
+            self.ruleset_rejected = (self.ruleset_error or "").startswith(REJECTED)
         return self._ruleset
 
 
@@ -133,17 +139,23 @@ class Facts:
     policy_doc: dict[str, Any] | None = None
     policy: SecurityPolicy | None = None
 
+    def _design(self, key: str) -> str | None:
+        design = self.policy_doc.get("design") if isinstance(self.policy_doc, dict) else None
+        value = design.get(key) if isinstance(design, dict) else None
+        return value if isinstance(value, str) else None  # policy.json is user input: anything else is absent
+
     @property
     def fabric_kind(self) -> str | None:
-        return (self.policy_doc or {}).get("design", {}).get("fabric_kind")
+        return self._design("fabric_kind")
 
     @property
     def storage(self) -> str | None:
-        return (self.policy_doc or {}).get("design", {}).get("storage")
+        return self._design("storage")
 
     @property
     def reproducibility(self) -> str | None:
-        return (self.policy_doc or {}).get("reproducibility")
+        value = self.policy_doc.get("reproducibility") if isinstance(self.policy_doc, dict) else None
+        return value if isinstance(value, str) else None
 
     def role_kind(self, role: str | None) -> str | None:
         if role is None or self.policy is None:
@@ -220,6 +232,8 @@ def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
 
 
 def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
+    if doc is not None and not isinstance(doc, dict):
+        raise InputError("policy.json is not a JSON object with a 'policy' key; copy it from the bundle again")
     if not doc or "policy" not in doc:
         return None
     try:
@@ -408,7 +422,7 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         try:
             return nft.parse(loads_json(read_file(js), source=str(js), what="nft JSON"), str(js)), None
         except (OSError, json.JSONDecodeError, InputError) as exc:
-            return None, f"{js}: {exc}"
+            return None, f"nftables.json unreadable: {js}: {exc}"
     return None, "no /etc/nftables.conf"
 
 
