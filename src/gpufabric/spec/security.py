@@ -24,8 +24,9 @@ from gpufabric.spec.types import HOSTNAME, Cidr, Comment, FieldsError, Hca, Host
 PlaneKind = Literal["management", "control", "compute-data", "storage"]
 RoleKind = Literal["compute", "storage", "login", "scheduler"]
 
-#: NCCL reads at most this many NCCL_IB_HCA entries and drops the rest without a word
-#: (``#define MAX_IB_DEVS 32`` in NCCL's src/transport/net_ib.cc, v2.18-v2.27; as_of 2026-12).
+#: NCCL reads at most this many NCCL_IB_HCA entries and drops the rest without a word:
+#: ``#define MAX_IB_DEVS 32`` (https://github.com/NVIDIA/nccl, src/transport/net_ib.cc,
+#: later net_ib/common.h; the user list is parsed into an array of that size); as_of 2026-12.
 NCCL_MAX_IB_DEVS = 32
 #: Upper bounds on list lengths: far above a real cluster, low enough to bound the work.
 MAX_PLANES = 64
