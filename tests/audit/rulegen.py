@@ -7,7 +7,10 @@ hardened named sets (annotated elements, concatenations, interval sets), and han
 dispatch chains (verdict maps, jump/goto/return). Each ruleset adds a random handful of
 other hooks and constructs: prerouting anti-spoofing, raw notrack, NAT redirect, netdev
 ingress, a dormant table, relational ports, tcp flags, pkttype, oifname, literal and
-wildcard interface names, fib, rate limits.
+wildcard interface names, fib, rate limits; and (issue 24) set statements with and
+without stateful expressions, negated meta on input (``oifname != "lo"``), jump/goto
+chains up to 12 deep, several input base chains by priority, netdev egress chains, and
+includes (a glob with a dotfile and a non-matching name, a named and a nested include).
 """
 
 from __future__ import annotations
@@ -94,6 +97,12 @@ class Gen:
                 "meta mark 0",
                 "ct status dnat",
                 "ct state established",
+                # negated meta on input: no output device yet ("" and index 0), marks start at 0
+                'oifname != "lo"',
+                'oif != "lo"',
+                'iifname != "mgmt0"',
+                "meta mark != 1",
+                "meta oifgroup != 5",
             ]
             if proto == "tcp":
                 extras += ["tcp flags syn", "tcp flags & (syn|ack) == syn", "ip protocol tcp"]
@@ -321,10 +330,115 @@ table inet filter {{
     fib saddr . iif oif missing drop
   }
 }""")
+        out.extend(self.round3())
         return "\n".join(out) + "\n"
 
-    def ruleset(self) -> tuple[str, str]:
+    # ---- issue 24: set statements, depth, several chains per hook, egress, includes --------
+
+    def round3(self) -> list[str]:
+        out = []
+        if self.rng.random() < 0.3:
+            stmt = self.rng.choice(
+                [
+                    "update @flood { ip saddr limit rate over 10/second } drop",
+                    "add @flood { ip saddr limit rate over 1/second burst 1 packets } drop",
+                    "add @flood { ip saddr ct count over 2 } reject",
+                    "update @flood { ip saddr counter }",
+                    "add @flood { ip saddr limit rate over 1/second }",
+                    f"update @flood {{ ip saddr limit rate over 10/second }} {self.proto()} dport {self.ports()} drop",
+                ]
+            )
+            out.append(f"""table inet ratelim {{
+  set flood {{ type ipv4_addr; flags dynamic; size 1024; }}
+  chain input {{ type filter hook input priority {self.rng.choice([-10, 10])}; policy accept;
+    {stmt}
+  }}
+}}""")
+        if self.rng.random() < 0.25:
+            depth = self.rng.randint(2, 12)
+            chains = []
+            for i in range(1, depth + 1):
+                body = self.simple_rule() if i == depth else f"{self.rng.choice(['jump', 'goto'])} c{i + 1}"
+                if i < depth and self.rng.random() < 0.3:
+                    body = f"ip saddr {self.saddr()} return\n    {body}"
+                chains.append(f"  chain c{i} {{\n    {body}\n  }}")
+            out.append(
+                "table inet deepjmp {\n"
+                + "\n".join(chains)
+                + f"\n  chain input {{ type filter hook input priority 5; policy accept;\n    jump c1\n  }}\n}}"
+            )
+        if self.rng.random() < 0.25:
+            prios = sorted(self.rng.sample([-300, -150, -5, 5, 15, 300], 2))
+            chains = []
+            for n, prio in enumerate(prios):
+                policy = self.rng.choice(["accept", "drop"])
+                rules = [self.simple_rule() for _ in range(self.rng.randint(1, 2))]
+                if policy == "drop" and self.rng.random() < 0.7:
+                    rules.append(f"ip saddr {self.saddr()} accept")
+                body = "\n    ".join(rules)
+                chains.append(
+                    f"  chain in{n} {{ type filter hook input priority {prio}; policy {policy};\n    {body}\n  }}"
+                )
+            out.append("table ip multiprio {\n" + "\n".join(chains) + "\n}")
+        if self.rng.random() < 0.15:
+            # negated meta before routing on another hook: prerouting has no output device either
+            neg = self.rng.choice(['oifname != "lo"', 'oif != "lo"', 'oifname "data0"', "meta oifgroup != 1"])
+            out.append(f"""table inet preneg {{
+  chain pre {{ type filter hook prerouting priority -120; policy accept;
+    {neg} {self.proto()} dport {self.ports()} drop
+  }}
+}}""")
+        if self.rng.random() < 0.2:
+            dev = self.rng.choice(["mgmt0", "data0"])
+            rule = self.rng.choice(["tcp sport 22 drop", f"{self.proto()} dport {self.ports()} drop", "drop"])
+            out.append(f"""table netdev egr {{
+  chain eg {{
+    type filter hook egress device "{dev}" priority 0; policy accept;
+    {rule}
+  }}
+}}""")
+        return out
+
+    def includes(self) -> dict[str, str]:
+        """Files under the include directory (``@INCDIR@`` in the ruleset): a glob's
+        matches in sorted order, a dotfile and a non-matching name glob(3) skips, a
+        named include and a nested one."""
+        rule = self.simple_rule()
+        files = {
+            "10-first.nft": f"""table inet inca {{
+  chain input {{ type filter hook input priority 8; policy accept;
+    {rule.rsplit(" ", 1)[0]} drop
+  }}
+}}
+include "@INCDIR@/sub/nested.conf"
+""",
+            "20-second.nft": f"""table inet incb {{
+  chain input {{ type filter hook input priority 9; policy accept;
+    ip saddr {self.saddr()} {self.proto()} dport {self.ports()} drop
+  }}
+}}
+""",
+            ".hidden.nft": "table inet skipped {\n  chain input { type filter hook input priority -20; policy drop; }\n}\n",
+            "notes.txt": "table inet skipped2 {\n  chain input { type filter hook input priority -21; policy drop; }\n}\n",
+            "sub/nested.conf": f"""table inet incc {{
+  chain input {{ type filter hook input priority 11; policy accept;
+    ip saddr {self.saddr()} tcp dport 22 drop
+  }}
+}}
+""",
+            "named.conf": "table inet incd {\n  chain input { type filter hook input priority 12; policy accept; }\n}\n",
+        }
+        return files
+
+    def ruleset(self) -> tuple[str, str, dict[str, str]]:
+        """(style, text, included files): the text may ``include "@INCDIR@/..."``; the
+        test puts the files in a directory and replaces the placeholder."""
         style = self.rng.choice(
             ["firewalld", "wiki_server", "debian_define", "iptables_translate", "hardened_sets", "dispatch"]
         )
-        return style, getattr(self, style)() + self.extras()
+        text = getattr(self, style)() + self.extras()
+        files: dict[str, str] = {}
+        if self.rng.random() < 0.25:
+            files = self.includes()
+            text += 'include "@INCDIR@/*.nft"\ninclude "@INCDIR@/named.conf"\n'
+        return style, text, files

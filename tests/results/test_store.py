@@ -18,7 +18,7 @@ from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Metric, Outcome, Status, TestResult, Verdict
 from gpufabric.results.schema import MIGRATIONS, STORE_SCHEMA_VERSION, migrate
 from gpufabric.results.sqlconn import SqliteConnection
-from gpufabric.results.store import Store, default_path
+from gpufabric.results.store import Store, StoreDamaged, default_path
 from tests.results.factories import bw_result, latency_result, make_run, sample_run_results
 
 
@@ -104,7 +104,15 @@ def test_unknown_run_ref_is_input_error(tmp_path, ref):
 
 @pytest.mark.parametrize(
     ("table", "column", "value"),
-    [("run", "fingerprint", "{not json"), ("run", "status", "exploded"), ("test_result", "params", "[1,")],
+    [
+        ("run", "fingerprint", "{not json"),
+        ("run", "status", "exploded"),
+        ("test_result", "params", "[1,"),
+        ("run", "started_at", "yesterday"),  # text in a number column: no error downstream, a wrong answer
+        ("test_result", "duration_s", "abc"),
+        ("metric", "value", "fast"),
+        ("verdict", "measured", "x1"),
+    ],
 )
 def test_a_hand_edited_database_is_one_line_not_a_traceback(tmp_path, cli, table, column, value):
     db = tmp_path / "r.db"
@@ -112,10 +120,14 @@ def test_a_hand_edited_database_is_one_line_not_a_traceback(tmp_path, cli, table
         make_run(store)
     with sqlite3.connect(db) as conn:
         conn.execute(f"UPDATE {table} SET {column}=?", (value,))
-    with Store.open(db) as store, pytest.raises(InputError, match=r"r\.db: run 1 holds a row gpufabric cannot read"):
+    with (
+        Store.open(db) as store,
+        pytest.raises(StoreDamaged, match=rf"r\.db: run 1: table {table}, column {column} \(row 1\) holds"),
+    ):
         store.get_run("latest")
     code, _, err = cli("report", "latest", "--db", db)
-    assert code == 2 and "edited by hand" in err and "Traceback" not in err
+    assert code == 1 and "edited by hand" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and f"table {table}, column {column}" in err
 
 
 def test_finish_run_rejects_unknown_status(tmp_path):

@@ -107,7 +107,11 @@ def test_empirical_sample_files_are_capped_and_utf8(tmp_path, monkeypatch):
     from gpufabric.sim import parse
 
     monkeypatch.setattr(parse, "MAX_SAMPLE_BYTES", 1024)
+    big = tmp_path / "big.txt"
+    big.write_text("1.0\n" * 300)
     with pytest.raises(InputError, match="larger than 1,024 bytes"):
+        parse.parse_distribution(f"empirical:{big}")
+    with pytest.raises(InputError, match="not a regular file"):  # a device is refused before any read
         parse.parse_distribution("empirical:/dev/zero")
     latin = tmp_path / "s.txt"
     latin.write_bytes(b"1.0\n2.0 \xe9\n")

@@ -11,7 +11,9 @@ from typing import Any
 
 from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
+from gpufabric.boundary import loads_json
 from gpufabric.configure.nqn import nqn_problem
+from gpufabric.errors import InputError
 
 NVMET = "/etc/nvmet/config.json"
 #: Files that hold key material (nvmetcli writes config.json 0600; libnvme's config.json
@@ -20,7 +22,13 @@ SECRET_FILES = ("/etc/nvmet/config.json", "/etc/nvme/config.json", "/etc/nvme/tl
 SECRET_MARKERS = re.compile(r"(--dhchap-secret|--dhchap-ctrl-secret|--kxchap-secret|--tls-key\b|DHHC-1:|NVMeTLSkey-1:)")
 
 
-def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
+def _nvmet(
+    facts: Facts, unreadable: list[tuple[HostView, str]] | None = None
+) -> Iterator[tuple[HostView, dict[str, Any]]]:
+    """Each host's nvmetcli JSON that has nvmetcli's shape. One that does not (not JSON,
+    nested beyond the JSON bound, a subsystem that is not an object) is left out of the
+    checks and listed in ``unreadable``: NVMF-01 reports it, failing closed, because
+    nvmetcli may still restore the parts it reads (an allow_any_host among them)."""
     seen = False
     for view in facts.hosts:
         text = view.read(NVMET)
@@ -28,13 +36,37 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
             continue
         seen = True
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
+            doc = loads_json(text, source=view.where(NVMET), what="nvmetcli JSON")
+            problem = _shape_problem(doc)
+        except json.JSONDecodeError as exc:
+            problem = f"not JSON ({exc.msg} at line {exc.lineno})"
+        except InputError as exc:
+            problem = str(exc).removeprefix(f"{view.where(NVMET)}: ")
+        if problem is None:
             yield view, doc
+        elif unreadable is not None:
+            unreadable.append((view, problem))
     if not seen and not any(v.live and v.sys_glob("/sys/kernel/config/nvmet") for v in facts.hosts):
         raise NotAvailable("no nvmetcli config.json (/etc/nvmet/config.json) and no nvmet configfs")
+
+
+def _shape_problem(doc: Any) -> str | None:
+    """Why ``doc`` is not nvmetcli's shape (hosts/ports/subsystems lists of objects, their
+    attr/addr/param groups objects, allowed_hosts a list); None when it is."""
+    if not isinstance(doc, dict):
+        return "the top level is not an object"
+    for key in ("hosts", "ports", "subsystems"):
+        items = doc.get(key, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return f"{key} is not a list of objects"
+        for item in items:
+            for group in ("attr", "addr", "param", "dhchap"):
+                if not isinstance(item.get(group, {}), (dict, type(None))):
+                    return f"{key}[].{group} is not an object"
+            for listed in ("allowed_hosts", "subsystems", "namespaces", "ana_groups", "referrals"):
+                if not isinstance(item.get(listed, []), list):
+                    return f"{key}[].{listed} is not a list"
+    return None
 
 
 @check(
@@ -44,12 +76,21 @@ def _nvmet(facts: Facts) -> Iterator[tuple[HostView, dict[str, Any]]]:
     'set attr.allow_any_host to "0" and list the initiators in allowed_hosts',
 )
 def nvmf01(facts: Facts) -> Iterator[Finding]:
-    for view, doc in _nvmet(facts):
+    unreadable: list[tuple[HostView, str]] = []
+    for view, doc in _nvmet(facts, unreadable):
         for sub in doc.get("subsystems", []):
             if str(sub.get("attr", {}).get("allow_any_host", "0")) == "1":
                 yield finding(
                     "NVMF-01", f"{view.name}: {sub.get('nqn')}", 'attr.allow_any_host = "1"', location=view.where(NVMET)
                 )
+    for view, problem in unreadable:
+        yield finding(
+            "NVMF-01",
+            f"{view.name}: {NVMET}",
+            f"cannot be read as nvmetcli JSON ({problem}): which hosts it admits is unknown (fail closed)",
+            severity=Severity.high,
+            location=view.where(NVMET),
+        )
     for view in facts.hosts:
         if view.live:
             for attr in view.sys_glob("/sys/kernel/config/nvmet/subsystems/*/attr_allow_any_host"):
@@ -438,3 +479,43 @@ def nvmf13(facts: Facts) -> Iterator[Finding]:
                 )
     if not seen:
         raise NotAvailable("no /etc/nvme/discovery.conf and no rdma_cm default_roce_tos")
+
+
+@check(
+    "NVMF-14",
+    "A target admits hosts its flows do not name",
+    Severity.high,
+    "list in allowed_hosts only the hosts of the roles with a flow to this target on its storage plane",
+)
+def nvmf14(facts: Facts) -> Iterator[Finding]:
+    """Over-grant: on RDMA the host firewall cannot stop an initiator holding valid keys,
+    so allowed_hosts is the isolation; it must follow the flows (SecurityPolicy.nvme_initiators)."""
+    policy = facts.policy
+    if policy is None:
+        raise NotAvailable("no policy.json: no flows to compare allowed_hosts with")
+    host_of: dict[str, str] = {}
+    for view in facts.hosts:
+        nqn = (view.read("/etc/nvme/hostnqn") or "").strip()
+        if nqn:
+            host_of.setdefault(nqn, view.name)
+    if not host_of:
+        raise NotAvailable("no /etc/nvme/hostnqn of any host: cannot tell who an allowed NQN is")
+    for view, doc in _nvmet(facts):
+        role = policy.role_of(view.name)
+        if role is None or policy.role(role).kind != "storage":
+            continue
+        wanted = {h for name in policy.nvme_initiators(role) for h in policy.role(name).host_names}
+        for sub in doc.get("subsystems", []):
+            if not isinstance(sub, dict):
+                continue
+            allowed = sub.get("allowed_hosts", [])
+            for nqn in allowed if isinstance(allowed, list) else []:
+                host = host_of.get(str(nqn))
+                if host is not None and host not in wanted:
+                    yield finding(
+                        "NVMF-14",
+                        f"{view.name}: {sub.get('nqn')}",
+                        f"admits {host} ({nqn}), whose role {policy.role_of(host)} has no flow to {role} on plane"
+                        f" {policy.storage_plane(role)}",
+                        location=view.where(NVMET),
+                    )

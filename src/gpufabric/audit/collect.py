@@ -11,23 +11,32 @@ None, and checks turn None into "not available".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufabric.audit import nft
-from gpufabric.boundary import read_capped
+from gpufabric.audit import nft, nftinclude
+from gpufabric.audit.nftinclude import IncludeRefused
+from gpufabric.boundary import loads_json, read_capped
 from gpufabric.errors import CommandTimeout, InputError, ParseError, ToolNotFound
 from gpufabric.exec.process import Completed, run
 from gpufabric.spec.security import SecurityPolicy
 
 #: Collector commands get a short timeout: an audit must never hang on a stuck tool.
 TOOL_TIMEOUT_S = 10.0
+
+
+#: Prefixes of ruleset errors that are the ruleset's own (FW-08), not the auditing machine's.
+REJECTED = ("nft rejected", "include refused", "nftables.json unreadable")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -117,7 +126,9 @@ class HostView:
         """The host's nftables ruleset, parsed; None (with ruleset_error) when unavailable."""
         if self._ruleset is None and self.ruleset_error is None:
             self._ruleset, self.ruleset_error = _load_ruleset(self)
-            self.ruleset_rejected = (self.ruleset_error or "").startswith("nft rejected")
+            # what the host would not load: nft's refusal, an include the audit cannot see,
+            # a JSON ruleset that is not nft's JSON (FW-08); a missing tool is not the ruleset's fault
+            self.ruleset_rejected = (self.ruleset_error or "").startswith(REJECTED)
         return self._ruleset
 
 
@@ -128,17 +139,23 @@ class Facts:
     policy_doc: dict[str, Any] | None = None
     policy: SecurityPolicy | None = None
 
+    def _design(self, key: str) -> str | None:
+        design = self.policy_doc.get("design") if isinstance(self.policy_doc, dict) else None
+        value = design.get(key) if isinstance(design, dict) else None
+        return value if isinstance(value, str) else None  # policy.json is user input: anything else is absent
+
     @property
     def fabric_kind(self) -> str | None:
-        return (self.policy_doc or {}).get("design", {}).get("fabric_kind")
+        return self._design("fabric_kind")
 
     @property
     def storage(self) -> str | None:
-        return (self.policy_doc or {}).get("design", {}).get("storage")
+        return self._design("storage")
 
     @property
     def reproducibility(self) -> str | None:
-        return (self.policy_doc or {}).get("reproducibility")
+        value = self.policy_doc.get("reproducibility") if isinstance(self.policy_doc, dict) else None
+        return value if isinstance(value, str) else None
 
     def role_kind(self, role: str | None) -> str | None:
         if role is None or self.policy is None:
@@ -215,6 +232,8 @@ def _tree(root: Path, prefix: str = "/") -> dict[str, Path]:
 
 
 def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
+    if doc is not None and not isinstance(doc, dict):
+        raise InputError("policy.json is not a JSON object with a 'policy' key; copy it from the bundle again")
     if not doc or "policy" not in doc:
         return None
     try:
@@ -225,7 +244,7 @@ def _policy(doc: dict[str, Any] | None) -> SecurityPolicy | None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(read_file(path))
+        return loads_json(read_file(path), source=str(path), what="JSON")
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
 
@@ -275,17 +294,30 @@ def _from_bundle(root: Path) -> Facts:
     fabric = _tree(root / "fabric")
     if fabric:
         views.append(HostView(name="subnet-manager", role=None, files=fabric))
-    # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once).
-    shared: dict[Path, HostView] = {}
+    # Hosts that share a role tree share one parsed ruleset (the proof evaluates it once);
+    # an include can name a host's own file, so the key is every file the ruleset reads.
+    shared: dict[tuple[str, str], HostView] = {}
     for view in views:
         local = view.files.get("/etc/nftables.conf") or view.files.get("/etc/gpufabric/nftables.json")
         if local is None:
             continue
-        first = shared.setdefault(local, view)
+        first = shared.setdefault(_ruleset_key(view, local), view)
         if first is not view:
             view._ruleset, view.ruleset_error = first.ruleset(), first.ruleset_error
             view.ruleset_rejected = first.ruleset_rejected
     return Facts(source=f"bundle {root}", hosts=views, policy_doc=doc, policy=policy)
+
+
+def _ruleset_key(view: HostView, local: Path) -> tuple[str, str]:
+    """What makes two views' rulesets the same: the file, or, when it includes others
+    (which a host's own tree may hold), the inlined text itself."""
+    try:
+        if local.name != "nftables.conf" or not nftinclude.has_include(read_file(local)):
+            return ("file", str(local))
+        flat = nftinclude.flatten("/etc/nftables.conf", view.files, read_file)
+    except (OSError, InputError) as exc:
+        return ("unreadable", f"{local}: {exc}")
+    return ("text", hashlib.sha256(flat.encode()).hexdigest())
 
 
 def run_tool(argv: list[str]) -> Completed | None:
@@ -313,6 +345,24 @@ done
 nft -f "$f" || exit 4
 nft -j list ruleset && echo "--- text ---" && nft list ruleset
 """
+
+
+@contextmanager
+def flat_ruleset(view: HostView) -> Iterator[Path]:
+    """The view's /etc/nftables.conf with its includes resolved inside the view's files
+    (:mod:`gpufabric.audit.nftinclude`): the file itself when it has none, else a
+    temporary inlined copy. Raises IncludeRefused for what the audit cannot see."""
+    local = view.files["/etc/nftables.conf"]
+    text = read_file(local)
+    if not nftinclude.has_include(text):
+        yield local
+        return
+    where = f"the files audited for {view.name}"
+    flat = nftinclude.flatten("/etc/nftables.conf", view.files, read_file, where=where)
+    with tempfile.TemporaryDirectory(prefix="gpufabric-nft-") as tmp:
+        path = Path(tmp) / "nftables.conf"
+        path.write_text(flat)
+        yield path
 
 
 def nft_text_to_json(path: Path, interfaces: tuple[str, ...] = ()) -> tuple[Any | None, str | None]:
@@ -354,7 +404,13 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
     text = view.files.get("/etc/nftables.conf")
     error = None
     if text is not None:
-        doc, error = nft_text_to_json(text, view.interfaces)
+        try:
+            with flat_ruleset(view) as flat:
+                doc, error = nft_text_to_json(flat, view.interfaces)
+        except IncludeRefused as exc:
+            return None, f"include refused: {exc}"
+        except OSError as exc:
+            return None, f"cannot read {text}: {exc}"
         if doc is not None:
             return nft.parse(doc, str(text)), None
         if (error or "").startswith("nft rejected"):
@@ -364,9 +420,9 @@ def _load_ruleset(view: HostView) -> tuple[nft.Ruleset | None, str | None]:
         return None, f"cannot read {text}: {error}"
     if js is not None:
         try:
-            return nft.parse(json.loads(read_file(js)), str(js)), None
-        except (OSError, json.JSONDecodeError, ParseError) as exc:
-            return None, f"{js}: {exc}"
+            return nft.parse(loads_json(read_file(js), source=str(js), what="nft JSON"), str(js)), None
+        except (OSError, json.JSONDecodeError, InputError) as exc:
+            return None, f"nftables.json unreadable: {js}: {exc}"
     return None, "no /etc/nftables.conf"
 
 
@@ -396,8 +452,8 @@ def live(env: dict[str, str] | None = None) -> Facts:
     doc = None
     if "/etc/gpufabric/policy.json" in files:
         try:
-            doc = json.loads(read_file(Path("/etc/gpufabric/policy.json")))
-        except (OSError, json.JSONDecodeError):
+            doc = loads_json(read_file(Path("/etc/gpufabric/policy.json")), source="policy.json", what="policy")
+        except (OSError, json.JSONDecodeError, InputError):
             doc = None
     policy = _policy(doc)
     hostname = os.uname().nodename

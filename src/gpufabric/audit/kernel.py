@@ -184,6 +184,12 @@ def check_role(policy: SecurityPolicy, proof: Proof, role: str, ruleset_file: Pa
             _ip("-n", dst, "link", "set", iface, "up")
             _ip("-n", src, "link", "set", peer, "up")
             _ip("-n", src, "route", "add", str(plane.network), "dev", peer)
+            # a permanent neighbour entry: the sender never needs the destination's ARP
+            # reply, which a netdev egress chain of the ruleset may drop (the output path,
+            # not the proof's question)
+            mac = json.loads(_ip("-n", dst, "-j", "link", "show", iface))[0]["address"]
+            own = addresses[(dst_host, plane_name)]
+            _ip("-n", src, "neigh", "replace", own, "lladdr", mac, "dev", peer, "nud", "permanent")
             per_plane[plane_name] = _sources(policy, dst_host, plane_name)
             for _role, addr in per_plane[plane_name]:
                 _ip("-n", src, "addr", "add", f"{addr}/32", "dev", peer)

@@ -181,7 +181,9 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
         for r in rules:
             key = (r["family"], r["table"], r["chain"])
             if key in chains:
-                chains[key].rules.append(list(r.get("expr", [])))
+                exprs = r.get("expr", [])
+                _check_rule(exprs, source, key)
+                chains[key].rules.append(list(exprs))
                 chains[key].handles.append(r.get("handle"))
     except (KeyError, TypeError) as exc:
         raise ParseError(f"nft JSON item without {exc}", source=source, excerpt=str(doc)[:200]) from exc
@@ -200,6 +202,40 @@ def parse(doc: Any, source: str = "nft -j") -> Ruleset:
         tables=tables,
         fingerprint=hashlib.sha256(canonical.encode()).hexdigest(),
     )
+
+
+#: The statement keys whose body the evaluator and the port scan read, with the body's type.
+_BODY = {"match": dict, "vmap": dict, "mangle": dict, "jump": dict, "goto": dict, "set": dict, "map": dict}
+
+
+def _check_rule(exprs: Any, source: str, chain: tuple[str, str, str]) -> None:
+    """The shapes nft -j prints: a list of one-key objects; a match or verdict map with
+    its parts. A hand-edited JSON ruleset (``/etc/gpufabric/nftables.json``) that breaks
+    them is a ParseError naming the rule, not a traceback of the evaluator."""
+    problem = None
+    if not isinstance(exprs, list):
+        problem = "expr is not a list"
+    else:
+        for expr in exprs:
+            if not isinstance(expr, dict) or len(expr) != 1:
+                problem = f"expression {str(expr)[:80]!r} is not an object with one key"
+                break
+            ((key, body),) = expr.items()
+            want = _BODY.get(key)
+            if want is not None and not isinstance(body, want):
+                problem = f"{key} holds {type(body).__name__}, not an object"
+            elif key in ("match", "vmap") and not (
+                isinstance(body.get("op", "=="), str) and ("left" in body or "key" in body)
+            ):
+                problem = f"{key} without its left side or with a non-text op"
+            elif key in ("jump", "goto") and not isinstance(body.get("target"), str):
+                problem = f"{key} without a target chain name"
+            if problem:
+                break
+    if problem:
+        raise ParseError(
+            f"nft JSON rule in chain {' '.join(chain)}: {problem}", source=source, excerpt=str(exprs)[:200]
+        )
 
 
 def _mark_dynamic(chains: dict[tuple[str, str, str], Chain], set_flags: dict[tuple[str, str, str], set[str]]) -> None:

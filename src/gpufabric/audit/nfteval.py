@@ -24,6 +24,9 @@ Spans = tuple[tuple[int, int], ...]
 #: Conntrack runs at prerouting priority -200 (NF_IP_PRI_CONNTRACK, linux/netfilter_ipv4.h).
 CONNTRACK_PRIO = -200
 _PROTO_NUM = {"tcp": 6, "udp": 17}
+#: Statements inside a set statement that never end the rule (the others can: limit,
+#: quota, ct count, connlimit return NFT_BREAK depending on traffic).
+_NEVER_BREAKS = frozenset({"counter", "last"})
 _MAX_DEPTH = 16  # nftables refuses deeper jump stacks (NFT_JUMP_STACK_SIZE 16)
 _FORK_BUDGET = 256  # undecided rules followed both ways per packet; beyond it, unknown
 
@@ -271,7 +274,17 @@ def _rule(
             return _vmap(ctx, chain, expr["vmap"], p, sure, maybe, reason, where)
         elif key in ("accept", "drop", "reject", "jump", "goto", "return", "continue"):
             return ([(sure, expr, p)] if sure else []), ([(maybe, expr, p, reason)] if maybe else [])
-        elif key in ("counter", "log", "comment", "last", "set", "map", "flow", "secmark", "synproxy_off"):
+        elif key in ("set", "map"):
+            # a set statement's own expressions (limit, quota, ct count) end the rule the
+            # way the bare statement does (nft_dynset_eval runs them and keeps their
+            # NFT_BREAK): the rest of the rule depends on traffic. A counter never breaks.
+            stmts = expr[key].get("stmt") if isinstance(expr[key], dict) else None
+            stateful = [next(iter(st)) for st in stmts or [] if isinstance(st, dict) and st]
+            if any(name not in _NEVER_BREAKS for name in stateful) or not isinstance(stmts, (list, type(None))):
+                why = f"{where}: {key} statement with {', '.join(stateful) or 'an unreadable statement'} (depends on traffic)"
+                reason = reason or why
+                maybe, sure = iv.union(maybe, sure), ()
+        elif key in ("counter", "log", "comment", "last", "flow", "secmark", "synproxy_off"):
             continue  # no effect on the verdict (set/map updates are handled where sets are read)
         elif key == "notrack":
             p = replace(p, state="untracked")
@@ -462,8 +475,12 @@ def _value(left: Any, pkt: Packet) -> Any:
         key = body.get("key")
         if key in ("iifname", "iif"):
             return ("iface", pkt.iif)
-        if key in ("oifname", "oif", "oiftype", "oifgroup"):
-            return _NEVER  # no output device before routing to a local socket: the rule breaks
+        if key == "oifname":
+            return ("iface", "")  # no output device yet: the kernel stores an empty name
+        if key == "oif":
+            return ("ifindex", 0)  # ... and interface index 0
+        if key in ("oiftype", "oifgroup", "oifkind"):
+            return _NEVER  # these break the rule when there is no output device
         if key == "l4proto":
             return ("l4", pkt.proto)
         if key == "nfproto":
@@ -561,6 +578,13 @@ def _scalar_hit(key: Any, op: str, values: list[Any]) -> bool | None:
         if kind == "iface":
             if isinstance(value, str) and iface_hit(val, value):
                 return True
+        elif kind == "ifindex":
+            # nft resolves a name to its index (always >= 1) when it loads the rule and
+            # lists it back by name; a digit string may be index or name: undecided
+            if value == val:
+                return True
+            if not isinstance(value, (str, int)) or (isinstance(value, str) and value.isdigit()):
+                return None
         elif kind == "l4":
             if value in (val, _PROTO_NUM.get(val)):
                 return True

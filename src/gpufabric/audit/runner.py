@@ -13,7 +13,7 @@ from gpufabric.audit import (  # noqa: F401  (registration)
     checks_job,
     checks_nvmf,
 )
-from gpufabric.audit.collect import Facts, from_directory
+from gpufabric.audit.collect import Facts, flat_ruleset, from_directory
 from gpufabric.audit.findings import REGISTRY, Finding, NotAvailable, Severity
 from gpufabric.audit.nft import Ruleset
 from gpufabric.audit.reachability import Change, Proof, cell_at, diff, prove
@@ -100,7 +100,8 @@ def kernel_checks(facts: Facts, proof: Proof) -> list[KernelCheck]:
         view = next((v for v in facts.hosts if v.role == role.name and v.has("/etc/nftables.conf")), None)
         if view is None or view.ruleset() is None:
             continue
-        done.append(check_role(facts.policy, proof, role.name, view.files["/etc/nftables.conf"]))
+        with flat_ruleset(view) as path:  # the text the proof read, includes inlined
+            done.append(check_role(facts.policy, proof, role.name, path))
     return done
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.boundary import read_capped
+from gpufabric.boundary import loads_json, read_capped
 from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, envelope, print_json, stdout_console, to_jsonable
 from gpufabric.errors import InputError
@@ -19,7 +19,11 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 
 def _load(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(read_capped(path, MAX_MANIFEST_BYTES, "manifest").decode("utf-8", errors="replace"))
+        data = loads_json(
+            read_capped(path, MAX_MANIFEST_BYTES, "manifest").decode("utf-8", errors="replace"),
+            source=str(path),
+            what="manifest",
+        )
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not a JSON manifest: {exc.msg}") from exc
     if not isinstance(data, dict):

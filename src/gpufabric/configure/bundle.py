@@ -196,20 +196,41 @@ def render_bundle(spec: Spec, design: Design, keys: KeySource) -> Bundle:
 def _storage(
     bundle: Bundle, spec: Spec, policy: SecurityPolicy, design: Design, transport: str, keys: KeySource
 ) -> None:
-    targets = [h for r in policy.roles if r.kind == "storage" for h in r.host_names]
-    initiators = [h for r in policy.roles if r.kind == "compute" for h in r.host_names]
-    if not targets:
+    target_roles = [r for r in policy.roles if r.kind == "storage"]
+    if not target_roles:
         raise InputError(f"storage {design.storage} needs a role of kind storage in the security policy")
-    plane = nvme.storage_plane(policy)
     role_of = dict(policy.hosts())
-    for host in targets + initiators:
-        if plane not in policy.role_planes(role_of[host]):
-            raise InputError(
-                f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry"
+    # who may connect to which target follows the flows (SecurityPolicy.nvme_initiators):
+    # with two compute/storage pairs each compute host holds keys for its own targets only
+    admitted: dict[str, list[str]] = {}
+    for role in target_roles:
+        plane = policy.storage_plane(role.name)
+        initiators = [h for name in policy.nvme_initiators(role.name) for h in policy.role(name).host_names]
+        for host in [*role.host_names, *initiators]:
+            if plane not in policy.role_planes(role_of[host]):
+                raise InputError(
+                    f"role {role_of[host]} is not attached to the storage plane {plane!r}; add a flow or planes entry"
+                )
+        names = policy.nvme_initiators(role.name)
+        paired = bool(policy.storage_flows(plane))
+        sharing = [r.name for r in policy.roles if r.kind == "storage" and policy.storage_plane(r.name) == plane]
+        if not paired and (len(names) > 1 or len(sharing) > 1) and role.name == sharing[0]:
+            bundle.notes.append(
+                f"plane {plane}: no flow names a storage role, so every compute role on it ({', '.join(names)})"
+                f" is admitted to every target ({', '.join(sharing)}); add flows <compute role> -> <storage role>"
+                f" on {plane} to pair them (on RDMA the keys are the only isolation)"
             )
+        if not initiators:
+            bundle.notes.append(
+                f"storage role {role.name}: no flow on plane {plane} names it, so its targets admit no host;"
+                f" add a flow from its initiators' role to {role.name} on {plane}"
+            )
+        for target in role.host_names:
+            admitted[target] = initiators
+    targets = list(admitted)
     nvmet = {
         t: nvme.nvmet_config(
-            policy=policy, spec_name=spec.name, target=t, initiators=initiators, transport=transport, keys=keys
+            policy=policy, spec_name=spec.name, target=t, initiators=admitted[t], transport=transport, keys=keys
         )
         for t in targets
     }
@@ -218,23 +239,27 @@ def _storage(
         psks = {
             (h, t): (keys.tls_psk(f"tls-discovery/{spec.name}/{h}/{t}"), keys.tls_psk(f"tls/{spec.name}/{h}/{t}"))
             for t in targets
-            for h in initiators
+            for h in admitted[t]
         }
     for target in targets:
         bundle.add(f"hosts/{target}/etc/nvmet/config.json", json_text(nvmet[target]), secret=True)
-        if psks:
+        if psks and admitted[target]:
             lines = "".join(
                 nvme.tls_key_lines(nvme.host_identity(spec.name, h).hostnqn, nvmet[target], psks[(h, target)])
-                for h in initiators
+                for h in admitted[target]
             )
             bundle.add(f"hosts/{target}/etc/nvme/tls-keys", lines, secret=True)
     index = nvme.host_index(nvmet)
-    for host in initiators:
+    own_targets: dict[str, list[str]] = {}
+    for target in targets:
+        for host in admitted[target]:
+            own_targets.setdefault(host, []).append(target)
+    for host, mine in own_targets.items():
         files = nvme.host_files(
             policy=policy,
             spec_name=spec.name,
             host=host,
-            targets=targets,
+            targets=mine,
             transport=transport,
             nvmet=nvmet,
             tls_psks=psks,

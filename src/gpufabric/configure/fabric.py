@@ -8,10 +8,11 @@ from typing import Any
 
 from gpufabric.configure.keys import KeySource
 from gpufabric.configure.quoting import ifname, refuse
-from gpufabric.spec.security import SecurityPolicy
+from gpufabric.errors import InputError
+from gpufabric.spec.security import NCCL_MAX_IB_DEVS, SecurityPolicy
 
 #: One RDMA device:port as NCCL_IB_HCA and the QoS script take it (rdma-core device names).
-_HCA = re.compile(r"[A-Za-z0-9_.-]{1,64}:[0-9]{1,3}")
+_HCA = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]{0,63}:[0-9]{1,3}")
 #: What ALL_CAS=full admits: every channel adapter on the subnet (opensm partition-config.txt).
 OPEN_MEMBERS = "ALL_CAS"
 
@@ -106,8 +107,14 @@ def opensm_conf(env: Any, *, keys: KeySource, version: str, spec_name: str) -> s
 def rdma_hcas(policy: SecurityPolicy, gpus_per_node: int) -> list[str]:
     """The compute-data plane's HCAs, or one mlx5 device per GPU when the policy lists none."""
     plane = compute_data_plane(policy)
-    hcas = policy.plane(plane).hcas if plane else []
-    return checked_hcas(list(hcas) or [f"mlx5_{i}:1" for i in range(gpus_per_node)], plane or "compute-data")
+    hcas = list(policy.plane(plane).hcas) if plane else []
+    if not hcas and gpus_per_node > NCCL_MAX_IB_DEVS:
+        raise InputError(
+            f"cluster.gpus_per_node {gpus_per_node} would give NCCL_IB_HCA one HCA per GPU, but NCCL takes at most"
+            f" {NCCL_MAX_IB_DEVS} (MAX_IB_DEVS; it ignores the rest silently); list the NICs in"
+            f" security.planes[{plane or 'compute-data'}].hcas (at most {NCCL_MAX_IB_DEVS})"
+        )
+    return checked_hcas(hcas or [f"mlx5_{i}:1" for i in range(gpus_per_node)], plane or "compute-data")
 
 
 def checked_hcas(hcas: list[str], plane: str) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric import __version__
-from gpufabric.boundary import read_capped
+from gpufabric.boundary import loads_json, read_capped
 from gpufabric.configure.paths import check_relative
 from gpufabric.errors import InputError
 from gpufabric.jsonable import schema_version
@@ -124,7 +124,11 @@ def read_manifest(root: Path) -> Manifest:
     """The manifest of the bundle at ``root``."""
     path = root / MANIFEST
     try:
-        data = json.loads(read_capped(path, MAX_MANIFEST_BYTES, "bundle manifest").decode("utf-8"))
+        data = loads_json(
+            read_capped(path, MAX_MANIFEST_BYTES, "bundle manifest").decode("utf-8", errors="replace"),
+            source=str(path),
+            what="bundle manifest",
+        )
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
     return Manifest.from_dict(data, source=str(path))

@@ -45,16 +45,17 @@ def subsystem_nqn(spec_name: str, target: str) -> str:
     return uuid_nqn(spec_name, "subsystem", target)
 
 
-def storage_plane(policy: SecurityPolicy) -> str:
-    planes = policy.planes_of_kind("storage")
-    return planes[0].name if planes else policy.planes[0].name
+def storage_plane(policy: SecurityPolicy, host: str | None = None) -> str:
+    """The storage plane of ``host``'s role (SecurityPolicy.storage_plane)."""
+    return policy.storage_plane(policy.role_of(host) if host is not None else None)
 
 
 def nvmet_config(
     *, policy: SecurityPolicy, spec_name: str, target: str, initiators: list[str], transport: str, keys: KeySource
 ) -> dict[str, Any]:
-    """nvmetcli JSON for one target: one subsystem, allowed_hosts = the compute hosts."""
-    plane = storage_plane(policy)
+    """nvmetcli JSON for one target: one subsystem, allowed_hosts = ``initiators``
+    (the hosts its flows name, SecurityPolicy.nvme_initiators)."""
+    plane = storage_plane(policy, target)
     traddr = policy.addresses()[(target, plane)]
     nqn = subsystem_nqn(spec_name, target)
     hosts = []
@@ -173,9 +174,6 @@ def host_files(
     authenticate with the host-level ``dhchap_key``.
     """
     ident = host_identity(spec_name, host)
-    plane = storage_plane(policy)
-    iface = ifname(policy.plane(plane).interface or "", what=f"plane {plane} interface")
-    own = policy.addresses()[(host, plane)]
     lines = [
         f"# nvme-cli discovery controllers for {comment(host)} (install as /etc/nvme/discovery.conf);",
         "# --tls needs nvme-cli 2.4 or later",
@@ -183,6 +181,9 @@ def host_files(
     ports = []
     host_key = ""
     for target in targets:
+        plane = storage_plane(policy, target)  # each target on its own role's storage plane
+        iface = ifname(policy.plane(plane).interface or "", what=f"plane {plane} interface")
+        own = policy.addresses()[(host, plane)]
         traddr = policy.addresses()[(target, plane)]
         words = [
             f"--transport={transport}",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,8 @@ def parse_vary(text: str) -> Vary:
         raise InputError(
             f"--vary {text!r}: expected key=v1,v2,... with a dotted spec path such as cluster.nodes=64,128"
         )
+    if values.count(",") >= MAX_COMBINATIONS:  # one list alone beyond the cap: refused before parsing it
+        raise InputError(f"--vary {key}: more than {MAX_COMBINATIONS:,} values; at most {MAX_COMBINATIONS:,}")
     parsed = []
     for raw in values.split(","):
         raw = raw.strip()
@@ -88,9 +91,11 @@ def variants(spec: Spec, varies: Sequence[Vary]) -> tuple[list[tuple[tuple[Any, 
     with dp 64 at tp 8, pp 4); those are skipped with their reason. When none is valid
     the first reason is an :class:`InputError`.
     """
+    # counted before the product is built: 9 lists of 10 values would be 10^9 tuples in memory
+    count = math.prod(len(v.values) for v in varies)
+    if count > MAX_COMBINATIONS:
+        raise InputError(f"--vary gives {count:,} combinations; at most {MAX_COMBINATIONS:,}")
     combos = list(itertools.product(*(v.values for v in varies)))
-    if len(combos) > MAX_COMBINATIONS:
-        raise InputError(f"--vary gives {len(combos):,} combinations; at most {MAX_COMBINATIONS:,}")
     base = spec.model_dump(exclude_none=True)
     out, skipped = [], []
     for combo in combos:

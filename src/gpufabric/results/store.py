@@ -22,10 +22,12 @@ The schema and its migrations live in ``schema.py``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
 import sqlite3
+import stat
 import struct
 import threading
 import time
@@ -66,6 +68,57 @@ BUSY_TIMEOUT_MS = 10_000
 
 class StoreFailure(EnvironmentFailure):
     """The results database could not be written (disk full, read-only, I/O error)."""
+
+
+class StoreDamaged(EnvironmentFailure):
+    """The results database holds a value gpufabric did not write (edited by hand, corrupted):
+    one line naming the table and column, exit 1."""
+
+
+#: Names SQLite does not treat as a file: an in-memory database keeps nothing after the
+#: command, a URI may name anything (``file:x?mode=memory``). ``""`` is a private temporary file.
+_NOT_A_STORE = (":memory:", "")
+
+
+def _store_path(path: str | Path | None) -> Path:
+    """The store's file path; a name that is not a file is refused (InputError, exit 2)."""
+    raw = os.fspath(path) if path is not None else None
+    if raw is None:
+        env = os.environ.get("GPUFABRIC_DB")
+        if env is not None and (env in _NOT_A_STORE or env.startswith("file:")):
+            raise InputError(
+                f"GPUFABRIC_DB={env!r} is not a results file: an in-memory or URI database would keep nothing"
+                " after the command; set it to a file path"
+            )
+        return Path(default_path())
+    if raw in _NOT_A_STORE or raw.startswith("file:"):
+        raise InputError(
+            f"--db {raw!r} is not a results file: an in-memory or URI database would keep nothing after the"
+            " command; give a file path"
+        )
+    return Path(raw)
+
+
+def _connect_read_only(target: Path) -> sqlite3.Connection:
+    """A read-only connection. A WAL database needs its -shm file: where it cannot be
+    created (a read-only mount, a directory of another user) SQLite opens the file only
+    as ``immutable`` (https://www.sqlite.org/uri.html#uriimmutable), which is what such
+    media are: nobody can write there through the WAL either."""
+    uri = target.resolve().as_uri()
+    try:
+        conn = sqlite3.connect(
+            f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+        )
+        read_version(SqliteConnection(conn))
+        return conn
+    except sqlite3.OperationalError:
+        conn = sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, isolation_level=None, check_same_thread=False)
+        return conn
+
+
+def _close(conn: sqlite3.Connection | None) -> None:
+    if conn is not None:
+        conn.close()
 
 
 def _is_full(exc: BaseException) -> bool:
@@ -277,10 +330,10 @@ class Store:
             InputError: the directory does not exist (``create=False``), the file is not
                 a SQLite database, or was written by a newer gpufabric.
         """
-        where = path if path is not None else default_path()
-        if is_url(str(where)):
-            return cls._open_server(str(where))
-        target = Path(where)
+        given = os.fspath(path) if path is not None else os.environ.get("GPUFABRIC_DB", "")
+        if is_url(given):
+            return cls._open_server(given)
+        target = _store_path(path)
         if str(target).startswith(("postgresql:", "postgres:")):
             # What Path() makes of a URL ('postgresql://u@h/db' -> 'postgresql:/u@h/db'): never a file name.
             raise InputError(f"{target}: not a results store: a PostgreSQL URL is postgresql://USER@HOST/DB")
@@ -299,21 +352,46 @@ class Store:
                 fs_type,
             )
         try:
+            kind = target.stat().st_mode
+        except OSError:
+            kind = None  # absent (created below) or unreadable (the open reports it)
+        if kind is not None and not stat.S_ISREG(kind):
+            what = "a directory" if stat.S_ISDIR(kind) else "not a regular file"
+            raise InputError(f"{target}: is {what}, not a results database; give a file path to --db")
+        try:
             target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"{target}: cannot create the results directory: {exc.strerror}") from exc
+            if exc.errno in (errno.ENOTDIR, errno.EEXIST, errno.ENAMETOOLONG):
+                raise InputError(f"{target}: cannot create the results directory: {exc.strerror}") from exc
+            raise StoreFailure(f"{target}: cannot create the results directory: {exc.strerror}") from exc
+        # a reading command (create=False) on a file it may not write opens it read-only:
+        # listing a database on a read-only mount or owned by another user still works
+        read_only = not create and target.exists() and not os.access(target, os.W_OK)
+        conn: sqlite3.Connection | None = None
         try:
-            conn = sqlite3.connect(
-                target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
-            )
+            if read_only:
+                conn = _connect_read_only(target)
+            else:
+                conn = sqlite3.connect(
+                    target, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000
+                )
             conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            if not read_only:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
             version = read_version(SqliteConnection(conn))
-        except sqlite3.OperationalError as exc:  # cannot open: a directory, no permission, ...
-            raise InputError(f"{target}: cannot open the results database: {exc}") from exc
+        except sqlite3.OperationalError as exc:  # cannot open: no permission, full disk, read-only mount ...
+            _close(conn)
+            raise StoreFailure(f"{target}: cannot open the results database: {exc}") from exc
         except sqlite3.DatabaseError as exc:  # opened, but the bytes are not SQLite
+            _close(conn)
             raise InputError(f"{target}: not a gpufabric results database ({exc})") from exc
+        except ValueError as exc:  # meta.schema_version is not a number
+            _close(conn)
+            raise StoreDamaged(
+                f"{target}: table meta, column value (key schema_version) does not hold a version number ({exc});"
+                " was the database edited by hand? restore a copy"
+            ) from exc
         if version > STORE_SCHEMA_VERSION:
             conn.close()
             raise InputError(
@@ -321,7 +399,17 @@ class Store:
                 f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
             )
         if version < STORE_SCHEMA_VERSION:
-            migrate(SqliteConnection(conn), writer=f"gpufabric {__version__}")
+            if read_only:
+                conn.close()
+                raise StoreFailure(
+                    f"{target}: results schema v{version} needs migrating to v{STORE_SCHEMA_VERSION}, but the file"
+                    " is read-only; open it once with write access"
+                )
+            try:
+                migrate(SqliteConnection(conn), writer=f"gpufabric {__version__}")
+            except (sqlite3.OperationalError, OSError) as exc:
+                conn.close()
+                raise StoreFailure(f"{target}: cannot migrate the results database: {exc}") from exc
         return cls(SqliteConnection(conn), target)
 
     @classmethod
@@ -566,20 +654,50 @@ class Store:
             return int(self._conn.execute("SELECT COUNT(*) FROM run").fetchone()[0])
 
     @contextlib.contextmanager
-    def _decoding(self, what: str) -> Iterator[None]:
-        """Rows that do not decode (JSON columns, enum values) mean a database edited by hand or
-        corrupted: one line naming it, never a traceback."""
+    def _decoding(self, what: str, run_ids: Sequence[int], tables: tuple[str, ...] = ()) -> Iterator[None]:
+        """Rows that do not decode (JSON columns, enum values) or a number column holding
+        text mean a database edited by hand or corrupted: one line naming the table and
+        column (StoreDamaged, exit 1), never a traceback nor a wrong number downstream."""
         try:
             yield
-        except (ValueError, KeyError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
-            raise InputError(
-                f"{self.path}: {what} holds a row gpufabric cannot read ({exc}); was the database edited by hand?"
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            where = self._damage(run_ids, tables=tables) or "a row gpufabric cannot read"
+            raise StoreDamaged(
+                f"{self.path}: {what}: {where} ({str(exc)[:200]}); was the database edited by hand?"
             ) from exc
+        damaged = self._damage(run_ids, numbers_only=True, tables=tables)
+        if damaged:
+            raise StoreDamaged(f"{self.path}: {what}: {damaged}; was the database edited by hand?")
+
+    def _damage(
+        self, run_ids: Sequence[int], *, numbers_only: bool = False, tables: tuple[str, ...] = ()
+    ) -> str | None:
+        """The first column of these runs' rows holding what gpufabric never writes, as
+        "table t, column c (row n): value"; None when every checked column is sound. Each
+        query is bounded by the run index, so a clean read pays milliseconds."""
+        if not run_ids or self._conn.dialect != "sqlite":
+            # PostgreSQL's column types already refuse text in a number column (the checks
+            # below are SQLite's typeof/json_valid); a broken JSON text still fails to decode.
+            return None
+        marks = ",".join("?" * len(run_ids))
+        for table, column, test in _DAMAGE_CHECKS:
+            if (numbers_only and not test.startswith("typeof")) or (tables and table not in tables):
+                continue
+            scope = _DAMAGE_SCOPE[table].format(marks=marks)
+            with self._lock:
+                row = self._conn.execute(
+                    f"SELECT x.rowid, x.{column} FROM {table} x WHERE {scope} AND NOT ({test.format(c='x.' + column)})"
+                    " LIMIT 1",
+                    tuple(run_ids),
+                ).fetchone()
+            if row is not None:
+                return f"table {table}, column {column} (row {row[0]}) holds {str(row[1])[:60]!r}"
+        return None
 
     def get_run(self, ref: int | str) -> RunRecord:
         """The full run: provenance, results with metrics and samples, verdicts, artifacts."""
         run_id = self.resolve(ref)
-        with self._decoding(f"run {run_id}"):
+        with self._decoding(f"run {run_id}", [run_id]):
             return self._read_run(run_id)
 
     def _read_run(self, run_id: int) -> RunRecord:
@@ -663,7 +781,7 @@ class Store:
         with self._lock:
             rows = self._conn.execute(_RUN_SELECT + " ORDER BY r.id DESC LIMIT ?", (limit,)).fetchall()
             counts = self._verdict_counts([row[0] for row in rows])
-        with self._decoding("the run list"):
+        with self._decoding("the run list", [row[0] for row in rows], tables=("run",)):  # the list reads runs only
             return [_run_record(row, counts.get(row[0], {})) for row in rows]
 
     def _verdict_counts(self, run_ids: Sequence[int]) -> dict[int, dict[str, int]]:
@@ -679,6 +797,42 @@ class Store:
                 out.setdefault(int(run_id), {})[outcome] = int(n)
         return out
 
+
+_NUMBER = "typeof({c}) IN ('integer', 'real')"
+_NUMBER_OR_NULL = "typeof({c}) IN ('integer', 'real', 'null')"
+_JSON = "json_valid({c})"
+_JSON_OR_NULL = "({c} IS NULL OR json_valid({c}))"
+#: (table, column, SQL test every row must pass): what gpufabric writes in each column.
+_DAMAGE_CHECKS = (
+    ("run", "started_at", _NUMBER),
+    ("run", "finished_at", _NUMBER_OR_NULL),
+    ("run", "argv", _JSON),
+    ("run", "fingerprint", _JSON),
+    ("run", "plan", _JSON_OR_NULL),
+    ("run", "meta", _JSON),
+    ("run", "status", "{c} IN (" + ", ".join(f"'{s.value}'" for s in RunStatus) + ")"),
+    ("test_result", "started_at", _NUMBER),
+    ("test_result", "duration_s", _NUMBER),
+    ("test_result", "argv", _JSON),
+    ("test_result", "params", _JSON),
+    ("test_result", "status", "{c} IN (" + ", ".join(f"'{s.value}'" for s in Status) + ")"),
+    ("metric", "value", _NUMBER_OR_NULL),
+    ("metric", "direction", "{c} IN (" + ", ".join(f"'{d.value}'" for d in Direction) + ")"),
+    ("verdict", "measured", _NUMBER_OR_NULL),
+    ("verdict", "expected", _NUMBER_OR_NULL),
+    ("verdict", "margin", _NUMBER_OR_NULL),
+    ("verdict", "passed_repeats", _NUMBER),
+    ("verdict", "total_repeats", _NUMBER),
+    ("verdict", "warnings", _JSON),
+    ("verdict", "outcome", "{c} IN (" + ", ".join(f"'{o.value}'" for o in Outcome) + ")"),
+    ("verdict", "direction", "{c} IN (" + ", ".join(f"'{d.value}'" for d in Direction) + ")"),
+)
+_DAMAGE_SCOPE = {
+    "run": "x.id IN ({marks})",
+    "test_result": "x.run_id IN ({marks})",
+    "verdict": "x.run_id IN ({marks})",
+    "metric": "x.result_id IN (SELECT id FROM test_result WHERE run_id IN ({marks}))",
+}
 
 _RUN_SELECT = (
     "SELECT r.id, r.kind, r.status, r.started_at, r.finished_at, r.argv, r.fingerprint, r.spec_name, r.plan, r.meta,"

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufabric.boundary import default_ids, read_capped
+from gpufabric.boundary import default_ids, loads_json, read_capped
 from gpufabric.errors import InputError
 from gpufabric.jsonable import schema_version
 from gpufabric.spec.loader import did_you_mean
@@ -143,7 +143,9 @@ MAX_PLAN_BYTES = 256 * 1024 * 1024
 def load_plan(path: Path) -> dict[str, Any]:
     """The plan document at ``path``; InputError when it is unreadable, not a plan, or too new."""
     try:
-        doc = json.loads(read_capped(path, MAX_PLAN_BYTES, "plan").decode("utf-8", errors="replace"))
+        doc = loads_json(
+            read_capped(path, MAX_PLAN_BYTES, "plan").decode("utf-8", errors="replace"), source=str(path), what="plan"
+        )
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}:{exc.lineno}: not a plan JSON file (not JSON: {exc.msg})") from None
     return plan_from_dict(doc, source=str(path))

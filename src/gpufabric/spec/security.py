@@ -24,6 +24,10 @@ from gpufabric.spec.types import HOSTNAME, Cidr, Comment, FieldsError, Hca, Host
 PlaneKind = Literal["management", "control", "compute-data", "storage"]
 RoleKind = Literal["compute", "storage", "login", "scheduler"]
 
+#: NCCL reads at most this many NCCL_IB_HCA entries and drops the rest without a word:
+#: ``#define MAX_IB_DEVS 32`` (https://github.com/NVIDIA/nccl, src/transport/net_ib.cc,
+#: later net_ib/common.h; the user list is parsed into an array of that size); as_of 2026-12.
+NCCL_MAX_IB_DEVS = 32
 #: Upper bounds on list lengths: far above a real cluster, low enough to bound the work.
 MAX_PLANES = 64
 MAX_ROLES = 256
@@ -51,7 +55,17 @@ class Plane(_Model):
     pkey: int | None = Field(None, ge=0x0001, le=0x7FFE)
     """InfiniBand partition key (0x0001-0x7ffe; 0x7fff is the open default partition) for IB designs."""
     hcas: list[Hca] = Field([], max_length=256)
-    """Exact RDMA device:port list on this plane, for example [mlx5_0:1, mlx5_1:1]; empty: one per GPU."""
+    """Exact RDMA device:port list on this plane, for example [mlx5_0:1, mlx5_1:1]; empty: one per GPU. A compute-data plane's list becomes NCCL_IB_HCA: at most 32 entries."""
+
+    @model_validator(mode="after")
+    def _nccl_hca_limit(self) -> Plane:
+        if self.kind == "compute-data" and len(self.hcas) > NCCL_MAX_IB_DEVS:
+            raise FieldsError(
+                f"plane {self.name!r} lists {len(self.hcas)} HCAs; NCCL_IB_HCA takes at most {NCCL_MAX_IB_DEVS}"
+                " (NCCL's MAX_IB_DEVS: it silently ignores the rest); list at most 32 device:port entries",
+                fields=(f"hcas[{NCCL_MAX_IB_DEVS}]",),
+            )
+        return self
 
     @field_validator("pkey", mode="before")
     @classmethod
@@ -165,6 +179,7 @@ class _Memo:
     owner: int
     role_planes: dict[str, list[str]] = field(default_factory=dict)
     addresses: dict[tuple[str, str], str] | None = None
+    role_of: dict[str, str] | None = None
 
 
 class SecurityPolicy(_Model):
@@ -177,9 +192,23 @@ class SecurityPolicy(_Model):
     flows: list[Flow] = Field([], max_length=MAX_FLOWS)
     """Allowed flows; anything not listed is dropped."""
     rdma_tos: int = Field(106, ge=0, le=255)
-    """IP TOS byte of RoCE traffic: DSCP 26 << 2 | ECT(0) = 106 (reference section 3.9)."""
+    """IP TOS byte of RoCE traffic: DSCP << 2 | ECN; 106 = DSCP 26 << 2 | ECT(0) (reference section 3.9). The low two bits must not be 11 (Congestion Experienced)."""
     roce_priority: int = Field(3, ge=0, le=7)
     """802.1p priority that is lossless (PFC) for RoCE; 3 by the Cumulus/NVIDIA convention (reference 3.5)."""
+
+    @field_validator("rdma_tos")
+    @classmethod
+    def _not_ce(cls, value: int) -> int:
+        # RFC 3168 section 5: ECN field 11 is CE. A sender marking CE tells every receiver
+        # that the fabric is congested on every packet, so DCQCN throttles the flow to its
+        # minimum rate. ECT(0) is 10: DSCP << 2 | 2.
+        if value & 0b11 == 0b11:
+            raise ValueError(
+                f"rdma_tos {value} sets the ECN bits to 11 (Congestion Experienced) on every RoCE packet;"
+                f" ECT(0) needs the low two bits 10: DSCP << 2 | 2, here {value - 1} (DSCP {value >> 2});"
+                " the default 106 is DSCP 26 with ECT(0)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> SecurityPolicy:
@@ -281,13 +310,48 @@ class SecurityPolicy(_Model):
         return list(memo.role_planes[role])
 
     def _compute_role_planes(self, role: str) -> list[str]:
-        explicit = self.role(role).planes
-        if explicit is not None:
-            wanted = set(explicit)
+        found = self.role(role)
+        if found.planes is not None:
+            wanted = set(found.planes)
         else:
             wanted = {p.name for p in self.planes if p.kind == "management"}
             wanted |= {f.plane for f in self.flows if role in (f.src, f.dst)}
+            if found.kind == "compute":
+                # collectives cross the compute-data plane even when no host-firewall flow
+                # names it (RDMA bypasses netfilter): a compute node belongs there by kind,
+                # or its partition would have no member and admit every adapter (issue 24)
+                wanted |= {p.name for p in self.planes if p.kind == "compute-data"}
         return [p.name for p in self.planes if p.name in wanted]
+
+    def storage_plane(self, role: str | None = None) -> str:
+        """The plane NVMe-oF runs on for ``role`` (its first storage-kind plane), or the
+        policy's first storage plane (the first plane when there is none)."""
+        attached = self.role_planes(role) if role is not None else [p.name for p in self.planes]
+        for plane in self.planes:
+            if plane.kind == "storage" and plane.name in attached:
+                return plane.name
+        stor = self.planes_of_kind("storage")
+        return stor[0].name if stor else self.planes[0].name
+
+    def storage_flows(self, plane: str) -> list[Flow]:
+        """The flows on ``plane`` whose destination is a storage role (they pair initiators with targets)."""
+        return [f for f in self.flows if f.plane == plane and self.role(f.dst).kind == "storage"]
+
+    def nvme_initiators(self, target_role: str) -> list[str]:
+        """Roles whose hosts the NVMe-oF subsystems of ``target_role`` admit, in role order.
+
+        Authorisation follows the flows, not the role kinds: the sources of the flows to
+        the target on its storage plane. On RDMA the host firewall cannot stop an
+        initiator that holds valid keys, so the key list is the isolation. Only when no
+        flow on that plane names any storage role (NVMe/RDMA over InfiniBand needs no
+        firewall flow) are the compute roles attached to the plane the initiators."""
+        plane = self.storage_plane(target_role)
+        to_storage = self.storage_flows(plane)
+        if to_storage:
+            wanted = {f.src for f in to_storage if f.dst == target_role and f.src != target_role}
+        else:
+            wanted = {r.name for r in self.roles if r.kind == "compute" and plane in self.role_planes(r.name)}
+        return [r.name for r in self.roles if r.name in wanted]
 
     def _memo(self) -> _Memo:
         """Per-instance cache of derived views (the model is frozen; renderers ask per host).
@@ -317,6 +381,13 @@ class SecurityPolicy(_Model):
                     index += 1
                     out[(host, plane.name)] = str(ipaddress.IPv4Address(base + index))
         return out
+
+    def role_of(self, host: str) -> str | None:
+        """The role of ``host``; None when no role lists it."""
+        memo = self._memo()
+        if memo.role_of is None:
+            memo.role_of = dict(self.hosts())
+        return memo.role_of.get(host)
 
     def hosts(self) -> list[tuple[str, str]]:
         """(host, role) pairs in order."""
@@ -354,7 +425,9 @@ def default_policy(
     discovery 8009 only compute -> storage on the storage plane; NCCL RAS stays on
     loopback (not a flow: loopback is always accepted).
     """
-    hcas = [f"mlx5_{i}:1" for i in range(gpus_per_node)]
+    # one NIC per GPU, as far as NCCL can take them; beyond that configure refuses the
+    # design with a located error (configure.fabric.rdma_hcas) rather than cut the list
+    hcas = [f"mlx5_{i}:1" for i in range(gpus_per_node)] if gpus_per_node <= NCCL_MAX_IB_DEVS else []
     planes = [
         Plane(name="mgmt", kind="management", cidr="10.10.0.0/16", interface="mgmt0", vlan=10, pkey=0x0010),
         Plane(name="ctl", kind="control", cidr="10.20.0.0/16", interface="ctl0", vlan=20, pkey=0x0020),

@@ -35,10 +35,12 @@ HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME = rf"^{HOST_LABEL}(?:\.{HOST_LABEL})*$"
 #: A Linux interface name: kernel dev_valid_name() forbids '/', ':' and whitespace and
 #: needs fewer than IFNAMSIZ (16) bytes; we also keep to characters nft and shells read
-#: literally. "." and ".." are refused separately.
-IFNAME = r"^[A-Za-z0-9_.-]{1,15}$"
-#: An RDMA device with an optional port: mlx5_0 or mlx5_0:1 (IB_DEVICE_NAME_MAX is 64).
-HCA = r"^[A-Za-z0-9_.-]{1,63}(?::[0-9]{1,3})?$"
+#: literally, and no leading '-' (ip, ethtool, nvme --host-iface would read it as an
+#: option). "." and ".." are refused separately.
+IFNAME = r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,14}$"
+#: An RDMA device with an optional port: mlx5_0 or mlx5_0:1 (IB_DEVICE_NAME_MAX is 64);
+#: no leading '-' either (mlnx_qos -d, ibv_devinfo -d take it as an argument).
+HCA = r"^[A-Za-z0-9_.][A-Za-z0-9_.-]{0,62}(?::[0-9]{1,3})?$"
 #: Free text that lands in a comment (a flow's purpose becomes an nft rule comment, at
 #: most 128 bytes): one line of printable ASCII without double quotes, backslash, $ or backtick
 #: (a ' is allowed; the nft renderer neutralises it, configure.quoting.nft_comment).
@@ -89,8 +91,8 @@ PATTERN_HELP: dict[str, str] = {
     SLUG: "lower-case letters, digits, '.', '_', '-'; starts with a letter or digit; at most 63 characters",
     NAME: "lower-case letters, digits, '_', '-'; starts with a letter; at most 31 characters",
     HOSTNAME: "RFC 1123 host name: letters, digits and inner '-' in dot-separated labels of 1-63 characters",
-    IFNAME: "Linux interface name: 1-15 of letters, digits, '_', '.', '-' (no '/', ':' or spaces)",
-    HCA: "RDMA device[:port], for example mlx5_0:1",
+    IFNAME: "Linux interface name: 1-15 of letters, digits, '_', '.', '-', not starting with '-' (no '/', ':' or spaces)",
+    HCA: "RDMA device[:port], for example mlx5_0:1 (not starting with '-')",
     DESCRIPTION: "one line of printable text (no newline, tab or other control or format character)",
     COMMENT: "one line of at most 128 printable ASCII characters without '\"', backslash, '$' or '`'",
     NQN: "nqn.yyyy-mm.<reverse domain>[:...] of printable ASCII, at most 223 bytes",

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
+from gpufabric.boundary import MAX_JSON_DEPTH, json_too_deep
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
 
@@ -110,6 +111,8 @@ def load_json(text: str, *, source: str, tool: str, trailing_ok: str = "") -> An
         body = text[text.index("\n{") + 1 :]
     else:
         raise ParseError(f"no {tool} JSON document found (empty or text output)", source=source, excerpt=text[:120])
+    if json_too_deep(body):
+        raise ParseError(f"{tool} JSON nests deeper than {MAX_JSON_DEPTH} levels (not {tool} output)", source=source)
     decoder = json.JSONDecoder(parse_constant=_reject_constant)
     try:
         doc, end = decoder.raw_decode(body)
@@ -118,6 +121,10 @@ def load_json(text: str, *, source: str, tool: str, trailing_ok: str = "") -> An
         while rest.startswith("{"):
             doc, end = decoder.raw_decode(rest)
             rest = rest[end:].lstrip()
+    except RecursionError:  # never closed and deep: the C decoder recursed before it saw the end
+        raise ParseError(
+            f"{tool} JSON nests deeper than {MAX_JSON_DEPTH} levels (not {tool} output)", source=source
+        ) from None
     except ValueError as exc:
         if not isinstance(exc, json.JSONDecodeError):
             # parse_constant errors carry no position; locate the token ourselves.

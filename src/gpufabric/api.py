@@ -1,0 +1,156 @@
+"""The declared library API: what a program embeds (a planner in an optimisation loop, a CI
+gate, a notebook). Everything else in the package may change between releases; these names
+are a promise, versioned like the JSON outputs (``API_VERSION``: a name removed or a
+signature changed incompatibly bumps it, additions do not).
+
+    >>> from gpufabric import api
+    >>> spec = api.load_spec("examples/llama3-70b-1k.yaml")
+    >>> result = api.plan(spec)
+    >>> result.recommended
+    'ib-ndr/rail-optimized/...'
+
+Errors are the documented tree (``gpufabric.errors``): ``UserError`` for a bad spec or
+argument (with file, line and field where there is one), ``EnvironmentFailure`` for the
+machine (an unreachable store). docs/api.md has a runnable example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufabric.catalog import Catalog
+    from gpufabric.model.collectives import CollectivePrediction
+    from gpufabric.plan import Plan
+    from gpufabric.plan.evaluate import Candidate
+    from gpufabric.plan.inference import ServingPlan
+    from gpufabric.results.store import Store
+    from gpufabric.sim.config import SimConfig
+    from gpufabric.sim.simulate import SimResult
+    from gpufabric.spec.inference import InferenceSpec
+    from gpufabric.spec.models import Spec
+
+__all__ = [
+    "API_VERSION",
+    "evaluate",
+    "load_catalog",
+    "load_spec",
+    "open_store",
+    "plan",
+    "predict_collective",
+    "simulate",
+]
+
+#: Version of this surface (see the module docstring).
+API_VERSION = 1
+
+
+def load_catalog(overrides: Sequence[str | Path] = ()) -> Catalog:
+    """The shipped hardware and price catalog, with override files merged in order (later wins)."""
+    from gpufabric.catalog import load_catalog as _load
+
+    return _load(list(overrides))
+
+
+def _catalog(catalog: Catalog | None) -> Catalog:
+    return catalog if catalog is not None else load_catalog()
+
+
+def load_spec(source: str | Path | Mapping[str, Any], *, catalog: Catalog | None = None) -> Spec | InferenceSpec:
+    """A validated spec from a YAML file or a mapping: a training ``Spec``, or an ``InferenceSpec``
+    when ``workload.kind`` is ``inference``. Catalog ids are checked against ``catalog``
+    (default: the shipped one).
+
+    Raises:
+        SpecError: not a valid spec (file:line:field and the fix, for a file).
+    """
+    from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
+    from gpufabric.spec.loader import Located, check_ids, validate_model
+    from gpufabric.spec.models import Spec
+
+    known = _catalog(catalog).known_ids()
+    if isinstance(source, Mapping):
+        located = Located(file="<mapping>", data=dict(source), key_positions={}, value_positions={})
+    else:
+        located = read_located(source)
+    if workload_kind(located) == "inference":
+        return load_inference_spec(located, known_ids=known)
+    spec = validate_model(located, Spec)
+    check_ids(located, known)
+    return spec
+
+
+def plan(spec: Spec | InferenceSpec, catalog: Catalog | None = None) -> Plan | ServingPlan:
+    """Every candidate design costed and predicted, ranked, with the recommendation (``gpufabric plan``)."""
+    from gpufabric.spec.inference import InferenceSpec
+
+    cat = _catalog(catalog)
+    if isinstance(spec, InferenceSpec):
+        from gpufabric.plan.inference import make_serving_plan
+        from gpufabric.sim.serving import simulate_serving
+
+        return make_serving_plan(spec, cat, simulate=simulate_serving)
+    from gpufabric.plan import make_plan
+
+    return make_plan(spec, cat)
+
+
+def evaluate(specs: Spec | Sequence[Spec], catalog: Catalog | None = None) -> list[Candidate] | list[list[Candidate]]:
+    """The candidate table of one training spec (or one table per spec), unranked: every design
+    its options allow with the best layout for each, predicted and costed, without the
+    recommendation and sensitivity runs ``plan`` adds. The catalog is loaded once for a batch."""
+    from gpufabric.plan.candidates import evaluate_candidates
+
+    cat = _catalog(catalog)
+    if isinstance(specs, Sequence):
+        return [evaluate_candidates(s, cat) for s in specs]
+    return evaluate_candidates(specs, cat)
+
+
+def predict_collective(
+    *,
+    op: str,
+    size_bytes: int,
+    nodes: int,
+    gpus_per_node: int,
+    gpu: str,
+    fabric: str,
+    catalog: Catalog | None = None,
+    **options: Any,
+) -> CollectivePrediction:
+    """Expected nccl-tests time, algbw and busbw of one collective (``gpufabric predict collective``).
+
+    ``options``: ``algorithm``, ``protocol``, ``harness``, ``timing``, ``sharp``,
+    ``deterministic``, ``oversubscription``, ``nccl_version``, as
+    :func:`gpufabric.model.collectives.predict_collective` takes them.
+    """
+    from gpufabric.model.collectives import predict_collective as _predict
+
+    return _predict(
+        op=op,
+        size_bytes=size_bytes,
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        gpu=gpu,
+        fabric=fabric,
+        catalog=_catalog(catalog),
+        **options,
+    )
+
+
+def simulate(config: SimConfig, *, brute_force: bool = False) -> SimResult:
+    """Step-time distributions of synchronous training under jitter, stragglers, checkpoints and
+    failures (``gpufabric simulate``); the same config and seed give the same result bit for bit."""
+    from gpufabric.sim.simulate import simulate as _simulate
+
+    return _simulate(config, brute_force=brute_force)
+
+
+def open_store(url: str | Path | None = None) -> Store:
+    """The results store: a SQLite file, a ``postgresql://`` URL, or (None) ``$GPUFABRIC_DB`` /
+    the user's default file. Use it as a context manager."""
+    from gpufabric.results.store import Store
+
+    return Store.open(url)
