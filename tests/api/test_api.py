@@ -55,3 +55,17 @@ def test_predict_collective_and_store(tmp_path):
     assert 0 < p.algbw_gbps <= p.ceiling_algbw_gbps and p.busbw_gbps > p.algbw_gbps
     with api.open_store(tmp_path / "r.db") as store:
         assert store.list_runs() == []
+
+
+def test_the_docs_example_runs(tmp_path, monkeypatch, capsys):
+    import re
+
+    from tests.conftest import ROOT
+
+    code = re.search(r"```python\n(.*?)```", (ROOT / "docs" / "api.md").read_text(encoding="utf-8"), re.S).group(1)
+    (tmp_path / "examples").symlink_to(EXAMPLES)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/api.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(api.plan(api.load_spec(EXAMPLES / "llama3-70b-1k.yaml")).recommended)
+    assert [line.split()[0] for line in out[1:4]] == ["96", "128", "160"]
