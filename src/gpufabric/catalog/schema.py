@@ -156,6 +156,7 @@ class Gpu(Entry):
     def nvlink_domain_gpus(self) -> int:
         """GPUs of one NVLink domain (``nvlink_domain``, else the server's)."""
         return self.nvlink_domain or self.gpus_per_node
+
     nic_pcie_gen: int = Field(5, ge=3, le=7)
     """PCIe generation of each scale-out NIC's host slot in this server."""
     nic_pcie_lanes: int = Field(16, gt=0, le=32)
