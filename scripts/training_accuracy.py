@@ -75,6 +75,7 @@ class Row:
     precision: str = "bf16"
     flash_attention: bool = True
     attention_counted: float = 1.0  # share of the 12 L h s attention term the figure counts (0.5: causal)
+    placement: str = "fragmented"  # options.placement of the run's allocation (the planner's default unless sourced)
     note: str = ""
 
     @property
@@ -306,6 +307,10 @@ _L = dict(
     zero_stage=1,
     tp=8,
     pp=16,
+    # Meta places its jobs with a network-topology-aware scheduler (Dubey et al. 2024,
+    # arXiv:2407.21783, sec. 3.3.1), as examples/llama3-405b-16k.yaml and
+    # tests/plan/test_throughput.py's Table 4 rows do.
+    placement="contiguous",
 )
 LLAMA3 = [
     Row(name="8,192 GPUs", split="fit", seq_len=8192, batch_seqs=2048, dp=64, tflops=430, **_L),
@@ -372,7 +377,12 @@ def spec_of(row: Row, *, anchor: Row | None = None) -> Spec:
             "name": "row",
             "cluster": {"nodes": row.gpus // gpn, "gpus_per_node": gpn, "gpu": row.gpu},
             "workload": workload,
-            "options": {"fabrics": [row.fabric], "storage": ["local-nvme"], "oversubscription": [1]},
+            "options": {
+                "fabrics": [row.fabric],
+                "storage": ["local-nvme"],
+                "oversubscription": [1],
+                "placement": row.placement,
+            },
         }
     )
 

@@ -159,6 +159,26 @@ def test_default_placement_makes_4_to_1_measurably_slower_for_8b_dp_over_256_nod
     assert "under placement contiguous" in make_plan(_dp_256_nodes("contiguous"), CAT).rationale
 
 
+def test_overlap_interference_runs_beside_the_exposed_tail_not_after_it():
+    """The compute a reduction overlaps runs 18.9% slower (Lee et al. 2025); the step pays
+    the larger of that extra compute and the reduction's exposed tail, which run together."""
+    from gpufabric.model.step import OVERLAP_COMPUTE_SLOWDOWN as S
+    from gpufabric.model.step import exposed_dp_s, exposed_with_interference_s
+
+    compute, m = 3.0, 1  # window 0.8 x 2/3 x 3 s = 1.6 s
+    window = 1.6
+    for dp_s in (0.4, 1.2, 1.6, 1.8, 2.5, 6.0):
+        tail = float(exposed_dp_s(dp_s, compute, m))
+        got = float(exposed_with_interference_s(dp_s, tail))
+        hidden = dp_s - tail
+        assert hidden == pytest.approx(min(dp_s, window))
+        assert got == pytest.approx(max(tail, S * hidden))
+        assert tail <= got <= tail + S * hidden + 1e-12  # never above the old sum
+    # All hidden: the interference is the cost; far outlasting the window: only the tail.
+    assert float(exposed_with_interference_s(0.4, 0.0)) == pytest.approx(S * 0.4)
+    assert float(exposed_with_interference_s(6.0, 6.0 - window)) == pytest.approx(6.0 - window)
+
+
 def test_fragmented_cross_fraction_lies_between_contiguous_and_scattered():
     rho = float(replaced_fraction(gpus_per_node=8, gpu_mttf_hours=50000.0))
     assert rho == pytest.approx(8 * 24 * 7 / 50000)

@@ -97,16 +97,33 @@ def zero_dp_factor(zero_stage: object) -> np.ndarray:
 
 #: Compute slowdown while collectives run beside it: NCCL kernels hold SMs and HBM
 #: bandwidth, so a GEMM overlapped with communication runs 18.9% slower on average
-#: (max 40%) on H100, A100, MI250 and MI210 (Lee et al., "Characterizing
-#: Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning",
-#: arXiv:2507.03114, as_of 2025-07) [S]. A hidden reduction is therefore not free: a
-#: slower (congested) one keeps the compute slowed for longer.
+#: (max 40%) on H100, A100, MI250 and MI210, against the same GEMM with no communication
+#: beside it (Lee et al., "Characterizing Compute-Communication Overlap in GPU-Accelerated
+#: Distributed Deep Learning", arXiv:2507.03114, as_of 2025-07) [S]. A hidden reduction is
+#: therefore not free: a slower (congested) one keeps the compute slowed for longer.
 OVERLAP_COMPUTE_SLOWDOWN = 0.189
 
 
 def overlap_interference_s(hidden_s: object) -> np.ndarray:
-    """Extra compute time from ``hidden_s`` of communication overlapped with it."""
+    """Extra compute time from ``hidden_s`` of communication overlapped with it (first order:
+    the compute beside the collective runs OVERLAP_COMPUTE_SLOWDOWN slower)."""
     return OVERLAP_COMPUTE_SLOWDOWN * np.maximum(0.0, np.asarray(hidden_s, dtype=float))
+
+
+def exposed_with_interference_s(dp_time_s: object, exposed_s: object) -> np.ndarray:
+    """Time a DP reduction adds to the step once the compute it overlaps is slowed.
+
+    ``exposed_s`` is what outlasts the overlap window (``exposed_dp_s``, ``exposed_zero3_s``),
+    ``dp_time_s - exposed_s`` the part hidden in it. The window's compute runs slower while
+    the reduction runs beside it (``overlap_interference_s`` of the hidden part), but the
+    reduction's exposed tail and that extra compute run at the same time, one after the
+    window's nominal end: the step waits for the later of the two, not for their sum. A
+    reduction that is all hidden costs its interference; one that outlasts its window by
+    more than the interference costs only its exposed tail (the slowed compute finishes
+    while the reduction is still on the wire, off the critical path).
+    """
+    exposed = np.maximum(0.0, np.asarray(exposed_s, dtype=float))
+    return np.maximum(exposed, overlap_interference_s(np.asarray(dp_time_s, dtype=float) - exposed))
 
 
 def bubble_time_s(compute_s: object, pp: object, microbatches: object, virtual_stages: object = 1) -> np.ndarray:

@@ -25,8 +25,8 @@ from gpufabric.model.step import (
     compute_time_s,
     ep_all_to_alls_per_layer,
     exposed_dp_s,
+    exposed_with_interference_s,
     exposed_zero3_s,
-    overlap_interference_s,
     ring_attention_exposed_s,
     tp_collectives_per_layer,
     zero3_dp_s,
@@ -357,8 +357,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     t_z3 = zero3_dp_s(weights_allreduce_s=t_w, grads_allreduce_s=t_dp, microbatches=m)
     t_dp = np.where(z3, t_z3, t_dp * zero_dp_factor(t.zero_stage))
     dp_exp = np.where(z3, exposed_zero3_s(t_z3, compute), exposed_dp_s(t_dp, compute, m))
-    # The hidden part slows the compute it overlaps (model.step.OVERLAP_COMPUTE_SLOWDOWN).
-    dp_exp = dp_exp + overlap_interference_s(t_dp - dp_exp)
+    # The hidden part slows the compute it overlaps (model.step.OVERLAP_COMPUTE_SLOWDOWN);
+    # that extra compute and the exposed tail run together (model.step.exposed_with_interference_s).
+    dp_exp = exposed_with_interference_s(t_dp, dp_exp)
 
     # A group inside the NVLink domain (a node, or an NVL72 rack of trays) runs on NVLink
     # as one node of that many GPUs; beyond it, over the NICs.
