@@ -331,7 +331,7 @@ def _run(
     finally:
         scratch.cleanup()
     _report(outcome, fmt)
-    return outcome.status.exit_code
+    return outcome.exit_code
 
 
 def headline(result) -> str:

@@ -40,7 +40,17 @@ from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
 from gpufabric.results import ranks
-from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
+from gpufabric.results.records import (
+    Direction,
+    Metric,
+    Outcome,
+    RunInfo,
+    RunRecord,
+    RunStatus,
+    Status,
+    TestResult,
+    Verdict,
+)
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 
 if TYPE_CHECKING:
@@ -429,15 +439,29 @@ class Store:
             lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content))
         )
 
-    def finish_run(self, run_id: int, status: RunStatus | str) -> None:
-        """Mark a run finished with one of RUN_STATUSES."""
+    def finish_run(self, run_id: int, status: RunStatus | str, info: RunInfo | None = None) -> None:
+        """Mark a run finished with one of RUN_STATUSES; ``duration_s`` is finish - start.
+
+        ``info``: where it ran (cluster, hosts, job id), stored with it when given.
+        """
         if status not in RUN_STATUSES:
             raise InputError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
         value = RunStatus(status).value
         self._require_run(run_id)
-        self._write(
-            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (value, time.time(), run_id))
-        )
+        now = time.time()
+
+        def update(cur: sqlite3.Cursor) -> None:
+            cur.execute(
+                "UPDATE run SET status=?, finished_at=?, duration_s=MAX(0, ? - started_at) WHERE id=?",
+                (value, now, now, run_id),
+            )
+            if info is not None:
+                cur.execute(
+                    "UPDATE run SET cluster=?, hosts=?, job_id=? WHERE id=?",
+                    (info.cluster, _dumps(list(info.hosts)), info.job_id, run_id),
+                )
+
+        self._write(update)
         self._open_runs.discard(run_id)
 
     def recording(
@@ -585,7 +609,8 @@ _RUN_SELECT = (
     " r.gpufabric_version,"
     " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id),"
     " (SELECT json_group_object(outcome, n) FROM"
-    "   (SELECT outcome, COUNT(*) AS n FROM verdict v WHERE v.run_id=r.id GROUP BY outcome))"
+    "   (SELECT outcome, COUNT(*) AS n FROM verdict v WHERE v.run_id=r.id GROUP BY outcome)),"
+    " r.duration_s, r.cluster, r.hosts, r.job_id"
     " FROM run r"
 )
 
@@ -605,6 +630,10 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
         version,
         n_results,
         verdict_counts,
+        duration_s,
+        cluster,
+        hosts,
+        job_id,
     ) = row
     return RunRecord(
         id=run_id,
@@ -620,5 +649,9 @@ def _run_record(row: tuple, **loaded: Any) -> RunRecord:
         gpufabric_version=version,
         result_count=n_results,
         verdict_counts=json.loads(verdict_counts) if verdict_counts else {},
+        duration_s=duration_s,
+        cluster=cluster,
+        hosts=tuple(str(h) for h in json.loads(hosts)),
+        job_id=job_id,
         **loaded,
     )
