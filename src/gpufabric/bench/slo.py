@@ -276,8 +276,7 @@ def _bought(
             metric=metric,
             direction=Direction.higher,
             minimum=need_gbps,
-            source=f"{tag}: min = need {need_gbps:.4g} GB/s ({why_need}); no purchased bandwidth"
-            " known (give --plan)",
+            source=f"{tag}: min = need {need_gbps:.4g} GB/s ({why_need}); no purchased bandwidth known (give --plan)",
         )
     floor = (1 - STORAGE_TOLERANCE) * share_gbps
     binding = "purchased" if floor >= need_gbps else "need"
@@ -512,3 +511,95 @@ def thresholds_from_run(run, *, hardware: str) -> str:
         f"# tolerance max({CALIBRATION_TOLERANCE:g}, {CALIBRATION_CVS:g} x CV of its repeats).\n"
     )
     return header + yaml.safe_dump({"hardware": hardware, "tests": tests}, sort_keys=False)
+
+
+def probe_slos(
+    kind: str,
+    plan: Mapping[str, Any],
+    spec=None,
+    *,
+    path: str = "plan",
+    nodes: int,
+    nproc: int,
+    config: Mapping[str, Any],
+    catalog=None,
+) -> list[Slo]:
+    """What a torch probe should measure on the plan's recommended design, at the probe's scale.
+
+    * collectives (needs the spec's GPU): all_reduce busbw at the largest size of the sweep
+      from ``predict_collective`` for ``nodes`` x ``nproc`` ranks on the plan's fabric,
+      within ``PREDICT_TOLERANCE``;
+    * checkpoint: the probe's write and read rates (all its ranks together) at least
+      ``1 - STORAGE_TOLERANCE`` of its ``nodes``' share of the designed storage (``_bought``);
+      the write share needs the spec's checkpoint size;
+    * train: none (the probe's model is scaled down; the plan's step time does not apply).
+    """
+    if catalog is None:
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog()
+    candidate = recommended_candidate(plan, path, catalog.known_ids())
+    fabric_id = str(candidate.get("fabric"))
+    tag = f"plan {Path(path).name} candidate {candidate.get('id', '?')} ({fabric_id}, {candidate.get('storage')})"
+    raw = candidate.get("breakdown")
+    breakdown = raw if isinstance(raw, Mapping) else {}
+    plan_nodes = _positive(breakdown.get("num_nodes"))
+    slos: list[Slo] = []
+    if kind == "collectives" and spec is not None and "all_reduce" in config.get("ops", ()):
+        from gpufabric.model.collectives import predict_collective
+
+        size = max(int(s) for s in config["sizes"])
+        prediction = predict_collective(
+            op="all_reduce",
+            size_bytes=size,
+            nodes=nodes,
+            gpus_per_node=nproc,
+            gpu=spec.cluster.gpu,
+            fabric=fabric_id,
+            catalog=catalog,
+            deterministic=spec.requirements.reproducibility == "bitwise",
+        )
+        dtype = config.get("dtypes", ["float32"])[0]
+        slos.append(
+            Slo(
+                # The case of one size (records.CASE_PARAMS): the expectation is for that size only.
+                test=f"torch.all_reduce[dtype={dtype} size_bytes={size}]",
+                metric="busbw_gbps",
+                direction=Direction.higher,
+                expected=float(prediction.busbw_gbps),
+                tolerance=PREDICT_TOLERANCE,
+                source=f"{tag}: predict_collective all_reduce {size} B on {nodes} x {nproc} ranks,"
+                f" {prediction.algorithm}",
+            )
+        )
+    if kind == "checkpoint" and plan_nodes:
+        read = _positive(candidate.get("storage_read_gbps"))
+        write_s = _positive(breakdown.get("checkpoint_write_s"))
+        if spec is not None and write_s:
+            ckpt = spec.workload.model.params * spec.workload.checkpoint.bytes_per_param
+            slos.append(
+                _bought(
+                    "torch.checkpoint.*",
+                    "write_gbps",
+                    need_gbps=0.0,
+                    why_need="none for the probe",
+                    share_gbps=ckpt / plan_nodes / write_s / 1e9 * nodes,
+                    why_share=f"{nodes} node(s)' share of the plan's checkpoint write ({ckpt / 1e9:.0f} GB over"
+                    f" {plan_nodes:g} nodes in {write_s:.3g} s)",
+                    tag=tag,
+                )
+            )
+        if read:
+            slos.append(
+                _bought(
+                    "torch.checkpoint.*",
+                    "read_gbps",
+                    need_gbps=0.0,
+                    why_need="none for the probe",
+                    share_gbps=read / plan_nodes * nodes,
+                    why_share=f"{nodes} node(s)' share of the plan's storage read {read:.4g} GB/s"
+                    f" over {plan_nodes:g} nodes",
+                    tag=tag,
+                )
+            )
+    return slos

@@ -49,6 +49,7 @@ class RunSink(Protocol):
     def add_results(self, run_id: int, results: Iterable[TestResult]) -> list[int]: ...
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None: ...
     def add_artifact(self, run_id: int, name: str, content: str) -> None: ...
+    def update_fingerprint(self, run_id: int, fingerprint: Mapping[str, Any]) -> None: ...
     def finish_run(self, run_id: int, status: RunStatus, info: RunInfo | None = None) -> None: ...
 
 
@@ -96,6 +97,10 @@ class Recorder:
     def describe(self, info: RunInfo) -> None:
         """Where the run ran (hosts, cluster, job id); stored when it finishes."""
         self.info = info
+
+    def update_fingerprint(self, fingerprint: Mapping[str, Any]) -> None:
+        """Replace the run's fingerprint (a probe adds its rank map once the ranks have run)."""
+        self._store.update_fingerprint(self.run_id, fingerprint)
 
     def finish(self, status: RunStatus | None = None, *, reason: str = "") -> RunStatus:
         """End the run with ``status`` (default: ``judge`` of what was recorded); once only.

@@ -439,6 +439,14 @@ class Store:
             lambda cur: cur.execute("INSERT OR REPLACE INTO artifact VALUES (?, ?, ?)", (run_id, name, content))
         )
 
+    def update_fingerprint(self, run_id: int, fingerprint: Mapping[str, Any]) -> None:
+        """Replace a running run's fingerprint: a probe learns its rank placement only from the
+        ranks, after the run was opened (it is opened first so an interruption is recorded)."""
+        self._require_run(run_id)
+        self._write(
+            lambda cur: cur.execute("UPDATE run SET fingerprint=? WHERE id=?", (_dumps(dict(fingerprint)), run_id))
+        )
+
     def finish_run(self, run_id: int, status: RunStatus | str, info: RunInfo | None = None) -> None:
         """Mark a run finished with one of RUN_STATUSES; ``duration_s`` is finish - start.
 

@@ -17,6 +17,8 @@ import io
 import json
 import os
 import re
+import shutil
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -35,6 +37,7 @@ from gpufabric.bench.probes.outcomes import (
     CollectiveRow,
     CollectivesOutcome,
     Comparison,
+    ProbeOutcome,
     TrainOutcome,
     TrainRow,
 )
@@ -42,7 +45,9 @@ from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError, Terminated
 from gpufabric.results.recorder import Recorder, interruption
-from gpufabric.results.records import Direction, Outcome, RunInfo, RunStatus, Slo, TestResult, Verdict
+
+__all__ = ["Judging", "Session", "interruption", "lines", "run_checkpoint", "run_collectives", "run_train", "session"]
+from gpufabric.results.records import Direction, Outcome, RunInfo, RunStatus, Slo, Status, TestResult, Verdict
 
 #: Largest parameter vector kept with a run (as a compressed artifact) for later --against.
 MAX_PARAMS_ARTIFACT_BYTES = 16 << 20
@@ -67,6 +72,9 @@ class Session:
     """One probe command being recorded: one run, however many launches it takes."""
 
     rec: Recorder
+    opts: probe_run.LaunchOptions
+    spec_name: str = ""
+    fingerprint: dict[str, Any] = field(default_factory=dict)
     not_planned: tuple[str, ...] = ()
     hosts: list[str] = field(default_factory=list)
     job_ids: list[str] = field(default_factory=list)
@@ -105,7 +113,11 @@ class Session:
         finally:
             probe_run.cleanup(prep)
         self.hosts += [h for h in ex.hosts if h not in self.hosts]
-        self.rec.artifact(f"{prefix}rank_map", json.dumps(ex.rank_map()))
+        if not part or "ranks" not in self.fingerprint.get("run", {}):
+            # The first launch's placement is the run's (a changed placement shows as drift).
+            run_section = {**self.fingerprint.get("run", {}), "ranks": ex.rank_map()}
+            self.fingerprint = {**self.fingerprint, "run": run_section}
+            self.rec.update_fingerprint(self.fingerprint)
         if ex.outcome is not None:
             self.job_ids += [j for j in _job_ids(ex.outcome.logs) if j not in self.job_ids]
         if ex.error:
@@ -130,8 +142,15 @@ class Session:
         self.rec.add_verdicts(out)
         return out
 
+    def describe(self) -> None:
+        """Tell the recorder where the run ran (stored when it finishes)."""
+        self.rec.describe(
+            run_info(hosts=tuple(self.hosts), job_ids=tuple(self.job_ids), spec_name=self.spec_name, opts=self.opts)
+        )
+
     def finish(self, *, no_results: str = "") -> RunStatus:
         """End the run: interrupted, error (a launch failed), failed (``no_results`` says why), or judged."""
+        self.describe()
         if self.interrupted is not None:
             return self.rec.finish(RunStatus.interrupted, reason=interruption(self.interrupted))
         if self.errors:
@@ -168,13 +187,11 @@ def session(
         Store.open(db) as store,
         store.recording(kind, argv, fp, meta=meta, spec_name=spec_name) as rec,
     ):
-        current = Session(rec=rec, not_planned=not_planned)
+        current = Session(rec=rec, opts=opts, spec_name=spec_name, fingerprint=fp, not_planned=not_planned)
         try:
             yield current
         finally:
-            rec.describe(
-                run_info(hosts=tuple(current.hosts), job_ids=tuple(current.job_ids), spec_name=spec_name, opts=opts)
-            )
+            current.describe()  # for a run the recorder ends (an exception): where it got to
 
 
 def _job_ids(logs: Sequence[str]) -> list[str]:
@@ -293,12 +310,12 @@ def _collectives_outcome(
         signum=run.signum,
         error=error or (interruption(run.interrupted) if run.interrupted else ""),
         rows=tuple(CollectiveRow.from_result(r) for r in results),
-        failures=_lines(verdicts, Outcome.failed, Outcome.not_planned),
-        warnings=_lines(verdicts, Outcome.noisy),
+        failures=lines(verdicts, Outcome.failed, Outcome.not_planned),
+        warnings=lines(verdicts, Outcome.noisy),
     )
 
 
-def _lines(verdicts: Sequence[Verdict], *outcomes: Outcome) -> tuple[str, ...]:
+def lines(verdicts: Sequence[Verdict], *outcomes: Outcome) -> tuple[str, ...]:
     return tuple(f"{v.reason} ({v.test})" for v in verdicts if v.outcome in outcomes)
 
 
@@ -368,8 +385,8 @@ def run_train(
         },
         rows=tuple(TrainRow.from_result(r) for r in results),
         reproducibility=tuple(comparisons),
-        failures=_lines(verdicts, Outcome.failed, Outcome.not_planned),
-        warnings=_lines(verdicts, Outcome.noisy),
+        failures=lines(verdicts, Outcome.failed, Outcome.not_planned),
+        warnings=lines(verdicts, Outcome.noisy),
     )
 
 
@@ -460,7 +477,7 @@ def run_checkpoint(
         signum=run.signum,
         error=error or (interruption(run.interrupted) if run.interrupted else ""),
         rows=tuple(CheckpointRow.from_result(r, COMMIT_PHASES) for r in results),
-        failures=_lines(verdicts, Outcome.failed, Outcome.not_planned),
+        failures=lines(verdicts, Outcome.failed, Outcome.not_planned),
     )
 
 
@@ -486,3 +503,65 @@ def checkpoint_into(
         for r in results
     ]
     return results, run.judge(results, verdicts, judging), ex.error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class K8sOutcome(ProbeOutcome):
+    """A TrainJob applied and followed: the ranks' records stay in the pods; the log is the output."""
+
+    manifest: str = ""
+    returncode: int | None = None
+    timed_out: bool = False
+    log: str = ""
+
+
+def run_k8s(
+    kind: str, config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None, argv: Sequence[str]
+) -> K8sOutcome:
+    """Apply the probe's TrainJob with kubectl and follow it, recorded as one run like any probe.
+
+    The job is one result (``k8s.<kind>``: ok when kubectl followed it to success); its job
+    name is the run's ``job_id`` and the namespace its ``cluster``.
+    """
+    from gpufabric.bench import fingerprint
+    from gpufabric.errors import ToolNotFound
+    from gpufabric.exec import launch
+    from gpufabric.results.store import Store
+
+    if shutil.which("kubectl") is None:
+        raise ToolNotFound("kubectl")
+    fp = fingerprint.collect(run={"launcher": "k8s", "backend": opts.backend})
+    with Store.open(db) as store, store.recording(f"bench.{kind}", argv, fp, meta={"launcher": "k8s"}) as rec:
+        prep = probe_run.prepare(kind, config, opts)
+        job = re.search(r"name: (gpufabric-[a-z]+-[0-9a-f]+)", prep.plan.script)
+        rec.describe(RunInfo(cluster=opts.k8s_namespace, job_id=job.group(1) if job else ""))
+        rec.artifact("trainjob_manifest", prep.plan.script)
+        started = time.time()
+        try:
+            outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir)
+        finally:
+            probe_run.cleanup(prep)
+        code = outcome.returncodes[0]
+        status = Status.ok if code == 0 else (Status.timeout if outcome.timed_out else Status.failed)
+        rec.result(
+            TestResult(
+                name=f"k8s.{kind}",
+                tool="kubectl",
+                host=opts.k8s_namespace,
+                status=status,
+                reason="" if status is Status.ok else f"TrainJob follow exited {code}",
+                argv=tuple(prep.plan.commands[0].argv),
+                started_at=started,
+                duration_s=outcome.duration_s,
+                raw_output=outcome.logs[0],
+            )
+        )
+        final = rec.finish()
+    return K8sOutcome(
+        run_id=rec.run_id,
+        status=final,
+        manifest=prep.plan.script,
+        returncode=code,
+        timed_out=outcome.timed_out,
+        log=outcome.logs[0],
+    )
