@@ -155,15 +155,19 @@ def judging(
     from gpufabric.bench.probes.service import Judging
 
     slos = slo.load_thresholds(thresholds) if thresholds is not None else []
-    planned = None
-    if plan is not None:
-        from gpufabric.bench.planned import planned_hardware
-        from gpufabric.spec.plan_file import load_plan
+    if plan is None:
+        return Judging(slos=tuple(slos))
+    from gpufabric.bench.planned import planned_hardware
+    from gpufabric.spec.plan_file import load_plan
 
-        doc = load_plan(plan)
-        planned = planned_hardware(doc, spec, path=str(plan))
-        slos += slo.probe_slos(kind, doc, spec, path=str(plan), nodes=opts.nodes, nproc=opts.nproc, config=config)
-    return Judging(slos=tuple(slos), planned=planned)
+    doc = load_plan(plan)
+    return Judging(
+        slos=tuple(slos),
+        plan_slos=tuple(
+            slo.probe_slos(kind, doc, spec, path=str(plan), nodes=opts.nodes, nproc=opts.nproc, config=config)
+        ),
+        planned=planned_hardware(doc, spec, path=str(plan)),
+    )
 
 
 def _argv() -> list[str]:
@@ -269,7 +273,7 @@ def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format, judge: A
     refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
     prep = probe_run.prepare(kind, config, opts, write=False)  # nothing lands in --run-dir
     try:
-        print_dry_run(prep, fmt, judge.slos if judge is not None else ())
+        print_dry_run(prep, fmt, (*judge.slos, *judge.plan_slos) if judge is not None else ())
     finally:
         probe_run.cleanup(prep)
     return 0
@@ -279,7 +283,7 @@ def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format, judge:
     """Apply the TrainJob and follow it (recorded as a run); the ranks' records stay in the pods."""
     from gpufabric.bench.probes import service
 
-    if judge is not None and judge.slos:
+    if judge is not None and judge.count:
         raise InputError("--thresholds/--plan with --launcher k8s: the measurements stay in the pods; judge them there")
     outcome = service.run_k8s(kind, config, opts, db=db, argv=_argv())
     if fmt is Format.json:

@@ -57,14 +57,21 @@ MAX_PARAMS_ARTIFACT_BYTES = 16 << 20
 class Judging:
     """What a probe's measurements are judged against besides exactness and stragglers.
 
-    ``slos``: from ``--thresholds`` and ``--plan`` (``bench.slo``), matched to the probe's
-    results by test name (``torch.all_reduce``, ``torch.train``, ``torch.checkpoint.dcp``)
-    and metric. ``planned``: the plan's node hardware (``bench.planned``); on other hardware
-    every SLO verdict becomes ``not_planned_hardware``, as in the suite.
+    ``slos``: from ``--thresholds``, bounds for this hardware as the user gave them, judged
+    as they are. ``plan_slos``: what the plan's recommended design should measure
+    (``bench.slo.probe_slos``); on hardware that is not that design (``planned``,
+    ``bench.planned``) their verdicts become ``not_planned_hardware``, as in the suite. Both
+    match the probe's results by test name (``torch.all_reduce``, ``torch.train``,
+    ``torch.checkpoint.dcp``, or one size's case) and metric.
     """
 
     slos: tuple[Slo, ...] = ()
+    plan_slos: tuple[Slo, ...] = ()
     planned: Any = None  # bench.planned.PlannedHardware
+
+    @property
+    def count(self) -> int:
+        return len(self.slos) + len(self.plan_slos)
 
 
 @dataclass(slots=True)
@@ -133,12 +140,12 @@ class Session:
         from gpufabric.results.verdicts import evaluate
 
         self.rec.add_results(list(results))
-        slo_verdicts = evaluate(results, judging.slos) if judging.slos else []
+        planned = evaluate(results, judging.plan_slos) if judging.plan_slos else []
         if self.not_planned:
             from gpufabric.bench.planned import mark_not_planned
 
-            slo_verdicts = mark_not_planned(slo_verdicts, self.not_planned)
-        out = [*verdicts, *slo_verdicts]
+            planned = mark_not_planned(planned, self.not_planned)
+        out = [*verdicts, *(evaluate(results, judging.slos) if judging.slos else []), *planned]
         self.rec.add_verdicts(out)
         return out
 
@@ -182,7 +189,7 @@ def session(
         from gpufabric.bench.planned import mismatches
 
         not_planned = mismatches(judging.planned, fp)
-    meta = {**meta, "slos": len(judging.slos)} if judging.slos else meta
+    meta = {**meta, "slos": judging.count} if judging.count else meta
     with (
         Store.open(db) as store,
         store.recording(kind, argv, fp, meta=meta, spec_name=spec_name) as rec,
