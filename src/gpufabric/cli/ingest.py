@@ -60,11 +60,13 @@ def ingest(
     fmt: Format = format_option(),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
+    from dataclasses import replace
+
+    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for, to_result
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
     from gpufabric.errors import ParseError
     from gpufabric.results.recorder import judge
-    from gpufabric.results.records import Status, TestResult
+    from gpufabric.results.records import TestResult
     from gpufabric.results.verdicts import evaluate
 
     refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"}, "with --dry-run (nothing is stored)")
@@ -101,28 +103,20 @@ def ingest(
         prefix = "nccl" if file_tool == "nccl-tests" else file_tool
         raw = text[:RAW_OUTPUT_LIMIT]
         for index, parsed in enumerate(parsed_all):
-            invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
-            reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
-            results.append(
-                TestResult(
-                    name=f"{prefix}.{parsed.case}",
-                    tool=file_tool,
-                    host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                    status=Status.failed if reason else Status.ok,
-                    metrics=parsed.metrics,
-                    reason=reason,
-                    # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
-                    # tables would otherwise store 10,000 copies of the same 200 kB.
-                    started_at=mtime,
-                    raw_output=raw if index == 0 else "",
-                    params={
-                        "file": str(path),
-                        **parsed.params(),
-                        **({"invalid": invalid} if invalid else {}),
-                        **({"raw_output": "stored with the file's first result"} if index else {}),
-                    },
-                )
+            result = to_result(  # the suite's conversion: the same verdict on the same data
+                parsed,
+                name=f"{prefix}.{parsed.case}",
+                host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
+                # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
+                # tables would otherwise store 10,000 copies of the same 200 kB.
+                started_at=mtime,
+                raw_output=raw if index == 0 else "",
+                params={
+                    "file": str(path),
+                    **({"raw_output": "stored with the file's first result"} if index else {}),
+                },
             )
+            results.append(result if result.tool == file_tool else replace(result, tool=file_tool))
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
@@ -154,18 +148,6 @@ def ingest(
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status.exit_code:
         raise typer.Exit(status.exit_code)
-
-
-def _impossible(metrics) -> str:
-    """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
-    a negative or non-finite value cannot be a measurement, whatever the tool."""
-    import math
-
-    values = [m.value for m in metrics]
-    if not values or (math.isfinite(sum(values)) and min(values) >= 0):
-        return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
-    bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
-    return f"impossible values {', '.join(bad[:5])}" if bad else ""
 
 
 def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
