@@ -300,3 +300,15 @@ def test_the_collector_is_paused_while_ingesting_and_restored_after(cli, tmp_pat
     assert seen == [False] and gc.isenabled()
     code, _, _ = cli("ingest", "--tool", "no-such-tool", DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt")
     assert code == 2 and gc.isenabled()  # restored on an error too
+
+
+def test_ingest_records_the_files_hosts_not_the_ingesting_job(cli, tmp_path, monkeypatch):
+    """Run fields (issue 23): hosts from the files; the Slurm job ingest itself runs in is not theirs."""
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    sample = next((DATA / "fio").glob("*.json"))
+    db = tmp_path / "r.db"
+    code, _, err = cli("ingest", "--tool", "fio", sample, "--host", "stor-7", "--db", db)
+    assert code in (0, 1), err
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.hosts == ("stor-7",) and run.job_id == "" and run.duration_s is not None

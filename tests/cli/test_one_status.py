@@ -112,6 +112,7 @@ def test_forced_failure_fails_everywhere(cli, tmp_path, name):
         runs = store.list_runs()
         run = store.get_run("latest")
     assert len(runs) == 1 and run.status == "failed"  # one run per command, stored as it exited
+    assert run.duration_s is not None and run.duration_s > 0 and run.hosts  # where and how long (issue 23)
     if name:
         # The impossible bound was judged on what the probe measured, and failed.
         assert any(v.outcome == "failed" and v.source.startswith("thresholds:") for v in run.verdicts), run.verdicts

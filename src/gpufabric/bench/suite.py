@@ -30,7 +30,7 @@ from gpufabric.bench.runners import nccl_tests as nccl_runner
 from gpufabric.bench.runners import perftest as perftest_runner
 from gpufabric.bench.runners import sockperf as sockperf_runner
 from gpufabric.errors import Terminated, raise_terminated
-from gpufabric.results.recorder import Recorder, judge
+from gpufabric.results.recorder import Recorder, judge, run_info
 from gpufabric.results.records import RunStatus, Slo, TestResult, Verdict
 
 SUITES = tuple(profiles_mod.SUITES)
@@ -149,6 +149,39 @@ def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTes
 run_status = judge
 
 
+def record_suite(
+    tests: Sequence[PlannedTest],
+    *,
+    db: str | Path | None,
+    argv: Sequence[str],
+    fingerprint: dict[str, Any],
+    executor: Executor,
+    spec_name: str = "",
+    plan: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    slos: Sequence[Slo] = (),
+    progress: Callable[[Progress], None] | None = None,
+    not_planned: tuple[str, ...] = (),
+) -> SuiteOutcome:
+    """Open the run in the store at ``db`` (one run for the whole suite), then :func:`run_suite`."""
+    from gpufabric.results.store import Store
+
+    with (
+        Store.open(db) as store,
+        store.recording("bench", argv, fingerprint, spec_name=spec_name, plan=plan, meta=meta) as rec,
+    ):
+        rec.artifact("commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+        return run_suite(
+            tests,
+            executor=executor,
+            recorder=rec,
+            slos=slos,
+            progress=progress,
+            not_planned=not_planned,
+            cluster=spec_name,
+        )
+
+
 def run_suite(
     tests: Sequence[PlannedTest],
     *,
@@ -157,6 +190,7 @@ def run_suite(
     slos: Sequence[Slo] = (),
     progress: Callable[[Progress], None] | None = None,
     not_planned: tuple[str, ...] = (),
+    cluster: str = "",
 ) -> SuiteOutcome:
     """Run ``tests`` in order, recording each result as it arrives, then judge and finish the run.
 
@@ -188,7 +222,11 @@ def run_suite(
 
         verdicts = mark_not_planned(verdicts, not_planned)
     recorder.add_verdicts(verdicts)
-    status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None)
+    recorder.describe(run_info(hosts=(r.host for r in results), cluster=cluster))
+    why = ""
+    if interrupted.is_set():
+        why = "interrupted by SIGTERM" if interrupted.signum == signal.SIGTERM else "interrupted by Ctrl-C (SIGINT)"
+    status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None, reason=why)
     return SuiteOutcome(
         run_id=recorder.run_id,
         results=tuple(results),

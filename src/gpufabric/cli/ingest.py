@@ -65,7 +65,7 @@ def ingest(
     from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for, to_result
     from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
     from gpufabric.errors import ParseError
-    from gpufabric.results.recorder import judge
+    from gpufabric.results.recorder import judge, run_info
     from gpufabric.results.records import TestResult
     from gpufabric.results.verdicts import evaluate
 
@@ -143,6 +143,7 @@ def ingest(
             ) as rec:
                 rec.add_results(results)  # one transaction: all or none, and one fsync, not 10,617
                 rec.add_verdicts(verdicts)
+                rec.describe(run_info(hosts=(r.host for r in results), env={}))  # the files' hosts, not ours
                 run_id = rec.run_id
             status = rec.status
     _report(run_id, status, results, verdicts, fmt, dry_run)

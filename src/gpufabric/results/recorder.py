@@ -151,6 +151,25 @@ def _run_verdict(kind: str, status: RunStatus, reason: str, results: Sequence[Te
     )
 
 
+def run_info(
+    *,
+    hosts: Iterable[str] = (),
+    job_ids: Sequence[str] = (),
+    cluster: str = "",
+    env: Mapping[str, str] | None = None,
+) -> RunInfo:
+    """Where a run ran: its hosts (each once, in order), and the Slurm job and cluster it ran
+    under (``SLURM_JOB_ID``, ``SLURM_CLUSTER_NAME`` of an allocation, or ``job_ids`` a launcher
+    printed); ``cluster`` (the spec's name) when no scheduler names one."""
+    import os
+
+    env = os.environ if env is None else env
+    job_id = ",".join(job_ids) or env.get("SLURM_JOB_ID", "")
+    slurm_cluster = env.get("SLURM_CLUSTER_NAME", "") if job_id else ""
+    seen = dict.fromkeys(h for h in hosts if h and h not in ("?", "unknown"))
+    return RunInfo(cluster=slurm_cluster or cluster, hosts=tuple(seen), job_id=job_id)
+
+
 def interruption(exc: BaseException) -> str:
     """What interrupted a run, for its verdict."""
     return "interrupted by SIGTERM" if isinstance(exc, Terminated) else "interrupted by Ctrl-C (SIGINT)"

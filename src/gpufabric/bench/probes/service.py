@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import re
 import shutil
 import time
@@ -44,7 +43,7 @@ from gpufabric.bench.probes.outcomes import (
 from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError, Terminated
-from gpufabric.results.recorder import Recorder, interruption
+from gpufabric.results.recorder import Recorder, interruption, run_info
 
 __all__ = ["Judging", "Session", "interruption", "lines", "run_checkpoint", "run_collectives", "run_train", "session"]
 from gpufabric.results.records import Direction, Outcome, RunInfo, RunStatus, Slo, Status, TestResult, Verdict
@@ -151,9 +150,7 @@ class Session:
 
     def describe(self) -> None:
         """Tell the recorder where the run ran (stored when it finishes)."""
-        self.rec.describe(
-            run_info(hosts=tuple(self.hosts), job_ids=tuple(self.job_ids), spec_name=self.spec_name, opts=self.opts)
-        )
+        self.rec.describe(run_info(hosts=self.hosts, job_ids=self.job_ids, cluster=self.spec_name))
 
     def finish(self, *, no_results: str = "") -> RunStatus:
         """End the run: interrupted, error (a launch failed), failed (``no_results`` says why), or judged."""
@@ -204,16 +201,6 @@ def session(
 def _job_ids(logs: Sequence[str]) -> list[str]:
     """Slurm job ids the launcher printed (``sbatch``: "Submitted batch job N")."""
     return [m for text in logs for m in re.findall(r"Submitted batch job (\d+)", text)]
-
-
-def run_info(
-    *, hosts: tuple[str, ...], job_ids: tuple[str, ...], spec_name: str, opts: probe_run.LaunchOptions
-) -> RunInfo:
-    """Where a probe ran: Slurm's cluster and job when it ran under Slurm, else the spec's name."""
-    env = os.environ
-    job_id = ",".join(job_ids) or env.get("SLURM_JOB_ID", "")
-    cluster = env.get("SLURM_CLUSTER_NAME", "") if (opts.launcher == "slurm" or job_id) else ""
-    return RunInfo(cluster=cluster or spec_name, hosts=hosts, job_id=job_id)
 
 
 def collective_verdicts(results: Sequence[TestResult]) -> list[Verdict]:
