@@ -140,8 +140,15 @@ class Terminated(KeyboardInterrupt):
     signum = 15
 
 
+#: SIGTERMs delivered through ``raise_terminated`` in this process: typer turns any
+#: KeyboardInterrupt into exit 130 before ``cli.app`` sees it, and this tells it was SIGTERM.
+terminations = 0
+
+
 def raise_terminated(signum: int, frame: object) -> None:
     """The SIGTERM handler ``cli.app`` installs: SIGTERM becomes ``Terminated``."""
+    global terminations
+    terminations += 1
     raise Terminated()
 
 

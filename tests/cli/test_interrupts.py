@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,6 +82,13 @@ def _sizes_seen(proc: subprocess.Popen[str], count: int, timeout_s: float = 120.
         ("local", signal.SIGTERM, 143, 29571),
         ("torchrun", signal.SIGTERM, 143, 29572),
         ("local", signal.SIGINT, 130, 29573),
+        pytest.param(
+            "mpirun",
+            signal.SIGTERM,
+            143,
+            29574,
+            marks=pytest.mark.skipif(shutil.which("mpirun") is None, reason="needs mpirun (openmpi-bin)"),
+        ),
     ],
 )
 def test_signal_after_four_sizes_keeps_them_and_leaves_no_rank(tmp_path, process_mark, launcher, signum, code, port):

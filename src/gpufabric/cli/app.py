@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 import typer
 
 import gpufabric
-from gpufabric import __version__
+from gpufabric import __version__, errors
 from gpufabric.cli.options import PLAIN_HELP
 from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError, interrupt_exit_code, raise_terminated
@@ -229,6 +229,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # passes its merged catalog's ids instead).
     set_default_ids(_shipped_ids)
     set_command_line([str(a) for a in argv] if argv is not None else None)  # stored with any run it records
+    terminations = errors.terminations
     try:
         from gpufabric.cli.options import rewrite_renamed
 
@@ -278,6 +279,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(_sqlite_message(exc), 1)
     except MemoryError:
         return _fail("out of memory: choose a smaller size", 1)
+    if result == 130 and errors.terminations > terminations:
+        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
+        return _fail_interrupted(errors.Terminated())
     return result if isinstance(result, int) else 0
 
 
