@@ -246,8 +246,13 @@ def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):
         "--run-dir",
         str(run_dir),
         "--dry-run",
+        "--format",
+        "json",
     )
     assert prep.returncode == 0, prep.stderr
+    assert not run_dir.exists()  # a dry run writes nothing into --run-dir (issue 24)
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(json.loads(prep.stdout)["config"]))  # the rank config it showed
     sbatch = bundle / "login" / "etc" / "gpufabric" / "train.sbatch"
     env = _env(lab, GPUFABRIC_NCCL_ENV=str(bundle / "compute" / "etc" / "gpufabric" / "nccl.env"))
     done = on_login(
