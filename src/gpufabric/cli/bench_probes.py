@@ -494,7 +494,6 @@ def register(bench_app: typer.Typer) -> None:
             help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG.",
         ),
         thresholds: Path = OPT["thresholds"],
-        plan: Path = OPT["plan"],
         launcher: str = OPT["launcher"],
         slurm_mode: str = OPT["slurm_mode"],
         nodes: int = OPT["nodes"],
@@ -558,7 +557,8 @@ def register(bench_app: typer.Typer) -> None:
             "delay_rank": delay_rank if delay_rank >= 0 else None,
             "delay_rank_ms": delay_ms,
         }
-        judge = judging(thresholds, plan, loaded, kind="train", opts=opts, config=config)
+        # No --plan: the probe's model is scaled down, so the plan's step time says nothing about it.
+        judge = judging(thresholds, None, loaded, kind="train", opts=opts, config=config)
         if dry_run:
             return _dry_run("train", config, opts, fmt, judge)
         if opts.launcher == "k8s":
