@@ -129,3 +129,16 @@ def test_forced_failure_fails_everywhere(cli, tmp_path, name):
     assert code == 0 and "failed" in markdown
     code, html, _ = cli("report", "latest", "--db", db, "--format", "html")
     assert code == 0 and "failed" in html
+
+
+def test_a_passing_probe_passes_everywhere(cli, tmp_path):
+    """The other direction: exit 0, stored passed, JUnit with no failure or error."""
+    db = tmp_path / "r.db"
+    args = ["bench", "collectives", "--ops", "all_reduce", "--sizes", "1K", "--iters", "2", "--warmup", "0"]
+    code, out, err = cli(*args, "--master-port", "29585", "--db", db, "--format", "json")
+    assert code == 0 and json.loads(out)["status"] == "passed", err
+    code, junit, _ = cli("report", "latest", "--db", db, "--format", "junit")
+    suite = ET.fromstring(junit.encode()).find("testsuite")
+    assert suite is not None and suite.get("failures") == "0" and suite.get("errors") == "0"
+    with Store.open(db) as store:
+        assert store.get_run("latest").status == "passed"
