@@ -123,3 +123,26 @@ def test_signal_after_four_sizes_keeps_them_and_leaves_no_rank(tmp_path, process
     assert run.duration_s is not None and run.hosts
     # The probe's own scratch directory (config, rank records) was removed.
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("gpufabric-collectives-")]
+
+
+@pytest.mark.slow
+def test_sigterm_mid_checkpoint_write_removes_the_partial_files(tmp_path, process_mark):
+    """Scratch is removed: the format a killed rank was writing does not stay in --dir."""
+    db, target = tmp_path / "r.db", tmp_path / "storage"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}", **{MARK_VAR: process_mark})
+    argv = [sys.executable, "-m", "gpufabric", "bench", "checkpoint", "--dir", str(target), "--size", "768M"]
+    argv += ["--formats", "torch", "--master-port", "29575", "--db", str(db)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(lambda: any((target / "torch").glob("*")), what="the ranks writing their shards")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    wait_until(lambda: marked_pids(process_mark) == [], what="no rank process left")
+    assert list(target.iterdir()) == []
+    with Store.open(db) as store:
+        assert store.get_run("latest").status == "interrupted"

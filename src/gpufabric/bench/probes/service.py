@@ -479,8 +479,16 @@ def checkpoint_into(
     run: Session, config: dict[str, Any], opts: probe_run.LaunchOptions, *, judging: Judging = Judging(), part: str = ""
 ) -> tuple[list[TestResult], list[Verdict], str]:
     """One checkpoint launch inside ``run``: every finished format stored and judged (also when interrupted)."""
-    Path(config["directory"]).mkdir(parents=True, exist_ok=True)
-    ex = run.launch("checkpoint", config, opts, part=part)
+    directory = Path(config["directory"])
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        ex = run.launch("checkpoint", config, opts, part=part)
+    finally:
+        if not config.get("keep"):
+            # Rank 0 removes each format's files once it is measured; a rank killed mid-write
+            # (Ctrl-C, SIGTERM, a timeout) leaves the format it was writing: remove it here.
+            for fmt in config["formats"]:
+                shutil.rmtree(directory / fmt, ignore_errors=True)
     results = checkpoint_results(ex.logs, directory=config["directory"], argv=tuple(ex.prepared.plan.commands[0].argv))
     verdicts = [
         Verdict(
