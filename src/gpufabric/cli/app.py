@@ -297,4 +297,11 @@ def run() -> None:
         code = main()
     except KeyboardInterrupt as exc:  # between the signal handler swap and main's own try
         code = interrupt_exit_code(exc)
+    if code in (130, 143):
+        # The command has ended with the first signal's code: one more Ctrl-C or SIGTERM
+        # while the interpreter shuts down must not replace it (killed by the signal, or a
+        # traceback from a handler that runs during shutdown).
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(code)

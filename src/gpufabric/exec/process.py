@@ -363,6 +363,45 @@ def run(
     return completed
 
 
+@contextmanager
+def interrupt_once() -> Iterator[list[int]]:
+    """While active, the first SIGINT or SIGTERM raises as usual and later ones are held.
+
+    The first one starts a cleanup (every rank's process group killed, what finished
+    stored); a second Ctrl-C, or SIGTERM then SIGINT from a CI runner, would otherwise cut
+    that cleanup short and leave ranks running. Held signals are listed in the yielded list
+    (the first included) and dropped on exit: the command is ending with the first one's
+    code already. Only handlers set from Python are wrapped (``default_int_handler``,
+    ``errors.raise_terminated``; an ignored or default signal is left as it is); outside the
+    main thread nothing changes.
+    """
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous: dict[int, Callable[..., object]] = {}
+
+    def wrap(inner: Callable[..., object]) -> Callable[[int, object], None]:
+        def handler(signum: int, frame: object) -> None:
+            first = not seen
+            seen.append(signum)
+            if first:
+                inner(signum, frame)  # raises KeyboardInterrupt / Terminated
+
+        return handler
+
+    for num in (int(signal.SIGINT), int(signal.SIGTERM)):
+        current = signal.getsignal(num)
+        if callable(current):
+            previous[num] = current
+            signal.signal(num, wrap(current))
+    try:
+        yield seen
+    finally:
+        for num, handler in previous.items():
+            signal.signal(num, handler)
+
+
 def free_port(host: str = "127.0.0.1", *, attempts: int = 20) -> int:
     """A port that is free for both TCP and UDP on ``host`` right now, chosen by the kernel.
 

@@ -43,6 +43,7 @@ from gpufabric.bench.probes.outcomes import (
 from gpufabric.bench.probes.results import collective_results
 from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, compare_params, train_result
 from gpufabric.errors import InputError, Terminated
+from gpufabric.exec.process import interrupt_once
 from gpufabric.results.recorder import Recorder, interruption, run_info
 
 __all__ = ["Judging", "Session", "interruption", "lines", "run_checkpoint", "run_collectives", "run_train", "session"]
@@ -188,6 +189,7 @@ def session(
         not_planned = mismatches(judging.planned, fp)
     meta = {**meta, "slos": judging.count} if judging.count else meta
     with (
+        interrupt_once(),  # a second Ctrl-C or SIGTERM must not cut the ranks' cleanup short
         Store.open(db) as store,
         store.recording(kind, argv, fp, meta=meta, spec_name=spec_name) as rec,
     ):
