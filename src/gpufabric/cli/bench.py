@@ -3,7 +3,8 @@
 ``bench`` is a group: without a subcommand it runs a suite; ``gpufabric.cli.bench_probes``
 adds ``bench collectives|checkpoint|train``.
 Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
-failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
+failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung,
+2 bad input, 130 / 143 interrupted by Ctrl-C / SIGTERM (finished results kept).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
 """``gpufabric bench collectives|train|checkpoint``: torch.distributed probes.
 
-cli/bench.py calls ``register(bench_app)``. Each command builds a probe config, launches
-the ranks with the chosen launcher, stores every finished size/step as TestResult records
-in the results store, and exits 0 (all good), 1 (wrong elements, a failed rank, a
-straggler, non-reproducible) or 2 (bad input).
+cli/bench.py calls ``register(bench_app)``. Each command builds a probe config and a
+``Judging`` (``--thresholds``, ``--plan``), and hands them to ``bench.probes.service``,
+which records one run, launches the ranks and stores every finished size/step; this
+module renders the outcome. Exit: 0 (all good), 1 (wrong elements, a failed rank, a
+straggler, non-reproducible, an SLO missed, not the planned hardware), 2 (bad input),
+130 / 143 (Ctrl-C / SIGTERM; finished results kept).
 """
 
 from __future__ import annotations

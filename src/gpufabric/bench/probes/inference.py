@@ -22,6 +22,7 @@ from gpufabric.bench.probes.outcomes import CheckpointRow, CollectiveRow, Collec
 from gpufabric.bench.probes.summaries import COMMIT_PHASES
 from gpufabric.model import inference as m
 from gpufabric.model.collectives import collective_times
+from gpufabric.results.recorder import interruption
 from gpufabric.results.records import Direction, Outcome, Verdict
 
 #: Allowance on the model's mean per-message time before a transfer fails its SLO [U]:
@@ -164,7 +165,7 @@ def run_inference(
         run_id=run.rec.run_id,
         status=status,
         signum=run.signum,
-        error="; ".join(run.errors) or (service.interruption(run.interrupted) if run.interrupted else ""),
+        error="; ".join(run.errors) or (interruption(run.interrupted) if run.interrupted else ""),
         failures=service.lines(verdicts, Outcome.failed, Outcome.not_planned),
         warnings=service.lines(verdicts, Outcome.noisy),
         kv=kv,

@@ -17,6 +17,7 @@ import io
 import json
 import re
 import shutil
+import signal
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -45,8 +46,6 @@ from gpufabric.bench.probes.summaries import COMMIT_PHASES, checkpoint_results, 
 from gpufabric.errors import InputError, Terminated
 from gpufabric.exec.process import interrupt_once
 from gpufabric.results.recorder import Recorder, interruption, run_info
-
-__all__ = ["Judging", "Session", "interruption", "lines", "run_checkpoint", "run_collectives", "run_train", "session"]
 from gpufabric.results.records import Direction, Outcome, RunInfo, RunStatus, Slo, Status, TestResult, Verdict
 
 #: Largest parameter vector kept with a run (as a compressed artifact) for later --against.
@@ -92,7 +91,7 @@ class Session:
     def signum(self) -> int:
         if self.interrupted is None:
             return 0
-        return 15 if isinstance(self.interrupted, Terminated) else 2
+        return Terminated.signum if isinstance(self.interrupted, Terminated) else int(signal.SIGINT)
 
     def launch(
         self,
