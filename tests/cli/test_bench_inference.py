@@ -114,7 +114,11 @@ def test_bench_inference_judges_the_plans_recommended_design(cli, tmp_path):
     code, out, err = cli("bench", "inference", SERVING, "--dry-run", "--format", "json")
     assert code == 0, err
     sizes = kv_probe_sizes(spec, load_catalog([]), fabric=recommended["fabric"], tp=recommended["tp"])
-    assert json.loads(out)["config"]["sizes"] == [s.size_bytes for s in sizes]
+    dry = json.loads(out)
+    assert dry["config"]["sizes"] == [s.size_bytes for s in sizes]
+    # Each KV SLO with its provenance: the recommended design, its fabric model, the factor.
+    assert [s["maximum"] for s in dry["slos"]] == pytest.approx([KV_SLO_FACTOR * s.model_time_us for s in sizes])
+    assert all(s["source"].startswith(f"plan recommendation {doc['recommended']}") for s in dry["slos"])
 
 
 def test_bench_inference_dry_run_and_bad_input(cli, tmp_path):

@@ -93,7 +93,11 @@ def inference(
     weight_bytes = m.shape_from_spec(spec.workload.model).weight_bytes
     slos = load_thresholds(thresholds) if thresholds is not None else []
     if dry_run:
-        return _dry_run("collectives", kv_config, opts, fmt)
+        from gpufabric.bench.probes.inference import kv_slos
+
+        return _dry_run(
+            "collectives", kv_config, opts, fmt, Judging(slos=tuple(slos), plan_slos=tuple(kv_slos(sizes, design)))
+        )
     load_config = None
     load_opts = None
     if directory is not None:

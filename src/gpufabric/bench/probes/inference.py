@@ -23,7 +23,7 @@ from gpufabric.bench.probes.summaries import COMMIT_PHASES
 from gpufabric.model import inference as m
 from gpufabric.model.collectives import collective_times
 from gpufabric.results.recorder import interruption
-from gpufabric.results.records import Direction, Outcome, Verdict
+from gpufabric.results.records import Direction, Outcome, Slo, Verdict
 
 #: Allowance on the model's mean per-message time before a transfer fails its SLO [U]:
 #: the catalog's per-message jitter on RDMA fabrics (2-3 us sigma) keeps a 1 MiB message's
@@ -108,6 +108,21 @@ class Design:
     fabric: str
     tp: int
     source: str  # "plan recommendation disaggregated/tcp-100g/local-nvme", "--fabric roce-400g"
+
+
+def kv_slos(sizes: Sequence[KvProbeSize], design: Design) -> list[Slo]:
+    """The KV verdicts' bounds as SLOs, for ``--dry-run`` (one line each, with provenance)."""
+    return [
+        Slo(
+            test=f"kv {probe.label} ({probe.prompt_tokens} tokens, {probe.size_bytes} B/message)",
+            metric="time_p99_us",
+            direction=Direction.lower,
+            maximum=KV_SLO_FACTOR * probe.model_time_us,
+            source=f"{design.source}: {KV_SLO_FACTOR} x the {design.fabric} model's"
+            f" {probe.model_time_us:.4g} us per message (tp {design.tp})",
+        )
+        for probe in sizes
+    ]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
