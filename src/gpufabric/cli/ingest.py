@@ -17,18 +17,14 @@ is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 
 from __future__ import annotations
 
-import hashlib
-import time
 from pathlib import Path
 
 import typer
 
 from gpufabric.bench.parsers import collector_paused
-from gpufabric.boundary import read_capped
 from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
-from gpufabric.errors import InputError
 
 #: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
 #: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
@@ -60,63 +56,13 @@ def ingest(
     fmt: Format = format_option(),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from dataclasses import replace
-
-    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for, to_result
-    from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
-    from gpufabric.errors import ParseError
-    from gpufabric.results.recorder import judge, run_info
-    from gpufabric.results.records import TestResult
+    from gpufabric.bench import ingest as ingest_lib
+    from gpufabric.results.recorder import judge
     from gpufabric.results.verdicts import evaluate
 
     refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"}, "with --dry-run (nothing is stored)")
-    if tool not in (*TOOLS, "auto"):
-        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
-    results: list[TestResult] = []
-    digests: list[str] = []
-    tools_seen: list[str] = []
-    for path in files:
-        try:
-            text = read_capped(path, MAX_INGEST_BYTES, "tool output").decode("utf-8")
-            mtime = path.stat().st_mtime
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a text file (is it {tool} output?)") from None
-        detected = detect_tool(text)
-        file_tool = tool
-        if tool == "auto":
-            if not detected:
-                raise InputError(f"{path}: cannot tell which tool wrote it; name it with --tool {'|'.join(TOOLS)}")
-            file_tool = detected
-        try:
-            parsed_all = parser_for(file_tool)(text, source=str(path))  # a ParseError names the file
-        except ParseError as exc:
-            if detected and detected != file_tool:
-                raise InputError(
-                    f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto"
-                ) from None
-            raise
-        digests.append(hashlib.sha256(text.encode()).hexdigest())
-        tools_seen.append(file_tool)
-        # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
-        prefix = "nccl" if file_tool == "nccl-tests" else file_tool
-        raw = text[:RAW_OUTPUT_LIMIT]
-        for index, parsed in enumerate(parsed_all):
-            result = to_result(  # the suite's conversion: the same verdict on the same data
-                parsed,
-                name=f"{prefix}.{parsed.case}",
-                host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
-                # tables would otherwise store 10,000 copies of the same 200 kB.
-                started_at=mtime,
-                raw_output=raw if index == 0 else "",
-                params={
-                    "file": str(path),
-                    **({"raw_output": "stored with the file's first result"} if index else {}),
-                },
-            )
-            results.append(result if result.tool == file_tool else replace(result, tool=file_tool))
+    ingested = ingest_lib.read_files(files, tool=tool, host=host, max_bytes=MAX_INGEST_BYTES)
+    results = list(ingested.results)
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
@@ -126,46 +72,12 @@ def ingest(
     status = judge(results, verdicts)
     run_id = None
     if not dry_run:
-        from gpufabric.results.store import Store
-
-        with Store.open(db) as store:
-            if not allow_duplicate:
-                _refuse_duplicates(store, files, digests)
-            with store.recording(
-                "ingest",
-                command_line(),
-                {"source": "ingested", "files": [str(f) for f in files]},
-                meta={
-                    "tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
-                    "imported_at": time.time(),
-                    "sha256": digests,
-                },
-            ) as rec:
-                rec.add_results(results)  # one transaction: all or none, and one fsync, not 10,617
-                rec.add_verdicts(verdicts)
-                rec.describe(run_info(hosts=(r.host for r in results), env={}))  # the files' hosts, not ours
-                run_id = rec.run_id
-            status = rec.status
+        run_id, status = ingest_lib.record(
+            ingested, verdicts, db=db, argv=command_line(), tool=tool, allow_duplicate=allow_duplicate
+        )
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status.exit_code:
         raise typer.Exit(status.exit_code)
-
-
-def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
-    seen: dict[str, int] = {}
-    for run in store.list_runs(limit=1_000_000):
-        if run.kind == "ingest":
-            for digest in run.meta.get("sha256") or ():
-                seen.setdefault(digest, run.id)
-    for path, digest in zip(files, digests, strict=True):
-        if digest in seen:
-            raise InputError(
-                f"{path}: already ingested as run {seen[digest]} (same content); "
-                "pass --allow-duplicate to store it again"
-            )
-    if len(set(digests)) < len(digests):
-        dup = next(p for p, d in zip(files, digests, strict=True) if digests.count(d) > 1)
-        raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
 
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
