@@ -603,3 +603,70 @@ def probe_slos(
                 )
             )
     return slos
+
+
+def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", catalog=None) -> list[Slo]:
+    """What an imported nccl-tests table should show on the plan's fabric, at the table's own scale.
+
+    One busbw expectation per collective whose tables share one scale (nodes x GPUs per node,
+    as nccl-tests prints them): ``predict_collective`` at the table's largest size on the
+    recommended candidate's fabric, within ``PREDICT_TOLERANCE``; a table taken at the
+    planned node count is judged at the planned scale. Tables of several scales for one
+    collective get no expectation (one SLO cannot name them apart).
+    """
+    from gpufabric.model.collectives import OPS, predict_collective
+
+    if catalog is None:
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog()
+    candidate = recommended_candidate(plan, path, catalog.known_ids())
+    fabric_id = str(candidate.get("fabric"))
+    scales: dict[str, set[tuple[int, int, int]]] = {}
+    for r in results:
+        op = r.params.get("tool_op", "")
+        try:
+            scale = (
+                int(r.params["tool_nodes"]),
+                int(r.params["tool_gpus_per_node"]),
+                int(r.params["tool_max_size_bytes"]),
+            )
+        except (KeyError, ValueError):
+            continue
+        if r.tool == "nccl-tests" and op in OPS and r.metric("busbw_gbps") is not None and min(scale) > 0:
+            scales.setdefault(op, set()).add(scale)
+    slos = []
+    for op, found in sorted(scales.items()):
+        if len(found) != 1:
+            continue
+        nodes, gpus, size = next(iter(found))
+        prediction = predict_collective(
+            op=op,
+            size_bytes=size,
+            nodes=nodes,
+            gpus_per_node=gpus,
+            gpu=spec.cluster.gpu,
+            fabric=fabric_id,
+            catalog=catalog,
+            deterministic=spec.requirements.reproducibility == "bitwise",
+        )
+        slos.append(
+            Slo(
+                test=f"nccl.{op}",
+                metric="busbw_gbps",
+                direction=Direction.higher,
+                expected=float(prediction.busbw_gbps),
+                tolerance=PREDICT_TOLERANCE,
+                source=f"plan {Path(path).name} candidate {candidate.get('id', '?')} ({fabric_id}):"
+                f" predict_collective {op} {size} B on {nodes} x {gpus} {spec.cluster.gpu}, {prediction.algorithm}",
+            )
+        )
+    return slos
+
+
+def gpu_mismatch(spec, results) -> tuple[str, ...]:
+    """Why imported tables were not measured on the spec's GPU (their ``gpu_model``); empty when they were."""
+    family = spec.cluster.gpu.split("-")[0].upper()
+    models = sorted({r.params["tool_gpu_model"] for r in results if r.params.get("tool_gpu_model")})
+    bad = [m for m in models if family not in m.upper()]
+    return tuple(f"table's GPU {m} is not the planned {spec.cluster.gpu}" for m in bad)

@@ -25,6 +25,7 @@ from gpufabric.bench.parsers import collector_paused
 from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
+from gpufabric.errors import InputError
 
 #: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
 #: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
@@ -49,6 +50,13 @@ def ingest(
         None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."
     ),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
+    plan: Path = typer.Option(
+        None,
+        "--plan",
+        help="Plan JSON (with --spec): judge imported nccl-tests tables against the busbw the plan's fabric"
+        " should give at each table's scale; tables from another GPU are not_planned_hardware.",
+    ),
+    spec: Path = typer.Option(None, "--spec", help="With --plan: the spec (its GPU and reproducibility)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
     allow_duplicate: bool = typer.Option(
         False, "--allow-duplicate", help="Store a file even if the same content was ingested before."
@@ -61,6 +69,8 @@ def ingest(
     from gpufabric.results.verdicts import evaluate
 
     refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"}, "with --dry-run (nothing is stored)")
+    if (plan is None) != (spec is None):
+        raise InputError("--plan and --spec go together (the plan names the fabric, the spec the GPU)")
     ingested = ingest_lib.read_files(files, tool=tool, host=host, max_bytes=MAX_INGEST_BYTES)
     results = list(ingested.results)
     slos = []
@@ -69,6 +79,8 @@ def ingest(
 
         slos = load_thresholds(thresholds)
     verdicts = evaluate(results, slos) if slos else []
+    if plan is not None and spec is not None:
+        verdicts += _plan_verdicts(plan, spec, results)
     status = judge(results, verdicts)
     run_id = None
     if not dry_run:
@@ -78,6 +90,18 @@ def ingest(
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status.exit_code:
         raise typer.Exit(status.exit_code)
+
+
+def _plan_verdicts(plan: Path, spec: Path, results: list) -> list:
+    from gpufabric.bench.planned import mark_not_planned
+    from gpufabric.bench.slo import gpu_mismatch, ingest_slos
+    from gpufabric.results.verdicts import evaluate
+    from gpufabric.spec import load_spec
+    from gpufabric.spec.plan_file import load_plan
+
+    loaded = load_spec(spec).spec
+    verdicts = evaluate(results, ingest_slos(load_plan(plan), loaded, results, path=str(plan)))
+    return mark_not_planned(verdicts, gpu_mismatch(loaded, results))
 
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:
