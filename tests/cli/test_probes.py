@@ -504,3 +504,13 @@ def test_plan_expectations_and_not_planned_hardware(cli, tmp_path):
     planned = [v for v in run.verdicts if v.metric == "busbw_gbps"]
     assert len(planned) == 1 and planned[0].outcome == "not_planned_hardware"
     assert all(v.outcome == "passed" for v in run.verdicts if v.metric == "wrong_elements")  # exactness still judged
+
+
+def test_a_usage_error_stores_no_run(cli, tmp_path):
+    """Checks prepare makes run before the run is opened: exit 2 leaves no `error` run in history."""
+    db = tmp_path / "r.db"
+    code, _, err = cli("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--db", db)
+    assert code == 2 and "--run-dir" in err
+    if db.exists():
+        with Store.open(db) as store:
+            assert store.list_runs() == []

@@ -150,6 +150,9 @@ def run_inference(
 ) -> InferenceOutcome:
     """Both parts in one run; the run's status covers the KV SLOs, exactness and the load."""
     meta = {"launcher": opts.launcher, "fabric": design.fabric, "tp": design.tp, "design": design.source}
+    service.validate("collectives", kv_config, opts)
+    if load_config is not None and load_opts is not None:
+        service.validate("checkpoint", load_config, load_opts)
     with service.session(db, "bench.inference", argv, opts, meta=meta, judging=judging, spec_name=spec_name) as run:
         kv_results, kv_checks, kv_error = service.collectives_into(run, kv_config, opts, judging=judging, part="kv")
         rows = [CollectiveRow.from_result(r) for r in kv_results]

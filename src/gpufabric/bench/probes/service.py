@@ -164,6 +164,11 @@ class Session:
         return self.rec.finish()
 
 
+def validate(kind: str, config: dict[str, Any], opts: probe_run.LaunchOptions) -> None:
+    """Every check ``prepare`` makes, before a run is opened: a usage error (exit 2) stores no run."""
+    probe_run.cleanup(probe_run.prepare(kind, config, opts, write=False))
+
+
 @contextmanager
 def session(
     db: str | None,
@@ -259,6 +264,7 @@ def run_collectives(
     judging: Judging = Judging(),
 ) -> CollectivesOutcome:
     """Run a sweep; ``on_size`` gets a ``live.size_row`` for each size rank 0 finishes, as it finishes."""
+    validate("collectives", config, opts)
     with session(
         db,
         "bench.collectives",
@@ -345,6 +351,7 @@ def run_train(
 ) -> TrainOutcome:
     """K training steps, ``repeat`` times; bitwise verdict across repeats and/or against a stored run."""
     reference = _load_reference(db, against) if against else None
+    validate("train", config, opts)
     with session(
         db, "bench.train", argv, opts, meta={"repeat": repeat, "launcher": opts.launcher}, judging=judging
     ) as run:
@@ -456,6 +463,7 @@ def run_checkpoint(
     argv: Sequence[str],
     judging: Judging = Judging(),
 ) -> CheckpointOutcome:
+    validate("checkpoint", config, opts)
     with session(
         db,
         "bench.checkpoint",
