@@ -13,8 +13,11 @@
         |-- CommandFailed               a tool exited non-zero
         `-- CommandTimeout              a tool ran past its timeout and was killed
 
+    KeyboardInterrupt                   Ctrl-C (SIGINT); the CLI exits 130
+    `-- Terminated                      SIGTERM (timeout, CI runners, scancel); the CLI exits 143
+
 The library raises these and never prints or exits; ``gpufabric.cli`` maps them to
-exit codes (user errors 2, environment failures 1, Ctrl-C 130). Third-party exceptions
+exit codes (user errors 2, environment failures 1, Ctrl-C 130, SIGTERM 143). Third-party exceptions
 are translated at the boundary with ``raise ... from``.
 """
 
@@ -124,3 +127,31 @@ class CommandTimeout(EnvironmentFailure):
         self.stdout = stdout
         self.stderr = stderr
         super().__init__(f"{argv[0]} timed out after {timeout_s:g} s and was killed")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Python raises KeyboardInterrupt for SIGINT (``cli.app`` installs it).
+
+    A KeyboardInterrupt subclass on purpose: every cleanup written for Ctrl-C (process groups
+    killed, finished results stored, the run marked ``interrupted``, scratch removed) runs for
+    SIGTERM too, and only the exit code differs (``interrupt_exit_code``).
+    """
+
+    signum = 15
+
+
+#: SIGTERMs delivered through ``raise_terminated`` in this process: typer turns any
+#: KeyboardInterrupt into exit 130 before ``cli.app`` sees it, and this tells it was SIGTERM.
+terminations = 0
+
+
+def raise_terminated(signum: int, frame: object) -> None:
+    """The SIGTERM handler ``cli.app`` installs: SIGTERM becomes ``Terminated``."""
+    global terminations
+    terminations += 1
+    raise Terminated()
+
+
+def interrupt_exit_code(exc: BaseException | None) -> int:
+    """128 + the signal number, as a shell reports it: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 128 + Terminated.signum if isinstance(exc, Terminated) else 130

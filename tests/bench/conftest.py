@@ -31,8 +31,12 @@ class MemoryStore:
     def add_artifact(self, run_id: int, name: str, content: str) -> None:
         self.artifacts[name] = content
 
-    def finish_run(self, run_id: int, status: str) -> None:
+    def update_fingerprint(self, run_id: int, fingerprint) -> None:
+        self.fingerprint = dict(fingerprint)
+
+    def finish_run(self, run_id: int, status: str, info=None) -> None:
         self.status = status
+        self.info = info
 
 
 @pytest.fixture

@@ -211,3 +211,23 @@ def test_two_benches_at_once_use_their_own_servers(tmp_path):
     assert len(ports) == 2 and str(profile.port) not in ports
     for r in results:  # the client connected to the port its own server was moved to
         assert r.argv[r.argv.index("-p") + 1] == r.params["port"]
+
+
+def test_suite_and_ingest_share_one_conversion_of_impossible_values():
+    """Issue 23: the suite stored a negative bandwidth as ok where ingest called it invalid."""
+    from gpufabric.bench.parsers import Parsed
+    from gpufabric.bench.runners import PlannedTest, to_result
+    from gpufabric.results.records import Direction, Metric, Status
+
+    parsed = Parsed(
+        tool="fio",
+        case="seq",
+        metrics=(Metric(name="write_bw_gbps", value=-1.0, unit="GB/s", direction=Direction.higher),),
+    )
+    test = PlannedTest(name="fio.seq", tool="fio", argv=("fio",), timeout_s=1.0)
+    result = to_result(test, [parsed], host="h", returncode=0, stderr="", started_at=0.0, duration_s=1.0, raw="")
+    assert result.status == Status.failed
+    assert "invalid data: impossible values write_bw_gbps=-1" in result.reason
+    assert result.params["invalid"].startswith("impossible values")
+    exited = to_result(test, [parsed], host="h", returncode=3, stderr="boom", started_at=0, duration_s=1, raw="")
+    assert "fio exited 3: boom" in exited.reason and "invalid data" in exited.reason

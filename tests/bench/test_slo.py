@@ -142,7 +142,39 @@ def test_from_plan_without_spec_has_only_hardware_slos():
         ("fio.small_file_commit", "fsync_lat_p99_us"),
         ("perftest.ib_write_lat", "lat_p50_us"),
         ("perftest.ib_write_lat", "lat_p99_us"),
+        ("perftest.ib_write_bw", "bw_avg_gbps"),  # the NIC rate bought
     }
+    # NDR: 400 Gbit/s = 50 GB/s less the IB headers of a 4 KiB packet (26 bytes): 49.7 GB/s.
+    assert slos[("perftest.ib_write_bw", "bw_avg_gbps")].expected == pytest.approx(50 * 4096 / 4122)
+
+
+def test_storage_slos_are_the_larger_of_need_and_purchase():
+    """Issue 23 bar: the 1,024-GPU example's restore and dataset SLOs are at least half the
+    designed per-node storage bandwidth (the need alone is 0.0128 and 3e-5 GB/s)."""
+    from pathlib import Path
+
+    from gpufabric.catalog import load_catalog
+    from gpufabric.jsonable import to_jsonable
+    from gpufabric.plan import make_plan
+    from gpufabric.spec import load_spec
+    from gpufabric.spec.plan_file import plan_to_dict
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "llama3-70b-1k.yaml").spec
+    result = make_plan(spec, load_catalog())
+    doc = to_jsonable(plan_to_dict(result, result.candidates, catalog_files=[], overrides=[]))
+    best = next(c for c in doc["candidates"] if c["id"] == doc["recommended"])
+    share = best["storage_read_gbps"] / spec.cluster.nodes
+    slos = by_key(slo.from_plan(doc, spec))
+    for key in (("fio.checkpoint_restore", "read_bw_gbps"), ("fio.dataset_read", "read_bw_gbps")):
+        s = slos[key]
+        assert s.minimum >= 0.5 * share, key
+        assert s.expected == pytest.approx(share)
+        assert "purchased" in s.source and "need" in s.source
+    # The workload's need still wins where it is the larger: a restart budget of 6 s.
+    tight = spec.model_copy(update={"reliability": spec.reliability.model_copy(update={"restart_min": 0.1})})
+    restore = by_key(slo.from_plan(doc, tight))[("fio.checkpoint_restore", "read_bw_gbps")]
+    need = spec.workload.model.params * spec.workload.checkpoint.bytes_per_param / spec.cluster.nodes / 6 / 1e9
+    assert restore.minimum == pytest.approx(need) and need > share
     with pytest.raises(InputError, match="unknown fabric id 'warp'"):
         slo.from_plan({"recommended": "x", "candidates": [{"id": "x", "fabric": "warp", "storage": "nfs"}]}, None)
 

@@ -239,7 +239,8 @@ def _quick_suite_process(tmp_path: Path, db: Path, output: int, mark: str) -> su
         stdout=output,
         stderr=output,
         start_new_session=True,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), **{MARK_VAR: mark}),
+        # The tree under test first (src/), then the repository root (tests/ helpers).
+        env=dict(os.environ, PYTHONPATH=f"{ROOT / 'src'}{os.pathsep}{ROOT}", **{MARK_VAR: mark}),
     )
 
 
@@ -279,18 +280,20 @@ def test_kill_9_mid_suite_keeps_finished_results_and_an_intact_db(tmp_path, proc
 @needs_tool("fio")
 @needs_tool("iperf3")
 @pytest.mark.slow
-def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path, process_mark):
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_mid_suite_exits_130_and_marks_run_interrupted(tmp_path, process_mark, signum, code):
+    """Ctrl-C (SIGINT) and SIGTERM (timeout, CI runners, scancel) alike: finished results kept."""
     db = tmp_path / "r.db"
     proc = _quick_suite_process(tmp_path, db, subprocess.PIPE, process_mark)
     try:
         _wait_for_results(proc, db, 4)  # the fio tests are done; iperf3 (3 s) is running
-        os.kill(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the foreground process
+        os.kill(proc.pid, signum)  # what Ctrl-C sends to the foreground process, or `timeout`
         _, err = proc.communicate(timeout=20)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, err
     with Store.open(db) as store:
         run = store.get_run("latest")
     assert run.status == "interrupted"

@@ -10,6 +10,7 @@ from gpufabric.bench.probes.inference import KV_SLO_FACTOR, KvProbeSize, kv_prob
 from gpufabric.bench.probes.outcomes import CollectiveRow
 from gpufabric.catalog import load_catalog
 from gpufabric.results.records import Status
+from gpufabric.results.store import Store
 from gpufabric.spec.inference import load_inference_spec, read_located
 from tests.conftest import EXAMPLES
 
@@ -79,13 +80,45 @@ def test_bench_inference_runs_and_stores(cli, tmp_path):
     doc = json.loads(out)
     assert doc["kind"] == "inference" and doc["fabric"] == "roce-400g"
     measured = {r["size_bytes"] for r in doc["kv_run"]["results"]}
-    assert measured == {1_048_576, 8_388_608} and doc["kv_run"]["status"] == "passed"  # exact bytes received
+    assert measured == {1_048_576, 8_388_608}
+    assert all(r["wrong_elements"] == 0 for r in doc["kv_run"]["results"])  # exact bytes received
     assert len(doc["kv_verdicts"]) == 2 and all(v["measured"] > 0 for v in doc["kv_verdicts"])
-    assert (code == 1) == any(v["outcome"] == "failed" for v in doc["kv_verdicts"])
+    # This VM has no RDMA device: the roce-400g design's KV SLOs are not_planned_hardware, the run fails.
+    assert all(v["outcome"] == "not_planned_hardware" for v in doc["kv_verdicts"])
+    assert code == 1 and doc["status"] == doc["kv_run"]["status"] == "failed"
     load = doc["weight_load_run"]["results"]
     assert load and load[0]["format"] == "safetensors" and load[0]["read_gbps"] > 0
+    # One run holds both parts (issue 23: the weight load was a second run), and it agrees.
     code, out, _ = cli("runs", "--db", db, "--format", "json")
-    assert code == 0 and len(json.loads(out)["runs"]) == 2  # the KV run and the weight-load run
+    runs = json.loads(out)["runs"]
+    assert code == 0 and len(runs) == 1 and runs[0]["status"] == "failed"
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.kind == "bench.inference" and {r.name for r in run.results} == {
+        "torch.send_recv",
+        "torch.checkpoint.safetensors",
+    }
+    assert run.hosts and run.duration_s is not None and run.duration_s > 0
+    code, junit, _ = cli("report", "latest", "--db", db, "--format", "junit")
+    assert code == 0 and 'failures="0"' not in junit
+
+
+def test_bench_inference_judges_the_plans_recommended_design(cli, tmp_path):
+    """Without --fabric the KV SLO is the model's time on the design `plan` recommends, not the spec's first fabric."""
+    code, out, err = cli("plan", SERVING, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    recommended = next(c for c in doc["candidates"] if c["id"] == doc["recommended"])
+    spec = load_inference_spec(read_located(SERVING))
+    assert recommended["fabric"] != spec.options.fabrics[0]  # the case issue 23 found
+    code, out, err = cli("bench", "inference", SERVING, "--dry-run", "--format", "json")
+    assert code == 0, err
+    sizes = kv_probe_sizes(spec, load_catalog([]), fabric=recommended["fabric"], tp=recommended["tp"])
+    dry = json.loads(out)
+    assert dry["config"]["sizes"] == [s.size_bytes for s in sizes]
+    # Each KV SLO with its provenance: the recommended design, its fabric model, the factor.
+    assert [s["maximum"] for s in dry["slos"]] == pytest.approx([KV_SLO_FACTOR * s.model_time_us for s in sizes])
+    assert all(s["source"].startswith(f"plan recommendation {doc['recommended']}") for s in dry["slos"])
 
 
 def test_bench_inference_dry_run_and_bad_input(cli, tmp_path):

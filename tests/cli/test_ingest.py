@@ -322,3 +322,46 @@ def test_posted_logs_ingest_with_exit_0_and_no_false_corruption(cli, tmp_path, n
     assert row["status"] == status and "corruption" not in json.dumps(row) and "invalid" not in json.dumps(row)
     code, out, _ = cli("runs", "--db", db)
     assert code == 0 and "passed" in out
+
+
+def test_ingest_records_the_files_hosts_not_the_ingesting_job(cli, tmp_path, monkeypatch):
+    """Run fields (issue 23): hosts from the files; the Slurm job ingest itself runs in is not theirs."""
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    sample = next((DATA / "fio").glob("*.json"))
+    db = tmp_path / "r.db"
+    code, _, err = cli("ingest", "--tool", "fio", sample, "--host", "stor-7", "--db", db)
+    assert code in (0, 1), err
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.hosts == ("stor-7",) and run.job_id == "" and run.duration_s is not None
+
+
+def test_ingest_judges_a_table_against_the_plans_busbw_at_its_scale(cli, tmp_path):
+    """SLOs from what was bought (issue 23): an imported 2-node table is judged against the busbw
+    the plan's fabric should give at that scale; a table from another GPU is not the planned one."""
+    from tests.conftest import EXAMPLES
+
+    spec = EXAMPLES / "llama3-70b-1k.yaml"
+    code, out, err = cli("plan", spec, "--format", "json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    table = DATA / "nccl-tests/public_h100_ndr_2node_issue309.txt"
+    code, out, err = cli(
+        "ingest", "--tool", "nccl-tests", table, "--plan", plan, "--spec", spec, "--dry-run", "--format", "json"
+    )
+    assert code == 0, err
+    (verdict,) = json.loads(out)["verdicts"]
+    assert verdict["test"] == "nccl.all_reduce" and verdict["metric"] == "busbw_gbps"
+    assert verdict["outcome"] in ("passed", "failed") and verdict["measured"] > 0
+    assert "predict_collective all_reduce 17179869184 B on 2 x 8 h100-sxm" in verdict["source"]
+    other = tmp_path / "a100.yaml"
+    other.write_text(spec.read_text().replace("gpu: h100-sxm", "gpu: a100-sxm"))
+    code, out, err = cli(
+        "ingest", "--tool", "nccl-tests", table, "--plan", plan, "--spec", other, "--dry-run", "--format", "json"
+    )
+    (verdict,) = json.loads(out)["verdicts"]
+    assert code == 1 and verdict["outcome"] == "not_planned_hardware"
+    assert "NVIDIA H100 80GB HBM3 is not the planned a100-sxm" in verdict["reason"]
+    code, _, err = cli("ingest", "--tool", "nccl-tests", table, "--plan", plan, "--dry-run")
+    assert code == 2 and "--plan and --spec go together" in err

@@ -440,3 +440,79 @@ def test_collectives_stream_sizes_as_json_lines_and_live_text(cli, tmp_path):
         "--quiet",
     )
     assert code == 0 and "rank 0's timings" not in err and "all_reduce" in out
+
+
+def test_dry_run_writes_nothing_into_the_run_dir(cli, tmp_path):
+    """Issue 24: `--dry-run` printed the commands and left config.json in --run-dir."""
+    run_dir = tmp_path / "shared"
+    run_dir.mkdir()
+    code, out, err = cli("bench", "collectives", "--run-dir", run_dir, "--dry-run")
+    assert code == 0, err
+    assert str(run_dir / "config.json") in out and list(run_dir.iterdir()) == []
+
+
+def test_gpus_per_node_is_bounded_before_anything_starts(cli):
+    code, _, err = cli("bench", "collectives", "--gpus-per-node", "100000000", "--dry-run")
+    assert code == 2 and "--gpus-per-node must be between 1 and 1,024" in err
+
+
+def test_plan_expectations_and_not_planned_hardware(cli, tmp_path):
+    """--plan on a probe: SLOs of the plan's design at the probe's scale, with their provenance in
+    --dry-run; on this VM (no H100, no RDMA) every plan verdict is not_planned_hardware."""
+    from tests.conftest import EXAMPLES
+
+    spec = EXAMPLES / "llama3-70b-1k.yaml"
+    code, out, err = cli("plan", spec, "--format", "json")
+    assert code == 0, err
+    plan = tmp_path / "plan.json"
+    plan.write_text(out)
+    code, out, err = cli(
+        "bench", "collectives", "--ops", "all_reduce", "--sizes", "1K,1M", "--plan", plan, "--spec", spec, "--dry-run"
+    )
+    assert code == 0, err
+    slo_lines = [line for line in out.splitlines() if line.startswith("#   ")]
+    assert len(slo_lines) == 1 and "torch.all_reduce[dtype=float32 size_bytes=1048576] busbw_gbps ~" in slo_lines[0]
+    assert "predict_collective all_reduce 1048576 B on 1 x 2 ranks" in slo_lines[0]
+    code, out, err = cli("bench", "checkpoint", "--dir", tmp_path / "c", "--plan", plan, "--dry-run")
+    read = [line for line in out.splitlines() if "read_gbps" in line]
+    assert code == 0 and len(read) == 1 and "share of the plan's storage read" in read[0]
+    db = tmp_path / "r.db"
+    code, out, err = cli(
+        "bench",
+        "collectives",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "1K,1M",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--master-port",
+        "29591",
+        "--plan",
+        plan,
+        "--spec",
+        spec,
+        "--db",
+        db,
+        "--format",
+        "json",
+    )
+    assert code == 1, err
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.status == "failed"
+    planned = [v for v in run.verdicts if v.metric == "busbw_gbps"]
+    assert len(planned) == 1 and planned[0].outcome == "not_planned_hardware"
+    assert all(v.outcome == "passed" for v in run.verdicts if v.metric == "wrong_elements")  # exactness still judged
+
+
+def test_a_usage_error_stores_no_run(cli, tmp_path):
+    """Checks prepare makes run before the run is opened: exit 2 leaves no `error` run in history."""
+    db = tmp_path / "r.db"
+    code, _, err = cli("bench", "collectives", "--launcher", "slurm", "--nodes", "2", "--db", db)
+    assert code == 2 and "--run-dir" in err
+    if db.exists():
+        with Store.open(db) as store:
+            assert store.list_runs() == []

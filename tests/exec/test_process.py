@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufabric.errors import CommandFailed, CommandTimeout, InputError, ToolNotFound
+from gpufabric.exec import process
 from gpufabric.exec.process import port_open, run, start_server
 from tests.conftest import finishes, group_gone, wait_until
 
@@ -184,3 +185,26 @@ def test_server_dies_with_a_killed_parent(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_a_started_process_is_stopped_only_while_its_ticket_matches(tmp_path):
+    """Issue 24: a reused pid, an edited state file or `noise_pids: [0]` never gets a signal."""
+    ticket = process.spawn_detached(["sleep", "30"], log=tmp_path / "log")
+    assert ticket.pid > 1 and process.not_ours(ticket) == ""
+    # The same pid under another start time is another process: left alone.
+    reused = process.Started(
+        pid=ticket.pid, start_ticks=ticket.start_ticks + 1, boot_id=ticket.boot_id, argv=ticket.argv
+    )
+    assert "another process" in process.stop_started(reused)
+    assert process.not_ours(ticket) == ""  # still running
+    # A ticket naming a process gpufabric did not start (this test's own) is refused.
+    mine = process.identify(os.getpid(), ["sleep", "30"])
+    assert mine is not None and process.stop_started(mine) != ""  # not a group leader / not sleep
+    assert process.identify(1, ["x"]) is None and process.identify(0, ["x"]) is None
+    assert process.Started.from_dict({"pid": 0, "start_ticks": 0, "boot_id": "", "argv": ["x"]}) is None
+    assert process.Started.from_dict({"pid": "1234", "start_ticks": 0, "boot_id": "", "argv": ["x"]}) is None
+    with pytest.raises(ValueError, match="never signalled"):
+        process.kill_pgid(0)  # killpg(0) would be the caller's own group
+    assert process.stop_started(ticket) == ""
+    assert process.not_ours(ticket).endswith("has exited")
+    assert process.Started.from_dict(ticket.to_dict()) == ticket

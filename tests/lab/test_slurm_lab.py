@@ -248,8 +248,13 @@ def test_generated_train_sbatch_runs_across_both_nodes(lab, bundle, tmp_path):
         "--run-dir",
         str(run_dir),
         "--dry-run",
+        "--format",
+        "json",
     )
     assert prep.returncode == 0, prep.stderr
+    assert not run_dir.exists()  # a dry run writes nothing into --run-dir (issue 24)
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text(json.dumps(json.loads(prep.stdout)["config"]))  # the rank config it showed
     sbatch = bundle / "login" / "etc" / "gpufabric" / "train.sbatch"
     env = _env(lab, GPUFABRIC_NCCL_ENV=str(bundle / "compute" / "etc" / "gpufabric" / "nccl.env"))
     done = on_login(
@@ -370,3 +375,71 @@ def test_mpirun_inside_an_allocation_uses_both_nodes(lab, tmp_path):
     doc = json.loads(out[out.index("{") :])
     assert [(r["op"], r["num_ranks"], r["wrong_elements"]) for r in doc["results"]] == [("all_reduce", 2, 0)]
     assert _hosts_of(run_dir, 2) == {0: lab.nodes[0], 1: lab.nodes[1]}
+
+
+def test_sigterm_during_srun_keeps_finished_sizes_and_leaves_no_rank(lab, tmp_path):
+    """Issue 23 bar with the Slurm launcher: SIGTERM (what scancel and CI send) after four sizes."""
+    import signal
+    import time
+
+    from gpufabric.lab import slurm
+    from gpufabric.results.store import Store
+    from tests.conftest import MARK_VAR, marked_pids, wait_until
+
+    mark = f"slurm-sigterm-{os.getpid()}"
+    db = tmp_path / "r.db"
+    argv = [
+        *slurm.login_argv(lab),
+        sys.executable,
+        "-m",
+        "gpufabric",
+        "bench",
+        "collectives",
+        "--launcher",
+        "slurm",
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "1",
+        "--backend",
+        "gloo",
+        "--ops",
+        "all_reduce",
+        "--sizes",
+        "1K:16M",
+        "--iters",
+        "30",
+        "--warmup",
+        "1",
+        "--master-port",
+        "29612",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--data-ifname",
+        "data0",
+        "--db",
+        str(db),
+        "--format",
+        "json",
+        "--stream",
+    ]
+    proc = subprocess.Popen(
+        argv, env=_env(lab, **{MARK_VAR: mark}), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        rows = [json.loads(proc.stdout.readline()) for _ in range(4)]
+        assert [r["size_bytes"] for r in rows] == [1024, 2048, 4096, 8192]
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGTERM)  # ip netns exec execs python: this is gpufabric itself
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    wait_until(lambda: marked_pids(mark) == [], what="no rank left on either Slurm node")
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.status == "interrupted"
+    assert [int(r.params["size_bytes"]) for r in run.results][:4] == [1024, 2048, 4096, 8192]

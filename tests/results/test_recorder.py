@@ -91,6 +91,35 @@ def test_an_explicit_status_wins_and_a_run_finishes_once(tmp_path):
         assert store.get_run(rec.run_id).status is RunStatus.error
 
 
+def test_a_broken_or_interrupted_run_carries_a_failing_verdict_saying_why(tmp_path):
+    """One status: JUnit, HTML and Markdown count verdicts, so a run that ends error or
+    interrupted with none failing gets one (else a CI gate reads it as green)."""
+    from gpufabric.errors import Terminated
+
+    with Store.open(tmp_path / "r.db") as store:
+        with pytest.raises(Terminated), store.recording("bench.train", [], {}) as rec:
+            rec.result(_result("step"))
+            raise Terminated()
+        interrupted = store.get_run(rec.run_id)
+        with pytest.raises(ValueError), store.recording("bench.checkpoint", [], {}) as rec:
+            raise ValueError("disk vanished")
+        broken = store.get_run(rec.run_id)
+        with store.recording("bench", [], {}) as rec:
+            rec.add_verdicts([_failed_verdict()])
+            rec.finish(RunStatus.error, reason="launch failed")
+        already = store.get_run(rec.run_id)
+        with store.recording("bench", [], {}) as rec:
+            rec.result(_result("ok"))
+        passed = store.get_run(rec.run_id)
+    (why,) = [v for v in interrupted.verdicts if v.metric == "run"]
+    assert interrupted.status is RunStatus.interrupted and why.outcome is Outcome.failed
+    assert why.test == "bench.train" and why.reason == "interrupted by SIGTERM; 1 finished result(s) kept"
+    (why,) = broken.verdicts
+    assert broken.status is RunStatus.error and why.reason == "ValueError: disk vanished"
+    assert [v.metric for v in already.verdicts] == ["m"]  # a failing verdict already says it
+    assert passed.verdicts == ()
+
+
 def _probe_result() -> TestResult:
     stats = RankStats(
         quantity="time_us",

@@ -206,6 +206,28 @@ def test_v1_store_is_migrated_with_its_samples(tmp_path):
         assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+def test_v2_store_gains_run_fields_and_finished_durations(tmp_path):
+    """v3 (issue 23): runs carry duration_s, cluster, hosts and job_id; old finished runs get their duration."""
+    path = tmp_path / "v2.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(SqliteConnection(conn), target=2)
+    conn.execute(
+        "INSERT INTO run (id, kind, status, started_at, finished_at, argv, fingerprint)"
+        " VALUES (1, 'bench', 'passed', 100.0, 112.5, '[]', '{}'), (2, 'bench', 'running', 200.0, NULL, '[]', '{}')"
+    )
+    conn.close()
+    with Store.open(path) as store:
+        done, running = store.get_run(1), store.get_run(2)
+        assert done.duration_s == 12.5 and done.hosts == () and done.cluster == done.job_id == ""
+        assert running.duration_s is None
+        from gpufabric.results.records import RunInfo
+
+        store.finish_run(2, "failed", RunInfo(cluster="c1", hosts=("n1", "n2"), job_id="77"))
+        run = store.get_run(2)
+        assert run.hosts == ("n1", "n2") and run.cluster == "c1" and run.job_id == "77" and run.duration_s > 0
+        assert [r.job_id for r in store.list_runs()] == ["77", ""]
+
+
 def test_empty_v0_file_is_initialised(tmp_path):
     path = tmp_path / "empty.db"
     sqlite3.connect(path).close()  # a zero-length file: version 0

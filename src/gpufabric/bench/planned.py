@@ -61,6 +61,24 @@ def planned_hardware(
     )
 
 
+def for_design(
+    fabric: str, *, gpu: str | None = None, gpus_per_node: int | None = None, catalog: Any = None
+) -> PlannedHardware:
+    """The node hardware of a design named directly (a serving plan's recommendation, ``--fabric``)."""
+    if catalog is None:
+        from gpufabric.catalog import load_catalog
+
+        catalog = load_catalog()
+    fab = catalog.fabric(fabric)
+    return PlannedHardware(
+        fabric=fabric,
+        nic_gbit_s=fab.nic_line_gbps * 8,
+        rdma=fab.kind in ("ib", "roce"),
+        gpu=gpu,
+        gpus_per_node=gpus_per_node,
+    )
+
+
 def mismatches(planned: PlannedHardware, fingerprint: Mapping[str, Any]) -> tuple[str, ...]:
     """Why this node is not the planned hardware; empty when it matches."""
     out = []

@@ -29,7 +29,8 @@ from gpufabric.bench.runners import iperf3 as iperf3_runner
 from gpufabric.bench.runners import nccl_tests as nccl_runner
 from gpufabric.bench.runners import perftest as perftest_runner
 from gpufabric.bench.runners import sockperf as sockperf_runner
-from gpufabric.results.recorder import Recorder, judge
+from gpufabric.errors import Terminated, raise_terminated
+from gpufabric.results.recorder import Recorder, judge, run_info
 from gpufabric.results.records import RunStatus, Slo, TestResult, Verdict
 
 SUITES = tuple(profiles_mod.SUITES)
@@ -57,6 +58,12 @@ class SuiteOutcome:
     status: RunStatus  # passed | failed | interrupted
     wall_s: float  # whole suite, orchestration included
     tool_s: float  # time inside tool processes (servers included)
+    signum: int = 0  # the signal that interrupted the run (SIGINT 2, SIGTERM 15), else 0
+
+    @property
+    def exit_code(self) -> int:
+        """The status's exit code; an interrupted run exits 128 + the signal (130, 143)."""
+        return 128 + self.signum if self.status is RunStatus.interrupted and self.signum else self.status.exit_code
 
 
 def plan_suite(
@@ -142,6 +149,39 @@ def _repeated(plan: Callable[..., PlannedTest], repeats: int) -> list[PlannedTes
 run_status = judge
 
 
+def record_suite(
+    tests: Sequence[PlannedTest],
+    *,
+    db: str | Path | None,
+    argv: Sequence[str],
+    fingerprint: dict[str, Any],
+    executor: Executor,
+    spec_name: str = "",
+    plan: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+    slos: Sequence[Slo] = (),
+    progress: Callable[[Progress], None] | None = None,
+    not_planned: tuple[str, ...] = (),
+) -> SuiteOutcome:
+    """Open the run in the store at ``db`` (one run for the whole suite), then :func:`run_suite`."""
+    from gpufabric.results.store import Store
+
+    with (
+        Store.open(db) as store,
+        store.recording("bench", argv, fingerprint, spec_name=spec_name, plan=plan, meta=meta) as rec,
+    ):
+        rec.artifact("commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
+        return run_suite(
+            tests,
+            executor=executor,
+            recorder=rec,
+            slos=slos,
+            progress=progress,
+            not_planned=not_planned,
+            cluster=spec_name,
+        )
+
+
 def run_suite(
     tests: Sequence[PlannedTest],
     *,
@@ -150,6 +190,7 @@ def run_suite(
     slos: Sequence[Slo] = (),
     progress: Callable[[Progress], None] | None = None,
     not_planned: tuple[str, ...] = (),
+    cluster: str = "",
 ) -> SuiteOutcome:
     """Run ``tests`` in order, recording each result as it arrives, then judge and finish the run.
 
@@ -160,9 +201,9 @@ def run_suite(
 
     start = time.monotonic()
     results: list[TestResult] = []
-    interrupted = threading.Event()
+    interrupted = _Signals()
     try:
-        with _remember_sigint(interrupted):
+        with _remember_signals(interrupted):
             for index, test in enumerate(tests):
                 if progress:
                     progress(Progress(index=index, total=len(tests), test=test))
@@ -173,15 +214,19 @@ def run_suite(
                     progress(Progress(index=index, total=len(tests), test=test, result=result))
                 if interrupted.is_set():  # the KeyboardInterrupt was swallowed
                     break
-    except KeyboardInterrupt:
-        interrupted.set()
+    except KeyboardInterrupt as exc:
+        interrupted.set(signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT)
     verdicts = evaluate(results, slos) if slos else []
     if not_planned:
         from gpufabric.bench.planned import mark_not_planned
 
         verdicts = mark_not_planned(verdicts, not_planned)
     recorder.add_verdicts(verdicts)
-    status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None)
+    recorder.describe(run_info(hosts=(r.host for r in results), cluster=cluster))
+    why = ""
+    if interrupted.is_set():
+        why = "interrupted by SIGTERM" if interrupted.signum == signal.SIGTERM else "interrupted by Ctrl-C (SIGINT)"
+    status = recorder.finish(RunStatus.interrupted if interrupted.is_set() else None, reason=why)
     return SuiteOutcome(
         run_id=recorder.run_id,
         results=tuple(results),
@@ -189,29 +234,51 @@ def run_suite(
         status=status,
         wall_s=time.monotonic() - start,
         tool_s=sum(r.duration_s for r in results),
+        signum=interrupted.signum,
     )
 
 
-@contextmanager
-def _remember_sigint(interrupted: threading.Event) -> Iterator[None]:
-    """Record every SIGINT in ``interrupted`` before raising KeyboardInterrupt as usual.
+class _Signals:
+    """The first interrupting signal seen (0: none); set from a handler or an except clause."""
 
-    Left alone outside the main thread (only it may set handlers) and when SIGINT does
-    not raise KeyboardInterrupt already (ignored, or handled by the embedding program).
+    def __init__(self) -> None:
+        self.signum = 0
+        self._lock = threading.Lock()
+
+    def set(self, signum: int) -> None:
+        with self._lock:
+            self.signum = self.signum or int(signum)
+
+    def is_set(self) -> bool:
+        return self.signum != 0
+
+
+@contextmanager
+def _remember_signals(interrupted: _Signals) -> Iterator[None]:
+    """Record every SIGINT and SIGTERM in ``interrupted`` before the handler raises as usual.
+
+    Python swallows a KeyboardInterrupt (or ``Terminated``) raised inside an at-fork hook;
+    the record still stops the suite after the current test. Only the handlers that raise are
+    wrapped (``signal.default_int_handler``, ``errors.raise_terminated``): an ignored signal or
+    one an embedding program handles is left alone, as is everything outside the main thread
+    (only it may set handlers).
     """
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    previous: dict[int, Any] = {}
+    for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
+        handler = signal.getsignal(signum)
+        if handler is not (signal.default_int_handler if signum == signal.SIGINT else raise_terminated):
+            continue
 
-    def handler(signum: int, frame) -> None:
-        interrupted.set()
-        signal.default_int_handler(signum, frame)
+        def remember(num: int, frame: Any, _inner: Any = handler) -> None:
+            interrupted.set(num)
+            _inner(num, frame)
 
-    previous = signal.signal(signal.SIGINT, handler)
+        previous[signum] = signal.signal(signum, remember)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for num, saved in previous.items():
+            signal.signal(num, saved)

@@ -18,6 +18,7 @@ OverflowError                             2      a number too large for the comp
 sqlite3.Error                             1      the results database failed
 MemoryError                               1      the machine ran out of memory
 KeyboardInterrupt (also during start-up)  130    Ctrl-C
+Terminated (SIGTERM)                      143    timeout(1), a CI runner, scancel: as Ctrl-C
 ========================================  =====  ==========================================
 """
 
@@ -30,15 +31,16 @@ import keyword
 import os
 import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 import typer
 
 import gpufabric
-from gpufabric import __version__
+from gpufabric import __version__, errors
 from gpufabric.cli.options import PLAIN_HELP
 from gpufabric.cli.output import set_command_line
-from gpufabric.errors import EnvironmentFailure, UserError
+from gpufabric.errors import EnvironmentFailure, UserError, interrupt_exit_code, raise_terminated
 
 #: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
 #: the machine refusing (exit 1).
@@ -167,7 +169,11 @@ def _quiet_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code."""
-    return _main(argv)
+    try:
+        with _sigterm_restored():
+            return _main(argv)
+    except KeyboardInterrupt as exc:  # a signal between the handler swap and _main's own try
+        return _fail_interrupted(exc)
 
 
 def _end_startup() -> None:
@@ -180,12 +186,41 @@ def _end_startup() -> None:
     startup = gpufabric._startup_sigint_handler
     if startup is not None and signal.getsignal(signal.SIGINT) is startup:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGTERM (timeout, CI runners, scancel) takes the Ctrl-C path from here on: as the
+    # default action it ended the process on the spot, rank groups left running for
+    # seconds, finished measurements unstored, the run `running` and scratch left behind.
+    # Until here (imports) the default action is right: nothing has started yet.
+    if _own_sigterm():
+        signal.signal(signal.SIGTERM, raise_terminated)
 
 
-def _fail_interrupted() -> int:
+def _own_sigterm() -> bool:
+    """Whether this command may handle SIGTERM: the main thread, and no handler set by an
+    embedding program (only the default action, which would end the process on the spot)."""
+    return threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) in (
+        signal.SIG_DFL,
+        raise_terminated,
+    )
+
+
+@contextlib.contextmanager
+def _sigterm_restored() -> Iterator[None]:
+    """Put SIGTERM's handler back after the command (tests call main in-process)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _fail_interrupted(exc: BaseException | None = None) -> int:
+    code = interrupt_exit_code(exc)
     with contextlib.suppress(OSError):
-        print("gpufabric: interrupted", file=sys.stderr)
-    return 130
+        print("gpufabric: terminated" if code == 143 else "gpufabric: interrupted", file=sys.stderr)
+    return code
 
 
 def _shipped_ids() -> dict[str, set[str]]:
@@ -203,6 +238,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # passes its merged catalog's ids instead).
     set_default_ids(_shipped_ids)
     set_command_line([str(a) for a in argv] if argv is not None else None)  # stored with any run it records
+    terminations = errors.terminations
     try:
         from gpufabric.cli.options import rewrite_renamed
 
@@ -219,8 +255,10 @@ def _main(argv: Sequence[str] | None) -> int:
         _flush_stdout()
     except typer.Exit as exc:
         return exc.exit_code
-    except (KeyboardInterrupt, typer.Abort):
-        return _fail_interrupted()
+    except KeyboardInterrupt as exc:  # Terminated (SIGTERM) included: 143
+        return _fail_interrupted(exc)
+    except typer.Abort as exc:  # click turns KeyboardInterrupt (and Terminated) into Abort from it
+        return _fail_interrupted(exc.__cause__)
     except UserError as exc:
         print(f"gpufabric: error: {exc}", file=sys.stderr)
         return 2
@@ -250,6 +288,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(_sqlite_message(exc), 1)
     except MemoryError:
         return _fail("out of memory: choose a smaller size", 1)
+    if result == 130 and errors.terminations > terminations:
+        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
+        return _fail_interrupted(errors.Terminated())
     return result if isinstance(result, int) else 0
 
 
@@ -263,6 +304,13 @@ def run() -> None:
     """Console-script entry point."""
     try:
         code = main()
-    except KeyboardInterrupt:  # between the signal handler swap and main's own try
-        code = 130
+    except KeyboardInterrupt as exc:  # between the signal handler swap and main's own try
+        code = interrupt_exit_code(exc)
+    if code in (130, 143):
+        # The command has ended with the first signal's code: one more Ctrl-C or SIGTERM
+        # while the interpreter shuts down must not replace it (killed by the signal, or a
+        # traceback from a handler that runs during shutdown).
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sys.exit(code)

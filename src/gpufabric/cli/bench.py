@@ -3,7 +3,8 @@
 ``bench`` is a group: without a subcommand it runs a suite; ``gpufabric.cli.bench_probes``
 adds ``bench collectives|checkpoint|train``.
 Exit codes: 0 all passed (skipped tests and noisy verdicts do not fail a run), 1 an SLO
-failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung, 2 bad input, 130 interrupted (finished results kept).
+failed, the node is not the hardware of --plan (bench.planned), or a tool failed or hung,
+2 bad input, 130 / 143 interrupted by Ctrl-C / SIGTERM (finished results kept).
 """
 
 from __future__ import annotations
@@ -270,8 +271,7 @@ def _run(
     from gpufabric.bench import scratch as scratch_mod
     from gpufabric.bench.fingerprint import collect as collect_fingerprint
     from gpufabric.bench.runners import LocalExecutor
-    from gpufabric.bench.suite import plan_suite, run_suite
-    from gpufabric.results.store import Store
+    from gpufabric.bench.suite import plan_suite, record_suite
 
     scratch = scratch_mod.prepare(target_dir, force=force)
     try:
@@ -286,55 +286,53 @@ def _run(
             not_planned = mismatches(planned, fingerprint)
             if not_planned:
                 stderr_console().print("not the planned hardware: " + "; ".join(not_planned), markup=False)
-        with (
-            Store.open(db) as store,
-            store.recording(
-                "bench",
-                argv,
-                fingerprint,
+        err = stderr_console()
+        # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
+        show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+            disable=not show_bar,
+        )
+        task = bar.add_task(f"bench {suite}", total=len(tests))
+        width = max((len(t.name) for t in tests), default=10)
+
+        def progress(event) -> None:
+            if event.result is None:
+                bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
+                return
+            bar.advance(task)
+            if not quiet:  # each test as it finishes, above the bar (stderr: stdout stays the report)
+                r = event.result
+                bar.console.print(
+                    f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
+                    f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}",
+                    markup=False,
+                    highlight=False,
+                )
+
+        with bar:
+            outcome = record_suite(
+                tests,
+                db=db,
+                argv=argv,
+                fingerprint=fingerprint,
                 spec_name=spec.name if spec is not None else "",
                 plan=plan_doc,
                 meta={"suite": suite, "tests": len(tests), "server": server or "loopback", "slos": len(slos)},
-            ) as rec,
-        ):
-            rec.artifact("commands", "\n".join(line for t in tests for line in t.command_lines()) + "\n")
-            err = stderr_console()
-            # A bar only for people at a terminal: in CI logs (stdout or stderr not a TTY) it is noise.
-            show_bar = not quiet and sys.stdout.isatty() and err.is_terminal
-            bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-                disable=not show_bar,
+                executor=LocalExecutor(),
+                slos=slos,
+                progress=progress,
+                not_planned=not_planned,
             )
-            task = bar.add_task(f"bench {suite}", total=len(tests))
-            width = max((len(t.name) for t in tests), default=10)
-
-            def progress(event) -> None:
-                if event.result is None:
-                    bar.update(task, description=f"{event.test.name} #{event.test.repeat}")
-                    return
-                bar.advance(task)
-                if not quiet:  # each test as it finishes, above the bar (stderr: stdout stays the report)
-                    r = event.result
-                    bar.console.print(
-                        f"[{event.index + 1}/{event.total}] {r.name:<{width}} #{event.test.repeat:<2} "
-                        f"{r.status.value:<7} {r.duration_s:6.1f} s  {headline(r)}",
-                        markup=False,
-                        highlight=False,
-                    )
-
-            with bar:
-                outcome = run_suite(
-                    tests, executor=LocalExecutor(), recorder=rec, slos=slos, progress=progress, not_planned=not_planned
-                )
     finally:
         scratch.cleanup()
     _report(outcome, fmt)
-    return outcome.status.exit_code
+    return outcome.exit_code
 
 
 def headline(result) -> str:

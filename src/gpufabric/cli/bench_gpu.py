@@ -43,7 +43,8 @@ def gpu(
     from gpufabric.bench.probes.gpu_plan import plan_for_spec
     from gpufabric.bench.probes.gpu_service import run_gpu
     from gpufabric.bench.probes.run import LaunchOptions
-    from gpufabric.bench.slo import load_thresholds
+    from gpufabric.bench.probes.service import Judging
+    from gpufabric.bench.slo import describe, load_thresholds
     from gpufabric.catalog import load_catalog
     from gpufabric.cli.options import duration_s
     from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
@@ -61,7 +62,7 @@ def gpu(
     else:
         spec = load_spec(spec_file).spec
     plan = plan_for_spec(spec, device=device, repeats=repeats or None)
-    slos = load_thresholds(thresholds) if thresholds else []
+    judging = Judging(slos=tuple(load_thresholds(thresholds))) if thresholds else Judging()
     if dry_run:
         refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
         lines = plan.describe()
@@ -75,8 +76,8 @@ def gpu(
             )
             for line in lines:
                 out.print(f"  {line}", markup=False)
-            for slo in slos:
-                out.print(f"  SLO {slo.test} {slo.metric} ({slo.source})", markup=False)
+            for line in describe(judging.slos):
+                out.print(f"  SLO {line}", markup=False)
         return 0
     opts = LaunchOptions(
         nproc=1,
@@ -84,7 +85,7 @@ def gpu(
         timeout_s=duration_s("--timeout", timeout),
         op_timeout_s=duration_s("--op-timeout", op_timeout),
     )
-    report = run_gpu(plan, opts, spec=spec, catalog=catalog, slos=slos, db=db, argv=_argv())
+    report = run_gpu(plan, opts, spec=spec, catalog=catalog, judging=judging, db=db, argv=_argv())
     if fmt is Format.json:
         print_json(report.to_dict())
         return report.exit_code

@@ -1,9 +1,11 @@
 """``gpufabric bench collectives|train|checkpoint``: torch.distributed probes.
 
-cli/bench.py calls ``register(bench_app)``. Each command builds a probe config, launches
-the ranks with the chosen launcher, stores every finished size/step as TestResult records
-in the results store, and exits 0 (all good), 1 (wrong elements, a failed rank, a
-straggler, non-reproducible) or 2 (bad input).
+cli/bench.py calls ``register(bench_app)``. Each command builds a probe config and a
+``Judging`` (``--thresholds``, ``--plan``), and hands them to ``bench.probes.service``,
+which records one run, launches the ranks and stores every finished size/step; this
+module renders the outcome. Exit: 0 (all good), 1 (wrong elements, a failed rank, a
+straggler, non-reproducible, an SLO missed, not the planned hardware), 2 (bad input),
+130 / 143 (Ctrl-C / SIGTERM; finished results kept).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import typer
 
 from gpufabric.cli import probe_live
+from gpufabric.cli.limits import check_range
 from gpufabric.cli.options import (
     bytes_option,
     db_option,
@@ -34,6 +37,7 @@ from gpufabric.cli.options import (
 )
 from gpufabric.cli.output import Format, command_line, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
+from gpufabric.spec.models import MAX_RANKS
 from gpufabric.units import format_size, parse_size
 
 
@@ -96,12 +100,14 @@ def launch_options(
         {"k8s_image": "--k8s-image", "k8s_namespace": "--k8s-namespace", "k8s_rdma": "--k8s-rdma"},
         "without --launcher k8s",
     )
-    refuse_unused(launcher == "k8s", {"db": "--db"}, "with --launcher k8s (the records stay in the pods)")
     refuse_unused(launcher != "slurm", {"slurm_mode": "--slurm-mode"}, "without --launcher slurm")
     refuse_unused(not lab, {"plane": "--plane"}, "without --lab")
     refuse_unused(bool(lab), {"hosts": "--hosts"}, "with --lab (the lab's hosts are used)")
     if not 0 <= master_port <= 65535:
         raise InputError(f"--master-port {master_port}: not a port (0: one per job)")
+    # Each rank is a process on its node: the spec's own bound on cluster.gpus_per_node.
+    check_range("--gpus-per-node", nproc, 1, MAX_RANKS_PER_NODE)
+    check_range("--nodes", nodes, 1, MAX_RANKS)
     host_list: list[launch.Host] = []
     if lab:
         from gpufabric.lab.net import lab_hosts
@@ -139,12 +145,49 @@ def launch_options(
     )
 
 
+#: Ranks per node a probe may launch: the bound spec.models puts on cluster.gpus_per_node
+#: (a 10**9-rank request must fail before any process starts). Nodes: spec.models.MAX_RANKS.
+MAX_RANKS_PER_NODE = 1024
+
+
+def judging(
+    thresholds: Path | None,
+    plan: Path | None,
+    spec: Any,
+    *,
+    kind: str,
+    opts: Any,
+    config: dict[str, Any],
+) -> Any:  # bench.probes.service.Judging
+    """What a probe is judged against: ``--thresholds`` bounds and ``--plan``'s expectations."""
+    from gpufabric.bench import slo
+    from gpufabric.bench.probes.service import Judging
+
+    slos = slo.load_thresholds(thresholds) if thresholds is not None else []
+    if plan is None:
+        return Judging(slos=tuple(slos))
+    from gpufabric.bench.planned import planned_hardware
+    from gpufabric.spec.plan_file import load_plan
+
+    doc = load_plan(plan)
+    return Judging(
+        slos=tuple(slos),
+        plan_slos=tuple(
+            slo.probe_slos(kind, doc, spec, path=str(plan), nodes=opts.nodes, nproc=opts.nproc, config=config)
+        ),
+        planned=planned_hardware(doc, spec, path=str(plan)),
+    )
+
+
 def _argv() -> list[str]:
     """The command line as the user typed it, stored with the run (the one way: ``output.command_line``)."""
     return command_line()
 
 
-def print_dry_run(prep: Any, fmt: Format) -> None:
+def print_dry_run(prep: Any, fmt: Format, slos: Any = ()) -> None:
+    """The launch commands (and script), then the SLOs the run would be judged by, one a line."""
+    from gpufabric.bench.slo import describe
+
     if fmt is Format.json:
         print_json(
             {
@@ -153,6 +196,7 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
                 "commands": [c.shell() for c in prep.plan.commands],
                 "sbatch_script": prep.plan.script,
                 "config": prep.config,
+                "slos": list(slos),
             }
         )
         return
@@ -161,6 +205,8 @@ def print_dry_run(prep: Any, fmt: Format) -> None:
     if prep.plan.script:
         what = "TrainJob manifest" if prep.plan.launcher == "k8s" else "sbatch script (kept with the run)"
         sys.stdout.write(f"# {what}:\n" + prep.plan.script)
+    if slos:
+        sys.stdout.write("# SLOs:\n" + "".join(f"#   {line}\n" for line in describe(slos)))
 
 
 #: Launch options shared by the three probes (typer OptionInfo objects are read-only metadata).
@@ -211,52 +257,66 @@ OPT = {
         help="k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
         " (default rdma/rdma_shared_device_a=1 for nccl; none).",
     ),
+    "thresholds": typer.Option(
+        None,
+        "--thresholds",
+        help="Thresholds YAML (as for `bench --suite`): bounds on the metrics this probe measures, by test"
+        " name (torch.all_reduce, torch.train, torch.checkpoint.dcp, ...); a miss fails the run.",
+    ),
+    "plan": typer.Option(
+        None,
+        "--plan",
+        help="Plan JSON (gpufabric plan SPEC --format json): judge against its recommended design, and"
+        " mark every SLO verdict not_planned_hardware on other hardware (add --spec for the GPU).",
+    ),
     "db": db_option(),
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": format_option(),
 }
 
 
-def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
+def _load_spec(path: Path | None) -> Any:
+    if path is None:
+        return None
+    from gpufabric.spec.loader import load_spec
+
+    return load_spec(path).spec
+
+
+def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format, judge: Any = None) -> int:
     from gpufabric.bench.probes import run as probe_run
 
     refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
-    prep = probe_run.prepare(kind, config, opts)
+    prep = probe_run.prepare(kind, config, opts, write=False)  # nothing lands in --run-dir
     try:
-        print_dry_run(prep, fmt)
+        print_dry_run(prep, fmt, (*judge.slos, *judge.plan_slos) if judge is not None else ())
     finally:
         probe_run.cleanup(prep)
     return 0
 
 
-def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format) -> int:
-    """Apply the TrainJob with kubectl and follow it; the ranks' records stay in the pods, the logs are the output."""
-    from gpufabric.bench.probes import run as probe_run
-    from gpufabric.errors import ToolNotFound
-    from gpufabric.exec import launch
+def _k8s_apply(kind: str, config: dict[str, Any], opts: Any, fmt: Format, judge: Any = None, db: Any = None) -> int:
+    """Apply the TrainJob and follow it (recorded as a run); the ranks' records stay in the pods."""
+    from gpufabric.bench.probes import service
 
-    if shutil.which("kubectl") is None:
-        raise ToolNotFound("kubectl")
-    prep = probe_run.prepare(kind, config, opts)
-    try:
-        outcome = launch.execute(prep.plan, timeout_s=opts.timeout_s, log_dir=prep.out_dir)
-    finally:
-        probe_run.cleanup(prep)
-    code = 0 if outcome.returncodes == (0,) else 1
+    if judge is not None and judge.count:
+        raise InputError("--thresholds/--plan with --launcher k8s: the measurements stay in the pods; judge them there")
+    outcome = service.run_k8s(kind, config, opts, db=db, argv=_argv())
     if fmt is Format.json:
         print_json(
             {
                 "launcher": "k8s",
-                "manifest": prep.plan.script,
-                "returncode": outcome.returncodes[0],
+                "run_id": outcome.run_id,
+                "manifest": outcome.manifest,
+                "returncode": outcome.returncode,
                 "timed_out": outcome.timed_out,
-                "log": outcome.logs[0],
-                "status": "passed" if code == 0 else "failed",
+                "log": outcome.log,
+                "status": outcome.status.value,
             }
         )
     else:
-        sys.stdout.write(outcome.logs[0])
-    return code
+        sys.stdout.write(outcome.log)
+    return outcome.exit_code
 
 
 def _failures(report: Any, console: Any) -> None:  # a service.ProbeOutcome
@@ -327,6 +387,11 @@ def register(bench_app: typer.Typer) -> None:
         ),
         iters: int = typer.Option(10, "--iters", min=1, help="Timed iterations per size."),
         warmup: int = typer.Option(3, "--warmup", min=0, help="Untimed iterations per size."),
+        thresholds: Path = OPT["thresholds"],
+        plan: Path = OPT["plan"],
+        spec: Path | None = typer.Option(
+            None, "--spec", help="With --plan: the spec, for the GPU (planned hardware) and the busbw expectation."
+        ),
         launcher: str = OPT["launcher"],
         slurm_mode: str = OPT["slurm_mode"],
         nodes: int = OPT["nodes"],
@@ -399,12 +464,14 @@ def register(bench_app: typer.Typer) -> None:
             "die_rank": die_rank if die_rank >= 0 else None,
             "die_after": parse_size(die_after),
         }
+        refuse_unused(plan is None, {"spec": "--spec"}, "without --plan")
+        judge = judging(thresholds, plan, _load_spec(spec), kind="collectives", opts=opts, config=config)
         if dry_run:
-            return _dry_run("collectives", config, opts, fmt)
+            return _dry_run("collectives", config, opts, fmt, judge)
         if opts.launcher == "k8s":
-            return _k8s_apply("collectives", config, opts, fmt)
+            return _k8s_apply("collectives", config, opts, fmt, judge, db)
         report = service.run_collectives(
-            config, opts, db=db, argv=_argv(), on_size=_live_sizes(fmt, quiet=quiet, stream=stream)
+            config, opts, db=db, argv=_argv(), on_size=_live_sizes(fmt, quiet=quiet, stream=stream), judging=judge
         )
         if fmt is Format.json:
             if stream:  # the last JSON line is the report
@@ -446,6 +513,7 @@ def register(bench_app: typer.Typer) -> None:
             "--deterministic/--no-deterministic",
             help="torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG.",
         ),
+        thresholds: Path = OPT["thresholds"],
         launcher: str = OPT["launcher"],
         slurm_mode: str = OPT["slurm_mode"],
         nodes: int = OPT["nodes"],
@@ -479,11 +547,7 @@ def register(bench_app: typer.Typer) -> None:
 
         if mode not in ("ddp", "fsdp"):
             raise InputError(f"--mode {mode!r}: use ddp or fsdp")
-        loaded = None
-        if spec is not None:
-            from gpufabric.spec.loader import load_spec
-
-            loaded = load_spec(spec).spec
+        loaded = _load_spec(spec)
         opts = launch_options(
             launcher=launcher,
             nodes=nodes,
@@ -515,13 +579,23 @@ def register(bench_app: typer.Typer) -> None:
             "delay_rank": delay_rank if delay_rank >= 0 else None,
             "delay_rank_ms": delay_ms,
         }
+        # No --plan: the probe's model is scaled down, so the plan's step time says nothing about it.
+        judge = judging(thresholds, None, loaded, kind="train", opts=opts, config=config)
         if dry_run:
-            return _dry_run("train", config, opts, fmt)
+            return _dry_run("train", config, opts, fmt, judge)
         if opts.launcher == "k8s":
-            return _k8s_apply("train", config, opts, fmt)
+            return _k8s_apply("train", config, opts, fmt, judge, db)
         live = probe_live.train_steps(fmt, steps=steps, warmup=warmup)
         report = service.run_train(
-            config, opts, repeat=repeat, against=against, db=db, argv=_argv(), env=dict(os.environ), on_record=live
+            config,
+            opts,
+            repeat=repeat,
+            against=against,
+            db=db,
+            argv=_argv(),
+            env=dict(os.environ),
+            judging=judge,
+            on_record=live,
         )
         if fmt is Format.json:
             print_json(report.to_dict())
@@ -575,6 +649,8 @@ def register(bench_app: typer.Typer) -> None:
         size: str = bytes_option("", "Total checkpoint size instead of the spec's"),
         formats: str = typer.Option("torch,safetensors,dcp", "--formats", help="torch, safetensors, dcp."),
         keep: bool = typer.Option(False, "--keep", help="Keep the written files."),
+        thresholds: Path = OPT["thresholds"],
+        plan: Path = OPT["plan"],
         launcher: str = OPT["launcher"],
         slurm_mode: str = OPT["slurm_mode"],
         nodes: int = OPT["nodes"],
@@ -602,11 +678,7 @@ def register(bench_app: typer.Typer) -> None:
         from gpufabric.bench.probes import service
         from gpufabric.bench.probes.shapes import checkpoint_shape
 
-        loaded = None
-        if spec is not None:
-            from gpufabric.spec.loader import load_spec
-
-            loaded = load_spec(spec).spec
+        loaded = _load_spec(spec)
         shape = checkpoint_shape(loaded, scale=scale)
         if size:
             shape = replace(shape, total_bytes=parse_size(size))
@@ -637,11 +709,14 @@ def register(bench_app: typer.Typer) -> None:
             "keep": keep,
             "formats": _csv(formats, ("torch", "safetensors", "dcp"), "--formats"),
         }
+        judge = judging(thresholds, plan, loaded, kind="checkpoint", opts=opts, config=config)
         if dry_run:
-            return _dry_run("checkpoint", config, opts, fmt)
+            return _dry_run("checkpoint", config, opts, fmt, judge)
         if opts.launcher == "k8s":
-            return _k8s_apply("checkpoint", config, opts, fmt)
-        report = service.run_checkpoint(config, opts, db=db, argv=_argv(), on_record=probe_live.checkpoint_formats(fmt))
+            return _k8s_apply("checkpoint", config, opts, fmt, judge, db)
+        report = service.run_checkpoint(
+            config, opts, db=db, argv=_argv(), judging=judge, on_record=probe_live.checkpoint_formats(fmt)
+        )
         if fmt is Format.json:
             print_json(report.to_dict())
             return report.exit_code

@@ -17,14 +17,11 @@ is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 
 from __future__ import annotations
 
-import hashlib
-import time
 from pathlib import Path
 
 import typer
 
 from gpufabric.bench.parsers import collector_paused
-from gpufabric.boundary import read_capped
 from gpufabric.cli.bench import headline, result_row
 from gpufabric.cli.options import db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, stdout_console
@@ -53,6 +50,13 @@ def ingest(
         None, "--host", help="Host the results came from (default: from the file when it says, else 'unknown')."
     ),
     thresholds: Path = typer.Option(None, "--thresholds", help="Thresholds YAML: judge the imported results."),
+    plan: Path = typer.Option(
+        None,
+        "--plan",
+        help="Plan JSON (with --spec): judge imported nccl-tests tables against the busbw the plan's fabric"
+        " should give at each table's scale; tables from another GPU are not_planned_hardware.",
+    ),
+    spec: Path = typer.Option(None, "--spec", help="With --plan: the spec (its GPU and reproducibility)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Parse and show what would be stored; store nothing."),
     allow_duplicate: bool = typer.Option(
         False, "--allow-duplicate", help="Store a file even if the same content was ingested before."
@@ -60,129 +64,44 @@ def ingest(
     fmt: Format = format_option(),
 ) -> None:
     """Import tool outputs as one run (all files validated before anything is stored)."""
-    from gpufabric.bench.parsers import TOOLS, detect_tool, parser_for
-    from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
-    from gpufabric.errors import ParseError
+    from gpufabric.bench import ingest as ingest_lib
     from gpufabric.results.recorder import judge
-    from gpufabric.results.records import Status, TestResult
     from gpufabric.results.verdicts import evaluate
 
     refuse_unused(dry_run, {"db": "--db", "allow_duplicate": "--allow-duplicate"}, "with --dry-run (nothing is stored)")
-    if tool not in (*TOOLS, "auto"):
-        raise InputError(f"--tool {tool!r}: choose one of {', '.join(TOOLS)} or auto")
-    results: list[TestResult] = []
-    digests: list[str] = []
-    tools_seen: list[str] = []
-    for path in files:
-        try:
-            text = read_capped(path, MAX_INGEST_BYTES, "tool output").decode("utf-8")
-            mtime = path.stat().st_mtime
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: not a text file (is it {tool} output?)") from None
-        detected = detect_tool(text)
-        file_tool = tool
-        if tool == "auto":
-            if not detected:
-                raise InputError(f"{path}: cannot tell which tool wrote it; name it with --tool {'|'.join(TOOLS)}")
-            file_tool = detected
-        try:
-            parsed_all = parser_for(file_tool)(text, source=str(path))  # a ParseError names the file
-        except ParseError as exc:
-            if detected and detected != file_tool:
-                raise InputError(
-                    f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto"
-                ) from None
-            raise
-        digests.append(hashlib.sha256(text.encode()).hexdigest())
-        tools_seen.append(file_tool)
-        # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
-        prefix = "nccl" if file_tool == "nccl-tests" else file_tool
-        raw = text[:RAW_OUTPUT_LIMIT]
-        for index, parsed in enumerate(parsed_all):
-            invalid = "; ".join(x for x in (parsed.invalid, _impossible(parsed.metrics)) if x)
-            reason = "; ".join(x for x in (parsed.error, f"invalid data: {invalid}" if invalid else "") if x)
-            results.append(
-                TestResult(
-                    name=f"{prefix}.{parsed.case}",
-                    tool=file_tool,
-                    host=host or parsed.info.get("host") or parsed.info.get("hosts") or "unknown",
-                    status=Status.failed if reason else Status.partial if parsed.partial else Status.ok,
-                    metrics=parsed.metrics,
-                    reason=reason,
-                    # A file's raw text is stored once, with its first result: a 100 MB log of 10,000
-                    # tables would otherwise store 10,000 copies of the same 200 kB.
-                    started_at=mtime,
-                    raw_output=raw if index == 0 else "",
-                    params={
-                        "file": str(path),
-                        **parsed.params(),
-                        **({"invalid": invalid} if invalid else {}),
-                        **({"raw_output": "stored with the file's first result"} if index else {}),
-                    },
-                )
-            )
+    if (plan is None) != (spec is None):
+        raise InputError("--plan and --spec go together (the plan names the fabric, the spec the GPU)")
+    ingested = ingest_lib.read_files(files, tool=tool, host=host, max_bytes=MAX_INGEST_BYTES)
+    results = list(ingested.results)
     slos = []
     if thresholds is not None:
         from gpufabric.bench.slo import load_thresholds
 
         slos = load_thresholds(thresholds)
     verdicts = evaluate(results, slos) if slos else []
+    if plan is not None and spec is not None:
+        verdicts += _plan_verdicts(plan, spec, results)
     status = judge(results, verdicts)
     run_id = None
     if not dry_run:
-        from gpufabric.results.store import Store
-
-        with Store.open(db) as store:
-            if not allow_duplicate:
-                _refuse_duplicates(store, files, digests)
-            with store.recording(
-                "ingest",
-                command_line(),
-                {"source": "ingested", "files": [str(f) for f in files]},
-                meta={
-                    "tool": tool if tool != "auto" else ",".join(sorted(set(tools_seen))),
-                    "imported_at": time.time(),
-                    "sha256": digests,
-                },
-            ) as rec:
-                rec.add_results(results)  # one transaction: all or none, and one fsync, not 10,617
-                rec.add_verdicts(verdicts)
-                run_id = rec.run_id
-            status = rec.status
+        run_id, status = ingest_lib.record(
+            ingested, verdicts, db=db, argv=command_line(), tool=tool, allow_duplicate=allow_duplicate
+        )
     _report(run_id, status, results, verdicts, fmt, dry_run)
     if status.exit_code:
         raise typer.Exit(status.exit_code)
 
 
-def _impossible(metrics) -> str:
-    """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
-    a negative or non-finite value cannot be a measurement, whatever the tool."""
-    import math
+def _plan_verdicts(plan: Path, spec: Path, results: list) -> list:
+    from gpufabric.bench.planned import mark_not_planned
+    from gpufabric.bench.slo import gpu_mismatch, ingest_slos
+    from gpufabric.results.verdicts import evaluate
+    from gpufabric.spec import load_spec
+    from gpufabric.spec.plan_file import load_plan
 
-    values = [m.value for m in metrics]
-    if not values or (math.isfinite(sum(values)) and min(values) >= 0):
-        return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
-    bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
-    return f"impossible values {', '.join(bad[:5])}" if bad else ""
-
-
-def _refuse_duplicates(store, files: list[Path], digests: list[str]) -> None:
-    seen: dict[str, int] = {}
-    for run in store.list_runs(limit=1_000_000):
-        if run.kind == "ingest":
-            for digest in run.meta.get("sha256") or ():
-                seen.setdefault(digest, run.id)
-    for path, digest in zip(files, digests, strict=True):
-        if digest in seen:
-            raise InputError(
-                f"{path}: already ingested as run {seen[digest]} (same content); "
-                "pass --allow-duplicate to store it again"
-            )
-    if len(set(digests)) < len(digests):
-        dup = next(p for p, d in zip(files, digests, strict=True) if digests.count(d) > 1)
-        raise InputError(f"{dup}: given twice (same content); pass --allow-duplicate to store both")
+    loaded = load_spec(spec).spec
+    verdicts = evaluate(results, ingest_slos(load_plan(plan), loaded, results, path=str(plan)))
+    return mark_not_planned(verdicts, gpu_mismatch(loaded, results))
 
 
 def _report(run_id, status, results, verdicts, fmt: Format, dry_run: bool) -> None:

@@ -108,12 +108,110 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def spawn_detached(argv: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None) -> int:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Started:
+    """A process gpufabric started and must be able to stop later, by what the kernel knows of it.
+
+    A pid alone names whatever process holds that number now: a lab's noisy neighbour that
+    exited long ago, its pid reused by someone's editor, or whatever a hand-edited state file
+    says. ``start_ticks`` (``/proc/PID/stat`` field 22, clock ticks after boot) and
+    ``boot_id`` make the pair unique for the life of the machine; ``argv`` is what was
+    started, to check the command too.
+    """
+
+    pid: int
+    start_ticks: int
+    boot_id: str
+    argv: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"pid": self.pid, "start_ticks": self.start_ticks, "boot_id": self.boot_id, "argv": list(self.argv)}
+
+    @classmethod
+    def from_dict(cls, data: object) -> Started | None:
+        """A ticket read back from a state file; None for anything that is not one (never a pid <= 1)."""
+        if not isinstance(data, dict):
+            return None
+        pid, ticks, boot, argv = data.get("pid"), data.get("start_ticks"), data.get("boot_id"), data.get("argv")
+        if not (isinstance(pid, int) and not isinstance(pid, bool) and 1 < pid < 1 << 22):
+            return None
+        if not (isinstance(ticks, int) and ticks >= 0 and isinstance(boot, str) and isinstance(argv, list)):
+            return None
+        if not argv or not all(isinstance(a, str) for a in argv):
+            return None
+        return cls(pid=pid, start_ticks=ticks, boot_id=boot, argv=tuple(argv))
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _proc_stat(pid: int) -> tuple[int, int] | None:
+    """(process group id, start ticks) of ``pid``, or None when there is no such process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[-1].split()  # the command name may hold spaces and ')'
+    try:
+        return int(fields[2]), int(fields[19])  # fields 5 (pgrp) and 22 (starttime) of proc(5)
+    except (IndexError, ValueError):
+        return None
+
+
+def _cmdline(pid: int) -> tuple[str, ...]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return ()
+    return tuple(raw.decode("utf-8", "replace").split("\0")[:-1]) if raw else ()
+
+
+def identify(pid: int, argv: Sequence[str]) -> Started | None:
+    """The ticket of ``pid`` as it is now (None when it is gone, or pid <= 1)."""
+    if pid <= 1:
+        return None
+    stat = _proc_stat(pid)
+    if stat is None:
+        return None
+    return Started(pid=pid, start_ticks=stat[1], boot_id=_boot_id(), argv=tuple(argv))
+
+
+def not_ours(ticket: Started) -> str:
+    """Why ``ticket`` no longer names the process gpufabric started ('' when it still does).
+
+    The same boot and start time, the process still leading its own group (it was started
+    in a new session), and a command that is what was started: the launcher's argv, or the
+    program it exec'd (``ip netns exec NS iperf3 ...`` becomes ``iperf3 ...``).
+    """
+    if ticket.pid <= 1:
+        return f"pid {ticket.pid} is never one gpufabric started"
+    stat = _proc_stat(ticket.pid)
+    if stat is None:
+        return f"pid {ticket.pid} has exited"
+    pgrp, ticks = stat
+    if ticket.boot_id != _boot_id() or ticks != ticket.start_ticks:
+        return f"pid {ticket.pid} is another process now (started at another time)"
+    if pgrp != ticket.pid:
+        return f"pid {ticket.pid} no longer leads its own process group"
+    current = _cmdline(ticket.pid)
+    if current:
+        name = Path(current[0]).name
+        if name not in " ".join(ticket.argv) and Path(ticket.argv[0]).name != name:
+            return f"pid {ticket.pid} runs {name!r}, not what gpufabric started"
+    return ""
+
+
+def spawn_detached(argv: Sequence[str], *, log: Path, env: Mapping[str, str] | None = None) -> Started:
     """Start a process that must outlive this command (the lab's noisy neighbour, its daemons).
 
     Own session (its pid is its process-group id), no stdin, stdout and stderr appended to
-    ``log``, the complete environment ``env`` (default: this process's), and no parent-death signal, because it is stopped later by another command
-    with :func:`kill_pgid`. Returns the pid.
+    ``log``, the complete environment ``env`` (default: this process's), and no parent-death
+    signal, because it is stopped later by another command with :func:`stop_started`.
+    Returns its ticket (to keep in a state file).
     """
     argv = _resolve(argv, env)
     with open(log, "ab") as fh:
@@ -125,15 +223,34 @@ def spawn_detached(argv: Sequence[str], *, log: Path, env: Mapping[str, str] | N
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
-    return proc.pid
+    ticket = identify(proc.pid, argv)
+    # A child that exited at once is a zombie until reaped, and its /proc entry still reads.
+    return ticket or Started(pid=proc.pid, start_ticks=-1, boot_id=_boot_id(), argv=tuple(argv))
+
+
+def stop_started(ticket: Started, grace_s: float = TERM_GRACE_S) -> str:
+    """Stop the process group of ``ticket`` if it is still the one gpufabric started.
+
+    Returns '' when it was signalled (or was already gone), else why it was left alone:
+    a reused pid, or one a state file names that gpufabric never started, is never signalled.
+    """
+    why = not_ours(ticket)
+    if why:
+        return "" if why.endswith("has exited") else why
+    kill_pgid(ticket.pid, grace_s)
+    return ""
 
 
 def kill_pgid(pgid: int, grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM, then SIGKILL, a process group started earlier by :func:`spawn_detached`.
 
     Reaps the leader when it is our child; returns once the group is gone or SIGKILL was
-    sent and ``grace_s`` passed. A group that no longer exists is not an error.
+    sent and ``grace_s`` passed. A group that no longer exists is not an error. A pgid <= 1
+    is refused (``killpg(0)`` is the caller's own group, 1 is init's): callers check
+    :func:`not_ours` first (:func:`stop_started`).
     """
+    if pgid <= 1:
+        raise ValueError(f"process group {pgid}: never signalled (0 is the caller's own group, 1 is init's)")
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(pgid, sig)
@@ -244,6 +361,45 @@ def run(
     if check and completed.returncode != 0:
         raise CommandFailed(argv, completed.returncode, completed.stdout, completed.stderr)
     return completed
+
+
+@contextmanager
+def interrupt_once() -> Iterator[list[int]]:
+    """While active, the first SIGINT or SIGTERM raises as usual and later ones are held.
+
+    The first one starts a cleanup (every rank's process group killed, what finished
+    stored); a second Ctrl-C, or SIGTERM then SIGINT from a CI runner, would otherwise cut
+    that cleanup short and leave ranks running. Held signals are listed in the yielded list
+    (the first included) and dropped on exit: the command is ending with the first one's
+    code already. Only handlers set from Python are wrapped (``default_int_handler``,
+    ``errors.raise_terminated``; an ignored or default signal is left as it is); outside the
+    main thread nothing changes.
+    """
+    seen: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+    previous: dict[int, Callable[..., object]] = {}
+
+    def wrap(inner: Callable[..., object]) -> Callable[[int, object], None]:
+        def handler(signum: int, frame: object) -> None:
+            first = not seen
+            seen.append(signum)
+            if first:
+                inner(signum, frame)  # raises KeyboardInterrupt / Terminated
+
+        return handler
+
+    for num in (int(signal.SIGINT), int(signal.SIGTERM)):
+        current = signal.getsignal(num)
+        if callable(current):
+            previous[num] = current
+            signal.signal(num, wrap(current))
+    try:
+        yield seen
+    finally:
+        for num, handler in previous.items():
+            signal.signal(num, handler)
 
 
 def free_port(host: str = "127.0.0.1", *, attempts: int = 20) -> int:

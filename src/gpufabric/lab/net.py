@@ -11,8 +11,12 @@ reference/this-machine.md item 2, so capping each sender caps both directions). 
 neighbour is an iperf3 --bidir stream between the first and last host on one plane; it
 competes with the probes' traffic only where they share a capped plane.
 
-State (host count, planes, rates, noise PIDs) is kept in STATE_DIR/NAME.json so that
-``down`` finds everything, and ``down`` also works without it (idempotent).
+State (host count, planes, rates, the noise's process tickets) is kept in
+STATE_DIR/NAME.json so that ``down`` finds everything, and ``down`` also works without it
+(idempotent). A state file is input like any other: one of another version, damaged or
+edited is read field by field, and only a process that a ticket still matches
+(``exec.process.Started``: pid, start time, boot, command) is ever signalled, so a reused
+pid or an edited ``noise_pids: [0]`` never kills anything gpufabric did not start.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ import os
 import re
 import signal
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import CommandFailed, InputError
 from gpufabric.exec.launch import Host
-from gpufabric.exec.process import kill_pgid, run, spawn_detached
+from gpufabric.exec.process import Started, not_ours, run, spawn_detached, stop_started
 
 PREFIX = "gfl-"
 PLANES = {"mgmt": 0, "data": 1, "storage": 2}
@@ -42,14 +46,55 @@ _NAME = re.compile(r"[a-z0-9]{1,6}")
 _CMD_TIMEOUT_S = 10.0
 
 
+#: Version of the state file this code writes. v1 (no key) kept bare noise pids, which are
+#: never signalled now; v2 keeps a ticket per noise process.
+STATE_VERSION = 2
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LabState:
     name: str
     hosts: int
     rates: dict[str, str] = field(default_factory=dict)  # plane -> tbf rate
     noise_plane: str = ""
-    noise_pids: tuple[int, ...] = ()
+    noise: tuple[Started, ...] = ()  # the noisy neighbour's processes
     created_at: float = 0.0
+
+    @property
+    def noise_pids(self) -> tuple[int, ...]:
+        return tuple(t.pid for t in self.noise)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "name": self.name,
+            "hosts": self.hosts,
+            "rates": self.rates,
+            "noise_plane": self.noise_plane,
+            "noise": [t.to_dict() for t in self.noise],
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> LabState | None:
+        """What a state file of any version says that is usable; None when it is not a lab state."""
+        if not isinstance(data, dict) or data.get("name") != name:
+            return None
+        hosts = data.get("hosts")
+        if not isinstance(hosts, int) or isinstance(hosts, bool) or not 2 <= hosts <= 16:
+            return None
+        rates = data.get("rates")
+        plane = data.get("noise_plane")
+        created = data.get("created_at")
+        noise = data.get("noise")
+        return cls(
+            name=name,
+            hosts=hosts,
+            rates={str(k): str(v) for k, v in rates.items()} if isinstance(rates, dict) else {},
+            noise_plane=plane if isinstance(plane, str) and plane in PLANES else "",
+            noise=tuple(t for t in map(Started.from_dict, noise if isinstance(noise, list) else []) if t),
+            created_at=float(created) if isinstance(created, int | float) and not isinstance(created, bool) else 0.0,
+        )
 
 
 def ns_host(name: str, i: int) -> str:
@@ -79,21 +124,29 @@ def _ip(*args: str) -> None:
 
 
 def _state_path(name: str) -> Path:
+    check_name(name)  # never a path: `lab noise ../x` must not read or write outside STATE_DIR
     return STATE_DIR / f"{name}.json"
 
 
+#: Largest state file read (ours are ~1 kB): an edited or replaced one cannot exhaust memory.
+_MAX_STATE_BYTES = 1 << 20
+
+
 def load_state(name: str) -> LabState | None:
+    """The lab's state, or None when there is none usable (missing, damaged, not a lab's)."""
+    path = _state_path(name)
     try:
-        data = json.loads(_state_path(name).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        if not path.is_file() or path.stat().st_size > _MAX_STATE_BYTES:  # a FIFO would block
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
         return None
-    data["noise_pids"] = tuple(data.get("noise_pids", ()))
-    return LabState(**data)
+    return LabState.from_dict(name, data)
 
 
 def _save_state(state: LabState) -> None:
     STATE_DIR.mkdir(parents=True, exist_ok=True)
-    _state_path(state.name).write_text(json.dumps(asdict(state), indent=1), encoding="utf-8")
+    _state_path(state.name).write_text(json.dumps(state.to_dict(), indent=1), encoding="utf-8")
 
 
 def existing_namespaces(name: str | None = None) -> list[str]:
@@ -224,7 +277,7 @@ def start_noise(name: str, plane: str) -> LabState:
             log=log,
         )
     )
-    state = replace(state, noise_plane=plane, noise_pids=tuple(pids))
+    state = replace(state, noise_plane=plane, noise=tuple(pids))
     _save_state(state)
     return state
 
@@ -238,13 +291,14 @@ def _listening(ns: str, port: int) -> bool:
     )
 
 
-def stop_noise(name: str) -> None:
+def stop_noise(name: str) -> list[str]:
+    """Stop the noisy neighbour; returns why any process the state names was left alone."""
     state = load_state(name)
     if state is None:
-        return
-    for pid in state.noise_pids:
-        kill_pgid(pid)
-    _save_state(replace(state, noise_plane="", noise_pids=()))
+        return []
+    left = [why for why in map(stop_started, state.noise) if why]
+    _save_state(replace(state, noise_plane="", noise=()))
+    return left
 
 
 def down(name: str) -> list[str]:
@@ -255,9 +309,10 @@ def down(name: str) -> list[str]:
     for ns in existing_namespaces(name):
         # Anything still running inside our namespaces was started by us (a probe rank or noise).
         pids = run(["ip", "netns", "pids", ns], timeout_s=_CMD_TIMEOUT_S).stdout.split()
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(pid), signal.SIGKILL)
+        for pid in (int(p) for p in pids if p.isdigit()):
+            if pid > 1 and pid != os.getpid():  # never init, never ourselves (run from inside the lab)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
         try:
             _ip("netns", "del", ns)
         except CommandFailed:
@@ -290,7 +345,7 @@ def status(name: str) -> dict[str, Any]:
             qdisc = run(["tc", "-n", ns, "qdisc", "show", "dev", ifname], timeout_s=_CMD_TIMEOUT_S).stdout.strip()
             planes[plane] = {"ifname": ifname, "addr": addr(plane, i), "qdisc": qdisc.split("\n")[0]}
         hosts.append({"name": f"h{i}", "netns": ns, "up": ns in namespaces, "planes": planes})
-    alive = [pid for pid in state.noise_pids if _alive(pid)]
+    alive = [t.pid for t in state.noise if not not_ours(t)]
     return {
         "name": name,
         "up": all(h["up"] for h in hosts),
@@ -299,14 +354,6 @@ def status(name: str) -> dict[str, Any]:
         "rates": state.rates,
         "noise": {"plane": state.noise_plane or None, "pids": list(state.noise_pids), "alive": alive},
     }
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def lab_hosts(name: str, *, plane: str = "data") -> list[Host]:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.errors import EnvironmentFailure, InputError, ToolNotFound
-from gpufabric.exec.process import kill_pgid, run, spawn_detached
+from gpufabric.exec.process import Started, run, spawn_detached, stop_started
 from gpufabric.lab import net
 
 #: Address of the login/controller node on the management plane (net.py hands out .1-.16).
@@ -95,7 +95,7 @@ class SlurmLab:
     node_addrs: tuple[str, ...]
     auth: str  # auth/none or auth/munge
     gpus_per_node: int = 0  # gres/gpu count per node (count only: no devices)
-    pids: dict[str, int] = field(default_factory=dict)  # daemon -> pid (pgid: own session)
+    procs: dict[str, Started] = field(default_factory=dict)  # daemon -> its ticket (pgid: own session)
 
     def env(self) -> dict[str, str]:
         return {"SLURM_CONF": self.conf}
@@ -155,8 +155,8 @@ def up(
         )
         nodes = tuple(node_name(name, i) for i in range(1, hosts + 1))
         addrs = tuple(net.addr("mgmt", i) for i in range(1, hosts + 1))
-        pids: dict[str, int] = {}
-        auth_lines = _start_munge(d, login_ns, pids) if auth == "munge" else "AuthType=auth/none\nCredType=cred/none"
+        procs: dict[str, Started] = {}
+        auth_lines = _start_munge(d, login_ns, procs) if auth == "munge" else "AuthType=auth/none\nCredType=cred/none"
         gres = f" Gres=gpu:{gpus_per_node}" if gpus_per_node else ""
         node_lines = "\n".join(
             f"NodeName={n} NodeAddr={a} CPUs={os.cpu_count() or 1} RealMemory=1000{gres} State=UNKNOWN"
@@ -190,10 +190,10 @@ def up(
                 "AutoDetect=off\n" + "".join(f"Name=gpu File={f}\n" for f in files), encoding="utf-8"
             )
         env = {**os.environ, "SLURM_CONF": str(conf)}
-        pids["slurmctld"] = _spawn(login_ns, ["slurmctld", "-D", "-f", str(conf)], env, d / "log" / "slurmctld.out")
+        procs["slurmctld"] = _spawn(login_ns, ["slurmctld", "-D", "-f", str(conf)], env, d / "log" / "slurmctld.out")
         for i, node in enumerate(nodes, start=1):
             (d / "spool" / node).mkdir(exist_ok=True)
-            pids[node] = _spawn(
+            procs[node] = _spawn(
                 net.ns_host(name, i),
                 ["slurmd", "-D", "-N", node, "-f", str(conf)],
                 env,
@@ -209,9 +209,9 @@ def up(
             node_addrs=addrs,
             auth=f"auth/{auth}",
             gpus_per_node=gpus_per_node,
-            pids=pids,
+            procs=procs,
         )
-        _state_path(name).write_text(json.dumps(asdict(lab), indent=1), encoding="utf-8")
+        _state_path(name).write_text(json.dumps({"version": 2, **asdict(lab)}, indent=1), encoding="utf-8")
         _wait_idle(lab)
     except BaseException:
         down(name)
@@ -219,7 +219,7 @@ def up(
     return lab
 
 
-def _start_munge(d: Path, login_ns: str, pids: dict[str, int]) -> str:
+def _start_munge(d: Path, login_ns: str, procs: dict[str, Started]) -> str:
     """munged with a fresh key; its socket directory must be 0755 (this-machine.md item 8)."""
     for tool in ("munged", "mungekey"):
         if shutil.which(tool) is None:
@@ -230,7 +230,7 @@ def _start_munge(d: Path, login_ns: str, pids: dict[str, int]) -> str:
     run(["mungekey", "-c", "-k", str(key)], timeout_s=_CMD_TIMEOUT_S, check=True)
     key.chmod(0o400)
     sock = m / "munge.socket"
-    pids["munged"] = _spawn(
+    procs["munged"] = _spawn(
         login_ns,
         [
             "munged",
@@ -254,7 +254,7 @@ def _start_munge(d: Path, login_ns: str, pids: dict[str, int]) -> str:
 
 def _spawn(
     ns: str, argv: list[str], env: Mapping[str, str], log: Path, *, binds: Mapping[str, str] | None = None
-) -> int:
+) -> Started:
     """Start a daemon in netns ``ns`` in its own session; binds are mounted in its mount namespace first.
 
     nsenter, not ``ip netns exec``: the latter remounts /sys, which hides /sys/fs/cgroup, and
@@ -297,13 +297,49 @@ def _wait_idle(lab: SlurmLab) -> None:
 
 
 def load(name: str) -> SlurmLab | None:
+    """The lab cluster's state, or None when there is none usable (missing, damaged, another
+    version, edited): ``lab slurm down`` then still removes the namespaces and files, and
+    signals no daemon it cannot identify (``exec.process.Started``)."""
+    net.check_name(name)
+    path = _state_path(name)
     try:
-        data = json.loads(_state_path(name).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+        if not path.is_file() or path.stat().st_size > 1 << 20:  # never block on a FIFO
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
         return None
-    for key in ("nodes", "node_addrs"):
-        data[key] = tuple(data[key])
-    return SlurmLab(**data)
+    return _from_dict(name, data)
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    return None
+
+
+def _from_dict(name: str, data: Any) -> SlurmLab | None:
+    if not isinstance(data, dict) or data.get("name") != name:
+        return None
+    text = {k: data.get(k) for k in ("conf", "login_netns", "login_addr", "auth")}
+    nodes, addrs = _strings(data.get("nodes")), _strings(data.get("node_addrs"))
+    if not all(isinstance(v, str) for v in text.values()) or nodes is None or addrs is None or len(nodes) != len(addrs):
+        return None
+    if not str(text["login_netns"]).startswith(f"{net.PREFIX}{name}-"):  # only ever one of this lab's namespaces
+        return None
+    gpus = data.get("gpus_per_node", 0)
+    raw = data.get("procs")
+    procs = {str(k): t for k, v in raw.items() if (t := Started.from_dict(v))} if isinstance(raw, dict) else {}
+    return SlurmLab(
+        name=name,
+        conf=str(text["conf"]),
+        login_netns=str(text["login_netns"]),
+        login_addr=str(text["login_addr"]),
+        nodes=nodes,
+        node_addrs=addrs,
+        auth=str(text["auth"]),
+        gpus_per_node=gpus if isinstance(gpus, int) and not isinstance(gpus, bool) and 0 <= gpus <= 16 else 0,
+        procs=procs,
+    )
 
 
 def down(name: str) -> list[str]:
@@ -312,8 +348,8 @@ def down(name: str) -> list[str]:
     lab = load(name)
     if lab is not None:
         # Daemons first, so slurmd does not see its controller vanish mid-shutdown.
-        for daemon in sorted(lab.pids, key=lambda k: k in ("slurmctld", "munged")):
-            kill_pgid(lab.pids[daemon], grace_s=5.0)  # slurmd drains its steps on SIGTERM
+        for daemon in sorted(lab.procs, key=lambda k: k in ("slurmctld", "munged")):
+            stop_started(lab.procs[daemon], grace_s=5.0)  # slurmd drains its steps on SIGTERM
     removed = net.down(name)
     shutil.rmtree(_dir(name), ignore_errors=True)
     return removed

@@ -129,6 +129,10 @@ def run_from_dict(data: dict[str, Any], *, source: str = "") -> RunRecord:
             artifacts=dict(data.get("artifacts") or {}),
             result_count=len(results),
             verdict_counts=dict(data.get("verdict_counts") or {}),
+            duration_s=data.get("duration_s"),
+            cluster=str(data.get("cluster") or ""),
+            hosts=tuple(str(h) for h in data.get("hosts") or ()),
+            job_id=str(data.get("job_id") or ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"{source or 'run JSON'}: not a gpufabric run report ({type(exc).__name__}: {exc})") from exc

@@ -182,6 +182,15 @@ class Verdict:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class RunInfo:
+    """Where a run ran, known once it has (``Recorder.describe``): stored on the run row."""
+
+    cluster: str = ""  # Slurm ClusterName, the k8s namespace/context, or the spec's name
+    hosts: tuple[str, ...] = ()  # the hosts the run measured, in rank order, each once
+    job_id: str = ""  # Slurm job id or Kubernetes job name, when a scheduler ran it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunRecord:
     """One stored run: provenance plus (from ``Store.get_run``) its results, verdicts, artifacts.
 
@@ -205,3 +214,7 @@ class RunRecord:
     artifacts: dict[str, str] = field(default_factory=dict)
     result_count: int = 0
     verdict_counts: dict[str, int] = field(default_factory=dict)  # outcome value -> count
+    duration_s: float | None = None  # finished_at - started_at; None while running
+    cluster: str = ""
+    hosts: tuple[str, ...] = ()
+    job_id: str = ""

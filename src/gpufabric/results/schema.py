@@ -10,6 +10,9 @@ History:
     v2  samples move to ``sample`` as a float64 BLOB (8 bytes a value instead of ~20
         characters of JSON; a 1M-sample latency log is 8 MB, not 20), and verdicts
         gain unit, k-of-n repeat counts and the SLO source.
+    v3  runs gain ``duration_s`` (finish - start, NULL until finished), ``cluster``,
+        ``hosts`` (JSON list of the hosts the run measured) and ``job_id`` (Slurm or
+        Kubernetes job), so reports and CI can say where and how long.
 """
 
 from __future__ import annotations
@@ -111,8 +114,17 @@ def _v1_to_v2(conn: SqlConnection) -> None:
     conn.execute("ALTER TABLE verdict ADD COLUMN source TEXT NOT NULL DEFAULT ''")
 
 
+def _v2_to_v3(conn: SqlConnection) -> None:
+    conn.execute("ALTER TABLE run ADD COLUMN duration_s REAL")
+    conn.execute("ALTER TABLE run ADD COLUMN cluster TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE run ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]'")
+    conn.execute("ALTER TABLE run ADD COLUMN job_id TEXT NOT NULL DEFAULT ''")
+    # Finished runs of older versions: their duration is already in the row.
+    conn.execute("UPDATE run SET duration_s = finished_at - started_at WHERE finished_at IS NOT NULL")
+
+
 #: MIGRATIONS[i] takes a store from version i to i + 1.
-MIGRATIONS: tuple[Callable[[SqlConnection], None], ...] = (_v0_to_v1, _v1_to_v2)
+MIGRATIONS: tuple[Callable[[SqlConnection], None], ...] = (_v0_to_v1, _v1_to_v2, _v2_to_v3)
 
 #: The version this code writes.
 STORE_SCHEMA_VERSION = len(MIGRATIONS)

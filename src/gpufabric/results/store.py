@@ -43,7 +43,17 @@ from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
 from gpufabric.results import ranks
-from gpufabric.results.records import Direction, Metric, Outcome, RunRecord, RunStatus, Status, TestResult, Verdict
+from gpufabric.results.records import (
+    Direction,
+    Metric,
+    Outcome,
+    RunInfo,
+    RunRecord,
+    RunStatus,
+    Status,
+    TestResult,
+    Verdict,
+)
 from gpufabric.results.schema import STORE_SCHEMA_VERSION, migrate, read_version
 from gpufabric.results.sqlconn import (
     PgConnection,
@@ -580,7 +590,8 @@ class Store:
         def insert(cur: Any) -> int:
             row = cur.execute(
                 "INSERT INTO run (kind, status, started_at, finished_at, argv, fingerprint, spec_name, plan, meta,"
-                " gpufabric_version) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " gpufabric_version, duration_s, cluster, hosts, job_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     run.kind,
                     RunStatus(run.status).value,
@@ -592,6 +603,10 @@ class Store:
                     None if run.plan is None else _dumps(dict(run.plan)),
                     _dumps({**run.meta, "imported_from_id": run.meta.get("imported_from_id", run.id)}),
                     run.gpufabric_version,
+                    run.duration_s,
+                    run.cluster,
+                    _dumps(list(run.hosts)),
+                    run.job_id,
                 ),
             ).fetchone()
             run_id = int(row[0])
@@ -602,15 +617,39 @@ class Store:
 
         return self._write(insert)
 
-    def finish_run(self, run_id: int, status: RunStatus | str) -> None:
-        """Mark a run finished with one of RUN_STATUSES."""
+    def update_fingerprint(self, run_id: int, fingerprint: Mapping[str, Any]) -> None:
+        """Replace a running run's fingerprint: a probe learns its rank placement only from the
+        ranks, after the run was opened (it is opened first so an interruption is recorded)."""
+        self._require_run(run_id)
+        self._write(
+            lambda cur: cur.execute("UPDATE run SET fingerprint=? WHERE id=?", (_dumps(dict(fingerprint)), run_id))
+        )
+
+    def finish_run(self, run_id: int, status: RunStatus | str, info: RunInfo | None = None) -> None:
+        """Mark a run finished with one of RUN_STATUSES; ``duration_s`` is finish - start.
+
+        ``info``: where it ran (cluster, hosts, job id), stored with it when given.
+        """
         if status not in RUN_STATUSES:
             raise InputError(f"run status {status!r} is not one of {', '.join(RUN_STATUSES)}")
         value = RunStatus(status).value
         self._require_run(run_id)
-        self._write(
-            lambda cur: cur.execute("UPDATE run SET status=?, finished_at=? WHERE id=?", (value, time.time(), run_id))
-        )
+        now = time.time()
+
+        def update(cur: Any) -> None:
+            # CASE, not MAX(0, x): SQLite's two-argument MAX is PostgreSQL's GREATEST.
+            cur.execute(
+                "UPDATE run SET status=?, finished_at=?,"
+                " duration_s = CASE WHEN ? > started_at THEN ? - started_at ELSE 0 END WHERE id=?",
+                (value, now, now, now, run_id),
+            )
+            if info is not None:
+                cur.execute(
+                    "UPDATE run SET cluster=?, hosts=?, job_id=? WHERE id=?",
+                    (info.cluster, _dumps(list(info.hosts)), info.job_id, run_id),
+                )
+
+        self._write(update)
         self._open_runs.discard(run_id)
 
     def recording(
@@ -837,7 +876,8 @@ _DAMAGE_SCOPE = {
 _RUN_SELECT = (
     "SELECT r.id, r.kind, r.status, r.started_at, r.finished_at, r.argv, r.fingerprint, r.spec_name, r.plan, r.meta,"
     " r.gpufabric_version,"
-    " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id)"
+    " (SELECT COUNT(*) FROM test_result t WHERE t.run_id=r.id),"
+    " r.duration_s, r.cluster, r.hosts, r.job_id"
     " FROM run r"
 )
 
@@ -856,6 +896,10 @@ def _run_record(row: tuple, verdict_counts: dict[str, int], **loaded: Any) -> Ru
         meta,
         version,
         n_results,
+        duration_s,
+        cluster,
+        hosts,
+        job_id,
     ) = row
     return RunRecord(
         id=run_id,
@@ -871,5 +915,9 @@ def _run_record(row: tuple, verdict_counts: dict[str, int], **loaded: Any) -> Ru
         gpufabric_version=version,
         result_count=n_results,
         verdict_counts=verdict_counts,
+        duration_s=duration_s,
+        cluster=cluster,
+        hosts=tuple(str(h) for h in json.loads(hosts)),
+        job_id=job_id,
         **loaded,
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import shutil
 import subprocess
 
@@ -202,3 +203,22 @@ def test_follow_applies_waits_and_streams_logs(tmp_path, capfd, final, code):
     assert k8s.follow(str(manifest), "gf", "train", poll_s=0.01, kubectl=_fake_kubectl(tmp_path, final)) == code
     out = capfd.readouterr().out
     assert "created" in out and "rank 0 all_reduce ok" in out and f"trainjob gf {final}" in out
+
+
+@pytest.mark.parametrize(("final", "code", "status"), [("Complete", 0, "passed"), ("Failed", 1, "failed")])
+def test_k8s_runs_are_recorded_like_every_probe_run(cli, tmp_path, monkeypatch, final, code, status):
+    """Issue 23: a `--launcher k8s` probe is one stored run whose status is its exit code."""
+    from gpufabric.results.store import Store
+
+    fake = _fake_kubectl(tmp_path, final)[0]
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert shutil.which("kubectl") == fake
+    db = tmp_path / "r.db"
+    got, out, err = cli("bench", "collectives", "--launcher", "k8s", "--k8s-image", "ghcr.io/x/gpufabric:1", "--db", db)
+    assert got == code, err + out
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.kind == "bench.collectives" and run.status == status
+    assert [r.name for r in run.results] == ["k8s.collectives"]
+    assert run.job_id.startswith("gpufabric-collectives-") and run.cluster == "default"
+    assert "kind: TrainJob" in run.artifacts["trainjob_manifest"]

@@ -15,13 +15,13 @@ import gc
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
 from gpufabric.boundary import MAX_JSON_DEPTH, json_too_deep
 from gpufabric.errors import ParseError
-from gpufabric.results.records import Direction, Metric
+from gpufabric.results.records import Direction, Metric, Status, TestResult
 
 #: CSI escape sequences (colours, cursor movement) that sockperf and others print.
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -355,3 +355,50 @@ def detect_tool(text: str) -> str:
     if "sockperf" in head.lower():
         return "sockperf"
     return ""
+
+
+def impossible(metrics: Sequence[Metric]) -> str:
+    """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
+    a negative or non-finite value cannot be a measurement, whatever the tool."""
+    values = [m.value for m in metrics]
+    if not values or (math.isfinite(sum(values)) and min(values) >= 0):
+        return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
+    bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
+    return f"impossible values {', '.join(bad[:5])}" if bad else ""
+
+
+def to_result(
+    parsed: Parsed,
+    *,
+    name: str,
+    host: str,
+    failure: str = "",
+    argv: tuple[str, ...] = (),
+    started_at: float = 0.0,
+    duration_s: float = 0.0,
+    raw_output: str = "",
+    params: Mapping[str, str] | None = None,
+) -> TestResult:
+    """The one conversion from a parsed tool output to a TestResult, for the suite and ingest.
+
+    Failed when the tool reported failure (``Parsed.error``), when the caller saw it fail
+    (``failure``: a non-zero exit), or when its values cannot be true (``Parsed.invalid``,
+    ``impossible``): such a result is marked ``invalid`` and never ok, wherever it came from.
+    Partial (``Parsed.partial``: a posted table cut after its last row) when what it has is
+    sound but incomplete.
+    """
+    invalid = "; ".join(x for x in (parsed.invalid, impossible(parsed.metrics)) if x)
+    reason = "; ".join(x for x in (parsed.error, failure, f"invalid data: {invalid}" if invalid else "") if x)
+    return TestResult(
+        name=name,
+        tool=parsed.tool,
+        host=host,
+        status=Status.failed if reason else Status.partial if parsed.partial else Status.ok,
+        metrics=parsed.metrics,
+        reason=reason or parsed.partial,
+        argv=argv,
+        started_at=started_at,
+        duration_s=duration_s,
+        raw_output=raw_output,
+        params={**(params or {}), **parsed.params(), **({"invalid": invalid} if invalid else {})},
+    )

@@ -8,7 +8,6 @@ the plan's expectations, and records the run with the device it measured in the 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +16,9 @@ from gpufabric.bench.probes import run as probe_run
 from gpufabric.bench.probes.gpu_plan import GpuPlan
 from gpufabric.bench.probes.gpu_results import gpu_results
 from gpufabric.bench.probes.outcomes import ProbeOutcome
-from gpufabric.results.records import Direction, Outcome, RunStatus, Slo, Status, TestResult, Verdict
+from gpufabric.bench.probes.service import Judging, lines, session, validate
+from gpufabric.results.recorder import interruption
+from gpufabric.results.records import Direction, Outcome, Status, TestResult, Verdict
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,61 +74,57 @@ def run_gpu(
     *,
     spec: Any,
     catalog: Any,
-    slos: Sequence[Slo],
+    judging: Judging = Judging(),
     db: str | None,
     argv: Sequence[str],
 ) -> GpuOutcome:
-    """Measure ``plan`` on one device; every failed measurement and every failed SLO fails the run."""
-    from gpufabric.bench.probes.service import store_run
-    from gpufabric.results.verdicts import evaluate
-
-    started = time.time()
-    prep = probe_run.prepare("gpu", plan.as_config(), opts)
-    try:
-        ex = probe_run.execute(prep, opts)
-    finally:
-        probe_run.cleanup(prep)
-    log = ex.logs[0]
-    ready = log.of("ready")
-    info = ready[0].get("info", {}) if ready else {}
-    results = gpu_results(
-        log.of("gpu"), host=log.host, info=info, catalog=catalog, spec=spec, argv=tuple(prep.plan.commands[0].argv)
-    )
-    verdicts = [
-        Verdict(
-            test=r.name,
-            metric="status",
-            host=r.host,
-            outcome=Outcome.failed,
-            measured=None,
-            expected=None,
-            direction=Direction.lower,
-            margin=None,
-            reason=f"{r.params.get('label', r.name)}: {r.reason}",
+    """Measure ``plan`` on one device in one recorded run; a failed measurement and a failed SLO
+    fail it, an interruption keeps what finished."""
+    config = plan.as_config()
+    validate("gpu", config, opts)
+    meta = {"spec": plan.spec_name, "gpu": plan.gpu, "plan_device": plan.device, "launcher": opts.launcher}
+    with session(db, "bench.gpu", argv, opts, meta=meta, judging=judging, spec_name=plan.spec_name) as run:
+        ex = run.launch("gpu", config, opts)
+        log = ex.logs.get(0)
+        ready = log.of("ready") if log is not None else []
+        info = ready[0].get("info", {}) if ready else {}
+        results = (
+            gpu_results(
+                log.of("gpu"),
+                host=log.host,
+                info=info,
+                catalog=catalog,
+                spec=spec,
+                argv=tuple(ex.prepared.plan.commands[0].argv),
+            )
+            if log is not None
+            else []
         )
-        for r in results
-        if r.status is not Status.ok
-    ]
-    verdicts += evaluate([r for r in results if r.status is Status.ok], slos) if slos else []
-    failed = any(v.outcome is Outcome.failed for v in verdicts) or not results
-    status = RunStatus.error if ex.error else RunStatus.failed if failed else RunStatus.passed
-    run_id = store_run(
-        db=db,
-        kind="bench.gpu",
-        argv=argv,
-        executed=[ex],
-        results=results,
-        verdicts=verdicts,
-        status=status,
-        meta={"device": info, "spec": plan.spec_name, "gpu": plan.gpu, "plan_device": plan.device},
-        started_at=started,
-    )
+        own = [
+            Verdict(
+                test=r.name,
+                metric="status",
+                host=r.host,
+                outcome=Outcome.failed,
+                measured=None,
+                expected=None,
+                direction=Direction.lower,
+                margin=None,
+                reason=f"{r.params.get('label', r.name)}: {r.reason}",
+            )
+            for r in results
+            if r.status is not Status.ok
+        ]
+        run.rec.update_fingerprint({**run.fingerprint, "device": info})
+        verdicts = run.judge(results, own, judging)
+        status = run.finish(no_results="" if results else "no measurement finished")
     return GpuOutcome(
-        run_id=run_id,
+        run_id=run.rec.run_id,
         status=status,
-        error=ex.error,
+        signum=run.signum,
+        error="; ".join(run.errors) or (interruption(run.interrupted) if run.interrupted else ""),
         device=info,
         rows=tuple(GpuRow.from_result(r) for r in results),
-        failures=tuple(v.reason for v in verdicts if v.outcome is Outcome.failed),
-        warnings=tuple(v.reason for v in verdicts if v.outcome is Outcome.noisy),
+        failures=lines(verdicts, Outcome.failed, Outcome.not_planned),
+        warnings=lines(verdicts, Outcome.noisy),
     )

@@ -4,23 +4,26 @@ Composes two existing probes rather than adding a worker: the ``collectives`` pr
 ``send_recv`` at the KV message sizes the model implies (one per-layer message of one TP
 rank for the mean and the longest prompt: ``prompt x kv_bytes_per_token / (tp x
 layers)``), and the ``checkpoint`` probe's safetensors write + cache-defeated read of a
-scaled-down weight file. Each stores its run like every probe run; this module derives
-the sizes and judges the measured p99 per-message time against the model's prediction
-for the plan's fabric (the SLO from the plan).
+scaled-down weight file. Both launches are parts of one run (``run_inference``); this
+module derives the sizes and judges the measured p99 per-message time against the
+model's prediction for the plan's recommended design (``Design``). On hardware that is not
+the design's (``bench.planned``) those verdicts are ``not_planned_hardware``, as in the suite.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from gpufabric.bench.probes import run as probe_run
+from gpufabric.bench.probes import service
+from gpufabric.bench.probes.outcomes import CheckpointRow, CollectiveRow, CollectivesOutcome, ProbeOutcome
+from gpufabric.bench.probes.summaries import COMMIT_PHASES
 from gpufabric.model import inference as m
 from gpufabric.model.collectives import collective_times
-from gpufabric.results.records import Direction, Outcome, Verdict
-
-if TYPE_CHECKING:
-    from gpufabric.bench.probes.outcomes import CollectiveRow
+from gpufabric.results.recorder import interruption
+from gpufabric.results.records import Direction, Outcome, Slo, Verdict
 
 #: Allowance on the model's mean per-message time before a transfer fails its SLO [U]:
 #: the catalog's per-message jitter on RDMA fabrics (2-3 us sigma) keeps a 1 MiB message's
@@ -96,3 +99,95 @@ def kv_verdicts(sizes: list[KvProbeSize], rows: Sequence[CollectiveRow], *, fabr
             )
         )
     return verdicts
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Design:
+    """The serving design the probe is judged against: the plan's recommendation (or ``--fabric``)."""
+
+    fabric: str
+    tp: int
+    source: str  # "plan recommendation disaggregated/tcp-100g/local-nvme", "--fabric roce-400g"
+
+
+def kv_slos(sizes: Sequence[KvProbeSize], design: Design) -> list[Slo]:
+    """The KV verdicts' bounds as SLOs, for ``--dry-run`` (one line each, with provenance)."""
+    return [
+        Slo(
+            test=f"kv {probe.label} ({probe.prompt_tokens} tokens, {probe.size_bytes} B/message)",
+            metric="time_p99_us",
+            direction=Direction.lower,
+            maximum=KV_SLO_FACTOR * probe.model_time_us,
+            source=f"{design.source}: {KV_SLO_FACTOR} x the {design.fabric} model's"
+            f" {probe.model_time_us:.4g} us per message (tp {design.tp})",
+        )
+        for probe in sizes
+    ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InferenceOutcome(ProbeOutcome):
+    """One ``bench inference`` run: the KV sweep and (with ``--dir``) the weight load."""
+
+    kv: CollectivesOutcome
+    kv_verdicts: tuple[Verdict, ...] = ()
+    load_rows: tuple[CheckpointRow, ...] = ()
+    loaded: bool = False  # the weight-load part ran
+
+
+def run_inference(
+    *,
+    sizes: Sequence[KvProbeSize],
+    design: Design,
+    kv_config: dict[str, Any],
+    opts: probe_run.LaunchOptions,
+    load_config: dict[str, Any] | None,
+    load_opts: probe_run.LaunchOptions | None,
+    db: str | None,
+    argv: Sequence[str],
+    judging: service.Judging = service.Judging(),
+    spec_name: str = "",
+) -> InferenceOutcome:
+    """Both parts in one run; the run's status covers the KV SLOs, exactness and the load."""
+    meta = {"launcher": opts.launcher, "fabric": design.fabric, "tp": design.tp, "design": design.source}
+    service.validate("collectives", kv_config, opts)
+    if load_config is not None and load_opts is not None:
+        service.validate("checkpoint", load_config, load_opts)
+    with service.session(db, "bench.inference", argv, opts, meta=meta, judging=judging, spec_name=spec_name) as run:
+        kv_results, kv_checks, kv_error = service.collectives_into(run, kv_config, opts, judging=judging, part="kv")
+        rows = [CollectiveRow.from_result(r) for r in kv_results]
+        judged = kv_verdicts(list(sizes), rows, fabric=design.fabric)
+        if run.not_planned:
+            from gpufabric.bench.planned import mark_not_planned
+
+            judged = mark_not_planned(judged, run.not_planned)
+        run.rec.add_verdicts(judged)
+        load_results: list[Any] = []
+        load_checks: list[Verdict] = []
+        if load_config is not None and load_opts is not None and run.interrupted is None and not run.errors:
+            load_results, load_checks, _ = service.checkpoint_into(
+                run, load_config, load_opts, judging=service.Judging(), part="weight_load"
+            )
+        status = run.finish(no_results="" if kv_results else "no KV size finished")
+    verdicts = [*kv_checks, *judged, *load_checks]
+    kv = CollectivesOutcome(
+        run_id=run.rec.run_id,
+        status=status,
+        signum=run.signum,
+        error=kv_error,
+        rows=tuple(rows),
+        failures=service.lines(kv_checks, Outcome.failed, Outcome.not_planned),
+        warnings=service.lines(kv_checks, Outcome.noisy),
+    )
+    return InferenceOutcome(
+        run_id=run.rec.run_id,
+        status=status,
+        signum=run.signum,
+        error="; ".join(run.errors) or (interruption(run.interrupted) if run.interrupted else ""),
+        failures=service.lines(verdicts, Outcome.failed, Outcome.not_planned),
+        warnings=service.lines(verdicts, Outcome.noisy),
+        kv=kv,
+        kv_verdicts=tuple(judged),
+        load_rows=tuple(CheckpointRow.from_result(r, COMMIT_PHASES) for r in load_results),
+        loaded=load_config is not None,
+    )

@@ -172,9 +172,13 @@ class ProbeOutcome:
     error: str = ""
     failures: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    signum: int = 0  # the signal that interrupted the run (SIGINT 2, SIGTERM 15), else 0
 
     @property
     def exit_code(self) -> int:
+        """The status's exit code; an interrupted run exits 128 + the signal (130, 143)."""
+        if self.status is RunStatus.interrupted and self.signum:
+            return 128 + self.signum
         return self.status.exit_code
 
     def _head(self) -> dict[str, Any]:

@@ -65,8 +65,15 @@ class Prepared:
 class Executed:
     prepared: Prepared
     logs: dict[int, RankLog]
-    outcome: launch.Outcome
+    outcome: launch.Outcome | None  # None: interrupted before the launcher returned
     error: str  # '' when every rank finished
+    interrupted: KeyboardInterrupt | None = None  # Ctrl-C or SIGTERM (errors.Terminated) stopped it
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """The hosts the ranks ran on, in rank order, each once (unknown ranks left out)."""
+        seen = dict.fromkeys(log.host for _, log in sorted(self.logs.items()) if log.host != "?")
+        return tuple(seen)
 
     def rank_map(self) -> list[dict[str, Any]]:
         """rank -> host -> device, for the fingerprint's ``run`` section."""
@@ -85,8 +92,13 @@ class Executed:
         return out
 
 
-def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
-    """Write the rank config and build the launch plan (nothing runs yet)."""
+def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions, *, write: bool = True) -> Prepared:
+    """Write the rank config and build the launch plan (nothing runs yet).
+
+    ``write`` False (``--dry-run``) builds the same plan and writes nothing into a
+    ``--run-dir`` the user gave (a temporary directory of our own is still made and is
+    removed by ``cleanup``).
+    """
     if opts.launcher == "k8s":
         return _prepare_k8s(kind, probe_config, opts)
     owns = not opts.work_dir
@@ -96,7 +108,9 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
             " every node mounts (the ranks read their config and write records there)"
         )
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-")) if owns else Path(opts.work_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    write = write or owns
+    if write:
+        out_dir.mkdir(parents=True, exist_ok=True)
     config = {
         **probe_config,
         "out_dir": str(out_dir),
@@ -106,7 +120,8 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Pre
     }
     config_path = out_dir / "config.json"
     try:
-        config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
+        if write:
+            config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
         plan = launch.build(
             opts.launcher,
             module=MODULES[kind],
@@ -173,19 +188,27 @@ def execute(prep: Prepared, opts: LaunchOptions, on_record: Callable[[dict[str, 
     """Run the plan; ranks that never wrote a 'done' record make ``error`` name the culprit.
 
     ``on_record`` sees rank 0's records as they are written (``live.Tail``), from a thread.
+    Ctrl-C or SIGTERM (KeyboardInterrupt, ``errors.Terminated``) while the ranks run is
+    returned as ``interrupted``, not raised: ``launch.execute`` has killed every rank's
+    process group by then, and the records the ranks wrote (every finished size or step)
+    are read back so that the caller stores them before it ends the run.
     """
     # One thread per rank keeps a 2-core machine from oversubscribing itself with intra-op pools.
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **opts.env}
     launch.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
     tail = Tail(prep.out_dir / "rank0.jsonl", on_record) if on_record is not None else nullcontext()
-    with tail:
-        outcome = launch.execute(
-            prep.plan,
-            timeout_s=opts.timeout_s,
-            log_dir=prep.out_dir,
-            env=env,
-            peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2),
-        )
+    try:
+        with tail:
+            outcome = launch.execute(
+                prep.plan,
+                timeout_s=opts.timeout_s,
+                log_dir=prep.out_dir,
+                env=env,
+                peer_grace_s=min(launch.PEER_FAILURE_GRACE_S, opts.op_timeout_s + 2),
+            )
+    except KeyboardInterrupt as exc:
+        logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
+        return Executed(prepared=prep, logs=logs, outcome=None, error="", interrupted=exc)
     logs = read_ranks(prep.out_dir, prep.plan.num_ranks)
     error = diagnose(logs)
     if outcome.timed_out:

@@ -17,6 +17,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gpufabric.bench import parsers
 from gpufabric.bench.parsers import Parsed, parser_for
 from gpufabric.errors import CommandFailed, CommandTimeout, ParseError, ToolNotFound
 from gpufabric.exec import process
@@ -108,26 +109,25 @@ def to_result(
     duration_s: float,
     raw: str,
 ) -> TestResult:
-    """Turn parsed output into a TestResult: failed when the tool said so or exited non-zero."""
-    first = parsed[0]
-    params = {**test.params, "repeat": str(test.repeat), **first.params()}
-    reason = first.error
-    if returncode != 0 and not reason:
+    """Turn parsed output into a TestResult (``parsers.to_result``, as ingest does): failed when
+    the tool said so, exited non-zero, or printed values that cannot be true."""
+    failure = ""
+    if returncode != 0 and not parsed[0].error:
         tail = (stderr.strip().splitlines() or [""])[-1]
-        reason = f"{test.argv[0]} exited {returncode}: {tail[:200]}".rstrip(": ")
-    return TestResult(
+        failure = f"{test.argv[0]} exited {returncode}: {tail[:200]}".rstrip(": ")
+    result = parsers.to_result(
+        parsed[0],
         name=test.name,
-        tool=test.tool,
         host=host,
-        status=Status.failed if reason else Status.ok,
-        metrics=first.metrics,
-        reason=reason,
+        failure=failure,
         argv=test.argv,
         started_at=started_at,
         duration_s=duration_s,
         raw_output=raw[:RAW_OUTPUT_LIMIT],
-        params=params,
+        params={**test.params, "repeat": str(test.repeat)},
     )
+    # The suite's result carries its planned tool name (the parser key), as before.
+    return result if result.tool == test.tool else replace(result, tool=test.tool)
 
 
 class LocalExecutor:
