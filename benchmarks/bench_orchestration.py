@@ -48,8 +48,8 @@ def one_round(repeats: int | None) -> tuple[float, float, int, dict[str, float]]
                 mark = time.monotonic()
                 fingerprint = collect()
                 parts["fingerprint"] = time.monotonic() - mark
-                run_id = store.begin_run(kind="bench", argv=["bench", "--suite", "quick"], fingerprint=fingerprint)
-                outcome = run_suite(tests, executor=LocalExecutor(), store=store, run_id=run_id, slos=slos)
+                with store.recording("bench", ["bench", "--suite", "quick"], fingerprint) as rec:
+                    outcome = run_suite(tests, executor=LocalExecutor(), recorder=rec, slos=slos)
                 parts["suite loop"] = outcome.wall_s - outcome.tool_s
         finally:
             mark = time.monotonic()

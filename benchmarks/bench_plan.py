@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_ROWS = 1_000_000
+TARGET_ROWS = int(os.environ.get("GPUFABRIC_BENCH_ROWS", 1_000_000))  # a smaller count for the CI smoke run
 CHUNK = 65_536
 
 

@@ -122,8 +122,8 @@ def checkpoint(rounds: int, size: int, directory: Path) -> list[dict]:
             "keep": False,
             "formats": ["torch", "safetensors"],
         }
-        report, _ = service.run_checkpoint(cfg, opts, db=str(db), argv=["bench_probes"])
-        probe = {r["format"]: r["write_gbps"] for r in report["results"]}
+        report = service.run_checkpoint(cfg, opts, db=str(db), argv=["bench_probes"])
+        probe = {r.format: r.write_gbps for r in report.rows}
         target = directory / "fio.dat"
         done = run(
             [

@@ -58,6 +58,10 @@ def measure() -> dict[str, dict[str, float]]:
             from gpufabric.plan.table import build_table, enumerate_designs
 
             spec = load_spec(example).spec
+            if spec.searched:  # parallelism: auto; the layout search is bench_plan's to time
+                row.update(outputs_ms=0.0, candidates=0)
+                out[example.name] = row
+                continue
             designs = enumerate_designs(spec)
             cols = evaluate_table(build_table(spec, catalog, designs))
             row["outputs_ms"] = _median_ms(lambda columns=cols: invalid_outputs(columns))
