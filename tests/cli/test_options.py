@@ -41,8 +41,10 @@ def test_shared_options_have_one_help_text_each():
     for path, param in _options("--format"):
         assert param.help.startswith("Output format:"), path
         default = getattr(param.default, "value", param.default)
-        # report renders documents (markdown by default); every other command defaults to text
-        assert default == ("markdown" if path == ("gpufabric", "report") else "text"), path
+        # report renders documents (markdown by default), export writes a payload (JSON lines);
+        # every other command defaults to text
+        documents = {("gpufabric", "report"): "markdown", ("gpufabric", "export"): "jsonl"}
+        assert default == documents.get(path, "text"), path
 
 
 def test_old_spellings_are_hidden_everywhere():

@@ -25,10 +25,10 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 SPEC = """name: ln-slurm-lab
 cluster: {nodes: 2, gpus_per_node: 1, gpu: h100-sxm}
 workload:
-  model: {params: 7e9, layers: 32, hidden: 4096, seq_len: 4096}
-  # ZeRO-3 and full recompute: with zero_stage 0 a 7B model needs ~131 GiB per GPU (the planner's
-  # memory model) and `gpufabric config` would have no design to configure.
-  parallelism: {tp: 1, pp: 1, dp: 2, zero_stage: 3}
+  # 1B: a 7B model needs ZeRO-3 to fit one GPU, and ZeRO-3 gathers the weights for every
+  # microbatch (planner memory/traffic model): over tcp-100g no throughput figure could hold.
+  model: {params: 1e9, layers: 16, hidden: 2048, seq_len: 4096}
+  parallelism: {tp: 1, pp: 1, dp: 2}
   recompute: full
   global_batch_tokens: 1048576
   precision: bf16

@@ -31,7 +31,7 @@ def export(
     fmt: ExportFormat = typer.Option(
         ExportFormat.jsonl,
         "--format",
-        help="jsonl: one run export per line (gpufabric import reads it); openmetrics: Prometheus text exposition.",
+        help="Output format: jsonl (one run export per line, what `gpufabric import` reads) or openmetrics (Prometheus text).",
     ),
     out: Path | None = typer.Option(
         None, "--out", help="Write to FILE instead of stdout (for the textfile collector: a *.prom file)."
