@@ -198,3 +198,13 @@ def test_network_filesystem_is_recognised_by_the_longest_mount():
     assert network_filesystem("/scratch/x.db", mounts) == "lustre"
     assert network_filesystem("/sharedx/x.db", mounts) is None
     assert network_filesystem("/home/u/results.db", mounts) is None
+
+
+def test_a_hand_edited_server_store_is_one_line_not_a_traceback(cli, pg):
+    import psycopg
+
+    assert cli("ingest", "--tool", "fio", FIO, "--db", pg)[0] == 0
+    with psycopg.connect(pg, autocommit=True) as conn:
+        conn.execute("UPDATE meta SET value = 'abc' WHERE key = 'schema_version'")
+    code, out, err = cli("runs", "--db", pg)
+    assert code == 1 and "schema_version" in err and "Traceback" not in err

@@ -436,6 +436,12 @@ class Store:
                 )
             if version < STORE_SCHEMA_VERSION:
                 migrate(conn, writer=f"gpufabric {__version__}")
+        except ValueError as exc:  # meta.schema_version is not a number
+            conn.close()
+            raise StoreDamaged(
+                f"{name}: table meta, column value (key schema_version) does not hold a version number ({exc});"
+                " was the database edited by hand?"
+            ) from exc
         except BaseException:
             conn.close()
             raise
