@@ -128,7 +128,25 @@ def test_calibrate_gpu_run_writes_efficiencies_the_catalog_accepts(cli, tmp_path
     doc = json.loads(out)
     fields = doc["override"]["gpus"]["h200"]
     assert fields["hbm_efficiency"]["value"] == pytest.approx(0.6, rel=1e-3)
-    assert fields["gemm_efficiency"]["value"] == pytest.approx(0.7, rel=1e-3)
+    # The calibrated e_max reproduces the measured GEMM through the compute model's roofline.
+    from gpufabric.model import efficiency as eff
+
+    gpu = catalog.gpu("h200")
+    model_s = (
+        eff._gemm_time(
+            4096,
+            7168,
+            8192,
+            peak=gpu.peak_bf16_tflops * 1e12,
+            e_max=fields["gemm_efficiency"]["value"],
+            hbm=gpu.hbm_gbps * 1e9,
+            fp8=False,
+            sms=eff.SMS["hopper"],
+        )
+        / 3
+    )  # forward + backward = 3 GEMMs; the probe timed one
+    measured_s = 2.0 * 4096 * 7168 * 8192 / (0.7 * gpu.peak_bf16_tflops * 1e12)
+    assert float(model_s) == pytest.approx(measured_s, rel=2e-3)
     before = statistics.median(abs(p["predicted_before_ms"] / p["measured_ms"] - 1) for p in doc["points"])
     after = statistics.median(abs(p["predicted_after_ms"] / p["measured_ms"] - 1) for p in doc["points"])
     assert after < 0.01 < before  # the spec's 0.8 was wrong for this GPU; the measured 0.6 reproduces it
@@ -151,3 +169,46 @@ def test_bench_gpu_on_cuda(cli, tmp_path):
     doc = json.loads(out)
     assert doc["device"]["device"] == "cuda"
     assert all(r["status"] == "ok" for r in doc["results"]), doc["results"]
+
+
+def _override(tmp_path, gpu: str, **fields: float):
+    path = tmp_path / f"{gpu}.yaml"
+    lines = "".join(
+        f"    {k}: {{value: {v}, source: test measurement, as_of: '2026-12-02', tag: user}}\n"
+        for k, v in fields.items()
+    )
+    path.write_text(f"gpus:\n  {gpu}:\n{lines}", encoding="utf-8")
+    return path
+
+
+def test_plan_uses_a_measured_gemm_efficiency(cli, tmp_path):
+    """A spec without a throughput figure is predicted by the compute model: a GPU measured at a
+    lower GEMM efficiency than its generation's published one plans slower steps."""
+    import yaml
+
+    spec = yaml.safe_load((EXAMPLES / "lab-2node.yaml").read_text(encoding="utf-8"))
+    spec["workload"].pop("mfu", None)
+    spec["workload"].pop("throughput", None)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec), encoding="utf-8")
+    gpu = spec["cluster"]["gpu"]
+    code, base, err = cli("plan", path, "--format", "json")
+    assert code in (0, 1), err
+    code, slow, err = cli("plan", path, "--format", "json", "--catalog", _override(tmp_path, gpu, gemm_efficiency=0.4))
+    assert code in (0, 1), err
+    step = {c["id"]: c["step_time_s"] for c in json.loads(base)["candidates"]}
+    slower = {c["id"]: c["step_time_s"] for c in json.loads(slow)["candidates"]}
+    assert all(slower[k] > step[k] * 1.2 for k in step)
+
+
+def test_serving_plan_uses_a_measured_hbm_efficiency_unless_the_spec_sets_one(tmp_path):
+    from gpufabric.plan.serving_search import hbm_efficiency
+
+    spec = load_inference_spec(read_located(SERVING))
+    measured = load_catalog([_override(tmp_path, spec.cluster.gpu, hbm_efficiency=0.55)])
+    expected = 0.55 if "hbm_efficiency" not in spec.workload.model_fields_set else spec.workload.hbm_efficiency
+    assert hbm_efficiency(spec, measured) == expected
+    assert hbm_efficiency(spec, load_catalog()) == spec.workload.hbm_efficiency
+    pinned = spec.model_copy(update={"workload": spec.workload.model_copy(update={"hbm_efficiency": 0.7})})
+    pinned.workload.model_fields_set.add("hbm_efficiency")
+    assert hbm_efficiency(pinned, measured) == 0.7

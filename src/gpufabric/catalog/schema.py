@@ -130,8 +130,9 @@ class Gpu(Entry):
     host_copy_gbps: float = Field(gt=0)
     """Device-to-host copy bandwidth per GPU (async checkpoint snapshot), GB/s."""
     gemm_efficiency: float | None = Field(None, gt=0, le=1)
-    """Measured: the layer GEMMs' bf16 throughput over ``peak_bf16_tflops`` (``bench gpu`` then
-    ``calibrate``); None until measured."""
+    """Measured: bf16 large-GEMM efficiency e_max of the compute model (model/efficiency.py),
+    fitted by ``calibrate`` on a ``bench gpu`` run; the training planner uses it in place of the
+    generation's published figure. None until measured."""
     hbm_efficiency: float | None = Field(None, gt=0, le=1)
     """Measured: read-only HBM bandwidth over ``hbm_gbps`` (``bench gpu`` then ``calibrate``); the
     serving model uses it where a spec leaves ``hbm_efficiency`` unset. None until measured."""

@@ -96,6 +96,24 @@ def generation_of(gpu_id: str, declared: str | None = None) -> str:
     return declared or GENERATION.get(gpu_id, "hopper")
 
 
+def gemm_efficiency(gpu: Any, generation: str, precision: str) -> float:
+    """e_max of ``_gemm_time`` for ``gpu``: its measured bf16/fp16 figure where the catalog
+    has one (``gpus.<id>.gemm_efficiency``, written by ``calibrate`` from a ``bench gpu`` run),
+    else the published one of its generation (``GEMM_EFFICIENCY``; fp8 and fp32 always)."""
+    measured = getattr(gpu, "gemm_efficiency", None)
+    if measured is not None and precision in ("bf16", "fp16"):
+        return float(measured)
+    return GEMM_EFFICIENCY[generation][precision]
+
+
+def implied_gemm_efficiency(*, m: int, n: int, k: int, seconds: float, peak_tflops: float, generation: str) -> float:
+    """The e_max under which ``_gemm_time``'s compute term reproduces one measured forward GEMM:
+    its achieved fraction of peak with the tail wave taken back out, at most 1."""
+    tiles = np.ceil(m / TILE_M) * np.ceil(n / TILE_N)
+    achieved = 2.0 * m * n * k / seconds / (peak_tflops * 1e12)
+    return float(min(1.0, achieved * (tiles + TAIL_WAVE * SMS[generation]) / tiles))
+
+
 def _gemm_time(M: Any, N: Any, K: Any, *, peak: Any, e_max: Any, hbm: Any, fp8: Any, sms: Any) -> np.ndarray:
     """Forward + backward time of one M x K x N GEMM (3 GEMMs of the same size) on a roofline, s."""
     flops = 2.0 * M * N * K

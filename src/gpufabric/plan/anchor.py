@@ -217,7 +217,7 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
             peak_tflops=_peak(gpu, w.precision),
             peak_bf16_tflops=gpu.peak_bf16_tflops,
             hbm_gbps=gpu.hbm_gbps,
-            gemm_efficiency=eff_model.GEMM_EFFICIENCY[gen][w.precision],
+            gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
             attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
             fp8=w.precision == "fp8",
             sms=eff_model.SMS[gen],

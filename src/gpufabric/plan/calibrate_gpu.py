@@ -2,10 +2,13 @@
 
 What the probe measured becomes three catalog fields of the GPU it ran on:
 
-- ``gemm_efficiency``: the layer's GEMMs in bf16 as one figure, total FLOPs over total time
-  over ``peak_bf16_tflops`` (so the large MLP GEMMs weigh as they do in a step);
+- ``gemm_efficiency``: the compute model's e_max in bf16 (model/efficiency.py: the large-GEMM
+  fraction of ``peak_bf16_tflops`` before the tail wave), the median over the layer's measured
+  GEMMs of the e_max that reproduces each (``implied_gemm_efficiency``); the training planner
+  uses it in place of the generation's published figure;
 - ``hbm_efficiency``: read-only HBM bandwidth over ``hbm_gbps`` (decode streams the weights
-  and the KV cache once per step: a read, not a copy);
+  and the KV cache once per step: a read, not a copy); the serving planner uses it where the
+  spec sets no ``hbm_efficiency``;
 - ``host_copy_gbps``: pinned device-to-host copy bandwidth (the async checkpoint snapshot).
 
 Before/after: the serving model's decode step with the efficiency it assumed when the run
@@ -26,6 +29,7 @@ import yaml
 
 from gpufabric.errors import InputError
 from gpufabric.model.decode import predicted_decode_s
+from gpufabric.model.efficiency import generation_of, implied_gemm_efficiency
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,9 +79,18 @@ def calibrate_gpu(run: Any, *, catalog: Any) -> GpuCalibration:
     fields: dict[str, float] = {}
     gemms = [r for r in _ok(run, "gemm") if r.params.get("dtype") == "bf16"]
     if gemms:
-        flops = sum(2.0 * int(r.params["m"]) * int(r.params["n"]) * int(r.params["k"]) for r in gemms)
-        seconds = sum(r.require("time_us").value * 1e-6 for r in gemms)
-        fields["gemm_efficiency"] = min(1.0, flops / seconds / 1e12 / gpu.peak_bf16_tflops)
+        generation = generation_of(gpu_id, gpu.generation)
+        fields["gemm_efficiency"] = statistics.median(
+            implied_gemm_efficiency(
+                m=int(r.params["m"]),
+                n=int(r.params["n"]),
+                k=int(r.params["k"]),
+                seconds=r.require("time_us").value * 1e-6,
+                peak_tflops=gpu.peak_bf16_tflops,
+                generation=generation,
+            )
+            for r in gemms
+        )
     read = [r for r in _ok(run, "hbm") if r.params.get("label") == "hbm read"]
     if read:
         fields["hbm_efficiency"] = min(1.0, read[0].require("bw_gbps").value / gpu.hbm_gbps)

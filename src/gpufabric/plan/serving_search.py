@@ -90,6 +90,14 @@ def _violations(summary: dict[str, Any], slo: Any, margin: float = 1.0) -> list[
     return out
 
 
+def hbm_efficiency(spec: InferenceSpec, catalog: Catalog) -> float:
+    """The spec's ``hbm_efficiency`` when it sets one, else the GPU's measured one (``calibrate``
+    on a ``bench gpu`` run), else the spec's default."""
+    w = spec.workload
+    measured = catalog.gpu(spec.cluster.gpu).hbm_efficiency
+    return w.hbm_efficiency if "hbm_efficiency" in w.model_fields_set or measured is None else measured
+
+
 def _perf(spec: InferenceSpec, catalog: Catalog, lay: Layout, fabric: str) -> m.ReplicaPerf:
     w = spec.workload
     sp = w.speculative
@@ -101,7 +109,7 @@ def _perf(spec: InferenceSpec, catalog: Catalog, lay: Layout, fabric: str) -> m.
         pp=lay.pp,
         precision=w.model.precision,
         mfu=w.mfu_prefill,
-        hbm_efficiency=w.hbm_efficiency,
+        hbm_efficiency=hbm_efficiency(spec, catalog),
         max_batch=lay.max_batch,
         jitter_cv=w.jitter_cv,
         ep=lay.ep,
