@@ -135,3 +135,23 @@ def test_concurrency_is_an_alternative_to_rate():
                 }
             }
         )
+
+
+def test_no_design_that_meets_is_cheaper_than_the_winner_after_the_final_check():
+    """A design that looks cheaper at sizing is checked too before another wins: the search
+    never reports a cheaper design that meets the SLOs beside a dearer winner."""
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan.inference import make_serving_plan
+    from gpufabric.sim.serving import simulate_serving
+    from gpufabric.spec.inference import load_inference_spec, read_located
+    from tests.conftest import EXAMPLES
+
+    spec = load_inference_spec(read_located(EXAMPLES / "serving" / "llama3-70b-fp8-h200-50rps.yaml"))
+    plan = make_serving_plan(spec, load_catalog(), simulate=simulate_serving)
+    (winner,) = [r for r in plan.search if r.status == "winner"]
+    cheaper = [
+        r
+        for r in plan.search
+        if r.status == "meets" and r.usd_per_million_output_tokens < winner.usd_per_million_output_tokens
+    ]
+    assert not cheaper, cheaper

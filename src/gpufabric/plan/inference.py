@@ -197,6 +197,8 @@ def make_serving_plan(
     def cost(gpus: int, tps: float) -> float:
         return float(m.usd_per_million_tokens(usd_per_gpu_hour=usd0, gpus=gpus, tokens_per_s=tps))
 
+    sized: list[tuple[float, Layout, int, int, str]] = []  # every design sized to meet the SLOs
+
     def visit(lay: Layout, mode: str, bound_gpus: int, hint: tuple[int, int] | None = None) -> None:
         winner = min((v[0] for v in best.values()), default=float("inf"))
         lb = cost(bound_gpus, out_tps) if out_tps else 0.0
@@ -236,6 +238,7 @@ def make_serving_plan(
         tps = out_tps or s["output_tokens_per_s"]
         c = cost(gpus, tps)
         search.append(_row(lay, mode, p, d, gpus, c, s, "meets", f"{p}+{d} replicas"))
+        sized.append((c, lay, p, d, mode))
         if mode not in best or c < best[mode][0]:
             best[mode] = (c, lay, p, d)
 
@@ -283,20 +286,26 @@ def make_serving_plan(
         for t in budgets:
             var = replace(lay, token_budget=t)
             visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
-    # The final check, cheapest mode first; another mode is checked only while it could
-    # still beat the checked one (a check only ever adds replicas).
+    # The final check, cheapest sized design first, of any layout and mode; the next one is
+    # checked only while it could still beat the cheapest checked one (a check only ever adds
+    # replicas, so a design that ties or barely wins at sizing may lose after it).
     verified: set[str] = set()
-    for mode in sorted(best, key=lambda k: best[k][0]):
-        if verified and best[mode][0] >= min(best[k][0] for k in verified):
-            continue
-        _, lay, p, d = best[mode]
-        p2, d2, _ = sizer.verify(lay, fabric0, p, d)
-        best[mode] = (cost((p2 + d2) * lay.gpus, out_tps or 1.0) if out_tps else best[mode][0], lay, p2, d2)
+    rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]] = {}  # -> p, d, $/M, summary
+    cheapest = float("inf")
+    for c, lay, p, d, mode in sorted(sized, key=lambda x: x[0]):
+        if c >= cheapest:
+            break
+        p2, d2, summary = sizer.verify(lay, fabric0, p, d)
+        c2 = cost((p2 + d2) * lay.gpus, out_tps or 1.0) if out_tps else c
+        rechecked[(mode, lay.label)] = (p2, d2, c2, summary)
+        if mode not in verified or c2 < best[mode][0]:
+            best[mode] = (c2, lay, p2, d2)
         verified.add(mode)
+        cheapest = min(cheapest, c2)
     cands = _candidates(spec, catalog, sizer, best, verified)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
-    search = _mark(search, best, rec)
+    search = _mark(search, best, rec, rechecked)
     return ServingPlan(
         name=spec.name,
         rate_rps=w.traffic.rate_rps,
@@ -315,7 +324,10 @@ def _output_tps(spec: InferenceSpec) -> float:
 
 
 def _mark(
-    rows: list[SearchRow], best: dict[str, tuple[float, Layout, int, int]], rec: ServingCandidate | None
+    rows: list[SearchRow],
+    best: dict[str, tuple[float, Layout, int, int]],
+    rec: ServingCandidate | None,
+    rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]],
 ) -> list[SearchRow]:
     if rec is None or rec.mode not in best:
         return rows
@@ -339,6 +351,21 @@ def _mark(
                     if checked
                     else ""
                 ),
+            )
+        elif r.status == "meets" and (r.mode, r.layout) in rechecked:
+            # Checked too (it was cheaper at sizing than the winner after its check): the row
+            # shows what the check needed, so a cheaper-looking design is never a stale figure.
+            p2, d2, c2, summary = rechecked[(r.mode, r.layout)]
+            r = replace(
+                r,
+                prefill_replicas=p2,
+                decode_replicas=d2,
+                gpus=r.gpus // max(1, r.prefill_replicas + r.decode_replicas) * (p2 + d2),
+                usd_per_million_output_tokens=c2,
+                ttft_p99_s=summary.get("ttft_p99_s", r.ttft_p99_s),
+                tpot_p99_s=summary.get("tpot_p99_s", r.tpot_p99_s),
+                reason=f"sized {r.prefill_replicas}+{r.decode_replicas}; the final check needed {p2}+{d2},"
+                f" ${c2:.3g}/M vs ${win_cost:.3g}/M",
             )
         elif r.status == "meets":
             r = replace(
