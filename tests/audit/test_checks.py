@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from gpufabric.audit.checks_fabric import ib02, ib04
-from gpufabric.audit.checks_job import _ifname_matches, nccl01
+from gpufabric.audit.checks_job import _ifname_matches, nccl01, torch01
 from gpufabric.audit.checks_nvmf import nvmf03, nvmf05
-from gpufabric.audit.collect import Facts, HostView
+from gpufabric.audit.collect import Facts, HostView, from_directory
+from tests.audit.conftest import apply_edits
 
 
 def view(tmp_path: Path, files: dict[str, str], name: str = "h", role: str | None = None) -> HostView:
@@ -103,3 +105,43 @@ def test_nccl01_management_interface(tmp_path):
     facts = Facts(source="t", hosts=[v], policy=policy, policy_doc={"design": {"fabric_kind": "ib"}})
     [f] = list(nccl01(facts))
     assert "management" in f.evidence
+
+
+# ---- TORCH-01: the launchers' per-job rendezvous ports (29500-29999) and the c10d port 29400 ----
+
+_CTL = "\tchain in_ctl {\n"
+_STOR = "\tchain in_stor {\n"
+
+
+@pytest.mark.skipif(not (shutil.which("nft") and shutil.which("unshare")), reason="nft/unshare not installed")
+@pytest.mark.parametrize(
+    ("anchor", "rule", "expect"),
+    [
+        (None, None, []),  # the bundle admits 29400 and 29500-29999 from compute on ctl: accepted
+        (_CTL, "\t\ttcp dport 29777 accept\n", ["tcp/29777"]),  # one per-job port, from anywhere
+        (_CTL, "\t\ttcp dport 0-65535 accept\n", ["tcp/29400", "tcp/29500-29999"]),  # everything open
+        (_CTL, "\t\tip saddr @ctl_compute tcp dport 1-65535 accept\n", []),  # compute only, on ctl: as today
+        (_STOR, "\t\ttcp dport 29500-29999 accept\n", ["tcp/29500-29999"]),  # off the control plane
+        (_STOR, "\t\ttcp dport 29990-30010 accept\n", ["tcp/29990-29999"]),  # only the overlap is rendezvous
+    ],
+)
+def test_torch01_admits_the_per_job_range_and_flags_anything_broader(bundle_copy, anchor, rule, expect):
+    if anchor is not None:
+        apply_edits(
+            bundle_copy, [{"replace": {"file": "roles/compute/etc/nftables.conf", "old": anchor, "new": anchor + rule}}]
+        )
+    found = list(torch01(from_directory(bundle_copy)))
+    # both compute hosts share the role's ruleset: each finding once per host
+    assert {f.subject.split(":")[0] for f in found} <= {"compute-1", "compute-2"}
+    assert sorted({f.evidence.split(" ")[0] for f in found}) == expect, [f.evidence for f in found]
+
+
+def test_security_inventory_covers_the_launchers_port_range():
+    from gpufabric.exec.launch import RENDEZVOUS_PORT_BASE, RENDEZVOUS_PORT_SPAN
+    from gpufabric.spec.security import TORCH_STATIC_RANGE, default_policy
+
+    assert TORCH_STATIC_RANGE == (RENDEZVOUS_PORT_BASE, RENDEZVOUS_PORT_BASE + RENDEZVOUS_PORT_SPAN - 1)
+    p = default_policy(compute_nodes=2)
+    [rdzv] = [f for f in p.flows if f.purpose.startswith("torchrun")]
+    assert (rdzv.src, rdzv.dst, rdzv.plane, rdzv.proto) == ("compute", "compute", "ctl", "tcp")
+    assert rdzv.port_ranges() == [(29400, 29400), TORCH_STATIC_RANGE]

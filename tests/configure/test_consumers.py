@@ -298,6 +298,8 @@ FLOWS = [
     ("compute-2", "compute-1", "mgmt", 61500, True),  # srun callbacks (SrunPortRange) on the batch host
     ("compute-1", "login-1", "mgmt", 62000, True),  # slurmd -> srun on the login node
     ("compute-2", "compute-1", "ctl", 29400, True),  # c10d rendezvous
+    ("compute-1", "compute-2", "ctl", 29777, True),  # a per-job static rendezvous port (29500-29999)
+    ("compute-2", "compute-1", "ctl", 30000, False),  # past the launchers' range
     ("compute-2", "compute-1", "ctl", 45000, True),  # NCCL bootstrap (ephemeral range)
     ("login-1", "compute-1", "mgmt", 29400, False),  # rendezvous never on management
     ("compute-2", "compute-1", "mgmt", 22, False),  # no lateral SSH

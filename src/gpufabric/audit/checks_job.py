@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from gpufabric.audit import intervals as iv
 from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.envfiles import nccl_settings
-from gpufabric.audit.exposure import admitted, firewalled_views, planes_of, role_spans
+from gpufabric.audit.exposure import admitted_ports, firewalled_views, planes_of, role_spans
 from gpufabric.audit.findings import Finding, NotAvailable, Severity, check, finding
-from gpufabric.spec.security import TORCH_C10D, TORCH_STATIC
+from gpufabric.spec.security import TORCH_RENDEZVOUS
 
 DEBUG_KNOBS = {"NCCL_DEBUG": "TRACE", "NCCL_P2P_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "0", "NCCL_SHM_DISABLE": "1"}
 PINS = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_NVLS_ENABLE")
@@ -149,7 +149,7 @@ def nccl06(facts: Facts) -> Iterator[Finding]:
     "TORCH-01",
     "Rendezvous or TCPStore reachable beyond the job's compute nodes",
     Severity.critical,
-    "admit 29400/29500 only on the control plane and only from compute nodes",
+    "admit 29400 and 29500-29999 (the launchers' per-job ports) only on the control plane and only from compute nodes",
 )
 def torch01(facts: Facts) -> Iterator[Finding]:
     if facts.policy is None:
@@ -158,14 +158,23 @@ def torch01(facts: Facts) -> Iterator[Finding]:
     for view, rs in firewalled_views(facts):
         for plane, kind, iface in planes_of(facts, view):
             allowed_src = compute_spans.get(plane, ())
-            for port in (TORCH_C10D, TORCH_STATIC):
-                extra = iv.subtract(admitted(rs, iface, "tcp", port), allowed_src)
-                if extra:
-                    yield finding(
-                        "TORCH-01",
-                        f"{view.name}: {iface} ({plane}, {kind})",
-                        f"tcp/{port} admitted from {iv.fmt_ip_spans(extra)}",
-                    )
+            for lo, hi in TORCH_RENDEZVOUS:
+                # adjacent pieces open to the same extra sources make one finding
+                pieces: list[tuple[int, int, tuple[iv.Span, ...]]] = []
+                for start, end, sources in admitted_ports(rs, iface, "tcp", lo, hi):
+                    extra = iv.subtract(sources, allowed_src)
+                    if pieces and pieces[-1][2] == extra and pieces[-1][1] + 1 == start:
+                        pieces[-1] = (pieces[-1][0], end, extra)
+                    else:
+                        pieces.append((start, end, extra))
+                for start, end, extra in pieces:
+                    if extra:
+                        ports = str(start) if start == end else f"{start}-{end}"
+                        yield finding(
+                            "TORCH-01",
+                            f"{view.name}: {iface} ({plane}, {kind})",
+                            f"tcp/{ports} admitted from {iv.fmt_ip_spans(extra)}",
+                        )
 
 
 @check(

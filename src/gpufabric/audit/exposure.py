@@ -51,6 +51,17 @@ def admitted(rs: Ruleset, iif: str, proto: str, port: int) -> Spans:
     return spans
 
 
+def admitted_ports(rs: Ruleset, iif: str, proto: str, lo: int, hi: int) -> list[tuple[int, int, Spans]]:
+    """(low, high, sources) for the ports lo-hi: the ruleset's port breakpoints cut the range
+    into pieces every rule treats alike, so one port per piece answers for all of it."""
+    points = rs.port_points(iif, proto)
+    cuts = [lo, *(p for p in points if lo < p <= hi)]
+    return [
+        (start, (cuts[i + 1] - 1) if i + 1 < len(cuts) else hi, admitted(rs, iif, proto, start))
+        for i, start in enumerate(cuts)
+    ]
+
+
 def role_spans(facts: Facts, role_kind: str, plane: str) -> Spans:
     if facts.policy is None:
         return ()

@@ -60,9 +60,10 @@ _NETNS = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}")
 
 #: Seconds a surviving rank gets to notice a dead peer before its group is killed.
 PEER_FAILURE_GRACE_S = 10.0
-#: Per-job rendezvous ports: BASE + job id mod SPAN. 29500 is torchrun's default (the port the
-#: bundle's firewall admits on the control plane); the span keeps the range below Linux's
-#: ephemeral range (32768-60999), so a listening rendezvous never meets an outgoing socket.
+#: Per-job rendezvous ports: BASE + job id mod SPAN. 29500 is torchrun's default; the bundle's
+#: firewall admits BASE..BASE+SPAN-1 on the control plane (spec.security.TORCH_STATIC_RANGE);
+#: the span keeps the range below Linux's ephemeral range (32768-60999), so a listening
+#: rendezvous never meets an outgoing socket.
 RENDEZVOUS_PORT_BASE = 29500
 RENDEZVOUS_PORT_SPAN = 500
 #: The python that runs the ranks inside a container image (not this machine's interpreter).

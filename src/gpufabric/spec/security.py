@@ -405,8 +405,14 @@ SSH = 22
 SLURMCTLD = 6817
 SLURMD = 6818
 SRUN_RANGE = "61000-63000"  # above the ephemeral range: srun never collides with it
-TORCH_STATIC = 29500
+TORCH_STATIC = 29500  # torchrun's default --master-port
+#: The static rendezvous ports gpufabric's launchers pick, one per job: 29500 + job id mod
+#: 500 (gpufabric.exec.launch.RENDEZVOUS_PORT_BASE/SPAN), below the ephemeral range.
+TORCH_STATIC_RANGE = (TORCH_STATIC, TORCH_STATIC + 499)
+#: The c10d endpoint of the bundle's torchrun wrapper (configure.launch, gpufabric-torchrun).
 TORCH_C10D = 29400
+#: Every TCP port a torch rendezvous or TCPStore of a gpufabric job listens on.
+TORCH_RENDEZVOUS = ((TORCH_C10D, TORCH_C10D), TORCH_STATIC_RANGE)
 EPHEMERAL_RANGE = "32768-60999"
 NVME_TCP = 4420
 NVME_DISCOVERY = 8009
@@ -486,7 +492,7 @@ def default_policy(
             dst="compute",
             plane="ctl",
             proto="tcp",
-            ports=[TORCH_C10D, TORCH_STATIC],
+            ports=[TORCH_C10D, f"{TORCH_STATIC_RANGE[0]}-{TORCH_STATIC_RANGE[1]}"],
             purpose="torchrun c10d/static rendezvous",
         ),
         Flow(
