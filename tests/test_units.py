@@ -85,3 +85,14 @@ def test_no_other_module_keeps_a_time_unit_table() -> None:
         if p.name != "units.py" and table.search(p.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+def test_to_jsonable_numeric_arrays_keep_values_and_turn_non_finite_into_none():
+    import numpy as np
+
+    from gpufabric.jsonable import to_jsonable
+
+    assert to_jsonable(np.array([1.5, 2.0])) == [1.5, 2.0]
+    assert to_jsonable(np.array([1.0, np.nan, np.inf])) == [1.0, None, None]
+    assert to_jsonable(np.array([[1, 2], [3, 4]])) == [[1, 2], [3, 4]]
+    assert to_jsonable(np.float64(np.nan)) is None

@@ -3,6 +3,7 @@ stalls and failures, for a plan candidate (SPEC) or a synthetic job (flags)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -348,8 +349,9 @@ def _spec_config(
 def _payload(r, meta: dict[str, Any]) -> dict[str, Any]:
     from gpufabric.jsonable import to_jsonable
 
-    body = to_jsonable(r)
-    del body["step_times_s"]  # the raw samples: too large for the output
+    # The raw samples (runs x steps floats) are not part of the output: left out before the
+    # conversion, which otherwise built and dropped a million-element list (docs/performance.md).
+    body = {f.name: to_jsonable(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name != "step_times_s"}
     return {**meta, **body}
 
 
