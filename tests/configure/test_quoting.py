@@ -9,9 +9,12 @@ the payload, env files are sourced, rulesets pass ``nft -c``, and no value adds 
 from __future__ import annotations
 
 import configparser
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,7 +33,8 @@ from tests.configure.stubs import (
     source_env_file,
 )
 
-TEMPLATES = sorted(p.name for p in (Path(quoting.__file__).parent / "templates").glob("*.j2"))
+_TEMPLATE_DIR = Path(quoting.__file__).parent / "templates"
+TEMPLATES = sorted(p.relative_to(_TEMPLATE_DIR).as_posix() for p in _TEMPLATE_DIR.rglob("*.j2"))
 
 
 def _outputs(tree: nodes.Node) -> list[nodes.Expr]:
@@ -186,6 +190,10 @@ def _objects(v) -> dict[str, dict[str, object]]:
             "srun_high": 63000,
         },
         "tlshd.conf.j2": {**common},
+        "ansible/inventory.ini.j2": {
+            **common,
+            "groups": [{"name": v("role.name"), "hosts": [{"name": v("host"), "address": v("addr")}]}],
+        },
         "torchrun.sh.j2": {**common, "ctl_if": v("ifname"), "ctl_cidr": v("cidr"), "rdzv_port": 29400},
         "train.sbatch.j2": {
             **common,
@@ -262,8 +270,8 @@ REFUSE_ALL = {"opensm.conf.j2"}
 
 
 def _write(work: Path, name: str, text: str) -> Path:
-    work.mkdir(parents=True, exist_ok=True)
     path = work / name.removesuffix(".j2")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     return path
 
@@ -286,6 +294,26 @@ def _consume(name: str, path: Path, work: Path) -> None:
     elif name == "tuned.conf.j2" or name == "tlshd.conf.j2":
         parser = configparser.ConfigParser(interpolation=None)
         parser.read_string(path.read_text())
+    elif name == "ansible/inventory.ini.j2":
+        # ansible's own INI inventory parser: exactly the one group and host rendered, nothing injected.
+        exe = shutil.which("ansible-inventory") or str(Path(sys.executable).parent / "ansible-inventory")
+        done = subprocess.run(
+            [exe, "-i", str(path), "--list"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "ANSIBLE_NOCOLOR": "1"},
+        )
+        assert done.returncode == 0, done.stderr
+        listed = json.loads(done.stdout)
+        hosts = set(listed.get("_meta", {}).get("hostvars", {})) | {
+            h for g, v in listed.items() if g != "_meta" for h in v.get("hosts", [])
+        }
+        assert len(hosts) == 1, hosts
+        sections = {line[1:-1] for line in path.read_text().splitlines() if line.startswith("[") and ":" not in line}
+        # [opensm] is written empty (ansible lists no empty group); nothing else may appear.
+        assert sections - {"opensm"} == set(listed) - {"_meta", "all", "ungrouped", "gpufabric"}, listed
+        assert len(sections) == 2, sections
     elif name == "sysctl.conf.j2":
         for line in path.read_text().splitlines():
             assert line.startswith("#") or re.fullmatch(r"-?[a-z0-9_]+(\.[A-Za-z0-9_/-]+)+ = [0-9 ]+", line), line

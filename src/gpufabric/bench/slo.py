@@ -546,30 +546,20 @@ def probe_slos(
     plan_nodes = _positive(breakdown.get("num_nodes"))
     slos: list[Slo] = []
     if kind == "collectives" and spec is not None and "all_reduce" in config.get("ops", ()):
-        from gpufabric.model.collectives import predict_collective
-
         size = max(int(s) for s in config["sizes"])
-        prediction = predict_collective(
-            op="all_reduce",
-            size_bytes=size,
-            nodes=nodes,
-            gpus_per_node=nproc,
-            gpu=spec.cluster.gpu,
-            fabric=fabric_id,
-            catalog=catalog,
-            deterministic=spec.requirements.reproducibility == "bitwise",
-        )
         dtype = config.get("dtypes", ["float32"])[0]
         slos.append(
-            Slo(
+            _predicted_busbw_slo(
                 # The case of one size (records.CASE_PARAMS): the expectation is for that size only.
-                test=f"torch.all_reduce[dtype={dtype} size_bytes={size}]",
-                metric="busbw_gbps",
-                direction=Direction.higher,
-                expected=float(prediction.busbw_gbps),
-                tolerance=PREDICT_TOLERANCE,
-                source=f"{tag}: predict_collective all_reduce {size} B on {nodes} x {nproc} ranks,"
-                f" {prediction.algorithm}",
+                f"torch.all_reduce[dtype={dtype} size_bytes={size}]",
+                spec,
+                catalog,
+                fabric_id,
+                op="all_reduce",
+                size=size,
+                nodes=nodes,
+                gpus=nproc,
+                source=f"{tag}: predict_collective all_reduce {size} B on {nodes} x {nproc} ranks",
             )
         )
     if kind == "checkpoint" and plan_nodes:
@@ -614,7 +604,7 @@ def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", c
     planned node count is judged at the planned scale. Tables of several scales for one
     collective get no expectation (one SLO cannot name them apart).
     """
-    from gpufabric.model.collectives import OPS, predict_collective
+    from gpufabric.model.collectives import OPS
 
     if catalog is None:
         from gpufabric.catalog import load_catalog
@@ -640,28 +630,47 @@ def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", c
         if len(found) != 1:
             continue
         nodes, gpus, size = next(iter(found))
-        prediction = predict_collective(
-            op=op,
-            size_bytes=size,
-            nodes=nodes,
-            gpus_per_node=gpus,
-            gpu=spec.cluster.gpu,
-            fabric=fabric_id,
-            catalog=catalog,
-            deterministic=spec.requirements.reproducibility == "bitwise",
-        )
         slos.append(
-            Slo(
-                test=f"nccl.{op}",
-                metric="busbw_gbps",
-                direction=Direction.higher,
-                expected=float(prediction.busbw_gbps),
-                tolerance=PREDICT_TOLERANCE,
+            _predicted_busbw_slo(
+                f"nccl.{op}",
+                spec,
+                catalog,
+                fabric_id,
+                op=op,
+                size=size,
+                nodes=nodes,
+                gpus=gpus,
                 source=f"plan {Path(path).name} candidate {candidate.get('id', '?')} ({fabric_id}):"
-                f" predict_collective {op} {size} B on {nodes} x {gpus} {spec.cluster.gpu}, {prediction.algorithm}",
+                f" predict_collective {op} {size} B on {nodes} x {gpus} {spec.cluster.gpu}",
             )
         )
     return slos
+
+
+def _predicted_busbw_slo(
+    test: str, spec: Any, catalog: Any, fabric_id: str, *, op: str, size: int, nodes: int, gpus: int, source: str
+) -> Slo:
+    """busbw ~ what the collective model predicts at this scale on the plan's fabric."""
+    from gpufabric.model.collectives import predict_collective
+
+    prediction = predict_collective(
+        op=op,
+        size_bytes=size,
+        nodes=nodes,
+        gpus_per_node=gpus,
+        gpu=spec.cluster.gpu,
+        fabric=fabric_id,
+        catalog=catalog,
+        deterministic=spec.requirements.reproducibility == "bitwise",
+    )
+    return Slo(
+        test=test,
+        metric="busbw_gbps",
+        direction=Direction.higher,
+        expected=float(prediction.busbw_gbps),
+        tolerance=PREDICT_TOLERANCE,
+        source=f"{source}, {prediction.algorithm}",
+    )
 
 
 def gpu_mismatch(spec, results) -> tuple[str, ...]:
