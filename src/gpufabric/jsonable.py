@@ -28,13 +28,14 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     if hasattr(value, "tolist"):  # numpy scalar or array
-        if getattr(value, "dtype", None) is not None and value.dtype.kind in "iub" and value.ndim:
+        kind = value.dtype.kind if getattr(value, "ndim", 0) else ""
+        if kind and kind in "iub":
             return value.tolist()  # integers and booleans: already JSON types, no walk per element
-        if getattr(value, "dtype", None) is not None and value.dtype.kind == "f" and value.ndim:
+        if kind == "f":
             import numpy as np
 
             if np.isfinite(value).all():
-                return value.tolist()
+                return value.tolist()  # finite floats too; only non-finite ones need the walk (-> None)
         return to_jsonable(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -126,6 +126,14 @@ def _connect_read_only(target: Path) -> sqlite3.Connection:
         return conn
 
 
+def _newer(name: object, version: int) -> InputError:
+    """A store written by a newer gpufabric: refused, never downgraded."""
+    return InputError(
+        f"{name}: results schema v{version} is newer than this gpufabric ({__version__}, "
+        f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
+    )
+
+
 def _close(conn: sqlite3.Connection | None) -> None:
     if conn is not None:
         conn.close()
@@ -404,10 +412,7 @@ class Store:
             ) from exc
         if version > STORE_SCHEMA_VERSION:
             conn.close()
-            raise InputError(
-                f"{target}: results schema v{version} is newer than this gpufabric ({__version__}, "
-                f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
-            )
+            raise _newer(target, version)
         if version < STORE_SCHEMA_VERSION:
             if read_only:
                 conn.close()
@@ -430,10 +435,7 @@ class Store:
         try:
             version = read_version(conn)
             if version > STORE_SCHEMA_VERSION:
-                raise InputError(
-                    f"{name}: results schema v{version} is newer than this gpufabric ({__version__}, "
-                    f"schema v{STORE_SCHEMA_VERSION}); upgrade gpufabric"
-                )
+                raise _newer(name, version)
             if version < STORE_SCHEMA_VERSION:
                 migrate(conn, writer=f"gpufabric {__version__}")
         except ValueError as exc:  # meta.schema_version is not a number
