@@ -543,6 +543,59 @@ class CollectivePrediction:
     ceiling_algbw_gbps: float = float("inf")  # the hard ceiling of this op and algorithm (algbw_ceiling_gbps)
 
 
+def build_links(
+    *,
+    nvl_busbw_gbps: Any,
+    intra_is_pci: Any,
+    nvls_busbw_gbps: Any,
+    nvls_latency_us: Any,
+    nvlink_line_gbps: Any,
+    nvlink_latency_scale: Any,
+    nic_gbps: Any,
+    nic_host_gbps: Any,
+    nics_per_node: Any,
+    net_latency_scale: Any,
+    switch_latency_ns: Any,
+    hops: Any,
+    in_network_reduction: Any,
+    launch_us: Any,
+    oversubscription: Any = 1.0,
+    ranks_per_leaf: Any = 1e18,
+    eager_launch_us: Any = 0.0,
+    proxy_us: Any = 0.0,
+    nic_slowdown: Any = 1.0,
+) -> Links:
+    """The one place :class:`Links` are built from a GPU generation and a fabric (scalars or
+    row arrays): ``predict`` (:func:`links_for`), the planner (plan/evaluate.py) and serving
+    all come through here, so a generation's NVLink line rate (the scale-up ceiling) and its
+    NVLink step-latency factor cannot be left out by one caller and kept by another (they
+    have no default). ``nic_gbps`` is one NIC's line rate x efficiency; a NIC moves at most
+    what its PCIe slot carries (``nic_host_gbps``, :func:`nic_host_gbps`; inf where the
+    server's slot is not known): an 800G NIC in a Gen5 x16 slot delivers ~54 GB/s.
+    ``nic_slowdown`` divides the result (the planner's congestion above the leaf); ``hops``
+    is the switch hops of the worst path (>= 1).
+    """
+    nic = np.minimum(np.asarray(nic_gbps, dtype=float), np.asarray(nic_host_gbps, dtype=float))
+    return Links(
+        nvl_busbw_gbps=nvl_busbw_gbps,
+        intra_is_pci=intra_is_pci,
+        nvls_busbw_gbps=nvls_busbw_gbps,
+        nvls_latency_us=nvls_latency_us,
+        nic_gbps=nic / np.asarray(nic_slowdown, dtype=float),
+        nics_per_node=nics_per_node,
+        net_latency_scale=net_latency_scale,
+        extra_hop_us=(np.asarray(hops, dtype=float) - 1) * np.asarray(switch_latency_ns, dtype=float) / 1e3,
+        in_network_reduction=in_network_reduction,
+        launch_us=launch_us,
+        oversubscription=oversubscription,
+        ranks_per_leaf=ranks_per_leaf,
+        eager_launch_us=eager_launch_us,
+        proxy_us=proxy_us,
+        nvlink_line_gbps=nvlink_line_gbps,
+        nvlink_latency_scale=nvlink_latency_scale,
+    )
+
+
 def links_for(
     gpu: Any,
     fabric: Any,
@@ -554,33 +607,37 @@ def links_for(
     oversubscription: Any = 1.0,
     ranks_per_leaf: Any = 1e18,
 ) -> Links:
-    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops).
-
-    A NIC moves at most what its PCIe slot carries (``nic_host_gbps`` of the server's NIC
-    slot), whatever its line rate: an 800G NIC in a Gen5 x16 slot delivers ~54 GB/s.
-    """
-    nic = fabric.nic_line_gbps * fabric.nic_efficiency
-    pcie_gen, lanes = getattr(gpu, "nic_pcie_gen", None), getattr(gpu, "nic_pcie_lanes", None)
-    if pcie_gen is not None and lanes is not None:
-        nic = np.minimum(nic, nic_host_gbps(pcie_gen, lanes))
-    return Links(
-        nvl_busbw_gbps=gpu.nvlink_busbw_gbps,
-        intra_is_pci=gpu.intra_link == "pci",
-        nvls_busbw_gbps=gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
-        nvls_latency_us=gpu.nvls_latency_us,
-        nic_gbps=nic,
+    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops): the
+    catalog fields :func:`build_links` takes (:func:`gpu_link_fields` for the GPU)."""
+    return build_links(
+        **gpu_link_fields(gpu),
+        nic_gbps=fabric.nic_line_gbps * fabric.nic_efficiency,
         nics_per_node=nics_per_node,
         net_latency_scale=fabric.net_latency_scale,
-        extra_hop_us=(np.asarray(hops, dtype=float) - 1) * switch.latency_ns / 1e3,
+        switch_latency_ns=switch.latency_ns,
+        hops=hops,
         in_network_reduction=fabric.in_network_reduction,
         launch_us=site.launch_us,
         oversubscription=oversubscription,
         ranks_per_leaf=ranks_per_leaf,
-        eager_launch_us=getattr(gpu, "eager_launch_us", 0.0),
         proxy_us=getattr(fabric, "proxy_us", 0.0),
-        nvlink_line_gbps=getattr(gpu, "nvlink_gbps", np.inf),
-        nvlink_latency_scale=getattr(gpu, "nvlink_latency_scale", 1.0),
     )
+
+
+def gpu_link_fields(gpu: Any) -> dict[str, float]:
+    """The :func:`build_links` arguments a catalog GPU sets (the planner stores them as
+    table columns, ``predict`` passes them straight on)."""
+    pcie_gen, lanes = getattr(gpu, "nic_pcie_gen", None), getattr(gpu, "nic_pcie_lanes", None)
+    return {
+        "nvl_busbw_gbps": gpu.nvlink_busbw_gbps,
+        "intra_is_pci": gpu.intra_link == "pci",
+        "nvls_busbw_gbps": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
+        "nvls_latency_us": gpu.nvls_latency_us,
+        "nvlink_line_gbps": getattr(gpu, "nvlink_gbps", np.inf),
+        "nvlink_latency_scale": getattr(gpu, "nvlink_latency_scale", 1.0),
+        "nic_host_gbps": nic_host_gbps(pcie_gen, lanes) if pcie_gen is not None and lanes is not None else np.inf,
+        "eager_launch_us": getattr(gpu, "eager_launch_us", 0.0),
+    }
 
 
 def predict_collective(

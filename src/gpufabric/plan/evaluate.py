@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.model import cost, reliability, storage
-from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
+from gpufabric.model.collectives import HW_LAT_US, Links, build_links, collective_times
 from gpufabric.model.congestion import cross_fraction, uplink_slowdown
 from gpufabric.model.flops import attention_flops_per_token, flops_per_token
 from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
@@ -215,16 +215,22 @@ def _optimal_interval(
 
 
 def _links(t: Table, hops: np.ndarray, nics: np.ndarray, ranks_per_leaf: np.ndarray, slowdown: Any = 1.0) -> Links:
-    """Link parameters; ``slowdown`` divides the NIC bandwidth (congestion above the leaf)."""
-    return Links(
+    """Link parameters (model.collectives.build_links, as ``predict``); ``slowdown`` divides
+    the NIC bandwidth (congestion above the leaf)."""
+    return build_links(
         nvl_busbw_gbps=t.nvl_busbw,
         intra_is_pci=t.intra_pci,
         nvls_busbw_gbps=t.nvls_busbw,
         nvls_latency_us=t.nvls_lat,
-        nic_gbps=t.nic_gbps / slowdown,
+        nvlink_line_gbps=t.nvl_line,
+        nvlink_latency_scale=t.nvl_lat_scale,
+        nic_gbps=t.nic_gbps,
+        nic_host_gbps=t.nic_host,
+        nic_slowdown=slowdown,
         nics_per_node=nics,
         net_latency_scale=t.net_scale,
-        extra_hop_us=(hops - 1) * t.switch_ns / 1e3,
+        switch_latency_ns=t.switch_ns,
+        hops=hops,
         in_network_reduction=t.sharp,
         launch_us=t.launch_us,
         oversubscription=t.oversub,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.catalog import Catalog
+from gpufabric.model.collectives import gpu_link_fields
 from gpufabric.model.cost import HOURS_PER_MONTH
 from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
 from gpufabric.model.memory import reserve_gib, state_bytes
@@ -159,6 +160,9 @@ class Table:
     intra_pci: A
     nvls_busbw: A
     nvls_lat: A
+    nvl_line: A  # NVLink line rate per GPU per direction (the scale-up ceiling; model.collectives.build_links)
+    nvl_lat_scale: A  # the generation's NVLink step latency / Hopper's
+    nic_host: A  # what a NIC's PCIe slot carries (inf: not known)
     host_copy: A
     compute_cv: A
     node_usd: A
@@ -377,6 +381,9 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "intra_pci": gpu.intra_link == "pci",
         "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
         "nvls_lat": gpu.nvls_latency_us,
+        "nvl_line": gpu_link_fields(gpu)["nvlink_line_gbps"],
+        "nvl_lat_scale": gpu_link_fields(gpu)["nvlink_latency_scale"],
+        "nic_host": gpu_link_fields(gpu)["nic_host_gbps"],
         "host_copy": gpu.host_copy_gbps,
         "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
