@@ -80,7 +80,7 @@ def test_latency_grows_with_size_until_nccl_saturates_its_channels():
 
 def test_tree_bandwidth_carries_nccls_mid_size_correction():
     """tuning.cc treeCorrectionFactor: tree LL128 at 1 MiB (log2(2^20/64) = 14) runs at 0.6."""
-    from gpufabric.model.collectives import TREE_CORRECTION, tree_correction
+    from gpufabric.model.nccl_tuner import TREE_CORRECTION, tree_correction
 
     assert tree_correction(1, 2**20) == pytest.approx(0.6)
     assert tree_correction(2, 63) == 1.0 and tree_correction(2, 2**40) == 1.0

@@ -39,7 +39,7 @@ tables (docs/accuracy.md lists the fit and held-out points).
 Size terms: the algorithm's latency grows by ``LATENCY_GROWTH`` per doubling of the
 message above 8 B up to ``GROWTH_SATURATION_BYTES`` (empirical, fitted with the launch
 constants), and the tree all-reduce bandwidth carries NCCL's own correction by size
-(``TREE_CORRECTION``).
+(``TREE_CORRECTION``). NCCL's own tuner figures live in :mod:`gpufabric.model.nccl_tuner`.
 
 In-network reduction (``collnet``, InfiniBand SHARP) is considered only with ``sharp=True``
 and a SHARP-capable fabric: most clusters do not run the SHARP plugin, and points
@@ -60,42 +60,31 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.topology import nic_host_gbps, size_fabric, switch_hops
+from gpufabric.model.collectives_links import GROWTH_SATURATION_BYTES, Links, links_for
+
+# Re-exported: callers and tests read the link record, its builders and its fitted
+# defaults from model.collectives.
+from gpufabric.model.collectives_links import LATENCY_GROWTH as LATENCY_GROWTH
+from gpufabric.model.collectives_links import NVLS_TREE_SHARPNESS as NVLS_TREE_SHARPNESS
+from gpufabric.model.collectives_links import P2P_NET_SHARE as P2P_NET_SHARE
+from gpufabric.model.collectives_links import build_links as build_links
+from gpufabric.model.collectives_links import gpu_link_fields as gpu_link_fields
+from gpufabric.model.nccl_tuner import (
+    ALGORITHM_SINCE,
+    ALGORITHMS,
+    BASE_LAT_US,
+    HW_LAT_US,
+    LL_MULTINODE_INTRA,
+    RING_PLATEAU,
+    algorithms_for_version,
+    tree_correction,
+)
+from gpufabric.model.topology import size_fabric, switch_hops
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
-ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p", "nvls_tree")
 TIMINGS = ("eager", "graph")
 PROTOCOLS = ("LL", "LL128", "Simple")
 
-# NCCL tuning.cc (commit 01afd20, models.md 2.3) [V]: {LL, LL128, Simple}, microseconds.
-BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4), "collnet": (4.4, 4.4, 0.0)}
-HW_LAT_US = {
-    "nvlink": {"tree": (0.52, 1.2, 28.0), "ring": (0.47, 1.9, 3.4), "collnet": (0.5, 1.2, 4.0)},
-    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7), "collnet": (1.0, 1.9, 5.5)},
-    "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6), "collnet": (5.0, 5.0, 10.7)},
-}
-#: tuning.cc: a multi-node ring Simple all-reduce above nRanks/16*64 KiB pays 1.9x latency.
-RING_PLATEAU = 1.9
-#: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
-LL_MULTINODE_INTRA = 1.8
-#: NVLSTree blend of its two stages. NCCL's tuner (tuning.cc, v2.27+: ``bw = min(intraBw,
-#: interBw)``, interBw doubled on 2 nodes) takes the slower of the NVSwitch reduction (the
-#: NVLS algbw) and the tree across nodes (the node's NIC bandwidth, 2x on 2 nodes, converted
-#: to algbw by nRanks/nsteps); measured tables sit below that min where the two are close.
-#: The model blends them as a p-norm ``(A_nvls^-k + A_tree^-k)^(-1/k)`` (k -> inf is the
-#: tuner's min). k is fitted (scripts/accuracy.py fit_constants) to the 16 GiB row of the
-#: 2-node 8xH100 NDR table of NVIDIA/nccl-tests#309 (algbw 250.2 GB/s); the 4- and 8-node
-#: tables of the same issue are held out (docs/accuracy.md). Empirical.
-NVLS_TREE_SHARPNESS = 3.1
-#: Share of one NIC's achievable bandwidth that one cross-node send/recv peer pair reaches.
-#: NCCL gives a network peer NCCL_NCHANNELS_PER_NET_PEER channels (2 by default, init.cc /
-#: paths.cc) and moves p2p data in 128 KiB chunks (P2P_NET_CHUNKSIZE, init.cc), so a single
-#: pair does not fill a 400G NIC the way a collective's 16-32 channels do; PXN (NCCL >= 2.12)
-#: routes through the peer-rail NIC and does not add channels. The NCCL maintainer states
-#: that alltoall "cannot aggregate the bandwidth of multiple NICs" (nccl-tests#267), and
-#: public sendrecv_perf tables across nodes show about half of the NIC rate [U, estimate:
-#: 0.5, no fitting table that is not held out was found].
-P2P_NET_SHARE = 0.5
 #: Extra per-op launch cost of each additional GPU one thread drives (nccl-tests ``-g N``:
 #: ncclGroupStart, N kernel launches and N proxy posts serialised on one host thread).
 #: [U, estimate: 2.5 us per extra GPU = cudaLaunchKernel (~2-3 us, CUDA programming guide's
@@ -107,59 +96,6 @@ SINGLE_PROCESS_US = 2.5
 #: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
 TORCH_OVERHEAD_US = 10.0
 HARNESSES = ("per-gpu", "single-process", "torch")
-#: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
-#: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
-#: never picks them.
-ALGORITHM_SINCE = {"nvls": (2, 17), "nvls_tree": (2, 18)}
-
-
-def nccl_version_tuple(version: str) -> tuple[int, int]:
-    """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
-
-    Raises:
-        InputError: not an NCCL version.
-    """
-    text = version.strip()
-    if text.isdigit() and len(text) >= 4:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
-        code = int(text)
-        return code // 10000, code // 100 % 100
-    parts = text.split("-")[0].split(".")
-    if len(parts) >= 2 and all(x.isdigit() for x in parts[:2]) and len(parts[0]) <= 2 and len(parts[1]) <= 3:
-        return int(parts[0]), int(parts[1])
-    raise InputError(f"NCCL version {version!r} is not like 2.18.3 or 21803")
-
-
-def algorithms_for_version(version: str | None) -> tuple[str, ...] | None:
-    """The algorithms NCCL ``version`` has (None: the newest, every algorithm)."""
-    if version is None:
-        return None
-    v = nccl_version_tuple(version)
-    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)))
-
-
-#: Growth of the algorithm latency term per doubling of the message above 8 B. Published
-#: nccl-tests times rise 35-50% from 8 B to 64 KiB on 1, 2 and 4 nodes where the tuner's
-#: constants are flat (NCCL widens threads, then channels, as the size grows; each step
-#: synchronises more of them). Empirical: fitted by scripts/accuracy.py (fit_constants) on
-#: the fit rows only, with eager_launch_us and proxy_us; docs/accuracy.md has the
-#: held-out error.
-LATENCY_GROWTH = 0.03
-#: Size where the growth stops: NCCL stops adding threads and channels once every one of
-#: its (up to 32) channels has a full thread block's work, nChannels x nThreads x
-#: threadThreshold = 32 x 512 x 64 B = 1 MiB for ring/tree Simple and ring LL on 8 ranks
-#: (enqueue.cc topoGetAlgoInfo, tuning.cc threadThresholds, NCCL 2.26).
-GROWTH_SATURATION_BYTES = 2.0**20
-#: NCCL tuning.cc ``treeCorrectionFactor`` (v2.26.2-1; the same in v2.30.7-1): "Trees are
-#: not perfectly sticking to the model for medium sizes", a measured factor on the tree
-#: all-reduce bandwidth per protocol (LL, LL128, Simple), indexed by floor(log2(bytes / 64))
-#: from 64 B; 1.0 outside the table.
-# fmt: off
-TREE_CORRECTION = np.array([
-    [1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0],
-    [1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0],
-    [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9],
-])
-# fmt: on
 
 
 def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
@@ -176,31 +112,6 @@ def busbw_factor(op: str, num_ranks: Any, *, in_network: bool = False) -> Any:
     if op in ("broadcast", "reduce", "send_recv"):
         return n / n  # 1, shaped like n (a numpy scalar for a scalar n)
     raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Links:
-    """Link-class parameters of one or many designs (scalars or broadcastable arrays)."""
-
-    nvl_busbw_gbps: Any  # achievable intra-node ring busbw per GPU
-    intra_is_pci: Any  # bool: PCIe (no NVLink) inside the node
-    nvls_busbw_gbps: Any  # NVLS busbw; 0 where absent
-    nvls_latency_us: Any
-    nic_gbps: Any  # achievable bandwidth per NIC
-    nics_per_node: Any
-    net_latency_scale: Any  # multiplier on tuning.cc NET latencies (1 for IB)
-    extra_hop_us: Any  # added per inter-node step for switch hops beyond the first
-    in_network_reduction: Any  # bool: SHARP-capable fabric
-    launch_us: Any = 1.0
-    oversubscription: Any = 1.0
-    ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
-    eager_launch_us: Any = 0.0  # per-op launch + host overhead without CUDA graphs; 0 = launch_us
-    proxy_us: Any = 0.0  # per-op network proxy overhead per log2(nodes), eager only
-    latency_growth: Any = LATENCY_GROWTH  # latency term growth per doubling of the size above 8 B
-    nvlink_line_gbps: Any = np.inf  # scale-up line rate per GPU per direction (the NVLink/PCIe ceiling)
-    nvls_tree_sharpness: Any = NVLS_TREE_SHARPNESS  # p-norm of the NVLSTree min(NVLS, tree) blend
-    p2p_net_share: Any = P2P_NET_SHARE  # share of one NIC a cross-node send/recv peer pair reaches
-    nvlink_latency_scale: Any = 1.0  # the GPU generation's NVLink step latency / Hopper's (tuner constants)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,14 +135,6 @@ def algbw_gbps(size_bytes: int, time_s: float) -> float:
 def busbw_gbps(op: str, size_bytes: int, time_s: float, num_ranks: int) -> float:
     """busbw = algbw x the nccl-tests bus factor of ``op`` (:func:`busbw_factor`)."""
     return algbw_gbps(size_bytes, time_s) * float(busbw_factor(op, num_ranks))
-
-
-def tree_correction(proto: int, size_bytes: Any) -> Any:
-    """NCCL's tree bandwidth factor (TREE_CORRECTION) at ``size_bytes``."""
-    log_size = np.floor(np.log2(np.maximum(np.asarray(size_bytes, dtype=float), 1.0) / 64.0))
-    inside = (log_size >= 0) & (log_size < TREE_CORRECTION.shape[1])
-    index = np.clip(log_size, 0, TREE_CORRECTION.shape[1] - 1).astype(int)
-    return np.where(inside, TREE_CORRECTION[proto][index], 1.0)
 
 
 def algbw_ceiling_gbps(
@@ -286,10 +189,269 @@ def algbw_ceiling_gbps(
     return np.minimum(net, nvl)
 
 
-def _hw(algo: str, proto: int, is_pci: Any, scale: Any = 1.0) -> Any:
-    """Intra-node hardware latency of ``algo``/``proto``: NVLink (x the GPU generation's
-    ``scale``), or PCIe where ``is_pci``."""
-    return np.where(is_pci, HW_LAT_US["pci"][algo][proto], HW_LAT_US["nvlink"][algo][proto] * scale)
+def _check_choices(op: str, timing: str, harness: str, protocols: tuple[str, ...] | None) -> None:
+    """InputError for an unknown op, timing, harness or protocol."""
+    for value, allowed, what in (
+        (timing, TIMINGS, "timing"),
+        (op, OPS, "collective"),
+        (harness, HARNESSES, "harness"),
+        *((proto, PROTOCOLS, "protocol") for proto in protocols or ()),
+    ):
+        if value not in allowed:
+            raise InputError(f"unknown {what} {value!r}; choose from {', '.join(allowed)}")
+
+
+def _launch_us(links: Links, N: Any, g: Any, timing: str, harness: str) -> Any:
+    """Per-op overhead outside the algorithm: the launch (graph or eager), the eager proxy
+    cost per tree level, and the harness's own cost (HARNESSES)."""
+    graph_launch = np.asarray(links.launch_us, dtype=float)
+    if timing == "eager":
+        eager = np.asarray(links.eager_launch_us, dtype=float)
+        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(links.proxy_us, dtype=float) * np.log2(
+            np.maximum(N, 1)
+        )
+        if harness == "single-process":
+            launch = launch + SINGLE_PROCESS_US * np.maximum(g - 1, 0)
+    else:
+        launch = graph_launch + 0 * N
+    if harness == "torch":
+        launch = launch + TORCH_OVERHEAD_US
+    return launch
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Setup:
+    """The broadcast inputs of one :func:`collective_times` call and the terms every
+    candidate shares (bandwidths in bytes per microsecond)."""
+
+    op: str
+    S: Any  # size, bytes
+    N: Any  # nodes
+    g: Any  # GPUs per node
+    links: Links
+    deterministic: bool
+    sharp: bool
+
+    @property
+    def p(self) -> Any:
+        return self.N * self.g
+
+    @property
+    def multi(self) -> Any:
+        return self.N > 1
+
+    @property
+    def nvl(self) -> Any:
+        return np.asarray(self.links.nvl_busbw_gbps, dtype=float) * 1e3
+
+    @property
+    def net_node(self) -> Any:
+        return np.asarray(self.links.nic_gbps, dtype=float) * np.asarray(self.links.nics_per_node, dtype=float) * 1e3
+
+    @property
+    def b_ring(self) -> Any:
+        """A ring's bottleneck busbw: in a multi-node ring only (g-1)/g of a GPU's ring edges
+        are NVLink (one leaves the node per channel), and the node's NICs carry the rest."""
+        nvl, g = self.nvl, self.g
+        nvl_ring = np.where(self.multi & (g > 1), nvl * g / np.maximum(g - 1, 1), nvl)
+        return np.where(self.multi, np.minimum(nvl_ring, self.net_node), nvl)
+
+    @property
+    def scale(self) -> Any:
+        return np.asarray(self.links.net_latency_scale, dtype=float)
+
+    @property
+    def hop(self) -> Any:
+        return np.asarray(self.links.extra_hop_us, dtype=float)
+
+    @property
+    def log2n(self) -> Any:
+        return np.floor(np.log2(np.maximum(self.N, 1)))
+
+    def intra(self, algo: str, proto: int, *, ll_multinode: bool = True) -> Any:
+        """Intra-node step latency (NVLink x the generation's scale, or PCIe); LL pays
+        LL_MULTINODE_INTRA when the job spans nodes (ring and tree; not collnet)."""
+        L = self.links
+        hw = np.where(
+            L.intra_is_pci,
+            HW_LAT_US["pci"][algo][proto],
+            HW_LAT_US["nvlink"][algo][proto] * np.asarray(L.nvlink_latency_scale, dtype=float),
+        )
+        return hw * np.where(self.multi & (proto == 0) & ll_multinode, LL_MULTINODE_INTRA, 1.0)
+
+    def inter(self, algo: str, proto: int) -> Any:
+        """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus extra hops."""
+        return HW_LAT_US["net"][algo][proto] * self.scale + self.hop
+
+
+class _Candidates:
+    """Every enabled (algorithm, protocol) pair with its time, as the tuner lists them before
+    taking the fastest. ``add`` applies the user's restrictions (NCCL_ALGO, NCCL_PROTO,
+    bitwise reproducibility), the hard ceilings and the latency's size growth."""
+
+    def __init__(
+        self,
+        c: _Setup,
+        *,
+        launch: Any,
+        algorithms: tuple[str, ...] | None,
+        protocols: tuple[str, ...] | None,
+    ) -> None:
+        self.c = c
+        self.launch = launch
+        self.algorithms = algorithms
+        self.protocols = protocols
+        L, N, g = c.links, c.N, c.g
+        # Hard ceilings (bytes/us): plain algorithms, NVSwitch reduction, in-network reduction.
+        switch_ok = np.asarray(L.nvls_busbw_gbps, dtype=float) > 0
+        self.cap_plain = algbw_ceiling_gbps(c.op, N, g, L) * 1e3
+        cap_nvls = algbw_ceiling_gbps(c.op, N, g, L, switch_reduction=True) * 1e3
+        cap_collnet = (
+            np.where(
+                switch_ok & (not c.deterministic),
+                algbw_ceiling_gbps(c.op, N, g, L, in_network=True, switch_reduction=True),
+                algbw_ceiling_gbps(c.op, N, g, L, in_network=True),
+            )
+            * 1e3
+        )
+        self.caps = {"nvls": cap_nvls, "nvls_tree": cap_nvls, "collnet": cap_collnet}
+        self.grow = 1.0 + np.asarray(L.latency_growth, dtype=float) * np.log2(
+            np.clip(c.S, 8.0, GROWTH_SATURATION_BYTES) / 8.0
+        )
+        self.rows: list[tuple[int, int, Any, Any, Any, Any]] = []  # (algo, proto, time, steps, latency, bandwidth)
+
+    def add(self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
+        if self.algorithms is not None and algo not in self.algorithms:
+            return
+        if self.c.deterministic and algo in ("nvls", "collnet", "nvls_tree"):
+            return
+        if self.protocols is not None and PROTOCOLS[proto] not in self.protocols:
+            return
+        bw = np.maximum(bw, self.c.S / self.caps.get(algo, self.cap_plain))
+        lat = lat * self.grow
+        if proto == 1 and self.protocols is None:
+            # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
+            # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
+            valid = valid & ~np.asarray(self.c.links.intra_is_pci, dtype=bool)
+        t = np.where(valid, self.launch + lat + bw, np.inf)
+        self.rows.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
+
+    def best(self) -> CollectiveTimes:
+        """The fastest candidate per element, with its breakdown."""
+        c = self.c
+        shape = np.broadcast(c.S, c.N, c.g, c.nvl, c.net_node).shape
+        times = np.stack([np.broadcast_to(r[2], shape) for r in self.rows])
+        best = np.argmin(times, axis=0)
+
+        def pick(k: int) -> np.ndarray:
+            stack = np.stack([np.broadcast_to(np.asarray(r[k], dtype=float), shape) for r in self.rows])
+            return np.take_along_axis(stack, best[None, ...], axis=0)[0]
+
+        chosen, lat_part, bw_part = pick(2), pick(4), pick(5)
+        return CollectiveTimes(
+            time_us=chosen,
+            algorithm=np.array([r[0] for r in self.rows])[best],
+            protocol=np.array([r[1] for r in self.rows])[best],
+            latency_steps=pick(3),
+            launch_us=chosen - lat_part - bw_part,
+            latency_us=lat_part,
+            bandwidth_us=bw_part,
+        )
+
+
+def _protocol_factor(c: _Setup, pi: int) -> Any:
+    """Share of the link bandwidth a protocol delivers (tuning.cc): LL 1/4 (1/3 for a
+    single-node non-all-reduce), LL128 0.92 (0.7 on one GPU per node), Simple 1."""
+    if pi == 0:
+        return np.where(c.multi | (c.op == "all_reduce"), 0.25, 1 / 3)
+    if pi == 1:
+        return np.where(c.g < 2, 0.7, 0.92)
+    return 1.0
+
+
+def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
+    """Flat ring over all p ranks: 2(p-1) steps for all-reduce, of which 2(N-1) cross nodes."""
+    if c.op not in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+        return
+    p, N = c.p, c.N
+    nsteps, ninter = (2 * (p - 1), 2 * (N - 1)) if c.op == "all_reduce" else (p - 1, N - 1)
+    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * c.intra("ring", pi) + ninter * c.inter("ring", pi)
+    if c.op == "all_reduce" and pi == 2:
+        plateau_bytes = p / 16 * 65536
+        lat = np.where(c.multi & (plateau_bytes <= c.S), lat * RING_PLATEAU, lat)
+    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / (c.b_ring * pf), ninter)
+
+
+def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
+    """All-reduce: NCCL's double binary tree, and the NVLink RS / per-rail ring / NVLink AG
+    hierarchy (not pipelined)."""
+    S, N, g, p = c.S, c.N, c.g, c.p
+    tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
+    lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi))
+    cands.add("tree", pi, lat_t, 2 * S / (c.b_ring * tpf * tree_correction(pi, S)), 2 * c.log2n, p > 1)
+    lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
+    bw_h = 2 * (g - 1) / g * S / (c.nvl * pf) + 2 * (N - 1) / N * S / (c.net_node * pf)
+    cands.add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), c.multi & (g > 1))
+
+
+def _add_collnet(c: _Setup, cands: _Candidates, pi: int) -> None:
+    """In-network reduction (SHARP): every byte crosses the host link once up and once down;
+    LL128 unsupported (tuning.cc). Only with ``sharp`` on a SHARP-capable fabric."""
+    if pi == 1:
+        return
+    L, g = c.links, c.g
+    cpf = (0.9 / 6, 0.0, 0.9)[pi]
+    nvls = np.where(c.deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3)
+    intra_bw = np.maximum(c.nvl, nvls)
+    bw_c = np.maximum(c.S / c.net_node, 2 * (g - 1) / g * c.S / intra_bw) / cpf
+    lat_c = (
+        BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c.intra("collnet", pi, ll_multinode=False) + c.inter("collnet", pi)
+    )
+    capable = np.asarray(L.in_network_reduction, dtype=bool) & bool(c.sharp)
+    cands.add("collnet", pi, lat_c, bw_c, 2 + 0 * c.N, c.multi & capable)
+
+
+def _add_nvls(c: _Setup, cands: _Candidates) -> None:
+    """NVLS (NVSwitch reduction in one node) and NVLSTree (NVLS in the node, a tree across
+    nodes, one slice per NIC), Simple protocol only."""
+    L, S, N, g, p = c.links, c.S, c.N, c.g, c.p
+    nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
+    # The tuner's NVLS latency (tuning.cc hwLatencies NVLS, 25 us); launch is separate.
+    nvls_lat = np.asarray(L.nvls_latency_us, dtype=float) + 0 * N
+    on = (nvls_bw > 0) & (g > 1)
+    cands.add("nvls", 2, nvls_lat, S * busbw_factor(c.op, p) / np.maximum(nvls_bw, 1e-9), 0 * N, (~c.multi) & on)
+    # NVLSTree: the slower stage, blended (NVLS_TREE_SHARPNESS); the tree carries the node's
+    # NICs, twice that on 2 nodes (tuning.cc), as busbw -> algbw by p/(2(p-1)).
+    a_nvls = np.maximum(nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9), 1e-9)
+    a_tree = c.net_node * np.where(N <= 2, 2.0, 1.0) * p / np.maximum(2 * (p - 1), 1e-9)
+    k = np.asarray(L.nvls_tree_sharpness, dtype=float)
+    # The blend where the tuner doubles the tree (2 nodes: the two stages carry about the
+    # same); beyond, the tuner's min: NIC-bound, NVLSTree carries what a ring carries, with
+    # log2 N instead of N network steps.
+    algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
+    lat_nt = nvls_lat + 2 * c.log2n * c.inter("tree", 2)
+    cands.add("nvls_tree", 2, lat_nt, S / algbw_nt, 2 * c.log2n, c.multi & on)
+
+
+def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
+    """All-to-all pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest
+    link class; cross-leaf traffic pays the oversubscription."""
+    L, S, g, p = c.links, c.S, c.g, c.p
+    lat_a = BASE_LAT_US["ring"][pi] + (g - 1) * c.intra("ring", pi) + (p - g) * c.inter("ring", pi)
+    per_gpu_net = c.net_node / g
+    f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
+    penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
+    bw_a = np.maximum(S * (g - 1) / p / (c.nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
+    cands.add("pairwise", pi, lat_a, bw_a, p - g)
+
+
+def _add_p2p(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
+    """Send/recv: across nodes one peer pair gets NCCL's per-peer channels, not a whole NIC."""
+    L = c.links
+    lat_s = BASE_LAT_US["ring"][pi] + np.where(c.multi, c.inter("ring", pi), c.intra("ring", pi))
+    nics = np.asarray(L.nics_per_node, dtype=float)
+    b_p2p = np.where(c.multi, c.net_node / nics * np.asarray(L.p2p_net_share, dtype=float), c.nvl)
+    cands.add("p2p", pi, lat_s, c.S / (b_p2p * pf), np.where(c.multi, 1, 0))
 
 
 def collective_times(
@@ -326,199 +488,41 @@ def collective_times(
             with CUDA events: TORCH_OVERHEAD_US per op).
 
     Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
-    prediction carries more than the NICs, NVLink or PCIe can.
+    prediction carries more than the NICs, NVLink or PCIe can. The stages (``_add_*``) list
+    the tuner's candidates per algorithm; the fastest wins, as NCCL picks.
     """
-    if timing not in TIMINGS:
-        raise InputError(f"unknown timing {timing!r}; choose from {', '.join(TIMINGS)}")
-    if op not in OPS:
-        raise InputError(f"unknown collective {op!r}; choose from {', '.join(OPS)}")
-    if harness not in HARNESSES:
-        raise InputError(f"unknown harness {harness!r}; choose from {', '.join(HARNESSES)}")
-    for proto in protocols or ():
-        if proto not in PROTOCOLS:
-            raise InputError(f"unknown protocol {proto!r}; choose from {', '.join(PROTOCOLS)}")
-    S = np.asarray(size_bytes, dtype=float)
-    N = np.asarray(nodes, dtype=float)
-    g = np.asarray(gpus_per_node, dtype=float)
-    p = N * g
-    multi = N > 1
-    L = links
-    nvl = np.asarray(L.nvl_busbw_gbps, dtype=float) * 1e3  # bytes per microsecond
-    net_node = np.asarray(L.nic_gbps, dtype=float) * np.asarray(L.nics_per_node, dtype=float) * 1e3
-    # In a multi-node ring only (g-1)/g of a GPU's ring edges are NVLink (one leaves per channel).
-    nvl_ring = np.where(multi & (g > 1), nvl * g / np.maximum(g - 1, 1), nvl)
-    b_ring = np.where(multi, np.minimum(nvl_ring, net_node), nvl)
-    scale = np.asarray(L.net_latency_scale, dtype=float)
-    hop = np.asarray(L.extra_hop_us, dtype=float)
-    graph_launch = np.asarray(L.launch_us, dtype=float)
-    if timing == "eager":
-        eager = np.asarray(L.eager_launch_us, dtype=float)
-        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(L.proxy_us, dtype=float) * np.log2(
-            np.maximum(N, 1)
-        )
-        if harness == "single-process":
-            launch = launch + SINGLE_PROCESS_US * np.maximum(g - 1, 0)
-    else:
-        launch = graph_launch + 0 * N
-    if harness == "torch":
-        launch = launch + TORCH_OVERHEAD_US
-    # Hard ceilings (bytes/us): plain algorithms, NVSwitch reduction, in-network reduction.
-    switch_ok = np.asarray(L.nvls_busbw_gbps, dtype=float) > 0
-    cap_plain = algbw_ceiling_gbps(op, N, g, L) * 1e3
-    cap_nvls = algbw_ceiling_gbps(op, N, g, L, switch_reduction=True) * 1e3
-    cap_collnet = (
-        np.where(
-            switch_ok & (not deterministic),
-            algbw_ceiling_gbps(op, N, g, L, in_network=True, switch_reduction=True),
-            algbw_ceiling_gbps(op, N, g, L, in_network=True),
-        )
-        * 1e3
+    _check_choices(op, timing, harness, protocols)
+    c = _Setup(
+        op=op,
+        S=np.asarray(size_bytes, dtype=float),
+        N=np.asarray(nodes, dtype=float),
+        g=np.asarray(gpus_per_node, dtype=float),
+        links=links,
+        deterministic=deterministic,
+        sharp=sharp,
     )
-    caps = {"nvls": cap_nvls, "nvls_tree": cap_nvls, "collnet": cap_collnet}
-    factor = busbw_factor(op, p)
-    grow = 1.0 + np.asarray(L.latency_growth, dtype=float) * np.log2(np.clip(S, 8.0, GROWTH_SATURATION_BYTES) / 8.0)
-    log2n = np.floor(np.log2(np.maximum(N, 1)))
-
-    cands: list[tuple[int, int, Any, Any, Any, Any]] = []  # (algo, proto, time, steps, latency, bandwidth)
-
-    def add(algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
-        if algorithms is not None and algo not in algorithms:
-            return
-        if deterministic and algo in ("nvls", "collnet", "nvls_tree"):
-            return
-        if protocols is not None and PROTOCOLS[proto] not in protocols:
-            return
-        bw = np.maximum(bw, S / caps.get(algo, cap_plain))
-        lat = lat * grow
-        if proto == 1 and protocols is None:
-            # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
-            # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
-            valid = valid & ~np.asarray(L.intra_is_pci, dtype=bool)
-        t = np.where(valid, launch + lat + bw, np.inf)
-        cands.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
-
+    cands = _Candidates(
+        c, launch=_launch_us(links, c.N, c.g, timing, harness), algorithms=algorithms, protocols=protocols
+    )
     for pi in range(3):
-        intra = _hw("ring", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
-            multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
-        )
-        inter = HW_LAT_US["net"]["ring"][pi] * scale + hop
-        base = BASE_LAT_US["ring"][pi]
-        pf: np.ndarray | float  # protocol efficiency: per-element where it depends on the layout
-        if pi == 0:
-            pf = np.where(multi | (op == "all_reduce"), 0.25, 1 / 3)
-        elif pi == 1:
-            pf = np.where(g < 2, 0.7, 0.92)
-        else:
-            pf = 1.0
-        if op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
-            if op == "all_reduce":
-                nsteps, ninter = 2 * (p - 1), 2 * (N - 1)
-            else:
-                nsteps, ninter = p - 1, N - 1
-            lat = base + (nsteps - ninter) * intra + ninter * inter
-            if op == "all_reduce" and pi == 2:
-                plateau_bytes = p / 16 * 65536
-                lat = np.where(multi & (plateau_bytes <= S), lat * RING_PLATEAU, lat)
-            add("ring", pi, lat, S * factor / (b_ring * pf), ninter)
+        pf = _protocol_factor(c, pi)
+        _add_ring(c, cands, pi, pf)
         if op == "all_reduce":
-            # Double binary tree.
-            t_intra = _hw("tree", pi, L.intra_is_pci, L.nvlink_latency_scale) * np.where(
-                multi & (pi == 0), LL_MULTINODE_INTRA, 1.0
-            )
-            t_inter = HW_LAT_US["net"]["tree"][pi] * scale + hop
-            tpf = (1 / 3.8, np.where(multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
-            lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * t_intra + log2n * t_inter)
-            add("tree", pi, lat_t, 2 * S / (b_ring * tpf * tree_correction(pi, S)), 2 * log2n, p > 1)
-            # Hierarchical: NVLink RS, per-rail ring AR of S/g, NVLink AG (not pipelined).
-            lat_h = base + 2 * (g - 1) * intra + 2 * (N - 1) * inter
-            bw_h = 2 * (g - 1) / g * S / (nvl * pf) + 2 * (N - 1) / N * S / (net_node * pf)
-            add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), multi & (g > 1))
-            # In-network reduction (SHARP); LL128 unsupported (tuning.cc).
-            if pi != 1:
-                c_intra = _hw("collnet", pi, L.intra_is_pci, L.nvlink_latency_scale)
-                c_inter = HW_LAT_US["net"]["collnet"][pi] * scale + hop
-                cpf = (0.9 / 6, 0.0, 0.9)[pi]
-                intra_bw = np.maximum(
-                    nvl, np.where(deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3)
-                )
-                bw_c = np.maximum(S / net_node, 2 * (g - 1) / g * S / intra_bw) / cpf
-                lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c_intra + c_inter
-                add(
-                    "collnet",
-                    pi,
-                    lat_c,
-                    bw_c,
-                    2 + 0 * N,
-                    multi & np.asarray(L.in_network_reduction, dtype=bool) & bool(sharp),
-                )
+            _add_tree_and_hierarchical(c, cands, pi, pf)
+            _add_collnet(c, cands, pi)
             if pi == 2:
-                nvls_bw = np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3
-                # The tuner's NVLS latency (tuning.cc hwLatencies NVLS, 25 us); launch is separate.
-                nvls_lat = np.asarray(L.nvls_latency_us, dtype=float) + 0 * N
-                add(
-                    "nvls",
-                    pi,
-                    nvls_lat,
-                    S * factor / np.maximum(nvls_bw, 1e-9),
-                    0 * N,
-                    (~multi) & (nvls_bw > 0) & (g > 1),
-                )
-                # NVLSTree: NVSwitch reduction in the node, tree across nodes (one slice per NIC):
-                # the slower stage, blended (NVLS_TREE_SHARPNESS); the tree carries the node's
-                # NICs, twice that on 2 nodes (tuning.cc), as busbw -> algbw by p/(2(p-1)).
-                a_nvls = np.maximum(nvls_bw / np.maximum(2 * (g - 1) / np.maximum(g, 1), 1e-9), 1e-9)
-                a_tree = net_node * np.where(N <= 2, 2.0, 1.0) * p / np.maximum(2 * (p - 1), 1e-9)
-                k = np.asarray(L.nvls_tree_sharpness, dtype=float)
-                # The blend where the tuner doubles the tree (2 nodes: the two stages carry
-                # about the same); beyond, the tuner's min: NIC-bound, NVLSTree carries what
-                # a ring carries, with log2 N instead of N network steps.
-                algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
-                lat_nt = nvls_lat + 2 * log2n * (HW_LAT_US["net"]["tree"][2] * scale + hop)
-                add("nvls_tree", pi, lat_nt, S / algbw_nt, 2 * log2n, multi & (nvls_bw > 0) & (g > 1))
+                _add_nvls(c, cands)
         if op == "all_to_all" and pi != 0:
-            # Pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest link class.
-            lat_a = base + (g - 1) * intra + (p - g) * inter
-            per_gpu_net = net_node / g
-            f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
-            penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
-            bw_a = np.maximum(S * (g - 1) / p / (nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
-            add("pairwise", pi, lat_a, bw_a, p - g)
+            _add_pairwise(c, cands, pi, pf)
         if op == "send_recv":
-            lat_s = base + np.where(multi, inter, intra)
-            # Across nodes one peer pair gets NCCL's per-peer channels, not a whole NIC.
-            nics = np.asarray(L.nics_per_node, dtype=float)
-            b_p2p = np.where(multi, net_node / nics * np.asarray(L.p2p_net_share, dtype=float), nvl)
-            add("p2p", pi, lat_s, S / (b_p2p * pf), np.where(multi, 1, 0))
-
-    if not cands:
+            _add_p2p(c, cands, pi, pf)
+    if not cands.rows:
         raise InputError(
             f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")
             + (f" with protocol {'/'.join(protocols)}" if protocols else "")
             + (" with bitwise reproducibility" if deterministic else "")
         )
-    times = np.stack([np.broadcast_to(c[2], np.broadcast(S, N, g, nvl, net_node).shape) for c in cands])
-    best = np.argmin(times, axis=0)
-    algo_idx = np.array([c[0] for c in cands])[best]
-    proto_idx = np.array([c[1] for c in cands])[best]
-    shape = times.shape[1:]
-    steps = np.stack([np.broadcast_to(np.asarray(c[3], dtype=float), shape) for c in cands])
-    chosen = np.take_along_axis(times, best[None, ...], axis=0)[0]
-    dep = np.take_along_axis(steps, best[None, ...], axis=0)[0]
-
-    def pick(k: int) -> np.ndarray:
-        stack = np.stack([np.broadcast_to(np.asarray(c[k], dtype=float), shape) for c in cands])
-        return np.take_along_axis(stack, best[None, ...], axis=0)[0]
-
-    lat_part, bw_part = pick(4), pick(5)
-    return CollectiveTimes(
-        time_us=chosen,
-        algorithm=algo_idx,
-        protocol=proto_idx,
-        latency_steps=dep,
-        launch_us=chosen - lat_part - bw_part,
-        latency_us=lat_part,
-        bandwidth_us=bw_part,
-    )
+    return cands.best()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -541,103 +545,6 @@ class CollectivePrediction:
     sharp: bool = False
     harness: str = "per-gpu"
     ceiling_algbw_gbps: float = float("inf")  # the hard ceiling of this op and algorithm (algbw_ceiling_gbps)
-
-
-def build_links(
-    *,
-    nvl_busbw_gbps: Any,
-    intra_is_pci: Any,
-    nvls_busbw_gbps: Any,
-    nvls_latency_us: Any,
-    nvlink_line_gbps: Any,
-    nvlink_latency_scale: Any,
-    nic_gbps: Any,
-    nic_host_gbps: Any,
-    nics_per_node: Any,
-    net_latency_scale: Any,
-    switch_latency_ns: Any,
-    hops: Any,
-    in_network_reduction: Any,
-    launch_us: Any,
-    oversubscription: Any = 1.0,
-    ranks_per_leaf: Any = 1e18,
-    eager_launch_us: Any = 0.0,
-    proxy_us: Any = 0.0,
-    nic_slowdown: Any = 1.0,
-) -> Links:
-    """The one place :class:`Links` are built from a GPU generation and a fabric (scalars or
-    row arrays): ``predict`` (:func:`links_for`), the planner (plan/evaluate.py) and serving
-    all come through here, so a generation's NVLink line rate (the scale-up ceiling) and its
-    NVLink step-latency factor cannot be left out by one caller and kept by another (they
-    have no default). ``nic_gbps`` is one NIC's line rate x efficiency; a NIC moves at most
-    what its PCIe slot carries (``nic_host_gbps``, :func:`nic_host_gbps`; inf where the
-    server's slot is not known): an 800G NIC in a Gen5 x16 slot delivers ~54 GB/s.
-    ``nic_slowdown`` divides the result (the planner's congestion above the leaf); ``hops``
-    is the switch hops of the worst path (>= 1).
-    """
-    nic = np.minimum(np.asarray(nic_gbps, dtype=float), np.asarray(nic_host_gbps, dtype=float))
-    return Links(
-        nvl_busbw_gbps=nvl_busbw_gbps,
-        intra_is_pci=intra_is_pci,
-        nvls_busbw_gbps=nvls_busbw_gbps,
-        nvls_latency_us=nvls_latency_us,
-        nic_gbps=nic / np.asarray(nic_slowdown, dtype=float),
-        nics_per_node=nics_per_node,
-        net_latency_scale=net_latency_scale,
-        extra_hop_us=(np.asarray(hops, dtype=float) - 1) * np.asarray(switch_latency_ns, dtype=float) / 1e3,
-        in_network_reduction=in_network_reduction,
-        launch_us=launch_us,
-        oversubscription=oversubscription,
-        ranks_per_leaf=ranks_per_leaf,
-        eager_launch_us=eager_launch_us,
-        proxy_us=proxy_us,
-        nvlink_line_gbps=nvlink_line_gbps,
-        nvlink_latency_scale=nvlink_latency_scale,
-    )
-
-
-def links_for(
-    gpu: Any,
-    fabric: Any,
-    site: Any,
-    switch: Any,
-    *,
-    nics_per_node: Any,
-    hops: Any = 1,
-    oversubscription: Any = 1.0,
-    ranks_per_leaf: Any = 1e18,
-) -> Links:
-    """Links of one GPU/fabric pair from catalog entries (scalars or arrays for hops): the
-    catalog fields :func:`build_links` takes (:func:`gpu_link_fields` for the GPU)."""
-    return build_links(
-        **gpu_link_fields(gpu),
-        nic_gbps=fabric.nic_line_gbps * fabric.nic_efficiency,
-        nics_per_node=nics_per_node,
-        net_latency_scale=fabric.net_latency_scale,
-        switch_latency_ns=switch.latency_ns,
-        hops=hops,
-        in_network_reduction=fabric.in_network_reduction,
-        launch_us=site.launch_us,
-        oversubscription=oversubscription,
-        ranks_per_leaf=ranks_per_leaf,
-        proxy_us=getattr(fabric, "proxy_us", 0.0),
-    )
-
-
-def gpu_link_fields(gpu: Any) -> dict[str, float]:
-    """The :func:`build_links` arguments a catalog GPU sets (the planner stores them as
-    table columns, ``predict`` passes them straight on)."""
-    pcie_gen, lanes = getattr(gpu, "nic_pcie_gen", None), getattr(gpu, "nic_pcie_lanes", None)
-    return {
-        "nvl_busbw_gbps": gpu.nvlink_busbw_gbps,
-        "intra_is_pci": gpu.intra_link == "pci",
-        "nvls_busbw_gbps": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
-        "nvls_latency_us": gpu.nvls_latency_us,
-        "nvlink_line_gbps": getattr(gpu, "nvlink_gbps", np.inf),
-        "nvlink_latency_scale": getattr(gpu, "nvlink_latency_scale", 1.0),
-        "nic_host_gbps": nic_host_gbps(pcie_gen, lanes) if pcie_gen is not None and lanes is not None else np.inf,
-        "eager_launch_us": getattr(gpu, "eager_launch_us", 0.0),
-    }
 
 
 def predict_collective(

@@ -1,0 +1,77 @@
+"""NCCL's own tuner figures and release facts the collective model uses (model.collectives).
+
+Everything here is read off NCCL's source (``src/graph/tuning.cc``, release notes), not
+fitted: the per-algorithm/protocol base and hardware latencies, the tree bandwidth
+correction by size, and the first release of each algorithm. Units: microseconds, bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gpufabric.errors import InputError
+
+ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p", "nvls_tree")
+
+# NCCL tuning.cc (commit 01afd20, models.md 2.3) [V]: {LL, LL128, Simple}, microseconds.
+BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4), "collnet": (4.4, 4.4, 0.0)}
+HW_LAT_US = {
+    "nvlink": {"tree": (0.52, 1.2, 28.0), "ring": (0.47, 1.9, 3.4), "collnet": (0.5, 1.2, 4.0)},
+    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7), "collnet": (1.0, 1.9, 5.5)},
+    "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6), "collnet": (5.0, 5.0, 10.7)},
+}
+#: tuning.cc: a multi-node ring Simple all-reduce above nRanks/16*64 KiB pays 1.9x latency.
+RING_PLATEAU = 1.9
+#: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
+LL_MULTINODE_INTRA = 1.8
+#: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
+#: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
+#: never picks them.
+ALGORITHM_SINCE = {"nvls": (2, 17), "nvls_tree": (2, 18)}
+
+
+def nccl_version_tuple(version: str) -> tuple[int, int]:
+    """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
+
+    Raises:
+        InputError: not an NCCL version.
+    """
+    text = version.strip()
+    if text.isdigit() and len(text) >= 4:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        code = int(text)
+        return code // 10000, code // 100 % 100
+    parts = text.split("-")[0].split(".")
+    if len(parts) >= 2 and all(x.isdigit() for x in parts[:2]) and len(parts[0]) <= 2 and len(parts[1]) <= 3:
+        return int(parts[0]), int(parts[1])
+    raise InputError(f"NCCL version {version!r} is not like 2.18.3 or 21803")
+
+
+def algorithms_for_version(version: str | None) -> tuple[str, ...] | None:
+    """The algorithms NCCL ``version`` has (None: the newest, every algorithm)."""
+    if version is None:
+        return None
+    v = nccl_version_tuple(version)
+    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)))
+
+
+#: NCCL tuning.cc ``treeCorrectionFactor`` (v2.26.2-1; the same in v2.30.7-1): "Trees are
+#: not perfectly sticking to the model for medium sizes", a measured factor on the tree
+#: all-reduce bandwidth per protocol (LL, LL128, Simple), indexed by floor(log2(bytes / 64))
+#: from 64 B; 1.0 outside the table.
+# fmt: off
+TREE_CORRECTION = np.array([
+    [1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.7, 0.7, 0.7, 0.7, 0.6, 0.5, 0.4, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.0, 1.0],
+    [1.0, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8, 0.7, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.8, 0.9, 0.9, 0.9, 0.9, 1.0, 1.0],
+    [0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.8, 0.7, 0.6, 0.6, 0.5, 0.5, 0.5, 0.5, 0.6, 0.7, 0.8, 0.7, 0.7, 0.8, 0.9, 0.9],
+])
+# fmt: on
+
+
+def tree_correction(proto: int, size_bytes: Any) -> Any:
+    """NCCL's tree bandwidth factor (TREE_CORRECTION) at ``size_bytes``."""
+    log_size = np.floor(np.log2(np.maximum(np.asarray(size_bytes, dtype=float), 1.0) / 64.0))
+    inside = (log_size >= 0) & (log_size < TREE_CORRECTION.shape[1])
+    index = np.clip(log_size, 0, TREE_CORRECTION.shape[1] - 1).astype(int)
+    return np.where(inside, TREE_CORRECTION[proto][index], 1.0)
