@@ -294,6 +294,93 @@ def _run_gpu(run: Any) -> str | None:
     return ids.pop() if len(ids) == 1 else None
 
 
+def _resolve_gpu(run: Any, gpu: str | None, points: Sequence[Point], notes: list[str]) -> str:
+    """The catalog GPU of ``run``: ``gpu`` if given, else the run's '# Rank' header; a
+    one-rank-per-node run without one assumes h100-sxm (only its launch overhead matters)."""
+    if gpu is not None:
+        return gpu
+    found = _run_gpu(run)
+    if found is not None:
+        notes.append(f"GPU {found} read from the run")
+        return found
+    if points and any(p.gpus_per_node > 1 for p in points):
+        raise InputError(
+            f"run {run.id} does not name its GPU model (no nccl-tests '# Rank' header); name it with --gpu (e.g. h100-sxm)"
+        )
+    if points:
+        notes.append("GPU unknown; h100-sxm assumed (one rank per node: only its launch overhead matters)")
+    return "h100-sxm"
+
+
+def _refit(
+    fits: Sequence[Fit],
+    groups: dict[str, list[Point]],
+    cat: Any,
+    gpu: str,
+    fabric: str,
+    fab_fields: dict[str, float],
+    gpu_fields: dict[str, float],
+) -> None:
+    """One fixed-point step: move the fitted fields so the model meets each fit's anchors
+    under catalog ``cat`` (the fields of the previous step). Updates the dicts in place."""
+    for fit in fits:
+        pts = groups[fit.link_class]
+        small = min(pts, key=lambda p: p.size_bytes)
+        # The model is matched on the same points as each anchor (the median over the
+        # latency-dominated sizes, the median over the top sizes): comparing a median
+        # over many sizes with the model at one end size biased the fit by the model's
+        # own growth between them (and worsened the fit rows, issue 25).
+        lat_pts = [p for p in pts if p.size_bytes in fit.latency_sizes_bytes] or [small]
+        top_pts = [p for p in pts if p.size_bytes in fit.busbw_sizes_bytes] or [max(pts, key=lambda p: p.size_bytes)]
+        model_busbw = statistics.median(_predict(p, cat, gpu, fabric).busbw_gbps for p in top_pts)
+        model_lat = statistics.median(_predict(p, cat, gpu, fabric).time_us for p in lat_pts)
+        ratio = fit.busbw_anchor_gbps / model_busbw  # > 1: model too slow
+        delta = fit.latency_anchor_us - model_lat  # > 0: model too fast
+        if fit.link_class == "inter":
+            eff = fab_fields["nic_efficiency"] * ratio
+            if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong
+                fab_fields["nic_line_gbps"] = float(fab_fields["nic_line_gbps"] * eff)
+                eff = 1.0
+            fab_fields["nic_efficiency"] = float(eff)
+            levels = max(math.log2(small.nodes), 1.0)
+            fab_fields["proxy_us"] = float(max(fab_fields["proxy_us"] + delta / levels, 0.0))
+        else:
+            for key in ("nvlink_busbw_gbps", "nvls_busbw_gbps"):
+                if key in gpu_fields:
+                    gpu_fields[key] = float(gpu_fields[key] * ratio)
+            gpu_fields["eager_launch_us"] = float(max(gpu_fields["eager_launch_us"] + delta, 0.1))
+
+
+def _compare(
+    groups: dict[str, list[Point]], before_cat: Any, after_cat: Any, gpu: str, fabric: str
+) -> tuple[dict[str, dict[str, float]], dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """Error per link class before and after, and every point's measured and predicted figures."""
+    before, after, rows = {}, {}, []
+    for c, pts in groups.items():
+        before[c] = _error(pts, before_cat, gpu, fabric)
+        after[c] = _error(pts, after_cat, gpu, fabric)
+        for p in pts:
+            b, a = _predict(p, before_cat, gpu, fabric), _predict(p, after_cat, gpu, fabric)
+            rows.append(
+                {
+                    "link_class": c,
+                    "op": p.op,
+                    "size_bytes": p.size_bytes,
+                    "nodes": p.nodes,
+                    "ranks": p.num_ranks,
+                    "repeats": p.repeats,
+                    "timing": p.timing,
+                    "measured_time_us": p.time_us,
+                    "predicted_before_us": b.time_us,
+                    "predicted_after_us": a.time_us,
+                    "measured_busbw_gbps": p.busbw_gbps,
+                    "predicted_before_gbps": b.busbw_gbps,
+                    "predicted_after_gbps": a.busbw_gbps,
+                }
+            )
+    return before, after, rows
+
+
 def calibrate(
     run: Any,
     *,
@@ -307,7 +394,9 @@ def calibrate(
     """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
 
     ``gpu`` and ``fabric`` override what the run says; the fabric is needed only when the
-    run has multi-node points.
+    run has multi-node points. The fitted fields (NIC efficiency and proxy cost across
+    nodes; NVLink/NVLS busbw and eager launch inside one) are moved ``iterations`` times
+    until the model meets the fits' anchors (:func:`_refit`).
 
     Raises:
         InputError: nothing to fit, a parameter cannot be identified, or the GPU/fabric is unknown.
@@ -337,19 +426,7 @@ def calibrate(
             " or fio results with --storage to fit"
         )
     notes: list[str] = []
-    run_gpu = _run_gpu(run)
-    if gpu is None:
-        gpu = run_gpu
-        if gpu is None and points:
-            if any(p.gpus_per_node > 1 for p in points):
-                raise InputError(
-                    f"run {run.id} does not name its GPU model (no nccl-tests '# Rank' header);"
-                    " name it with --gpu (e.g. h100-sxm)"
-                )
-            gpu = "h100-sxm"
-            notes.append("GPU unknown; h100-sxm assumed (one rank per node: only its launch overhead matters)")
-        elif gpu is not None:
-            notes.append(f"GPU {gpu} read from the run")
+    gpu = _resolve_gpu(run, gpu, points, notes)
     if "inter" in groups and fabric is None:
         n = max(p.nodes for p in groups["inter"])
         raise InputError(
@@ -357,7 +434,6 @@ def calibrate(
             " (a catalog id such as ib-ndr or roce-400g); no tool output says it"
         )
     fabric = fabric or "ib-ndr"  # intra-node only: the fabric never enters the prediction
-    gpu = gpu or "h100-sxm"
     gpu_entry = catalog.gpu(gpu)
     fab = catalog.fabric(fabric)
     fits = tuple(fit_alpha_beta(groups[c], c) for c in ("inter", "intra") if c in groups)
@@ -388,61 +464,10 @@ def calibrate(
         path = Path(tmp) / "override.yaml"
         for _ in range(iterations):
             path.write_text(yaml.safe_dump(doc(), sort_keys=False), encoding="utf-8")
-            cat = _load([*base_catalog, path])
-            for fit in fits:
-                pts = groups[fit.link_class]
-                small = min(pts, key=lambda p: p.size_bytes)
-                # The model is matched on the same points as each anchor (the median over the
-                # latency-dominated sizes, the median over the top sizes): comparing a median
-                # over many sizes with the model at one end size biased the fit by the model's
-                # own growth between them (and worsened the fit rows, issue 25).
-                lat_pts = [p for p in pts if p.size_bytes in fit.latency_sizes_bytes] or [small]
-                top_pts = [p for p in pts if p.size_bytes in fit.busbw_sizes_bytes] or [
-                    max(pts, key=lambda p: p.size_bytes)
-                ]
-                model_busbw = statistics.median(_predict(p, cat, gpu, fabric).busbw_gbps for p in top_pts)
-                model_lat = statistics.median(_predict(p, cat, gpu, fabric).time_us for p in lat_pts)
-                ratio = fit.busbw_anchor_gbps / model_busbw  # > 1: model too slow
-                delta = fit.latency_anchor_us - model_lat  # > 0: model too fast
-                if fit.link_class == "inter":
-                    eff = fab_fields["nic_efficiency"] * ratio
-                    if eff > 1.0:  # measured faster than the catalog's line rate: the line rate was wrong
-                        fab_fields["nic_line_gbps"] = float(fab_fields["nic_line_gbps"] * eff)
-                        eff = 1.0
-                    fab_fields["nic_efficiency"] = float(eff)
-                    levels = max(math.log2(small.nodes), 1.0)
-                    fab_fields["proxy_us"] = float(max(fab_fields["proxy_us"] + delta / levels, 0.0))
-                else:
-                    for key in ("nvlink_busbw_gbps", "nvls_busbw_gbps"):
-                        if key in gpu_fields:
-                            gpu_fields[key] = float(gpu_fields[key] * ratio)
-                    gpu_fields["eager_launch_us"] = float(max(gpu_fields["eager_launch_us"] + delta, 0.1))
+            _refit(fits, groups, _load([*base_catalog, path]), gpu, fabric, fab_fields, gpu_fields)
         final = doc()
         path.write_text(yaml.safe_dump(final, sort_keys=False), encoding="utf-8")
-        after_cat = _load([*base_catalog, path])
-        before, after, rows = {}, {}, []
-        for c, pts in groups.items():
-            before[c] = _error(pts, catalog, gpu, fabric)
-            after[c] = _error(pts, after_cat, gpu, fabric)
-            for p in pts:
-                b, a = _predict(p, catalog, gpu, fabric), _predict(p, after_cat, gpu, fabric)
-                rows.append(
-                    {
-                        "link_class": c,
-                        "op": p.op,
-                        "size_bytes": p.size_bytes,
-                        "nodes": p.nodes,
-                        "ranks": p.num_ranks,
-                        "repeats": p.repeats,
-                        "timing": p.timing,
-                        "measured_time_us": p.time_us,
-                        "predicted_before_us": b.time_us,
-                        "predicted_after_us": a.time_us,
-                        "measured_busbw_gbps": p.busbw_gbps,
-                        "predicted_before_gbps": b.busbw_gbps,
-                        "predicted_after_gbps": a.busbw_gbps,
-                    }
-                )
+        before, after, rows = _compare(groups, catalog, _load([*base_catalog, path]), gpu, fabric)
     return Calibration(
         run_id=run.id,
         fits=fits,
