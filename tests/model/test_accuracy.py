@@ -34,7 +34,7 @@ def test_point_within_recorded_error(point):
 
 def test_collective_predictions_within_15_percent():
     coll = [p for p in acc.points(CAT) if "AllReduce" in p.quantity or "NIC" in p.quantity]
-    assert len(coll) == 4 and all(abs(p.error_pct) <= 15 for p in coll)
+    assert len(coll) == 3 and all(abs(p.error_pct) <= 15 for p in coll)  # no Azure H200 row (held out, issue 25)
 
 
 def test_published_tables_meet_the_issue_bars_on_held_out_points():
