@@ -219,3 +219,46 @@ def test_bad_inputs():
             catalog=CAT,
             algorithm="nvls",
         )
+
+
+@pytest.mark.parametrize("gpu", ["a100-sxm", "h100-sxm", "b200", "gb200", "l40s"])
+def test_plan_builds_the_links_predict_builds(gpu):
+    """plan/evaluate.py and predict build Links through the one build_links: every field
+    agrees for each design of a plan (the NVLink line rate, the generation's NVLink latency
+    factor and the NIC's PCIe slot used to be left out by the planner, issue 25)."""
+    from dataclasses import fields
+
+    from gpufabric.model.collectives import links_for
+    from gpufabric.plan.evaluate import _links
+    from gpufabric.plan.table import build_table, enumerate_designs
+    from gpufabric.spec import load_spec
+    from tests.conftest import EXAMPLES
+
+    spec = load_spec(EXAMPLES / "llama3-70b-1k.yaml").spec
+    data = spec.model_dump()
+    data["cluster"]["gpu"] = gpu
+    spec = type(spec).model_validate(data)
+    designs = enumerate_designs(spec)
+    t = build_table(spec, CAT, designs, compute_efficiency=0.5)
+    hops, nics, leaf = np.full(len(t), 2.0), np.full(len(t), 8.0), np.full(len(t), 256.0)
+    planned = _links(t, hops, nics, leaf)
+    for i, d in enumerate(designs):
+        fab = CAT.fabric(d.fabric)
+        want = links_for(
+            CAT.gpu(gpu),
+            fab,
+            CAT.site,
+            CAT.switches[fab.switch],
+            nics_per_node=8.0,
+            hops=2.0,
+            oversubscription=d.oversubscription,
+            ranks_per_leaf=256.0,
+        )
+        for f in fields(want):
+            if f.name in ("eager_launch_us", "proxy_us"):  # eager timing only; the planner times graphs
+                continue
+            expected = float(getattr(want, f.name))
+            if f.name == "in_network_reduction":  # the planner's design option: SHARP chosen and capable
+                expected = float(d.sharp and fab.in_network_reduction)
+            got = np.broadcast_to(np.asarray(getattr(planned, f.name), dtype=float), (len(t),))[i]
+            assert got == pytest.approx(expected), (d.fabric, f.name)
