@@ -222,51 +222,54 @@ def _launch_us(links: Links, N: Any, g: Any, timing: str, harness: str) -> Any:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Setup:
     """The broadcast inputs of one :func:`collective_times` call and the terms every
-    candidate shares (bandwidths in bytes per microsecond)."""
+    candidate shares, computed once (:meth:`of`; bandwidths in bytes per microsecond)."""
 
     op: str
     S: Any  # size, bytes
     N: Any  # nodes
     g: Any  # GPUs per node
+    p: Any  # ranks
+    multi: Any  # N > 1
     links: Links
     deterministic: bool
     sharp: bool
+    nvl: Any  # achievable intra-node ring busbw per GPU
+    net_node: Any  # a node's NICs together
+    b_ring: Any  # a ring's bottleneck busbw
+    scale: Any  # NET latency scale of the fabric
+    hop: Any  # extra switch-hop latency per inter-node step
+    log2n: Any  # tree levels across nodes
 
-    @property
-    def p(self) -> Any:
-        return self.N * self.g
-
-    @property
-    def multi(self) -> Any:
-        return self.N > 1
-
-    @property
-    def nvl(self) -> Any:
-        return np.asarray(self.links.nvl_busbw_gbps, dtype=float) * 1e3
-
-    @property
-    def net_node(self) -> Any:
-        return np.asarray(self.links.nic_gbps, dtype=float) * np.asarray(self.links.nics_per_node, dtype=float) * 1e3
-
-    @property
-    def b_ring(self) -> Any:
-        """A ring's bottleneck busbw: in a multi-node ring only (g-1)/g of a GPU's ring edges
-        are NVLink (one leaves the node per channel), and the node's NICs carry the rest."""
-        nvl, g = self.nvl, self.g
-        nvl_ring = np.where(self.multi & (g > 1), nvl * g / np.maximum(g - 1, 1), nvl)
-        return np.where(self.multi, np.minimum(nvl_ring, self.net_node), nvl)
-
-    @property
-    def scale(self) -> Any:
-        return np.asarray(self.links.net_latency_scale, dtype=float)
-
-    @property
-    def hop(self) -> Any:
-        return np.asarray(self.links.extra_hop_us, dtype=float)
-
-    @property
-    def log2n(self) -> Any:
-        return np.floor(np.log2(np.maximum(self.N, 1)))
+    @classmethod
+    def of(
+        cls, op: str, size_bytes: Any, nodes: Any, gpus_per_node: Any, links: Links, *, deterministic: bool, sharp: bool
+    ) -> _Setup:
+        S = np.asarray(size_bytes, dtype=float)
+        N = np.asarray(nodes, dtype=float)
+        g = np.asarray(gpus_per_node, dtype=float)
+        multi = N > 1
+        nvl = np.asarray(links.nvl_busbw_gbps, dtype=float) * 1e3
+        net_node = np.asarray(links.nic_gbps, dtype=float) * np.asarray(links.nics_per_node, dtype=float) * 1e3
+        # In a multi-node ring only (g-1)/g of a GPU's ring edges are NVLink (one leaves the
+        # node per channel), and the node's NICs carry the rest.
+        nvl_ring = np.where(multi & (g > 1), nvl * g / np.maximum(g - 1, 1), nvl)
+        return cls(
+            op=op,
+            S=S,
+            N=N,
+            g=g,
+            p=N * g,
+            multi=multi,
+            links=links,
+            deterministic=deterministic,
+            sharp=sharp,
+            nvl=nvl,
+            net_node=net_node,
+            b_ring=np.where(multi, np.minimum(nvl_ring, net_node), nvl),
+            scale=np.asarray(links.net_latency_scale, dtype=float),
+            hop=np.asarray(links.extra_hop_us, dtype=float),
+            log2n=np.floor(np.log2(np.maximum(N, 1))),
+        )
 
     def intra(self, algo: str, proto: int, *, ll_multinode: bool = True) -> Any:
         """Intra-node step latency (NVLink x the generation's scale, or PCIe); LL pays
@@ -492,15 +495,7 @@ def collective_times(
     the tuner's candidates per algorithm; the fastest wins, as NCCL picks.
     """
     _check_choices(op, timing, harness, protocols)
-    c = _Setup(
-        op=op,
-        S=np.asarray(size_bytes, dtype=float),
-        N=np.asarray(nodes, dtype=float),
-        g=np.asarray(gpus_per_node, dtype=float),
-        links=links,
-        deterministic=deterministic,
-        sharp=sharp,
-    )
+    c = _Setup.of(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic, sharp=sharp)
     cands = _Candidates(
         c, launch=_launch_us(links, c.N, c.g, timing, harness), algorithms=algorithms, protocols=protocols
     )
