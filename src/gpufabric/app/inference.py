@@ -12,9 +12,9 @@ from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Collection
+    from pathlib import Path
 
-    from gpufabric.app.requests import PlanRequest, SimulateRequest
-    from gpufabric.app.workloads import Workload
+    from gpufabric.app.requests import SimulateRequest
     from gpufabric.catalog import Catalog
     from gpufabric.plan.inference import ServingCandidate, ServingPlan
     from gpufabric.plan.serving_search import SearchRow
@@ -148,6 +148,11 @@ class InferenceKind:
     name = "inference"
     simulate_mode = INFERENCE
 
+    def owns(self, spec: object) -> bool:
+        from gpufabric.spec.inference import InferenceSpec
+
+        return isinstance(spec, InferenceSpec)
+
     def load(self, located: Located, known_ids: Mapping[str, Collection[str]]) -> InferenceSpec:
         from gpufabric.spec.inference import InferenceSpec
         from gpufabric.spec.loader import check_ids, validate_model
@@ -157,20 +162,25 @@ class InferenceKind:
             check_ids(located, known_ids)
         return spec
 
-    def plan(self, workload: Workload, catalog: Catalog, request: PlanRequest) -> ServingPlanOutcome:
+    def plan(
+        self,
+        spec: InferenceSpec,
+        catalog: Catalog,
+        *,
+        located: Located | None = None,
+        catalog_files: Sequence[Path] = (),
+    ) -> ServingPlanOutcome:
         from gpufabric.plan.inference import make_serving_plan
         from gpufabric.sim.serving import simulate_serving
 
-        spec: InferenceSpec = workload.spec  # type: ignore[assignment]  # the registry gives each kind its own spec
         result = make_serving_plan(spec, catalog, simulate=simulate_serving)
         return ServingPlanOutcome(result=result, catalog_files=tuple(catalog.files))
 
-    def simulate(self, workload: Workload, catalog: Catalog, request: SimulateRequest) -> ServingSimulation:
+    def simulate(self, spec: InferenceSpec, catalog: Catalog, request: SimulateRequest) -> ServingSimulation:
         from gpufabric.plan.inference import _violations, make_serving_plan, serving_config
         from gpufabric.sim.serving import simulate_serving
         from gpufabric.spec.loader import did_you_mean
 
-        spec: InferenceSpec = workload.spec  # type: ignore[assignment]  # the registry gives each kind its own spec
         n, seed = DEFAULT_REQUESTS if request.requests is None else request.requests, request.seed
         if not 1 <= n <= MAX_REQUESTS:
             raise InputError(f"--requests must be between 1 and {MAX_REQUESTS:,}, got {n}")

@@ -27,7 +27,7 @@ def plan(request: PlanRequest) -> PlanOutcome:
 
     catalog = load_catalog(list(request.catalog_files))
     workload = load_workload(request.spec_file, catalog.known_ids())
-    return workload.kind.plan(workload, catalog, request)
+    return workload.kind.plan(workload.spec, catalog, located=workload.located, catalog_files=request.catalog_files)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +41,7 @@ class Simulation:
 
     def run(self) -> SimulateOutcome:
         if self.workload is not None and self.catalog is not None:
-            return self.workload.kind.simulate(self.workload, self.catalog, self.request)
+            return self.workload.kind.simulate(self.workload.spec, self.catalog, self.request)
         from gpufabric.sim import simulate
 
         cfg = checked(synthetic_config(self.request), self.request)

@@ -13,9 +13,9 @@ from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
     from collections.abc import Collection
+    from pathlib import Path
 
-    from gpufabric.app.requests import PlanRequest, SimulateRequest
-    from gpufabric.app.workloads import Workload
+    from gpufabric.app.requests import SimulateRequest
     from gpufabric.catalog import Catalog
     from gpufabric.plan import Plan
     from gpufabric.plan.evaluate import Candidate
@@ -160,6 +160,11 @@ class TrainingKind:
     name = "training"
     simulate_mode = SPEC
 
+    def owns(self, spec: object) -> bool:
+        from gpufabric.spec.models import Spec
+
+        return isinstance(spec, Spec)
+
     def load(self, located: Located, known_ids: Mapping[str, Collection[str]]) -> Spec:
         from gpufabric.spec.loader import check_ids, validate_model
         from gpufabric.spec.models import Spec
@@ -168,27 +173,27 @@ class TrainingKind:
         check_ids(located, known_ids)
         return spec
 
-    def plan(self, workload: Workload, catalog: Catalog, request: PlanRequest) -> TrainingPlan:
+    def plan(
+        self, spec: Spec, catalog: Catalog, *, located: Located | None = None, catalog_files: Sequence[Path] = ()
+    ) -> TrainingPlan:
         from gpufabric.plan import make_plan
         from gpufabric.plan.capacity import check_options
 
-        spec: Spec = workload.spec  # type: ignore[assignment]  # the registry gives each kind its own spec
-        check_options(spec, catalog, workload.located)  # SHARP, provider fabrics, offerings: located errors
+        check_options(spec, catalog, located)  # SHARP, provider fabrics, offerings: located errors
         overrides: list[dict[str, Any]] = []
-        if request.catalog_files:  # plan.calibrate imports scipy.optimize (~1 s): only when there is something to read
+        if catalog_files:  # plan.calibrate imports scipy.optimize (~1 s): only when there is something to read
             from gpufabric.plan.calibrate import overrides_in
 
-            overrides = overrides_in(list(request.catalog_files))
+            overrides = overrides_in(list(catalog_files))
         return TrainingPlan(
             spec=spec, result=make_plan(spec, catalog), catalog_files=tuple(catalog.files), overrides=tuple(overrides)
         )
 
-    def simulate(self, workload: Workload, catalog: Catalog, request: SimulateRequest) -> StepSimulation | Declined:
+    def simulate(self, spec: Spec, catalog: Catalog, request: SimulateRequest) -> StepSimulation | Declined:
         from gpufabric.plan import evaluate_candidates, rank, recommend
         from gpufabric.sim import config_from_breakdown, parse_hiccup, parse_stragglers
         from gpufabric.sim import simulate as run
 
-        spec: Spec = workload.spec  # type: ignore[assignment]  # the registry gives each kind its own spec
         cands = rank(evaluate_candidates(spec, catalog))
         ids = [c.id for c in cands]
         chosen_id = request.candidate

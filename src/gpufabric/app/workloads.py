@@ -19,8 +19,10 @@ from gpufabric.app.training import TrainingKind
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-    from gpufabric.app.requests import PlanRequest, SimulateRequest
+    from gpufabric.app.requests import SimulateRequest
     from gpufabric.catalog import Catalog
+    from gpufabric.plan import Plan
+    from gpufabric.plan.inference import ServingPlan
     from gpufabric.spec.inference import InferenceSpec
     from gpufabric.spec.loader import Located
     from gpufabric.spec.models import Spec
@@ -29,7 +31,13 @@ if TYPE_CHECKING:
 class PlanOutcome(Protocol):
     """What ``plan`` gives for any kind: the designs shown, one JSON document, the exit status."""
 
-    kind: str
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def result(self) -> Plan | ServingPlan:
+        """The planner's typed result (``api.plan`` returns it)."""
+        ...
 
     @property
     def exit_code(self) -> int:
@@ -52,8 +60,11 @@ class PlanOutcome(Protocol):
 class SimulateOutcome(Protocol):
     """What ``simulate`` gives for any mode: one JSON document and the exit status."""
 
-    kind: str
-    exit_code: int
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def exit_code(self) -> int: ...
 
     def to_json(self) -> dict[str, Any]: ...
 
@@ -65,13 +76,24 @@ class WorkloadKind(Protocol):
     simulate_mode: str
     """The ``simulate`` mode of a spec of this kind (``requests``: the options that apply)."""
 
+    def owns(self, spec: object) -> bool:
+        """Whether ``spec`` is this kind's spec type."""
+        ...
+
     def load(self, located: Located, known_ids: Mapping[str, Collection[str]]) -> Any:
         """The validated spec (located errors), its catalog ids checked against ``known_ids``."""
         ...
 
-    def plan(self, workload: Workload, catalog: Catalog, request: PlanRequest) -> PlanOutcome: ...
+    def plan(
+        self, spec: Any, catalog: Catalog, *, located: Located | None = None, catalog_files: Sequence[Path] = ()
+    ) -> PlanOutcome:
+        """Every design of ``spec`` (errors located in the file when ``located`` is given;
+        ``catalog_files``: the override files the catalog merged, listed by the outcome)."""
+        ...
 
-    def simulate(self, workload: Workload, catalog: Catalog, request: SimulateRequest) -> SimulateOutcome: ...
+    def simulate(self, spec: Any, catalog: Catalog, request: SimulateRequest) -> SimulateOutcome:
+        """One design of ``spec`` (``request.candidate``, else the recommended one) simulated."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +117,14 @@ def kind_of(located: Located) -> WorkloadKind:
     if not isinstance(name, str) or name not in KINDS:
         raise located.error(("workload", "kind"), f"unknown workload kind {name!r}", "choose " + " or ".join(KINDS))
     return KINDS[name]
+
+
+def kind_for(spec: object) -> WorkloadKind:
+    """The registered kind whose spec type ``spec`` is."""
+    for kind in KINDS.values():
+        if kind.owns(spec):
+            return kind
+    raise TypeError(f"not a spec of a registered workload kind: {type(spec).__name__}")
 
 
 def load_workload(source: str | Path | Mapping[str, Any], known_ids: Mapping[str, Collection[str]]) -> Workload:
