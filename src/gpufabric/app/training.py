@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gpufabric.catalog import Catalog
     from gpufabric.plan import Plan
     from gpufabric.plan.evaluate import Candidate
-    from gpufabric.sim import SimResult
+    from gpufabric.sim import SimConfig, SimResult
     from gpufabric.spec.loader import Located
     from gpufabric.spec.models import Spec
 
@@ -240,7 +240,7 @@ class TrainingKind:
 MAX_STEP_SAMPLES = 50_000_000
 
 
-def checked(cfg: Any, request: SimulateRequest) -> Any:
+def checked(cfg: SimConfig, request: SimulateRequest) -> SimConfig:
     """``cfg`` within the memory limit, with the attribution rerun switched off when asked."""
     if cfg.runs * cfg.steps > MAX_STEP_SAMPLES:
         raise InputError(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -49,7 +49,7 @@ def _plain_table(table: tuple[Sequence[str], list[list[str]]]) -> list[str]:
     return ["  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip() for r in rows]
 
 
-def _training_text(outcome: TrainingPlan, shown: list[Any]) -> list[str]:
+def _training_text(outcome: TrainingPlan, shown: Sequence[Any]) -> list[str]:
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -102,14 +102,14 @@ def _training_text(outcome: TrainingPlan, shown: list[Any]) -> list[str]:
     ]
 
 
-def _training_markdown(outcome: TrainingPlan, shown: list[Any]) -> list[str]:
+def _training_markdown(outcome: TrainingPlan, shown: Sequence[Any]) -> list[str]:
     r = outcome.result
     lines = [f"# Plan: {r.name}", "", *_md_table(outcome.table(shown)), ""]
     lines += [f"**Recommendation:** `{r.recommended or 'none'}` (placement {r.placement})", "", r.rationale, ""]
     return lines + ["**Sensitivity**", "", *(f"- {s['text']}" for s in r.sensitivity)]
 
 
-def _serving_text(outcome: ServingPlanOutcome, shown: list[Any]) -> list[str]:
+def _serving_text(outcome: ServingPlanOutcome, shown: Sequence[Any]) -> list[str]:
     r = outcome.result
     lines = [
         f"{r.name}: searched {len(r.search)} layouts x modes at {outcome.load}",
@@ -127,7 +127,7 @@ def _serving_text(outcome: ServingPlanOutcome, shown: list[Any]) -> list[str]:
     return [*lines, "", f"Recommendation: {r.recommended or 'none'}", r.rationale]
 
 
-def _serving_markdown(outcome: ServingPlanOutcome, shown: list[Any]) -> list[str]:
+def _serving_markdown(outcome: ServingPlanOutcome, shown: Sequence[Any]) -> list[str]:
     r = outcome.result
     lines = [f"# Serving plan: {r.name}", "", f"Searched at {outcome.load}:", "", *_md_table(outcome.search_table())]
     lines += ["", *_md_table(outcome.table(shown))]
@@ -135,5 +135,6 @@ def _serving_markdown(outcome: ServingPlanOutcome, shown: list[Any]) -> list[str
 
 
 #: Renderers per workload kind (``app.workloads.KINDS``): text, Markdown.
-_TEXT: dict[str, Any] = {"training": _training_text, "inference": _serving_text}
-_MARKDOWN: dict[str, Any] = {"training": _training_markdown, "inference": _serving_markdown}
+_Renderer = Callable[[Any, Sequence[Any]], list[str]]
+_TEXT: dict[str, _Renderer] = {"training": _training_text, "inference": _serving_text}
+_MARKDOWN: dict[str, _Renderer] = {"training": _training_markdown, "inference": _serving_markdown}
