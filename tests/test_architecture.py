@@ -20,6 +20,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"cli"}),
     # The declared library API: a facade over the features, beside the CLI (cli does not use it).
     frozenset({"api"}),
+    # Application services: typed requests and outcomes, the workload registry (cli and api use them).
+    frozenset({"app"}),
     frozenset({"plan", "sim", "configure", "audit", "bench", "lab", "report"}),
     frozenset({"model", "results"}),
     # The foundation, itself in three steps so that no arrow inside it is sideways.

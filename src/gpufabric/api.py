@@ -18,9 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
+
+from gpufabric.app.requests import SimulateRequest
 
 if TYPE_CHECKING:
+    from gpufabric.app.workloads import SimulateOutcome
     from gpufabric.catalog import Catalog
     from gpufabric.model.collectives import CollectivePrediction
     from gpufabric.plan import Plan
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "API_VERSION",
+    "SimulateRequest",
     "evaluate",
     "load_catalog",
     "load_spec",
@@ -59,42 +63,24 @@ def _catalog(catalog: Catalog | None) -> Catalog:
 
 
 def load_spec(source: str | Path | Mapping[str, Any], *, catalog: Catalog | None = None) -> Spec | InferenceSpec:
-    """A validated spec from a YAML file or a mapping: a training ``Spec``, or an ``InferenceSpec``
-    when ``workload.kind`` is ``inference``. Catalog ids are checked against ``catalog``
-    (default: the shipped one).
+    """A validated spec from a YAML file or a mapping, of the kind its ``workload.kind`` names: a
+    training ``Spec``, or an ``InferenceSpec`` for ``inference``. Catalog ids are checked against
+    ``catalog`` (default: the shipped one).
 
     Raises:
         SpecError: not a valid spec (file:line:field and the fix, for a file).
     """
-    from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
-    from gpufabric.spec.loader import Located, check_ids, validate_model
-    from gpufabric.spec.models import Spec
+    from gpufabric.app.workloads import load_workload
 
-    known = _catalog(catalog).known_ids()
-    if isinstance(source, Mapping):
-        located = Located(file="<mapping>", data=dict(source), key_positions={}, value_positions={})
-    else:
-        located = read_located(source)
-    if workload_kind(located) == "inference":
-        return load_inference_spec(located, known_ids=known)
-    spec = validate_model(located, Spec)
-    check_ids(located, known)
-    return spec
+    return load_workload(source, _catalog(catalog).known_ids()).spec
 
 
 def plan(spec: Spec | InferenceSpec, catalog: Catalog | None = None) -> Plan | ServingPlan:
-    """Every candidate design costed and predicted, ranked, with the recommendation (``gpufabric plan``)."""
-    from gpufabric.spec.inference import InferenceSpec
+    """Every candidate design costed and predicted, ranked, with the recommendation (``gpufabric plan``),
+    by the planner of the spec's workload kind."""
+    from gpufabric.app.workloads import kind_for
 
-    cat = _catalog(catalog)
-    if isinstance(spec, InferenceSpec):
-        from gpufabric.plan.inference import make_serving_plan
-        from gpufabric.sim.serving import simulate_serving
-
-        return make_serving_plan(spec, cat, simulate=simulate_serving)
-    from gpufabric.plan import make_plan
-
-    return make_plan(spec, cat)
+    return kind_for(spec).plan(spec, _catalog(catalog)).result
 
 
 def evaluate(specs: Spec | Sequence[Spec], catalog: Catalog | None = None) -> list[Candidate] | list[list[Candidate]]:
@@ -140,9 +126,21 @@ def predict_collective(
     )
 
 
-def simulate(config: SimConfig, *, brute_force: bool = False) -> SimResult:
+@overload
+def simulate(config: SimConfig, *, brute_force: bool = False) -> SimResult: ...
+@overload
+def simulate(config: SimulateRequest, *, brute_force: bool = False) -> SimulateOutcome: ...
+def simulate(config: SimConfig | SimulateRequest, *, brute_force: bool = False) -> SimResult | SimulateOutcome:
     """Step-time distributions of synchronous training under jitter, stragglers, checkpoints and
-    failures (``gpufabric simulate``); the same config and seed give the same result bit for bit."""
+    failures, from an engine ``SimConfig``; the same config and seed give the same result bit for
+    bit. Given a ``SimulateRequest`` (what ``gpufabric simulate`` takes: a spec of any workload
+    kind, or a synthetic job), the outcome of that command (``to_json()``, ``exit_code``)."""
+    from gpufabric.app.requests import SimulateRequest
+
+    if isinstance(config, SimulateRequest):
+        from gpufabric.app.services import prepare_simulation
+
+        return prepare_simulation(config).run()
     from gpufabric.sim.simulate import simulate as _simulate
 
     return _simulate(config, brute_force=brute_force)

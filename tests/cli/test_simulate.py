@@ -285,3 +285,31 @@ def test_no_recommended_design_is_a_clear_message_and_candidate_still_works(cli,
     )
     assert code == 0, err
     assert json.loads(out)["candidate"] == "ib-ndr/rail-optimized/1:1/pfs"
+
+
+def _knobs_not_read_in(mode: str) -> list[tuple[str, list[str]]]:
+    import dataclasses
+
+    from gpufabric.app.requests import SimulateRequest
+
+    out = []
+    for f in dataclasses.fields(SimulateRequest):
+        flag = f.metadata["flag"]
+        if flag and mode not in f.metadata["modes"] and f.name not in ("ranks", "candidate"):  # own messages
+            out.append((flag, [flag] if isinstance(f.default, bool) else [flag, "1"]))
+    return out
+
+
+@pytest.mark.parametrize(("flag", "args"), _knobs_not_read_in("inference"))
+def test_every_option_an_inference_spec_does_not_read_is_refused(cli, flag, args):
+    # The request's field metadata (modes) is the one list: a knob added for training only is
+    # refused here without another edit.
+    code, out, err = cli("simulate", str(Path(__file__).parents[2] / "examples/serving/llama3-70b-serving.yaml"), *args)
+    assert code == 2 and not out
+    assert f"{flag} has no effect with an inference spec" in err
+
+
+@pytest.mark.parametrize(("flag", "args"), _knobs_not_read_in("synthetic"))
+def test_every_option_a_synthetic_job_does_not_read_is_refused(cli, flag, args):
+    code, out, err = cli("simulate", "--ranks", "8", "--steps", "10", *args)
+    assert code == 2 and not out and f"{flag} has no effect without a SPEC" in err

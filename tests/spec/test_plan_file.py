@@ -21,7 +21,11 @@ PLAN = {
 def test_recommended_candidate_of_a_saved_plan(tmp_path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(PLAN))
-    assert recommended_candidate(load_plan(path), path)["fabric"] == "tcp-100g"
+    saved = load_plan(path)
+    assert (saved.schema_version, saved.recommended, len(saved.candidates)) == (1, "b", 2)
+    chosen = recommended_candidate(saved, path)
+    assert (chosen.id, chosen.fabric, chosen.storage, chosen.capacity) == ("b", "tcp-100g", "local-nvme", "build")
+    assert chosen.step_time_s is None and chosen.breakdown == {}  # keys the hand-written plan leaves out
 
 
 @pytest.mark.parametrize(
@@ -36,6 +40,25 @@ def test_load_plan_rejects_what_is_not_a_plan(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(InputError, match=message):
         load_plan(path)
+
+
+def test_figures_that_are_not_finite_numbers_read_as_absent():
+    odd = {
+        "recommended": "a",
+        "candidates": [
+            {
+                "id": "a",
+                "fabric": "ib-ndr",
+                "storage": "nfs",
+                "step_time_s": "1",
+                "storage_read_gbps": True,
+                "breakdown": [1],
+                "capacity": "rent",
+            }
+        ],
+    }
+    chosen = recommended_candidate(odd)
+    assert (chosen.step_time_s, chosen.storage_read_gbps, chosen.breakdown, chosen.capacity) == (None, None, {}, "rent")
 
 
 def test_load_plan_missing_file(tmp_path):
@@ -78,8 +101,13 @@ def test_saved_plan_round_trips_through_its_module(cli, tmp_path):
 
     path, written = _saved_plan(cli, tmp_path)
     assert written["schema_version"] == PLAN_SCHEMA_VERSION
-    assert load_plan(path) == written
-    assert plan_from_dict(json.loads(json.dumps(written))) == written
+    saved = load_plan(path)
+    assert saved.document == written and plan_from_dict(json.loads(json.dumps(written))) == saved
+    if written["recommended"] is not None:  # read back typed: the figures the SLOs use
+        chosen = recommended_candidate(saved, path)
+        row = next(c for c in written["candidates"] if c["id"] == written["recommended"])
+        assert chosen.step_time_s == row["step_time_s"] > 0 and chosen.capacity == row["capacity"]
+        assert chosen.storage_read_gbps == row["storage_read_gbps"] and chosen.breakdown == row["breakdown"]
 
 
 def test_a_plan_of_the_previous_version_reads(tmp_path):
@@ -87,7 +115,7 @@ def test_a_plan_of_the_previous_version_reads(tmp_path):
     path = tmp_path / "p.json"
     path.write_text(json.dumps(PLAN))
     doc = load_plan(path)
-    assert doc["schema_version"] == 1 and recommended_candidate(doc, path)["id"] == "b"
+    assert doc.schema_version == doc.document["schema_version"] == 1 and recommended_candidate(doc, path).id == "b"
 
 
 def test_a_plan_from_a_newer_gpufabric_is_refused_with_exit_2(cli, tmp_path):

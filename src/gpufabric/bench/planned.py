@@ -26,7 +26,7 @@ from typing import Any
 
 from gpufabric.errors import InputError
 from gpufabric.results.records import Outcome, Verdict
-from gpufabric.spec.plan_file import recommended_candidate
+from gpufabric.spec.plan_file import SavedPlan, recommended_candidate
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,7 +41,7 @@ class PlannedHardware:
 
 
 def planned_hardware(
-    plan: Mapping[str, Any], spec: Any = None, *, path: str = "plan", catalog: Any = None
+    plan: SavedPlan | Mapping[str, Any], spec: Any = None, *, path: str = "plan", catalog: Any = None
 ) -> PlannedHardware:
     """The recommended candidate's node hardware (GPU only when ``spec`` is given)."""
     if catalog is None:
@@ -49,11 +49,11 @@ def planned_hardware(
 
         catalog = load_catalog()
     candidate = recommended_candidate(plan, path)
-    fab = catalog.fabrics.get(candidate["fabric"])
+    fab = catalog.fabrics.get(candidate.fabric)
     if fab is None:
-        raise InputError(f"{path}: candidate {candidate.get('id')!r} names an unknown fabric {candidate['fabric']!r}")
+        raise InputError(f"{path}: candidate {candidate.id!r} names an unknown fabric {candidate.fabric!r}")
     return PlannedHardware(
-        fabric=candidate["fabric"],
+        fabric=candidate.fabric,
         nic_gbit_s=fab.nic_line_gbps * 8,
         rdma=fab.kind in ("ib", "roce"),
         gpu=spec.cluster.gpu if spec is not None else None,

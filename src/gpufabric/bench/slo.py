@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpufabric.errors import InputError
 from gpufabric.results.records import Direction, Slo
-from gpufabric.spec.plan_file import recommended_candidate
+from gpufabric.spec.plan_file import SavedPlan, recommended_candidate
 
 #: TCP payload per MTU-1500 Ethernet frame: 1448 bytes (1500 - 20 IP - 32 TCP with
 #: timestamps) of 1538 on the wire (1500 + 14 header + 4 FCS + 8 preamble + 12 gap).
@@ -372,7 +372,7 @@ def _predicted_busbw(spec, fabric_id: str, catalog) -> tuple[float, str] | None:
     return float(prediction.busbw_gbps), str(prediction.algorithm)
 
 
-def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:
+def from_plan(plan: SavedPlan | Mapping[str, Any], spec=None, *, path: str = "plan", catalog=None) -> list[Slo]:
     """SLOs for the plan's recommended candidate.
 
     The plan JSON names the fabric and storage but not the model's sizes: without the
@@ -383,27 +383,25 @@ def from_plan(plan: Mapping[str, Any], spec=None, *, path: str = "plan", catalog
 
         catalog = load_catalog()
     candidate = recommended_candidate(plan, path, catalog.known_ids())
-    source = f"plan {Path(path).name} candidate {candidate.get('id', '?')}"
+    source = f"plan {Path(path).name} candidate {candidate.id}"
     if spec is not None:
-        raw_breakdown = candidate.get("breakdown")
-        breakdown = raw_breakdown if isinstance(raw_breakdown, Mapping) else {}
-        write_s = breakdown.get("checkpoint_write_s")
-        read_gbps = candidate.get("storage_read_gbps")
+        write_s = candidate.breakdown.get("checkpoint_write_s")
+        read_gbps = candidate.storage_read_gbps
         return from_spec(
             spec,
-            fabric=candidate.get("fabric"),
-            storage=candidate.get("storage"),
-            step_time_s=candidate.get("step_time_s"),
+            fabric=candidate.fabric,
+            storage=candidate.storage,
+            step_time_s=candidate.step_time_s,
             catalog=catalog,
             source=source,
             checkpoint_write_s=_positive(write_s),
             storage_read_gbps=_positive(read_gbps),
         )
-    fab = catalog.fabrics.get(str(candidate.get("fabric")))
-    sto = catalog.storage.get(str(candidate.get("storage")))
+    fab = catalog.fabrics.get(candidate.fabric)
+    sto = catalog.storage.get(candidate.storage)
     if fab is None or sto is None:
-        raise InputError(f"{path}: candidate {candidate.get('id')!r} names an unknown fabric or storage")
-    return _hardware_slos(fab, sto, f"{source} ({candidate.get('fabric')}, {candidate.get('storage')})")
+        raise InputError(f"{path}: candidate {candidate.id!r} names an unknown fabric or storage")
+    return _hardware_slos(fab, sto, f"{source} ({candidate.fabric}, {candidate.storage})")
 
 
 def _positive(value: Any) -> float | None:
@@ -515,7 +513,7 @@ def thresholds_from_run(run, *, hardware: str) -> str:
 
 def probe_slos(
     kind: str,
-    plan: Mapping[str, Any],
+    plan: SavedPlan | Mapping[str, Any],
     spec=None,
     *,
     path: str = "plan",
@@ -539,10 +537,9 @@ def probe_slos(
 
         catalog = load_catalog()
     candidate = recommended_candidate(plan, path, catalog.known_ids())
-    fabric_id = str(candidate.get("fabric"))
-    tag = f"plan {Path(path).name} candidate {candidate.get('id', '?')} ({fabric_id}, {candidate.get('storage')})"
-    raw = candidate.get("breakdown")
-    breakdown = raw if isinstance(raw, Mapping) else {}
+    fabric_id = candidate.fabric
+    tag = f"plan {Path(path).name} candidate {candidate.id} ({fabric_id}, {candidate.storage})"
+    breakdown = candidate.breakdown
     plan_nodes = _positive(breakdown.get("num_nodes"))
     slos: list[Slo] = []
     if kind == "collectives" and spec is not None and "all_reduce" in config.get("ops", ()):
@@ -563,7 +560,7 @@ def probe_slos(
             )
         )
     if kind == "checkpoint" and plan_nodes:
-        read = _positive(candidate.get("storage_read_gbps"))
+        read = _positive(candidate.storage_read_gbps)
         write_s = _positive(breakdown.get("checkpoint_write_s"))
         if spec is not None and write_s:
             ckpt = spec.workload.model.params * spec.workload.checkpoint.bytes_per_param
@@ -595,7 +592,7 @@ def probe_slos(
     return slos
 
 
-def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", catalog=None) -> list[Slo]:
+def ingest_slos(plan: SavedPlan | Mapping[str, Any], spec, results, *, path: str = "plan", catalog=None) -> list[Slo]:
     """What an imported nccl-tests table should show on the plan's fabric, at the table's own scale.
 
     One busbw expectation per collective whose tables share one scale (nodes x GPUs per node,
@@ -611,7 +608,7 @@ def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", c
 
         catalog = load_catalog()
     candidate = recommended_candidate(plan, path, catalog.known_ids())
-    fabric_id = str(candidate.get("fabric"))
+    fabric_id = candidate.fabric
     scales: dict[str, set[tuple[int, int, int]]] = {}
     for r in results:
         op = r.params.get("tool_op", "")
@@ -640,7 +637,7 @@ def ingest_slos(plan: Mapping[str, Any], spec, results, *, path: str = "plan", c
                 size=size,
                 nodes=nodes,
                 gpus=gpus,
-                source=f"plan {Path(path).name} candidate {candidate.get('id', '?')} ({fabric_id}):"
+                source=f"plan {Path(path).name} candidate {candidate.id} ({fabric_id}):"
                 f" predict_collective {op} {size} B on {nodes} x {gpus} {spec.cluster.gpu}",
             )
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -28,6 +28,9 @@ from gpufabric.cli.options import (
 )
 from gpufabric.cli.output import Format, command_line, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
+
+if TYPE_CHECKING:
+    from gpufabric.spec.plan_file import SavedPlan
 
 
 def register(app: typer.Typer) -> None:
@@ -176,7 +179,7 @@ def _is_host(text: str) -> bool:
         return len(text) <= 253 and re.fullmatch(HOSTNAME, text) is not None
 
 
-def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tuple[Any, dict | None, list]:
+def _slos(plan: Path | None, spec: Path | None, thresholds: Path | None) -> tuple[Any, SavedPlan | None, list]:
     from gpufabric.bench import slo
     from gpufabric.spec.plan_file import load_plan
 
@@ -248,7 +251,7 @@ def _run(
     suite: str,
     argv: list[str],
     spec: Any,
-    plan_doc: dict | None,
+    plan_doc: SavedPlan | None,
     slos: list,
     target_dir: Path | None,
     force: bool,
@@ -322,7 +325,7 @@ def _run(
                 argv=argv,
                 fingerprint=fingerprint,
                 spec_name=spec.name if spec is not None else "",
-                plan=plan_doc,
+                plan=plan_doc.document if plan_doc is not None else None,
                 meta={"suite": suite, "tests": len(tests), "server": server or "loopback", "slos": len(slos)},
                 executor=LocalExecutor(),
                 slos=slos,

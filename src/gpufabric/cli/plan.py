@@ -2,156 +2,59 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from gpufabric.app.requests import PlanRequest
 from gpufabric.cli.options import format_option
 from gpufabric.cli.output import ReportFormat, print_json
+from gpufabric.cli.request_options import request_options
+
+if TYPE_CHECKING:
+    from gpufabric.app.inference import ServingPlanOutcome
+    from gpufabric.app.training import TrainingPlan
 
 
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 
 
-def plan(
-    spec_file: Path = typer.Argument(..., help="Spec YAML (see `gpufabric init`)."),
-    fmt: ReportFormat = format_option(ReportFormat.text),
-    top: int = typer.Option(
-        None, "--top", min=1, help="Show only the best N candidates (default: 12 in text, all in JSON)."
-    ),
-    catalog_files: list[Path] = typer.Option([], "--catalog", help="Catalog override file (repeatable; later wins)."),
-) -> int:
+@request_options(PlanRequest)
+def plan(request: PlanRequest, fmt: ReportFormat = format_option(ReportFormat.text)) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
-    from gpufabric.cli.plan_inference import is_inference, plan_inference
+    from gpufabric.app.services import plan as run
 
-    if is_inference(spec_file):  # workload.kind: inference -> serving designs (docs/inference.md)
-        return plan_inference(spec_file, fmt, top, catalog_files)
-    from gpufabric.catalog import load_catalog
-    from gpufabric.plan import make_plan
-    from gpufabric.plan.capacity import check_options
-    from gpufabric.spec import load_spec
-
-    catalog = load_catalog(catalog_files)
-    loaded = load_spec(spec_file, known_ids=catalog.known_ids())
-    spec = loaded.spec
-    check_options(spec, catalog, loaded.located)  # SHARP, provider fabrics, offerings: located errors
-    result = make_plan(spec, catalog)
+    outcome = run(request)
     if fmt == ReportFormat.json:
-        from gpufabric.spec.plan_file import plan_to_dict
-
-        print_json(
-            plan_to_dict(
-                result,
-                _shown(result, top, default=None),
-                catalog_files=list(catalog.files),
-                overrides=_overrides(catalog_files),
-            )
-        )
+        print_json(outcome.to_json(outcome.shown(request.top, default=None)))
     elif fmt == ReportFormat.markdown:
-        typer.echo(_markdown(result, _shown(result, top, default=None)))
-    else:
-        _text(result, _shown(result, top, default=12), spec)
-        for o in _overrides(catalog_files):
-            typer.echo(
-                f"catalog override applied: {o['field']} = {o['value']:.4g} ({o['source']}; {o['file']})"
-                if isinstance(o["value"], float)
-                else f"catalog override applied: {o['field']} = {o['value']} ({o['source']}; {o['file']})"
-            )
-    # Nothing recommendable (no layout fits in memory) is a failed check.
-    return 0 if result.recommended is not None else 1
+        typer.echo("\n".join(_MARKDOWN[outcome.kind](outcome, outcome.shown(request.top, default=None))))
+    elif lines := _TEXT[outcome.kind](outcome, outcome.shown(request.top, default=12)):
+        typer.echo("\n".join(lines))
+    return outcome.exit_code
 
 
-def _overrides(files: list[Path]) -> list[dict[str, Any]]:
-    if not files:  # plan.calibrate imports scipy.optimize (~1 s): only when there is something to read
-        return []
-    from gpufabric.plan.calibrate import overrides_in
-
-    return overrides_in(files)
+def _md_table(table: tuple[Sequence[str], list[list[str]]]) -> list[str]:
+    headers, rows = table
+    lines = ["| " + " | ".join(h or "#" for h in headers) + " |", "|" + "---|" * len(headers)]
+    return lines + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def _shown(result: Any, top: int | None, *, default: int | None) -> list[Any]:
-    limit = top or default
-    if limit is None:
-        return list(result.candidates)
-    keep = result.candidates[:limit]
-    if result.recommended is None:
-        return keep
-    rec = result.get(result.recommended)
-    return keep if rec in keep else [rec, *keep[: limit - 1]]
+def _plain_table(table: tuple[Sequence[str], list[list[str]]]) -> list[str]:
+    headers, rows = table
+    rows = [list(headers), *rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(headers))]
+    return ["  ".join(v.ljust(widths[i]) for i, v in enumerate(r)).rstrip() for r in rows]
 
 
-def _ok(c: Any) -> str:
-    if c.meets_requirements:
-        return "yes"
-    short = {
-        "step_time_cv": "cv",
-        "checkpoint_stall_fraction": "stall",
-        "time_to_train_days": "days",
-        "capex_usd": "budget",
-        "rent_commitment_usd": "budget",
-        "dataset_read_gbps": "data",
-        "goodput": "goodput",
-        "memory": "mem",
-    }
-    return ",".join(short.get(v.split(" ", 1)[0], v.split(" ", 1)[0]) for v in c.violations)
-
-
-def _row(c: Any, rec: str, pareto: set[str]) -> list[str]:
-    mark = "*" if c.id == rec else ("p" if c.id in pareto else "")
-    topo = "rail" if c.topology == "rail-optimized" else "fat"
-    if c.capacity == "rent":  # the offering names the fabric (JSON: fabric); the term is short
-        what, where = c.rental, "rent " + {"on_demand": "od"}.get(c.term, c.term)
-    else:
-        what, where = c.fabric + ("+S" if c.in_network_reduction else ""), f"{topo} {c.oversubscription:g}:1"
-    return [
-        mark,
-        what,
-        where,
-        c.storage,
-        f"{c.step_time_s:.3g}",
-        f"{c.step_time_p99_s:.3g}",
-        f"{c.step_time_cv:.2%}",
-        f"{c.comm_exposed_s:.3g}",
-        f"{c.checkpoint_stall_fraction:.1%}",
-        f"{c.goodput:.0%}",
-        f"{c.time_to_train_days:.1f}",
-        f"{c.capex_usd / 1e6:,.1f}" if c.capacity != "rent" else "-",
-        f"{c.rent_commitment_usd / 1e6:,.1f}" if c.capacity == "rent" else "-",
-        f"{c.run_cost_usd / 1e6:,.3g}",
-        f"{c.mfu:.0%}",
-        f"{c.memory_gb:.0f}",
-        _ok(c),
-    ]
-
-
-HEADERS = (
-    "",
-    "fabric",
-    "topology",
-    "storage",
-    "step",
-    "p99",
-    "CV",
-    "comm",
-    "stall",
-    "good",
-    "days",
-    "capex",
-    "commit",
-    "run",
-    "MFU",
-    "mem",
-    "meets",
-)
-
-
-def _text(result: Any, shown: list[Any], spec: Any) -> None:
+def _training_text(outcome: TrainingPlan, shown: Sequence[Any]) -> list[str]:
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
+    result, spec = outcome.result, outcome.spec
     probe = Console()
     console = Console(highlight=False, width=min(120, probe.width) if probe.is_terminal else 120)
     table = Table(
@@ -162,12 +65,13 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
         f" for {spec.num_gpus:,} x {spec.cluster.gpu} ({spec.cluster.nodes} nodes)",
         title_justify="left",
     )
-    for i, h in enumerate(HEADERS):
-        table.add_column(h, justify="left" if i < 4 or i == len(HEADERS) - 1 else "right", no_wrap=True)
-    pareto = set(result.pareto)
-    for c in shown:
-        style = "bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
-        table.add_row(*_row(c, result.recommended, pareto), style=style)
+    headers, rows = outcome.table(shown)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i < 4 or i == len(headers) - 1 else "right", no_wrap=True)
+    for c, row in zip(shown, rows, strict=True):
+        table.add_row(
+            *row, style="bold green" if c.id == result.recommended else ("" if c.meets_requirements else "dim")
+        )
     console.print(table)
     console.print(
         "[dim]* recommended  p Pareto frontier (capex, days, CV)  step/p99/comm in s (mean and p99 step,"
@@ -178,8 +82,7 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     )
     for note in [*result.throughput.get("notes", []), *result.notes]:
         console.print(f"[yellow]note[/yellow]: {note}")
-    if result.layout_search:
-        ls = result.layout_search
+    if ls := result.layout_search:
         console.print(
             f"Layout search: {ls['searched']} layouts, {ls['fit_in_memory']} fit in memory,"
             f" {ls['evaluated']:,} layout x design evaluations; best layout per design:"
@@ -192,26 +95,46 @@ def _text(result: Any, shown: list[Any], spec: Any) -> None:
     console.print("\n[bold]Sensitivity[/bold]")
     for s in result.sensitivity:
         console.print(f"- {s['text']}")
+    values = [f"{o['value']:.4g}" if isinstance(o["value"], float) else o["value"] for o in outcome.overrides]
+    return [
+        f"catalog override applied: {o['field']} = {v} ({o['source']}; {o['file']})"
+        for o, v in zip(outcome.overrides, values, strict=True)
+    ]
 
 
-def _markdown(result: Any, shown: list[Any]) -> str:
-    pareto = set(result.pareto)
+def _training_markdown(outcome: TrainingPlan, shown: Sequence[Any]) -> list[str]:
+    r = outcome.result
+    lines = [f"# Plan: {r.name}", "", *_md_table(outcome.table(shown)), ""]
+    lines += [f"**Recommendation:** `{r.recommended or 'none'}` (placement {r.placement})", "", r.rationale, ""]
+    return lines + ["**Sensitivity**", "", *(f"- {s['text']}" for s in r.sensitivity)]
+
+
+def _serving_text(outcome: ServingPlanOutcome, shown: Sequence[Any]) -> list[str]:
+    r = outcome.result
     lines = [
-        f"# Plan: {result.name}",
-        "",
-        "| " + " | ".join(h or "#" for h in HEADERS) + " |",
-        "|" + "---|" * len(HEADERS),
+        f"{r.name}: searched {len(r.search)} layouts x modes at {outcome.load}",
+        *_plain_table(outcome.search_table()),
     ]
-    for c in shown:
-        lines.append("| " + " | ".join(_row(c, result.recommended, pareto)) + " |")
     lines += [
+        "search: each point sized by simulation (costs at the first fabric's owned price); the winner"
+        " rechecked on a larger sample",
         "",
-        f"**Recommendation:** `{result.recommended or 'none'}` (placement {result.placement})",
-        "",
-        result.rationale,
-        "",
-        "**Sensitivity**",
-        "",
+        f"{len(r.candidates)} serving designs (each mode's best layout x fabric x storage):",
+        *_plain_table(outcome.table(shown)),
+        "* recommended  layout: tp, pp, max batch (b), token budget (t)  P+D: prefill + decode replicas"
+        " (colocated: replicas + 0)  KV: KV-cache transfer  cold: cold start of one replica",
     ]
-    lines += [f"- {s['text']}" for s in result.sensitivity]
-    return "\n".join(lines)
+    return [*lines, "", f"Recommendation: {r.recommended or 'none'}", r.rationale]
+
+
+def _serving_markdown(outcome: ServingPlanOutcome, shown: Sequence[Any]) -> list[str]:
+    r = outcome.result
+    lines = [f"# Serving plan: {r.name}", "", f"Searched at {outcome.load}:", "", *_md_table(outcome.search_table())]
+    lines += ["", *_md_table(outcome.table(shown))]
+    return [*lines, "", f"**Recommendation:** `{r.recommended}`", "", r.rationale]
+
+
+#: Renderers per workload kind (``app.workloads.KINDS``): text, Markdown.
+_Renderer = Callable[[Any, Sequence[Any]], list[str]]
+_TEXT: dict[str, _Renderer] = {"training": _training_text, "inference": _serving_text}
+_MARKDOWN: dict[str, _Renderer] = {"training": _training_markdown, "inference": _serving_markdown}

@@ -46,8 +46,8 @@ def design_from_plan(path: Path, known_ids: Mapping[str, Collection[str]] | None
         known_ids: the catalog ids to check against (``config --catalog``); None: the shipped catalog's.
     """
     candidate = recommended_candidate(load_plan(path), path, known_ids)
-    fabric, storage, wanted = candidate["fabric"], candidate["storage"], candidate["id"]
-    rented = candidate.get("capacity") == "rent"
+    fabric, storage, wanted = candidate.fabric, candidate.storage, candidate.id
+    rented = candidate.capacity == "rent"
     _check_kind(fabric, f"{path}: candidate {wanted!r}", rented=rented)
     return Design(fabric=fabric, storage=storage, source=f"plan {path} (recommended {wanted})", rented=rented)
 

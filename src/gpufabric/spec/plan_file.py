@@ -1,8 +1,10 @@
 """The saved plan (``gpufabric plan SPEC --format json``): the one module that writes and reads it.
 
 ``bench`` derives SLOs from it and ``config`` renders the design it recommends; both read
-it through ``load_plan``/``plan_from_dict``, which know only the documented JSON keys
-(``candidates[]`` with ``id``, ``fabric``, ``storage``; ``recommended``). ``plan_to_dict``
+it back typed through ``load_plan``/``plan_from_dict`` (a ``SavedPlan``) and
+``recommended_candidate`` (a ``SavedCandidate``), which know only the documented JSON keys
+(``candidates[]`` with ``id``, ``fabric``, ``storage``, optionally ``capacity``,
+``step_time_s``, ``storage_read_gbps``, ``breakdown``; ``recommended``). ``plan_to_dict``
 is what ``gpufabric plan`` writes.
 
 Versions (``schema_version``):
@@ -15,7 +17,9 @@ A newer version is refused with a one-line error (exit 2) rather than misread.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +123,36 @@ def plan_to_dict(
     }
 
 
-def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SavedPlan:
+    """A saved plan read back: checked and brought to ``PLAN_SCHEMA_VERSION``."""
+
+    schema_version: int
+    recommended: str | None
+    """The recommended candidate's id (None: the plan recommends none)."""
+    candidates: tuple[Mapping[str, Any], ...]
+    """The candidates as written; ``recommended_candidate`` reads the recommended one typed."""
+    document: dict[str, Any]
+    """The whole document, stored with the runs it judges (``store.recording(plan=...)``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SavedCandidate:
+    """The recommended candidate of a saved plan, its fabric and storage ids checked."""
+
+    id: str
+    fabric: str
+    storage: str
+    capacity: str
+    """build (owned; also when the plan predates the key) or rent."""
+    step_time_s: float | None
+    """Mean step time, s; None when the plan has no finite figure."""
+    storage_read_gbps: float | None
+    breakdown: Mapping[str, Any]
+    """The step breakdown as written (empty when absent)."""
+
+
+def plan_from_dict(data: Any, *, source: str = "plan") -> SavedPlan:
     """A saved plan checked and brought to PLAN_SCHEMA_VERSION; InputError naming ``source`` otherwise."""
     if not isinstance(data, dict):
         raise InputError(
@@ -132,7 +165,18 @@ def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
         )
     if version == 0:  # v0 -> v1: same keys, the version was not written
         data = {**data, "schema_version": 1}
-    return data
+    wanted = data.get("recommended")
+    return SavedPlan(
+        schema_version=PLAN_SCHEMA_VERSION,
+        recommended=wanted if isinstance(wanted, str) else None,
+        candidates=tuple(c for c in data["candidates"] if isinstance(c, Mapping)),
+        document=data,
+    )
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 #: Bytes read from a plan JSON file: a plan of every design with its breakdown is a few MB;
@@ -140,7 +184,7 @@ def plan_from_dict(data: Any, *, source: str = "plan") -> dict[str, Any]:
 MAX_PLAN_BYTES = 256 * 1024 * 1024
 
 
-def load_plan(path: Path) -> dict[str, Any]:
+def load_plan(path: Path) -> SavedPlan:
     """The plan document at ``path``; InputError when it is unreadable, not a plan, or too new."""
     try:
         doc = loads_json(
@@ -152,27 +196,41 @@ def load_plan(path: Path) -> dict[str, Any]:
 
 
 def recommended_candidate(
-    plan: Mapping[str, Any], path: str | Path = "plan", known_ids: Mapping[str, Collection[str]] | None = None
-) -> dict[str, Any]:
-    """The recommended candidate of a plan document, with its fabric and storage ids checked.
+    plan: SavedPlan | Mapping[str, Any],
+    path: str | Path = "plan",
+    known_ids: Mapping[str, Collection[str]] | None = None,
+) -> SavedCandidate:
+    """The recommended candidate of a saved plan (or of a plan document, checked first), typed,
+    with its fabric and storage ids checked.
 
     Args:
         known_ids: as for ``load_spec``; None uses the registered default ids. The ids
             land in generated files and SLO names, so an unknown one is an error with a
             did-you-mean, never text passed on.
     """
-    wanted = plan.get("recommended")
-    for candidate in plan["candidates"]:
-        if isinstance(candidate, dict) and candidate.get("id") == wanted:
-            if not isinstance(candidate.get("fabric"), str) or not isinstance(candidate.get("storage"), str):
+    saved = plan if isinstance(plan, SavedPlan) else plan_from_dict(plan, source=str(path))
+    wanted = saved.document.get("recommended")
+    for candidate in saved.candidates:
+        if candidate.get("id") == wanted:
+            fabric, storage = candidate.get("fabric"), candidate.get("storage")
+            if not isinstance(fabric, str) or not isinstance(storage, str):
                 raise InputError(f"{path}: candidate {bounded_repr(wanted)} lacks fabric/storage ids")
             known = default_ids() if known_ids is None else known_ids
-            for key, field in (("fabric", "options.fabrics"), ("storage", "options.storage")):
+            for key, value, field in (("fabric", fabric, "options.fabrics"), ("storage", storage, "options.storage")):
                 ids = known.get(field)
-                if ids and candidate[key] not in ids:
+                if ids and value not in ids:
                     raise InputError(
                         f"{path}: candidate {bounded_repr(wanted)}: unknown {key} id"
-                        f" {bounded_repr(candidate[key])} ({did_you_mean(candidate[key], sorted(ids))})"
+                        f" {bounded_repr(value)} ({did_you_mean(value, sorted(ids))})"
                     )
-            return candidate
+            breakdown = candidate.get("breakdown")
+            return SavedCandidate(
+                id=str(wanted),
+                fabric=fabric,
+                storage=storage,
+                capacity="rent" if candidate.get("capacity") == "rent" else "build",
+                step_time_s=_number(candidate.get("step_time_s")),
+                storage_read_gbps=_number(candidate.get("storage_read_gbps")),
+                breakdown=breakdown if isinstance(breakdown, Mapping) else {},
+            )
     raise InputError(f"{path}: recommended candidate {bounded_repr(wanted)} is not among candidates[]")
