@@ -128,19 +128,21 @@ STEP_OVERHEAD_S = 0.93e-3
 #: block-table updates): same fit, same rows.
 SEQ_OVERHEAD_S = 43e-6
 #: API-server time inside every TTFT a client measures (HTTP, chat template, tokenisation,
-#: the engine-core hand-off and streaming the first token): the TTFT of the fitting row at
-#: concurrency 1 minus its prefill (docs/accuracy.md, serving section; vLLM 0.23 on a
-#: 4-vCPU host), as_of 2026-12. Overridable: engine.request_overhead_s.
-REQUEST_OVERHEAD_S = 0.022
-#: API-server CPU time per streamed output token (incremental detokenising, one SSE event):
-#: the server is one process per replica, so its load rho = output tokens/s x this stretches
-#: the request overhead to REQUEST_OVERHEAD_S / (1 - rho) (a single-server queue). vLLM's
-#: profile put the HTTP API server at 33% of the step before v0.6 (blog.vllm.ai 2024-09-05);
-#: the value is the least-squares fit of the TTFT rows (benchmarks/fit_serving.py).
-API_S_PER_TOKEN = 305e-6
-#: Highest API-server load the queue formula is used at (beyond it the server is saturated
-#: and the stretch is capped: the simulator does not model an unbounded backlog there).
-API_MAX_LOAD = 0.9
+#: the engine-core hand-off and streaming the first token): fitted with API_S_PER_TOKEN_RATE
+#: as the intercept of the fitting rows' TTFT over the simulated engine TTFT
+#: (benchmarks/fit_serving.py; docs/accuracy.md, serving section; vLLM 0.23 on a 4-vCPU
+#: host), as_of 2026-12. Overridable: engine.request_overhead_s.
+REQUEST_OVERHEAD_S = 0.0162
+#: TTFT the API server adds per output token per second its replica streams, seconds per
+#: (token/s): incremental detokenising and one SSE event per token share the server's event
+#: loop with request intake, so a new request's TTFT grows with the stream it has to get
+#: past. The published TTFTs rise linearly with output tokens/s up to the highest
+#: concurrency measured (ai.wmx.dev, vLLM 0.23, L4: +108 ms at 4,500 tokens/s, with the
+#: engine's ITL unchanged), which a single-server queue (overhead / (1 - load)) does not:
+#: it saturates before the server does. vLLM's profile put the HTTP API server at 33% of
+#: the step before v0.6 (blog.vllm.ai 2024-09-05). The value is the least-squares fit of
+#: the relative TTFT errors of the fitting rows (benchmarks/fit_serving.py), as_of 2026-12.
+API_S_PER_TOKEN_RATE = 31.2e-6
 #: Share of the KV cache an engine keeps free when admitting a request: vLLM's block-manager
 #: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
 KV_WATERMARK = 0.01
@@ -581,7 +583,7 @@ class ServingConfig:
     engine_requests: int | None = None  # most requests one simulated engine runs (None: the simulator's cap)
     jitter_cv: float = 0.05
     request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
-    api_s_per_token: float = 0.0  # API server time per streamed token (its load stretches the overhead)
+    api_s_per_token_rate: float = 0.0  # TTFT per output token/s the replica streams (API server)
     client_delay_s: float = 0.0  # closed loop: mean delay before a client's next request
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")

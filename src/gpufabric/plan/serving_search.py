@@ -179,7 +179,7 @@ def _config(
         requests=requests,
         jitter_cv=w.jitter_cv,
         request_overhead_s=m.REQUEST_OVERHEAD_S if over is None else over,
-        api_s_per_token=m.API_S_PER_TOKEN,
+        api_s_per_token_rate=m.API_S_PER_TOKEN_RATE,
         client_delay_s=m.CLIENT_DELAY_S,
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),

@@ -14,8 +14,8 @@ cache, preemption with recompute); this module routes the load to them:
   fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
   hiccups); one decode engine admits its share when its cache has room. In the closed
   loop the prefill pool is taken as unsaturated (each prompt prefilled on arrival).
-- TTFT = arrival to the first token plus the API server's request overhead, stretched
-  by the server's load from streaming tokens (model/inference.py API_S_PER_TOKEN); a request
+- TTFT = arrival to the first token plus the API server's request overhead and a term
+  linear in the tokens/s its replica streams (model/inference.py API_S_PER_TOKEN_RATE); a request
   waiting for KV room or a batch slot waits in TTFT. TPOT = (last token - first token) /
   (output - 1); ITL = every gap between two tokens of a stream (weighted percentiles).
 - Goodput = the share of requests meeting the TTFT and TPOT SLOs times the request rate.
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import API_MAX_LOAD, ServingConfig, Tokens
+from gpufabric.model.inference import ServingConfig, Tokens
 from gpufabric.sim.batching import EngineConfig, run_engine
 
 __all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
@@ -224,9 +224,9 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     tpot = np.where(o > 1, (res.finish_s - res.first_token_s) / np.maximum(o - 1, 1), np.nan)
     start = float(np.min(arrival))
     duration = max(float(np.max(res.finish_s)) - start, 1e-12)
-    # One API server per replica streams its lanes' tokens; its load stretches the overhead.
-    load = min(API_MAX_LOAD, float(o.sum()) / duration * lanes * cfg.api_s_per_token)
-    ttft = res.first_token_s - arrival + cfg.request_overhead_s / (1.0 - load)
+    # One API server per replica streams its lanes' tokens; a new request gets past that stream.
+    replica_tokens_per_s = float(o.sum()) / duration * lanes
+    ttft = res.first_token_s - arrival + cfg.request_overhead_s + cfg.api_s_per_token_rate * replica_tokens_per_s
     return ServingResult(
         ttft_s=ttft,
         tpot_s=tpot,
