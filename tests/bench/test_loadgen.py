@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -22,7 +24,7 @@ class _Engine(BaseHTTPRequestHandler):
     most = 0
     lock = threading.Lock()
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:  # http.server calls it by this name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         assert body["stream"] is True and body["ignore_eos"] is True
         with _Engine.lock:
@@ -47,15 +49,24 @@ class _Engine(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture()
-def server():
+@contextmanager
+def serve_engine() -> Iterator[str]:
+    """The stand-in engine on a free local port; yields its URL."""
     _Engine.most = 0
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture()
+def server():
+    with serve_engine() as url:
+        yield url
 
 
 def test_closed_loop_keeps_exactly_n_in_flight_and_measures_the_stream(server):

@@ -14,7 +14,8 @@ Semantics (vllm ``benchmarks/serve.py``; AIPerf/genai-perf concurrency mode):
 The transport is a function ``send(prompt, max_tokens) -> iterator of arrival times of
 streamed tokens`` (``openai_stream`` posts ``/v1/completions`` with ``stream: true``), so
 the scheduling here is tested against any server and the HTTP client against a real one.
-Not wired into ``gpufabric bench inference`` yet (its recording is being reworked).
+``gpufabric bench inference --url`` runs it as a part of its recorded run
+(``bench.inference_service``).
 """
 
 from __future__ import annotations
@@ -108,21 +109,24 @@ class LoadResult:
         }
 
 
-def load_for(spec: Any, *, requests: int | None = None, seed: int = 0) -> LoadSpec:
-    """The load of an inference spec's traffic (its concurrency or rate, mean token counts).
+def load_for(spec: Any, *, requests: int | None = None, concurrency: int | None = None, seed: int = 0) -> LoadSpec:
+    """The load of an inference spec's traffic (its concurrency or rate, mean token counts);
+    ``concurrency`` replaces the spec's load with a closed loop of that many clients.
 
     ``requests`` defaults to 20 per client in a closed loop (``vllm bench serve`` sweeps use
     ``--num-prompts 20 x concurrency``) and to 60 s of arrivals in an open loop.
     """
     t = spec.workload.traffic
+    clients = concurrency if concurrency is not None else t.concurrency
+    rate = None if clients is not None else t.rate_rps
     if requests is None:
-        requests = 20 * t.concurrency if t.concurrency is not None else max(1, round(60 * t.rate_rps))
+        requests = 20 * clients if clients is not None else max(1, round(60 * (rate or 1.0)))
     return LoadSpec(
         requests=requests,
         prompt_tokens=max(1, round(t.prompt_tokens.mean)),
         output_tokens=max(1, round(t.output_tokens.mean)),
-        concurrency=t.concurrency,
-        rate_rps=t.rate_rps,
+        concurrency=clients,
+        rate_rps=rate,
         seed=seed,
     )
 
