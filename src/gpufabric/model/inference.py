@@ -29,6 +29,7 @@ Formulas, vectorisable with numpy (sizes in bytes, times in seconds):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -251,23 +252,41 @@ class ReplicaPerf:
         return gpu + self.step_overhead_s + b * self.seq_overhead_s
 
     def iteration_scalar_s(self, b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
-        """:meth:`iteration_s` for Python floats (the engine simulator calls it per iteration)."""
-        tokens = b * (1.0 + self.draft_tokens) + prefill_tokens
-        touched = 1.0 - (1.0 - self.expert_fraction) ** tokens if self.expert_weight_bytes else 0.0
-        weights_s = (self.dense_weight_bytes + self.expert_weight_bytes * touched) / self.hbm_bytes_per_s
-        linear = max(weights_s, tokens * self.flop_per_token / self.flop_per_s)
-        attn = (context_tokens * self.kv_read_bytes_per_token) / self.hbm_bytes_per_s + (
-            prefill_attn * self.attn_flop_per_token2
-        ) / self.flop_per_s
-        if tokens <= self.ar_switch_tokens:
-            comm = self.ar_count * (self.ar_small_fixed_s + self.ar_small_s_per_token * tokens)
-        else:
-            comm = self.ar_count * (self.ar_large_fixed_s + self.ar_large_s_per_token * tokens)
-        if tokens > 0:
-            comm += self.a2a_fixed_s + self.a2a_s_per_token * tokens
-        draft = self.draft_tokens * self.draft_cost_fraction * weights_s if b > 0 else 0.0
-        gpu = (linear + attn + comm + draft + self.stage_hops_s) * self.straggler_factor
-        return gpu + self.step_overhead_s + b * self.seq_overhead_s
+        """:meth:`iteration_s` for Python floats."""
+        return self.iteration_scalar_fn()(b, context_tokens, prefill_tokens, prefill_attn)
+
+    def iteration_scalar_fn(self) -> Callable[[float, float, float, float], float]:
+        """:meth:`iteration_scalar_s` with every coefficient bound once: the engine simulator
+        calls it per iteration, and attribute reads were a third of its cost."""
+        q = 1.0 + self.draft_tokens
+        dense, expert, frac = self.dense_weight_bytes, self.expert_weight_bytes, self.expert_fraction
+        hbm, flops, fpt = self.hbm_bytes_per_s, self.flop_per_s, self.flop_per_token
+        kv_read, attn_flop = self.kv_read_bytes_per_token, self.attn_flop_per_token2
+        ar, switch = self.ar_count, self.ar_switch_tokens
+        small0, small1, large0, large1 = (
+            self.ar_small_fixed_s,
+            self.ar_small_s_per_token,
+            self.ar_large_fixed_s,
+            self.ar_large_s_per_token,
+        )
+        a2a0, a2a1 = self.a2a_fixed_s, self.a2a_s_per_token
+        draft_k = self.draft_tokens * self.draft_cost_fraction
+        hops, straggler, step, seq = self.stage_hops_s, self.straggler_factor, self.step_overhead_s, self.seq_overhead_s
+
+        def scalar(b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
+            tokens = b * q + prefill_tokens
+            touched = 1.0 - (1.0 - frac) ** tokens if expert else 0.0
+            weights_s = (dense + expert * touched) / hbm
+            linear = max(weights_s, tokens * fpt / flops)
+            attn = (context_tokens * kv_read) / hbm + (prefill_attn * attn_flop) / flops
+            comm = ar * (small0 + small1 * tokens) if tokens <= switch else ar * (large0 + large1 * tokens)
+            if tokens > 0:
+                comm += a2a0 + a2a1 * tokens
+            draft = draft_k * weights_s if b > 0 else 0.0
+            gpu = (linear + attn + comm + draft + hops) * straggler
+            return gpu + step + b * seq
+
+        return scalar
 
     def prefill_s(self, prompt_tokens: Any) -> Any:
         """One prompt prefilled alone in one iteration."""

@@ -335,13 +335,19 @@ class _Sizer:
             return f"tpot: one sequence alone steps in {step * 1e3:.3g} ms > {limit * 1e3:g} ms"
         return None
 
-    def smallest(self, lo: int, hi: int, good: Callable[[int], bool], hint: int | None = None) -> int | None:
+    def smallest(
+        self, lo: int, hi: int, good: Callable[[int], bool], hint: int | None = None, *, hi_first: bool = False
+    ) -> int | None:
         """Smallest n in [lo, hi] with good(n) (monotone); None if hi fails.
 
         From a hint (the answer of a similar layout scaled to this one's GPUs) it walks one
         step at a time, which is a couple of simulations when the hint is close; otherwise
-        it doubles from lo, then bisects.
+        it doubles from lo, then bisects. ``hi_first``: try hi before anything else, one
+        simulation that settles an infeasible point (which the walk would reach only after
+        all its steps).
         """
+        if hi_first and lo <= hi and not good(hi):
+            return None
         if hint is not None and lo <= hint <= hi:
             n = hint
             if good(n):
@@ -388,6 +394,8 @@ class _Sizer:
             return None
         lo = max(1, self.lower_bound(lay) // 2)
         # Prefill replicas for TTFT with a generous decode pool, then the fewest decode replicas.
+        # The whole fleet first: a prefill pool that misses TTFT at any size is common (the
+        # KV transfer and a long prompt's prefill add up) and costs one simulation that way.
         d_hi = max(1, fleet // 4)
         hp = None if hint is None else max(1, min(fleet - 1, hint[0]))
         p = self.smallest(
@@ -395,6 +403,7 @@ class _Sizer:
             fleet - 1,
             lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
             hp,
+            hi_first=True,
         )
         if p is None:
             return None
