@@ -288,10 +288,15 @@ class ReplicaPerf:
 
         return scalar
 
-    def prefill_s(self, prompt_tokens: Any) -> Any:
-        """One prompt prefilled alone in one iteration."""
+    def prefill_s(self, prompt_tokens: Any, cached_tokens: int = 0) -> Any:
+        """One prompt prefilled alone in one iteration; ``cached_tokens`` of it (a shared prefix)
+        come from the prefix cache: only the rest is computed, attending to the whole prompt."""
         L = np.asarray(prompt_tokens, dtype=float)
-        return self.iteration_s(0.0, 0.0, L, L * L / 2.0)
+        if cached_tokens <= 0:
+            return self.iteration_s(0.0, 0.0, L, L * L / 2.0)
+        c = np.minimum(float(cached_tokens), L - 1.0)
+        rest = L - c
+        return self.iteration_s(0.0, 0.0, rest, rest * (c + rest / 2.0))
 
     def decode_step_s(self, batch: Any, mean_context_tokens: Any) -> Any:
         """One decode-only iteration of ``batch`` sequences of ``mean_context_tokens`` each."""
@@ -603,6 +608,7 @@ class ServingConfig:
     jitter_cv: float = 0.05
     request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
     api_s_per_token_rate: float = 0.0  # TTFT per output token/s the replica streams (API server)
+    prefix_tokens: int = 0  # shared prompt prefix served from each engine's prefix cache
     client_delay_s: float = 0.0  # closed loop: mean delay before a client's next request
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")

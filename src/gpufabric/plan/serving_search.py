@@ -180,6 +180,7 @@ def _config(
         jitter_cv=w.jitter_cv,
         request_overhead_s=m.REQUEST_OVERHEAD_S if over is None else over,
         api_s_per_token_rate=m.API_S_PER_TOKEN_RATE,
+        prefix_tokens=w.traffic.prefix_tokens,
         client_delay_s=m.CLIENT_DELAY_S,
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
@@ -307,7 +308,7 @@ class _Sizer:
         allowed = batches[steps <= limit]
         b = int(allowed[-1]) if allowed.size else 1
         work = (
-            float(perf.prefill_s(t.prompt_tokens.mean))
+            float(perf.prefill_s(t.prompt_tokens.mean, t.prefix_tokens))
             + (t.output_tokens.mean - 1) / perf.tokens_per_step * float(perf.decode_step_s(b, ctx)) / b
         )
         return max(1, int(t.rate_rps * work / lay.pp))
@@ -325,7 +326,7 @@ class _Sizer:
             if limit is None:
                 continue
             prompt = _quantile(pt.mean, pt.cv, q, pt.max)
-            alone = float(perf.prefill_s(prompt)) + over
+            alone = float(perf.prefill_s(prompt, w.traffic.prefix_tokens)) + over
             if alone > limit:
                 return f"{key}: a {prompt:.0f}-token prompt alone takes {alone:.3g} s > {limit:g} s"
         limit = min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf"), slo.itl_p99_s or float("inf"))

@@ -61,6 +61,9 @@ class EngineConfig:
     mixed: bool = True
     prefilled: bool = False  # requests arrive with their KV cache (disaggregated decode pool)
     jitter_cv: float = 0.0
+    # Prompt tokens every request shares (a system prompt) that the prefix cache holds once per
+    # engine (vLLM automatic prefix caching, SGLang RadixAttention): prefill computes the rest.
+    prefix_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,10 +166,10 @@ class _Engine:
     """
 
     __slots__ = (
-        "arr", "b", "batch_area", "busy", "cap", "cfg", "ctx_slope", "delays", "done", "finish", "finished",
+        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "delays", "done", "finish", "finished",
         "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
-        "prompt_l", "q", "rng", "s_ctx", "stall", "state", "t", "todo", "waiting", "weights",
+        "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
     )  # fmt: skip
 
     def __init__(self, cfg: EngineConfig, prompt_l: list[int], out_l: list[int], rng: np.random.Generator) -> None:
@@ -184,8 +187,14 @@ class _Engine:
         self.arr = [0.0] * n
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
-        self.todo = list(prompt_l)  # tokens still to prefill (the prompt; after a preemption, prompt + produced)
-        self.done = [0] * n  # tokens prefilled so far (KV held while prefilling)
+        prefix = 0 if cfg.prefilled else cfg.prefix_tokens
+        # Prompt tokens served from the prefix cache (vLLM computes at least the last one).
+        self.cached = [min(prefix, p - 1) for p in prompt_l] if prefix > 0 else [0] * n
+        self.shared = float(prefix)  # the cached prefix's KV, held once
+        self.s_cached = 0.0  # sum of ``cached`` over the decoding requests (their context counts it)
+        # Tokens still to prefill (the prompt; after a preemption, prompt + produced), less the cached prefix.
+        self.todo = [p - c for p, c in zip(prompt_l, self.cached, strict=True)]
+        self.done = list(self.cached)  # tokens prefilled so far, the cached prefix included
         self.produced = [0.0] * n  # tokens emitted so far (kept over a preemption)
         self.join_it = [0] * n  # decode iteration at which the request joined the decode batch
         self.join_ctx = [0.0] * n  # its context then
@@ -257,6 +266,7 @@ class _Engine:
         self.fin_it[r] = it + steps
         self.b += 1
         self.s_ctx += ctx - self.g * it
+        self.s_cached += self.cached[r]
         heapq.heappush(self.heap, (it + steps, r))
 
     def finish_ready(self) -> None:
@@ -267,6 +277,7 @@ class _Engine:
                 continue  # a preempted request's old entry
             self.b -= 1
             self.s_ctx -= self.join_ctx[r] - self.g * self.join_it[r]
+            self.s_cached -= self.cached[r]
             self.complete(r)
 
     def preempt(self) -> bool:
@@ -277,15 +288,16 @@ class _Engine:
                 self.produced[r] = min(float(self.out_l[r]), self.produced[r] + self.g * (self.it - self.join_it[r]))
                 self.b -= 1
                 self.s_ctx -= self.join_ctx[r] - self.g * self.join_it[r]
+                self.s_cached -= self.cached[r]
             elif self.state[r] == 1:
-                self.kv_prefill -= self.done[r]
+                self.kv_prefill -= self.done[r] - self.cached[r]
                 self.prefilling.remove(r)
             else:
                 continue
             self.state[r] = 0
             # Recompute: the prompt and every token produced so far are prefilled again.
-            self.todo[r] = self.prompt_l[r] + int(self.produced[r])
-            self.done[r] = 0
+            self.todo[r] = self.prompt_l[r] + int(self.produced[r]) - self.cached[r]
+            self.done[r] = self.cached[r]
             self.waiting.appendleft(r)
             self.preemptions += 1
             return True
@@ -305,6 +317,10 @@ class _Engine:
         self.batch_area += b * dt
         self.iterations += k
 
+    def kv_used(self) -> float:
+        """KV tokens held: the decoding contexts (the shared prefix once), partly prefilled prompts."""
+        return self.s_ctx + self.b * self.g * self.it + self.kv_prefill - self.s_cached + self.shared
+
     # -- one scheduling step --------------------------------------------------------------
 
     def run(self) -> None:
@@ -318,10 +334,10 @@ class _Engine:
             if self.b + len(self.prefilling) == 0 and not self.waiting:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
-            kv_used = self.s_ctx + self.b * self.g * self.it + self.kv_prefill
+            kv_used = self.kv_used()
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
             while self.b and kv_used + self.b * self.g > self.cap and self.preempt():
-                kv_used = self.s_ctx + self.b * self.g * self.it + self.kv_prefill
+                kv_used = self.kv_used()
             if cfg.prefilled and self.decode_pool_step(kv_used):
                 continue
             running = self.b + len(self.prefilling)
@@ -446,8 +462,8 @@ class _Engine:
         for r, _c in chunks:
             if todo[r] == 0:
                 self.prefilling.remove(r)
-                self.kv_prefill -= done[r]
-                done[r] = 0
+                self.kv_prefill -= done[r] - self.cached[r]
+                done[r] = self.cached[r]
                 if math.isnan(self.first[r]):
                     self.first[r] = self.t  # the last chunk's iteration samples the first token
                     self.produced[r] = 1.0

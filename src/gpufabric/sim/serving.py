@@ -107,6 +107,7 @@ def _engine(cfg: ServingConfig, *, prefilled: bool = False, prefill_only: bool =
         mixed=cfg.mixed,
         prefilled=prefilled,
         jitter_cv=cfg.jitter_cv,
+        prefix_tokens=cfg.prefix_tokens,
     )
 
 
@@ -170,9 +171,9 @@ def _closed_loop(
     # would move in lock-step clumps that the engine's long prefill iterations keep
     # together, a start-up transient.
     ctx = cfg.prompt.mean + cfg.output.mean / 2
-    cycle = float(cfg.perf.prefill_s(cfg.prompt.mean)) + (cfg.output.mean - 1) / cfg.perf.tokens_per_step * float(
-        cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx)
-    )
+    cycle = float(cfg.perf.prefill_s(cfg.prompt.mean, cfg.prefix_tokens)) + (
+        cfg.output.mean - 1
+    ) / cfg.perf.tokens_per_step * float(cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx))
     if not cfg.disaggregated:
         res = run_engine(
             _engine(cfg),
@@ -186,7 +187,7 @@ def _closed_loop(
         return res, res.arrival_s, np.zeros(0)
     # Decode-side closed loop; each prompt's prefill (alone on an idle share of the
     # prefill pool) and KV transfer happen before its first token.
-    pre = cfg.perf.prefill_s(prompt[:m]) * _lognormal_factor(rng, cfg.jitter_cv, (m,))
+    pre = cfg.perf.prefill_s(prompt[:m], cfg.prefix_tokens) * _lognormal_factor(rng, cfg.jitter_cv, (m,))
     assert cfg.kv is not None
     kv = cfg.kv.time_s(prompt[:m])
     res = run_engine(
@@ -222,7 +223,7 @@ def _open_loop_disaggregated(
     sojourn = r.first_token_s - r.arrival_s
     near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
     # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
-    own = cfg.perf.prefill_s(prompt) - cfg.perf.prefill_s(prompt[idx0][near])
+    own = cfg.perf.prefill_s(prompt, cfg.prefix_tokens) - cfg.perf.prefill_s(prompt[idx0][near], cfg.prefix_tokens)
     ready = arrival_all + np.maximum(sojourn[near] + own, 0.0)
     assert cfg.kv is not None
     kv_all = cfg.kv.time_s(prompt) + np.abs(rng.standard_normal(n)) * cfg.kv.jitter_s
