@@ -108,3 +108,14 @@ def test_load_of_a_spec_follows_its_traffic():
     load = load_for(spec)
     assert load.rate_rps == 10 and load.concurrency is None and load.requests == 600
     assert (load.prompt_tokens, load.output_tokens) == (2048, 256)
+
+
+def test_ctrl_c_returns_what_finished_and_says_so(server):
+    import signal
+
+    timer = threading.Timer(0.3, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    res = run_load(LoadSpec(requests=200, prompt_tokens=5, output_tokens=40, concurrency=2), openai_stream(server, "m"))
+    timer.join()
+    assert res.interrupted and isinstance(res.interruption, KeyboardInterrupt)
+    assert 0 < len(res.timings) < 200 and res.summary()["failed"] == 0

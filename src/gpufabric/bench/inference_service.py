@@ -369,7 +369,7 @@ def _run_load(run: service.Session, p: PreparedInference, send: loadgen.Send) ->
     started = time.time()
     res = loadgen.run_load(p.load, send)
     if res.interrupted:
-        run.interrupted = KeyboardInterrupt()
+        run.interrupted = res.interruption or KeyboardInterrupt()  # the run ends interrupted: exit 130 or 143
     result, summary = _load_result(res, started, p.url)
     own = []
     if summary["failed"]:

@@ -82,6 +82,7 @@ class LoadResult:
     duration_s: float = 0.0
     max_in_flight: int = 0
     interrupted: bool = False  # Ctrl-C stopped the run; the timings are what finished
+    interruption: KeyboardInterrupt | None = None  # what stopped it (SIGTERM arrives as a subclass)
 
     def summary(self) -> dict[str, float | int]:
         ok = [t for t in self.timings if not t.error and t.token_s]
@@ -168,6 +169,7 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
             timings.append(RequestTiming(sent_s=sent, token_s=tuple(tokens), error=error))
 
     threads: list[threading.Thread] = []
+    caught: KeyboardInterrupt | None = None
     try:
         if spec.concurrency is not None:
             counter = iter(range(spec.requests))
@@ -196,8 +198,9 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
         for th in threads:
             while th.is_alive():
                 th.join(0.1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         stop.set()
+        caught = exc
     with lock:  # requests still streaming after Ctrl-C are left out
         done = list(timings)
     return LoadResult(
@@ -206,6 +209,7 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
         duration_s=time.perf_counter() - t0,
         max_in_flight=in_flight[1],
         interrupted=stop.is_set(),
+        interruption=caught,
     )
 
 
