@@ -152,9 +152,11 @@ class InferenceReport:
         p, o = self.prepared, self.outcome
         where = f", KV over {p.design.fabric} model ({p.design.source})" if p.design else ""
         out = [f"bench inference: {p.name}{where}, run {o.run_id} ({o.status.value})"]
-        for v in (*o.kv_verdicts, *self.load_verdicts):
-            word = {"passed": "PASS", "not_planned_hardware": "NOT PLANNED"}.get(v.outcome.value, "FAIL")
-            out.append(f"{word} {v.test}: {v.reason}")
+        words = {"passed": "PASS", "not_planned_hardware": "NOT PLANNED"}
+        for v in o.kv_verdicts:
+            out.append(f"{words.get(v.outcome.value, 'FAIL')} {v.test}: {v.reason}")
+        for v in self.load_verdicts:
+            out.append(f"{words.get(v.outcome.value, 'FAIL')} {v.test} {v.metric}: {v.reason}")
         for row in o.load_rows:
             full_s = p.weight_bytes / (row.read_gbps * 1e9) if row.read_gbps else float("nan")
             out.append(
