@@ -395,8 +395,8 @@ class _Sizer:
             return None
         lo = max(1, self.lower_bound(lay) // 2)
         # Prefill replicas for TTFT with a generous decode pool, then the fewest decode replicas.
-        # The whole fleet first: a prefill pool that misses TTFT at any size is common (the
-        # KV transfer and a long prompt's prefill add up) and costs one simulation that way.
+        # Without a hint, the whole fleet first: a prefill pool that misses TTFT at any size is
+        # common (the KV transfer and a long prompt's prefill add up) and costs one simulation.
         d_hi = max(1, fleet // 4)
         hp = None if hint is None else max(1, min(fleet - 1, hint[0]))
         p = self.smallest(
@@ -404,7 +404,7 @@ class _Sizer:
             fleet - 1,
             lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
             hp,
-            hi_first=True,
+            hi_first=hp is None,  # with a hint (a similar layout that met TTFT) the walk is cheaper
         )
         if p is None:
             return None
