@@ -4,11 +4,17 @@ for docs/accuracy.md (serving section).
 The rows are tests/data/serving/fit_rows.json (sources inside); only those marked
 ``split: fit`` set the constants, the ``check`` rows are held out and compared. STEP_OVERHEAD_S
 and SEQ_OVERHEAD_S enter a decode-only iteration linearly (model/inference.py
-``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors;
-REQUEST_OVERHEAD_S is the TTFT at concurrency 1 minus the simulated prefill;
-API_S_PER_TOKEN minimises the squared relative TTFT errors of the rows given the engine's
-simulated TTFT and output tokens/s (a grid, 5 us steps). Then every
-row is simulated closed loop with the constants in the package and its error printed.
+``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors.
+REQUEST_OVERHEAD_S and API_S_PER_TOKEN_RATE enter the TTFT linearly (the engine's simulated
+TTFT + request + rate x the replica's output tokens/s, sim/serving.py), so they are a
+least-squares fit of relative TTFT errors given each row's simulated engine. Then every
+row is simulated closed loop with the constants in the package and its error printed,
+with the held-out rows' median and worst error.
+
+Sources (also in docs/accuracy.md, serving section): ai.wmx.dev/benchmarks (vLLM 0.23 V1,
+Qwen2.5-0.5B on 1 x L4, concurrency 1-32); johnmusgrave.com "vLLM throughput-latency
+sweep on NVIDIA A100" (Llama 3.1 8B, concurrency 1). Never used: NVIDIA NIM's LLM
+benchmarking pages and InferenceBench recipes (held out by issue 28).
 
     .venv/bin/python benchmarks/fit_serving.py
 """
@@ -127,7 +133,9 @@ def main() -> int:
     doc = json.loads(ROWS.read_text())
     step, seq = fit(doc)
     request, api = fit_api(doc)
-    print(f"fit: step {step * 1e3:.3f} ms, seq {seq * 1e6:.1f} us, request {request * 1e3:.1f} ms, api {api * 1e6:.1f} us per token/s")
+    print(
+        f"fit: step {step * 1e3:.3f} ms, seq {seq * 1e6:.1f} us, request {request * 1e3:.1f} ms, api {api * 1e6:.1f} us per token/s"
+    )
     print(
         f"package: step {m.STEP_OVERHEAD_S * 1e3:.3f} ms, seq {m.SEQ_OVERHEAD_S * 1e6:.1f} us,"
         f" request {m.REQUEST_OVERHEAD_S * 1e3:.1f} ms, api {m.API_S_PER_TOKEN_RATE * 1e6:.1f} us per token/s"
@@ -140,6 +148,8 @@ def main() -> int:
         if "ttft_p50_s" in row:
             ttft = f"{s['ttft_p50_s'] * 1e3:.1f} / {row['ttft_p50_s'] * 1e3:.1f} ({(s['ttft_p50_s'] / row['ttft_p50_s'] - 1) * 100:+.0f})"
         print(f"| {row['gpu']} {row['model']} | {row['concurrency']} | {row['split']} | {itl} | {ttft} |")
+    held = sorted(abs(e) for r, i, t in errors(doc) if r["split"] == "check" for e in (i, t) if e is not None)
+    print(f"held out: {len(held)} points, median |error| {held[len(held) // 2]:.1%}, worst {held[-1]:.1%}")
     return 0
 
 
