@@ -4,11 +4,17 @@ for docs/accuracy.md (serving section).
 The rows are tests/data/serving/fit_rows.json (sources inside); only those marked
 ``split: fit`` set the constants, the ``check`` rows are held out and compared. STEP_OVERHEAD_S
 and SEQ_OVERHEAD_S enter a decode-only iteration linearly (model/inference.py
-``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors;
-REQUEST_OVERHEAD_S is the TTFT at concurrency 1 minus the simulated prefill;
-API_S_PER_TOKEN minimises the squared relative TTFT errors of the rows given the engine's
-simulated TTFT and output tokens/s (a grid, 5 us steps). Then every
-row is simulated closed loop with the constants in the package and its error printed.
+``ReplicaPerf.iteration_s``), so they are a least-squares fit of relative ITL errors.
+REQUEST_OVERHEAD_S and API_S_PER_TOKEN_RATE enter the TTFT linearly (the engine's simulated
+TTFT + request + rate x the replica's output tokens/s, sim/serving.py), so they are a
+least-squares fit of relative TTFT errors given each row's simulated engine. Then every
+row is simulated closed loop with the constants in the package and its error printed,
+with the held-out rows' median and worst error.
+
+Sources (also in docs/accuracy.md, serving section): ai.wmx.dev/benchmarks (vLLM 0.23 V1,
+Qwen2.5-0.5B on 1 x L4, concurrency 1-32); johnmusgrave.com "vLLM throughput-latency
+sweep on NVIDIA A100" (Llama 3.1 8B, concurrency 1). Never used: NVIDIA NIM's LLM
+benchmarking pages and InferenceBench recipes (held out by issue 28).
 
     .venv/bin/python benchmarks/fit_serving.py
 """
@@ -60,8 +66,8 @@ def setup(doc: dict, row: dict, step: float | None = None, seq: float | None = N
     return perf, cap
 
 
-def simulate(doc: dict, row: dict) -> dict:
-    """Closed-loop simulation of one row with the package's constants."""
+def simulate(doc: dict, row: dict, request_s: float | None = None, api: float | None = None) -> dict:
+    """Closed-loop simulation of one row with the package's constants (or the API terms given)."""
     perf, cap = setup(doc, row)
     c = row["concurrency"]
     cfg = ServingConfig(
@@ -75,15 +81,15 @@ def simulate(doc: dict, row: dict) -> dict:
         output=Tokens(mean=row["output"]),
         requests=max(20 * c, 100),
         jitter_cv=0.05,
-        request_overhead_s=m.REQUEST_OVERHEAD_S,
-        api_s_per_token=m.API_S_PER_TOKEN,
+        request_overhead_s=m.REQUEST_OVERHEAD_S if request_s is None else request_s,
+        api_s_per_token_rate=m.API_S_PER_TOKEN_RATE if api is None else api,
         client_delay_s=m.CLIENT_DELAY_S,
     )
     return simulate_serving(cfg).summary()
 
 
-def fit(doc: dict) -> tuple[float, float, float]:
-    """(step, seq, request) overheads from the rows."""
+def fit(doc: dict) -> tuple[float, float]:
+    """(step, seq) overheads from the fitting rows' ITLs."""
     a, y = [], []
     for row in (r for r in doc["rows"] if r["split"] == "fit"):
         perf, _ = setup(doc, row, 0.0, 0.0)
@@ -94,39 +100,45 @@ def fit(doc: dict) -> tuple[float, float, float]:
         a.append([w, w * c])
         y.append(w * (row["itl_p50_s"] - gpu_only))
     (step, seq), *_ = np.linalg.lstsq(np.array(a), np.array(y), rcond=None)
-    first = next(r for r in doc["rows"] if r["split"] == "fit" and r["concurrency"] == 1 and "ttft_p50_s" in r)
-    perf, _ = setup(doc, first, float(step), float(seq))
-    request = first["ttft_p50_s"] - float(perf.prefill_s(first["prompt"]))
-    return float(step), float(seq), float(request)
+    return float(step), float(seq)
 
 
-def fit_api(doc: dict) -> float:
-    """API_S_PER_TOKEN: least squares of relative TTFT errors over the rows with a TTFT."""
-    eng = []
+def fit_api(doc: dict) -> tuple[float, float]:
+    """(REQUEST_OVERHEAD_S, API_S_PER_TOKEN_RATE): the published TTFT is the engine's (simulated
+    without the API terms) + request + api x output tokens/s, a linear least squares of
+    relative errors over the fitting rows with a TTFT."""
+    a, y = [], []
     for row in doc["rows"]:
         if "ttft_p50_s" not in row or row["split"] != "fit":
             continue
+        s = simulate(doc, row, 0.0, 0.0)
+        w = 1.0 / row["ttft_p50_s"]
+        a.append([w, w * s["output_tokens_per_s"]])
+        y.append(w * (row["ttft_p50_s"] - s["ttft_p50_s"]))
+    (request, api), *_ = np.linalg.lstsq(np.array(a), np.array(y), rcond=None)
+    return float(request), float(api)
+
+
+def errors(doc: dict) -> list[tuple[dict, float, float | None]]:
+    """Every row's relative ITL and TTFT errors (TTFT None where the row has none)."""
+    out = []
+    for row in doc["rows"]:
         s = simulate(doc, row)
-        load = min(m.API_MAX_LOAD, s["output_tokens_per_s"] * m.API_S_PER_TOKEN)
-        engine = s["ttft_p50_s"] - m.REQUEST_OVERHEAD_S / (1 - load)
-        eng.append((engine, s["output_tokens_per_s"], row["ttft_p50_s"]))
-    best = (float("inf"), 0.0)
-    for a in np.arange(0.0, 400e-6, 5e-6):
-        sse = sum(((e + m.REQUEST_OVERHEAD_S / (1 - min(m.API_MAX_LOAD, t * a))) / p - 1) ** 2 for e, t, p in eng)
-        best = min(best, (sse, float(a)))
-    return best[1]
+        ttft = s["ttft_p50_s"] / row["ttft_p50_s"] - 1 if "ttft_p50_s" in row else None
+        out.append((row, s["itl_p50_s"] / row["itl_p50_s"] - 1, ttft))
+    return out
 
 
 def main() -> int:
     doc = json.loads(ROWS.read_text())
-    step, seq, request = fit(doc)
-    api = fit_api(doc)
+    step, seq = fit(doc)
+    request, api = fit_api(doc)
     print(
-        f"fit: step {step * 1e3:.3f} ms, seq {seq * 1e6:.1f} us, request {request * 1e3:.1f} ms, api {api * 1e6:.0f} us/token"
+        f"fit: step {step * 1e3:.3f} ms, seq {seq * 1e6:.1f} us, request {request * 1e3:.1f} ms, api {api * 1e6:.1f} us per token/s"
     )
     print(
         f"package: step {m.STEP_OVERHEAD_S * 1e3:.3f} ms, seq {m.SEQ_OVERHEAD_S * 1e6:.1f} us,"
-        f" request {m.REQUEST_OVERHEAD_S * 1e3:.1f} ms, api {m.API_S_PER_TOKEN * 1e6:.0f} us/token"
+        f" request {m.REQUEST_OVERHEAD_S * 1e3:.1f} ms, api {m.API_S_PER_TOKEN_RATE * 1e6:.1f} us per token/s"
     )
     print("| row | c | split | ITL p50 pred / pub (err %) | TTFT p50 pred / pub (err %) |")
     for row in doc["rows"]:
@@ -136,6 +148,8 @@ def main() -> int:
         if "ttft_p50_s" in row:
             ttft = f"{s['ttft_p50_s'] * 1e3:.1f} / {row['ttft_p50_s'] * 1e3:.1f} ({(s['ttft_p50_s'] / row['ttft_p50_s'] - 1) * 100:+.0f})"
         print(f"| {row['gpu']} {row['model']} | {row['concurrency']} | {row['split']} | {itl} | {ttft} |")
+    held = sorted(abs(e) for r, i, t in errors(doc) if r["split"] == "check" for e in (i, t) if e is not None)
+    print(f"held out: {len(held)} points, median |error| {held[len(held) // 2]:.1%}, worst {held[-1]:.1%}")
     return 0
 
 

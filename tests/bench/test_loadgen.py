@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -22,7 +24,7 @@ class _Engine(BaseHTTPRequestHandler):
     most = 0
     lock = threading.Lock()
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:  # http.server calls it by this name
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         assert body["stream"] is True and body["ignore_eos"] is True
         with _Engine.lock:
@@ -47,15 +49,24 @@ class _Engine(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture()
-def server():
+@contextmanager
+def serve_engine() -> Iterator[str]:
+    """The stand-in engine on a free local port; yields its URL."""
     _Engine.most = 0
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Engine)
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.fixture()
+def server():
+    with serve_engine() as url:
+        yield url
 
 
 def test_closed_loop_keeps_exactly_n_in_flight_and_measures_the_stream(server):
@@ -97,3 +108,14 @@ def test_load_of_a_spec_follows_its_traffic():
     load = load_for(spec)
     assert load.rate_rps == 10 and load.concurrency is None and load.requests == 600
     assert (load.prompt_tokens, load.output_tokens) == (2048, 256)
+
+
+def test_ctrl_c_returns_what_finished_and_says_so(server):
+    import signal
+
+    timer = threading.Timer(0.3, signal.raise_signal, args=(signal.SIGINT,))
+    timer.start()
+    res = run_load(LoadSpec(requests=200, prompt_tokens=5, output_tokens=40, concurrency=2), openai_stream(server, "m"))
+    timer.join()
+    assert res.interrupted and isinstance(res.interruption, KeyboardInterrupt)
+    assert 0 < len(res.timings) < 200 and res.summary()["failed"] == 0

@@ -12,6 +12,7 @@ from gpufabric.catalog import load_catalog
 from gpufabric.results.records import Status
 from gpufabric.results.store import Store
 from gpufabric.spec.inference import load_inference_spec, read_located
+from tests.bench.test_loadgen import serve_engine
 from tests.conftest import EXAMPLES
 
 SERVING = EXAMPLES / "serving" / "llama3-70b-serving.yaml"
@@ -126,3 +127,78 @@ def test_bench_inference_dry_run_and_bad_input(cli, tmp_path):
     assert code == 0 and "gpufabric.bench.probes.collectives" in out
     code, _, err = cli("bench", "inference", SERVING, "--fabric", "roce-40g")
     assert code == 2 and "roce-400g" in err
+
+
+@pytest.fixture()
+def server():
+    with serve_engine() as url:
+        yield url
+
+
+def _small_spec(tmp_path, slo: str) -> str:
+    """The serving example with a short stream and the given SLOs (the stand-in engine is slow per token)."""
+    text = SERVING.read_text()
+    text = text.replace("output_tokens: {mean: 256, cv: 0.5}", "output_tokens: {mean: 8}")
+    text = text.replace("slo: {ttft_p99_s: 1.0, tpot_p99_s: 0.015}", f"slo: {slo}")
+    path = tmp_path / "small.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_bench_inference_drives_a_serving_endpoint_closed_loop_and_stores_it(cli, tmp_path, server):
+    """--url: N clients in a closed loop, AIPerf's figures stored in the one run and judged on the spec's SLOs."""
+    from tests.bench.test_loadgen import FIRST_S, _Engine
+
+    spec = _small_spec(tmp_path, "{ttft_p99_s: 5.0, tpot_p99_s: 0.0001}")  # the TPOT SLO cannot be met
+    db = tmp_path / "runs.db"
+    code, out, err = cli(
+        "bench", "inference", spec, "--no-kv", "--url", server, "--concurrency", "3", "--requests", "9",
+        "--db", db, "--format", "json",
+    )  # fmt: skip
+    doc = json.loads(out)
+    load = doc["load"]
+    assert (load["concurrency"], load["requests"], load["output_tokens"]) == (3, 9, 8) and _Engine.most == 3
+    s = load["summary"]
+    assert s["requests"] == 9 and s["failed"] == 0 and s["ttft_p50_s"] == pytest.approx(FIRST_S, abs=0.015)
+    assert s["itl_p99_s"] >= s["itl_p50_s"] > 0 and s["output_tokens_per_s"] > 0
+    verdicts = {v["test"] + ":" + v["reason"].split(" ")[0]: v["outcome"] for v in doc["load_verdicts"]}
+    outcomes = sorted(v["outcome"] for v in doc["load_verdicts"])
+    assert outcomes == ["failed", "passed"], verdicts  # TTFT within 5 s, TPOT not within 0.1 ms
+    assert code == 1 and doc["status"] == "failed" and doc["kv_run"] is None
+    with Store.open(db) as store:
+        run = store.get_run("latest")
+    assert run.kind == "bench.inference" and [r.name for r in run.results] == ["serving.load"]
+    metrics = {m.name: m.value for m in run.results[0].metrics}
+    assert metrics["ttft_p99_s"] == pytest.approx(s["ttft_p99_s"]) and "tpot_p50_s" in metrics
+
+
+def test_bench_inference_serving_load_passes_its_slos_as_text(cli, tmp_path, server):
+    spec = _small_spec(tmp_path, "{ttft_p99_s: 5.0, tpot_p99_s: 1.0}")
+    code, out, err = cli(
+        "bench", "inference", spec, "--no-kv", "--url", server, "--requests", "4", "--db", tmp_path / "r.db"
+    )
+    # The spec's traffic is a Poisson rate (10/s): --requests keeps it open loop.
+    assert code == 0, out + err
+    assert "load: Poisson 10 requests/s, 4 requests of 2048 in / 8 out: TTFT p50/p99" in out
+    assert "PASS serving.load ttft_p99_s: measured" in out and "PASS serving.load tpot_p99_s: measured" in out
+
+
+def test_bench_inference_load_dry_run_and_bad_input(cli, tmp_path):
+    code, out, err = cli(
+        "bench", "inference", SERVING, "--no-kv", "--url", "http://h:8000", "--concurrency", "8", "--dry-run"
+    )
+    assert code == 0, err
+    assert (
+        "# serving load: closed loop of 8 clients, 160 requests of 2048 in / 256 out to http://h:8000/v1/completions"
+        in out
+    )
+    assert "serving.load ttft_p99_s" in out  # the spec's SLOs the load would be judged by
+    code, out, _ = cli("bench", "inference", SERVING, "--url", "http://h:8000", "--dry-run", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["load"]["rate_rps"] == 10 and doc["config"]["ops"] == ["send_recv"]  # both parts
+    code, _, err = cli("bench", "inference", SERVING, "--no-kv")
+    assert code == 2 and "nothing would run" in err
+    code, _, err = cli("bench", "inference", SERVING, "--concurrency", "4")
+    assert code == 2 and "--url" in err
+    code, _, err = cli("bench", "inference", SERVING, "--no-kv", "--url", "ftp://x")
+    assert code == 2 and "http" in err

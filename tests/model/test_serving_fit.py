@@ -24,20 +24,22 @@ DOC = json.loads((ROOT / "tests" / "data" / "serving" / "fit_rows.json").read_te
 
 
 def test_package_constants_are_the_fit():
-    step, seq, request = fit_serving.fit(DOC)
+    step, seq = fit_serving.fit(DOC)
+    request, api = fit_serving.fit_api(DOC)
     assert m.STEP_OVERHEAD_S == pytest.approx(step, rel=0.02)
     assert m.SEQ_OVERHEAD_S == pytest.approx(seq, rel=0.02)
     assert m.REQUEST_OVERHEAD_S == pytest.approx(request, rel=0.02)
-    assert m.API_S_PER_TOKEN == pytest.approx(fit_serving.fit_api(DOC), abs=5e-6)
+    assert m.API_S_PER_TOKEN_RATE == pytest.approx(api, rel=0.02)
 
 
 def test_fitting_rows_within_recorded_errors():
-    itl_err, ttft_err = [], []
-    for row in DOC["rows"]:
-        s = fit_serving.simulate(DOC, row)
-        itl_err.append(abs(s["itl_p50_s"] / row["itl_p50_s"] - 1))
-        if "ttft_p50_s" in row:
-            ttft_err.append(abs(s["ttft_p50_s"] / row["ttft_p50_s"] - 1))
+    rows = fit_serving.errors(DOC)
+    itl_err = [abs(i) for _, i, _ in rows]
+    ttft_err = [abs(t) for _, _, t in rows if t is not None]
+    held = [abs(e) for r, i, t in rows if r["split"] == "check" for e in (i, t) if e is not None]
     assert max(itl_err) < 0.06  # docs/accuracy.md: ITL within 5% on every row, fit or held out
-    # TTFT: median |error| 17%, worst the held-out concurrency-32 row at +72%.
-    assert sorted(ttft_err)[len(ttft_err) // 2] < 0.25 and max(ttft_err) < 0.8
+    # TTFT within 20% on every row (the held-out concurrency-32 row the worst, +20%); the
+    # single-server-queue law this replaced was +72% there.
+    assert max(ttft_err) < 0.22
+    # The bar on the held-out points: median |error| <= 15%, none beyond 100%.
+    assert sorted(held)[len(held) // 2] <= 0.15 and max(held) < 1.0

@@ -290,3 +290,51 @@ def test_dp_attention_keeps_one_kv_copy_where_tp_exceeds_kv_heads():
     dpa_cap = m.kv_capacity_tokens(shape=mla_like, gpu=H100, tp=8, pp=1, memory_fraction=0.9, dp_attention=True)
     assert m.kv_replication(1, 8, False) == 8 and m.kv_replication(1, 8, True) == 1
     assert dpa_cap > 4 * tp_cap  # 8 copies of the one KV head vs one, less the replicated attention weights
+
+
+def test_a_cached_prefix_is_not_prefilled_again_and_holds_its_kv_once():
+    perf = _perf()
+    r = _closed(_engine(perf=perf, prefix_tokens=1500), 1, 1, prompt=2000, out=2)
+    # Only the last 500 tokens are computed, attending to all 2,000: the model's cached prefill.
+    assert r.first_token_s[0] == pytest.approx(float(perf.prefill_s(2000, 1500)))
+    assert float(perf.prefill_s(2000, 1500)) < 0.5 * float(perf.prefill_s(2000))
+    assert float(perf.prefill_s(2000, 0)) == float(perf.prefill_s(2000))
+    # A cache that holds 8 full requests holds about 3x as many when 1,500 of 2,200 tokens are shared.
+    cap = 8 * 2200 / 0.98
+    plain = _closed(_engine(kv_capacity_tokens=cap), 32, 320, prompt=2000, out=200, client_delay_s=0.003)
+    shared = _closed(
+        _engine(kv_capacity_tokens=cap, prefix_tokens=1500), 32, 320, prompt=2000, out=200, client_delay_s=0.003
+    )
+    assert plain.mean_batch <= 8.5 and shared.mean_batch > 2.5 * plain.mean_batch
+    ttft = lambda r: np.median(r.first_token_s - r.arrival_s)  # noqa: E731
+    assert ttft(shared) < 0.5 * ttft(plain)
+    # Preemption recomputes only the uncached part and still finishes every request.
+    tight = _closed(
+        _engine(kv_capacity_tokens=1500 + 8 * 700, prefix_tokens=1500),
+        8,
+        64,
+        prompt=2000,
+        out=400,
+        client_delay_s=0.003,
+    )
+    assert tight.preemptions > 0 and np.all(tight.finish_s >= tight.first_token_s)
+
+
+def test_prefix_caching_through_the_planner(tmp_path):
+    from gpufabric.plan.inference import make_serving_plan
+    from gpufabric.spec.inference import load_inference_spec, read_located
+    from tests.conftest import EXAMPLES
+
+    text = (EXAMPLES / "serving" / "llama3-70b-fp8-h100-closed-loop.yaml").read_text()
+    assert "prompt_tokens:" in text
+    path = tmp_path / "prefix.yaml"
+    path.write_text(text.replace("prompt_tokens:", "prefix_tokens: 800\n    prompt_tokens:", 1))
+    spec = load_inference_spec(read_located(path), known_ids=CAT.known_ids())
+    base = load_inference_spec(read_located(EXAMPLES / "serving" / "llama3-70b-fp8-h100-closed-loop.yaml"))
+    ttft = lambda s: next(c for c in make_serving_plan(s, CAT, simulate=simulate_serving).candidates).ttft_p99_s  # noqa: E731
+    assert spec.workload.traffic.prefix_tokens == 800 and ttft(spec) < 0.7 * ttft(base)
+    path.write_text(text.replace("prompt_tokens:", "prefix_tokens: 1000\n    prompt_tokens:", 1))
+    from gpufabric.errors import SpecError
+
+    with pytest.raises(SpecError, match="prefix_tokens = 1000 must be below"):
+        load_inference_spec(read_located(path))

@@ -14,7 +14,8 @@ Semantics (vllm ``benchmarks/serve.py``; AIPerf/genai-perf concurrency mode):
 The transport is a function ``send(prompt, max_tokens) -> iterator of arrival times of
 streamed tokens`` (``openai_stream`` posts ``/v1/completions`` with ``stream: true``), so
 the scheduling here is tested against any server and the HTTP client against a real one.
-Not wired into ``gpufabric bench inference`` yet (its recording is being reworked).
+``gpufabric bench inference --url`` runs it as a part of its recorded run
+(``bench.inference_service``).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ class LoadResult:
     duration_s: float = 0.0
     max_in_flight: int = 0
     interrupted: bool = False  # Ctrl-C stopped the run; the timings are what finished
+    interruption: KeyboardInterrupt | None = None  # what stopped it (SIGTERM arrives as a subclass)
 
     def summary(self) -> dict[str, float | int]:
         ok = [t for t in self.timings if not t.error and t.token_s]
@@ -108,21 +110,24 @@ class LoadResult:
         }
 
 
-def load_for(spec: Any, *, requests: int | None = None, seed: int = 0) -> LoadSpec:
-    """The load of an inference spec's traffic (its concurrency or rate, mean token counts).
+def load_for(spec: Any, *, requests: int | None = None, concurrency: int | None = None, seed: int = 0) -> LoadSpec:
+    """The load of an inference spec's traffic (its concurrency or rate, mean token counts);
+    ``concurrency`` replaces the spec's load with a closed loop of that many clients.
 
     ``requests`` defaults to 20 per client in a closed loop (``vllm bench serve`` sweeps use
     ``--num-prompts 20 x concurrency``) and to 60 s of arrivals in an open loop.
     """
     t = spec.workload.traffic
+    clients = concurrency if concurrency is not None else t.concurrency
+    rate = None if clients is not None else t.rate_rps
     if requests is None:
-        requests = 20 * t.concurrency if t.concurrency is not None else max(1, round(60 * t.rate_rps))
+        requests = 20 * clients if clients is not None else max(1, round(60 * (rate or 1.0)))
     return LoadSpec(
         requests=requests,
         prompt_tokens=max(1, round(t.prompt_tokens.mean)),
         output_tokens=max(1, round(t.output_tokens.mean)),
-        concurrency=t.concurrency,
-        rate_rps=t.rate_rps,
+        concurrency=clients,
+        rate_rps=rate,
         seed=seed,
     )
 
@@ -164,6 +169,7 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
             timings.append(RequestTiming(sent_s=sent, token_s=tuple(tokens), error=error))
 
     threads: list[threading.Thread] = []
+    caught: KeyboardInterrupt | None = None
     try:
         if spec.concurrency is not None:
             counter = iter(range(spec.requests))
@@ -192,8 +198,9 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
         for th in threads:
             while th.is_alive():
                 th.join(0.1)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         stop.set()
+        caught = exc
     with lock:  # requests still streaming after Ctrl-C are left out
         done = list(timings)
     return LoadResult(
@@ -202,6 +209,7 @@ def run_load(spec: LoadSpec, send: Send) -> LoadResult:
         duration_s=time.perf_counter() - t0,
         max_in_flight=in_flight[1],
         interrupted=stop.is_set(),
+        interruption=caught,
     )
 
 

@@ -29,6 +29,7 @@ Formulas, vectorisable with numpy (sizes in bytes, times in seconds):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -128,19 +129,21 @@ STEP_OVERHEAD_S = 0.93e-3
 #: block-table updates): same fit, same rows.
 SEQ_OVERHEAD_S = 43e-6
 #: API-server time inside every TTFT a client measures (HTTP, chat template, tokenisation,
-#: the engine-core hand-off and streaming the first token): the TTFT of the fitting row at
-#: concurrency 1 minus its prefill (docs/accuracy.md, serving section; vLLM 0.23 on a
-#: 4-vCPU host), as_of 2026-12. Overridable: engine.request_overhead_s.
-REQUEST_OVERHEAD_S = 0.022
-#: API-server CPU time per streamed output token (incremental detokenising, one SSE event):
-#: the server is one process per replica, so its load rho = output tokens/s x this stretches
-#: the request overhead to REQUEST_OVERHEAD_S / (1 - rho) (a single-server queue). vLLM's
-#: profile put the HTTP API server at 33% of the step before v0.6 (blog.vllm.ai 2024-09-05);
-#: the value is the least-squares fit of the TTFT rows (benchmarks/fit_serving.py).
-API_S_PER_TOKEN = 305e-6
-#: Highest API-server load the queue formula is used at (beyond it the server is saturated
-#: and the stretch is capped: the simulator does not model an unbounded backlog there).
-API_MAX_LOAD = 0.9
+#: the engine-core hand-off and streaming the first token): fitted with API_S_PER_TOKEN_RATE
+#: as the intercept of the fitting rows' TTFT over the simulated engine TTFT
+#: (benchmarks/fit_serving.py; docs/accuracy.md, serving section; vLLM 0.23 on a 4-vCPU
+#: host), as_of 2026-12. Overridable: engine.request_overhead_s.
+REQUEST_OVERHEAD_S = 0.0162
+#: TTFT the API server adds per output token per second its replica streams, seconds per
+#: (token/s): incremental detokenising and one SSE event per token share the server's event
+#: loop with request intake, so a new request's TTFT grows with the stream it has to get
+#: past. The published TTFTs rise linearly with output tokens/s up to the highest
+#: concurrency measured (ai.wmx.dev, vLLM 0.23, L4: +108 ms at 4,500 tokens/s, with the
+#: engine's ITL unchanged), which a single-server queue (overhead / (1 - load)) does not:
+#: it saturates before the server does. vLLM's profile put the HTTP API server at 33% of
+#: the step before v0.6 (blog.vllm.ai 2024-09-05). The value is the least-squares fit of
+#: the relative TTFT errors of the fitting rows (benchmarks/fit_serving.py), as_of 2026-12.
+API_S_PER_TOKEN_RATE = 31.2e-6
 #: Share of the KV cache an engine keeps free when admitting a request: vLLM's block-manager
 #: ``watermark`` default 0.01 (vllm/config CacheConfig, as_of 2026-12).
 KV_WATERMARK = 0.01
@@ -249,28 +252,51 @@ class ReplicaPerf:
         return gpu + self.step_overhead_s + b * self.seq_overhead_s
 
     def iteration_scalar_s(self, b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
-        """:meth:`iteration_s` for Python floats (the engine simulator calls it per iteration)."""
-        tokens = b * (1.0 + self.draft_tokens) + prefill_tokens
-        touched = 1.0 - (1.0 - self.expert_fraction) ** tokens if self.expert_weight_bytes else 0.0
-        weights_s = (self.dense_weight_bytes + self.expert_weight_bytes * touched) / self.hbm_bytes_per_s
-        linear = max(weights_s, tokens * self.flop_per_token / self.flop_per_s)
-        attn = (context_tokens * self.kv_read_bytes_per_token) / self.hbm_bytes_per_s + (
-            prefill_attn * self.attn_flop_per_token2
-        ) / self.flop_per_s
-        if tokens <= self.ar_switch_tokens:
-            comm = self.ar_count * (self.ar_small_fixed_s + self.ar_small_s_per_token * tokens)
-        else:
-            comm = self.ar_count * (self.ar_large_fixed_s + self.ar_large_s_per_token * tokens)
-        if tokens > 0:
-            comm += self.a2a_fixed_s + self.a2a_s_per_token * tokens
-        draft = self.draft_tokens * self.draft_cost_fraction * weights_s if b > 0 else 0.0
-        gpu = (linear + attn + comm + draft + self.stage_hops_s) * self.straggler_factor
-        return gpu + self.step_overhead_s + b * self.seq_overhead_s
+        """:meth:`iteration_s` for Python floats."""
+        return self.iteration_scalar_fn()(b, context_tokens, prefill_tokens, prefill_attn)
 
-    def prefill_s(self, prompt_tokens: Any) -> Any:
-        """One prompt prefilled alone in one iteration."""
+    def iteration_scalar_fn(self) -> Callable[[float, float, float, float], float]:
+        """:meth:`iteration_scalar_s` with every coefficient bound once: the engine simulator
+        calls it per iteration, and attribute reads were a third of its cost."""
+        q = 1.0 + self.draft_tokens
+        dense, expert, frac = self.dense_weight_bytes, self.expert_weight_bytes, self.expert_fraction
+        hbm, flops, fpt = self.hbm_bytes_per_s, self.flop_per_s, self.flop_per_token
+        kv_read, attn_flop = self.kv_read_bytes_per_token, self.attn_flop_per_token2
+        ar, switch = self.ar_count, self.ar_switch_tokens
+        small0, small1, large0, large1 = (
+            self.ar_small_fixed_s,
+            self.ar_small_s_per_token,
+            self.ar_large_fixed_s,
+            self.ar_large_s_per_token,
+        )
+        a2a0, a2a1 = self.a2a_fixed_s, self.a2a_s_per_token
+        draft_k = self.draft_tokens * self.draft_cost_fraction
+        hops, straggler, step, seq = self.stage_hops_s, self.straggler_factor, self.step_overhead_s, self.seq_overhead_s
+
+        def scalar(b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
+            tokens = b * q + prefill_tokens
+            touched = 1.0 - (1.0 - frac) ** tokens if expert else 0.0
+            weights_s = (dense + expert * touched) / hbm
+            linear = max(weights_s, tokens * fpt / flops)
+            attn = (context_tokens * kv_read) / hbm + (prefill_attn * attn_flop) / flops
+            comm = ar * (small0 + small1 * tokens) if tokens <= switch else ar * (large0 + large1 * tokens)
+            if tokens > 0:
+                comm += a2a0 + a2a1 * tokens
+            draft = draft_k * weights_s if b > 0 else 0.0
+            gpu = (linear + attn + comm + draft + hops) * straggler
+            return gpu + step + b * seq
+
+        return scalar
+
+    def prefill_s(self, prompt_tokens: Any, cached_tokens: int = 0) -> Any:
+        """One prompt prefilled alone in one iteration; ``cached_tokens`` of it (a shared prefix)
+        come from the prefix cache: only the rest is computed, attending to the whole prompt."""
         L = np.asarray(prompt_tokens, dtype=float)
-        return self.iteration_s(0.0, 0.0, L, L * L / 2.0)
+        if cached_tokens <= 0:
+            return self.iteration_s(0.0, 0.0, L, L * L / 2.0)
+        c = np.minimum(float(cached_tokens), L - 1.0)
+        rest = L - c
+        return self.iteration_s(0.0, 0.0, rest, rest * (c + rest / 2.0))
 
     def decode_step_s(self, batch: Any, mean_context_tokens: Any) -> Any:
         """One decode-only iteration of ``batch`` sequences of ``mean_context_tokens`` each."""
@@ -581,7 +607,8 @@ class ServingConfig:
     engine_requests: int | None = None  # most requests one simulated engine runs (None: the simulator's cap)
     jitter_cv: float = 0.05
     request_overhead_s: float = 0.0  # API server time in every TTFT (parse, tokenise, stream)
-    api_s_per_token: float = 0.0  # API server time per streamed token (its load stretches the overhead)
+    api_s_per_token_rate: float = 0.0  # TTFT per output token/s the replica streams (API server)
+    prefix_tokens: int = 0  # shared prompt prefix served from each engine's prefix cache
     client_delay_s: float = 0.0  # closed loop: mean delay before a client's next request
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")

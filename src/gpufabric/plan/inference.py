@@ -170,151 +170,156 @@ def make_serving_plan(
         InputError: the model does not fit the NVLink domain of the spec's GPU at any layout.
     """
     w = spec.workload
-    shape = m.shape_from_spec(w.model)
-    gpn = spec.cluster.gpus_per_node
     layouts = _layouts(spec, catalog)
     if not layouts:
+        shape = m.shape_from_spec(w.model)
         raise InputError(
             f"{shape.weight_bytes / 1e9:.0f} GB of weights plus the KV cache of one {_longest(spec):.0f}-token request"
-            f" do not fit {gpn} x {spec.cluster.gpu} at any tp x pp (or the pinned workload.replica); relax"
-            " workload.replica, lower kv_precision or use a larger GPU"
+            f" do not fit {spec.cluster.gpus_per_node} x {spec.cluster.gpu} at any tp x pp (or the pinned"
+            " workload.replica); relax workload.replica, lower kv_precision or use a larger GPU"
         )
-    o = spec.options
-    modes = (
-        ("colocated", "disaggregated")
-        if w.disaggregation in ("both", "auto")
-        else (("colocated",) if w.disaggregation == "none" else ("disaggregated",))
-    )
     sizer = _Sizer(
         spec, catalog, simulate, seed, min(requests or SIZING_REQUESTS_PER_ENGINE, SIZING_REQUESTS_PER_ENGINE)
     )
-    fabric0 = o.fabrics[0]
-    usd0 = _usd_gpu_h(spec, catalog, fabric0, None, None) if "build" in o.capacity else 1.0
-    out_tps = _output_tps(spec)
-    search: list[SearchRow] = []
-    best: dict[str, tuple[float, Layout, int, int]] = {}
-
-    def cost(gpus: int, tps: float) -> float:
-        return float(m.usd_per_million_tokens(usd_per_gpu_hour=usd0, gpus=gpus, tokens_per_s=tps))
-
-    sized: list[tuple[float, Layout, int, int, str]] = []  # every design sized to meet the SLOs
-
-    def visit(lay: Layout, mode: str, bound_gpus: int, hint: tuple[int, int] | None = None) -> None:
-        winner = min((v[0] for v in best.values()), default=float("inf"))
-        lb = cost(bound_gpus, out_tps) if out_tps else 0.0
-        if lb >= winner and w.traffic.rate_rps is not None:
-            search.append(
-                _row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized")
-            )
-            return
-        why = sizer.screen(lay)
-        if why is not None:
-            search.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", why))
-            return
-        if hint is None and mode in best:
-            # The best of this mode so far, scaled to this layout's GPUs per replica.
-            _, blay, bp, bd = best[mode]
-            scale = blay.gpus / lay.gpus
-            hint = (max(1, round(bp * scale)), round(bd * scale))
-        pd = sizer.colocated(lay, hint) if mode == "colocated" else sizer.disaggregated(lay, fabric0, hint)
-        if pd is None:
-            search.append(
-                _row(
-                    lay,
-                    mode,
-                    0,
-                    0,
-                    0,
-                    float("inf"),
-                    {},
-                    "infeasible",
-                    "no replica count within the cluster meets the SLOs",
-                )
-            )
-            return
-        p, d = pd
-        s = sizer.run(lay, fabric0, p, d)
-        gpus = (p + d) * lay.gpus
-        tps = out_tps or s["output_tokens_per_s"]
-        c = cost(gpus, tps)
-        search.append(_row(lay, mode, p, d, gpus, c, s, "meets", f"{p}+{d} replicas"))
-        sized.append((c, lay, p, d, mode))
-        if mode not in best or c < best[mode][0]:
-            best[mode] = (c, lay, p, d)
-
-    order = sorted(
-        ((sizer.lower_bound(lay) * lay.gpus, i, lay, mode) for i, lay in enumerate(layouts) for mode in modes),
-        key=lambda x: (x[0], x[1]),
-    )
-    for bound_replicas_gpus, _, lay, mode in order:
-        visit(lay, mode, bound_replicas_gpus)
-    # Batching knobs left to auto, searched on each mode's winning layout.
-    for mode in list(best):
-        _, lay, _, _ = best[mode]
-        # A budget below the batch is not a valid engine (vLLM refuses it): such pairs are skipped.
-        batches = (
-            []
-            if isinstance(w.batching.max_batch, int)
-            else [b for b in AUTO_MAX_BATCH if b != lay.max_batch and b <= lay.token_budget]
-        )
-        budgets = (
-            []
-            if isinstance(w.batching.max_batch_tokens, int)
-            else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget and t >= lay.max_batch]
-        )
-        hint = best[mode][2:]
-        ran = sizer.run(lay, fabric0, *hint)["mean_decode_batch"]
-        for b in batches:
-            var = replace(lay, max_batch=b)
-            if b >= 2 * ran:
-                # A cap far above the batch the winner runs changes nothing: not simulated.
-                search.append(
-                    _row(
-                        var,
-                        mode,
-                        0,
-                        0,
-                        0,
-                        float("inf"),
-                        {},
-                        "pruned",
-                        f"max batch {b} does not bind (mean batch {ran:.3g})",
-                    )
-                )
-                continue
-            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
-        for t in budgets:
-            var = replace(lay, token_budget=t)
-            visit(var, mode, sizer.lower_bound(var) * var.gpus, hint)
-    # The final check, cheapest sized design first, of any layout and mode; the next one is
-    # checked only while it could still beat the cheapest checked one (a check only ever adds
-    # replicas, so a design that ties or barely wins at sizing may lose after it).
-    verified: set[str] = set()
-    rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]] = {}  # -> p, d, $/M, summary
-    cheapest = float("inf")
-    for c, lay, p, d, mode in sorted(sized, key=lambda x: x[0]):
-        if c >= cheapest:
-            break
-        p2, d2, summary = sizer.verify(lay, fabric0, p, d)
-        c2 = cost((p2 + d2) * lay.gpus, out_tps or 1.0) if out_tps else c
-        rechecked[(mode, lay.label)] = (p2, d2, c2, summary)
-        if mode not in verified or c2 < best[mode][0]:
-            best[mode] = (c2, lay, p2, d2)
-        verified.add(mode)
-        cheapest = min(cheapest, c2)
-    cands = _candidates(spec, catalog, sizer, best, verified)
+    search = _Search(spec, catalog, sizer)
+    search.layouts(layouts)
+    search.batching_knobs()
+    rechecked = search.final_check()
+    cands = _candidates(spec, catalog, sizer, search.best, search.verified)
     cands.sort(key=lambda c: (not c.meets_slo, c.usd_per_million_output_tokens, c.ttft_p99_s, c.weight_load_s))
     rec = cands[0] if cands and cands[0].meets_slo else None
-    search = _mark(search, best, rec, rechecked)
+    rows = _mark(search.rows, search.best, rec, rechecked)
     return ServingPlan(
         name=spec.name,
         rate_rps=w.traffic.rate_rps,
         concurrency=w.traffic.concurrency,
         candidates=cands,
-        search=search,
+        search=rows,
         recommended=rec.id if rec else None,
-        rationale=_rationale(rec, cands, spec, search),
+        rationale=_rationale(rec, cands, spec, rows),
     )
+
+
+class _Search:
+    """The search's state: the rows of the table, every sized design, the best per mode."""
+
+    def __init__(self, spec: InferenceSpec, catalog: Catalog, sizer: _Sizer) -> None:
+        o = spec.options
+        self.spec, self.sizer = spec, sizer
+        self.fabric0 = o.fabrics[0]
+        self.usd0 = _usd_gpu_h(spec, catalog, self.fabric0, None, None) if "build" in o.capacity else 1.0
+        self.out_tps = _output_tps(spec)
+        self.rows: list[SearchRow] = []
+        self.best: dict[str, tuple[float, Layout, int, int]] = {}  # mode -> $/M, layout, p, d
+        self.sized: list[tuple[float, Layout, int, int, str]] = []  # every design sized to meet the SLOs
+        self.verified: set[str] = set()
+        d = spec.workload.disaggregation
+        self.modes = (
+            ("colocated", "disaggregated")
+            if d in ("both", "auto")
+            else (("colocated",) if d == "none" else ("disaggregated",))
+        )
+
+    def cost(self, gpus: int, tps: float) -> float:
+        return float(m.usd_per_million_tokens(usd_per_gpu_hour=self.usd0, gpus=gpus, tokens_per_s=tps))
+
+    def layouts(self, layouts: list[Layout]) -> None:
+        """Every layout x mode, cheapest lower bound first."""
+        order = sorted(
+            (
+                (self.sizer.lower_bound(lay) * lay.gpus, i, lay, mode)
+                for i, lay in enumerate(layouts)
+                for mode in self.modes
+            ),
+            key=lambda x: (x[0], x[1]),
+        )
+        for bound_replicas_gpus, _, lay, mode in order:
+            self.visit(lay, mode, bound_replicas_gpus)
+
+    def visit(self, lay: Layout, mode: str, bound_gpus: int, hint: tuple[int, int] | None = None) -> None:
+        """Size one layout x mode (or prune it on its bound, or find it infeasible); one table row."""
+        winner = min((v[0] for v in self.best.values()), default=float("inf"))
+        lb = self.cost(bound_gpus, self.out_tps) if self.out_tps else 0.0
+        if lb >= winner and self.spec.workload.traffic.rate_rps is not None:
+            pruned = f"lower bound ${lb:.3g}/M >= ${winner:.3g}/M sized"
+            self.rows.append(_row(lay, mode, 0, 0, bound_gpus, lb, {}, "pruned", pruned))
+            return
+        screened = self.sizer.screen(lay)
+        if screened is not None:
+            self.rows.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", screened))
+            return
+        if hint is None and mode in self.best:
+            # The best of this mode so far, scaled to this layout's GPUs per replica.
+            _, blay, bp, bd = self.best[mode]
+            scale = blay.gpus / lay.gpus
+            hint = (max(1, round(bp * scale)), round(bd * scale))
+        if mode == "colocated":
+            pd = self.sizer.colocated(lay, hint)
+        else:
+            pd = self.sizer.disaggregated(lay, self.fabric0, hint)
+        if pd is None:
+            none = "no replica count within the cluster meets the SLOs"
+            self.rows.append(_row(lay, mode, 0, 0, 0, float("inf"), {}, "infeasible", none))
+            return
+        p, d = pd
+        s = self.sizer.run(lay, self.fabric0, p, d)
+        gpus = (p + d) * lay.gpus
+        c = self.cost(gpus, self.out_tps or s["output_tokens_per_s"])
+        self.rows.append(_row(lay, mode, p, d, gpus, c, s, "meets", f"{p}+{d} replicas"))
+        self.sized.append((c, lay, p, d, mode))
+        if mode not in self.best or c < self.best[mode][0]:
+            self.best[mode] = (c, lay, p, d)
+
+    def batching_knobs(self) -> None:
+        """Batching knobs left to auto, searched on each mode's winning layout."""
+        b_auto = self.spec.workload.batching
+        for mode in list(self.best):
+            _, lay, _, _ = self.best[mode]
+            # A budget below the batch is not a valid engine (vLLM refuses it): such pairs are skipped.
+            batches = (
+                []
+                if isinstance(b_auto.max_batch, int)
+                else [b for b in AUTO_MAX_BATCH if b != lay.max_batch and b <= lay.token_budget]
+            )
+            budgets = (
+                []
+                if isinstance(b_auto.max_batch_tokens, int)
+                else [t for t in AUTO_TOKEN_BUDGET if t != lay.token_budget and t >= lay.max_batch]
+            )
+            hint = self.best[mode][2:]
+            ran = self.sizer.run(lay, self.fabric0, *hint)["mean_decode_batch"]
+            for b in batches:
+                var = replace(lay, max_batch=b)
+                if b >= 2 * ran:
+                    # A cap far above the batch the winner runs changes nothing: not simulated.
+                    why = f"max batch {b} does not bind (mean batch {ran:.3g})"
+                    self.rows.append(_row(var, mode, 0, 0, 0, float("inf"), {}, "pruned", why))
+                    continue
+                self.visit(var, mode, self.sizer.lower_bound(var) * var.gpus, hint)
+            for t in budgets:
+                var = replace(lay, token_budget=t)
+                self.visit(var, mode, self.sizer.lower_bound(var) * var.gpus, hint)
+
+    def final_check(self) -> dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]]:
+        """The final check, cheapest sized design first, of any layout and mode; the next one is
+        checked only while it could still beat the cheapest checked one (a check only ever adds
+        replicas, so a design that ties or barely wins at sizing may lose after it).
+
+        Returns: (mode, layout label) -> p, d, $/M, summary of every rechecked design.
+        """
+        rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]] = {}
+        cheapest = float("inf")
+        for c, lay, p, d, mode in sorted(self.sized, key=lambda x: x[0]):
+            if c >= cheapest:
+                break
+            p2, d2, summary = self.sizer.verify(lay, self.fabric0, p, d)
+            c2 = self.cost((p2 + d2) * lay.gpus, self.out_tps or 1.0) if self.out_tps else c
+            rechecked[(mode, lay.label)] = (p2, d2, c2, summary)
+            if mode not in self.verified or c2 < self.best[mode][0]:
+                self.best[mode] = (c2, lay, p2, d2)
+            self.verified.add(mode)
+            cheapest = min(cheapest, c2)
+        return rechecked
 
 
 def _output_tps(spec: InferenceSpec) -> float:

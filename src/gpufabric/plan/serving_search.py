@@ -179,7 +179,8 @@ def _config(
         requests=requests,
         jitter_cv=w.jitter_cv,
         request_overhead_s=m.REQUEST_OVERHEAD_S if over is None else over,
-        api_s_per_token=m.API_S_PER_TOKEN,
+        api_s_per_token_rate=m.API_S_PER_TOKEN_RATE,
+        prefix_tokens=w.traffic.prefix_tokens,
         client_delay_s=m.CLIENT_DELAY_S,
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
@@ -307,7 +308,7 @@ class _Sizer:
         allowed = batches[steps <= limit]
         b = int(allowed[-1]) if allowed.size else 1
         work = (
-            float(perf.prefill_s(t.prompt_tokens.mean))
+            float(perf.prefill_s(t.prompt_tokens.mean, t.prefix_tokens))
             + (t.output_tokens.mean - 1) / perf.tokens_per_step * float(perf.decode_step_s(b, ctx)) / b
         )
         return max(1, int(t.rate_rps * work / lay.pp))
@@ -325,7 +326,7 @@ class _Sizer:
             if limit is None:
                 continue
             prompt = _quantile(pt.mean, pt.cv, q, pt.max)
-            alone = float(perf.prefill_s(prompt)) + over
+            alone = float(perf.prefill_s(prompt, w.traffic.prefix_tokens)) + over
             if alone > limit:
                 return f"{key}: a {prompt:.0f}-token prompt alone takes {alone:.3g} s > {limit:g} s"
         limit = min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf"), slo.itl_p99_s or float("inf"))
@@ -335,13 +336,19 @@ class _Sizer:
             return f"tpot: one sequence alone steps in {step * 1e3:.3g} ms > {limit * 1e3:g} ms"
         return None
 
-    def smallest(self, lo: int, hi: int, good: Callable[[int], bool], hint: int | None = None) -> int | None:
+    def smallest(
+        self, lo: int, hi: int, good: Callable[[int], bool], hint: int | None = None, *, hi_first: bool = False
+    ) -> int | None:
         """Smallest n in [lo, hi] with good(n) (monotone); None if hi fails.
 
         From a hint (the answer of a similar layout scaled to this one's GPUs) it walks one
         step at a time, which is a couple of simulations when the hint is close; otherwise
-        it doubles from lo, then bisects.
+        it doubles from lo, then bisects. ``hi_first``: try hi before anything else, one
+        simulation that settles an infeasible point (which the walk would reach only after
+        all its steps).
         """
+        if hi_first and lo <= hi and not good(hi):
+            return None
         if hint is not None and lo <= hint <= hi:
             n = hint
             if good(n):
@@ -388,6 +395,8 @@ class _Sizer:
             return None
         lo = max(1, self.lower_bound(lay) // 2)
         # Prefill replicas for TTFT with a generous decode pool, then the fewest decode replicas.
+        # Without a hint, the whole fleet first: a prefill pool that misses TTFT at any size is
+        # common (the KV transfer and a long prompt's prefill add up) and costs one simulation.
         d_hi = max(1, fleet // 4)
         hp = None if hint is None else max(1, min(fleet - 1, hint[0]))
         p = self.smallest(
@@ -395,6 +404,7 @@ class _Sizer:
             fleet - 1,
             lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
             hp,
+            hi_first=hp is None,  # with a hint (a similar layout that met TTFT) the walk is cheaper
         )
         if p is None:
             return None

@@ -61,6 +61,9 @@ class EngineConfig:
     mixed: bool = True
     prefilled: bool = False  # requests arrive with their KV cache (disaggregated decode pool)
     jitter_cv: float = 0.0
+    # Prompt tokens every request shares (a system prompt) that the prefix cache holds once per
+    # engine (vLLM automatic prefix caching, SGLang RadixAttention): prefill computes the rest.
+    prefix_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,11 +85,14 @@ class EngineResult:
 class _Jitter:
     """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals."""
 
+    __slots__ = ("cv2", "i", "normals", "rng", "sigma")
+
     def __init__(self, rng: np.random.Generator, cv: float) -> None:
         self.cv2 = cv * cv
         self.rng = rng
         self.normals: list[float] = []
         self.i = 0
+        self.sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
 
     def __call__(self, k: int) -> float:
         if self.cv2 <= 0:
@@ -96,8 +102,11 @@ class _Jitter:
             self.i = 0
         z = self.normals[self.i]
         self.i += 1
-        s2 = math.log1p(self.cv2 / k)
-        return math.exp(math.sqrt(s2) * z - s2 / 2)
+        sig = self.sigma.get(k)
+        if sig is None:
+            s2 = math.log1p(self.cv2 / k)
+            sig = self.sigma[k] = (math.sqrt(s2), s2 / 2)
+        return math.exp(sig[0] * z - sig[1])
 
 
 def run_engine(
@@ -131,271 +140,349 @@ def run_engine(
         raise InputError("an engine run needs requests and exactly one of arrival times and a concurrency")
     if cfg.max_batch < 1 or cfg.token_budget < 1:
         raise InputError("an engine needs max_batch >= 1 and a token budget >= 1")
-    perf = cfg.perf
-    q = 1 + perf.draft_tokens  # query tokens per decoding sequence per iteration
-    g = perf.tokens_per_step  # tokens it emits per iteration (speculative decoding: > 1)
+    q = 1 + cfg.perf.draft_tokens  # query tokens per decoding sequence per iteration
     if cfg.token_budget < q:
         raise InputError(f"token budget {cfg.token_budget} is below one decode step's {q} tokens")
-    cap = float(cfg.kv_capacity_tokens)
     prompt_l = [int(x) for x in prompt.tolist()]
     out_l = [max(1, int(x)) for x in output.tolist()]
     longest = max(p + o for p, o in zip(prompt_l, out_l, strict=True))
+    cap = float(cfg.kv_capacity_tokens)
     if cap * (1.0 - KV_WATERMARK) < longest:
         raise InputError(
             f"the KV cache ({cap:,.0f} tokens, {KV_WATERMARK:.0%} kept free) cannot hold the longest request"
             f" ({longest:,} tokens); raise tp or pp"
         )
-    rng = np.random.default_rng(seed)
-    it_s = perf.iteration_scalar_s
-    # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
-    ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
-    jitter = _Jitter(rng, cfg.jitter_cv)
-    arr = [0.0] * n
-    first = [math.nan] * n
-    finish = [math.nan] * n
-    todo = list(prompt_l)  # tokens still to prefill (the prompt; after a preemption, prompt + produced)
-    done = [0] * n  # tokens prefilled so far (KV held while prefilling)
-    produced = [0.0] * n  # tokens emitted so far (kept over a preemption)
-    join_it = [0] * n  # decode iteration at which the request joined the decode batch
-    join_ctx = [0.0] * n  # its context then
-    fin_it = [0] * n  # decode iteration at which it finishes
-    state = [0] * n  # 0 waiting, 1 prefilling, 2 decoding, 3 finished
-    waiting: deque[int] = deque()
-    prefilling: list[int] = []
-    heap: list[tuple[int, int]] = []  # (finish iteration, request), lazily deleted on preemption
-    order: list[int] = []  # admission order of running requests: preemption victims from the end
-    b = 0  # decoding sequences
-    s_ctx = 0.0  # sum over decoding of (join_ctx - g join_it): their context is s_ctx + b g it
-    kv_prefill = 0.0  # KV tokens held by partly prefilled requests
-    it = 0  # decode iterations so far
-    t = 0.0
-    issued = 0
-    # Requests not yet at the engine: (time, request), earliest first.
-    pending: list[tuple[float, int]] = []
-    if arrival_s is not None:
-        pending = [(float(x), i) for i, x in enumerate(arrival_s.tolist())]
-        heapq.heapify(pending)
-        issued = n
-    else:
-        issued = min(int(concurrency or 1), n)
-        starts = np.sort(rng.uniform(0.0, stagger_s, issued)) if stagger_s > 0 else np.zeros(issued)
-        pending = [(float(starts[i]), i) for i in range(issued)]
-    delays = rng.exponential(client_delay_s, n) if client_delay_s > 0 else np.zeros(n)
-    if extra_delay_s is not None:
-        delays = delays + extra_delay_s
-        if arrival_s is None:
-            pending = [(a + float(delays[i]), i) for a, i in pending]
-    finished = 0
-    preemptions = 0
-    iterations = 0
-    busy = 0.0
-    batch_area = 0.0
-    gaps: list[float] = []
-    weights: list[float] = []
-    stall = 0.0  # time the decoding sequences spent stalled behind prefill-only iterations
+    sim = _Engine(cfg, prompt_l, out_l, np.random.default_rng(seed))
+    sim.load(arrival_s, concurrency, client_delay_s, extra_delay_s, stagger_s)
+    sim.run()
+    return sim.result()
 
-    def complete(r: int) -> None:
-        nonlocal finished, issued
-        state[r] = 3
-        finish[r] = t
-        finished += 1
-        if issued < n:  # closed loop: the client sends its next request
-            heapq.heappush(pending, (t + float(delays[issued]), issued))
-            issued += 1
 
-    def join(r: int) -> None:
-        nonlocal b, s_ctx
-        steps = max(0, math.ceil((out_l[r] - produced[r]) / g - 1e-9))
+class _Engine:
+    """The state of one engine run and its scheduling steps (``run_engine`` drives it).
+
+    Decoding sequences are kept as sums, not lists: with ``g`` tokens per iteration, the
+    summed context of the decode batch at decode iteration ``it`` is ``s_ctx + b g it``.
+    """
+
+    __slots__ = (
+        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "delays", "done", "finish", "finished",
+        "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
+        "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
+        "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
+    )  # fmt: skip
+
+    def __init__(self, cfg: EngineConfig, prompt_l: list[int], out_l: list[int], rng: np.random.Generator) -> None:
+        perf = cfg.perf
+        n = len(prompt_l)
+        self.cfg, self.n, self.rng = cfg, n, rng
+        self.prompt_l, self.out_l = prompt_l, out_l
+        self.q = 1 + perf.draft_tokens
+        self.g = perf.tokens_per_step  # tokens it emits per iteration (speculative decoding: > 1)
+        self.cap = float(cfg.kv_capacity_tokens)
+        self.it_s = perf.iteration_scalar_fn()
+        # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
+        self.ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
+        self.jitter = _Jitter(rng, cfg.jitter_cv)
+        self.arr = [0.0] * n
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
+        prefix = 0 if cfg.prefilled else cfg.prefix_tokens
+        # Prompt tokens served from the prefix cache (vLLM computes at least the last one).
+        self.cached = [min(prefix, p - 1) for p in prompt_l] if prefix > 0 else [0] * n
+        self.shared = float(prefix)  # the cached prefix's KV, held once
+        self.s_cached = 0.0  # sum of ``cached`` over the decoding requests (their context counts it)
+        # Tokens still to prefill (the prompt; after a preemption, prompt + produced), less the cached prefix.
+        self.todo = [p - c for p, c in zip(prompt_l, self.cached, strict=True)]
+        self.done = list(self.cached)  # tokens prefilled so far, the cached prefix included
+        self.produced = [0.0] * n  # tokens emitted so far (kept over a preemption)
+        self.join_it = [0] * n  # decode iteration at which the request joined the decode batch
+        self.join_ctx = [0.0] * n  # its context then
+        self.fin_it = [0] * n  # decode iteration at which it finishes
+        self.state = [0] * n  # 0 waiting, 1 prefilling, 2 decoding, 3 finished
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []
+        self.heap: list[tuple[int, int]] = []  # (finish iteration, request), lazily deleted on preemption
+        self.order: list[int] = []  # admission order of running requests: preemption victims from the end
+        self.b = 0  # decoding sequences
+        self.s_ctx = 0.0  # sum over decoding of (join_ctx - g join_it)
+        self.kv_prefill = 0.0  # KV tokens held by partly prefilled requests
+        self.it = 0  # decode iterations so far
+        self.t = 0.0
+        self.issued = 0
+        self.pending: list[tuple[float, int]] = []  # requests not yet at the engine: (time, request)
+        self.delays = np.zeros(n)
+        self.finished = self.preemptions = self.iterations = 0
+        self.busy = self.batch_area = 0.0
+        self.gaps: list[float] = []
+        self.weights: list[float] = []
+        self.stall = 0.0  # time the decoding sequences spent stalled behind prefill-only iterations
+
+    def load(
+        self,
+        arrival_s: np.ndarray | None,
+        concurrency: int | None,
+        client_delay_s: float,
+        extra_delay_s: np.ndarray | None,
+        stagger_s: float,
+    ) -> None:
+        """The requests' way to the engine: arrival times, or the closed loop's first requests."""
+        n = self.n
+        if arrival_s is not None:
+            self.pending = [(float(x), i) for i, x in enumerate(arrival_s.tolist())]
+            heapq.heapify(self.pending)
+            self.issued = n
+        else:
+            self.issued = min(int(concurrency or 1), n)
+            starts = np.sort(self.rng.uniform(0.0, stagger_s, self.issued)) if stagger_s > 0 else np.zeros(self.issued)
+            self.pending = [(float(starts[i]), i) for i in range(self.issued)]
+        delays = self.rng.exponential(client_delay_s, n) if client_delay_s > 0 else np.zeros(n)
+        if extra_delay_s is not None:
+            delays = delays + extra_delay_s
+            if arrival_s is None:
+                self.pending = [(a + float(delays[i]), i) for a, i in self.pending]
+        self.delays = delays
+
+    # -- bookkeeping of one request -------------------------------------------------------
+
+    def complete(self, r: int) -> None:
+        self.state[r] = 3
+        self.finish[r] = self.t
+        self.finished += 1
+        if self.issued < self.n:  # closed loop: the client sends its next request
+            heapq.heappush(self.pending, (self.t + float(self.delays[self.issued]), self.issued))
+            self.issued += 1
+
+    def join(self, r: int) -> None:
+        """Request ``r`` (prefilled) joins the decode batch, or completes if it has no token left."""
+        steps = max(0, math.ceil((self.out_l[r] - self.produced[r]) / self.g - 1e-9))
         if steps == 0:
-            complete(r)
+            self.complete(r)
             return
-        state[r] = 2
-        join_it[r] = it
-        join_ctx[r] = prompt_l[r] + produced[r]
-        fin_it[r] = it + steps
-        b += 1
-        s_ctx += join_ctx[r] - g * it
-        heapq.heappush(heap, (it + steps, r))
+        it = self.it
+        self.state[r] = 2
+        self.join_it[r] = it
+        ctx = self.join_ctx[r] = self.prompt_l[r] + self.produced[r]
+        self.fin_it[r] = it + steps
+        self.b += 1
+        self.s_ctx += ctx - self.g * it
+        self.s_cached += self.cached[r]
+        heapq.heappush(self.heap, (it + steps, r))
 
-    def finish_ready() -> None:
-        nonlocal b, s_ctx
-        while heap and heap[0][0] <= it:
+    def finish_ready(self) -> None:
+        heap, state, fin_it = self.heap, self.state, self.fin_it
+        while heap and heap[0][0] <= self.it:
             f, r = heapq.heappop(heap)
             if state[r] != 2 or fin_it[r] != f:
                 continue  # a preempted request's old entry
-            b -= 1
-            s_ctx -= join_ctx[r] - g * join_it[r]
-            complete(r)
+            self.b -= 1
+            self.s_ctx -= self.join_ctx[r] - self.g * self.join_it[r]
+            self.s_cached -= self.cached[r]
+            self.complete(r)
 
-    def preempt() -> bool:
+    def preempt(self) -> bool:
         """Free the most recently admitted running request; False when none is running."""
-        nonlocal b, s_ctx, kv_prefill, preemptions
-        while order:
-            r = order.pop()
-            if state[r] == 2:
-                produced[r] = min(float(out_l[r]), produced[r] + g * (it - join_it[r]))
-                b -= 1
-                s_ctx -= join_ctx[r] - g * join_it[r]
-            elif state[r] == 1:
-                kv_prefill -= done[r]
-                prefilling.remove(r)
+        while self.order:
+            r = self.order.pop()
+            if self.state[r] == 2:
+                self.produced[r] = min(float(self.out_l[r]), self.produced[r] + self.g * (self.it - self.join_it[r]))
+                self.b -= 1
+                self.s_ctx -= self.join_ctx[r] - self.g * self.join_it[r]
+                self.s_cached -= self.cached[r]
+            elif self.state[r] == 1:
+                self.kv_prefill -= self.done[r] - self.cached[r]
+                self.prefilling.remove(r)
             else:
                 continue
-            state[r] = 0
+            self.state[r] = 0
             # Recompute: the prompt and every token produced so far are prefilled again.
-            todo[r] = prompt_l[r] + int(produced[r])
-            done[r] = 0
-            waiting.appendleft(r)
-            preemptions += 1
+            self.todo[r] = self.prompt_l[r] + int(self.produced[r]) - self.cached[r]
+            self.done[r] = self.cached[r]
+            self.waiting.appendleft(r)
+            self.preemptions += 1
             return True
         return False
 
-    def record(dt: float, k: int) -> None:
-        nonlocal t, busy, batch_area, iterations, stall
-        gaps.append(dt / k + stall)
-        weights.append(float(b))
+    def record(self, dt: float, k: int) -> None:
+        """``k`` decode iterations of ``dt`` in all: the gaps the decoding streams saw."""
+        b = self.b
+        self.gaps.append(dt / k + self.stall)
+        self.weights.append(float(b))
         if k > 1:
-            gaps.append(dt / k)
-            weights.append(float(b * (k - 1)))
-        stall = 0.0
-        t += dt
-        busy += dt
-        batch_area += b * dt
-        iterations += k
+            self.gaps.append(dt / k)
+            self.weights.append(float(b * (k - 1)))
+        self.stall = 0.0
+        self.t += dt
+        self.busy += dt
+        self.batch_area += b * dt
+        self.iterations += k
 
-    while finished < n:
-        while pending and pending[0][0] <= t:
-            a, r = heapq.heappop(pending)
-            arr[r] = a
-            waiting.append(r)
-        if b + len(prefilling) == 0 and not waiting:
-            t = pending[0][0]  # idle until the next arrival
-            continue
-        kv_used = s_ctx + b * g * it + kv_prefill
-        # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
-        while b and kv_used + b * g > cap and preempt():
-            kv_used = s_ctx + b * g * it + kv_prefill
-        if cfg.prefilled:
-            # Decode pool: admission allocates the transferred KV; no prefill compute.
-            admitted = []
-            while waiting and b < cfg.max_batch and kv_used + prompt_l[waiting[0]] + (b + 1) * g <= cap:
-                r = waiting.popleft()
-                order.append(r)
-                kv_used += prompt_l[r]
-                join(r)
-                admitted.append(r)
-            if b == 0:
-                if not waiting:
-                    continue
-                raise InputError("the KV cache cannot admit a transferred request; raise tp or pp")
-            if admitted:
-                ctx = s_ctx + b * g * it
-                record(it_s(b, ctx, 0.0, 0.0) * jitter(1), 1)
-                it += 1
-                for r in admitted:
-                    if math.isnan(first[r]):
-                        first[r] = t
-                finish_ready()
+    def kv_used(self) -> float:
+        """KV tokens held: the decoding contexts (the shared prefix once), partly prefilled prompts."""
+        return self.s_ctx + self.b * self.g * self.it + self.kv_prefill - self.s_cached + self.shared
+
+    # -- one scheduling step --------------------------------------------------------------
+
+    def run(self) -> None:
+        cfg = self.cfg
+        while self.finished < self.n:
+            pending = self.pending
+            while pending and pending[0][0] <= self.t:
+                a, r = heapq.heappop(pending)
+                self.arr[r] = a
+                self.waiting.append(r)
+            if self.b + len(self.prefilling) == 0 and not self.waiting:
+                self.t = pending[0][0]  # idle until the next arrival
                 continue
-        running = b + len(prefilling)
-        room = cap - kv_used - b * g
-        admissible = not cfg.prefilled and bool(waiting) and running < cfg.max_batch and room >= 1
-        prefill_pending = bool(prefilling) or admissible
-        run_decodes = b > 0 and (cfg.mixed or not prefill_pending)
-        if run_decodes and not prefill_pending:
-            # A run of identical decode iterations until a request finishes, the cache fills,
-            # or (open loop) an arrival could be admitted.
-            k = min(MAX_JUMP, heap[0][0] - it)
-            k = max(1, min(k, int((cap - kv_used) // (b * g))))
-            ctx0 = s_ctx + b * g * it
-            t0 = it_s(b, ctx0, 0.0, 0.0)
-            if pending and running < cfg.max_batch:
-                dt = ctx_slope * b * g
-                gap = max(0.0, pending[0][0] - t)
-                if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
-                    half = t0 - dt / 2
-                    k_arr = math.ceil((-half + math.sqrt(half * half + 2 * dt * gap)) / dt)
-                else:
-                    k_arr = math.ceil(gap / t0)
-                k = max(1, min(k, k_arr))
-            t_last = t0 + ctx_slope * b * g * (k - 1)
-            record(k * (t0 + t_last) / 2 * jitter(k), k)
-            it += k
-            finish_ready()
-            continue
-        # One explicit iteration: the decodes (when they run) and prefill chunks in the budget.
-        budget = cfg.token_budget - (b * q if run_decodes else 0)
-        room = cap - kv_used - (b * g if run_decodes else 0)
-        chunks: list[tuple[int, int]] = []
+            kv_used = self.kv_used()
+            # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
+            while self.b and kv_used + self.b * self.g > self.cap and self.preempt():
+                kv_used = self.kv_used()
+            if cfg.prefilled and self.decode_pool_step(kv_used):
+                continue
+            running = self.b + len(self.prefilling)
+            room = self.cap - kv_used - self.b * self.g
+            admissible = not cfg.prefilled and bool(self.waiting) and running < cfg.max_batch and room >= 1
+            prefill_pending = bool(self.prefilling) or admissible
+            run_decodes = self.b > 0 and (cfg.mixed or not prefill_pending)
+            if run_decodes and not prefill_pending:
+                self.decode_jump(kv_used, running)
+            else:
+                self.chunked_step(kv_used, run_decodes)
+
+    def decode_pool_step(self, kv_used: float) -> bool:
+        """Decode pool: admission allocates the transferred KV (no prefill compute); True when
+        this step ran an iteration (or found nothing to do)."""
+        cfg, waiting, prompt_l, g = self.cfg, self.waiting, self.prompt_l, self.g
+        admitted = []
+        while waiting and self.b < cfg.max_batch and kv_used + prompt_l[waiting[0]] + (self.b + 1) * g <= self.cap:
+            r = waiting.popleft()
+            self.order.append(r)
+            kv_used += prompt_l[r]
+            self.join(r)
+            admitted.append(r)
+        if self.b == 0:
+            if not waiting:
+                return True
+            raise InputError("the KV cache cannot admit a transferred request; raise tp or pp")
+        if not admitted:
+            return False
+        ctx = self.s_ctx + self.b * g * self.it
+        self.record(self.it_s(self.b, ctx, 0.0, 0.0) * self.jitter(1), 1)
+        self.it += 1
+        for r in admitted:
+            if math.isnan(self.first[r]):
+                self.first[r] = self.t
+        self.finish_ready()
+        return True
+
+    def decode_jump(self, kv_used: float, running: int) -> None:
+        """A run of identical decode iterations until a request finishes, the cache fills,
+        or (open loop) an arrival could be admitted."""
+        b, g, it, heap, pending = self.b, self.g, self.it, self.heap, self.pending
+        k = min(MAX_JUMP, heap[0][0] - it)
+        k = max(1, min(k, int((self.cap - kv_used) // (b * g))))
+        ctx0 = self.s_ctx + b * g * it
+        t0 = self.it_s(b, ctx0, 0.0, 0.0)
+        if pending and running < self.cfg.max_batch:
+            dt = self.ctx_slope * b * g
+            gap = max(0.0, pending[0][0] - self.t)
+            if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
+                half = t0 - dt / 2
+                k_arr = math.ceil((-half + math.sqrt(half * half + 2 * dt * gap)) / dt)
+            else:
+                k_arr = math.ceil(gap / t0)
+            k = max(1, min(k, k_arr))
+        t_last = t0 + self.ctx_slope * b * g * (k - 1)
+        self.record(k * (t0 + t_last) / 2 * self.jitter(k), k)
+        self.it += k
+        self.finish_ready()
+
+    def chunks(self, budget: int, room: float) -> list[tuple[int, int]]:
+        """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
+        then waiting requests admitted in order."""
+        cfg, todo, waiting, prefilling = self.cfg, self.todo, self.waiting, self.prefilling
+        out: list[tuple[int, int]] = []
         for r in prefilling:
             c = int(min(todo[r], budget, room))
             if c <= 0:
                 break
-            chunks.append((r, c))
+            out.append((r, c))
             budget -= c
             room -= c
-        while waiting and budget > 0 and b + len(prefilling) < cfg.max_batch:
+        while waiting and budget > 0 and self.b + len(prefilling) < cfg.max_batch:
             r = waiting[0]
             # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
             # blocks back), so new prompts do not evict running decodes at once.
-            if room < todo[r] + KV_WATERMARK * cap:
+            if room < todo[r] + KV_WATERMARK * self.cap:
                 break
             waiting.popleft()
             c = int(min(todo[r], budget, room))
-            state[r] = 1
+            self.state[r] = 1
             prefilling.append(r)
-            order.append(r)
-            chunks.append((r, c))
+            self.order.append(r)
+            out.append((r, c))
             budget -= c
             room -= c
+        return out
+
+    def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
+        """One explicit iteration: the decodes (when they run) and prefill chunks in the budget."""
+        b, g = self.b, self.g
+        budget = self.cfg.token_budget - (b * self.q if run_decodes else 0)
+        room = self.cap - kv_used - (b * g if run_decodes else 0)
+        chunks = self.chunks(budget, room)
         if not chunks:
             if b:
                 run_decodes = True  # nothing fits the cache this iteration: decode on
-            elif not preempt():
+            elif not self.preempt():
                 raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
             else:
-                continue
+                return
+        done, todo = self.done, self.todo
         tokens = float(sum(c for _, c in chunks))
         attn = float(sum(c * (done[r] + c / 2.0) for r, c in chunks))
         dec = b if run_decodes else 0
-        ctx = s_ctx + b * g * it if run_decodes else 0.0
-        dt_iter = it_s(dec, ctx, tokens, attn) * jitter(1)
+        ctx = self.s_ctx + b * g * self.it if run_decodes else 0.0
+        dt_iter = self.it_s(dec, ctx, tokens, attn) * self.jitter(1)
         if run_decodes:
-            record(dt_iter, 1)
-            it += 1
+            self.record(dt_iter, 1)
+            self.it += 1
         else:
-            t += dt_iter
-            busy += dt_iter
-            batch_area += len(chunks) * dt_iter
-            iterations += 1
+            self.t += dt_iter
+            self.busy += dt_iter
+            self.batch_area += len(chunks) * dt_iter
+            self.iterations += 1
             if b:
-                stall += dt_iter
+                self.stall += dt_iter
         for r, c in chunks:
             todo[r] -= c
             done[r] += c
-            kv_prefill += c
+            self.kv_prefill += c
         for r, _c in chunks:
             if todo[r] == 0:
-                prefilling.remove(r)
-                kv_prefill -= done[r]
-                done[r] = 0
-                if math.isnan(first[r]):
-                    first[r] = t  # the last chunk's iteration samples the first token
-                    produced[r] = 1.0
-                join(r)
-        finish_ready()
-    first_a = np.array(first)
-    finish_a = np.array(finish)
-    return EngineResult(
-        arrival_s=np.array(arr),
-        # A one-token request of the decode pool completes at admission: its token is its last.
-        first_token_s=np.where(np.isnan(first_a), finish_a, first_a),
-        finish_s=finish_a,
-        output_tokens=np.array(out_l, dtype=float),
-        gap_s=np.array(gaps),
-        gap_weight=np.array(weights),
-        preemptions=preemptions,
-        iterations=iterations,
-        mean_batch=batch_area / busy if busy > 0 else 0.0,
-        busy_s=busy,
-    )
+                self.prefilling.remove(r)
+                self.kv_prefill -= done[r] - self.cached[r]
+                done[r] = self.cached[r]
+                if math.isnan(self.first[r]):
+                    self.first[r] = self.t  # the last chunk's iteration samples the first token
+                    self.produced[r] = 1.0
+                self.join(r)
+        self.finish_ready()
+
+    def result(self) -> EngineResult:
+        first_a = np.array(self.first)
+        finish_a = np.array(self.finish)
+        return EngineResult(
+            arrival_s=np.array(self.arr),
+            # A one-token request of the decode pool completes at admission: its token is its last.
+            first_token_s=np.where(np.isnan(first_a), finish_a, first_a),
+            finish_s=finish_a,
+            output_tokens=np.array(self.out_l, dtype=float),
+            gap_s=np.array(self.gaps),
+            gap_weight=np.array(self.weights),
+            preemptions=self.preemptions,
+            iterations=self.iterations,
+            mean_batch=self.batch_area / self.busy if self.busy > 0 else 0.0,
+            busy_s=self.busy,
+        )

@@ -14,8 +14,8 @@ cache, preemption with recompute); this module routes the load to them:
   fabric (model/inference.py ``KvTransfer``: alpha-beta mean, per-message jitter and
   hiccups); one decode engine admits its share when its cache has room. In the closed
   loop the prefill pool is taken as unsaturated (each prompt prefilled on arrival).
-- TTFT = arrival to the first token plus the API server's request overhead, stretched
-  by the server's load from streaming tokens (model/inference.py API_S_PER_TOKEN); a request
+- TTFT = arrival to the first token plus the API server's request overhead and a term
+  linear in the tokens/s its replica streams (model/inference.py API_S_PER_TOKEN_RATE); a request
   waiting for KV room or a batch slot waits in TTFT. TPOT = (last token - first token) /
   (output - 1); ITL = every gap between two tokens of a stream (weighted percentiles).
 - Goodput = the share of requests meeting the TTFT and TPOT SLOs times the request rate.
@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
-from gpufabric.model.inference import API_MAX_LOAD, ServingConfig, Tokens
-from gpufabric.sim.batching import EngineConfig, run_engine
+from gpufabric.model.inference import ServingConfig, Tokens
+from gpufabric.sim.batching import EngineConfig, EngineResult, run_engine
 
 __all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
 
@@ -107,6 +107,7 @@ def _engine(cfg: ServingConfig, *, prefilled: bool = False, prefill_only: bool =
         mixed=cfg.mixed,
         prefilled=prefilled,
         jitter_cv=cfg.jitter_cv,
+        prefix_tokens=cfg.prefix_tokens,
     )
 
 
@@ -138,95 +139,117 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     n = min(n, cap * max(engines, cfg.prefill_replicas * lanes))
     prompt = cfg.prompt.draw(rng, n)
     out = cfg.output.draw(rng, n)
-    kv = np.zeros(0)
     if cfg.concurrency is not None:
-        # Closed loop: the busiest engine gets ceil(N / engines) clients.
-        clients = -(-cfg.concurrency // engines)
-        m = max(1, min(n, -(-n // engines), cap))
-        # Clients start with independent phases spread over one request's duration: the
-        # steady state the tools measure after warm-up. All at once, identical clients
-        # would move in lock-step clumps that the engine's long prefill iterations keep
-        # together, a start-up transient.
-        ctx = cfg.prompt.mean + cfg.output.mean / 2
-        cycle = float(cfg.perf.prefill_s(cfg.prompt.mean)) + (cfg.output.mean - 1) / cfg.perf.tokens_per_step * float(
-            cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx)
-        )
-        if cfg.disaggregated:
-            # Decode-side closed loop; each prompt's prefill (alone on an idle share of the
-            # prefill pool) and KV transfer happen before its first token.
-            pre = cfg.perf.prefill_s(prompt[:m]) * _lognormal_factor(rng, cfg.jitter_cv, (m,))
-            assert cfg.kv is not None
-            kv = cfg.kv.time_s(prompt[:m])
-            res = run_engine(
-                _engine(cfg, prefilled=True),
-                prompt=prompt[:m],
-                output=out[:m],
-                concurrency=clients,
-                client_delay_s=cfg.client_delay_s,
-                extra_delay_s=pre + kv,
-                stagger_s=cycle,
-                seed=cfg.seed + 1,
-            )
-            arrival = res.arrival_s - pre - kv
-        else:
-            res = run_engine(
-                _engine(cfg),
-                prompt=prompt[:m],
-                output=out[:m],
-                concurrency=clients,
-                client_delay_s=cfg.client_delay_s,
-                stagger_s=cycle,
-                seed=cfg.seed + 1,
-            )
-            arrival = res.arrival_s
+        res, arrival, kv = _closed_loop(cfg, rng, prompt, out, engines, cap)
+    elif cfg.disaggregated:
+        res, arrival, kv = _open_loop_disaggregated(cfg, rng, prompt, out, engines, cap)
     else:
-        rate = float(cfg.rate_rps or 0.0)
-        arrival_all = np.cumsum(rng.standard_exponential(n)) / rate
-        if cfg.disaggregated:
-            # One prefill engine with its round-robin share; the others are alike, so each
-            # request's prefill sojourn is taken from that engine's request nearest in time.
-            p_eng = cfg.prefill_replicas * lanes
-            idx0 = np.arange(0, n, p_eng)
-            r = run_engine(
-                _engine(cfg),
-                prompt=prompt[idx0],
-                output=np.ones(idx0.size),
-                arrival_s=arrival_all[idx0],
-                seed=cfg.seed + 2,
-            )
-            sojourn = r.first_token_s - r.arrival_s
-            near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
-            # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
-            own = cfg.perf.prefill_s(prompt) - cfg.perf.prefill_s(prompt[idx0][near])
-            ready = arrival_all + np.maximum(sojourn[near] + own, 0.0)
-            assert cfg.kv is not None
-            kv_all = cfg.kv.time_s(prompt) + np.abs(rng.standard_normal(n)) * cfg.kv.jitter_s
-            kv_all += (rng.random(n) < cfg.kv.hiccup_prob) * cfg.kv.hiccup_s
-            ready = ready + kv_all
-            order = np.argsort(ready, kind="stable")
-            idx = order[::engines][:cap]  # the decode engine's share, its first ``cap`` in time
-            res = run_engine(
-                _engine(cfg, prefilled=True),
-                prompt=prompt[idx],
-                output=out[idx],
-                arrival_s=ready[idx],
-                seed=cfg.seed + 1,
-            )
-            arrival = arrival_all[idx]
-            kv = kv_all[idx]
-        else:
-            idx = np.arange(0, n, engines)
-            res = run_engine(
-                _engine(cfg), prompt=prompt[idx], output=out[idx], arrival_s=arrival_all[idx], seed=cfg.seed + 1
-            )
-            arrival = res.arrival_s
+        arrival_all = _arrivals(cfg, rng, n)
+        idx = np.arange(0, n, engines)
+        res = run_engine(
+            _engine(cfg), prompt=prompt[idx], output=out[idx], arrival_s=arrival_all[idx], seed=cfg.seed + 1
+        )
+        arrival, kv = res.arrival_s, np.zeros(0)
+    return _result(cfg, res, arrival, kv, engines)
+
+
+def _arrivals(cfg: ServingConfig, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Poisson arrival times of the whole service's stream."""
+    return np.cumsum(rng.standard_exponential(n)) / float(cfg.rate_rps or 0.0)
+
+
+def _closed_loop(
+    cfg: ServingConfig, rng: np.random.Generator, prompt: np.ndarray, out: np.ndarray, engines: int, cap: int
+) -> tuple[EngineResult, np.ndarray, np.ndarray]:
+    """The busiest engine with ceil(N / engines) clients: (its result, arrival times, KV transfer times)."""
+    assert cfg.concurrency is not None
+    n = prompt.size
+    clients = -(-cfg.concurrency // engines)
+    m = max(1, min(n, -(-n // engines), cap))
+    # Clients start with independent phases spread over one request's duration: the
+    # steady state the tools measure after warm-up. All at once, identical clients
+    # would move in lock-step clumps that the engine's long prefill iterations keep
+    # together, a start-up transient.
+    ctx = cfg.prompt.mean + cfg.output.mean / 2
+    cycle = float(cfg.perf.prefill_s(cfg.prompt.mean, cfg.prefix_tokens)) + (
+        cfg.output.mean - 1
+    ) / cfg.perf.tokens_per_step * float(cfg.perf.decode_step_s(min(clients, cfg.max_batch), ctx))
+    if not cfg.disaggregated:
+        res = run_engine(
+            _engine(cfg),
+            prompt=prompt[:m],
+            output=out[:m],
+            concurrency=clients,
+            client_delay_s=cfg.client_delay_s,
+            stagger_s=cycle,
+            seed=cfg.seed + 1,
+        )
+        return res, res.arrival_s, np.zeros(0)
+    # Decode-side closed loop; each prompt's prefill (alone on an idle share of the
+    # prefill pool) and KV transfer happen before its first token.
+    pre = cfg.perf.prefill_s(prompt[:m], cfg.prefix_tokens) * _lognormal_factor(rng, cfg.jitter_cv, (m,))
+    assert cfg.kv is not None
+    kv = cfg.kv.time_s(prompt[:m])
+    res = run_engine(
+        _engine(cfg, prefilled=True),
+        prompt=prompt[:m],
+        output=out[:m],
+        concurrency=clients,
+        client_delay_s=cfg.client_delay_s,
+        extra_delay_s=pre + kv,
+        stagger_s=cycle,
+        seed=cfg.seed + 1,
+    )
+    return res, res.arrival_s - pre - kv, kv
+
+
+def _open_loop_disaggregated(
+    cfg: ServingConfig, rng: np.random.Generator, prompt: np.ndarray, out: np.ndarray, engines: int, cap: int
+) -> tuple[EngineResult, np.ndarray, np.ndarray]:
+    """One prefill engine, the KV transfer, one decode engine: (its result, arrival times, KV times)."""
+    n = prompt.size
+    arrival_all = _arrivals(cfg, rng, n)
+    # One prefill engine with its round-robin share; the others are alike, so each
+    # request's prefill sojourn is taken from that engine's request nearest in time.
+    p_eng = cfg.prefill_replicas * cfg.perf.pp
+    idx0 = np.arange(0, n, p_eng)
+    r = run_engine(
+        _engine(cfg),
+        prompt=prompt[idx0],
+        output=np.ones(idx0.size),
+        arrival_s=arrival_all[idx0],
+        seed=cfg.seed + 2,
+    )
+    sojourn = r.first_token_s - r.arrival_s
+    near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
+    # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
+    own = cfg.perf.prefill_s(prompt, cfg.prefix_tokens) - cfg.perf.prefill_s(prompt[idx0][near], cfg.prefix_tokens)
+    ready = arrival_all + np.maximum(sojourn[near] + own, 0.0)
+    assert cfg.kv is not None
+    kv_all = cfg.kv.time_s(prompt) + np.abs(rng.standard_normal(n)) * cfg.kv.jitter_s
+    kv_all += (rng.random(n) < cfg.kv.hiccup_prob) * cfg.kv.hiccup_s
+    ready = ready + kv_all
+    order = np.argsort(ready, kind="stable")
+    idx = order[::engines][:cap]  # the decode engine's share, its first ``cap`` in time
+    res = run_engine(
+        _engine(cfg, prefilled=True),
+        prompt=prompt[idx],
+        output=out[idx],
+        arrival_s=ready[idx],
+        seed=cfg.seed + 1,
+    )
+    return res, arrival_all[idx], kv_all[idx]
+
+
+def _result(cfg: ServingConfig, res: EngineResult, arrival: np.ndarray, kv: np.ndarray, engines: int) -> ServingResult:
+    """Per-request latencies from the simulated engine; the API server's terms in TTFT."""
     o = res.output_tokens
     tpot = np.where(o > 1, (res.finish_s - res.first_token_s) / np.maximum(o - 1, 1), np.nan)
     start = float(np.min(arrival))
     duration = max(float(np.max(res.finish_s)) - start, 1e-12)
-    # One API server per replica streams its lanes' tokens; its load stretches the overhead.
-    load = min(API_MAX_LOAD, float(o.sum()) / duration * lanes * cfg.api_s_per_token)
-    ttft = res.first_token_s - arrival + cfg.request_overhead_s / (1.0 - load)
+    # One API server per replica streams its lanes' tokens; a new request gets past that stream.
+    replica_tokens_per_s = float(o.sum()) / duration * cfg.perf.pp
+    ttft = res.first_token_s - arrival + cfg.request_overhead_s + cfg.api_s_per_token_rate * replica_tokens_per_s
     return ServingResult(
         ttft_s=ttft,
         tpot_s=tpot,

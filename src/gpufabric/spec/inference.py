@@ -83,11 +83,18 @@ class Traffic(SpecModel):
     """Prompt (input) length distribution."""
     output_tokens: TokenDistribution
     """Output (generated) length distribution."""
+    prefix_tokens: int = Field(0, ge=0, le=10_000_000)
+    """Tokens at the start of every prompt that all requests share (a system prompt or few-shot examples): each engine's prefix cache holds them once (vLLM automatic prefix caching, SGLang RadixAttention) and prefill computes only the rest of the prompt; 0: no shared prefix."""
 
     @model_validator(mode="after")
     def _one_load(self) -> Traffic:
         if (self.rate_rps is None) == (self.concurrency is None):
             raise ValueError("set exactly one of rate_rps (open loop) and concurrency (closed loop)")
+        if self.prefix_tokens and self.prefix_tokens >= self.prompt_tokens.mean:
+            raise ValueError(
+                f"prefix_tokens = {self.prefix_tokens} must be below prompt_tokens.mean = {self.prompt_tokens.mean:g}"
+                " (the shared prefix is part of every prompt)"
+            )
         return self
 
 

@@ -1,6 +1,7 @@
 """``gpufabric bench inference``: the serving plan's KV transfers and weight load, measured.
 
-Composes two existing probes rather than adding a worker: the ``collectives`` probe with
+Composes two existing probes rather than adding a worker (and, through
+``bench.inference_service``, a serving load on the same run): the ``collectives`` probe with
 ``send_recv`` at the KV message sizes the model implies (one per-layer message of one TP
 rank for the mean and the longest prompt: ``prompt x kv_bytes_per_token / (tp x
 layers)``), and the ``checkpoint`` probe's safetensors write + cache-defeated read of a
@@ -12,7 +13,7 @@ the design's (``bench.planned``) those verdicts are ``not_planned_hardware``, as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,8 +139,8 @@ class InferenceOutcome(ProbeOutcome):
 def run_inference(
     *,
     sizes: Sequence[KvProbeSize],
-    design: Design,
-    kv_config: dict[str, Any],
+    design: Design | None,
+    kv_config: dict[str, Any] | None,
     opts: probe_run.LaunchOptions,
     load_config: dict[str, Any] | None,
     load_opts: probe_run.LaunchOptions | None,
@@ -147,35 +148,49 @@ def run_inference(
     argv: Sequence[str],
     judging: service.Judging = service.Judging(),
     spec_name: str = "",
+    serving_load: Callable[[service.Session], Sequence[Verdict]] | None = None,
 ) -> InferenceOutcome:
-    """Both parts in one run; the run's status covers the KV SLOs, exactness and the load."""
-    meta = {"launcher": opts.launcher, "fabric": design.fabric, "tp": design.tp, "design": design.source}
-    service.validate("collectives", kv_config, opts)
+    """The parts in one run (the KV sweep when ``kv_config``, the weight load when
+    ``load_config``, then ``serving_load``, which stores its own results and returns its
+    verdicts); the run's status covers the KV SLOs, exactness, the load and its SLOs."""
+    meta: dict[str, Any] = {"launcher": opts.launcher}
+    if design is not None:
+        meta.update(fabric=design.fabric, tp=design.tp, design=design.source)
+    if kv_config is not None:
+        service.validate("collectives", kv_config, opts)
     if load_config is not None and load_opts is not None:
         service.validate("checkpoint", load_config, load_opts)
+    kv_results: list[Any] = []
+    kv_checks: list[Verdict] = []
+    judged: list[Verdict] = []
+    kv_error = ""
     with service.session(db, "bench.inference", argv, opts, meta=meta, judging=judging, spec_name=spec_name) as run:
-        kv_results, kv_checks, kv_error = service.collectives_into(run, kv_config, opts, judging=judging, part="kv")
-        rows = [CollectiveRow.from_result(r) for r in kv_results]
-        judged = kv_verdicts(list(sizes), rows, fabric=design.fabric)
-        if run.not_planned:
-            from gpufabric.bench.planned import mark_not_planned
+        if kv_config is not None and design is not None:
+            kv_results, kv_checks, kv_error = service.collectives_into(run, kv_config, opts, judging=judging, part="kv")
+            judged = kv_verdicts(list(sizes), [CollectiveRow.from_result(r) for r in kv_results], fabric=design.fabric)
+            if run.not_planned:
+                from gpufabric.bench.planned import mark_not_planned
 
-            judged = mark_not_planned(judged, run.not_planned)
-        run.rec.add_verdicts(judged)
+                judged = mark_not_planned(judged, run.not_planned)
+            run.rec.add_verdicts(judged)
         load_results: list[Any] = []
         load_checks: list[Verdict] = []
         if load_config is not None and load_opts is not None and run.interrupted is None and not run.errors:
             load_results, load_checks, _ = service.checkpoint_into(
                 run, load_config, load_opts, judging=service.Judging(), part="weight_load"
             )
-        status = run.finish(no_results="" if kv_results else "no KV size finished")
-    verdicts = [*kv_checks, *judged, *load_checks]
+        served: Sequence[Verdict] = ()
+        if serving_load is not None and run.interrupted is None and not run.errors:
+            served = serving_load(run)
+        missing = kv_config is not None and not kv_results
+        status = run.finish(no_results="no KV size finished" if missing else "")
+    verdicts = [*kv_checks, *judged, *load_checks, *served]
     kv = CollectivesOutcome(
         run_id=run.rec.run_id,
         status=status,
         signum=run.signum,
         error=kv_error,
-        rows=tuple(rows),
+        rows=tuple(CollectiveRow.from_result(r) for r in kv_results),
         failures=service.lines(kv_checks, Outcome.failed, Outcome.not_planned),
         warnings=service.lines(kv_checks, Outcome.noisy),
     )
