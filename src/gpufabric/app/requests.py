@@ -208,7 +208,9 @@ class PredictCollectiveRequest:
         "eager", "--timing", "eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."
     )
     protocol: str | None = knob(
-        None, "--protocol", "Force a protocol (like NCCL_PROTO): LL, LL128 or Simple. Default: NCCL's tuner picks per size."
+        None,
+        "--protocol",
+        "Force a protocol (like NCCL_PROTO): LL, LL128 or Simple. Default: NCCL's tuner picks per size.",
     )
     harness: str = knob(
         "per-gpu",

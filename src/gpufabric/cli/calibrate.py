@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
 
 import typer
 
+from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
 from gpufabric.app.requests import CalibrateRequest
 from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.cli.request_options import request_options
-
-if TYPE_CHECKING:
-    from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -29,10 +26,13 @@ def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     outcome = run(request)
     if fmt is Format.json:
         print_json(outcome.to_json())
-    else:
-        console = stdout_console()
-        for line in _TEXT[outcome.kind](outcome):
-            console.print(line, markup=False)
+        return outcome.exit_code
+    lines = _fabric_text(outcome) if isinstance(outcome, FabricCalibration) else _gpu_text(outcome)
+    if outcome.written:
+        lines.append(f"wrote {outcome.out}; use it with: gpufabric plan SPEC --catalog {outcome.out}")
+    console = stdout_console()
+    for line in lines:
+        console.print(line, markup=False)
     return outcome.exit_code
 
 
@@ -74,7 +74,7 @@ def _fabric_text(outcome: FabricCalibration) -> list[str]:
         ]
     if cal.worsened:
         lines.append(f"note: --force: kept a fit that worsens {', '.join(cal.worsened)}")
-    return lines + _wrote(outcome.written, out)
+    return lines
 
 
 def _gpu_text(outcome: GpuCalibrationOutcome) -> list[str]:
@@ -87,12 +87,4 @@ def _gpu_text(outcome: GpuCalibrationOutcome) -> list[str]:
         f"{row['test']:<18}{row['measured_ms']:>10.3f}{row['predicted_before_ms']:>10.3f}{row['predicted_after_ms']:>10.3f}"
         for row in cal.comparison
     ]
-    return lines + _wrote(outcome.written, outcome.out)
-
-
-def _wrote(written: bool, out: object) -> list[str]:
-    return [f"wrote {out}; use it with: gpufabric plan SPEC --catalog {out}"] if written else []
-
-
-#: Text renderers per outcome kind (``app.calibration``).
-_TEXT = {"fabric": _fabric_text, "gpu": _gpu_text}
+    return lines

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
 from gpufabric.app.requests import PredictCollectiveRequest
 from gpufabric.cli.options import PLAIN_HELP, format_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.cli.request_options import request_options
-
-if TYPE_CHECKING:
-    from gpufabric.app.collective import CollectiveOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -27,21 +22,14 @@ def register(app: typer.Typer) -> None:
 def collective(request: PredictCollectiveRequest, fmt: Format = format_option()) -> int:
     """Predict time, algbw and busbw of one collective (nccl-tests definitions, GB/s = 1e9 B/s)."""
     from gpufabric.app.services import predict_collective
+    from gpufabric.units import format_size
 
     outcome = predict_collective(request)
     if fmt == Format.json:
         print_json(outcome.to_json())
-    else:
-        typer.echo(render_text(outcome))
-    return outcome.exit_code
-
-
-def render_text(outcome: CollectiveOutcome) -> str:
-    """The text report: the op on its cluster, the algorithm chosen, time and bandwidths."""
-    from gpufabric.units import format_size
-
+        return outcome.exit_code
     r, p = outcome.request, outcome.prediction
-    return (
+    typer.echo(
         f"{p.op} {format_size(p.size_bytes)} on {r.nodes} x {r.gpus_per_node} {r.gpu} over {r.fabric}"
         f" ({p.num_ranks} ranks, {p.switch_hops} switch hop{'' if p.switch_hops == 1 else 's'})\n"
         f"  algorithm {p.algorithm}/{p.protocol}{' (forced)' if r.protocol else ''}"
@@ -52,3 +40,4 @@ def render_text(outcome: CollectiveOutcome) -> str:
         f"  busbw     {p.busbw_gbps:,.2f} GB/s\n"
         f"  ceiling   {p.ceiling_algbw_gbps:,.2f} GB/s algbw (what the NICs, NVLink and PCIe can carry)"
     )
+    return outcome.exit_code
