@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 import typer
 
-from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
 from gpufabric.app.requests import CalibrateRequest
 from gpufabric.cli.options import format_option, refuse_unused
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.cli.request_options import request_options
+
+if TYPE_CHECKING:  # imported when text is rendered: start-up stays lean (cli/app.py)
+    from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
 
 
 def register(app: typer.Typer) -> None:
@@ -27,6 +30,8 @@ def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     if fmt is Format.json:
         print_json(outcome.to_json())
         return outcome.exit_code
+    from gpufabric.app.calibration import FabricCalibration
+
     lines = _fabric_text(outcome) if isinstance(outcome, FabricCalibration) else _gpu_text(outcome)
     if outcome.written:
         lines.append(f"wrote {outcome.out}; use it with: gpufabric plan SPEC --catalog {outcome.out}")
