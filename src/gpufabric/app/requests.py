@@ -177,3 +177,81 @@ class SimulateRequest:
         "Inference spec: requests to simulate (default 100,000).",
         modes=frozenset({INFERENCE}),
     )
+
+
+#: Help texts shared with other commands' options: the same words as ``cli.options``
+#: (tests/app/test_predict_calibrate.py checks them), which this layer cannot import.
+_BYTES_HELP = ": 64K, 1G, 8GiB, 100MB or a byte count."
+_DB_HELP = (
+    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
+    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
+)
+_HARNESS_HELP = "per-gpu (one process per GPU, default), single-process"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictCollectiveRequest:
+    """``gpufabric predict collective``: what nccl-tests should report for one collective."""
+
+    op: str = knob("all_reduce", "--op", "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv.")
+    size: str = knob("1G", "--bytes", "Message size (nccl-tests S)" + _BYTES_HELP)
+    nodes: int = knob(1, "--nodes", "Nodes (hosts) to use.", min=1)
+    gpus_per_node: int = knob(8, "--gpus-per-node", "GPUs (ranks) per node.")
+    gpu: str = knob("h100-sxm", "--gpu", "GPU catalog id.")
+    fabric: str = knob("ib-ndr", "--fabric", "Scale-out fabric catalog id.")
+    algorithm: str | None = knob(
+        None,
+        "--algorithm",
+        "Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree.",
+    )
+    timing: str = knob(
+        "eager", "--timing", "eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."
+    )
+    protocol: str | None = knob(
+        None,
+        "--protocol",
+        "Force a protocol (like NCCL_PROTO): LL, LL128 or Simple. Default: NCCL's tuner picks per size.",
+    )
+    harness: str = knob(
+        "per-gpu",
+        "--harness",
+        "How the op is launched and timed: " + _HARNESS_HELP + " (one process drives every GPU of a node,"
+        " nccl-tests -g N), torch (torch.distributed, CUDA events).",
+    )
+    nccl_version: str | None = knob(
+        None,
+        "--nccl-version",
+        "NCCL release the job uses (e.g. 2.16.5): algorithms it does not have yet are not"
+        " considered (NVLS needs 2.17, NVLSTree 2.18). Default: the newest.",
+    )
+    sharp: bool = knob(False, "--sharp", "Allow in-network reduction (InfiniBand SHARP) where the fabric has it.")
+    deterministic: bool = knob(False, "--deterministic", "Only algorithms with a fixed reduction order (bitwise runs).")
+    catalog_files: list[Path] = knob([], "--catalog", "Catalog override file (repeatable).")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CalibrateRequest:
+    """``gpufabric calibrate RUN``: fit a measured run, write a catalog override."""
+
+    run: str = knob(..., None, "Run id (or 'latest') with collective sweeps / fio results.")
+    fabric: str | None = knob(
+        None, "--fabric", "Catalog fabric id the multi-node sweeps ran over (needed when the run spans nodes)."
+    )
+    gpu: str | None = knob(None, "--gpu", "Catalog GPU id (default: read from the nccl-tests header of the run).")
+    storage: str | None = knob(None, "--storage", "Catalog storage id the run's fio results measured.")
+    harness: str = knob(
+        "per-gpu",
+        "--harness",
+        "How the run launched its ops: " + _HARNESS_HELP + " (nccl-tests -g N), torch. Its launch cost is"
+        " modelled, not fitted into the GPU's.",
+    )
+    catalog_files: list[Path] = knob([], "--catalog", "Base catalog override(s) to start from.")
+    out: Path = knob(Path("calibrated.yaml"), "--out", "Override file to write.")
+    db: str | None = knob(None, "--db", _DB_HELP)
+    dry_run: bool = knob(False, "--dry-run", "Fit and report, but do not write --out.")
+    force: bool = knob(
+        False,
+        "--force",
+        "Write the fit even when it predicts the run's own points worse than the catalog did"
+        " (otherwise refused, exit 1).",
+    )

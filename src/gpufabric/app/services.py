@@ -2,6 +2,8 @@
 
 Both read the spec once (``workloads.load_workload``) and hand it to its kind; ``cli`` turns
 options into the request, refuses options of another mode and renders the outcome.
+``predict_collective`` and ``calibrate`` (at the end) read no spec: their outcomes are in
+``app.collective`` and ``app.calibration``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from gpufabric.app.workloads import load_workload
 from gpufabric.errors import InputError
 
 if TYPE_CHECKING:
+    from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
+    from gpufabric.app.collective import CollectiveOutcome
+    from gpufabric.app.requests import CalibrateRequest, PredictCollectiveRequest
     from gpufabric.app.workloads import PlanOutcome, SimulateOutcome, Workload
     from gpufabric.catalog import Catalog
     from gpufabric.sim import SimConfig
@@ -140,3 +145,89 @@ def synthetic_config(r: SimulateRequest) -> SimConfig:
         seed=r.seed,
         tokens_per_step=r.tokens_per_step,
     )
+
+
+#: Largest message size predicted: 1 PiB, far above any single collective (HBM is ~1e11 B per GPU).
+MAX_COLLECTIVE_BYTES = 1 << 50
+
+
+def _check_range(flag: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise InputError(f"{flag} must be between {low:,} and {high:,}, got {value:,}")
+
+
+def predict_collective(request: PredictCollectiveRequest) -> CollectiveOutcome:
+    """What nccl-tests should report for one collective on the request's cluster.
+
+    Raises:
+        InputError: counts out of range, an unreadable or huge size, an unknown op, algorithm,
+            protocol, timing, harness or NCCL version.
+        CatalogError: an unknown GPU or fabric id, a bad catalog override file.
+    """
+    from gpufabric.app.collective import CollectiveOutcome
+    from gpufabric.catalog import load_catalog
+    from gpufabric.model.collectives import predict_collective as predict
+    from gpufabric.units import format_size, parse_size
+
+    r = request
+    _check_range("--nodes", r.nodes, 1, 1 << 24)
+    _check_range("--gpus-per-node", r.gpus_per_node, 1, 1024)
+    size_bytes = parse_size(r.size)
+    if size_bytes > MAX_COLLECTIVE_BYTES:
+        raise InputError(
+            f"--bytes {r.size} is beyond any collective message (at most {format_size(MAX_COLLECTIVE_BYTES)})"
+        )
+    prediction = predict(
+        op=r.op,
+        size_bytes=size_bytes,
+        nodes=r.nodes,
+        gpus_per_node=r.gpus_per_node,
+        gpu=r.gpu,
+        fabric=r.fabric,
+        catalog=load_catalog(r.catalog_files),
+        algorithm=r.algorithm,
+        deterministic=r.deterministic,
+        sharp=r.sharp,
+        timing=r.timing,
+        protocol=r.protocol,
+        harness=r.harness,
+        nccl_version=r.nccl_version,
+    )
+    return CollectiveOutcome(request=r, prediction=prediction)
+
+
+def calibrate(request: CalibrateRequest) -> FabricCalibration | GpuCalibrationOutcome:
+    """Fit a stored run (collective sweeps and fio results, or a ``bench gpu`` run) and write its
+    catalog override to ``request.out`` (not on a dry run, nor when the fit is refused).
+
+    Raises:
+        InputError: an unknown id, no run or nothing to fit in it, an unwritable ``out``.
+    """
+    from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome, write_override
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan import calibrate_gpu
+    from gpufabric.plan.calibrate import calibrate as fit
+    from gpufabric.plan.calibrate import render_yaml
+    from gpufabric.results.store import Store
+
+    r = request
+    catalog = load_catalog(r.catalog_files)
+    ids = (r.gpu, r.fabric, r.storage)
+    # Every id given is checked before anything is read or written (they become YAML keys).
+    for given, lookup in zip(ids, (catalog.gpu, catalog.fabric, catalog.storage_backend), strict=True):
+        if given is not None:
+            lookup(given)
+    with Store.open(r.db, create=False) as store:
+        run = store.get_run(int(r.run) if r.run.isdigit() else r.run)
+    if calibrate_gpu.is_gpu_run(run):
+        if any(i is not None for i in ids):
+            raise InputError("--gpu/--fabric/--storage: a bench gpu run names its GPU itself; drop them")
+        gpu_cal = calibrate_gpu.calibrate_gpu(run, catalog=catalog)
+        if not r.dry_run:
+            write_override(r.out, calibrate_gpu.render_yaml(gpu_cal))
+        return GpuCalibrationOutcome(calibration=gpu_cal, out=r.out, written=not r.dry_run)
+    cal = fit(run, gpu=r.gpu, fabric=r.fabric, storage=r.storage, base_catalog=r.catalog_files, harness=r.harness)
+    refused = bool(cal.worsened) and not r.force
+    if written := not r.dry_run and not refused:
+        write_override(r.out, render_yaml(cal))
+    return FabricCalibration(calibration=cal, out=r.out, written=written, refused=refused)
