@@ -470,8 +470,8 @@ def fit_constants(catalog: Catalog) -> Fitted:
 
     For each LATENCY_GROWTH of GROWTH_GRID: ``eager_launch_us`` is the median of
     measured minus the model without launch over the 1-node fit rows (<= 64 KiB);
-    ``proxy_us`` the median of what is left over the 2-node fit rows <= 64 KiB, per
-    log2(nodes), at least 0. The growth kept is the one with the smallest median |error|
+    ``proxy_us`` the median of what is left over the 2-node fit rows <= 64 KiB (once per
+    op), at least 0. The growth kept is the one with the smallest median |error|
     over all fit rows. Held-out tables never enter.
     """
     from dataclasses import replace
@@ -569,10 +569,10 @@ def render_fit(catalog: Catalog) -> str:
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
         f"| `gpus.h100-sxm.eager_launch_us` | {f.eager_launch_us:.1f} us | |\n"
-        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |\n"
+        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us once per op | |\n"
         f"| `NVLS_TREE_SHARPNESS` (model/collectives.py) | {k:.1f} (16 GiB row, algbw {algbw:.1f} GB/s) | |\n"
         f"| `fabrics.efa-p4d.nic_efficiency` | {efa['nic_efficiency']:.3f} | {efa['median_pct']:.1f} |\n"
-        f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us per log2(nodes) | |"
+        f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us once per op | |"
     )
 
 

@@ -32,8 +32,8 @@ node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``s
 Timing (``timing``): ``graph`` is one CUDA-graph-captured op (the site's ``launch_us``,
 the tuner's view); ``eager`` is what nccl-tests prints without ``-G`` and what almost
 everyone posts: every op pays the GPU generation's eager launch and host overhead
-(``Gpu.eager_launch_us``) and, across nodes, the network proxy thread's per-op cost per
-tree level (``Fabric.proxy_us`` x log2 N). Both constants are fitted to public nccl-tests
+(``Gpu.eager_launch_us``) and, across nodes, the network proxy path's per-op cost once
+(``Fabric.proxy_us``; the per-hop cost is the tuner's NET step latency). Both constants are fitted to public nccl-tests
 tables (docs/accuracy.md lists the fit and held-out points).
 
 Size terms: the algorithm's latency grows by ``LATENCY_GROWTH`` per doubling of the
@@ -87,10 +87,13 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 
 #: Extra per-op launch cost of each additional GPU one thread drives (nccl-tests ``-g N``:
 #: ncclGroupStart, N kernel launches and N proxy posts serialised on one host thread).
-#: [U, estimate: 2.5 us per extra GPU = cudaLaunchKernel (~2-3 us, CUDA programming guide's
-#: launch-overhead order) per device; the public A100 ``-g 8`` tables are 2-2.5x the
-#: one-process-per-GPU small-message times (issue 25)]. Eager timing only.
-SINGLE_PROCESS_US = 2.5
+#: [D, fitted: the public 2 x 8 H100 ``-g 8`` table (tests/data/nccl-tests/
+#: public_h100_2node_mpirun_g8.txt, not held out) is flat at 60-62 us from 8 B to 8 KiB where
+#: the one-process-per-GPU model gives 25-32 us on ib-ndr: median (measured - model) / 7 extra
+#: GPUs over the rows <= 64 KiB = 4.8 us. Its fabric is not stated (taken as ib-ndr); the
+#: earlier 2.5 us was a cudaLaunchKernel estimate alone, without NCCL's per-comm enqueue.]
+#: Eager timing only.
+SINGLE_PROCESS_US = 4.8
 #: Extra per-op cost of timing a collective from torch.distributed with CUDA events (the
 #: Python call, ProcessGroupNCCL work object, stream synchronisation between ops)
 #: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
@@ -203,13 +206,16 @@ def _check_choices(op: str, timing: str, harness: str, protocols: tuple[str, ...
 
 def _launch_us(links: Links, N: Any, g: Any, timing: str, harness: str) -> Any:
     """Per-op overhead outside the algorithm: the launch (graph or eager), the eager proxy
-    cost per tree level, and the harness's own cost (HARNESSES)."""
+    cost (once per op across nodes), and the harness's own cost (HARNESSES)."""
     graph_launch = np.asarray(links.launch_us, dtype=float)
     if timing == "eager":
         eager = np.asarray(links.eager_launch_us, dtype=float)
-        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(links.proxy_us, dtype=float) * np.log2(
-            np.maximum(N, 1)
-        )
+        # The proxy's per-op cost is paid once per op across nodes, not per tree level: the
+        # network proxy threads of all ranks progress in parallel, and the per-hop wire and
+        # completion cost is the tuner's per-step NET latency (Fabric.net_latency_scale).
+        # Charging it per log2(nodes) as well counted the hops twice (issue 25: an EFA 8 KiB
+        # all_reduce on 16 nodes came out at 1 ms against ~250 us measured).
+        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(links.proxy_us, dtype=float) * (N > 1)
         if harness == "single-process":
             launch = launch + SINGLE_PROCESS_US * np.maximum(g - 1, 0)
     else:
