@@ -77,6 +77,7 @@ from gpufabric.model.nccl_tuner import (
     LL_MULTINODE_INTRA,
     RING_PLATEAU,
     algorithms_for_version,
+    ll_max_busbw_gbps,
     tree_correction,
 )
 from gpufabric.model.topology import size_fabric, switch_hops
@@ -369,13 +370,25 @@ class _Candidates:
 
 
 def _protocol_factor(c: _Setup, pi: int) -> Any:
-    """Share of the link bandwidth a protocol delivers (tuning.cc): LL 1/4 (1/3 for a
-    single-node non-all-reduce), LL128 0.92 (0.7 on one GPU per node), Simple 1."""
+    """Share of the link bandwidth a protocol delivers (tuning.cc): LL 1/2 under the LL cap
+    (``_ll_capped``; tuning.cc since NCCL 2.21: ``min(llMaxBw, busBw * .5)``; 2.20 and
+    older took 1/4, 1/3 for a single-node non-all-reduce), LL128 0.92 (0.7 on one GPU per
+    node), Simple 1."""
     if pi == 0:
-        return np.where(c.multi | (c.op == "all_reduce"), 0.25, 1 / 3)
+        return 0.5
     if pi == 1:
         return np.where(c.g < 2, 0.7, 0.92)
     return 1.0
+
+
+def _ll_capped(c: _Setup, pi: int, busbw: Any, *, nodes: Any = None) -> Any:
+    """A ring or tree busbw (bytes/us) under tuning.cc's LL cap (``llMaxBws``: by GPU
+    generation on one node, by node count across nodes) when the protocol is LL; ``nodes``
+    overrides the job's node count (a stage inside one node)."""
+    if pi != 0:
+        return busbw
+    line = np.asarray(c.links.nvlink_line_gbps, dtype=float)
+    return np.minimum(busbw, ll_max_busbw_gbps(c.N if nodes is None else nodes, line) * 1e3)
 
 
 def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -388,7 +401,7 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
     if c.op == "all_reduce" and pi == 2:
         plateau_bytes = p / 16 * 65536
         lat = np.where(c.multi & (plateau_bytes <= c.S), lat * RING_PLATEAU, lat)
-    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / (c.b_ring * pf), ninter)
+    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf), ninter)
 
 
 def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -397,9 +410,12 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     S, N, g, p = c.S, c.N, c.g, c.p
     tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
     lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi))
-    cands.add("tree", pi, lat_t, 2 * S / (c.b_ring * tpf * tree_correction(pi, S)), 2 * c.log2n, p > 1)
+    busbw_t = _ll_capped(c, pi, c.b_ring * tpf) * tree_correction(pi, S)
+    cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
-    bw_h = 2 * (g - 1) / g * S / (c.nvl * pf) + 2 * (N - 1) / N * S / (c.net_node * pf)
+    # Its stages are an NVLink ring and a ring across nodes: each under its own LL cap.
+    ll_intra = _ll_capped(c, pi, c.nvl * pf, nodes=1)
+    bw_h = 2 * (g - 1) / g * S / ll_intra + 2 * (N - 1) / N * S / _ll_capped(c, pi, c.net_node * pf)
     cands.add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), c.multi & (g > 1))
 
 
