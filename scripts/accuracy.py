@@ -225,7 +225,7 @@ def render(catalog: Catalog) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Table:
-    """One published nccl-tests all_reduce table and how the model may use it."""
+    """One published nccl-tests table (all_reduce unless ``op`` says) and how the model may use it."""
 
     file: str  # under tests/data/nccl-tests
     nodes: int
@@ -235,6 +235,7 @@ class Table:
     source: str
     fit: str = ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "": held out
     excluded: str = ""  # why the table is shown but kept out of the bars
+    op: str = "all_reduce"
 
 
 TABLES = (
@@ -290,6 +291,16 @@ TABLES = (
         fit="all",
     ),
     Table(
+        file="public_b200_2node_all_gather_gke.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="b200",
+        fabric="roce-400g",
+        source="esaaren/torch-distributed-training-gke README (GKE A4 B200, all_gather, NCCL 2.26.6)",
+        fit="small",
+        op="all_gather",
+    ),
+    Table(
         file="public_h100_2node_srun_issue290.txt",
         nodes=2,
         gpus_per_node=8,
@@ -328,7 +339,7 @@ def table_points(catalog: Catalog) -> list[TablePoint]:
             if r.size == 0 or r.oop_time_us is None:
                 continue
             p = predict_collective(
-                op="all_reduce",
+                op=t.op,
                 size_bytes=r.size,
                 nodes=t.nodes,
                 gpus_per_node=t.gpus_per_node,
@@ -420,10 +431,10 @@ def render_tables(catalog: Catalog) -> str:
 
 #: What each GPU generation's collective constants rest on (catalog gpus.yaml; docs/accuracy.md).
 GENERATION_CONSTANTS = {
-    "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 300 x 0.82; launch as H100",
+    "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 300 x 0.82; launch as H100; LL cap 87.7 (tuning.cc llMaxBws)",
     "h100-sxm": "NVLS 480 (nccl-tests#212); eager launch and LATENCY_GROWTH fitted (llm-benchmarking, #309 2 nodes)",
     "h200": "the H100 NVSwitch generation: H100's NVLS, ring and launch figures",
-    "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940)",
+    "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940); eager launch 16 us (GKE table <= 64 KiB); LL cap 282 (tuning.cc llMaxBws)",
 }
 
 
@@ -470,8 +481,8 @@ def fit_constants(catalog: Catalog) -> Fitted:
 
     For each LATENCY_GROWTH of GROWTH_GRID: ``eager_launch_us`` is the median of
     measured minus the model without launch over the 1-node fit rows (<= 64 KiB);
-    ``proxy_us`` the median of what is left over the 2-node fit rows <= 64 KiB, per
-    log2(nodes), at least 0. The growth kept is the one with the smallest median |error|
+    ``proxy_us`` the median of what is left over the 2-node fit rows <= 64 KiB (once per
+    op), at least 0. The growth kept is the one with the smallest median |error|
     over all fit rows. Held-out tables never enter.
     """
     from dataclasses import replace
@@ -561,18 +572,37 @@ def fit_efa(catalog: Catalog) -> dict[str, float]:
     }
 
 
+def fit_b200_launch(catalog: Catalog) -> dict[str, float]:
+    """B200's eager per-op overhead (``gpus.b200.eager_launch_us``): the catalog's value plus
+    the median of (measured - model) over the rows <= 64 KiB of the one public B200 table that
+    is not held out (GKE A4, 2 x 8 B200, all_gather, NCCL 2.26.6); the rows above 64 KiB stay
+    held out."""
+    table = next(t for t in TABLES if t.gpu == "b200")
+    rows = [(s, t) for s, t in _fit_rows(table) if s <= SMALL_MAX]
+    kw = {"nodes": table.nodes, "gpus_per_node": table.gpus_per_node, "gpu": table.gpu, "fabric": table.fabric}
+    model = [predict_collective(op=table.op, size_bytes=s, catalog=catalog, **kw).time_us for s, _ in rows]
+    delta = statistics.median(t - m for (_, t), m in zip(rows, model, strict=True))
+    launch = round(catalog.gpu("b200").eager_launch_us + delta, 1)
+    return {
+        "eager_launch_us": launch,
+        "median_pct": statistics.median(abs(m / t - 1) * 100 for (_, t), m in zip(rows, model, strict=True)),
+    }
+
+
 def render_fit(catalog: Catalog) -> str:
     f = fit_constants(catalog)
     k, algbw = fit_nvls_tree_sharpness(catalog)
     efa = fit_efa(catalog)
+    b200 = fit_b200_launch(catalog)
     return (
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
         f"| `gpus.h100-sxm.eager_launch_us` | {f.eager_launch_us:.1f} us | |\n"
-        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us per log2(nodes) | |\n"
+        f"| `fabrics.ib-ndr.proxy_us` | {f.proxy_us:.1f} us once per op | |\n"
         f"| `NVLS_TREE_SHARPNESS` (model/collectives.py) | {k:.1f} (16 GiB row, algbw {algbw:.1f} GB/s) | |\n"
         f"| `fabrics.efa-p4d.nic_efficiency` | {efa['nic_efficiency']:.3f} | {efa['median_pct']:.1f} |\n"
-        f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us per log2(nodes) | |"
+        f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us once per op | |\n"
+        f"| `gpus.b200.eager_launch_us` | {b200['eager_launch_us']:.1f} us | {b200['median_pct']:.1f} |"
     )
 
 

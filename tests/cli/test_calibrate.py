@@ -199,9 +199,14 @@ def test_a_disturbed_repeat_is_dropped_before_the_fit_but_kept_in_the_measuremen
 # ------------------------------------------------------------- fair calibration (issue 25)
 
 
-def test_a_fit_that_worsens_its_own_points_is_refused_unless_forced(cli, tmp_path):
-    """The 2 x 8 H100 NDR table of #309 calibrated as roce-400g: the fit moves RoCE's
-    figures so that the table's own points come out worse (median 4.2% -> 4.6%)."""
+def test_a_fit_that_worsens_its_own_points_is_refused_unless_forced(cli, tmp_path, monkeypatch):
+    """The 2 x 8 H100 NDR table of #309 calibrated as roce-400g: the fit leaves the table's
+    own points where they were (median 4.54% -> 4.54%; with the tuner's LL cap since issue 25
+    no public table in tests/data comes out worse after its fit). With the tolerance set to
+    demand a 0.5-point improvement, that fit counts as worsening and the refusal path runs."""
+    from gpufabric.plan import calibrate as calibrate_module
+
+    monkeypatch.setattr(calibrate_module, "WORSEN_TOLERANCE_PCT", -0.5)
     db = tmp_path / "r.db"
     _ingest(cli, db, "public_h100_ndr_2node_issue309.txt")
     out = tmp_path / "c.yaml"
@@ -213,7 +218,8 @@ def test_a_fit_that_worsens_its_own_points_is_refused_unless_forced(cli, tmp_pat
     )
     doc = json.loads(stdout)
     assert code == 1 and doc["refused"] is True and doc["worsened"] == ["inter"] and doc["out"] is None
-    assert doc["after"]["inter"]["median_abs_error_pct"] > doc["before"]["inter"]["median_abs_error_pct"]
+    after, before = doc["after"]["inter"]["median_abs_error_pct"], doc["before"]["inter"]["median_abs_error_pct"]
+    assert after > before - 0.5  # not the demanded improvement
     code, stdout, err = cli("calibrate", "latest", "--db", db, "--fabric", "roce-400g", "--out", out, "--force")
     assert code == 0, err
     assert out.exists() and "--force: kept a fit that worsens inter" in stdout

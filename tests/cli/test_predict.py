@@ -136,7 +136,7 @@ def test_harness_adds_the_launch_of_one_thread_driving_every_gpu(cli):
     assert single["time_us"] - per_gpu["time_us"] == pytest.approx(7 * SINGLE_PROCESS_US)
     assert torch["time_us"] - per_gpu["time_us"] == pytest.approx(TORCH_OVERHEAD_US)
     big = _json(cli, "--bytes", "8G"), _json(cli, "--bytes", "8G", "--harness", "single-process")
-    assert big[1]["busbw_gbps"] == pytest.approx(big[0]["busbw_gbps"], rel=1e-3)  # launch only
+    assert big[1]["busbw_gbps"] == pytest.approx(big[0]["busbw_gbps"], rel=5e-3)  # launch only (7 x 4.8 us of ~17 ms)
     code, _, err = cli("predict", "collective", "--harness", "mpi")
     assert code == 2 and "unknown harness 'mpi'" in err
 

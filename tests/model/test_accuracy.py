@@ -78,6 +78,11 @@ def test_catalog_holds_the_nvls_tree_and_efa_fits():
     assert fab.nic_efficiency == pytest.approx(efa["nic_efficiency"], rel=0.01)
     assert fab.proxy_us == pytest.approx(efa["proxy_us"], rel=0.01)
     assert CAT.fabric("efa-p5").proxy_us == fab.proxy_us
+    b200 = acc.fit_b200_launch(CAT)
+    assert CAT.gpu("b200").eager_launch_us == pytest.approx(b200["eager_launch_us"], abs=0.1)
+    # The GKE B200 table fits its rows <= 64 KiB only; its bandwidth rows stay held out.
+    gke = next(t for t in acc.TABLES if t.gpu == "b200")
+    assert gke.fit == "small" and gke.op == "all_gather"
 
 
 def test_fitting_sources_are_not_the_held_out_tables():

@@ -51,3 +51,32 @@ def test_ll128_only_over_nvlink_unless_forced():
     assert "LL128" not in pci
     assert "LL128" in {_p(size_bytes=s, nodes=2).protocol for s in sizes}  # H100 over NVLink picks it somewhere
     assert _p(gpu="l40s", size_bytes=2**20, protocol="LL128").protocol == "LL128"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "cap_gbps"), [("a100-sxm", 87.7), ("h100-sxm", 141.0), ("h200", 141.0), ("b200", 282.0)]
+)
+def test_ll_bandwidth_stays_under_the_tuners_cap_per_generation(gpu, cap_gbps):
+    """tuning.cc llMaxBws: forced LL on one node carries at most the generation's cap (busbw),
+    and half the ring busbw below it; across nodes at most 39.0 (2 nodes) / 20.4 GB/s (more)."""
+    big = 2**28  # bandwidth-dominated
+    one = _p(gpu=gpu, size_bytes=big, protocol="LL", algorithm="ring", timing="graph")
+    assert one.size_bytes * 2 * 7 / 8 / (one.bandwidth_us * 1e3) == pytest.approx(
+        min(cap_gbps, 0.5 * CAT.gpu(gpu).nvlink_busbw_gbps), rel=1e-6
+    )
+    for nodes, cap in ((2, 39.0), (4, 20.4), (16, 20.4)):
+        p = _p(gpu=gpu, nodes=nodes, size_bytes=big, protocol="LL", algorithm="ring", timing="graph")
+        assert p.busbw_gbps <= cap * (1 + 1e-9)
+
+
+def test_b200_small_messages_pay_its_fitted_eager_launch():
+    """B200's eager launch (16 us, GKE B200 table <= 64 KiB) is above Hopper's: a 32 KiB
+    all_reduce on 8 x B200 costs more than on 8 x H100, by the launch difference and the
+    x1.3 NVLink steps (graph timing keeps the site launch for both)."""
+    h100, b200 = _p(size_bytes=2**15), _p(gpu="b200", size_bytes=2**15)
+    assert b200.launch_us - h100.launch_us == pytest.approx(
+        CAT.gpu("b200").eager_launch_us - CAT.gpu("h100-sxm").eager_launch_us
+    )
+    assert b200.time_us > 1.5 * h100.time_us
+    g_h100, g_b200 = _p(size_bytes=2**15, timing="graph"), _p(gpu="b200", size_bytes=2**15, timing="graph")
+    assert g_b200.launch_us == pytest.approx(g_h100.launch_us)

@@ -189,8 +189,8 @@ class Fabric(Entry):
     hiccup_ms: float = Field(ge=0)
     """Length of that delay, ms."""
     proxy_us: float = Field(0, ge=0)
-    """Per-collective network proxy overhead of an eagerly launched op, per level of the
-    inter-node tree (x log2 nodes), us."""
+    """Per-collective network proxy overhead of an eagerly launched op, once per op across
+    nodes, us."""
     in_network_reduction: bool = False
     """The fabric's switches can reduce in the network (InfiniBand SHARP); used only when the
     spec chooses it (``options.in_network_reduction``)."""

@@ -32,8 +32,8 @@ node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``s
 Timing (``timing``): ``graph`` is one CUDA-graph-captured op (the site's ``launch_us``,
 the tuner's view); ``eager`` is what nccl-tests prints without ``-G`` and what almost
 everyone posts: every op pays the GPU generation's eager launch and host overhead
-(``Gpu.eager_launch_us``) and, across nodes, the network proxy thread's per-op cost per
-tree level (``Fabric.proxy_us`` x log2 N). Both constants are fitted to public nccl-tests
+(``Gpu.eager_launch_us``) and, across nodes, the network proxy path's per-op cost once
+(``Fabric.proxy_us``; the per-hop cost is the tuner's NET step latency). Both constants are fitted to public nccl-tests
 tables (docs/accuracy.md lists the fit and held-out points).
 
 Size terms: the algorithm's latency grows by ``LATENCY_GROWTH`` per doubling of the
@@ -77,6 +77,7 @@ from gpufabric.model.nccl_tuner import (
     LL_MULTINODE_INTRA,
     RING_PLATEAU,
     algorithms_for_version,
+    ll_max_busbw_gbps,
     tree_correction,
 )
 from gpufabric.model.topology import size_fabric, switch_hops
@@ -87,10 +88,13 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 
 #: Extra per-op launch cost of each additional GPU one thread drives (nccl-tests ``-g N``:
 #: ncclGroupStart, N kernel launches and N proxy posts serialised on one host thread).
-#: [U, estimate: 2.5 us per extra GPU = cudaLaunchKernel (~2-3 us, CUDA programming guide's
-#: launch-overhead order) per device; the public A100 ``-g 8`` tables are 2-2.5x the
-#: one-process-per-GPU small-message times (issue 25)]. Eager timing only.
-SINGLE_PROCESS_US = 2.5
+#: [D, fitted: the public 2 x 8 H100 ``-g 8`` table (tests/data/nccl-tests/
+#: public_h100_2node_mpirun_g8.txt, not held out) is flat at 60-62 us from 8 B to 8 KiB where
+#: the one-process-per-GPU model gives 25-32 us on ib-ndr: median (measured - model) / 7 extra
+#: GPUs over the rows <= 64 KiB = 4.8 us. Its fabric is not stated (taken as ib-ndr); the
+#: earlier 2.5 us was a cudaLaunchKernel estimate alone, without NCCL's per-comm enqueue.]
+#: Eager timing only.
+SINGLE_PROCESS_US = 4.8
 #: Extra per-op cost of timing a collective from torch.distributed with CUDA events (the
 #: Python call, ProcessGroupNCCL work object, stream synchronisation between ops)
 #: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
@@ -203,13 +207,16 @@ def _check_choices(op: str, timing: str, harness: str, protocols: tuple[str, ...
 
 def _launch_us(links: Links, N: Any, g: Any, timing: str, harness: str) -> Any:
     """Per-op overhead outside the algorithm: the launch (graph or eager), the eager proxy
-    cost per tree level, and the harness's own cost (HARNESSES)."""
+    cost (once per op across nodes), and the harness's own cost (HARNESSES)."""
     graph_launch = np.asarray(links.launch_us, dtype=float)
     if timing == "eager":
         eager = np.asarray(links.eager_launch_us, dtype=float)
-        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(links.proxy_us, dtype=float) * np.log2(
-            np.maximum(N, 1)
-        )
+        # The proxy's per-op cost is paid once per op across nodes, not per tree level: the
+        # network proxy threads of all ranks progress in parallel, and the per-hop wire and
+        # completion cost is the tuner's per-step NET latency (Fabric.net_latency_scale).
+        # Charging it per log2(nodes) as well counted the hops twice (issue 25: an EFA 8 KiB
+        # all_reduce on 16 nodes came out at 1 ms against ~250 us measured).
+        launch = np.where(eager > 0, eager, graph_launch) + np.asarray(links.proxy_us, dtype=float) * (N > 1)
         if harness == "single-process":
             launch = launch + SINGLE_PROCESS_US * np.maximum(g - 1, 0)
     else:
@@ -363,13 +370,25 @@ class _Candidates:
 
 
 def _protocol_factor(c: _Setup, pi: int) -> Any:
-    """Share of the link bandwidth a protocol delivers (tuning.cc): LL 1/4 (1/3 for a
-    single-node non-all-reduce), LL128 0.92 (0.7 on one GPU per node), Simple 1."""
+    """Share of the link bandwidth a protocol delivers (tuning.cc): LL 1/2 under the LL cap
+    (``_ll_capped``; tuning.cc since NCCL 2.21: ``min(llMaxBw, busBw * .5)``; 2.20 and
+    older took 1/4, 1/3 for a single-node non-all-reduce), LL128 0.92 (0.7 on one GPU per
+    node), Simple 1."""
     if pi == 0:
-        return np.where(c.multi | (c.op == "all_reduce"), 0.25, 1 / 3)
+        return 0.5
     if pi == 1:
         return np.where(c.g < 2, 0.7, 0.92)
     return 1.0
+
+
+def _ll_capped(c: _Setup, pi: int, busbw: Any, *, nodes: Any = None) -> Any:
+    """A ring or tree busbw (bytes/us) under tuning.cc's LL cap (``llMaxBws``: by GPU
+    generation on one node, by node count across nodes) when the protocol is LL; ``nodes``
+    overrides the job's node count (a stage inside one node)."""
+    if pi != 0:
+        return busbw
+    line = np.asarray(c.links.nvlink_line_gbps, dtype=float)
+    return np.minimum(busbw, ll_max_busbw_gbps(c.N if nodes is None else nodes, line) * 1e3)
 
 
 def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -382,7 +401,7 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
     if c.op == "all_reduce" and pi == 2:
         plateau_bytes = p / 16 * 65536
         lat = np.where(c.multi & (plateau_bytes <= c.S), lat * RING_PLATEAU, lat)
-    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / (c.b_ring * pf), ninter)
+    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf), ninter)
 
 
 def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -391,9 +410,12 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     S, N, g, p = c.S, c.N, c.g, c.p
     tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
     lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi))
-    cands.add("tree", pi, lat_t, 2 * S / (c.b_ring * tpf * tree_correction(pi, S)), 2 * c.log2n, p > 1)
+    busbw_t = _ll_capped(c, pi, c.b_ring * tpf) * tree_correction(pi, S)
+    cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
-    bw_h = 2 * (g - 1) / g * S / (c.nvl * pf) + 2 * (N - 1) / N * S / (c.net_node * pf)
+    # Its stages are an NVLink ring and a ring across nodes: each under its own LL cap.
+    ll_intra = _ll_capped(c, pi, c.nvl * pf, nodes=1)
+    bw_h = 2 * (g - 1) / g * S / ll_intra + 2 * (N - 1) / N * S / _ll_capped(c, pi, c.net_node * pf)
     cands.add("hierarchical", pi, lat_h, bw_h, 2 * (N - 1), c.multi & (g > 1))
 
 

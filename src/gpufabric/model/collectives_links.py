@@ -67,7 +67,7 @@ class Links:
     oversubscription: Any = 1.0
     ranks_per_leaf: Any = 1e18  # ranks under one leaf (all-to-all cross-leaf fraction)
     eager_launch_us: Any = 0.0  # per-op launch + host overhead without CUDA graphs; 0 = launch_us
-    proxy_us: Any = 0.0  # per-op network proxy overhead per log2(nodes), eager only
+    proxy_us: Any = 0.0  # per-op network proxy overhead across nodes (once per op), eager only
     latency_growth: Any = LATENCY_GROWTH  # latency term growth per doubling of the size above 8 B
     nvlink_line_gbps: Any = np.inf  # scale-up line rate per GPU per direction (the NVLink/PCIe ceiling)
     nvls_tree_sharpness: Any = NVLS_TREE_SHARPNESS  # p-norm of the NVLSTree min(NVLS, tree) blend

@@ -22,6 +22,16 @@ HW_LAT_US = {
     "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7), "collnet": (1.0, 1.9, 5.5)},
     "net": {"tree": (5.0, 8.5, 50.0), "ring": (2.7, 4.0, 9.6), "collnet": (5.0, 5.0, 10.7)},
 }
+#: tuning.cc ``llMaxBws`` (master 5067397c, 2026-06, and v2.26.2; Hopper's 141 since v2.21,
+#: Volta/Ampere and the multi-node rows unchanged since v2.12 at least): the most
+#: busbw (GB/s) the tuner credits the LL protocol with (ring LL and tree LL). One node: by GPU
+#: generation (compute capability: Ampere 87.7, Hopper 141, Blackwell 282); across nodes: by
+#: CPU vendor and node count (Intel 39.0 on 2 nodes, 20.4 on 3 or more; AMD 22.5 and 19.0).
+LL_MAX_BUSBW_1NODE = {"ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_BUSBW_MULTINODE = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
+#: The CPU vendor taken for the multi-node LL cap: Intel (DGX H100/B200 hosts are Xeon); AMD
+#: hosts (e.g. AWS p5's EPYC) get 22.5/19.0 in NCCL, 42% less on 2 nodes, 7% on 3 or more.
+LL_CPU_VENDOR = "intel"
 #: tuning.cc: a multi-node ring Simple all-reduce above nRanks/16*64 KiB pays 1.9x latency.
 RING_PLATEAU = 1.9
 #: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
@@ -30,6 +40,22 @@ LL_MULTINODE_INTRA = 1.8
 #: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
 #: never picks them.
 ALGORITHM_SINCE = {"nvls": (2, 17), "nvls_tree": (2, 18)}
+
+
+def ll_max_busbw_gbps(nodes: Any, nvlink_line_gbps: Any) -> Any:
+    """tuning.cc's LL busbw cap (LL_MAX_BUSBW_*), GB/s. The GPU generation is read off its
+    NVLink line rate per direction (NVLink3 A100 300, NVLink4 H100/H200 450, NVLink5 B200 and
+    later 900 GB/s); a PCIe-only GPU (sm89 L40S: tuning.cc's Ampere row) gets Ampere's."""
+    N = np.asarray(nodes, dtype=float)
+    line = np.asarray(nvlink_line_gbps, dtype=float)
+    pcie_or_nvl3 = LL_MAX_BUSBW_1NODE["ampere"]
+    one = np.where(
+        np.isfinite(line) & (line >= 900),
+        LL_MAX_BUSBW_1NODE["blackwell"],
+        np.where(np.isfinite(line) & (line >= 450), LL_MAX_BUSBW_1NODE["hopper"], pcie_or_nvl3),
+    )
+    two, more = LL_MAX_BUSBW_MULTINODE[LL_CPU_VENDOR]
+    return np.where(N <= 1, one, np.where(N <= 2, two, more))
 
 
 def nccl_version_tuple(version: str) -> tuple[int, int]:

@@ -342,8 +342,8 @@ def _refit(
                 fab_fields["nic_line_gbps"] = float(fab_fields["nic_line_gbps"] * eff)
                 eff = 1.0
             fab_fields["nic_efficiency"] = float(eff)
-            levels = max(math.log2(small.nodes), 1.0)
-            fab_fields["proxy_us"] = float(max(fab_fields["proxy_us"] + delta / levels, 0.0))
+            # proxy_us is paid once per op across nodes (model.collectives._launch_us).
+            fab_fields["proxy_us"] = float(max(fab_fields["proxy_us"] + delta, 0.0))
         else:
             for key in ("nvlink_busbw_gbps", "nvls_busbw_gbps"):
                 if key in gpu_fields:
