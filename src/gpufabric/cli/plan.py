@@ -11,6 +11,15 @@ from gpufabric.cli.options import format_option
 from gpufabric.cli.output import ReportFormat, print_json
 
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
+MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 

@@ -15,6 +15,11 @@ from gpufabric.errors import InputError
 _MAX_BYTES = 1 << 50
 
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES):
+#: the catalog's alone.
+MODELS = ("gpufabric.catalog.schema",)
+
+
 def register(app: typer.Typer) -> None:
     predict_app = typer.Typer(
         help="Predict expected performance from the analytic models.", no_args_is_help=True, rich_markup_mode=PLAIN_HELP
