@@ -259,7 +259,12 @@ def _cache_key() -> str | None:
     digest = hashlib.sha256(f"{__version__} {pydantic.VERSION} {sys.version_info[:2]}".encode())
     data = Path(__file__).parent / "data"
     try:
-        for path in (*(data / name for name in DATA_FILES), Path(__file__), Path(schema.__file__), Path(types.__file__)):
+        for path in (
+            *(data / name for name in DATA_FILES),
+            Path(__file__),
+            Path(schema.__file__),
+            Path(types.__file__),
+        ):
             digest.update(path.read_bytes())
     except (OSError, TypeError):  # a zipped or source-less install: validate every time
         return None
@@ -274,7 +279,7 @@ def _cache_read(path: Path) -> Catalog | None:
             if info.st_uid != os.getuid() or info.st_mode & 0o022:
                 return None
             catalog = pickle.load(handle)
-    except Exception:  # noqa: BLE001 - missing, unreadable, truncated or stale: validate instead
+    except Exception:  # missing, unreadable, truncated or stale: validate instead
         return None
     return catalog if isinstance(catalog, Catalog) else None
 

@@ -10,7 +10,6 @@ import typer
 
 from gpufabric.errors import InputError
 
-
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
 MODELS = (
     "gpufabric.catalog.schema",

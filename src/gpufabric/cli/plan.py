@@ -10,7 +10,6 @@ import typer
 from gpufabric.cli.options import format_option
 from gpufabric.cli.output import ReportFormat, print_json
 
-
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
 MODELS = (
     "gpufabric.catalog.schema",
