@@ -49,7 +49,9 @@ def main() -> int:
     start = time.process_time()
     api.evaluate(specs, catalog)
     batch = len(specs) / (time.process_time() - start)
-    print(f"api.evaluate, {len(specs)} single-design configurations: {single:,.0f}/CPU s one at a time, {batch:,.0f}/CPU s as a batch")
+    print(
+        f"api.evaluate, {len(specs)} single-design configurations: {single:,.0f}/CPU s one at a time, {batch:,.0f}/CPU s as a batch"
+    )
     best = max(single, batch)
     print(f"bar: >= {BAR_PER_S:,.0f} per CPU s: {'met' if best >= BAR_PER_S else 'NOT met'}")
     return 0 if best >= BAR_PER_S else 1
