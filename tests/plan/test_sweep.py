@@ -117,13 +117,20 @@ def test_chunks_stream_the_same_rows_and_the_csv_is_csv_writers(tmp_path):
 def test_csv_cells_match_csv_writer_for_awkward_values(tmp_path):
     import numpy as np
 
-    from gpufabric.plan.sweep import _csv_column
+    from gpufabric.plan.sweep import _csv_cells, _csv_column
+
+    def cells(column, per):
+        kind, out = _csv_cells(column, per)
+        n = len(column) // per if per else 0
+        return out * n if kind == "design" else [c for c in out for _ in range(per)] if kind == "variant" else out
 
     floats = np.array([0.0, -0.0, 1.5, np.nan, np.inf, -np.inf, 1e16, 1e-5, 1.0] * 3)
     for per in (0, 3, 9):
-        assert _csv_column(floats, per) == [str(x) for x in floats.tolist()]
+        assert cells(floats, per) == [str(x) for x in floats.tolist()]
+    assert _csv_cells(floats, 9)[0] == "design"
     grid = np.repeat(np.array([0.0, -0.0, 2.5]), 3)  # follows the variants: formatted per variant
-    assert _csv_column(grid, 3) == [str(x) for x in grid.tolist()]
+    assert _csv_cells(grid, 3)[0] == "variant" and cells(grid, 3) == [str(x) for x in grid.tolist()]
+    assert cells(["a", "b", "a", "b"], 2) == ["a", "b", "a", "b"] and cells([1, 1, 2, 2], 2) == ["1", "1", "2", "2"]
     mixed = [1, 1.0, True, "a,b", 'say "x"', "=1+1", "x\ny"]
     path = tmp_path / "m.csv"
     with path.open("w", newline="") as fh:

@@ -443,10 +443,50 @@ def _write_csv(chunks: Iterable[SweepResult], path: Path, summary: SweepSummary)
             if header:
                 fh.write(",".join(_csv_text(c) for c in chunk.columns) + _EOL)
                 header = False
-            per = _designs_per_variant(chunk)
-            cells = [_csv_column(column, per) for column in chunk.column_arrays()]
-            if cells and cells[0]:
-                fh.write(_EOL.join(map(",".join, zip(*cells, strict=True))) + _EOL)
+            if len(chunk):
+                fh.write(_EOL.join(_csv_rows(chunk)) + _EOL)
+
+
+def _csv_rows(chunk: SweepResult) -> Iterator[str]:
+    """The chunk's CSV rows. Runs of adjacent columns that follow the designs alone (or the
+    variants alone) are joined once per design (or variant) and repeated, so a row joins a
+    few segments rather than every cell (most of a sweep's columns are such runs)."""
+    per = _designs_per_variant(chunk)
+    count = len(chunk) // per if per else 0
+    segments: list[tuple[str, list[str]]] = []
+    for column in chunk.column_arrays():
+        kind, cells = _csv_cells(column, per)
+        if segments and kind != "full" and segments[-1][0] == kind:
+            segments[-1] = (kind, [f"{a},{b}" for a, b in zip(segments[-1][1], cells, strict=True)])
+        else:
+            segments.append((kind, cells))
+    full = [
+        cells * count if kind == "design" else [c for c in cells for _ in range(per)] if kind == "variant" else cells
+        for kind, cells in segments
+    ]
+    return map(",".join, zip(*full, strict=True))
+
+
+def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, list[str]]:
+    """("design", one variant's cells) for a column that follows the designs alone,
+    ("variant", one cell per variant) for one that follows the variants alone, else
+    ("full", every cell); ``per`` designs per variant (0: no such structure)."""
+    if per and len(column) > per:
+        if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
+            grid = column.reshape(-1, per)
+            same = (grid == grid[:1]) | ((grid != grid) & (grid[:1] != grid[:1]))  # NaN equals NaN here
+            if same.all() and (np.signbit(grid) == np.signbit(grid[:1])).all():
+                return "design", _csv_column(grid[0])
+            down = (grid == grid[:, :1]) | ((grid != grid) & (grid[:, :1] != grid[:, :1]))
+            if down.all() and (np.signbit(grid) == np.signbit(grid[:, :1])).all():
+                return "variant", _csv_column(grid[:, 0])
+        elif isinstance(column, list):
+            if column[:per] * (len(column) // per) == column:
+                return "design", _csv_column(column[:per])
+            firsts = column[::per]
+            if [c for c in firsts for _ in range(per)] == column:
+                return "variant", _csv_column(firsts)
+    return "full", _csv_column(column)
 
 
 def _count(summary: SweepSummary, chunk: SweepResult) -> None:
@@ -482,19 +522,9 @@ def _designs_per_variant(chunk: SweepResult) -> int:
     return per
 
 
-def _csv_column(column: np.ndarray | list[Any], per: int = 0) -> list[str]:
+def _csv_column(column: np.ndarray | list[Any]) -> list[str]:
     """One column's cells as csv.writer writes them: numbers with ``str`` (the shortest repr
-    for floats), text through :func:`csv_cell` and quoting. A column that follows the
-    designs alone, or the variants alone (``per`` designs each), is formatted for one
-    variant, or one design, and repeated; in any other each distinct value is formatted once."""
-    if isinstance(column, np.ndarray) and per and len(column) > per and column.dtype.kind in "fiub":
-        grid = column.reshape(-1, per)
-        same = (grid == grid[:1]) | ((grid != grid) & (grid[:1] != grid[:1]))  # NaN equals NaN here
-        if same.all() and (np.signbit(grid) == np.signbit(grid[:1])).all():
-            return _csv_column(grid[0]) * len(grid)
-        down = (grid == grid[:, :1]) | ((grid != grid) & (grid[:, :1] != grid[:, :1]))
-        if down.all() and (np.signbit(grid) == np.signbit(grid[:, :1])).all():
-            return [cell for cell in _csv_column(grid[:, 0]) for _ in range(per)]
+    for floats), text through :func:`csv_cell` and quoting; each distinct value formatted once."""
     if isinstance(column, np.ndarray):
         values = column.tolist()
         if column.dtype.kind == "f" and (
