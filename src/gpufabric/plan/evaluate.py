@@ -17,7 +17,7 @@ from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, collective_times
 from gpufabric.model.congestion import cross_fraction, uplink_slowdown
 from gpufabric.model.flops import attention_flops_per_token, flops_per_token
-from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
+from gpufabric.model.memory import GIB, MemoryBreakdown, per_gpu_memory
 from gpufabric.model.rows import unique_rows
 from gpufabric.model.step import (
     StepBreakdown,
@@ -899,6 +899,12 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
 
 
+def row(source: str | None = None, *, per: float = 1.0, kind: type = float, default: Any = dataclasses.MISSING) -> Any:
+    """A :class:`Candidate` field copied from the evaluated row: ``kind(row.<source>) / per``
+    (``source`` defaults to the field's own name); ``to_records`` fills every such field."""
+    return field(default=default, metadata={"row": (source, per, kind)})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Candidate:
     """One evaluated design with its best layout (JSON keys of ``gpufabric plan``; docs/spec.md lists them).
@@ -911,46 +917,46 @@ class Candidate:
     id: str
     fabric: str
     topology: str
-    oversubscription: float
     storage: str
-    tiers: int
-    step_time_s: float
-    step_time_p99_s: float
-    step_time_cv: float
-    comm_exposed_s: float
-    checkpoint_write_s: float
-    checkpoint_stall_fraction: float
-    goodput: float
-    time_to_train_days: float
-    capex_usd: float
-    network_capex_usd: float
-    storage_capex_usd: float
-    usd_per_gpu_hour: float
-    run_cost_usd: float
-    network_wait_usd: float
-    storage_wait_usd: float
+    oversubscription: float
+    tiers: int = row(kind=int)
+    step_time_s: float = row()
+    step_time_p99_s: float = row()
+    step_time_cv: float = row()
+    comm_exposed_s: float = row()
+    checkpoint_write_s: float = row()
+    checkpoint_stall_fraction: float = row()
+    goodput: float = row()
+    time_to_train_days: float = row()
+    capex_usd: float = row()
+    network_capex_usd: float = row()
+    storage_capex_usd: float = row()
+    usd_per_gpu_hour: float = row()
+    run_cost_usd: float = row()
+    network_wait_usd: float = row()
+    storage_wait_usd: float = row()
     dp_algorithm: str
-    switches: int
-    transceivers: int
-    cables: int
-    power_kw: float
-    dataset_read_gbps_needed: float
-    storage_read_gbps: float
-    young_interval_min: float
-    daly_interval_min: float
-    min_interval_min: float
-    checkpoint_interval_min: float
-    optimal_interval_min: float
-    goodput_at_optimal: float
-    failure_usd: float
-    failures_expected: float
+    switches: int = row(kind=int)
+    transceivers: int = row(kind=int)
+    cables: int = row(kind=int)
+    power_kw: float = row()
+    dataset_read_gbps_needed: float = row()
+    storage_read_gbps: float = row()
+    young_interval_min: float = row("young_interval_s", per=60)
+    daly_interval_min: float = row("daly_interval_s", per=60)
+    min_interval_min: float = row("min_interval_s", per=60)
+    checkpoint_interval_min: float = row("checkpoint_interval_s", per=60)
+    optimal_interval_min: float = row("optimal_interval_s", per=60)
+    goodput_at_optimal: float = row()
+    failure_usd: float = row()
+    failures_expected: float = row()
     meets_requirements: bool
     violations: tuple[str, ...]
     layout: Layout
     layout_runner_up: str | None
     layout_note: str
-    memory_gb: float
-    memory_capacity_gb: float
+    memory_gb: float = row("memory_bytes", per=GIB)
+    memory_capacity_gb: float = row("memory_capacity_bytes", per=GIB)
     mfu: float
     tflops_per_gpu: float
     compute_efficiency: float
@@ -959,14 +965,29 @@ class Candidate:
     rental: str | None = None  # catalog rentals id of a rented design
     term: str | None = None  # on_demand | 1y | 3y
     in_network_reduction: bool = False  # SHARP chosen (and the fabric can)
-    sharp_usd: float = 0.0  # its licences and aggregation manager
-    opex_usd_per_gpu_hour: float = 0.0  # built: energy, facility, staff per GPU-hour (capex excluded)
-    rent_storage_usd_per_gpu_hour: float = 0.0
-    rent_commitment_usd: float = 0.0  # rented: what renting obliges (the run on demand, the term committed)
+    sharp_usd: float = row(default=0.0)  # its licences and aggregation manager
+    opex_usd_per_gpu_hour: float = row(default=0.0)  # built: energy, facility, staff per GPU-hour (capex excluded)
+    rent_storage_usd_per_gpu_hour: float = row(default=0.0)
     break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
     break_even_months: float | None = None  # rented: months of use after which building is cheaper
     build_reference: str | None = None  # the built design the break-even compares with
-    storage_units: int = 0  # building blocks bought (local NVMe: of the durable tier it drains to)
+    rent_commitment_usd: float = row(
+        default=0.0
+    )  # rented: what renting obliges (the run on demand, the term committed)
+    storage_units: int = row(
+        kind=int, default=0
+    )  # building blocks bought (local NVMe: of the durable tier it drains to)
     storage_read_gbps_per_node: float = 0.0  # designed shared-storage read bandwidth per node (bench SLOs)
     storage_write_gbps_per_node: float = 0.0  # designed write bandwidth per node
-    checkpoint_duty_cycle: float = 0.0  # share of time the storage writes checkpoints
+    checkpoint_duty_cycle: float = row(default=0.0)  # share of time the storage writes checkpoints
+
+
+#: Keys of each candidate in JSON, in order (DESIGN.md command contract first, then extras):
+#: the record's own fields, its breakdown written after them.
+CANDIDATE_KEYS = tuple(f.name for f in dataclasses.fields(Candidate) if f.name != "breakdown")
+#: The fields copied from the evaluated row (``row``): name -> (Evaluation field, divisor, type).
+ROW_FIELDS: dict[str, tuple[str, float, type]] = {
+    f.name: (f.metadata["row"][0] or f.name, f.metadata["row"][1], f.metadata["row"][2])
+    for f in dataclasses.fields(Candidate)
+    if "row" in f.metadata
+}
