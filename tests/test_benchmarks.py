@@ -19,6 +19,7 @@ BENCH = ROOT / "benchmarks"
 
 #: benchmark -> tiny arguments (each finishes in seconds).
 SMOKE = {
+    "bench_api.py": ["--configs", "3"],
     "bench_cli_help.py": ["--rounds", "1"],
     "bench_compare.py": ["--metrics", "5", "--samples", "2000", "--repeats", "2", "--times", "1"],
     "bench_config.py": ["--rounds", "1", "--spec", str(ROOT / "examples" / "lab-2node.yaml")],
@@ -30,6 +31,7 @@ SMOKE = {
     "bench_reachability.py": ["--repeat", "1", "--hosts", "20"],
     "bench_serving.py": ["--repeats", "1", "--requests", "2000"],
     "bench_sim.py": ["--repeats", "1", "--brute-steps", "10"],
+    "bench_startup.py": ["--runs", "1", "--only", "help,sweep", "--small"],
     "bench_stats.py": ["--samples", "20000", "--repeats", "1"],
     "bench_validation.py": [],
 }

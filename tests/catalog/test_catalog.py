@@ -160,3 +160,30 @@ def test_rental_override_merges_and_a_new_offering_is_checked(tmp_path):
     with pytest.raises(SpecError, match="unknown fabrics id 'efa-p6'") as err:
         load_catalog([bad])
     assert err.value.line == 7 and "efa-p5" in str(err.value)
+
+
+def test_shipped_catalog_cache_round_trips_and_falls_back(tmp_path, monkeypatch):
+    """issue 32: the shipped catalog is validated once per content and read back from the
+    user's cache; a corrupt, foreign-writable or missing cache validates afresh."""
+    import os
+
+    from gpufabric.catalog import loader
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    validated = loader._build(list(loader._shipped()), n_shipped=len(loader.DATA_FILES))
+    loader._load_shipped.cache_clear()
+    try:
+        first = loader._load_shipped()  # a miss: validates and writes
+        (path,) = (tmp_path / "gpufabric").glob("catalog-*.pickle")
+        assert first == validated and oct(path.stat().st_mode & 0o777) == "0o600"
+        assert loader._cache_read(path) == validated  # a hit: the same catalog
+        os.chmod(path, 0o666)  # writable by others: not trusted
+        assert loader._cache_read(path) is None
+        os.chmod(path, 0o600)
+        path.write_bytes(b"not a pickle")
+        assert loader._cache_read(path) is None
+        loader._load_shipped.cache_clear()
+        assert loader._load_shipped() == validated  # validated again, and the cache rewritten
+        assert loader._cache_read(path) == validated
+    finally:
+        loader._load_shipped.cache_clear()

@@ -94,3 +94,54 @@ def test_csv_cells_cannot_start_a_formula(tmp_path):
     designs = [r[rows[0].index("design")] for r in rows[1:]]
     assert designs and all(d.startswith("'") and d[1:] in evil for d in designs)
     assert csv_cell(-1.5) == -1.5 and csv_cell("node1") == "node1"
+
+
+def test_chunks_stream_the_same_rows_and_the_csv_is_csv_writers(tmp_path):
+    """issue 32: the sweep evaluates and writes chunk by chunk (memory flat in the rows); the
+    rows equal one pass's, and the column-wise CSV equals csv.writer's cell for cell."""
+    from gpufabric.plan.sweep import stream_sweep, write_sweep
+
+    varies = [parse_vary("reliability.gpu_mttf_hours=20000,50000,1e5"), parse_vary("workload.recompute=none,full")]
+    whole = run_sweep(SPEC, CAT, varies)
+    chunks = list(stream_sweep(SPEC, CAT, varies, chunk_rows=30))
+    assert len(chunks) > 2 and sum(len(c) for c in chunks) == len(whole) == 6 * 24
+    assert [r for c in chunks for r in c.rows()] == whole.rows()
+    out = tmp_path / "s.csv"
+    assert write_sweep(iter(chunks), out).rows == len(whole)
+    expected = tmp_path / "e.csv"
+    with expected.open("w", newline="") as fh:
+        csv.writer(fh).writerows([whole.columns, *whole.rows()])
+    assert out.read_bytes() == expected.read_bytes()
+
+
+def test_csv_cells_match_csv_writer_for_awkward_values(tmp_path):
+    import numpy as np
+
+    from gpufabric.plan.sweep import _csv_cells, _csv_column
+
+    def cells(column, per):
+        kind, out = _csv_cells(column, per)
+        n = len(column) // per if per else 0
+        return out * n if kind == "design" else [c for c in out for _ in range(per)] if kind == "variant" else out
+
+    floats = np.array([0.0, -0.0, 1.5, np.nan, np.inf, -np.inf, 1e16, 1e-5, 1.0] * 3)
+    for per in (0, 3, 9):
+        assert cells(floats, per) == [str(x) for x in floats.tolist()]
+    assert _csv_cells(floats, 9)[0] == "design"
+    grid = np.repeat(np.array([0.0, -0.0, 2.5]), 3)  # follows the variants: formatted per variant
+    assert _csv_cells(grid, 3)[0] == "variant" and cells(grid, 3) == [str(x) for x in grid.tolist()]
+    assert cells(["a", "b", "a", "b"], 2) == ["a", "b", "a", "b"] and cells([1, 1, 2, 2], 2) == ["1", "1", "2", "2"]
+    mixed = [1, 1.0, True, "a,b", 'say "x"', "=1+1", "x\ny"]
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as fh:
+        csv.writer(fh).writerow([f"'{v}" if isinstance(v, str) and v.startswith("=") else v for v in mixed])
+    assert (",".join(_csv_column(mixed)) + "\r\n").encode() == path.read_bytes()
+
+
+def test_a_refused_sweep_leaves_no_file(tmp_path):
+    from gpufabric.plan.sweep import stream_sweep, write_sweep
+
+    out = tmp_path / "s.csv"
+    with pytest.raises(InputError, match="combinations is invalid"):
+        write_sweep(stream_sweep(SPEC, CAT, [parse_vary("cluster.nodes=3,5")]), out)
+    assert list(tmp_path.iterdir()) == []

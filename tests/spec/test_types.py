@@ -203,3 +203,25 @@ def test_catalog_ids_and_figures_checked(tmp_path):
     huge.write_text("fabrics:\n  ib-ndr: {nic_usd: 1e300}\n")
     with pytest.raises(SpecError, match=r"nic_usd"):
         load_catalog([huge])
+
+
+def test_field_descriptions_equal_pydantics_attribute_docstrings():
+    """issue 32: the spec models take their field docstrings from one ast.parse per module
+    (spec.types.field_docstrings), not pydantic's per-class source lookup; every description
+    is the one use_attribute_docstrings would give, and every documented field has one."""
+    import importlib
+
+    from pydantic import BaseModel
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    checked = 0
+    for module in ("gpufabric.spec.models", "gpufabric.spec.security", "gpufabric.spec.inference"):
+        for cls in vars(importlib.import_module(module)).values():
+            if not (isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__ == module):
+                continue
+            expected = extract_docstrings_from_cls(cls, use_inspect=True)
+            for name, info in cls.model_fields.items():
+                if name in expected:
+                    assert info.description == expected[name], (cls.__name__, name)
+                    checked += 1
+    assert checked > 150

@@ -12,7 +12,13 @@ source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
 from __future__ import annotations
 
 import difflib
+import hashlib
+import os
+import pickle
 import re
+import sys
+import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -219,7 +225,82 @@ def load_catalog(extra: Sequence[str | Path] = ()) -> Catalog:
 
 @lru_cache(maxsize=1)
 def _load_shipped() -> Catalog:
-    return _build(list(_shipped()), n_shipped=len(DATA_FILES))
+    """The shipped catalog: validated once per content, then read from the user's cache.
+
+    Parsing and validating the YAML files was ~0.08 s CPU of every command's start-up
+    (docs/performance.md); the pickled result is keyed by everything that shapes it (the
+    data files, the modules defining its classes, the versions of gpufabric, pydantic and
+    Python), so an edit to any of them validates afresh. An unreadable, foreign or corrupt
+    cache, or an unwritable cache directory, falls back to validating, silently.
+    """
+    key = _cache_key()
+    path = _cache_dir() / f"catalog-{key}.pickle" if key else None
+    cached = _cache_read(path) if path else None
+    if cached is not None:
+        return cached
+    catalog = _build(list(_shipped()), n_shipped=len(DATA_FILES))
+    if path:
+        _cache_write(path, catalog)
+    return catalog
+
+
+def _cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/gpufabric`` (default ``~/.cache/gpufabric``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpufabric"
+
+
+def _cache_key() -> str | None:
+    import pydantic
+
+    from gpufabric import __version__
+    from gpufabric.catalog import schema
+    from gpufabric.spec import types
+
+    digest = hashlib.sha256(f"{__version__} {pydantic.VERSION} {sys.version_info[:2]}".encode())
+    data = Path(__file__).parent / "data"
+    try:
+        for path in (
+            *(data / name for name in DATA_FILES),
+            Path(__file__),
+            Path(schema.__file__),
+            Path(types.__file__),
+        ):
+            digest.update(path.read_bytes())
+    except (OSError, TypeError):  # a zipped or source-less install: validate every time
+        return None
+    return digest.hexdigest()[:32]
+
+
+def _cache_read(path: Path) -> Catalog | None:
+    try:
+        with open(path, "rb") as handle:
+            # Only our own file, writable by nobody else: unpickling runs what the file says.
+            info = os.fstat(handle.fileno())
+            if info.st_uid != os.getuid() or info.st_mode & 0o022:
+                return None
+            catalog = pickle.load(handle)
+    except Exception:  # missing, unreadable, truncated or stale: validate instead
+        return None
+    return catalog if isinstance(catalog, Catalog) else None
+
+
+def _cache_write(path: Path, catalog: Catalog) -> None:
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        stale_s = time.time() - 86400.0  # another install's copy may still be in use today
+        for old in path.parent.glob("catalog-*.pickle"):
+            if old.stat().st_mtime < stale_s:
+                old.unlink(missing_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                pickle.dump(catalog, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError:  # read-only home, full disk: the next start validates again
+        pass
 
 
 def _read(path: str | Path) -> Located:

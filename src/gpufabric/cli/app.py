@@ -36,7 +36,6 @@ from collections.abc import Iterator, Sequence
 
 import typer
 
-import gpufabric
 from gpufabric import __version__, errors
 from gpufabric.cli.options import PLAIN_HELP
 from gpufabric.cli.output import set_command_line
@@ -75,26 +74,48 @@ def command_module(name: str) -> str:
     return f"gpufabric.cli.{name}_" if keyword.iskeyword(name) else f"gpufabric.cli.{name}"
 
 
-#: Every module whose import builds pydantic models (the catalog first; spec.models brings
-#: spec.security and spec.types), imported before Ctrl-C is handed back to Python
-#: (_end_startup): pydantic-core builds validators in callbacks that write a
-#: KeyboardInterrupt off as "Exception ignored", and the command would go on. Commands
-#: import them lazily; `predict` reads only the catalog and skips the rest (a third of its
-#: CPU, docs/performance.md). tests/cli/test_boundary.py checks the list is complete.
-_MODEL_MODULES = (
+#: Every module that defines pydantic models (the catalog first; spec.models brings
+#: spec.security and spec.types): what a command builds at start-up unless its module
+#: declares ``MODELS``, the ones it builds (tests/cli/test_boundary.py checks the list is
+#: complete). Built before Ctrl-C is handed back to Python (_end_startup): pydantic-core
+#: builds validators in callbacks that write a KeyboardInterrupt off as "Exception ignored",
+#: and the command would go on. The models are defined with defer_build (spec/types.py),
+#: so a module costs its validators only where a command declares it: `predict` builds the
+#: catalog's alone, a third of its CPU (docs/performance.md).
+ALL_MODEL_MODULES = (
     "gpufabric.catalog.schema",
     "gpufabric.spec.models",
+    "gpufabric.spec.security",
     "gpufabric.spec.inference",
     "gpufabric.bench.slo",
 )
 
 
-def _model_modules(named: str | None) -> tuple[str, ...]:
-    """The model modules command ``named`` may build: none for --help, --version or a typo
-    (nothing is validated), the catalog alone for predict, all of them otherwise."""
+def model_modules(named: str | None) -> tuple[str, ...]:
+    """The model modules command ``named`` builds: none for --help, --version or a typo
+    (nothing is validated), its module's ``MODELS`` where it declares them, else all."""
     if named is None:
         return ()
-    return _MODEL_MODULES[:1] if named == "predict" else _MODEL_MODULES
+    declared: tuple[str, ...] = getattr(importlib.import_module(command_module(named)), "MODELS", ALL_MODEL_MODULES)
+    return declared
+
+
+def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
+    """Import and build ``modules``. For the catalog's, the shipped catalog is loaded: from
+    its cache (catalog/loader.py), building the catalog models only on a miss or when the
+    command line names a user catalog file to validate."""
+    if not modules:  # --help, --version, a typo: not even pydantic
+        return
+    from gpufabric.spec.types import build_models
+
+    for module in modules:
+        importlib.import_module(module)
+        if module != "gpufabric.catalog.schema":
+            build_models(module)
+            continue
+        _shipped_ids()
+        if any(arg == "--catalog" or arg.startswith("--catalog=") for arg in args):
+            build_models(module)
 
 
 def _version(value: bool) -> None:
@@ -179,12 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _end_startup() -> None:
     """Hand Ctrl-C back to Python (KeyboardInterrupt, caught below) once imports are done.
 
-    Until then the quiet exit installed by ``gpufabric/__init__`` stays: a KeyboardInterrupt
+    Until then the quiet exit installed by the entry (``gpufabric.__main__``) stays: a KeyboardInterrupt
     raised inside an import-lock callback is dropped by Python ("Exception ignored"), and
     the command would go on as if Ctrl-C had not been pressed.
     """
-    startup = gpufabric._startup_sigint_handler
-    if startup is not None and signal.getsignal(signal.SIGINT) is startup:
+    if getattr(signal.getsignal(signal.SIGINT), "gpufabric_startup", False):  # gpufabric.__main__'s
         signal.signal(signal.SIGINT, signal.default_int_handler)
     # SIGTERM (timeout, CI runners, scancel) takes the Ctrl-C path from here on: as the
     # default action it ended the process on the spot, rank groups left running for
@@ -248,8 +268,7 @@ def _main(argv: Sequence[str] | None) -> int:
         # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
         named = args[0] if args and args[0] in COMMAND_MODULES else None
         command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
-        for module in _model_modules(named):
-            importlib.import_module(module)  # inside the quiet window: see _MODEL_MODULES
+        _build_models(model_modules(named), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()

@@ -37,7 +37,6 @@ from gpufabric.cli.options import (
 )
 from gpufabric.cli.output import Format, command_line, envelope, print_json, stderr_console, stdout_console
 from gpufabric.errors import InputError
-from gpufabric.spec.models import MAX_RANKS
 from gpufabric.units import format_size, parse_size
 
 
@@ -107,6 +106,8 @@ def launch_options(
         raise InputError(f"--master-port {master_port}: not a port (0: one per job)")
     # Each rank is a process on its node: the spec's own bound on cluster.gpus_per_node.
     check_range("--gpus-per-node", nproc, 1, MAX_RANKS_PER_NODE)
+    from gpufabric.spec.models import MAX_RANKS  # here: importing the spec models was half of --help
+
     check_range("--nodes", nodes, 1, MAX_RANKS)
     host_list: list[launch.Host] = []
     if lab:

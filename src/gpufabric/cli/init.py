@@ -10,6 +10,14 @@ import typer
 
 from gpufabric.errors import InputError
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
+MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("init")(init)

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from gpufabric.app.inference import ServingPlanOutcome
     from gpufabric.app.training import TrainingPlan
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
+MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)

@@ -10,6 +10,11 @@ from gpufabric.cli.output import Format, print_json
 from gpufabric.cli.request_options import request_options
 
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES):
+#: the catalog's alone.
+MODELS = ("gpufabric.catalog.schema",)
+
+
 def register(app: typer.Typer) -> None:
     predict_app = typer.Typer(
         help="Predict expected performance from the analytic models.", no_args_is_help=True, rich_markup_mode=PLAIN_HELP

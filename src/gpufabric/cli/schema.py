@@ -15,6 +15,15 @@ class SchemaKind(StrEnum):
     inference = "inference"
 
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
+MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("schema")(schema)
 

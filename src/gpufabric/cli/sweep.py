@@ -9,6 +9,14 @@ import typer
 from gpufabric.cli.options import format_option
 from gpufabric.cli.output import Format
 
+#: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
+MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
 
 def register(app: typer.Typer) -> None:
     app.command("sweep")(sweep)
@@ -26,7 +34,7 @@ def sweep(
     """Evaluate every combination of the varied fields x every design; write one row each."""
     from gpufabric.catalog import load_catalog
     from gpufabric.errors import InputError
-    from gpufabric.plan.sweep import parse_vary, run_sweep, write_sweep
+    from gpufabric.plan.sweep import check_format, parse_vary, stream_sweep, write_sweep
     from gpufabric.spec import load_spec
 
     if out.suffix not in (".csv", ".parquet"):
@@ -35,21 +43,15 @@ def sweep(
         raise InputError(f"--out {out}: directory {out.parent} does not exist")
     catalog = load_catalog(catalog_files)
     spec = load_spec(spec_file, known_ids=catalog.known_ids()).spec
-    result = run_sweep(spec, catalog, [parse_vary(v) for v in vary])
-    write_sweep(result, out)
+    varies = [parse_vary(v) for v in vary]
+    check_format(out)  # Parquet without pyarrow: refused before any work
+    done = write_sweep(stream_sweep(spec, catalog, varies), out)
     if fmt is Format.json:
         from gpufabric.cli.output import print_json
 
-        print_json(
-            {
-                "out": str(out),
-                "rows": len(result),
-                "variants": len(set(result.combos)),
-                "skipped": [str(s) for s in result.skipped],
-            }
-        )
+        print_json({"out": str(out), "rows": done.rows, "variants": done.variants, "skipped": list(done.skipped)})
         return 0
-    typer.echo(f"{len(result):,} rows ({len(set(result.combos))} variants x designs) -> {out}")
-    if result.skipped:
-        typer.echo(f"skipped {len(result.skipped)} invalid combination(s), first: {result.skipped[0]}", err=True)
+    typer.echo(f"{done.rows:,} rows ({done.variants} variants x designs) -> {out}")
+    if done.skipped:
+        typer.echo(f"skipped {len(done.skipped)} invalid combination(s), first: {done.skipped[0]}", err=True)
     return 0

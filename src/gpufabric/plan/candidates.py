@@ -15,7 +15,7 @@ from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor
-from gpufabric.plan.evaluate import Candidate, Evaluation, evaluate_table
+from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
@@ -142,51 +142,24 @@ def to_records(
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
         mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
+        copied = {}
+        for name, (source, per, kind) in ROW_FIELDS.items():
+            value = kind(getattr(r, source))
+            copied[name] = value / per if per != 1 else value
         records.append(
             Candidate(
+                **copied,
                 id=d.id,
                 fabric=d.fabric,
                 topology=d.topology,
                 oversubscription=d.oversubscription,
                 storage=d.storage,
-                tiers=int(r.tiers),
-                step_time_s=float(r.step_time_s),
-                step_time_p99_s=float(r.step_time_p99_s),
-                step_time_cv=float(r.step_time_cv),
-                comm_exposed_s=float(r.comm_exposed_s),
-                checkpoint_write_s=float(r.checkpoint_write_s),
-                checkpoint_stall_fraction=float(r.checkpoint_stall_fraction),
-                goodput=float(r.goodput),
-                time_to_train_days=float(r.time_to_train_days),
-                capex_usd=float(r.capex_usd),
-                network_capex_usd=float(r.network_capex_usd),
-                storage_capex_usd=float(r.storage_capex_usd),
-                usd_per_gpu_hour=float(r.usd_per_gpu_hour),
-                run_cost_usd=float(r.run_cost_usd),
-                network_wait_usd=float(r.network_wait_usd),
-                storage_wait_usd=float(r.storage_wait_usd),
                 dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
-                switches=int(r.switches),
-                transceivers=int(r.transceivers),
-                cables=int(r.cables),
-                power_kw=float(r.power_kw),
-                dataset_read_gbps_needed=float(r.dataset_read_gbps_needed),
-                storage_read_gbps=float(r.storage_read_gbps),
-                young_interval_min=float(r.young_interval_s) / 60,
-                daly_interval_min=float(r.daly_interval_s) / 60,
-                min_interval_min=float(r.min_interval_s) / 60,
-                checkpoint_interval_min=float(r.checkpoint_interval_s) / 60,
-                optimal_interval_min=float(r.optimal_interval_s) / 60,
-                goodput_at_optimal=float(r.goodput_at_optimal),
-                failure_usd=float(r.failure_usd),
-                failures_expected=float(r.failures_expected),
                 meets_requirements=not v,
                 violations=v,
                 layout=lay,
                 layout_runner_up=runner_ups[i] if runner_ups else None,
                 layout_note=notes[i] if notes else "",
-                memory_gb=float(r.memory_bytes) / GIB,
-                memory_capacity_gb=float(r.memory_capacity_bytes) / GIB,
                 mfu=mfu,
                 tflops_per_gpu=tflops,
                 compute_efficiency=float(ce[i]),
@@ -195,14 +168,8 @@ def to_records(
                 rental=d.rental or None,
                 term=d.term or None,
                 in_network_reduction=d.sharp,
-                sharp_usd=float(r.sharp_usd),
-                opex_usd_per_gpu_hour=float(r.opex_usd_per_gpu_hour),
-                rent_storage_usd_per_gpu_hour=float(r.rent_storage_usd_per_gpu_hour),
-                rent_commitment_usd=float(r.rent_commitment_usd),
-                storage_units=int(r.storage_units),
                 storage_read_gbps_per_node=float(r.storage_read_gbps) / spec.cluster.nodes,
                 storage_write_gbps_per_node=float(r.storage_write_gbps) / spec.cluster.nodes,
-                checkpoint_duty_cycle=float(r.checkpoint_duty_cycle),
             )
         )
     return records

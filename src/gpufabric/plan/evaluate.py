@@ -17,7 +17,7 @@ from gpufabric.model import cost, reliability, storage
 from gpufabric.model.collectives import HW_LAT_US, Links, build_links, collective_times
 from gpufabric.model.congestion import cross_fraction, uplink_slowdown
 from gpufabric.model.flops import attention_flops_per_token, flops_per_token
-from gpufabric.model.memory import MemoryBreakdown, per_gpu_memory
+from gpufabric.model.memory import GIB, MemoryBreakdown, per_gpu_memory
 from gpufabric.model.rows import unique_rows
 from gpufabric.model.step import (
     StepBreakdown,
@@ -32,7 +32,7 @@ from gpufabric.model.step import (
     zero3_dp_s,
     zero_dp_factor,
 )
-from gpufabric.model.tail import step_tail
+from gpufabric.model.tail import TailStats, step_tail
 from gpufabric.model.topology import leaf_ports, size_fabric, switch_hops
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.table import Table
@@ -288,40 +288,123 @@ def memory_of(t: Table) -> MemoryBreakdown:
     )
 
 
-def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
-    """All model outputs for every row of ``t``.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Compute:
+    """Stage 1: compute (executed FLOPs: attention and recomputation included) and bubble."""
 
-    Args:
-        quantise_tail: round the tail's hiccup-to-jitter ratio to a 2% grid so rows share
-            one quadrature (the layout search; ``model.tail.barrier_stats``).
-    """
+    flops_tok: np.ndarray
+    compute_s: np.ndarray
+    bubble_s: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Comm:
+    """Stage 2: communication per parallelism dimension, each part exposed per step."""
+
+    dp_allreduce_s: np.ndarray
+    dp_steps: np.ndarray
+    dp_algorithm: np.ndarray
+    dp_groups: np.ndarray  # nodes one data-parallel group spans
+    dp_exposed_s: np.ndarray
+    tp_exposed_s: np.ndarray
+    pp_exposed_s: np.ndarray
+    ep_exposed_s: np.ndarray
+    cp_exposed_s: np.ndarray
+    ep_steps: np.ndarray
+    ep_all_to_alls: np.ndarray  # per layer
+    layers_stage: np.ndarray
+    dp_congestion: np.ndarray
+    ep_congestion: np.ndarray
+    dp_extra_hop_us: np.ndarray
+
+    @property
+    def exposed_s(self) -> np.ndarray:
+        return self.tp_exposed_s + self.dp_exposed_s + self.pp_exposed_s + self.ep_exposed_s + self.cp_exposed_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Storage:
+    """Stage 3: checkpoints and data loading."""
+
+    ckpt_bytes: np.ndarray
+    units: np.ndarray  # sized for bandwidth and capacity (endurance and retention: stage 5)
+    need_gbps: np.ndarray
+    write_gbps: np.ndarray
+    read_gbps: np.ndarray
+    write_s: np.ndarray
+    drain_s: np.ndarray
+    snapshot_s: np.ndarray
+    durable_s: np.ndarray
+    lag_s: np.ndarray
+    restore_s: np.ndarray
+    congestion: np.ndarray
+    step_det_s: np.ndarray  # the deterministic step, stretched by a slow data loader
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Reliability:
+    """Stage 5: goodput at the spec's interval and at the optimal one."""
+
+    mttf_s: np.ndarray
+    restart_s: np.ndarray
+    drain_slowdown: np.ndarray
+    min_interval_s: np.ndarray
+    optimal_interval_s: np.ndarray
+    goodput_at_optimal: np.ndarray
+    daly_interval_s: np.ndarray
+    interval_s: np.ndarray
+    units: np.ndarray
+    endurance_interval_s: np.ndarray
+    block_s: np.ndarray
+    goodput: np.ndarray
+    young_interval_s: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Cost:
+    """Stage 6: capex, power and the cost of a useful GPU-hour, built or rented."""
+
+    server_usd: np.ndarray
+    network_usd: np.ndarray
+    storage_usd: np.ndarray
+    capex_usd: np.ndarray
+    power_kw: np.ndarray
+    usd_per_gpu_hour: np.ndarray
+    opex_usd_per_gpu_hour: np.ndarray
+    rent_storage_usd_per_gpu_hour: np.ndarray
+    sharp_usd: np.ndarray
+    rent_commitment_usd: np.ndarray
+    run_usd: np.ndarray
+
+
+def _slowdown(t: Table, size: Any, cross: np.ndarray, demand: Any = 1.0) -> np.ndarray:
+    """Congestion above the leaf (model.congestion): ECMP collisions and oversubscription."""
+    down, up = leaf_ports(t.radix, t.oversub)
+    s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
+    return np.where(size.tiers > 1, s, 1.0)
+
+
+def _compute_stage(t: Table) -> _Compute:
+    flops_tok = flops_per_token(
+        params_active=t.params_active,
+        layers=t.layers,
+        hidden=t.hidden,
+        seq_len=t.seq_len,
+        vocab=t.vocab,
+        recompute=t.recompute,
+    )
+    compute = compute_time_s(flops_tok * t.batch_tokens, t.nodes * t.gpn, t.peak_tflops, t.compute_eff)
+    return _Compute(
+        flops_tok=flops_tok, compute_s=compute, bubble_s=bubble_time_s(compute, t.pp, t.microbatches, t.virtual_stages)
+    )
+
+
+def _comm_stage(t: Table, size: Any, c: _Compute) -> _Comm:
+    """Communication per parallelism dimension (data parallel first, then tp, pp, ep, cp)."""
     N, g = t.nodes, t.gpn
     G = N * g
-    tp, pp, dp, ep, m = t.tp, t.pp, t.dp, t.ep, t.microbatches
-    det = t.deterministic
-    rc = t.recompute
-
-    # Compute (executed FLOPs: attention and recomputation included) and bubble.
-    flops_tok = flops_per_token(
-        params_active=t.params_active, layers=t.layers, hidden=t.hidden, seq_len=t.seq_len, vocab=t.vocab, recompute=rc
-    )
-    compute = compute_time_s(flops_tok * t.batch_tokens, G, t.peak_tflops, t.compute_eff)
-    bubble = bubble_time_s(compute, pp, m, t.virtual_stages)
-
-    mem = memory_of(t)
-
-    # Fabric sizing.
-    size = size_fabric(
-        nodes=N,
-        nics_per_node=g,
-        radix=t.radix,
-        oversubscription=t.oversub,
-        rail_optimized=t.rail,
-        switch_ports_per_module=t.sw_xcvr_ports,
-    )
-
-    # Communication per parallelism dimension.
-    cp = t.cp
+    tp, pp, dp, ep, m, cp = t.tp, t.pp, t.dp, t.ep, t.microbatches, t.cp
+    det, rc, compute = t.deterministic, t.recompute, c.compute_s
     tokens_mb = t.batch_tokens / (dp * m)
     act = tokens_mb * t.hidden * t.act_bytes / cp  # one context-parallel rank's slice
     layers_stage = t.layers / pp
@@ -334,22 +417,16 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     n_dp = np.ceil(dpc / g_dp)
     hops_dp = switch_hops(n_dp, size)
     ranks_leaf = size.nodes_per_leaf * g
-    # Congestion above the leaf (model.congestion): ECMP collisions and oversubscription.
-    down, up = leaf_ports(t.radix, t.oversub)
-    multi_tier = size.tiers > 1
-
-    def slowdown(cross: np.ndarray, demand: Any = 1.0) -> np.ndarray:
-        s = uplink_slowdown(nics_per_leaf=down, uplinks=up, cross=cross, demand=demand)
-        return np.where(multi_tier, s, 1.0)
-
-    cong_dp = slowdown(
+    cong_dp = _slowdown(
+        t,
+        size,
         cross_fraction(
             group_nodes=n_dp,
             nodes_per_leaf=size.nodes_per_leaf,
             scattered=t.scattered,
             fragment_nodes=t.fragment_nodes,
             replaced=t.replaced,
-        )
+        ),
     )
     links_dp = _links(t, hops_dp, g_dp, ranks_leaf, cong_dp)
     grad = ((t.params - t.expert_params) / (tp * pp) + t.expert_params / (tp * pp * ep)) * t.grad_bytes
@@ -386,15 +463,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # Stage neighbours are tp x cp x dp ranks apart: inside one NVLink domain while that fits.
     pp_in = tp * cp * dp < dom
     t_pp1, _, _ = _coll(
-        "send_recv",
-        act / tp,
-        np.where(pp_in, 1.0, 2.0),
-        np.where(pp_in, 2.0, 1.0),
-        links_pp,
-        det,
-        pp > 1,
+        "send_recv", act / tp, np.where(pp_in, 1.0, 2.0), np.where(pp_in, 2.0, 1.0), links_pp, det, pp > 1
     )
-    pp_exp = 2 * (pp - 1) * t_pp1
 
     g_ep = np.where(tp * cp * ep <= dom, ep, np.maximum(1, np.minimum(ep, g_dp)))
     n_ep = np.ceil(ep / g_ep)
@@ -406,12 +476,11 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         all_to_all=True,
     )
     # The all-to-all model already divides by max(1, r x cross): add only the collisions.
-    cong_ep = np.maximum(1.0, slowdown(cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
+    cong_ep = np.maximum(1.0, _slowdown(t, size, cross_ep) / np.maximum(1.0, t.oversub * cross_ep))
     links_ep = _links(t, switch_hops(n_ep, size), g_ep, ranks_leaf, cong_ep)
     a2a = act * t.top_k * t.capacity_factor / np.where(sp, tp, 1.0)
     t_ep1, steps_ep, _ = _coll("all_to_all", a2a, n_ep, g_ep, links_ep, det, ep > 1)
     n_a2a = ep_all_to_alls_per_layer(rc)
-    ep_exp = t_ep1 * n_a2a * layers_stage * m
 
     # Context parallelism: ring attention passes key/value chunks around the cp ranks
     # (tp apart in the rank order), hidden behind each chunk's attention (model.step).
@@ -421,15 +490,33 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     pair_nodes, pair_g = np.where(cp_in, 1.0, 2.0), np.where(cp_in, 2.0, 1.0)
     t_kv, _, _ = _coll("send_recv", kv, pair_nodes, pair_g, links_cp, det, cp > 1)
     attn = attention_flops_per_token(layers=t.layers, hidden=t.hidden, seq_len=t.seq_len, recompute=rc)
-    attn_fwd_s = compute * attn / flops_tok / (3.0 * m * layers_stage)  # one layer's forward attention
+    attn_fwd_s = compute * attn / c.flops_tok / (3.0 * m * layers_stage)  # one layer's forward attention
     cp_exp = np.where(
         cp > 1, ring_attention_exposed_s(kv_hop_s=t_kv, cp=cp, attention_fwd_s=attn_fwd_s) * layers_stage * m, 0.0
     )
+    return _Comm(
+        dp_allreduce_s=t_dp,
+        dp_steps=steps_dp,
+        dp_algorithm=algo_dp,
+        dp_groups=n_dp,
+        dp_exposed_s=dp_exp,
+        tp_exposed_s=tp_exp,
+        pp_exposed_s=2 * (pp - 1) * t_pp1,
+        ep_exposed_s=t_ep1 * n_a2a * layers_stage * m,
+        cp_exposed_s=cp_exp,
+        ep_steps=steps_ep,
+        ep_all_to_alls=n_a2a,
+        layers_stage=layers_stage,
+        dp_congestion=cong_dp,
+        ep_congestion=cong_ep,
+        dp_extra_hop_us=links_dp.extra_hop_us,
+    )
 
-    comm = tp_exp + dp_exp + pp_exp + ep_exp + cp_exp
-    step_det = compute + bubble + comm
 
-    # Storage: checkpoints and data loading.
+def _storage_stage(t: Table, size: Any, step_det: np.ndarray) -> _Storage:
+    """Checkpoints and data loading: storage sized, write, drain, restore and loader times."""
+    N, g = t.nodes, t.gpn
+    G = N * g
     ckpt = storage.checkpoint_bytes(t.params, t.ckpt_bpp)
     local = t.st_local  # local NVMe: units are the durable tier it drains to, sized for capacity
     need_gbps = storage.dataset_read_gbps(
@@ -453,7 +540,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         ),
     )
     # Remote storage traffic leaves every leaf; each NIC asks for its share of the client rate.
-    cong_st = np.where(local, 1.0, slowdown(np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
+    cong_st = np.where(local, 1.0, _slowdown(t, size, np.ones_like(N), demand=t.st_client_w / (g * t.nic_gbps)))
     write_bw = np.where(local, N * t.st_client_w, np.minimum(N * t.st_client_w / cong_st, units * t.st_unit_w))
     read_bw = np.where(local, N * t.st_client_r, np.minimum(N * t.st_client_r / cong_st, units * t.st_unit_r))
     commit = storage.commit_time_s(
@@ -467,39 +554,34 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     write_s = storage.write_time_s(size_bytes=ckpt, bandwidth_gbps=write_bw, commit_s=commit)
     drain_bw = np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_w)
     drain_s = np.where(t.st_drain, ckpt / (drain_bw * 1e9), 0.0)
-    snap = storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t.host_copy)
     durable = write_s + drain_s
-    lag = np.where(t.sync, drain_s, write_s + drain_s)
     restore_bw = np.where(local, np.minimum(N * np.maximum(t.st_drain_gbps, 1e-9), units * t.st_unit_r), read_bw)
-    restore_s = ckpt / (restore_bw * 1e9) + commit
     # A data loader slower than the step stretches it.
     load_s = np.where(t.bytes_per_token > 0, need_gbps * step_det / read_bw, 0.0)
-    step_det = np.maximum(step_det, load_s)
-
-    # Tail: jitter on dependent inter-node steps, compute barrier, hiccups.
-    # DP peers off the leaf: beyond one leaf (contiguous), one run (fragmented), all (scattered).
-    run = np.where(t.scattered, 1.0, np.minimum(size.nodes_per_leaf, t.fragment_nodes))
-    cross = np.clip(1 - run / n_dp + 2 * t.replaced, 0, 1)
-    congestion = 1 + (t.oversub - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
-    dep_steps = steps_dp + 2 * (pp - 1) + steps_ep * n_a2a * layers_stage * m
-    hiccup_q = np.minimum(1.0, t.hiccup_q * congestion)
-    tail = step_tail(
-        base_s=step_det,
-        compute_s=compute,
-        compute_cv=t.compute_cv,
-        num_ranks=G,
-        dependent_steps=dep_steps,
-        group_size=N,
-        jitter_s=t.jitter_us * 1e-6 * congestion,
-        hiccup_prob=hiccup_q,
-        hiccup_s=t.hiccup_ms * 1e-3,
-        quantise=quantise_tail,
+    return _Storage(
+        ckpt_bytes=ckpt,
+        units=units,
+        need_gbps=need_gbps,
+        write_gbps=write_bw,
+        read_gbps=read_bw,
+        write_s=write_s,
+        drain_s=drain_s,
+        snapshot_s=storage.snapshot_time_s(size_bytes=ckpt, num_gpus=G, host_copy_gbps=t.host_copy),
+        durable_s=durable,
+        lag_s=np.where(t.sync, drain_s, write_s + drain_s),
+        restore_s=ckpt / (restore_bw * 1e9) + commit,
+        congestion=cong_st,
+        step_det_s=np.maximum(step_det, load_s),
     )
 
-    # Reliability: goodput at the spec's interval and at the optimal one (exact goodput
-    # maximised on a geometric grid around Daly's interval; interval_min: auto uses it).
-    mttf = reliability.job_mttf_s(t.mttf_h, G)
-    restart = t.restart_s + restore_s
+
+def _reliability_stage(t: Table, st: _Storage, comm_s: np.ndarray) -> _Reliability:
+    """Goodput at the spec's interval and at the optimal one (exact goodput maximised on a
+    geometric grid around Daly's interval; interval_min: auto uses it)."""
+    N = t.nodes
+    mttf = reliability.job_mttf_s(t.mttf_h, N * t.gpn)
+    restart = t.restart_s + st.restore_s
+    ckpt, durable, lag, write_s = st.ckpt_bytes, st.durable_s, st.lag_s, st.write_s
     # Async drains contend with the step's exposed communication for the node's NICs.
     drain_c = np.where(
         t.sync,
@@ -508,8 +590,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
             size_bytes=ckpt,
             num_nodes=N,
             drain_s=durable,
-            node_nic_gbps=g * t.nic_gbps,
-            comm_fraction=comm / np.maximum(step_det, 1e-12),
+            node_nic_gbps=t.gpn * t.nic_gbps,
+            comm_fraction=comm_s / np.maximum(st.step_det_s, 1e-12),
         ),
     )
     # Sync: the interval must cover the write and the later drain (the lag), not their sum.
@@ -530,7 +612,7 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     tau_opt, good_opt, daly = _optimal_interval(
         sync=t.sync,
         write_s=write_s,
-        snapshot_s=snap,
+        snapshot_s=st.snapshot_s,
         durable_s=durable,
         mttf_s=mttf,
         restart_s=restart,
@@ -539,9 +621,9 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         min_s=tau_auto_min,
         blocks=at_interval
         | {
-            "units": units,
+            "units": st.units,
             # Rented: the provider's storage, no endurance to buy (its capacity is priced per TB-month).
-            "unit_share": np.where(t.rent, 0.0, t.st_unit_usd / (N * t.node_usd + units * t.st_unit_usd)),
+            "unit_share": np.where(t.rent, 0.0, t.st_unit_usd / (N * t.node_usd + st.units * t.st_unit_usd)),
         },
     )
     interval = np.where(t.interval_auto, tau_opt, t.interval_s)
@@ -549,23 +631,43 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     # every checkpoint of storage.retention_hours): the blocks the interval obliges; more
     # blocks than bandwidth needed are charged (capex, power) without crediting their
     # bandwidth (conservative).
-    units = np.maximum(units, storage.units_at_interval(interval_s=interval, **at_interval))
-    tau_endurance = storage.endurance_interval_s(
-        size_bytes=ckpt,
-        capacity_tb=units * t.st_unit_tb,
-        dwpd=t.st_dwpd,
-        warranty_years=t.st_warranty_years,
-        years=t.years,
-    )
+    units = np.maximum(st.units, storage.units_at_interval(interval_s=interval, **at_interval))
     block = storage.block_time_s(
-        mode_sync=t.sync, write_s=write_s, snapshot_s=snap, durable_s=durable, interval_s=interval, slowdown=drain_c
+        mode_sync=t.sync,
+        write_s=write_s,
+        snapshot_s=st.snapshot_s,
+        durable_s=durable,
+        interval_s=interval,
+        slowdown=drain_c,
     )
     good = reliability.goodput(block_s=block, interval_s=interval, mttf_s=mttf, restart_s=restart, lag_s=lag)
-    young = reliability.young_interval_s(np.maximum(block, 1e-9), mttf)
-    steps_total = t.total_tokens / t.batch_tokens
-    train_s = steps_total * tail.mean_s / np.maximum(good, 1e-9)
+    return _Reliability(
+        mttf_s=mttf,
+        restart_s=restart,
+        drain_slowdown=drain_c,
+        min_interval_s=tau_min,
+        optimal_interval_s=tau_opt,
+        goodput_at_optimal=good_opt,
+        daly_interval_s=daly,
+        interval_s=interval,
+        units=units,
+        endurance_interval_s=storage.endurance_interval_s(
+            size_bytes=ckpt,
+            capacity_tb=units * t.st_unit_tb,
+            dwpd=t.st_dwpd,
+            warranty_years=t.st_warranty_years,
+            years=t.years,
+        ),
+        block_s=block,
+        goodput=good,
+        young_interval_s=reliability.young_interval_s(np.maximum(block, 1e-9), mttf),
+    )
 
-    # Cost.
+
+def _cost_stage(t: Table, size: Any, units: np.ndarray, train_s: np.ndarray) -> _Cost:
+    """Capex, power, the cost of a useful GPU-hour (built or rented) and of the run."""
+    N = t.nodes
+    G = N * t.gpn
     nics = G  # one scale-out NIC per GPU
     net_usd = cost.network_capex_usd(
         switches=size.switches,
@@ -633,89 +735,164 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     )
     rent = t.rent
     per_gpu_h = np.where(rent, rent_h, build_h)
-    net_usd, storage_usd, server_usd, capex = (
-        np.where(rent, 0.0, x) for x in (net_usd, storage_usd, server_usd, capex)
-    )
-    power_kw = np.where(rent, N * t.node_kw, power_kw)  # the instances' draw (in the rental price)
     run_usd = cost.run_cost_usd(usd_per_gpu_hour=per_gpu_h, num_gpus=G, wall_hours=train_s / 3600)
     # What renting obliges the user to pay (checked against requirements.budget_usd like a
     # built design's capex): the run on demand, the whole term when committed.
     commitment = np.where(t.rent_committed, t.rent_gpu_h * G * t.rent_term_h, run_usd)
-    net_frac = (comm + tail.mean_s - step_det) / tail.mean_s * good
-    # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
-    # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
-    # average, and restart + restore each time), as the simulator's timeline splits them.
-    storage_frac = good * block / interval
-    failure_frac = np.maximum(0.0, 1.0 - good - storage_frac)
-
-    return Evaluation(
-        step_time_s=tail.mean_s,
-        step_time_det_s=step_det,
-        step_time_p99_s=tail.p99_s,
-        step_time_cv=tail.cv,
-        compute_s=compute,
-        bubble_s=bubble,
-        comm_exposed_s=comm,
-        tp_exposed_s=tp_exp,
-        dp_exposed_s=dp_exp,
-        pp_exposed_s=pp_exp,
-        ep_exposed_s=ep_exp,
-        cp_exposed_s=cp_exp,
-        dp_allreduce_s=t_dp,
-        dp_algorithm=algo_dp,
-        dependent_steps=dep_steps,
-        latency_per_step_s=(HW_LAT_US["net"]["ring"][2] * t.net_scale + links_dp.extra_hop_us) * 1e-6,
-        jitter_per_step_s=t.jitter_us * 1e-6 * congestion,
-        nodes_per_leaf=size.nodes_per_leaf,
-        compute_cv=t.compute_cv,
-        hiccup_prob=hiccup_q,
-        hiccup_s=t.hiccup_ms * 1e-3,
-        checkpoint_lag_s=lag,
-        checkpoint_bytes=ckpt,
-        checkpoint_write_s=write_s,
-        checkpoint_block_s=block,
-        checkpoint_durable_s=write_s + drain_s,
-        checkpoint_stall_fraction=reliability.stall_fraction(block_s=block, interval_s=interval),
-        checkpoint_duty_cycle=storage.duty_cycle(durable_s=durable, interval_s=interval),
-        endurance_interval_s=tau_endurance,
-        restore_s=restore_s,
-        restart_s=restart,
-        job_mttf_s=mttf,
-        young_interval_s=young,
-        daly_interval_s=daly,
-        min_interval_s=tau_min,
-        checkpoint_drain_slowdown=drain_c,
-        checkpoint_interval_s=interval,
-        optimal_interval_s=tau_opt,
-        goodput_at_optimal=good_opt,
-        failure_usd=run_usd * failure_frac,
-        failures_expected=train_s / mttf,
-        goodput=good,
-        time_to_train_days=train_s / 86400,
-        dataset_read_gbps_needed=need_gbps,
-        storage_read_gbps=read_bw,
-        storage_write_gbps=write_bw,
-        storage_units=units,
-        tiers=size.tiers,
-        switches=size.switches,
-        transceivers=size.nic_transceivers + size.switch_transceivers,
-        cables=size.cables,
-        server_capex_usd=server_usd,
-        network_capex_usd=net_usd,
-        storage_capex_usd=storage_usd,
-        capex_usd=capex,
-        power_kw=power_kw,
+    return _Cost(
+        server_usd=np.where(rent, 0.0, server_usd),
+        network_usd=np.where(rent, 0.0, net_usd),
+        storage_usd=np.where(rent, 0.0, storage_usd),
+        capex_usd=np.where(rent, 0.0, capex),
+        power_kw=np.where(rent, N * t.node_kw, power_kw),  # the instances' draw (in the rental price)
         usd_per_gpu_hour=per_gpu_h,
         opex_usd_per_gpu_hour=np.where(rent, 0.0, opex_h),
         rent_storage_usd_per_gpu_hour=np.where(rent, rent_storage_h, 0.0),
         sharp_usd=np.where(rent, 0.0, sharp_usd),
         rent_commitment_usd=np.where(rent, commitment, 0.0),
+        run_usd=run_usd,
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Tail:
+    """Stage 4: the step's tail (mean, p99, CV) and the figures it came from."""
+
+    stats: TailStats
+    dependent_steps: np.ndarray
+    hiccup_prob: np.ndarray
+    jitter_s: np.ndarray
+
+
+def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, quantise: bool) -> _Tail:
+    """Jitter on dependent inter-node steps, compute barrier, hiccups (model.tail)."""
+    N = t.nodes
+    # DP peers off the leaf: beyond one leaf (contiguous), one run (fragmented), all (scattered).
+    run = np.where(t.scattered, 1.0, np.minimum(size.nodes_per_leaf, t.fragment_nodes))
+    cross = np.clip(1 - run / comm.dp_groups + 2 * t.replaced, 0, 1)
+    congestion = 1 + (t.oversub - 1) * cross  # [U] queueing grows with oversubscribed cross-leaf traffic
+    dep_steps = (
+        comm.dp_steps + 2 * (t.pp - 1) + comm.ep_steps * comm.ep_all_to_alls * comm.layers_stage * t.microbatches
+    )
+    hiccup_q = np.minimum(1.0, t.hiccup_q * congestion)
+    stats = step_tail(
+        base_s=st.step_det_s,
+        compute_s=c.compute_s,
+        compute_cv=t.compute_cv,
+        num_ranks=N * t.gpn,
+        dependent_steps=dep_steps,
+        group_size=N,
+        jitter_s=t.jitter_us * 1e-6 * congestion,
+        hiccup_prob=hiccup_q,
+        hiccup_s=t.hiccup_ms * 1e-3,
+        quantise=quantise,
+    )
+    return _Tail(stats=stats, dependent_steps=dep_steps, hiccup_prob=hiccup_q, jitter_s=t.jitter_us * 1e-6 * congestion)
+
+
+def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
+    """All model outputs for every row of ``t``, stage by stage: compute, fabric sizing,
+    communication, storage, tail, reliability, cost (each a function of the table and the
+    stages before it).
+
+    Args:
+        quantise_tail: round the tail's hiccup-to-jitter ratio to a 2% grid so rows share
+            one quadrature (the layout search; ``model.tail.barrier_stats``).
+    """
+    N = t.nodes
+    c = _compute_stage(t)
+    mem = memory_of(t)
+    size = size_fabric(
+        nodes=N,
+        nics_per_node=t.gpn,
+        radix=t.radix,
+        oversubscription=t.oversub,
+        rail_optimized=t.rail,
+        switch_ports_per_module=t.sw_xcvr_ports,
+    )
+    comm = _comm_stage(t, size, c)
+    st = _storage_stage(t, size, c.compute_s + c.bubble_s + comm.exposed_s)
+    tail_ = _tail_stage(t, size, c, comm, st, quantise=quantise_tail)
+    tail = tail_.stats
+    rel = _reliability_stage(t, st, comm.exposed_s)
+    good, interval = rel.goodput, rel.interval_s
+    train_s = t.total_tokens / t.batch_tokens * tail.mean_s / np.maximum(good, 1e-9)
+    money = _cost_stage(t, size, rel.units, train_s)
+    run_usd = money.run_usd
+    net_frac = (comm.exposed_s + tail.mean_s - st.step_det_s) / tail.mean_s * good
+    # Wall-time shares: blocked on checkpoints (good x block / interval) and lost to failures
+    # (the rest of 1 - goodput: redone work, half an interval plus the durability lag on
+    # average, and restart + restore each time), as the simulator's timeline splits them.
+    storage_frac = good * rel.block_s / interval
+    failure_frac = np.maximum(0.0, 1.0 - good - storage_frac)
+    return Evaluation(
+        step_time_s=tail.mean_s,
+        step_time_det_s=st.step_det_s,
+        step_time_p99_s=tail.p99_s,
+        step_time_cv=tail.cv,
+        compute_s=c.compute_s,
+        bubble_s=c.bubble_s,
+        comm_exposed_s=comm.exposed_s,
+        tp_exposed_s=comm.tp_exposed_s,
+        dp_exposed_s=comm.dp_exposed_s,
+        pp_exposed_s=comm.pp_exposed_s,
+        ep_exposed_s=comm.ep_exposed_s,
+        cp_exposed_s=comm.cp_exposed_s,
+        dp_allreduce_s=comm.dp_allreduce_s,
+        dp_algorithm=comm.dp_algorithm,
+        dependent_steps=tail_.dependent_steps,
+        latency_per_step_s=(HW_LAT_US["net"]["ring"][2] * t.net_scale + comm.dp_extra_hop_us) * 1e-6,
+        jitter_per_step_s=tail_.jitter_s,
+        nodes_per_leaf=size.nodes_per_leaf,
+        compute_cv=t.compute_cv,
+        hiccup_prob=tail_.hiccup_prob,
+        hiccup_s=t.hiccup_ms * 1e-3,
+        checkpoint_lag_s=st.lag_s,
+        checkpoint_bytes=st.ckpt_bytes,
+        checkpoint_write_s=st.write_s,
+        checkpoint_block_s=rel.block_s,
+        checkpoint_durable_s=st.write_s + st.drain_s,
+        checkpoint_stall_fraction=reliability.stall_fraction(block_s=rel.block_s, interval_s=interval),
+        checkpoint_duty_cycle=storage.duty_cycle(durable_s=st.durable_s, interval_s=interval),
+        endurance_interval_s=rel.endurance_interval_s,
+        restore_s=st.restore_s,
+        restart_s=rel.restart_s,
+        job_mttf_s=rel.mttf_s,
+        young_interval_s=rel.young_interval_s,
+        daly_interval_s=rel.daly_interval_s,
+        min_interval_s=rel.min_interval_s,
+        checkpoint_drain_slowdown=rel.drain_slowdown,
+        checkpoint_interval_s=interval,
+        optimal_interval_s=rel.optimal_interval_s,
+        goodput_at_optimal=rel.goodput_at_optimal,
+        failure_usd=run_usd * failure_frac,
+        failures_expected=train_s / rel.mttf_s,
+        goodput=good,
+        time_to_train_days=train_s / 86400,
+        dataset_read_gbps_needed=st.need_gbps,
+        storage_read_gbps=st.read_gbps,
+        storage_write_gbps=st.write_gbps,
+        storage_units=rel.units,
+        tiers=size.tiers,
+        switches=size.switches,
+        transceivers=size.nic_transceivers + size.switch_transceivers,
+        cables=size.cables,
+        server_capex_usd=money.server_usd,
+        network_capex_usd=money.network_usd,
+        storage_capex_usd=money.storage_usd,
+        capex_usd=money.capex_usd,
+        power_kw=money.power_kw,
+        usd_per_gpu_hour=money.usd_per_gpu_hour,
+        opex_usd_per_gpu_hour=money.opex_usd_per_gpu_hour,
+        rent_storage_usd_per_gpu_hour=money.rent_storage_usd_per_gpu_hour,
+        sharp_usd=money.sharp_usd,
+        rent_commitment_usd=money.rent_commitment_usd,
         run_cost_usd=run_usd,
         network_wait_usd=run_usd * net_frac,
         storage_wait_usd=run_usd * storage_frac,
-        dp_congestion=cong_dp,
-        ep_congestion=cong_ep,
-        storage_congestion=cong_st,
+        dp_congestion=comm.dp_congestion,
+        ep_congestion=comm.ep_congestion,
+        storage_congestion=st.congestion,
         memory_bytes=mem.total_bytes,
         memory_capacity_bytes=mem.capacity_bytes,
         memory_weights_bytes=mem.weights_bytes,
@@ -724,8 +901,14 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         memory_activations_bytes=mem.activations_bytes,
         memory_reserve_bytes=mem.reserve_bytes,
         model_flops_6pt=6.0 * t.params_active * t.batch_tokens,
-        executed_flops=flops_tok * t.batch_tokens,
+        executed_flops=c.flops_tok * t.batch_tokens,
     )
+
+
+def row(source: str | None = None, *, per: float = 1.0, kind: type = float, default: Any = dataclasses.MISSING) -> Any:
+    """A :class:`Candidate` field copied from the evaluated row: ``kind(row.<source>) / per``
+    (``source`` defaults to the field's own name); ``to_records`` fills every such field."""
+    return field(default=default, metadata={"row": (source, per, kind)})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -740,46 +923,46 @@ class Candidate:
     id: str
     fabric: str
     topology: str
-    oversubscription: float
     storage: str
-    tiers: int
-    step_time_s: float
-    step_time_p99_s: float
-    step_time_cv: float
-    comm_exposed_s: float
-    checkpoint_write_s: float
-    checkpoint_stall_fraction: float
-    goodput: float
-    time_to_train_days: float
-    capex_usd: float
-    network_capex_usd: float
-    storage_capex_usd: float
-    usd_per_gpu_hour: float
-    run_cost_usd: float
-    network_wait_usd: float
-    storage_wait_usd: float
+    oversubscription: float
+    tiers: int = row(kind=int)
+    step_time_s: float = row()
+    step_time_p99_s: float = row()
+    step_time_cv: float = row()
+    comm_exposed_s: float = row()
+    checkpoint_write_s: float = row()
+    checkpoint_stall_fraction: float = row()
+    goodput: float = row()
+    time_to_train_days: float = row()
+    capex_usd: float = row()
+    network_capex_usd: float = row()
+    storage_capex_usd: float = row()
+    usd_per_gpu_hour: float = row()
+    run_cost_usd: float = row()
+    network_wait_usd: float = row()
+    storage_wait_usd: float = row()
     dp_algorithm: str
-    switches: int
-    transceivers: int
-    cables: int
-    power_kw: float
-    dataset_read_gbps_needed: float
-    storage_read_gbps: float
-    young_interval_min: float
-    daly_interval_min: float
-    min_interval_min: float
-    checkpoint_interval_min: float
-    optimal_interval_min: float
-    goodput_at_optimal: float
-    failure_usd: float
-    failures_expected: float
+    switches: int = row(kind=int)
+    transceivers: int = row(kind=int)
+    cables: int = row(kind=int)
+    power_kw: float = row()
+    dataset_read_gbps_needed: float = row()
+    storage_read_gbps: float = row()
+    young_interval_min: float = row("young_interval_s", per=60)
+    daly_interval_min: float = row("daly_interval_s", per=60)
+    min_interval_min: float = row("min_interval_s", per=60)
+    checkpoint_interval_min: float = row("checkpoint_interval_s", per=60)
+    optimal_interval_min: float = row("optimal_interval_s", per=60)
+    goodput_at_optimal: float = row()
+    failure_usd: float = row()
+    failures_expected: float = row()
     meets_requirements: bool
     violations: tuple[str, ...]
     layout: Layout
     layout_runner_up: str | None
     layout_note: str
-    memory_gb: float
-    memory_capacity_gb: float
+    memory_gb: float = row("memory_bytes", per=GIB)
+    memory_capacity_gb: float = row("memory_capacity_bytes", per=GIB)
     mfu: float
     tflops_per_gpu: float
     compute_efficiency: float
@@ -788,14 +971,29 @@ class Candidate:
     rental: str | None = None  # catalog rentals id of a rented design
     term: str | None = None  # on_demand | 1y | 3y
     in_network_reduction: bool = False  # SHARP chosen (and the fabric can)
-    sharp_usd: float = 0.0  # its licences and aggregation manager
-    opex_usd_per_gpu_hour: float = 0.0  # built: energy, facility, staff per GPU-hour (capex excluded)
-    rent_storage_usd_per_gpu_hour: float = 0.0
-    rent_commitment_usd: float = 0.0  # rented: what renting obliges (the run on demand, the term committed)
+    sharp_usd: float = row(default=0.0)  # its licences and aggregation manager
+    opex_usd_per_gpu_hour: float = row(default=0.0)  # built: energy, facility, staff per GPU-hour (capex excluded)
+    rent_storage_usd_per_gpu_hour: float = row(default=0.0)
     break_even_utilisation: float | None = None  # rented on demand: building is cheaper above this
     break_even_months: float | None = None  # rented: months of use after which building is cheaper
     build_reference: str | None = None  # the built design the break-even compares with
-    storage_units: int = 0  # building blocks bought (local NVMe: of the durable tier it drains to)
+    rent_commitment_usd: float = row(
+        default=0.0
+    )  # rented: what renting obliges (the run on demand, the term committed)
+    storage_units: int = row(
+        kind=int, default=0
+    )  # building blocks bought (local NVMe: of the durable tier it drains to)
     storage_read_gbps_per_node: float = 0.0  # designed shared-storage read bandwidth per node (bench SLOs)
     storage_write_gbps_per_node: float = 0.0  # designed write bandwidth per node
-    checkpoint_duty_cycle: float = 0.0  # share of time the storage writes checkpoints
+    checkpoint_duty_cycle: float = row(default=0.0)  # share of time the storage writes checkpoints
+
+
+#: Keys of each candidate in JSON, in order (DESIGN.md command contract first, then extras):
+#: the record's own fields, its breakdown written after them.
+CANDIDATE_KEYS = tuple(f.name for f in dataclasses.fields(Candidate) if f.name != "breakdown")
+#: The fields copied from the evaluated row (``row``): name -> (Evaluation field, divisor, type).
+ROW_FIELDS: dict[str, tuple[str, float, type]] = {
+    f.name: (f.metadata["row"][0] or f.name, f.metadata["row"][1], f.metadata["row"][2])
+    for f in dataclasses.fields(Candidate)
+    if "row" in f.metadata
+}

@@ -146,8 +146,39 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None, placement: s
     counts = Counter(_req_name(v) for c in cheaper for v in c.violations)
     binding = counts.most_common(1)[0][0] if counts else None
 
-    lines = []
     under = f" under placement {PLACEMENTS.get(placement, placement)}" if placement else ""
+    lines = _headline(best, cands, feasible, requirements, objective, under)
+    if runner is not None:
+        lines += _runner_up_lines(best, runner, objective)
+    if binding:
+        n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
+        lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
+    elif feasible:
+        lines.append("No requirement rules out a cheaper design.")
+    if feasible:
+        tight = _slack(best, requirements)
+        if tight:
+            lines.append(tight)
+    lines += _interval_notes(best)
+    return Recommendation(
+        pareto=front,
+        recommended=best.id,
+        runner_up=runner.id if runner else None,
+        binding=binding,
+        rationale=" ".join(lines),
+    )
+
+
+def _headline(
+    best: Candidate,
+    cands: Sequence[Candidate],
+    feasible: Sequence[Candidate],
+    requirements: Any,
+    objective: str,
+    under: str,
+) -> list[str]:
+    """The recommendation line, or with no feasible design the closest one and what fails most."""
+    lines = []
     if feasible:
         lines.append(
             f"Recommended {best.id}{under}: of the {len(feasible)} of {len(cands)} designs that meet every requirement it has the "
@@ -177,41 +208,41 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None, placement: s
                     "; no fabric or storage can fix that: raise MFU or microbatches, add nodes, or relax the deadline"
                 )
         lines.append(msg + ".")
-    if runner is not None:
-        diffs = []
-        if runner.run_cost_usd > best.run_cost_usd + 1:
-            diffs.append(f"costs {_money(runner.run_cost_usd - best.run_cost_usd)} more for the run")
-        if runner.time_to_train_days > best.time_to_train_days * 1.001:
-            diffs.append(f"takes {runner.time_to_train_days - best.time_to_train_days:.1f} more days")
-        if runner.capex_usd < best.capex_usd:
-            diffs.append(f"saves {_money(best.capex_usd - runner.capex_usd)} capex")
-        if runner.step_time_cv > best.step_time_cv * 1.05:
-            diffs.append(f"has a higher step-time CV ({runner.step_time_cv:.2%})")
-        if runner.violations:
-            diffs.append("violates " + ", ".join(_req_name(v) for v in runner.violations))
-        if runner.storage != best.storage and runner.checkpoint_write_s != best.checkpoint_write_s:
-            diffs.append(f"writes a checkpoint in {runner.checkpoint_write_s:.3g} s vs {best.checkpoint_write_s:.3g} s")
-        if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
-            diffs.append(
-                f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s"
-            )
-        lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
-        a, b = _objective_value(best, objective), _objective_value(runner, objective)
-        if a > 0 and runner.meets_requirements and b <= a * (1 + MODEL_UNCERTAINTY):
-            lines.append(
-                f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
-                f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
-                " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time)."
-            )
-    if binding:
-        n = sum(1 for c in cheaper if any(_req_name(v) == binding for v in c.violations))
-        lines.append(f"Binding constraint: {binding} rules out {n} cheaper design(s).")
-    elif feasible:
-        lines.append("No requirement rules out a cheaper design.")
-    if feasible:
-        tight = _slack(best, requirements)
-        if tight:
-            lines.append(tight)
+    return lines
+
+
+def _runner_up_lines(best: Candidate, runner: Candidate, objective: str) -> list[str]:
+    """How the runner-up differs, and a caveat when the two tie within the model's uncertainty."""
+    lines = []
+    diffs = []
+    if runner.run_cost_usd > best.run_cost_usd + 1:
+        diffs.append(f"costs {_money(runner.run_cost_usd - best.run_cost_usd)} more for the run")
+    if runner.time_to_train_days > best.time_to_train_days * 1.001:
+        diffs.append(f"takes {runner.time_to_train_days - best.time_to_train_days:.1f} more days")
+    if runner.capex_usd < best.capex_usd:
+        diffs.append(f"saves {_money(best.capex_usd - runner.capex_usd)} capex")
+    if runner.step_time_cv > best.step_time_cv * 1.05:
+        diffs.append(f"has a higher step-time CV ({runner.step_time_cv:.2%})")
+    if runner.violations:
+        diffs.append("violates " + ", ".join(_req_name(v) for v in runner.violations))
+    if runner.storage != best.storage and runner.checkpoint_write_s != best.checkpoint_write_s:
+        diffs.append(f"writes a checkpoint in {runner.checkpoint_write_s:.3g} s vs {best.checkpoint_write_s:.3g} s")
+    if runner.comm_exposed_s > best.comm_exposed_s * 1.01:
+        diffs.append(f"exposes {runner.comm_exposed_s:.3g} s of communication per step vs {best.comm_exposed_s:.3g} s")
+    lines.append(f"Runner-up {runner.id}: " + ("; ".join(diffs) if diffs else "equivalent within the model") + ".")
+    a, b = _objective_value(best, objective), _objective_value(runner, objective)
+    if a > 0 and runner.meets_requirements and b <= a * (1 + MODEL_UNCERTAINTY):
+        lines.append(
+            f"Caveat: the runner-up is within {b / a - 1:.1%} of the recommendation on {objective}, inside the"
+            f" model's uncertainty (about {MODEL_UNCERTAINTY:.0%}: congestion, tail and price estimates);"
+            " treat them as a tie and decide on what the model leaves out (vendor, operations, lead time)."
+        )
+    return lines
+
+
+def _interval_notes(best: Candidate) -> list[str]:
+    """Where the recommended design's run cost goes, and what its checkpoint interval costs."""
+    lines = []
     if best.run_cost_usd > 0:
         lines.append(
             f"Of its run cost, {_money(best.network_wait_usd)} is GPU time waiting on communication (exposed collectives,"
@@ -237,13 +268,7 @@ def recommend(cands: Sequence[Candidate], requirements: Any = None, placement: s
             f"Checkpoints block for {bd.checkpoint_block_s:.3g} s each; Young's interval sqrt(2 delta M) is "
             f"{best.young_interval_min:.0f} min, well under the spec's {bd.checkpoint_interval_s / 60:.0f} min."
         )
-    return Recommendation(
-        pareto=front,
-        recommended=best.id,
-        runner_up=runner.id if runner else None,
-        binding=binding,
-        rationale=" ".join(lines),
-    )
+    return lines
 
 
 def sensitivity_text(

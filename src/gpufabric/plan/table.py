@@ -260,25 +260,28 @@ _LAYOUT_FIELDS = (
     "zero_stage",
     "recompute",
 )
-_BOOL = {
-    "sharp",
-    "rent",
-    "rent_committed",
-    "rail",
-    "scattered",
-    "st_local",
-    "st_per_node",
-    "st_drain",
-    "sync",
-    "random_read",
-    "deterministic",
-    "intra_pci",
-    "sequence_parallel",
-    "flash_attention",
-    "interval_auto",
-    "gated_mlp",
-    "dropout",
-}
+#: Columns held as booleans (build_table casts them after filling floats).
+BOOL_FIELDS = frozenset(
+    {
+        "sharp",
+        "rent",
+        "rent_committed",
+        "rail",
+        "scattered",
+        "st_local",
+        "st_per_node",
+        "st_drain",
+        "sync",
+        "random_read",
+        "deterministic",
+        "intra_pci",
+        "sequence_parallel",
+        "flash_attention",
+        "interval_auto",
+        "gated_mlp",
+        "dropout",
+    }
+)
 
 
 def _peak(gpu: Any, precision: str) -> float:
@@ -529,7 +532,7 @@ def build_table(
         cols[k] = v[di] if len(v) else np.zeros(n)
     for k, v in lcols.items():
         cols[k] = v[li] if len(v) else np.zeros(n)
-    for k in _BOOL:
+    for k in BOOL_FIELDS:
         cols[k] = cols[k].astype(bool)
     return Table(**cols)
 

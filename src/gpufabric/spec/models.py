@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import ConfigDict, Field, PlainValidator, WithJsonSchema, model_validator
+from pydantic import Field, PlainValidator, WithJsonSchema, model_validator
 
 from gpufabric.spec.security import SecurityPolicy
 from gpufabric.spec.types import CatalogId, Description, FieldsError, Slug, StrictModel
@@ -48,7 +48,7 @@ _P = "workload.parallelism."
 class SpecModel(StrictModel):
     """Base for every spec section: frozen, no unknown keys, finite numbers, docstrings as descriptions."""
 
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    __gf_docstrings__ = True
 
 
 class Cluster(SpecModel):

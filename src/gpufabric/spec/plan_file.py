@@ -16,6 +16,7 @@ A newer version is refused with a one-line error (exit 2) rather than misread.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Collection, Mapping, Sequence
@@ -32,70 +33,12 @@ from gpufabric.spec.types import bounded_repr
 #: The version ``plan_to_dict`` writes.
 PLAN_SCHEMA_VERSION = 1
 
-#: Keys of each candidate in JSON (DESIGN.md command contract first, then extras).
-CANDIDATE_KEYS = (
-    "id",
-    "fabric",
-    "topology",
-    "storage",
-    "oversubscription",
-    "tiers",
-    "step_time_s",
-    "step_time_p99_s",
-    "step_time_cv",
-    "comm_exposed_s",
-    "checkpoint_write_s",
-    "checkpoint_stall_fraction",
-    "goodput",
-    "time_to_train_days",
-    "capex_usd",
-    "network_capex_usd",
-    "storage_capex_usd",
-    "usd_per_gpu_hour",
-    "run_cost_usd",
-    "network_wait_usd",
-    "storage_wait_usd",
-    "dp_algorithm",
-    "switches",
-    "transceivers",
-    "cables",
-    "power_kw",
-    "dataset_read_gbps_needed",
-    "storage_read_gbps",
-    "young_interval_min",
-    "daly_interval_min",
-    "min_interval_min",
-    "checkpoint_interval_min",
-    "optimal_interval_min",
-    "goodput_at_optimal",
-    "failure_usd",
-    "failures_expected",
-    "meets_requirements",
-    "violations",
-    "layout",
-    "layout_runner_up",
-    "layout_note",
-    "memory_gb",
-    "memory_capacity_gb",
-    "mfu",
-    "tflops_per_gpu",
-    "compute_efficiency",
-    "capacity",
-    "rental",
-    "term",
-    "in_network_reduction",
-    "sharp_usd",
-    "opex_usd_per_gpu_hour",
-    "rent_storage_usd_per_gpu_hour",
-    "break_even_utilisation",
-    "break_even_months",
-    "build_reference",
-    "rent_commitment_usd",
-    "storage_units",
-    "storage_read_gbps_per_node",
-    "storage_write_gbps_per_node",
-    "checkpoint_duty_cycle",
-)
+
+def _candidate(c: Any) -> dict[str, Any]:
+    """A ``plan.evaluate.Candidate`` as JSON keys: its fields in order (the record is the one
+    list of keys, ``plan.evaluate.CANDIDATE_KEYS``), its breakdown last."""
+    out = {f.name: getattr(c, f.name) for f in dataclasses.fields(c) if f.name != "breakdown"}
+    return out | {"breakdown": c.breakdown}
 
 
 def plan_to_dict(
@@ -106,7 +49,7 @@ def plan_to_dict(
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
         "name": result.name,
-        "candidates": [{k: getattr(c, k) for k in CANDIDATE_KEYS} | {"breakdown": c.breakdown} for c in candidates],
+        "candidates": [_candidate(c) for c in candidates],
         "pareto": result.pareto,
         "recommended": result.recommended,
         "runner_up": result.runner_up,

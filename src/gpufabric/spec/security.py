@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpufabric.spec.types import HOSTNAME, Cidr, Comment, FieldsError, Hca, HostName, IfName, Name, StrictModel
 
@@ -36,7 +36,7 @@ MAX_FLOWS = 4096
 
 
 class _Model(StrictModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    __gf_docstrings__ = True
 
 
 class Plane(_Model):
