@@ -70,22 +70,26 @@ def test_predict_refuses_bad_requests(changes, message):
 
 @pytest.fixture
 def ndr_run(cli, tmp_path):
-    """The 2 x 8 H100 NDR table of #309, ingested: calibrated as roce-400g its fit is worse on its
-    own points than the catalog (tests/cli/test_calibrate.py), as ib-ndr it is kept."""
+    """The 2 x 8 H100 NDR table of #309, ingested: calibrated as roce-400g its fit leaves its own
+    points where they were, so with a 0.5-point improvement demanded (as
+    tests/cli/test_calibrate.py does) it counts as worsening; as ib-ndr it is kept."""
     db = tmp_path / "r.db"
     code, _, err = cli("ingest", "--tool", "auto", DATA / "public_h100_ndr_2node_issue309.txt", "--db", db)
     assert code == 0, err
     return db
 
 
-def test_a_worsening_fit_is_refused_and_not_written_unless_forced(ndr_run, tmp_path):
+def test_a_worsening_fit_is_refused_and_not_written_unless_forced(ndr_run, tmp_path, monkeypatch):
+    from gpufabric.plan import calibrate as calibrate_module
+
+    monkeypatch.setattr(calibrate_module, "WORSEN_TOLERANCE_PCT", -0.5)
     out = tmp_path / "c.yaml"
     request = CalibrateRequest(run="latest", db=str(ndr_run), fabric="roce-400g", out=out)
     refused = services.calibrate(request)
     assert refused.refused and refused.exit_code == 1 and not refused.written and not out.exists()
     doc = refused.to_json()
     assert doc["out"] is None and doc["worsened"] == ["inter"] and doc["refused"] is True
-    assert doc["after"]["inter"]["median_abs_error_pct"] > doc["before"]["inter"]["median_abs_error_pct"]
+    assert doc["after"]["inter"]["median_abs_error_pct"] > doc["before"]["inter"]["median_abs_error_pct"] - 0.5
     forced = services.calibrate(dataclasses.replace(request, force=True))
     assert forced.exit_code == 0 and forced.written and forced.to_json()["out"] == str(out)
     assert yaml.safe_load(out.read_text())["fabrics"]["roce-400g"]["source"] == "measured, run 1"
