@@ -23,18 +23,11 @@ import typer
 from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
+# The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
+from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, GPUS_PER_NODE_HELP, HOSTS_HELP, NODES_HELP
+
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
-
-DB_HELP = (
-    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
-    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
-)
-#: The one duration syntax (gpufabric.units.parse_duration_s).
-DURATION_SYNTAX = "a duration such as 600s, 10min, 1h or 500ms; a bare number is seconds"
-HOSTS_HELP = "Comma-separated host list: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."
-NODES_HELP = "Nodes (hosts) to use."
-GPUS_PER_NODE_HELP = "GPUs (ranks) per node."
 
 
 def db_option() -> Any:
@@ -59,17 +52,9 @@ def duration_s(flag: str, text: str, *, low_s: float = ..., high_s: float = ...)
 def duration_s(flag: str, text: None, *, low_s: float = ..., high_s: float = ...) -> None: ...
 def duration_s(flag: str, text: str | None, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float | None:
     """Seconds from a duration option, bounded; None stays None (the option's own default applies)."""
-    if text is None:
-        return None
-    from gpufabric.units import parse_duration_s
+    from gpufabric.exec.knobs import duration_s as seconds
 
-    try:
-        seconds = parse_duration_s(text)
-    except InputError as exc:
-        raise InputError(f"{flag}: {exc}") from exc
-    if not low_s <= seconds <= high_s:  # also refuses nan and inf
-        raise InputError(f"{flag} {text!r}: give {low_s:g}s to {high_s:g}s")
-    return seconds
+    return None if text is None else seconds(flag, text, low_s=low_s, high_s=high_s)
 
 
 def nodes_option(default: int = 1) -> Any:
@@ -200,53 +185,84 @@ def refuse_group_options(ctx: Any) -> None:
         )
 
 
-def site_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a probe command one option per :class:`gpufabric.exec.site.SiteOptions` field.
+def request_options(record: type, name: str = "request") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command one option per knob of ``record`` (``exec.knobs``) in place of its parameter ``name``.
 
-    The command declares ``site: SiteOptions`` (and ``launcher``); typer sees the record's
-    fields instead, each with the flag and help of its metadata, and the command receives the
-    record built from them. An option given for a launcher it does not apply to is refused
-    (exit 2) rather than ignored. The record is the one declaration: a new knob is a field.
+    The command declares ``name: record``; typer sees the record's knobs instead (a nested
+    record's in place of its field, ``site`` last), each with the flag and help of its
+    metadata, and the command receives the record built from them. A knob given where it has
+    no effect (another launcher, ``--plane`` without ``--lab``) is refused (exit 2) rather
+    than ignored. The record is the one declaration: a new knob is a field.
     """
     import functools
     import inspect
-    from dataclasses import MISSING, fields
 
-    from gpufabric.exec.site import SiteOptions
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func, eval_str=True)
+        params = list(signature.parameters.values())
+        at = [p.name for p in params].index(name)
+        own, last = _knob_params(record)
+        added = [*own, *last]
+        keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        new = [*keyword[:at], *own, *keyword[at + 1 :], *last]
 
-    declared = fields(SiteOptions)
-    signature = inspect.signature(func, eval_str=True)
-    if "site" not in signature.parameters or "launcher" not in signature.parameters:
-        raise TypeError(f"{func.__name__}: site_options needs parameters 'site' and 'launcher'")
-    params = [p for p in signature.parameters.values() if p.name != "site"]
-    added = []
-    for f in declared:
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> Any:
+            values = {p.name: kwargs.pop(p.name) for p in added}
+            built = _build(record, values)
+            _refuse(built, values.get("launcher", ""))
+            return func(**{name: built}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=new)  # type: ignore[attr-defined]  # read by inspect.signature
+        wrapper.__annotations__ = {p.name: p.annotation for p in new} | {"return": signature.return_annotation}
+        return wrapper
+
+    return decorate
+
+
+def _knob_params(record: type, depth: int = 0) -> tuple[list[Any], list[Any]]:
+    """The typer parameters of ``record``'s knobs, and those of records nested two deep (they go last)."""
+    import inspect
+
+    from gpufabric.exec.knobs import default_of, is_record, knob_fields
+
+    own: list[Any] = []
+    last: list[Any] = []
+    for f, kind in knob_fields(record):
+        if is_record(kind):
+            inner, deeper = _knob_params(kind, depth + 1)
+            (last if depth else own).extend(inner)
+            last.extend(deeper)
+            continue
         meta = f.metadata
-        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"]]
-        default = f.default if f.default is not MISSING else None
-        option = typer.Option(default, *flags, help=meta["help"])
-        annotation = bool if isinstance(default, bool) else str
-        added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
-    # typer reads options in signature order: the site's go after the command's own launch options.
-    positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"], *meta["also"]]
+        option = typer.Option(default_of(f), *flags, help=meta["help"] or None, hidden=meta["hidden"], **meta["limits"])
+        own.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
+    for f, _ in knob_fields(record):  # an option listed after another knob's (metadata "after")
+        if f.metadata.get("after"):
+            moved = next(p for p in own if p.name == f.name)
+            own.remove(moved)
+            own.insert(next(i for i, p in enumerate(own) if p.name == f.metadata["after"]) + 1, moved)
+    return own, last
 
-    @functools.wraps(func)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {f.name: kwargs.pop(f.name) for f in declared}
-        launcher = kwargs["launcher"]
-        for f in declared:
-            applies = f.metadata["launchers"]
-            refuse_unused(
-                launcher not in applies,
-                {f.name: f.metadata["flag"]},
-                f"without --launcher {' or '.join(applies)}",
-            )
-        return func(site=SiteOptions(**values), **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=[*positional, *added])  # type: ignore[attr-defined]  # read by inspect.signature
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in params},
-        **{p.name: p.annotation for p in added},
-        "return": signature.return_annotation,
-    }
-    return wrapper
+def _build(record: type, values: dict[str, Any]) -> Any:
+    from gpufabric.exec.knobs import is_record, knob_fields
+
+    return record(**{f.name: _build(k, values) if is_record(k) else values[f.name] for f, k in knob_fields(record)})
+
+
+def _refuse(built: Any, launcher: str) -> None:
+    """refuse_unused for every knob of ``built`` (and its nested records) that would do nothing."""
+    from gpufabric.exec.knobs import is_record, knob_fields, refusals
+
+    knobs = list(knob_fields(type(built)))
+    names = {f.name: f.metadata["flag"] for f, kind in knobs if not is_record(kind)}
+    by_why: dict[str, dict[str, str]] = {}
+    for field_name, why in refusals(built, names, launcher=launcher):
+        by_why.setdefault(why, {})[field_name] = names[field_name]
+    for why, flags in by_why.items():
+        refuse_unused(True, flags, why)
+    for f, kind in knobs:
+        if is_record(kind):
+            _refuse(getattr(built, f.name), launcher)

@@ -37,7 +37,7 @@ from gpufabric.bench.probes.outcomes import (
     CollectiveRow,
     CollectivesOutcome,
     Comparison,
-    ProbeOutcome,
+    FollowedOutcome,
     TrainOutcome,
     TrainRow,
 )
@@ -533,20 +533,11 @@ def checkpoint_into(
     return results, run.judge(results, verdicts, judging), ex.error
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class K8sOutcome(ProbeOutcome):
-    """A TrainJob applied and followed: the ranks' records stay in the pods; the log is the output."""
-
-    manifest: str = ""
-    returncode: int | None = None
-    timed_out: bool = False
-    log: str = ""
-
-
-def run_k8s(
+def run_followed(
     kind: str, config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None, argv: Sequence[str]
-) -> K8sOutcome:
-    """Apply the probe's TrainJob with kubectl and follow it, recorded as one run like any probe.
+) -> FollowedOutcome:
+    """Apply the probe's job (a launcher that ``follows_job``: k8s) and follow it, recorded as one run
+    like any probe.
 
     The job is one result (``k8s.<kind>``: ok when kubectl followed it to success); its job
     name is the run's ``job_id`` and the namespace its ``cluster``.
@@ -558,8 +549,9 @@ def run_k8s(
 
     if shutil.which("kubectl") is None:
         raise ToolNotFound("kubectl")
-    fp = fingerprint.collect(run={"launcher": "k8s", "backend": opts.backend})
-    with Store.open(db) as store, store.recording(f"bench.{kind}", argv, fp, meta={"launcher": "k8s"}) as rec:
+    fp = fingerprint.collect(run={"launcher": opts.launcher, "backend": opts.backend})
+    meta = {"launcher": opts.launcher}
+    with Store.open(db) as store, store.recording(f"bench.{kind}", argv, fp, meta=meta) as rec:
         prep = probe_run.prepare(kind, config, opts)
         job = re.search(r"name: (gpufabric-[a-z]+-[0-9a-f]+)", prep.plan.script)
         rec.describe(RunInfo(cluster=opts.k8s_namespace, job_id=job.group(1) if job else ""))
@@ -585,7 +577,8 @@ def run_k8s(
             )
         )
         final = rec.finish()
-    return K8sOutcome(
+    return FollowedOutcome(
+        launcher=opts.launcher,
         run_id=rec.run_id,
         status=final,
         manifest=prep.plan.script,
@@ -593,3 +586,8 @@ def run_k8s(
         timed_out=outcome.timed_out,
         log=outcome.logs[0],
     )
+
+
+#: The names before the launcher registry (the k8s launcher is the one that follows its job).
+K8sOutcome = FollowedOutcome
+run_k8s = run_followed
