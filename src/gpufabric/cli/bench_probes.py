@@ -18,12 +18,12 @@ import typer
 
 from gpufabric.bench.probes.requests import CheckpointRequest, CollectivesRequest, TrainRequest
 from gpufabric.cli import probe_live
-from gpufabric.cli.options import _knob_params, format_option, quiet_option, refuse_unused, request_options
+from gpufabric.cli.options import format_option, knob_params, quiet_option, refuse_unused, request_options
 from gpufabric.cli.output import Format, command_line, print_json, stdout_console
 from gpufabric.units import format_size
 
 #: The probes' shared options, derived from the request records (bench inference and bench gpu use them).
-OPT: dict[str, Any] = {p.name: p.default for p in _knob_params(CollectivesRequest)[0]} | {
+OPT: dict[str, Any] = {p.name: p.default for p in knob_params(CollectivesRequest)[0]} | {
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": format_option(),
 }

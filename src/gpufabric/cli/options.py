@@ -24,7 +24,8 @@ from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
 # The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
-from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, GPUS_PER_NODE_HELP, HOSTS_HELP, NODES_HELP
+from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, GPUS_PER_NODE_HELP, NODES_HELP
+from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP  # the launch's --hosts help (tests pin it)
 
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
@@ -65,11 +66,6 @@ def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> A
     return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
-def hosts_option() -> Any:
-    """``--hosts LIST``: always a host list (a count is ``--num-hosts``)."""
-    return typer.Option("", "--hosts", help=HOSTS_HELP)
-
-
 def num_hosts_option(default: int, what: str = "hosts") -> Any:
     return typer.Option(default, "--num-hosts", help=f"Number of {what} (2-16).")
 
@@ -77,11 +73,6 @@ def num_hosts_option(default: int, what: str = "hosts") -> Any:
 def bytes_option(default: str, what: str) -> Any:
     """``--bytes SIZE``: one message or object size (a sweep is ``--sizes``)."""
     return typer.Option(default, "--bytes", help=f"{what}: 64K, 1G, 8GiB, 100MB or a byte count.")
-
-
-def sizes_option(default: str) -> Any:
-    """``--sizes LIST``: a sweep of sizes."""
-    return typer.Option(default, "--sizes", help="Size sweep: START:END doubles (1K:1G) or a list (1M,16M).")
 
 
 def quiet_option(what: str) -> Any:
@@ -188,29 +179,30 @@ def refuse_group_options(ctx: Any) -> None:
 def request_options(record: type, name: str = "request") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command one option per knob of ``record`` (``exec.knobs``) in place of its parameter ``name``.
 
-    The command declares ``name: record``; typer sees the record's knobs instead (a nested
-    record's in place of its field, ``site`` last), each with the flag and help of its
-    metadata, and the command receives the record built from them. A knob given where it has
-    no effect (another launcher, ``--plane`` without ``--lab``) is refused (exit 2) rather
-    than ignored. The record is the one declaration: a new knob is a field.
+    The command declares ``name: record``; typer sees the record's knobs instead
+    (``knobs.layout``), each with the flag and help of its metadata, and the command receives
+    the record built from them. A knob given where it has no effect (another launcher,
+    ``--plane`` without ``--lab``) is refused (exit 2) rather than ignored. The record is the
+    one declaration: a new knob is a field.
     """
     import functools
     import inspect
 
+    from gpufabric.exec import knobs
+
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(func, eval_str=True)
-        params = list(signature.parameters.values())
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
         at = [p.name for p in params].index(name)
-        own, last = _knob_params(record)
-        added = [*own, *last]
-        keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
-        new = [*keyword[:at], *own, *keyword[at + 1 :], *last]
+        own, last = knob_params(record)
+        new = [*params[:at], *own, *params[at + 1 :], *last]
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            values = {p.name: kwargs.pop(p.name) for p in added}
-            built = _build(record, values)
-            _refuse(built, values.get("launcher", ""))
+            values = {p.name: kwargs.pop(p.name) for p in (*own, *last)}
+            built = knobs.build(record, values)
+            for why, flags in knobs.unused(built, launcher=values.get("launcher", "")):
+                refuse_unused(True, flags, why)
             return func(**{name: built}, **kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=new)  # type: ignore[attr-defined]  # read by inspect.signature
@@ -220,49 +212,17 @@ def request_options(record: type, name: str = "request") -> Callable[[Callable[.
     return decorate
 
 
-def _knob_params(record: type, depth: int = 0) -> tuple[list[Any], list[Any]]:
-    """The typer parameters of ``record``'s knobs, and those of records nested two deep (they go last)."""
+def knob_params(record: type) -> tuple[list[Any], list[Any]]:
+    """The typer parameters of ``record``'s knobs in ``knobs.layout`` order: in place, and last."""
     import inspect
 
-    from gpufabric.exec.knobs import default_of, is_record, knob_fields
+    from gpufabric.exec.knobs import default_of, layout
 
-    own: list[Any] = []
-    last: list[Any] = []
-    for f, kind in knob_fields(record):
-        if is_record(kind):
-            inner, deeper = _knob_params(kind, depth + 1)
-            (last if depth else own).extend(inner)
-            last.extend(deeper)
-            continue
+    def param(f: Any, kind: Any) -> inspect.Parameter:
         meta = f.metadata
         flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"], *meta["also"]]
         option = typer.Option(default_of(f), *flags, help=meta["help"] or None, hidden=meta["hidden"], **meta["limits"])
-        own.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind))
-    for f, _ in knob_fields(record):  # an option listed after another knob's (metadata "after")
-        if f.metadata.get("after"):
-            moved = next(p for p in own if p.name == f.name)
-            own.remove(moved)
-            own.insert(next(i for i, p in enumerate(own) if p.name == f.metadata["after"]) + 1, moved)
-    return own, last
+        return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
 
-
-def _build(record: type, values: dict[str, Any]) -> Any:
-    from gpufabric.exec.knobs import is_record, knob_fields
-
-    return record(**{f.name: _build(k, values) if is_record(k) else values[f.name] for f, k in knob_fields(record)})
-
-
-def _refuse(built: Any, launcher: str) -> None:
-    """refuse_unused for every knob of ``built`` (and its nested records) that would do nothing."""
-    from gpufabric.exec.knobs import is_record, knob_fields, refusals
-
-    knobs = list(knob_fields(type(built)))
-    names = {f.name: f.metadata["flag"] for f, kind in knobs if not is_record(kind)}
-    by_why: dict[str, dict[str, str]] = {}
-    for field_name, why in refusals(built, names, launcher=launcher):
-        by_why.setdefault(why, {})[field_name] = names[field_name]
-    for why, flags in by_why.items():
-        refuse_unused(True, flags, why)
-    for f, kind in knobs:
-        if is_record(kind):
-            _refuse(getattr(built, f.name), launcher)
+    own, last = layout(record)
+    return [param(*k) for k in own], [param(*k) for k in last]

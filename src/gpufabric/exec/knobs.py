@@ -9,9 +9,9 @@ is one field. Nothing here imports typer: the records stay library types.
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
-import typing
 from typing import Any
 
 from gpufabric.errors import InputError
@@ -77,22 +77,52 @@ def default_of(f: Field[Any]) -> Any:
     return ...  # required
 
 
-def refusals(record: Any, names: Mapping[str, str], *, launcher: str) -> Iterator[tuple[str, str]]:
-    """``(field name, why)`` of every knob of ``record`` that does nothing with the others' values.
+def layout(record: type, depth: int = 0) -> tuple[list[tuple[Field[Any], Any]], list[tuple[Field[Any], Any]]]:
+    """The knobs of ``record`` in the order a command lists them, and those that go last.
 
-    ``names`` maps field names to flags of the record's own knobs (the caller asks whether
-    each was typed); ``launcher`` is the launch's, for knobs tied to launchers.
+    A nested record's knobs take its field's place; a record nested two deep (the launch's
+    ``site``) goes last. A knob with ``after`` follows the knob it names.
     """
-    for f in fields(record):
-        meta = f.metadata
-        if f.name not in names:
+    own: list[tuple[Field[Any], Any]] = []
+    last: list[tuple[Field[Any], Any]] = []
+    for f, kind in knob_fields(record):
+        if is_record(kind):
+            inner, deeper = layout(kind, depth + 1)
+            (last if depth else own).extend(inner)
+            last.extend(deeper)
+        else:
+            own.append((f, kind))
+    for item in [k for k in own if k[0].metadata.get("after")]:
+        own.remove(item)
+        own.insert(next(i for i, (f, _) in enumerate(own) if f.name == item[0].metadata["after"]) + 1, item)
+    return own, last
+
+
+def build(record: type, values: Mapping[str, Any]) -> Any:
+    """``record`` (and its nested records) from knob values by field name."""
+    return record(**{f.name: build(k, values) if is_record(k) else values[f.name] for f, k in knob_fields(record)})
+
+
+def unused(built: Any, *, launcher: str) -> list[tuple[str, dict[str, str]]]:
+    """``(why, {field name: flag})`` of the knobs of ``built`` (nested records too) that would do
+    nothing with the others' values: another launcher's, ``--plane`` without ``--lab``, ...
+
+    The caller refuses those that were typed (exit 2); ``launcher`` is the launch's.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for f, kind in knob_fields(type(built)):
+        if is_record(kind):
+            for why, names in unused(getattr(built, f.name), launcher=launcher):
+                out.setdefault(why, {}).update(names)
             continue
+        meta = f.metadata
         applies = meta.get("launchers") or ()
         if applies and launcher not in applies:
-            yield f.name, f"without --launcher {' or '.join(applies)}"
+            out.setdefault(f"without --launcher {' or '.join(applies)}", {})[f.name] = meta["flag"]
         refusal = meta.get("refuse")
-        if refusal is not None and refusal.when(record):
-            yield f.name, refusal.why
+        if refusal is not None and refusal.when(built):
+            out.setdefault(refusal.why, {})[f.name] = meta["flag"]
+    return list(out.items())
 
 
 #: The one duration syntax (gpufabric.units.parse_duration_s).
