@@ -65,6 +65,42 @@ class SuiteOutcome:
         """The status's exit code; an interrupted run exits 128 + the signal (130, 143)."""
         return 128 + self.signum if self.status is RunStatus.interrupted and self.signum else self.status.exit_code
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "wall_s": self.wall_s,
+            "tool_s": self.tool_s,
+            "results": [result_row(r, repeat=r.params.get("repeat"), duration_s=r.duration_s) for r in self.results],
+            "verdicts": self.verdicts,
+        }
+
+    def document(self) -> dict[str, Any]:
+        """The ``--format json`` document: the versioned envelope around :meth:`to_dict`."""
+        from gpufabric.bench.probes.outcomes import envelope
+
+        return envelope(self.to_dict())
+
+
+def headline(result: TestResult) -> str:
+    """The first metric of a result, for one-line listings ("" when it has none)."""
+    if not result.metrics:
+        return ""
+    m = result.metrics[0]
+    return f"{m.name}={m.value:.4g} {m.unit}"
+
+
+def result_row(result: TestResult, **extra: Any) -> dict[str, Any]:
+    """A result's JSON entry in ``bench`` and ``ingest`` reports; ``extra`` adds keys."""
+    return {
+        "name": result.name,
+        **extra,
+        "status": result.status.value,
+        "reason": result.reason,
+        "warnings": result.params.get("quality_warnings", ""),
+        "metrics": {m.name: m.value for m in result.metrics},
+    }
+
 
 def plan_suite(
     suite: str,

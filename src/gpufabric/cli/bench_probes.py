@@ -29,6 +29,10 @@ OPT: dict[str, Any] = {p.name: p.default for p in knob_params(CollectivesRequest
 }
 
 
+#: --help has always listed --db among the launch options.
+DB_AMONG_LAUNCH = {"db": "work_dir"}
+
+
 def _argv() -> list[str]:
     """The command line as the user typed it, stored with the run (the one way: ``output.command_line``)."""
     return command_line()
@@ -190,7 +194,7 @@ def _checkpoint_text(report: Any, directory: Any) -> None:
 
 def register(bench_app: typer.Typer) -> None:
     @bench_app.command("collectives")
-    @request_options(CollectivesRequest)
+    @request_options(CollectivesRequest, place=DB_AMONG_LAUNCH)
     def collectives(
         request: CollectivesRequest,
         dry_run: bool = OPT["dry_run"],
@@ -212,14 +216,14 @@ def register(bench_app: typer.Typer) -> None:
         return _render(_probe(request, dry_run, live), fmt, _collectives_text, last=last)
 
     @bench_app.command("train")
-    @request_options(TrainRequest)
+    @request_options(TrainRequest, place=DB_AMONG_LAUNCH)
     def train(request: TrainRequest, dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"]) -> int:
         """A small deterministic transformer under DDP/FSDP: step-time p50/p99/CV per rank, bitwise reproducibility."""
         live = probe_live.train_steps(fmt, steps=request.steps, warmup=request.warmup)
         return _render(_probe(request, dry_run, live), fmt, _train_text)
 
     @bench_app.command("checkpoint")
-    @request_options(CheckpointRequest)
+    @request_options(CheckpointRequest, place=DB_AMONG_LAUNCH)
     def checkpoint(request: CheckpointRequest, dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"]) -> int:
         """Write and read back a spec-shaped state dict (torch.save, safetensors, dcp), fsync'd, cache defeated."""
         live = probe_live.checkpoint_formats(fmt)

@@ -176,14 +176,17 @@ def refuse_group_options(ctx: Any) -> None:
         )
 
 
-def request_options(record: type, name: str = "request") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def request_options(
+    record: type, name: str = "request", place: dict[str, str] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command one option per knob of ``record`` (``exec.knobs``) in place of its parameter ``name``.
 
     The command declares ``name: record``; typer sees the record's knobs instead
     (``knobs.layout``), each with the flag and help of its metadata, and the command receives
     the record built from them. A knob given where it has no effect (another launcher,
     ``--plane`` without ``--lab``) is refused (exit 2) rather than ignored. The record is the
-    one declaration: a new knob is a field.
+    one declaration: a new knob is a field. ``place`` lists an option right after another
+    (parameter name -> the one it follows), where ``--help`` has always listed it.
     """
     import functools
     import inspect
@@ -196,6 +199,10 @@ def request_options(record: type, name: str = "request") -> Callable[[Callable[.
         at = [p.name for p in params].index(name)
         own, last = knob_params(record)
         new = [*params[:at], *own, *params[at + 1 :], *last]
+        for moved, after in (place or {}).items():
+            param = next(p for p in new if p.name == moved)
+            new.remove(param)
+            new.insert(next(i for i, p in enumerate(new) if p.name == after) + 1, param)
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:

@@ -34,16 +34,14 @@ def knob(
     also: tuple[str, ...] = (),
     hidden: bool = False,
     refuse: Refusal | None = None,
-    after: str = "",
     **limits: Any,
 ) -> dict[str, Any]:
     """Field metadata of one knob.
 
     ``launchers``: the launchers it applies to (given with another one, it is refused).
     ``off``: the negative flag of a boolean (``--shared`` for ``--exclusive``). ``also``:
-    further spellings that stay accepted (``--work-dir`` beside ``--run-dir``). ``after``:
-    list the option right after this knob's (``--db`` among the launch options, where it
-    always was in ``--help``). ``limits``: typer's ``min``/``max``.
+    further spellings that stay accepted (``--work-dir`` beside ``--run-dir``). ``limits``:
+    typer's ``min``/``max``.
     """
     return {
         "flag": flag,
@@ -53,7 +51,6 @@ def knob(
         "also": also,
         "hidden": hidden,
         "refuse": refuse,
-        "after": after,
         "limits": limits,
     }
 
@@ -81,7 +78,7 @@ def layout(record: type, depth: int = 0) -> tuple[list[tuple[Field[Any], Any]], 
     """The knobs of ``record`` in the order a command lists them, and those that go last.
 
     A nested record's knobs take its field's place; a record nested two deep (the launch's
-    ``site``) goes last. A knob with ``after`` follows the knob it names.
+    ``site``) goes last.
     """
     own: list[tuple[Field[Any], Any]] = []
     last: list[tuple[Field[Any], Any]] = []
@@ -92,9 +89,6 @@ def layout(record: type, depth: int = 0) -> tuple[list[tuple[Field[Any], Any]], 
             last.extend(deeper)
         else:
             own.append((f, kind))
-    for item in [k for k in own if k[0].metadata.get("after")]:
-        own.remove(item)
-        own.insert(next(i for i, (f, _) in enumerate(own) if f.name == item[0].metadata["after"]) + 1, item)
     return own, last
 
 

@@ -38,7 +38,7 @@ PLAN = knob(
     "Plan JSON (gpufabric plan SPEC --format json): judge against its recommended design, and"
     " mark every SLO verdict not_planned_hardware on other hardware (add --spec for the GPU).",
 )
-DB = knob("--db", DB_HELP, after="work_dir")
+DB = knob("--db", DB_HELP)
 
 
 def parse_sizes(text: str) -> list[int]:
