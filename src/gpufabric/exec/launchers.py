@@ -116,8 +116,8 @@ class Job:
 class Launcher(Protocol):
     """One way of starting ranks (module docstring)."""
 
-    name: str
-    follows_job: bool
+    name: ClassVar[str]  # the --launcher value
+    follows_job: ClassVar[bool]  # the ranks' records stay where they ran; the job is followed
 
     def build(self, job: Job) -> LaunchPlan: ...
 
