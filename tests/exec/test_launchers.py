@@ -55,7 +55,7 @@ def test_rank_bounds_are_the_specs():
 
     assert launchers.MAX_NODES == MAX_RANKS
     bound = next(m.le for m in Cluster.model_fields["gpus_per_node"].metadata if hasattr(m, "le"))
-    assert launchers.MAX_RANKS_PER_NODE == bound
+    assert bound == launchers.MAX_RANKS_PER_NODE
 
 
 def test_every_launch_knob_is_declared_once_with_flag_and_help():

@@ -24,8 +24,9 @@ from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
 # The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
-from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, GPUS_PER_NODE_HELP, NODES_HELP
-from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP  # the launch's --hosts help (tests pin it)
+from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP
+from gpufabric.exec.knobs import DURATION_SYNTAX as DURATION_SYNTAX  # shared help texts (tests pin them)
+from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP
 
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
@@ -40,11 +41,6 @@ def format_option(default: enum.Enum = Format.text) -> Any:
     """``--format``: the choices are the members of ``type(default)``; text is the default everywhere."""
     choices = [m.value for m in type(default)]
     return typer.Option(default, "--format", help=f"Output format: {', '.join(choices)}.")
-
-
-def timeout_option(default: str | None, what: str) -> Any:
-    """``--timeout DURATION`` (a string: read it with :func:`duration_s`)."""
-    return typer.Option(default, "--timeout", help=f"{what}: {DURATION_SYNTAX}.")
 
 
 @overload
