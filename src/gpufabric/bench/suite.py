@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.bench import profiles as profiles_mod
+from gpufabric.bench.documents import envelope, result_row
 from gpufabric.bench.runners import Executor, PlannedTest
 from gpufabric.bench.runners import fio as fio_runner
 from gpufabric.bench.runners import iperf3 as iperf3_runner
@@ -77,29 +78,7 @@ class SuiteOutcome:
 
     def document(self) -> dict[str, Any]:
         """The ``--format json`` document: the versioned envelope around :meth:`to_dict`."""
-        from gpufabric.bench.probes.outcomes import envelope
-
         return envelope(self.to_dict())
-
-
-def headline(result: TestResult) -> str:
-    """The first metric of a result, for one-line listings ("" when it has none)."""
-    if not result.metrics:
-        return ""
-    m = result.metrics[0]
-    return f"{m.name}={m.value:.4g} {m.unit}"
-
-
-def result_row(result: TestResult, **extra: Any) -> dict[str, Any]:
-    """A result's JSON entry in ``bench`` and ``ingest`` reports; ``extra`` adds keys."""
-    return {
-        "name": result.name,
-        **extra,
-        "status": result.status.value,
-        "reason": result.reason,
-        "warnings": result.params.get("quality_warnings", ""),
-        "metrics": {m.name: m.value for m in result.metrics},
-    }
 
 
 def plan_suite(

@@ -13,15 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gpufabric.bench import scratch as scratch_mod
-from gpufabric.bench.probes.outcomes import envelope
-from gpufabric.bench.runners import PlannedTest
-from gpufabric.bench.suite import SUITES, Progress, SuiteOutcome, plan_suite, record_suite
+from gpufabric.bench.documents import envelope
 from gpufabric.errors import InputError
 from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, duration_s, knob
-from gpufabric.results.records import Slo
+
+if TYPE_CHECKING:  # the suite's runners and the records: loaded when a suite runs, not when the CLI starts
+    from gpufabric.bench.runners import PlannedTest
+    from gpufabric.bench.suite import Progress, SuiteOutcome
+    from gpufabric.results.records import Slo
 
 #: Largest --repeats (a typo such as 10**6 would plan a million tool runs).
 MAX_REPEATS = 1000
@@ -96,6 +97,9 @@ class SuiteRequest:
 
     def prepare(self, note: Callable[[str], None]) -> SuitePrepared:
         """Check the request and load its SLOs; ``note`` gets advice that is not an error."""
+        from gpufabric.bench import scratch as scratch_mod
+        from gpufabric.bench.suite import SUITES
+
         if self.suite is None:
             raise InputError("give --suite quick|full, or a subcommand (see gpufabric bench --help)")
         if self.suite not in SUITES:
@@ -182,6 +186,8 @@ class SuitePrepared:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def _tests(self, scratch: Path, *, detect: bool = True) -> list[PlannedTest]:
+        from gpufabric.bench.suite import plan_suite
+
         r = self.request
         assert r.suite is not None  # prepare checked it
         return plan_suite(
@@ -195,6 +201,7 @@ class SuitePrepared:
         )
 
     def dry_run(self) -> SuiteDryRun:
+        from gpufabric.bench import scratch as scratch_mod
         from gpufabric.bench.slo import describe
 
         tests = self._tests(scratch_mod.plan_path(self.request.target_dir), detect=False)
@@ -211,8 +218,10 @@ class SuitePrepared:
         ``start(tests, not_planned)`` is called once the tests are planned (``not_planned``:
         why this node is not the planned hardware) and returns the progress callback.
         """
+        from gpufabric.bench import scratch as scratch_mod
         from gpufabric.bench.fingerprint import collect as collect_fingerprint
         from gpufabric.bench.runners import LocalExecutor
+        from gpufabric.bench.suite import record_suite
 
         r = self.request
         scratch = scratch_mod.prepare(r.target_dir, force=r.force)

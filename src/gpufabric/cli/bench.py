@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.bench.suite import headline, result_row  # noqa: F401  (cli.ingest renders with them)
+from gpufabric.bench.documents import headline, result_row  # noqa: F401  (cli.ingest renders with them)
 from gpufabric.bench.suite_service import SuiteRequest
 from gpufabric.cli.options import (
     PLAIN_HELP,

@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from gpufabric.bench.probes.gpu_service import GpuRequest
+from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.cli.bench_probes import OPT, _argv, _failures
 from gpufabric.cli.options import refuse_unused, request_options
 from gpufabric.cli.output import Format, print_json, stdout_console

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.bench.probes import run as probe_run
 from gpufabric.bench.probes.gpu_plan import GpuPlan, plan_for_spec
@@ -20,8 +19,11 @@ from gpufabric.bench.probes.gpu_results import gpu_results
 from gpufabric.bench.probes.outcomes import ProbeOutcome, envelope
 from gpufabric.bench.probes.service import Judging, lines, session, validate
 from gpufabric.errors import InputError
-from gpufabric.exec.knobs import DB_HELP, duration_s, knob
-from gpufabric.exec.launchers import LaunchOptions, LaunchRequest
+from gpufabric.exec.knobs import duration_s
+from gpufabric.exec.launchers import LaunchOptions
+
+if TYPE_CHECKING:
+    from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.results.recorder import interruption
 from gpufabric.results.records import Direction, Outcome, Status, TestResult, Verdict
 
@@ -73,64 +75,6 @@ class GpuOutcome(ProbeOutcome):
         return {**self._head(), "device": self.device, "results": [r.to_dict() for r in self.rows], **self._tail()}
 
 
-_LAUNCH = {f.name: f.metadata for f in fields(LaunchRequest)}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GpuRequest:
-    """``bench gpu``: one device measured on a spec's shapes (the knobs are the command line)."""
-
-    spec_file: Path = field(metadata=knob("--spec", "Training or inference spec whose shapes are measured."))
-    device: str = field(
-        default="auto",
-        metadata=knob("--device", "cuda, cpu, or auto (cuda when nvidia-smi is on PATH; cpu scales every shape down)."),
-    )
-    repeats: int = field(
-        default=0,
-        metadata=knob("--repeats", "Timed repeats per measurement (0: 10 on CUDA, 3 on CPU).", min=0, max=10000),
-    )
-    thresholds: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--thresholds",
-            "Thresholds YAML (tests: gpu.gemm.*, gpu.hbm.read, ...; metrics tflops, bw_gbps, time_ms ...).",
-        ),
-    )
-    catalog_files: list[Path] = field(
-        default_factory=list, metadata=knob("--catalog", "Catalog override file (the GPU's peaks).")
-    )
-    timeout: str = field(default="600s", metadata=_LAUNCH["timeout"])
-    op_timeout: str = field(default="60s", metadata=_LAUNCH["op_timeout"])
-    db: str | None = field(default=None, metadata=knob("--db", DB_HELP))
-
-    def prepare(self) -> GpuPrepared:
-        """The device, the spec (training or inference) and the measurements to make; nothing runs."""
-        from gpufabric.bench.slo import load_thresholds
-        from gpufabric.catalog import load_catalog
-        from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
-        from gpufabric.spec.loader import load_spec
-
-        device = ("cuda" if shutil.which("nvidia-smi") else "cpu") if self.device == "auto" else self.device
-        if device not in ("cuda", "cpu"):
-            raise InputError(f"--device {device!r}: use auto, cuda or cpu")
-        catalog = load_catalog(self.catalog_files)
-        located = read_located(self.spec_file)
-        spec: Any
-        if workload_kind(located) == "inference":
-            spec = load_inference_spec(located, known_ids=catalog.known_ids())
-        else:
-            spec = load_spec(self.spec_file).spec
-        plan = plan_for_spec(spec, device=device, repeats=self.repeats or None)
-        opts = LaunchOptions(
-            nproc=1,
-            backend="gloo",
-            timeout_s=duration_s("--timeout", self.timeout),
-            op_timeout_s=duration_s("--op-timeout", self.op_timeout),
-        )
-        slos = tuple(load_thresholds(self.thresholds)) if self.thresholds else ()
-        return GpuPrepared(request=self, device=device, spec=spec, catalog=catalog, plan=plan, opts=opts, slos=slos)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuPrepared:
     """A checked ``bench gpu``: what it measures (``--dry-run`` prints it) and how it runs."""
@@ -161,6 +105,34 @@ class GpuPrepared:
             db=self.request.db,
             argv=argv,
         )
+
+
+def prepare(request: GpuRequest) -> GpuPrepared:
+    """The device, the spec (training or inference) and the measurements to make; nothing runs."""
+    from gpufabric.bench.slo import load_thresholds
+    from gpufabric.catalog import load_catalog
+    from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
+    from gpufabric.spec.loader import load_spec
+
+    device = ("cuda" if shutil.which("nvidia-smi") else "cpu") if request.device == "auto" else request.device
+    if device not in ("cuda", "cpu"):
+        raise InputError(f"--device {device!r}: use auto, cuda or cpu")
+    catalog = load_catalog(request.catalog_files)
+    located = read_located(request.spec_file)
+    spec: Any
+    if workload_kind(located) == "inference":
+        spec = load_inference_spec(located, known_ids=catalog.known_ids())
+    else:
+        spec = load_spec(request.spec_file).spec
+    plan = plan_for_spec(spec, device=device, repeats=request.repeats or None)
+    opts = LaunchOptions(
+        nproc=1,
+        backend="gloo",
+        timeout_s=duration_s("--timeout", request.timeout),
+        op_timeout_s=duration_s("--op-timeout", request.op_timeout),
+    )
+    slos = tuple(load_thresholds(request.thresholds)) if request.thresholds else ()
+    return GpuPrepared(request=request, device=device, spec=spec, catalog=catalog, plan=plan, opts=opts, slos=slos)
 
 
 def run_gpu(

@@ -11,14 +11,9 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpufabric import SCHEMA_VERSION, __version__
+from gpufabric.bench.documents import envelope
 from gpufabric.bench.probes.summaries import Reproducibility
 from gpufabric.results.records import RankStats, RunStatus, Status, TestResult
-
-
-def envelope(payload: dict[str, Any]) -> dict[str, Any]:
-    """``schema_version`` and the tool version ahead of a document's own keys (as every command prints)."""
-    return {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, **payload}
 
 
 def _metrics(result: TestResult) -> dict[str, float]:

@@ -14,17 +14,20 @@ exit status (``bench/probes/outcomes.py``). The CLI only renders.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from gpufabric.bench.probes import run as probe_run
-from gpufabric.bench.probes import service
-from gpufabric.bench.probes.outcomes import DryRun, ProbeOutcome
 from gpufabric.errors import InputError
 from gpufabric.exec.knobs import DB_HELP, Refusal, knob
-from gpufabric.exec.launchers import LabHosts, LaunchOptions, LaunchRequest
+from gpufabric.exec.launchers import LaunchRequest
 from gpufabric.units import parse_size
+
+if TYPE_CHECKING:  # the service and outcomes import numpy: loaded when a probe runs, not when the CLI starts
+    from gpufabric.bench.probes.gpu_service import GpuPrepared
+    from gpufabric.bench.probes.outcomes import DryRun, ProbeOutcome
+    from gpufabric.bench.probes.service import Judging
+    from gpufabric.exec.launchers import LabHosts, LaunchOptions
 
 OnRecord = Callable[[dict[str, Any]], None]
 
@@ -87,25 +90,26 @@ class Prepared:
     request: Any  # the request record it came from
     opts: LaunchOptions
     config: dict[str, Any]
-    judging: service.Judging
+    judging: Judging
 
 
 def judging(
     request: Any, spec: Any, opts: LaunchOptions, config: Mapping[str, Any], *, plan: Path | None = None
-) -> service.Judging:
+) -> Judging:
     """What a probe is judged against: ``--thresholds`` bounds and ``--plan``'s expectations."""
     from gpufabric.bench import slo
+    from gpufabric.bench.probes.service import Judging
 
     slos = tuple(slo.load_thresholds(request.thresholds)) if request.thresholds is not None else ()
     if plan is None:
-        return service.Judging(slos=slos)
+        return Judging(slos=slos)
     from gpufabric.bench.planned import planned_hardware
     from gpufabric.spec.plan_file import load_plan
 
     doc = load_plan(plan)
     kind = request.kind
     expected = slo.probe_slos(kind, doc, spec, path=str(plan), nodes=opts.nodes, nproc=opts.nproc, config=config)
-    return service.Judging(slos=slos, plan_slos=tuple(expected), planned=planned_hardware(doc, spec, path=str(plan)))
+    return Judging(slos=slos, plan_slos=tuple(expected), planned=planned_hardware(doc, spec, path=str(plan)))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +165,8 @@ class CollectivesRequest:
 
     def run(self, prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -> ProbeOutcome:
         """``on_record`` gets a ``live.size_row`` for each size rank 0 finishes."""
+        from gpufabric.bench.probes import service
+
         return service.run_collectives(
             prep.config, prep.opts, db=self.db, argv=argv, on_size=on_record, judging=prep.judging
         )
@@ -217,6 +223,8 @@ class TrainRequest:
     def run(self, prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -> ProbeOutcome:
         import os
 
+        from gpufabric.bench.probes import service
+
         return service.run_train(
             prep.config,
             prep.opts,
@@ -271,13 +279,17 @@ class CheckpointRequest:
         return Prepared(request=self, opts=opts, config=config, judging=judge)
 
     def run(self, prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -> ProbeOutcome:
+        from gpufabric.bench.probes import service
+
         return service.run_checkpoint(
             prep.config, prep.opts, db=self.db, argv=argv, judging=prep.judging, on_record=on_record
         )
 
 
-def dry_run(kind: str, config: dict[str, Any], opts: LaunchOptions, judge: service.Judging) -> DryRun:
+def dry_run(kind: str, config: dict[str, Any], opts: LaunchOptions, judge: Judging) -> DryRun:
     """The launch commands (and script) the probe would run, and the SLOs it would be judged by."""
+    from gpufabric.bench.probes import run as probe_run
+    from gpufabric.bench.probes.outcomes import DryRun
     from gpufabric.bench.slo import describe
 
     prep = probe_run.prepare(kind, config, opts, write=False)  # nothing lands in --run-dir
@@ -298,6 +310,8 @@ def dry_run(kind: str, config: dict[str, Any], opts: LaunchOptions, judge: servi
 
 def run(prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -> ProbeOutcome:
     """Record the probe's run; a launcher that follows a job (k8s) records the job it follows."""
+    from gpufabric.bench.probes import service
+
     request = prep.request
     if prep.opts.runner.follows_job:
         if prep.judging.count:
@@ -307,3 +321,40 @@ def run(prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -
             )
         return service.run_followed(request.kind, prep.config, prep.opts, db=request.db, argv=argv)
     return request.run(prep, argv=argv, on_record=on_record)
+
+
+_LAUNCH = {f.name: f.metadata for f in fields(LaunchRequest)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuRequest:
+    """``bench gpu``: one device measured on a spec's shapes (``bench.probes.gpu_service``)."""
+
+    spec_file: Path = field(metadata=knob("--spec", "Training or inference spec whose shapes are measured."))
+    device: str = field(
+        default="auto",
+        metadata=knob("--device", "cuda, cpu, or auto (cuda when nvidia-smi is on PATH; cpu scales every shape down)."),
+    )
+    repeats: int = field(
+        default=0,
+        metadata=knob("--repeats", "Timed repeats per measurement (0: 10 on CUDA, 3 on CPU).", min=0, max=10000),
+    )
+    thresholds: Path | None = field(
+        default=None,
+        metadata=knob(
+            "--thresholds",
+            "Thresholds YAML (tests: gpu.gemm.*, gpu.hbm.read, ...; metrics tflops, bw_gbps, time_ms ...).",
+        ),
+    )
+    catalog_files: list[Path] = field(
+        default_factory=list, metadata=knob("--catalog", "Catalog override file (the GPU's peaks).")
+    )
+    timeout: str = field(default="600s", metadata=_LAUNCH["timeout"])
+    op_timeout: str = field(default="60s", metadata=_LAUNCH["op_timeout"])
+    db: str | None = field(default=None, metadata=DB)
+
+    def prepare(self) -> GpuPrepared:
+        """The device, the spec (training or inference) and the measurements to make; nothing runs."""
+        from gpufabric.bench.probes.gpu_service import prepare
+
+        return prepare(self)
