@@ -586,8 +586,3 @@ def run_followed(
         timed_out=outcome.timed_out,
         log=outcome.logs[0],
     )
-
-
-#: The names before the launcher registry (the k8s launcher is the one that follows its job).
-K8sOutcome = FollowedOutcome
-run_k8s = run_followed
