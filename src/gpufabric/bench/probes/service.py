@@ -8,6 +8,8 @@ the run then ends ``interrupted`` and the outcome's exit code is 130 or 143. Ver
 #wrong must be 0, no straggler, (train with repeats or a reference) bitwise-identical
 parameters, and every SLO of ``--thresholds``/``--plan`` on the metrics measured
 (``Judging``). The functions return typed outcomes (``outcomes``); the CLI renders them.
+The probe requests (``requests.py``) call them; a launcher that follows its job instead of
+reading the ranks' records back (k8s) is recorded by :func:`run_followed`.
 """
 
 from __future__ import annotations
