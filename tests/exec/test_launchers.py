@@ -118,13 +118,12 @@ def test_resolve_checks_and_types_the_launch():
 
 def test_a_followed_job_cannot_be_judged_here(tmp_path):
     from gpufabric.bench.probes import requests
+    from gpufabric.bench.probes.service import Judging
 
     req = requests.CollectivesRequest(
         thresholds=None, launch=LaunchRequest(launcher="k8s", k8s_image="img:1"), sizes="1K"
     )
     prep = req.prepare(None)
-    judged = requests.Prepared(
-        request=req, opts=prep.opts, config=prep.config, judging=requests.service.Judging(slos=(object(),))
-    )
+    judged = requests.Prepared(request=req, opts=prep.opts, config=prep.config, judging=Judging(slos=(object(),)))
     with pytest.raises(InputError, match="--thresholds/--plan with --launcher k8s"):
         requests.run(judged, argv=["gpufabric"])
