@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,6 +21,17 @@ from gpufabric.cli import probe_live
 from gpufabric.cli.options import format_option, knob_params, quiet_option, refuse_unused, request_options
 from gpufabric.cli.output import Format, command_line, print_json, stdout_console
 from gpufabric.units import format_size
+
+if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
+    from gpufabric.bench.probes.outcomes import (
+        CheckpointOutcome,
+        CollectivesOutcome,
+        DryRun,
+        ProbeOutcome,
+        TrainOutcome,
+    )
+    from gpufabric.exec.launch import Host
+    from gpufabric.exec.launchers import LaunchOptions
 
 #: The probes' shared options, derived from the request records (bench inference and bench gpu use them).
 OPT: dict[str, Any] = {p.name: p.default for p in knob_params(CollectivesRequest)[0]} | {
@@ -38,20 +49,20 @@ def _argv() -> list[str]:
     return command_line()
 
 
-def _lab_hosts(name: str, plane: str) -> list[Any]:
+def _lab_hosts(name: str, plane: str) -> list[Host]:
     from gpufabric.lab.net import lab_hosts
 
     return lab_hosts(name, plane=plane)
 
 
-def launch_options(**typed: Any) -> Any:  # exec.launchers.LaunchOptions
+def launch_options(**typed: Any) -> LaunchOptions:
     """The checked launch of a command that declares launch options itself (``bench inference``)."""
     from gpufabric.exec.launchers import LaunchRequest
 
     return LaunchRequest(**typed).resolve(lab_hosts=_lab_hosts)
 
 
-def print_dry_run(dry: Any, fmt: Format) -> int:  # outcomes.DryRun
+def print_dry_run(dry: DryRun, fmt: Format) -> int:
     """The launch commands (and script), then the SLOs the run would be judged by, one a line."""
     if fmt is Format.json:
         print_json(dry.document())
@@ -64,7 +75,7 @@ def print_dry_run(dry: Any, fmt: Format) -> int:  # outcomes.DryRun
     return 0
 
 
-def _dry_run(kind: str, config: dict[str, Any], opts: Any, fmt: Format, judge: Any = None) -> int:
+def _dry_run(kind: str, config: dict[str, Any], opts: LaunchOptions, fmt: Format, judge: Any = None) -> int:
     """``--dry-run`` of a command that builds its own config (``bench inference``)."""
     from gpufabric.bench.probes import requests
     from gpufabric.bench.probes.service import Judging
@@ -83,7 +94,7 @@ def _failures(report: Any, console: Any) -> None:  # a ProbeOutcome
         console.print(f"{len(report.rows)} finished result(s) stored in run {report.run_id}", markup=False)
 
 
-def _probe(request: Any, dry_run: bool, live: Any = None) -> Any:
+def _probe(request: Any, dry_run: bool, live: Any = None) -> DryRun | ProbeOutcome:
     """Check ``request``; what it would run (DryRun), or the outcome of its recorded run."""
     from gpufabric.bench.probes import requests
 
@@ -94,20 +105,22 @@ def _probe(request: Any, dry_run: bool, live: Any = None) -> Any:
     return requests.run(prep, argv=_argv(), on_record=live)
 
 
-def _render(outcome: Any, fmt: Format, text: Any, *args: Any, last: Any = print_json) -> int:
+def _render(outcome: DryRun | ProbeOutcome, fmt: Format, text: Any, *args: Any, last: Any = print_json) -> int:
     """Print ``outcome`` (its JSON document, or text) and return its exit code."""
+    from gpufabric.bench.probes.outcomes import DryRun, FollowedOutcome
+
     if fmt is Format.json:
         last(outcome.document())
-    elif hasattr(outcome, "slo_lines"):
+    elif isinstance(outcome, DryRun):
         print_dry_run(outcome, fmt)
-    elif hasattr(outcome, "log"):  # a followed job (k8s): its log is the output
+    elif isinstance(outcome, FollowedOutcome):  # a followed job (k8s): its log is the output
         sys.stdout.write(outcome.log)
     else:
         text(outcome, *args)
     return int(outcome.exit_code)
 
 
-def _collectives_text(report: Any) -> None:
+def _collectives_text(report: CollectivesOutcome) -> None:
     console = stdout_console()
     console.print(f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}", markup=False)
     console.print(
@@ -125,7 +138,7 @@ def _collectives_text(report: Any) -> None:
     _failures(report, console)
 
 
-def _train_text(report: Any) -> None:
+def _train_text(report: TrainOutcome) -> None:
     console = stdout_console()
     shape = report.shape
     console.print(
@@ -164,7 +177,7 @@ def _train_text(report: Any) -> None:
     _failures(report, console)
 
 
-def _checkpoint_text(report: Any, directory: Any) -> None:
+def _checkpoint_text(report: CheckpointOutcome, directory: Any) -> None:
     console = stdout_console()
     console.print(f"checkpoint: {directory}, run {report.run_id}, {report.status}", markup=False)
     console.print(
