@@ -10,14 +10,14 @@ import subprocess
 import pytest
 
 from gpufabric.errors import InputError
-from gpufabric.exec import launch
+from gpufabric.exec import launch, launchers
 from gpufabric.exec.site import SiteOptions
 
 MOD = "gpufabric.bench.probes.collectives"
 
 
 def _mpi(nodes=2, nproc=2, hosts=None, environ=None, **site):
-    return launch.build(
+    return launchers.build(
         "mpirun",
         module=MOD,
         args=["c.json"],
@@ -134,7 +134,7 @@ def test_rendezvous_is_the_first_nodes_nodeaddr(tmp_path, monkeypatch):
 def test_run_dir_is_checked_through_mpirun(tmp_path):
     """Inside an allocation there may be no sshd: the visibility check goes the way mpirun does."""
     plan = _mpi(hosts=launch.parse_hosts("a,b"))
-    (cmd,) = launch.visibility_commands(plan, str(tmp_path / "m"))
+    (cmd,) = launchers.visibility_commands(plan, str(tmp_path / "m"))
     assert cmd.argv[:1] == ("mpirun",) and "a:1,b:1" in cmd.argv and cmd.argv[-2:] == ("cat", str(tmp_path / "m"))
 
 
@@ -147,7 +147,7 @@ def test_backend_of_mpirun_ranks_elsewhere_is_not_decided_here(tmp_path):
         (here, "", "gloo"),  # an allocation of this very node
         ({}, str(tmp_path / "hosts"), "nccl"),
     ):
-        got = launch.resolve_backend(
+        got = launchers.resolve_backend(
             "auto", launcher="mpirun", hosts=[], have_gpu=False, hostfile=hostfile, environ=environ
         )
         assert got == want, (environ, hostfile)

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from gpufabric.errors import InputError
-from gpufabric.exec import launch
+from gpufabric.exec import launch, launchers
 from gpufabric.exec.site import SiteOptions
 
 MOD = "gpufabric.bench.probes.collectives"
@@ -92,12 +92,12 @@ def test_auto_stays_gloo_for_ranks_on_this_host(cli, tmp_path, monkeypatch):
 def test_gpus_here_do_not_decide_for_slurm():
     # a login node with GPUs and one without give the same Slurm plan
     for have in (True, False):
-        assert launch.resolve_backend("auto", launcher="slurm", hosts=[], have_gpu=have) == "nccl"
-        assert launch.resolve_backend("auto", launcher="k8s", hosts=[], have_gpu=have) == "nccl"
-    assert launch.resolve_backend("auto", launcher="local", hosts=[], have_gpu=True) == "nccl"
-    assert launch.resolve_backend("auto", launcher="local", hosts=[], have_gpu=False) == "gloo"
+        assert launchers.resolve_backend("auto", launcher="slurm", hosts=[], have_gpu=have) == "nccl"
+        assert launchers.resolve_backend("auto", launcher="k8s", hosts=[], have_gpu=have) == "nccl"
+    assert launchers.resolve_backend("auto", launcher="local", hosts=[], have_gpu=True) == "nccl"
+    assert launchers.resolve_backend("auto", launcher="local", hosts=[], have_gpu=False) == "gloo"
     with pytest.raises(InputError, match="--backend"):
-        launch.resolve_backend("mpi", launcher="local", hosts=[], have_gpu=False)
+        launchers.resolve_backend("mpi", launcher="local", hosts=[], have_gpu=False)
 
 
 def test_site_options_reach_srun_and_the_script():
@@ -110,7 +110,9 @@ def test_site_options_reach_srun_and_the_script():
         gpu_bind="closest",
         exclusive=False,
     )
-    plan = launch.build("slurm", module=MOD, args=["c.json"], nodes=2, nproc=4, gpus_per_node=4, python="py", site=site)
+    plan = launchers.build(
+        "slurm", module=MOD, args=["c.json"], nodes=2, nproc=4, gpus_per_node=4, python="py", site=site
+    )
     argv = plan.commands[0].argv
     for flag in (
         "--partition=gpu,gpu-long",
@@ -125,17 +127,17 @@ def test_site_options_reach_srun_and_the_script():
     assert "#SBATCH --constraint=h100&ib" in plan.script and "#SBATCH --time=1-00:00:00" in plan.script
     assert "srun --kill-on-bad-exit=1 --cpu-bind=cores --gpu-bind=closest bash" in plan.script
     with pytest.raises(InputError, match="no GPUs are requested"):
-        launch.build("slurm", module=MOD, args=[], nodes=1, nproc=1, site=SiteOptions(gpu_bind="closest"))
+        launchers.build("slurm", module=MOD, args=[], nodes=1, nproc=1, site=SiteOptions(gpu_bind="closest"))
 
 
 def test_a_given_port_is_kept_and_a_default_one_is_per_job():
-    plan = launch.build("slurm", module=MOD, args=[], nodes=1, nproc=1, master_port=29611, python="py")
+    plan = launchers.build("slurm", module=MOD, args=[], nodes=1, nproc=1, master_port=29611, python="py")
     assert plan.commands[0].env["MASTER_PORT"] == "29611" and "SLURM_JOB_ID %" not in plan.script
-    plan = launch.build("slurm", module=MOD, args=[], nodes=1, nproc=1, python="py")
+    plan = launchers.build("slurm", module=MOD, args=[], nodes=1, nproc=1, python="py")
     assert "MASTER_PORT" not in plan.commands[0].env and "MASTER_PORT=$((29500 + SLURM_JOB_ID % 500))" in plan.script
     # two local launches never share a fixed port (each asks the kernel for a free one)
     ports = {
-        launch.build("local", module=MOD, args=[], nodes=1, nproc=1).commands[0].env["MASTER_PORT"] for _ in range(5)
+        launchers.build("local", module=MOD, args=[], nodes=1, nproc=1).commands[0].env["MASTER_PORT"] for _ in range(5)
     }
     assert len(ports) > 1 and "29500" not in ports
 
@@ -195,7 +197,7 @@ def slurm_site(tmp_path, monkeypatch):
 @pytest.mark.root
 def test_sbatch_test_only_accepts_the_site_script(slurm_site, tmp_path):
     site = SiteOptions(partition="debug", time="0:10:00", cpu_bind="cores", constraint="", exclusive=True)
-    plan = launch.build(
+    plan = launchers.build(
         "slurm",
         module=MOD,
         args=[str(tmp_path / "c.json")],
@@ -220,7 +222,7 @@ def test_sbatch_test_only_accepts_the_site_script(slurm_site, tmp_path):
     )
     assert bad.returncode != 0 and "partition" in bad.stderr.lower()
     # srun's own parser takes the step's binding and the job's site flags (--test-only: nothing runs)
-    srun = launch.build("slurm", module=MOD, args=["c"], nodes=1, nproc=2, python="python3", site=site).commands[0]
+    srun = launchers.build("slurm", module=MOD, args=["c"], nodes=1, nproc=2, python="python3", site=site).commands[0]
     flags = [a for a in srun.argv if a.startswith("--") and not a.startswith("--container")][:12]
     done = subprocess.run(
         ["srun", "--test-only", *flags, "true"], env=slurm_site, capture_output=True, text=True, timeout=60

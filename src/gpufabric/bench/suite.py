@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.bench import profiles as profiles_mod
+from gpufabric.bench.documents import envelope, result_row
 from gpufabric.bench.runners import Executor, PlannedTest
 from gpufabric.bench.runners import fio as fio_runner
 from gpufabric.bench.runners import iperf3 as iperf3_runner
@@ -64,6 +65,20 @@ class SuiteOutcome:
     def exit_code(self) -> int:
         """The status's exit code; an interrupted run exits 128 + the signal (130, 143)."""
         return 128 + self.signum if self.status is RunStatus.interrupted and self.signum else self.status.exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "wall_s": self.wall_s,
+            "tool_s": self.tool_s,
+            "results": [result_row(r, repeat=r.params.get("repeat"), duration_s=r.duration_s) for r in self.results],
+            "verdicts": self.verdicts,
+        }
+
+    def document(self) -> dict[str, Any]:
+        """The ``--format json`` document: the versioned envelope around :meth:`to_dict`."""
+        return envelope(self.to_dict())
 
 
 def plan_suite(

@@ -1,14 +1,22 @@
-"""``gpufabric lab up|down|status|noise``: a multi-host lab of network namespaces (root)."""
+"""``gpufabric lab up|down|status|noise``: a multi-host lab of network namespaces (root).
+
+The lab itself is ``lab/net.py`` and ``lab/slurm.py``; each command here checks for root,
+calls it and renders the document it returns (``--format json`` prints it as it is).
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from gpufabric.cli.options import PLAIN_HELP, format_option, gpus_per_node_option, num_hosts_option
 from gpufabric.cli.output import Format, print_json, stdout_console
 from gpufabric.errors import InputError
+
+NAME_HELP = "Lab name (1-6 lowercase letters/digits)."
 
 
 def _need_root() -> None:
@@ -26,6 +34,20 @@ def _rates(items: list[str]) -> dict[str, str]:
     return rates
 
 
+def _emit(doc: dict[str, Any], fmt: Format, text: Callable[[dict[str, Any]], list[str]]) -> None:
+    """The document as JSON, or its text lines."""
+    if fmt is Format.json:
+        print_json(doc)
+        return
+    console = stdout_console()
+    for line in text(doc):
+        console.print(line, markup=False)
+
+
+def _removed(what: str) -> Callable[[dict[str, Any]], list[str]]:
+    return lambda doc: [f"{what} {doc['name']}: removed {len(doc['removed'])} namespace(s)"]
+
+
 def register(app: typer.Typer) -> None:
     lab_app = typer.Typer(
         help="Rehearse a design on one machine: hosts as network namespaces with management, data and storage planes.",
@@ -36,7 +58,7 @@ def register(app: typer.Typer) -> None:
 
     @lab_app.command("up")
     def up(
-        name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
+        name: str = typer.Argument("lab", help=NAME_HELP),
         hosts: int = num_hosts_option(2),
         rate: list[str] = typer.Option(
             [], "--rate", help="tbf cap per plane, PLANE=RATE (e.g. data=1gbit); repeatable."
@@ -50,28 +72,11 @@ def register(app: typer.Typer) -> None:
 
         rates = net.validate(name, hosts=hosts, rates=_rates(rate), noise=noise)
         if dry_run:
-            layout = {
-                "switch_netns": net.ns_switch(name),
-                "bridges": list(net.BRIDGES.values()),
-                "hosts": [
-                    {"netns": net.ns_host(name, i), **{p: f"{net.IFNAMES[p]} {net.addr(p, i)}/24" for p in net.PLANES}}
-                    for i in range(1, hosts + 1)
-                ],
-                "rates": rates,
-                "noise": noise or None,
-            }
-            if fmt is Format.json:
-                print_json({"dry_run": True, **layout})
-            else:
-                _print_layout(layout)
+            _emit({"dry_run": True, **net.layout(name, hosts=hosts, rates=rates, noise=noise)}, fmt, _layout_lines)
             return 0
         _need_root()
         state = net.up(name, hosts=hosts, rates=rates, noise=noise)
-        doc = net.status(state.name)
-        if fmt is Format.json:
-            print_json(doc)
-        else:
-            _print_status(doc)
+        _emit(net.status(state.name), fmt, _status_lines)
         return 0
 
     @lab_app.command("down")
@@ -80,11 +85,7 @@ def register(app: typer.Typer) -> None:
         from gpufabric.lab import net
 
         _need_root()
-        removed = net.down(name)
-        if fmt is Format.json:
-            print_json({"name": name, "removed": removed})
-        else:
-            stdout_console().print(f"lab {name}: removed {len(removed)} namespace(s)", markup=False)
+        _emit({"name": name, "removed": net.down(name)}, fmt, _removed("lab"))
         return 0
 
     @lab_app.command("status")
@@ -94,10 +95,7 @@ def register(app: typer.Typer) -> None:
 
         _need_root()
         doc = net.status(name)
-        if fmt is Format.json:
-            print_json(doc)
-        else:
-            _print_status(doc)
+        _emit(doc, fmt, _status_lines)
         return 0 if doc["up"] else 1
 
     @lab_app.command("noise")
@@ -128,7 +126,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
 
     @slurm_app.command("up")
     def slurm_up(
-        name: str = typer.Argument("lab", help="Lab name (1-6 lowercase letters/digits)."),
+        name: str = typer.Argument("lab", help=NAME_HELP),
         hosts: int = num_hosts_option(2, "Slurm nodes"),
         gpus_per_node: int = gpus_per_node_option(0, "Placeholder gres/gpu per node (0-16)."),
         auth: str = typer.Option("auto", "--auth", help="auto (auth/none if built, else munge), none, munge."),
@@ -139,17 +137,14 @@ def _register_slurm(lab_app: typer.Typer) -> None:
 
         _need_root()
         slurm.up(name, hosts=hosts, gpus_per_node=gpus_per_node, auth=auth)
-        doc = slurm.status(name)
-        if fmt is Format.json:
-            print_json(doc)
-        else:
-            console = stdout_console()
-            console.print(
-                f"slurm lab {name}: {', '.join(n['name'] + '=' + n['state'] for n in doc['nodes'])}", markup=False
-            )
-            console.print(
-                f"  SLURM_CONF={doc['conf']} ip netns exec {doc['login_netns']} srun -N{hosts} hostname", markup=False
-            )
+        _emit(
+            slurm.status(name),
+            fmt,
+            lambda doc: [
+                f"slurm lab {name}: {', '.join(n['name'] + '=' + n['state'] for n in doc['nodes'])}",
+                f"  SLURM_CONF={doc['conf']} ip netns exec {doc['login_netns']} srun -N{hosts} hostname",
+            ],
+        )
         return 0
 
     @slurm_app.command("down")
@@ -158,11 +153,7 @@ def _register_slurm(lab_app: typer.Typer) -> None:
         from gpufabric.lab import slurm
 
         _need_root()
-        removed = slurm.down(name)
-        if fmt is Format.json:
-            print_json({"name": name, "removed": removed})
-        else:
-            stdout_console().print(f"slurm lab {name}: removed {len(removed)} namespace(s)", markup=False)
+        _emit({"name": name, "removed": slurm.down(name)}, fmt, _removed("slurm lab"))
         return 0
 
     @slurm_app.command("status")
@@ -172,44 +163,33 @@ def _register_slurm(lab_app: typer.Typer) -> None:
 
         _need_root()
         doc = slurm.status(name)
-        if fmt is Format.json:
-            print_json(doc)
-        else:
-            _print_slurm_status(name, doc)
+        _emit(
+            doc,
+            fmt,
+            lambda d: [
+                f"slurm lab {name}: {'up' if d.get('up') else 'down'}",
+                *(f"  {n.get('name', '?')}: {n.get('state', '?')}" for n in d.get("nodes") or []),
+            ],
+        )
         return 0 if doc["up"] else 1
 
 
-def _print_status(doc: dict) -> None:
-    console = stdout_console()
+def _status_lines(doc: dict[str, Any]) -> list[str]:
     if not doc.get("hosts"):
-        console.print(f"lab {doc['name']}: down", markup=False)
-        return
-    console.print(
+        return [f"lab {doc['name']}: down"]
+    head = (
         f"lab {doc['name']}: {'up' if doc['up'] else 'DEGRADED'}, rates {doc['rates'] or 'none'},"
-        f" noise {doc['noise']['plane'] or 'off'}",
-        markup=False,
+        f" noise {doc['noise']['plane'] or 'off'}"
     )
-    for host in doc["hosts"]:
-        planes = "  ".join(f"{p}={v['ifname']} {v['addr']}" for p, v in host["planes"].items())
-        console.print(f"  {host['netns']}: {planes}", markup=False)
+    planes = ("  ".join(f"{p}={v['ifname']} {v['addr']}" for p, v in h["planes"].items()) for h in doc["hosts"])
+    return [head, *(f"  {h['netns']}: {p}" for h, p in zip(doc["hosts"], planes, strict=True))]
 
 
-def _print_layout(layout: dict) -> None:
+def _layout_lines(layout: dict[str, Any]) -> list[str]:
     """``lab up --dry-run`` as text: what would be created."""
-    console = stdout_console()
-    console.print(
+    head = (
         f"would create switch namespace {layout['switch_netns']} with bridges {', '.join(layout['bridges'])};"
-        f" rates {layout['rates'] or 'none'}, noise {layout['noise'] or 'off'}",
-        markup=False,
+        f" rates {layout['rates'] or 'none'}, noise {layout['noise'] or 'off'}"
     )
-    for host in layout["hosts"]:
-        planes = "  ".join(f"{k}={v}" for k, v in host.items() if k != "netns")
-        console.print(f"  {host['netns']}: {planes}", markup=False)
-
-
-def _print_slurm_status(name: str, doc: dict) -> None:
-    console = stdout_console()
-    nodes = doc.get("nodes") or []
-    console.print(f"slurm lab {name}: {'up' if doc.get('up') else 'down'}", markup=False)
-    for node in nodes:
-        console.print(f"  {node.get('name', '?')}: {node.get('state', '?')}", markup=False)
+    hosts = (f"  {h['netns']}: " + "  ".join(f"{k}={v}" for k, v in h.items() if k != "netns") for h in layout["hosts"])
+    return [head, *hosts]

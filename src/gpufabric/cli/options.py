@@ -23,18 +23,13 @@ import typer
 from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
+# The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
+from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP
+from gpufabric.exec.knobs import DURATION_SYNTAX as DURATION_SYNTAX  # shared help texts (tests pin them)
+from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP
+
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
-
-DB_HELP = (
-    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
-    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
-)
-#: The one duration syntax (gpufabric.units.parse_duration_s).
-DURATION_SYNTAX = "a duration such as 600s, 10min, 1h or 500ms; a bare number is seconds"
-HOSTS_HELP = "Comma-separated host list: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."
-NODES_HELP = "Nodes (hosts) to use."
-GPUS_PER_NODE_HELP = "GPUs (ranks) per node."
 
 
 def db_option() -> Any:
@@ -48,28 +43,15 @@ def format_option(default: enum.Enum = Format.text) -> Any:
     return typer.Option(default, "--format", help=f"Output format: {', '.join(choices)}.")
 
 
-def timeout_option(default: str | None, what: str) -> Any:
-    """``--timeout DURATION`` (a string: read it with :func:`duration_s`)."""
-    return typer.Option(default, "--timeout", help=f"{what}: {DURATION_SYNTAX}.")
-
-
 @overload
 def duration_s(flag: str, text: str, *, low_s: float = ..., high_s: float = ...) -> float: ...
 @overload
 def duration_s(flag: str, text: None, *, low_s: float = ..., high_s: float = ...) -> None: ...
 def duration_s(flag: str, text: str | None, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float | None:
     """Seconds from a duration option, bounded; None stays None (the option's own default applies)."""
-    if text is None:
-        return None
-    from gpufabric.units import parse_duration_s
+    from gpufabric.exec.knobs import duration_s as seconds
 
-    try:
-        seconds = parse_duration_s(text)
-    except InputError as exc:
-        raise InputError(f"{flag}: {exc}") from exc
-    if not low_s <= seconds <= high_s:  # also refuses nan and inf
-        raise InputError(f"{flag} {text!r}: give {low_s:g}s to {high_s:g}s")
-    return seconds
+    return None if text is None else seconds(flag, text, low_s=low_s, high_s=high_s)
 
 
 def nodes_option(default: int = 1) -> Any:
@@ -80,11 +62,6 @@ def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> A
     return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
-def hosts_option() -> Any:
-    """``--hosts LIST``: always a host list (a count is ``--num-hosts``)."""
-    return typer.Option("", "--hosts", help=HOSTS_HELP)
-
-
 def num_hosts_option(default: int, what: str = "hosts") -> Any:
     return typer.Option(default, "--num-hosts", help=f"Number of {what} (2-16).")
 
@@ -92,11 +69,6 @@ def num_hosts_option(default: int, what: str = "hosts") -> Any:
 def bytes_option(default: str, what: str) -> Any:
     """``--bytes SIZE``: one message or object size (a sweep is ``--sizes``)."""
     return typer.Option(default, "--bytes", help=f"{what}: 64K, 1G, 8GiB, 100MB or a byte count.")
-
-
-def sizes_option(default: str) -> Any:
-    """``--sizes LIST``: a sweep of sizes."""
-    return typer.Option(default, "--sizes", help="Size sweep: START:END doubles (1K:1G) or a list (1M,16M).")
 
 
 def quiet_option(what: str) -> Any:
@@ -200,53 +172,60 @@ def refuse_group_options(ctx: Any) -> None:
         )
 
 
-def site_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Give a probe command one option per :class:`gpufabric.exec.site.SiteOptions` field.
+def request_options(
+    record: type, name: str = "request", place: dict[str, str] | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command one option per knob of ``record`` (``exec.knobs``) in place of its parameter ``name``.
 
-    The command declares ``site: SiteOptions`` (and ``launcher``); typer sees the record's
-    fields instead, each with the flag and help of its metadata, and the command receives the
-    record built from them. An option given for a launcher it does not apply to is refused
-    (exit 2) rather than ignored. The record is the one declaration: a new knob is a field.
+    The command declares ``name: record``; typer sees the record's knobs instead
+    (``knobs.layout``), each with the flag and help of its metadata, and the command receives
+    the record built from them. A knob given where it has no effect (another launcher,
+    ``--plane`` without ``--lab``) is refused (exit 2) rather than ignored. The record is the
+    one declaration: a new knob is a field. ``place`` lists an option right after another
+    (parameter name -> the one it follows), where ``--help`` has always listed it.
     """
     import functools
     import inspect
-    from dataclasses import MISSING, fields
 
-    from gpufabric.exec.site import SiteOptions
+    from gpufabric.exec import knobs
 
-    declared = fields(SiteOptions)
-    signature = inspect.signature(func, eval_str=True)
-    if "site" not in signature.parameters or "launcher" not in signature.parameters:
-        raise TypeError(f"{func.__name__}: site_options needs parameters 'site' and 'launcher'")
-    params = [p for p in signature.parameters.values() if p.name != "site"]
-    added = []
-    for f in declared:
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func, eval_str=True)
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
+        at = [p.name for p in params].index(name)
+        own, last = knob_params(record)
+        new = [*params[:at], *own, *params[at + 1 :], *last]
+        for moved, after in (place or {}).items():
+            param = next(p for p in new if p.name == moved)
+            new.remove(param)
+            new.insert(next(i for i, p in enumerate(new) if p.name == after) + 1, param)
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> Any:
+            values = {p.name: kwargs.pop(p.name) for p in (*own, *last)}
+            built = knobs.build(record, values)
+            for why, flags in knobs.unused(built, launcher=values.get("launcher", "")):
+                refuse_unused(True, flags, why)
+            return func(**{name: built}, **kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=new)  # type: ignore[attr-defined]  # read by inspect.signature
+        wrapper.__annotations__ = {p.name: p.annotation for p in new} | {"return": signature.return_annotation}
+        return wrapper
+
+    return decorate
+
+
+def knob_params(record: type) -> tuple[list[Any], list[Any]]:
+    """The typer parameters of ``record``'s knobs in ``knobs.layout`` order: in place, and last."""
+    import inspect
+
+    from gpufabric.exec.knobs import default_of, layout
+
+    def param(f: Any, kind: Any) -> inspect.Parameter:
         meta = f.metadata
-        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"]]
-        default = f.default if f.default is not MISSING else None
-        option = typer.Option(default, *flags, help=meta["help"])
-        annotation = bool if isinstance(default, bool) else str
-        added.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation))
-    # typer reads options in signature order: the site's go after the command's own launch options.
-    positional = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"], *meta["also"]]
+        option = typer.Option(default_of(f), *flags, help=meta["help"] or None, hidden=meta["hidden"], **meta["limits"])
+        return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
 
-    @functools.wraps(func)
-    def wrapper(**kwargs: Any) -> Any:
-        values = {f.name: kwargs.pop(f.name) for f in declared}
-        launcher = kwargs["launcher"]
-        for f in declared:
-            applies = f.metadata["launchers"]
-            refuse_unused(
-                launcher not in applies,
-                {f.name: f.metadata["flag"]},
-                f"without --launcher {' or '.join(applies)}",
-            )
-        return func(site=SiteOptions(**values), **kwargs)
-
-    wrapper.__signature__ = signature.replace(parameters=[*positional, *added])  # type: ignore[attr-defined]  # read by inspect.signature
-    wrapper.__annotations__ = {
-        **{p.name: p.annotation for p in params},
-        **{p.name: p.annotation for p in added},
-        "return": signature.return_annotation,
-    }
-    return wrapper
+    own, last = layout(record)
+    return [param(*k) for k in own], [param(*k) for k in last]

@@ -9,7 +9,6 @@ from gpufabric.cli.options import PLAIN_HELP, format_option
 from gpufabric.cli.output import Format, print_json
 from gpufabric.cli.request_options import request_options
 
-
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES):
 #: the catalog's alone.
 MODELS = ("gpufabric.catalog.schema",)

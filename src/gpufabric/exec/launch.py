@@ -1,8 +1,9 @@
-"""Launchers for the torch.distributed probes: local | torchrun | slurm | mpirun (k8s: exec/k8s.py).
+"""What the launchers build with, and how a launch runs: hosts, commands, the Slurm shell, execute.
 
-``build()`` turns (launcher, hosts, nodes, nproc) into the exact commands to run, so
-``--dry-run`` prints them and tests check them without running anything; ``execute()``
-starts them, each in its own process group, and bounds the whole launch by a timeout.
+The launchers themselves (local | torchrun | slurm | mpirun | k8s) are classes in the
+registry of ``exec/launchers.py``; their ``build`` turns a job into the exact commands to
+run, from the pieces here. ``execute()`` starts them, each in its own process group, and
+bounds the whole launch by a timeout.
 The distributed engines are the real ones (torchrun's static c10d rendezvous, srun,
 mpirun); gpufabric only builds their argv.
 
@@ -15,9 +16,9 @@ Under Slurm the launching host does not know the allocation, so ``MASTER_ADDR`` 
 evaluated on it: the first host of ``scontrol show hostnames "$SLURM_JOB_NODELIST"``,
 translated to that node's ``NodeAddr`` (the address slurmctld reaches it on, the control
 plane). Ranks on several machines read their config and write their records in a run
-directory every node sees; :func:`visibility_commands` checks that before the launch.
+directory every node sees; ``launchers.check_run_dir`` checks that before the launch.
 
-Where ranks run decides what ``--backend auto`` means (:func:`resolve_backend`): on this
+Where ranks run decides what ``--backend auto`` means (``launchers.resolve_backend``): on this
 machine (local ranks, lab namespaces) it looks here; under Slurm, k8s and ssh hosts the
 ranks run elsewhere, so ``auto`` is NCCL with ``--gpus-per-node`` GPUs requested from the
 scheduler, whatever the submitting (login) node has. The rendezvous port is per job unless
@@ -32,7 +33,6 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import secrets
 import shlex
 import signal
 import subprocess
@@ -44,10 +44,8 @@ from pathlib import Path
 
 from gpufabric.errors import CommandTimeout, InputError, ToolNotFound
 from gpufabric.exec import hostlist
-from gpufabric.exec.process import free_port, kill_group, run
-from gpufabric.exec.site import SiteOptions, mpirun_binding, slurm_args, step_args
+from gpufabric.exec.process import kill_group, run
 
-LAUNCHERS = ("local", "torchrun", "slurm", "mpirun")
 #: Linux interface names: IFNAMSIZ 16 including the NUL (include/uapi/linux/if.h).
 IFNAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,15}")
 ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -213,52 +211,6 @@ def slurm_task(control_ifname: str = "", run_dir: str = "") -> str:
     )
 
 
-def ranks_run_here(
-    launcher: str, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
-) -> bool:
-    """Whether every rank runs on this machine (its own processes or its network namespaces).
-
-    Slurm and k8s place ranks on nodes the scheduler picks (even a one-node job may land on
-    another machine); ssh hosts are other machines by definition, and so are mpirun's hosts
-    from a hostfile or the allocation (``salloc`` runs its shell on the login node) unless
-    the allocation is this one node.
-    """
-    if launcher in ("slurm", "k8s"):
-        return all(h.netns for h in hosts) and bool(hosts)  # the namespace lab's nodes are this machine
-    if any(h.ssh for h in hosts):
-        return False
-    if launcher == "mpirun" and not hosts:
-        if hostfile:
-            return False
-        found = hostlist.allocation(os.environ if environ is None else environ)
-        return found is None or list(found.hosts) == [os.uname().nodename]
-    return True
-
-
-def resolve_backend(
-    backend: str,
-    *,
-    launcher: str,
-    hosts: Sequence[Host],
-    have_gpu: bool,
-    hostfile: str = "",
-    environ: Mapping[str, str] | None = None,
-) -> str:
-    """``auto`` -> nccl or gloo, decided where the ranks run.
-
-    ``have_gpu`` is this machine's answer, used only when the ranks run here. Elsewhere the
-    ranks get the GPUs the launch requests (``--gpus-per-node``), so ``auto`` is NCCL; a CPU
-    cluster says ``--backend gloo``.
-    """
-    if backend not in ("auto", "gloo", "nccl"):
-        raise InputError(f"--backend {backend!r}: use auto, gloo or nccl")
-    if backend != "auto":
-        return backend
-    if ranks_run_here(launcher, hosts, hostfile=hostfile, environ=environ):
-        return "nccl" if have_gpu else "gloo"
-    return "nccl"
-
-
 def mpirun_hosts(
     hosts: Sequence[Host] | None,
     *,
@@ -317,213 +269,6 @@ def slurm_node_addr(node: str, environ: Mapping[str, str]) -> str:
     return addr if _is_address(addr) else node
 
 
-def build(
-    launcher: str,
-    *,
-    module: str,
-    args: Sequence[str],
-    nodes: int,
-    nproc: int,
-    hosts: Sequence[Host] | None = None,
-    master_port: int = 0,
-    python: str = sys.executable,
-    env: Mapping[str, str] | None = None,
-    time_limit_min: int = 30,
-    job_name: str = "gpufabric",
-    out_dir: str = ".",
-    slurm_mode: str = "srun",
-    gpus_per_node: int = 0,
-    control_ifname: str = "",
-    data_ifname: str = "",
-    site: SiteOptions | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> LaunchPlan:
-    """The commands that start ``nodes x nproc`` ranks of ``python -m module args``.
-
-    ``slurm_mode`` "sbatch" submits the generated script with ``sbatch`` and waits for the
-    job (:func:`sbatch_wait`) instead of calling srun directly; :func:`execute` writes it.
-    ``gpus_per_node`` > 0 requests GPUs from Slurm (``--gpus-per-node``). ``control_ifname``
-    pins the rendezvous / MPI out-of-band traffic, ``data_ifname`` the collectives' traffic
-    (for hosts that do not name their own data interface). ``master_port`` 0 is a per-job
-    port. ``site`` carries partition, account, container, binding, hostfile;
-    ``environ`` is the environment an allocation is read from (default: this process's).
-    """
-    if launcher not in LAUNCHERS:
-        raise InputError(f"unknown launcher {launcher!r}; use one of {', '.join(LAUNCHERS)}")
-    if nodes < 1 or nproc < 1:
-        raise InputError(f"--nodes and --nproc must be >= 1, got {nodes} and {nproc}")
-    if not 0 <= master_port <= 65535:
-        raise InputError(f"--master-port {master_port}: not a port (0 = one per job)")
-    site = site or SiteOptions()
-    if launcher == "mpirun":
-        given, _ = mpirun_hosts(
-            hosts, nodes=nodes, hostfile=site.hostfile, environ=os.environ if environ is None else environ
-        )
-        hosts = given
-    hosts = list(hosts or [Host(name=os.uname().nodename)] * nodes)
-    if len(hosts) < nodes:
-        raise InputError(f"--nodes {nodes} but only {len(hosts)} host(s) given in --hosts")
-    hosts = hosts[:nodes]
-    if data_ifname:
-        hosts = [h if h.data_ifname else replace(h, data_ifname=data_ifname) for h in hosts]
-    for name in (control_ifname, data_ifname):
-        if name and not IFNAME_RE.fullmatch(name):
-            raise InputError(f"interface name {name!r}: 1-15 characters of letters, digits, '.', '_' or '-'")
-    if gpus_per_node < 0:
-        raise InputError(f"gpus per node must be >= 0, got {gpus_per_node}")
-    world = nodes * nproc
-    if launcher != "slurm" and not master_port:
-        # Only this machine can be asked; a port free here is as good a guess as any for others.
-        master_port = free_port() if not any(h.ssh or h.netns for h in hosts) else _job_port()
-    base_env = {**(env or {}), "MASTER_ADDR": hosts[0].control_addr, "MASTER_PORT": str(master_port)}
-    worker = [python, "-m", module, *args]
-    commands: list[Command] = []
-    script = ""
-    if launcher == "local":
-        for node, host in enumerate(hosts):
-            for local in range(nproc):
-                rank_env = {
-                    **base_env,
-                    **_host_env(host),
-                    "RANK": str(node * nproc + local),
-                    "WORLD_SIZE": str(world),
-                    "LOCAL_RANK": str(local),
-                    "LOCAL_WORLD_SIZE": str(nproc),
-                }
-                commands.append(_wrap(host, worker, rank_env))
-    elif launcher == "torchrun":
-        # Static rendezvous at the first host's control-plane address; --local-addr makes each
-        # agent advertise its own control-plane address, not whatever its hostname resolves to.
-        for node, host in enumerate(hosts):
-            argv = [
-                python,
-                "-m",
-                "torch.distributed.run",
-                f"--nnodes={nodes}",
-                f"--nproc-per-node={nproc}",
-                f"--node-rank={node}",
-                "--rdzv-backend=static",
-                f"--rdzv-endpoint={_hostport(hosts[0].control_addr, master_port)}",
-                f"--local-addr={host.control_addr}",
-                "--max-restarts=0",
-                "--module",
-                module,
-                *args,
-            ]
-            commands.append(_wrap(host, argv, {**base_env, **_host_env(host)}))
-    elif launcher == "mpirun":
-        commands.append(
-            _mpirun(hosts, nproc=nproc, worker=worker, base_env=base_env, control_ifname=control_ifname, site=site)
-        )
-    else:  # slurm
-        if slurm_mode not in ("srun", "sbatch"):
-            raise InputError(f"--slurm-mode {slurm_mode!r}: use srun or sbatch")
-        if site.container_image:
-            worker = [CONTAINER_PYTHON, "-m", module, *args]
-        time_limit = site.time or str(time_limit_min)
-        job = [
-            *([f"--gpus-per-node={gpus_per_node}"] if gpus_per_node else []),
-            *slurm_args(site, run_dir=out_dir),
-        ]
-        step = step_args(site, gpus_per_node=gpus_per_node)
-        srun = [
-            "srun",
-            f"--nodes={nodes}",
-            f"--ntasks={world}",
-            f"--ntasks-per-node={nproc}",
-            "--kill-on-bad-exit=1",
-            f"--job-name={job_name}",
-            f"--time={time_limit}",
-            *job,
-            *step,
-        ]
-        srun += _nodelist(hosts)
-        slurm_env = {**(env or {}), **({"MASTER_PORT": str(master_port)} if master_port else {})}
-        if hosts[0].data_ifname:
-            slurm_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
-        script = sbatch_script(
-            worker=worker,
-            nodes=nodes,
-            nproc=nproc,
-            env=slurm_env,
-            time_limit=time_limit,
-            job_name=job_name,
-            out_dir=out_dir,
-            job_args=job,
-            step_args=step,
-            nodelist=[h.ssh for h in hosts if h.ssh],
-            task_prologue=slurm_task(control_ifname, out_dir),
-            master_port=master_port,
-        )
-        if slurm_mode == "sbatch":
-            script_path = str(Path(out_dir) / "job.sbatch")
-            # `sbatch --wait` polls with growing intervals (10-40 s here); sbatch_wait polls every 0.2 s.
-            commands.append(
-                Command(argv=(python, "-m", "gpufabric.exec.launch", "sbatch-wait", script_path), host=hosts[0].name)
-            )
-            return LaunchPlan(
-                launcher=launcher,
-                commands=tuple(commands),
-                num_ranks=world,
-                hosts=tuple(hosts),
-                script=script,
-                script_path=script_path,
-            )
-        # MASTER_ADDR (and a per-job MASTER_PORT) are not exported from here: this host is not
-        # part of the allocation, and the job id is known only there.
-        task = [
-            "bash",
-            "-c",
-            f"{slurm_rendezvous(master_port, worker[0] if site.container_image else '')}; {slurm_task(control_ifname, out_dir)}",
-            "gpufabric-rank",
-            *worker,
-        ]
-        commands.append(Command(argv=(*srun, *task), env=slurm_env, host=hosts[0].name))
-    return LaunchPlan(launcher=launcher, commands=tuple(commands), num_ranks=world, hosts=tuple(hosts), script=script)
-
-
-def _job_port() -> int:
-    """A rendezvous port for a host this machine cannot probe (a namespace, an ssh host)."""
-    return RENDEZVOUS_PORT_BASE + secrets.randbelow(RENDEZVOUS_PORT_SPAN)
-
-
-#: Per-rank prologue under mpirun: with ``--map-by slot`` and ``--host H:N`` rank r runs on
-#: host r // N, which labels its records; SLURMD_NODENAME wins where orted came from srun.
-MPI_TASK = (
-    'h=("${{@:1:{n}}}"); shift {n}; '
-    'export GPUFABRIC_HOST="${{SLURMD_NODENAME:-${{h[$((OMPI_COMM_WORLD_RANK / {nproc}))]}}}}"; exec "$@"'
-)
-
-
-def _mpirun(
-    hosts: Sequence[Host],
-    *,
-    nproc: int,
-    worker: Sequence[str],
-    base_env: Mapping[str, str],
-    control_ifname: str,
-    site: SiteOptions,
-) -> Command:
-    if any(h.netns for h in hosts):
-        raise InputError("mpirun cannot enter network namespaces; use --launcher local or torchrun for lab hosts")
-    world = len(hosts) * nproc
-    argv = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(world), "--map-by", "slot"]
-    argv += mpirun_binding(site)
-    if any(h.ssh for h in hosts):
-        argv += ["--host", ",".join(f"{h.ssh}:{nproc}" for h in hosts)]
-    if control_ifname:
-        # ORTE's daemons and MPI's own TCP traffic stay on the control plane (OpenMPI 4.1 MCA names).
-        argv += ["--mca", "oob_tcp_if_include", control_ifname, "--mca", "btl_tcp_if_include", control_ifname]
-    full_env = dict(base_env)
-    if hosts[0].data_ifname:
-        full_env.update(GLOO_SOCKET_IFNAME=hosts[0].data_ifname, NCCL_SOCKET_IFNAME=hosts[0].data_ifname)
-    for key in sorted(full_env):
-        argv += ["-x", key]
-    names = [h.name for h in hosts]
-    task = ["bash", "-c", MPI_TASK.format(n=len(names), nproc=nproc), "gpufabric-rank", *names, *worker]
-    return Command(argv=(*argv, *task), env=full_env, host=hosts[0].name)
-
-
 def sbatch_script(
     *,
     worker: Sequence[str],
@@ -569,92 +314,6 @@ def sbatch_script(
         "",
     ]
     return "\n".join(lines)
-
-
-def spans_machines(
-    launcher: str, nodes: int, hosts: Sequence[Host], *, hostfile: str = "", environ: Mapping[str, str] | None = None
-) -> bool:
-    """Whether ranks may run on other machines (so a local temporary directory will not do).
-
-    Several mpirun nodes are other machines; where they come from is checked first, so a
-    launch without hosts is told which hosts are missing before it is told about --run-dir.
-    """
-    if launcher == "slurm":
-        return nodes > 1
-    if launcher == "mpirun" and nodes > 1:
-        env = os.environ if environ is None else environ
-        mpirun_hosts(hosts or None, nodes=nodes, hostfile=hostfile, environ=env, node_addr=False)
-        return True
-    return any(h.ssh for h in hosts[:nodes])
-
-
-def check_run_dir(
-    plan: LaunchPlan, run_dir: Path, *, timeout_s: float = 60.0, env: Mapping[str, str] | None = None
-) -> None:
-    """Fail unless every node of ``plan`` reads back a fresh token written into ``run_dir``."""
-    token = secrets.token_hex(8)
-    marker = run_dir / f".gpufabric-visible-{token}"
-    commands = visibility_commands(plan, str(marker))
-    if not commands:
-        return
-    marker.write_text(token + "\n", encoding="utf-8")
-    try:
-        for cmd in commands:
-            expected = len(plan.hosts) if plan.launcher in ("slurm", "mpirun") else 1
-            try:
-                done = run(cmd.argv, timeout_s=timeout_s, env={**os.environ, **(env or {}), **cmd.env})
-            except CommandTimeout as exc:
-                raise InputError(
-                    f"run directory {run_dir}: the visibility check timed out on {cmd.host} ({shlex.join(cmd.argv)})"
-                ) from exc
-            seen = done.stdout.split().count(token)
-            if done.returncode or seen != expected:
-                detail = (done.stderr.strip().splitlines() or [""])[-1][:200]
-                raise InputError(
-                    f"run directory {run_dir} is not visible from every node ({seen} of {expected}"
-                    f" read it back via {cmd.argv[0]}{': ' + detail if detail else ''}); pass"
-                    " --run-dir on storage all nodes mount (NFS, Lustre, ...)"
-                )
-    finally:
-        marker.unlink(missing_ok=True)
-
-
-def visibility_commands(plan: LaunchPlan, marker: str) -> list[Command]:
-    """Commands that print ``marker`` (a file in the run directory) once from every node.
-
-    Each prints the file's content; :func:`check_visible` compares it with what was written,
-    so a node that sees another directory of the same name does not pass.
-    """
-    if plan.launcher == "slurm":
-        nodes = len(plan.hosts)
-        argv = [
-            "srun",
-            f"--nodes={nodes}",
-            f"--ntasks={nodes}",
-            "--ntasks-per-node=1",
-            "--job-name=gpufabric-rundir",
-            "--time=2",
-            *_nodelist(plan.hosts),
-            "cat",
-            marker,
-        ]
-        return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
-    if plan.launcher == "mpirun" and any(h.ssh for h in plan.hosts):
-        # mpirun reaches the nodes the way the launch will (ssh, or srun / tm inside an
-        # allocation, where there may be no sshd at all): one cat per node.
-        argv = ["mpirun", "--allow-run-as-root", "-np", str(len(plan.hosts)), "--map-by", "node"]
-        argv += ["--host", ",".join(f"{h.ssh}:1" for h in plan.hosts), "cat", marker]
-        return [Command(argv=tuple(argv), host=plan.hosts[0].name)]
-    return [_wrap(h, ["cat", marker], {}) for h in plan.hosts if h.netns or h.ssh]
-
-
-def _nodelist(hosts: Sequence[Host]) -> list[str]:
-    names = [h.ssh for h in hosts if h.ssh]
-    return [f"--nodelist={','.join(names)}"] if names else []
-
-
-def _hostport(addr: str, port: int) -> str:
-    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from gpufabric.errors import InputError
+from gpufabric.exec.knobs import knob
 
 SLURM = ("slurm",)
 K8S = ("k8s",)
 
 
 def _meta(flag: str, help_text: str, launchers: tuple[str, ...], *, off: str = "") -> dict[str, Any]:
-    return {"flag": flag, "off": off, "help": help_text, "launchers": launchers}
+    return knob(flag, help_text, launchers, off=off)
 
 
 # Slurm object names (partition, account, QOS, reservation): letters, digits, '_', '.', '-';

@@ -176,6 +176,20 @@ def validate(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, 
     return rates
 
 
+def layout(name: str, *, hosts: int, rates: dict[str, str], noise: str) -> dict[str, Any]:
+    """What ``up`` would create (``lab up --dry-run``): namespaces, bridges, addresses, caps, noise."""
+    return {
+        "switch_netns": ns_switch(name),
+        "bridges": list(BRIDGES.values()),
+        "hosts": [
+            {"netns": ns_host(name, i), **{p: f"{IFNAMES[p]} {addr(p, i)}/24" for p in PLANES}}
+            for i in range(1, hosts + 1)
+        ],
+        "rates": rates,
+        "noise": noise or None,
+    }
+
+
 def up(name: str, *, hosts: int = 2, rates: dict[str, str] | None = None, noise: str = "") -> LabState:
     """Create the lab (first removing any earlier lab of the same name)."""
     rates = validate(name, hosts=hosts, rates=rates, noise=noise)

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from gpufabric.errors import InputError
-from gpufabric.exec import launch
+from gpufabric.exec import launch, launchers
 from tests.conftest import finishes
 
 W = ["cfg.json"]
@@ -16,7 +16,7 @@ MOD = "gpufabric.bench.probes.collectives"
 
 
 def test_local_sets_rank_env_per_process():
-    plan = launch.build("local", module=MOD, args=W, nodes=1, nproc=3, master_port=29555, python="py")
+    plan = launchers.build("local", module=MOD, args=W, nodes=1, nproc=3, master_port=29555, python="py")
     assert plan.num_ranks == 3 and len(plan.commands) == 3
     assert [c.env["RANK"] for c in plan.commands] == ["0", "1", "2"]
     assert all(c.env["WORLD_SIZE"] == "3" and c.env["MASTER_PORT"] == "29555" for c in plan.commands)
@@ -25,7 +25,9 @@ def test_local_sets_rank_env_per_process():
 
 def test_torchrun_binds_rendezvous_to_control_plane_and_data_ifname():
     hosts = launch.parse_hosts("netns:gfl-a-h1@10.210.0.1%data0,netns:gfl-a-h2@10.210.0.2%data0")
-    plan = launch.build("torchrun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, master_port=29501, python="py")
+    plan = launchers.build(
+        "torchrun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, master_port=29501, python="py"
+    )
     first, second = plan.commands
     assert first.argv[:5] == ("ip", "netns", "exec", "gfl-a-h1", "py")
     assert "--rdzv-endpoint=10.210.0.1:29501" in second.argv and "--node-rank=1" in second.argv
@@ -37,27 +39,27 @@ def test_torchrun_binds_rendezvous_to_control_plane_and_data_ifname():
 
 def test_mpirun_and_slurm_argv():
     hosts = launch.parse_hosts("n1,n2")
-    mpi = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py")
+    mpi = launchers.build("mpirun", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py")
     argv = mpi.commands[0].argv
     # binding is Open MPI's default unless --cpu-bind says otherwise (tests/exec/test_mpirun.py)
     assert argv[:7] == ("mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "8", "--map-by", "slot")
     assert "--bind-to" not in argv
     assert "--host" in argv and "n1:4,n2:4" in argv and "MASTER_ADDR" in argv
-    slurm = launch.build("slurm", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py", job_name="j")
+    slurm = launchers.build("slurm", module=MOD, args=W, nodes=2, nproc=4, hosts=hosts, python="py", job_name="j")
     s = slurm.commands[0].argv
     assert s[:5] == ("srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--kill-on-bad-exit=1")
     assert s[-4:] == ("py", "-m", "gpufabric.bench.probes.collectives", "cfg.json")
     assert "#SBATCH --nodes=2" in slurm.script and "#SBATCH --ntasks-per-node=4" in slurm.script
     assert "gpufabric-rank py -m gpufabric.bench.probes.collectives cfg.json" in slurm.script
     with pytest.raises(InputError, match="network namespaces"):
-        launch.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, hosts=launch.parse_hosts("netns:x"))
+        launchers.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, hosts=launch.parse_hosts("netns:x"))
 
 
 def test_bad_launch_input():
     with pytest.raises(InputError, match="unknown launcher"):
-        launch.build("ssh", module=MOD, args=W, nodes=1, nproc=1)
+        launchers.build("ssh", module=MOD, args=W, nodes=1, nproc=1)
     with pytest.raises(InputError, match="only 1 host"):
-        launch.build("local", module=MOD, args=W, nodes=2, nproc=1, hosts=launch.parse_hosts("a"))
+        launchers.build("local", module=MOD, args=W, nodes=2, nproc=1, hosts=launch.parse_hosts("a"))
 
 
 @pytest.mark.parametrize(
@@ -113,13 +115,13 @@ def test_timeout_kills_everything(tmp_path):
 
 
 def test_sbatch_mode_submits_the_script(tmp_path):
-    plan = launch.build(
+    plan = launchers.build(
         "slurm", module=MOD, args=W, nodes=1, nproc=2, python="py", out_dir=str(tmp_path), slurm_mode="sbatch"
     )
     assert plan.commands[0].argv == ("py", "-m", "gpufabric.exec.launch", "sbatch-wait", str(tmp_path / "job.sbatch"))
     assert plan.script_path == str(tmp_path / "job.sbatch") and plan.script.startswith("#!/bin/bash")
     with pytest.raises(InputError, match="slurm-mode"):
-        launch.build("slurm", module=MOD, args=W, nodes=1, nproc=2, slurm_mode="salloc")
+        launchers.build("slurm", module=MOD, args=W, nodes=1, nproc=2, slurm_mode="salloc")
 
 
 def _run_shell(text: str, env: dict[str, str]) -> str:
@@ -129,7 +131,7 @@ def _run_shell(text: str, env: dict[str, str]) -> str:
 
 
 def test_multi_node_srun_derives_master_addr_on_the_allocation(tmp_path):
-    plan = launch.build(
+    plan = launchers.build(
         "slurm",
         module=MOD,
         args=W,
@@ -185,7 +187,7 @@ def test_multi_node_needs_a_run_dir_and_checks_it_from_every_node(tmp_path, monk
 
     with pytest.raises(InputError, match="--run-dir"):
         probe_run.prepare("collectives", {}, probe_run.LaunchOptions(launcher="slurm", nodes=2))
-    plan = launch.build("slurm", module=MOD, args=W, nodes=2, nproc=1, python="py")
+    plan = launchers.build("slurm", module=MOD, args=W, nodes=2, nproc=1, python="py")
     fake = tmp_path / "bin"
     fake.mkdir()
     # An srun whose second node sees a different directory: prints the file once, then nothing.
@@ -195,21 +197,23 @@ def test_multi_node_needs_a_run_dir_and_checks_it_from_every_node(tmp_path, monk
     (fake / "srun").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
     with pytest.raises(InputError, match="not visible from every node .1 of 2"):
-        launch.check_run_dir(plan, tmp_path)
+        launchers.check_run_dir(plan, tmp_path)
     (fake / "srun").write_text('#!/bin/bash\ncat "${@: -1}"; cat "${@: -1}"\n')
-    launch.check_run_dir(plan, tmp_path)
+    launchers.check_run_dir(plan, tmp_path)
     assert not list(tmp_path.glob(".gpufabric-visible-*"))
 
 
 def test_mpirun_pins_control_and_data_interfaces():
     hosts = launch.parse_hosts("n1@10.0.0.1%eth1,n2@10.0.0.2%eth1")
-    plan = launch.build("mpirun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, python="py", control_ifname="eth0")
+    plan = launchers.build(
+        "mpirun", module=MOD, args=W, nodes=2, nproc=2, hosts=hosts, python="py", control_ifname="eth0"
+    )
     argv = plan.commands[0].argv
     assert argv[argv.index("btl_tcp_if_include") - 1 :][:3] == ("--mca", "btl_tcp_if_include", "eth0")
     assert "oob_tcp_if_include" in argv and "GLOO_SOCKET_IFNAME" in argv
     assert plan.commands[0].env["MASTER_ADDR"] == "10.0.0.1" and plan.commands[0].env["GLOO_SOCKET_IFNAME"] == "eth1"
     with pytest.raises(InputError, match="interface name"):
-        launch.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, control_ifname="eth0;rm -rf /")
+        launchers.build("mpirun", module=MOD, args=W, nodes=1, nproc=1, control_ifname="eth0;rm -rf /")
 
 
 def test_control_ifname_rendezvous_is_rank0s_address_on_it(tmp_path):

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufabric.bench.probes import stats
-from gpufabric.cli.bench_probes import parse_sizes
+from gpufabric.bench.probes.requests import parse_sizes
 from gpufabric.errors import InputError
 from gpufabric.model.collectives import busbw_factor
 

@@ -8,15 +8,22 @@ the plan's expectations, and records the run with the device it measured in the 
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpufabric.bench.probes import run as probe_run
-from gpufabric.bench.probes.gpu_plan import GpuPlan
+from gpufabric.bench.probes.gpu_plan import GpuPlan, plan_for_spec
 from gpufabric.bench.probes.gpu_results import gpu_results
-from gpufabric.bench.probes.outcomes import ProbeOutcome
+from gpufabric.bench.probes.outcomes import ProbeOutcome, envelope
 from gpufabric.bench.probes.service import Judging, lines, session, validate
+from gpufabric.errors import InputError
+from gpufabric.exec.knobs import duration_s
+from gpufabric.exec.launchers import LaunchOptions
+
+if TYPE_CHECKING:
+    from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.results.recorder import interruption
 from gpufabric.results.records import Direction, Outcome, Status, TestResult, Verdict
 
@@ -66,6 +73,66 @@ class GpuOutcome(ProbeOutcome):
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._head(), "device": self.device, "results": [r.to_dict() for r in self.rows], **self._tail()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuPrepared:
+    """A checked ``bench gpu``: what it measures (``--dry-run`` prints it) and how it runs."""
+
+    request: GpuRequest
+    device: str
+    spec: Any
+    catalog: Any
+    plan: GpuPlan
+    opts: LaunchOptions
+    slos: tuple[Any, ...] = ()
+    exit_code: int = 0
+
+    def document(self) -> dict[str, Any]:
+        """The ``--dry-run --format json`` document."""
+        config = self.plan.as_config()
+        return envelope(
+            {"dry_run": True, "device": self.device, "measurements": self.plan.describe(), "config": config}
+        )
+
+    def run(self, argv: Sequence[str]) -> GpuOutcome:
+        return run_gpu(
+            self.plan,
+            self.opts,
+            spec=self.spec,
+            catalog=self.catalog,
+            judging=Judging(slos=self.slos),
+            db=self.request.db,
+            argv=argv,
+        )
+
+
+def prepare(request: GpuRequest) -> GpuPrepared:
+    """The device, the spec (training or inference) and the measurements to make; nothing runs."""
+    from gpufabric.bench.slo import load_thresholds
+    from gpufabric.catalog import load_catalog
+    from gpufabric.spec.inference import load_inference_spec, read_located, workload_kind
+    from gpufabric.spec.loader import load_spec
+
+    device = ("cuda" if shutil.which("nvidia-smi") else "cpu") if request.device == "auto" else request.device
+    if device not in ("cuda", "cpu"):
+        raise InputError(f"--device {device!r}: use auto, cuda or cpu")
+    catalog = load_catalog(request.catalog_files)
+    located = read_located(request.spec_file)
+    spec: Any
+    if workload_kind(located) == "inference":
+        spec = load_inference_spec(located, known_ids=catalog.known_ids())
+    else:
+        spec = load_spec(request.spec_file).spec
+    plan = plan_for_spec(spec, device=device, repeats=request.repeats or None)
+    opts = LaunchOptions(
+        nproc=1,
+        backend="gloo",
+        timeout_s=duration_s("--timeout", request.timeout),
+        op_timeout_s=duration_s("--op-timeout", request.op_timeout),
+    )
+    slos = tuple(load_thresholds(request.thresholds)) if request.thresholds else ()
+    return GpuPrepared(request=request, device=device, spec=spec, catalog=catalog, plan=plan, opts=opts, slos=slos)
 
 
 def run_gpu(

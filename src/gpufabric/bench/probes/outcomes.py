@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gpufabric.bench.documents import envelope
 from gpufabric.bench.probes.summaries import Reproducibility
 from gpufabric.results.records import RankStats, RunStatus, Status, TestResult
 
@@ -184,6 +185,13 @@ class ProbeOutcome:
     def _head(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status.value, "error": self.error or None}
 
+    def to_dict(self) -> dict[str, Any]:
+        return {**self._head(), **self._tail()}
+
+    def document(self) -> dict[str, Any]:
+        """The JSON document ``--format json`` prints: the versioned envelope around :meth:`to_dict`."""
+        return envelope(self.to_dict())
+
     def _tail(self) -> dict[str, Any]:
         return {"failures": list(self.failures), "warnings": list(self.warnings)}
 
@@ -218,3 +226,52 @@ class CheckpointOutcome(ProbeOutcome):
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._head(), "results": [r.to_dict() for r in self.rows], **self._tail()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowedOutcome(ProbeOutcome):
+    """A job applied and followed (k8s): the ranks' records stay in the pods; the log is the output."""
+
+    launcher: str = "k8s"
+    manifest: str = ""
+    returncode: int | None = None
+    timed_out: bool = False
+    log: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "launcher": self.launcher,
+            "run_id": self.run_id,
+            "manifest": self.manifest,
+            "returncode": self.returncode,
+            "timed_out": self.timed_out,
+            "log": self.log,
+            "status": self.status.value,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DryRun:
+    """What a probe would run (``--dry-run``): nothing is launched or stored; exit 0."""
+
+    launcher: str
+    commands: tuple[str, ...]  # one copy-pasteable shell line each
+    script: str  # the generated sbatch script or job manifest ('' when none)
+    script_label: str  # what the script is, for the text rendering
+    config: dict[str, Any]
+    slos: tuple[Any, ...] = ()  # results.records.Slo
+    slo_lines: tuple[str, ...] = ()  # bench.slo.describe
+    exit_code: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "launcher": self.launcher,
+            "commands": list(self.commands),
+            "sbatch_script": self.script,
+            "config": self.config,
+            "slos": list(self.slos),
+        }
+
+    def document(self) -> dict[str, Any]:
+        return envelope(self.to_dict())

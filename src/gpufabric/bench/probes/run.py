@@ -1,5 +1,7 @@
 """Orchestrate one probe launch: config file -> launcher commands -> ranks -> merged records.
 
+``LaunchOptions`` (the checked launch) lives with the launcher registry, ``exec/launchers.py``.
+
 The CLI calls ``prepare()`` (pure: builds the config and the launch plan, enough for
 ``--dry-run``) and then ``execute()`` (runs it and reads the ranks' records back).
 """
@@ -11,15 +13,15 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpufabric.bench.probes.live import Tail
 from gpufabric.bench.probes.results import RankLog, diagnose, read_ranks
 from gpufabric.errors import InputError
-from gpufabric.exec import launch
-from gpufabric.exec.site import SiteOptions
+from gpufabric.exec import launch, launchers
+from gpufabric.exec.launchers import Job, LaunchOptions
 
 MODULES = {
     "collectives": "gpufabric.bench.probes.collectives",
@@ -27,28 +29,6 @@ MODULES = {
     "checkpoint": "gpufabric.bench.probes.checkpoint",
     "gpu": "gpufabric.bench.probes.gpu",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LaunchOptions:
-    launcher: str = "local"
-    nodes: int = 1
-    nproc: int = 2
-    hosts: tuple[launch.Host, ...] = ()
-    master_port: int = 0  # 0: one per job (launch.build)
-    timeout_s: float = 600.0
-    init_timeout_s: float = 60.0
-    op_timeout_s: float = 60.0
-    backend: str = "gloo"
-    work_dir: str = ""  # where ranks write records; must be shared across real hosts
-    slurm_mode: str = "srun"  # slurm launcher: srun directly, or sbatch --wait on the generated script
-    control_ifname: str = ""  # control-plane interface (rendezvous, MPI out-of-band)
-    data_ifname: str = ""  # data-plane interface for GLOO/NCCL_SOCKET_IFNAME
-    k8s_image: str = ""  # k8s launcher: container image with gpufabric and torch
-    k8s_namespace: str = "default"
-    k8s_rdma: str = ""  # k8s launcher: RESOURCE[=COUNT],... ('' = default for the backend)
-    site: SiteOptions = field(default_factory=SiteOptions)  # partition, account, container, binding, k8s extras
-    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,10 +79,10 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions, *, wri
     ``--run-dir`` the user gave (a temporary directory of our own is still made and is
     removed by ``cleanup``).
     """
-    if opts.launcher == "k8s":
-        return _prepare_k8s(kind, probe_config, opts)
+    if opts.runner.follows_job:
+        return _prepare_followed(kind, probe_config, opts)
     owns = not opts.work_dir
-    if owns and launch.spans_machines(opts.launcher, opts.nodes, opts.hosts, hostfile=opts.site.hostfile):
+    if owns and launchers.spans_machines(opts.launcher, opts.nodes, opts.hosts, hostfile=opts.site.hostfile):
         raise InputError(
             f"--launcher {opts.launcher} on {opts.nodes} nodes: pass --run-dir DIR on storage"
             " every node mounts (the ranks read their config and write records there)"
@@ -122,23 +102,24 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions, *, wri
     try:
         if write:
             config_path.write_text(json.dumps(config, indent=1), encoding="utf-8")
-        plan = launch.build(
-            opts.launcher,
-            module=MODULES[kind],
-            args=[str(config_path)],
-            nodes=opts.nodes,
-            nproc=opts.nproc,
-            hosts=list(opts.hosts) or None,
-            master_port=opts.master_port,
-            env=opts.env,
-            job_name=f"gpufabric-{kind}",
-            out_dir=str(out_dir),
-            time_limit_min=max(1, int(opts.timeout_s // 60) + 1),
-            slurm_mode=opts.slurm_mode,
-            gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
-            control_ifname=opts.control_ifname,
-            data_ifname=opts.data_ifname,
-            site=opts.site,
+        plan = opts.runner.build(
+            Job(
+                module=MODULES[kind],
+                args=(str(config_path),),
+                nodes=opts.nodes,
+                nproc=opts.nproc,
+                hosts=opts.hosts,
+                master_port=opts.master_port,
+                env=opts.env,
+                job_name=f"gpufabric-{kind}",
+                out_dir=str(out_dir),
+                time_limit_min=max(1, int(opts.timeout_s // 60) + 1),
+                slurm_mode=opts.slurm_mode,
+                gpus_per_node=opts.nproc if opts.backend == "nccl" else 0,
+                control_ifname=opts.control_ifname,
+                data_ifname=opts.data_ifname,
+                site=opts.site,
+            )
         )
     except BaseException:
         if owns:
@@ -147,10 +128,8 @@ def prepare(kind: str, probe_config: dict[str, Any], opts: LaunchOptions, *, wri
     return Prepared(kind=kind, out_dir=out_dir, config_path=config_path, config=config, plan=plan, owns_dir=owns)
 
 
-def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
-    """The TrainJob carries the config; ranks write records inside their pods (``--run-dir`` there)."""
-    from gpufabric.exec import k8s
-
+def _prepare_followed(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -> Prepared:
+    """A followed job (k8s) carries the config; ranks write records where they run (``--run-dir`` there)."""
     out_dir = Path(tempfile.mkdtemp(prefix=f"gpufabric-{kind}-"))
     config = {
         **probe_config,
@@ -160,21 +139,23 @@ def _prepare_k8s(kind: str, probe_config: dict[str, Any], opts: LaunchOptions) -
         "op_timeout_s": opts.op_timeout_s,
     }
     try:
-        plan = k8s.plan(
-            kind=kind,
-            module=MODULES[kind],
-            config=config,
-            out_dir=out_dir,
-            nodes=opts.nodes,
-            nproc=opts.nproc,
-            backend=opts.backend,
-            image=opts.k8s_image,
-            namespace=opts.k8s_namespace,
-            rdma=opts.k8s_rdma,
-            env=opts.env,
-            control_ifname=opts.control_ifname,
-            data_ifname=opts.data_ifname,
-            site=opts.site,
+        plan = opts.runner.build(
+            Job(
+                kind=kind,
+                module=MODULES[kind],
+                config=config,
+                out_dir=str(out_dir),
+                nodes=opts.nodes,
+                nproc=opts.nproc,
+                backend=opts.backend,
+                k8s_image=opts.k8s_image,
+                k8s_namespace=opts.k8s_namespace,
+                k8s_rdma=opts.k8s_rdma,
+                env=opts.env,
+                control_ifname=opts.control_ifname,
+                data_ifname=opts.data_ifname,
+                site=opts.site,
+            )
         )
     except BaseException:
         shutil.rmtree(out_dir, ignore_errors=True)
@@ -195,7 +176,7 @@ def execute(prep: Prepared, opts: LaunchOptions, on_record: Callable[[dict[str, 
     """
     # One thread per rank keeps a 2-core machine from oversubscribing itself with intra-op pools.
     env = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **opts.env}
-    launch.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
+    launchers.check_run_dir(prep.plan, prep.out_dir, timeout_s=min(60.0, opts.timeout_s), env=env)
     tail = Tail(prep.out_dir / "rank0.jsonl", on_record) if on_record is not None else nullcontext()
     try:
         with tail:

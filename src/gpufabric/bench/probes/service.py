@@ -8,6 +8,8 @@ the run then ends ``interrupted`` and the outcome's exit code is 130 or 143. Ver
 #wrong must be 0, no straggler, (train with repeats or a reference) bitwise-identical
 parameters, and every SLO of ``--thresholds``/``--plan`` on the metrics measured
 (``Judging``). The functions return typed outcomes (``outcomes``); the CLI renders them.
+The probe requests (``requests.py``) call them; a launcher that follows its job instead of
+reading the ranks' records back (k8s) is recorded by :func:`run_followed`.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from gpufabric.bench.probes.outcomes import (
     CollectiveRow,
     CollectivesOutcome,
     Comparison,
-    ProbeOutcome,
+    FollowedOutcome,
     TrainOutcome,
     TrainRow,
 )
@@ -533,20 +535,11 @@ def checkpoint_into(
     return results, run.judge(results, verdicts, judging), ex.error
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class K8sOutcome(ProbeOutcome):
-    """A TrainJob applied and followed: the ranks' records stay in the pods; the log is the output."""
-
-    manifest: str = ""
-    returncode: int | None = None
-    timed_out: bool = False
-    log: str = ""
-
-
-def run_k8s(
+def run_followed(
     kind: str, config: dict[str, Any], opts: probe_run.LaunchOptions, *, db: str | None, argv: Sequence[str]
-) -> K8sOutcome:
-    """Apply the probe's TrainJob with kubectl and follow it, recorded as one run like any probe.
+) -> FollowedOutcome:
+    """Apply the probe's job (a launcher that ``follows_job``: k8s) and follow it, recorded as one run
+    like any probe.
 
     The job is one result (``k8s.<kind>``: ok when kubectl followed it to success); its job
     name is the run's ``job_id`` and the namespace its ``cluster``.
@@ -558,8 +551,9 @@ def run_k8s(
 
     if shutil.which("kubectl") is None:
         raise ToolNotFound("kubectl")
-    fp = fingerprint.collect(run={"launcher": "k8s", "backend": opts.backend})
-    with Store.open(db) as store, store.recording(f"bench.{kind}", argv, fp, meta={"launcher": "k8s"}) as rec:
+    fp = fingerprint.collect(run={"launcher": opts.launcher, "backend": opts.backend})
+    meta = {"launcher": opts.launcher}
+    with Store.open(db) as store, store.recording(f"bench.{kind}", argv, fp, meta=meta) as rec:
         prep = probe_run.prepare(kind, config, opts)
         job = re.search(r"name: (gpufabric-[a-z]+-[0-9a-f]+)", prep.plan.script)
         rec.describe(RunInfo(cluster=opts.k8s_namespace, job_id=job.group(1) if job else ""))
@@ -585,7 +579,8 @@ def run_k8s(
             )
         )
         final = rec.finish()
-    return K8sOutcome(
+    return FollowedOutcome(
+        launcher=opts.launcher,
         run_id=rec.run_id,
         status=final,
         manifest=prep.plan.script,

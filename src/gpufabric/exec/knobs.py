@@ -1,0 +1,149 @@
+"""Knobs declared once: a record field's metadata is its command-line option.
+
+A request record (``exec.launchers.LaunchRequest``, ``exec.site.SiteOptions``, the probe
+requests in ``bench/probes/requests.py``) declares each knob as a field whose metadata
+(:func:`knob`) carries the flag, the help text and where it applies; ``cli/options.py``
+turns the fields into typer options and builds the record from what was typed. A new knob
+is one field. Nothing here imports typer: the records stay library types.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from typing import Any
+
+from gpufabric.errors import InputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """A knob that would do nothing: refused (exit 2) when ``when(record)`` holds and it was typed."""
+
+    when: Callable[[Any], bool]
+    why: str  # "without --lab", completes "--plane has no effect ..."
+
+
+def knob(
+    flag: str,
+    help_text: str,
+    launchers: tuple[str, ...] = (),
+    *,
+    off: str = "",
+    also: tuple[str, ...] = (),
+    hidden: bool = False,
+    refuse: Refusal | None = None,
+    **limits: Any,
+) -> dict[str, Any]:
+    """Field metadata of one knob.
+
+    ``launchers``: the launchers it applies to (given with another one, it is refused).
+    ``off``: the negative flag of a boolean (``--shared`` for ``--exclusive``). ``also``:
+    further spellings that stay accepted (``--work-dir`` beside ``--run-dir``). ``limits``:
+    typer's ``min``/``max``.
+    """
+    return {
+        "flag": flag,
+        "off": off,
+        "help": help_text,
+        "launchers": launchers,
+        "also": also,
+        "hidden": hidden,
+        "refuse": refuse,
+        "limits": limits,
+    }
+
+
+def is_record(annotation: Any) -> bool:
+    """Whether a field's type is itself a record of knobs (expanded in place of the field)."""
+    return isinstance(annotation, type) and is_dataclass(annotation)
+
+
+def knob_fields(record: type) -> Iterator[tuple[Field[Any], Any]]:
+    """``(field, type)`` of each knob of ``record``: a field with a flag, or a nested record of knobs."""
+    hints = typing.get_type_hints(record)
+    return ((f, hints[f.name]) for f in fields(record) if "flag" in f.metadata or is_record(hints[f.name]))
+
+
+def default_of(f: Field[Any]) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return ...  # required
+
+
+def layout(record: type, depth: int = 0) -> tuple[list[tuple[Field[Any], Any]], list[tuple[Field[Any], Any]]]:
+    """The knobs of ``record`` in the order a command lists them, and those that go last.
+
+    A nested record's knobs take its field's place; a record nested two deep (the launch's
+    ``site``) goes last.
+    """
+    own: list[tuple[Field[Any], Any]] = []
+    last: list[tuple[Field[Any], Any]] = []
+    for f, kind in knob_fields(record):
+        if is_record(kind):
+            inner, deeper = layout(kind, depth + 1)
+            (last if depth else own).extend(inner)
+            last.extend(deeper)
+        else:
+            own.append((f, kind))
+    return own, last
+
+
+def build(record: type, values: Mapping[str, Any]) -> Any:
+    """``record`` (and its nested records) from knob values by field name."""
+    return record(**{f.name: build(k, values) if is_record(k) else values[f.name] for f, k in knob_fields(record)})
+
+
+def unused(built: Any, *, launcher: str) -> list[tuple[str, dict[str, str]]]:
+    """``(why, {field name: flag})`` of the knobs of ``built`` (nested records too) that would do
+    nothing with the others' values: another launcher's, ``--plane`` without ``--lab``, ...
+
+    The caller refuses those that were typed (exit 2); ``launcher`` is the launch's.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for f, kind in knob_fields(type(built)):
+        if is_record(kind):
+            for why, names in unused(getattr(built, f.name), launcher=launcher):
+                out.setdefault(why, {}).update(names)
+            continue
+        meta = f.metadata
+        applies = meta.get("launchers") or ()
+        if applies and launcher not in applies:
+            out.setdefault(f"without --launcher {' or '.join(applies)}", {})[f.name] = meta["flag"]
+        refusal = meta.get("refuse")
+        if refusal is not None and refusal.when(built):
+            out.setdefault(refusal.why, {})[f.name] = meta["flag"]
+    return list(out.items())
+
+
+#: The one duration syntax (gpufabric.units.parse_duration_s).
+DURATION_SYNTAX = "a duration such as 600s, 10min, 1h or 500ms; a bare number is seconds"
+HOSTS_HELP = "Comma-separated host list: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."
+NODES_HELP = "Nodes (hosts) to use."
+GPUS_PER_NODE_HELP = "GPUs (ranks) per node."
+DB_HELP = (
+    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
+    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
+)
+
+
+def duration_s(flag: str, text: str, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float:
+    """Seconds from a duration option, bounded (InputError naming ``flag`` otherwise)."""
+    from gpufabric.units import parse_duration_s
+
+    try:
+        seconds = parse_duration_s(text)
+    except InputError as exc:
+        raise InputError(f"{flag}: {exc}") from exc
+    if not low_s <= seconds <= high_s:  # also refuses nan and inf
+        raise InputError(f"{flag} {text!r}: give {low_s:g}s to {high_s:g}s")
+    return seconds
+
+
+def check_range(flag: str, value: int, low: int, high: int) -> None:
+    """InputError unless ``low <= value <= high`` (cli.limits.check_range's message)."""
+    if not low <= value <= high:
+        raise InputError(f"{flag} must be between {low:,} and {high:,}, got {value:,}")
