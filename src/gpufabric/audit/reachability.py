@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.nft import Packet, Ruleset, Verdicts, evaluate
+from gpufabric.audit.nft import Ruleset
+from gpufabric.audit.nfteval import Packet, Verdicts, evaluate
 from gpufabric.spec.security import SecurityPolicy
 
 OTHER = "(other)"

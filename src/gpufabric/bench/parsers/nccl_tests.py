@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, cast
 
-from gpufabric.bench import parsers as shape  # the -J path's type check
-from gpufabric.bench.parsers import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers import common as shape  # the -J path's type check
+from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
