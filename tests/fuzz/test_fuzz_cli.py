@@ -155,7 +155,7 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
     The cap is lowered to 1 MiB so the test reads little; a real nccl-tests log well under the
     cap still ingests.
     """
-    from gpufabric.cli import ingest
+    from gpufabric.bench import ingest
 
     monkeypatch.setattr(ingest, "MAX_INGEST_BYTES", 1 << 20)
     path = Path(source) if source.startswith("/") else tmp_path / "huge.txt"

@@ -455,16 +455,30 @@ def _metric_columns(*cols: Sequence[Any]) -> list[Metric]:
     return metrics
 
 
+def _peak(busbw: list[float | None], ip_busbw: list[float | None]) -> float | None:
+    """The largest finite bus bandwidth of either placement, None without any. Column maxima
+    when every cell is a positive finite number (ties are then equal values); else the first
+    largest in row order (out-of-place, in-place, next size), as one pass over the cells."""
+    if None not in busbw and None not in ip_busbw and busbw:
+        nums = cast("list[float]", busbw), cast("list[float]", ip_busbw)
+        if all(math.isfinite(sum(col)) and min(col) > 0 for col in nums):
+            return max(max(nums[0]), max(nums[1]))
+    peaks = [x for pair in zip(busbw, ip_busbw, strict=True) for x in pair if x is not None and math.isfinite(x)]
+    return max(peaks) if peaks else None
+
+
 def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
     sizes, _, _, times, algbws, busbws, ip_times, _, ip_busbws, wrongs = table.cols
     # the measured sizes (size > 0, an out-of-place time), smallest first (a stable sort, as
     # the rows are nearly always in order already)
-    measured = [
-        i for i, (size, time_us) in enumerate(zip(sizes, times, strict=True)) if size > 0 and time_us is not None
-    ]
+    if sizes and min(sizes) > 0 and None not in times:
+        measured = list(range(len(sizes)))  # every size measured (nearly always)
+    else:
+        measured = [i for i, (size, t) in enumerate(zip(sizes, times, strict=True)) if size > 0 and t is not None]
     if not measured:
         return []
-    if any(map(operator.gt, (sizes[i] for i in measured), (sizes[i] for i in measured[1:]))):
+    in_order = list(map(sizes.__getitem__, measured))
+    if any(map(operator.gt, in_order, in_order[1:])):
         measured.sort(key=sizes.__getitem__)
     top = measured[-1]
     top_time_us = times[top]
@@ -473,9 +487,9 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
         metrics.append(higher("busbw_gbps", busbws[top], "GB/s"))
     if algbws[top] is not None:
         metrics.append(higher("algbw_gbps", algbws[top], "GB/s"))
-    peaks = [x for i in measured for x in (busbws[i], ip_busbws[i]) if x is not None and math.isfinite(x)]
-    if peaks:
-        metrics.append(higher("busbw_peak_gbps", max(peaks), "GB/s"))
+    peak = _peak(list(map(busbws.__getitem__, measured)), list(map(ip_busbws.__getitem__, measured)))
+    if peak is not None:
+        metrics.append(higher("busbw_peak_gbps", peak, "GB/s"))
     wrong = [w for w in wrongs if w is not None]
     if wrong:
         metrics.append(lower("wrong_total", float(sum(wrong)), "count"))
@@ -486,9 +500,9 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
     # Each size below the top gives busbw_gbps@S then time_us@S, built column by column
     # when every size has both cells (nearly always), else one by one.
     rest = measured[:-1]
-    rest_busbw, rest_ip = [busbws[i] for i in rest], [ip_times[i] for i in rest]
+    rest_busbw, rest_ip = list(map(busbws.__getitem__, rest)), list(map(ip_times.__getitem__, rest))
     if None not in rest_busbw and None not in rest_ip:
-        rest_sizes, rest_time = [sizes[i] for i in rest], [times[i] for i in rest]
+        rest_sizes, rest_time = list(map(sizes.__getitem__, rest)), list(map(times.__getitem__, rest))
         n = len(rest)
         names: list[Any] = [None] * (2 * n)
         names[0::2] = map("busbw_gbps@{}B".format, rest_sizes)
