@@ -182,7 +182,7 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
 _CAPPED = [
     ("gpufabric.spec.plan_file", "MAX_PLAN_BYTES", ["config", "{spec}", "--dry-run", "--plan", "{file}"]),
     ("gpufabric.report", "MAX_REPORT_BYTES", ["compare", "{file}", "{file}"]),
-    ("gpufabric.report.fingerprints", "MAX_MANIFEST_BYTES", ["fingerprint", "--compare", "{file}", "{file}"]),
+    ("gpufabric.bench.manifests", "MAX_MANIFEST_BYTES", ["fingerprint", "--compare", "{file}", "{file}"]),
 ]
 
 

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         fmt: Format = format_option(),
     ) -> int:
         """Manifest of everything that can change results (versions, env, NCCL_*, topology), or drift between manifests."""
-        from gpufabric.report import fingerprints
+        from gpufabric.bench import manifests as fingerprints
 
         console = stdout_console()
         if compare or files:
