@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from gpufabric.cli.options import format_option
 from gpufabric.cli.output import Format
-
-if TYPE_CHECKING:
-    from gpufabric.configure.outcome import ConfigOutcome
-
-#: Bundles larger than this are summarised per directory instead of listed file by file.
-MAX_LISTED = 80
 
 
 def register(app: typer.Typer) -> None:
@@ -65,39 +58,6 @@ def config(
         sys.stdout.write(outcome.to_json())
         sys.stdout.flush()
     else:
-        _text(outcome)
+        for line, err in outcome.text_lines():
+            typer.echo(line, err=err)
     return outcome.exit_code
-
-
-def _text(outcome: ConfigOutcome) -> None:
-    design, bundle, checks = outcome.design, outcome.bundle, outcome.checks
-    assert design is not None and bundle is not None and checks is not None  # not a failure
-    dry_run, out = outcome.request.dry_run, outcome.request.out
-    artefacts = bundle.sorted_artefacts()
-    verb = "would write" if dry_run else "wrote"
-    secret = sum(a.secret for a in artefacts)
-    typer.echo(f"design: fabric {design.fabric} ({design.fabric_kind}), storage {design.storage}; from {design.source}")
-    typer.echo(f"policy: {bundle.policy_source}")
-    for note in bundle.notes:
-        typer.echo(f"note: {note}")
-    typer.echo(f"checked: {len(checks.checked)} files load in their consumer (bash -n, sh -n, nft -c)")
-    for skipped in checks.skipped:
-        typer.echo(f"warning: not checked: {skipped}", err=True)
-    typer.echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
-    if len(artefacts) <= MAX_LISTED:
-        for a in artefacts:
-            typer.echo(f"  {a.mode:04o} {a.path}{'  (secret)' if a.secret else ''}")
-    else:
-        groups: dict[str, list[int]] = {}
-        for a in artefacts:
-            top = "/".join(a.path.split("/")[:2]) if a.path.startswith("roles/") else a.path.split("/")[0]
-            counts = groups.setdefault(top, [0, 0])
-            counts[0] += 1
-            counts[1] += a.secret
-        for top, (count, secrets) in sorted(groups.items()):
-            typer.echo(
-                f"  {top}: {count} file{'s' if count != 1 else ''}" + (f" ({secrets} secret)" if secrets else "")
-            )
-        typer.echo("  (every file with its mode is listed in manifest.json and README.md)")
-    if not dry_run:
-        typer.echo(f"next: read {out}/README.md for what goes where, then `gpufabric audit --config {out}`")

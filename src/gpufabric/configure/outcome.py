@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 #: Its Plan is read by attribute (recommended, candidates, binding, rationale, get).
 Recommend = Callable[["Spec", "Catalog"], Any]
 
+#: Bundles larger than this are summarised per directory instead of listed file by file.
+MAX_LISTED = 80
 #: Why the planner left ``recommended`` None, by its ``binding`` (plan/recommend.py).
 _NO_RECOMMENDATION = {"memory": "no layout fits in GPU memory", "model_output": "no design has finite model outputs"}
 
@@ -85,6 +87,45 @@ class ConfigOutcome:
     def to_json(self) -> str:
         """The versioned JSON document (``schema_version`` first)."""
         return document.dumps(self.payload())
+
+    def text_lines(self) -> list[tuple[str, bool]]:
+        """The text report as (line, to stderr): the design, the policy, the checks (files not
+        checked go to stderr), then the files, listed or summarised per directory."""
+        design, bundle, checks = self.design, self.bundle, self.checks
+        assert design is not None and bundle is not None and checks is not None  # not a failure
+        dry_run, out = self.request.dry_run, self.request.out
+        lines: list[tuple[str, bool]] = []
+
+        def echo(line: str, err: bool = False) -> None:
+            lines.append((line, err))
+
+        artefacts = bundle.sorted_artefacts()
+        verb = "would write" if dry_run else "wrote"
+        secret = sum(a.secret for a in artefacts)
+        echo(f"design: fabric {design.fabric} ({design.fabric_kind}), storage {design.storage}; from {design.source}")
+        echo(f"policy: {bundle.policy_source}")
+        for note in bundle.notes:
+            echo(f"note: {note}")
+        echo(f"checked: {len(checks.checked)} files load in their consumer (bash -n, sh -n, nft -c)")
+        for skipped in checks.skipped:
+            echo(f"warning: not checked: {skipped}", err=True)
+        echo(f"{verb} {len(artefacts)} files{' to ' + str(out) if out else ''} ({secret} secret, mode 0600):")
+        if len(artefacts) <= MAX_LISTED:
+            for a in artefacts:
+                echo(f"  {a.mode:04o} {a.path}{'  (secret)' if a.secret else ''}")
+        else:
+            groups: dict[str, list[int]] = {}
+            for a in artefacts:
+                top = "/".join(a.path.split("/")[:2]) if a.path.startswith("roles/") else a.path.split("/")[0]
+                counts = groups.setdefault(top, [0, 0])
+                counts[0] += 1
+                counts[1] += a.secret
+            for top, (count, secrets) in sorted(groups.items()):
+                echo(f"  {top}: {count} file{'s' if count != 1 else ''}" + (f" ({secrets} secret)" if secrets else ""))
+            echo("  (every file with its mode is listed in manifest.json and README.md)")
+        if not dry_run:
+            echo(f"next: read {out}/README.md for what goes where, then `gpufabric audit --config {out}`")
+        return lines
 
 
 def closest(result: Any) -> Any:
