@@ -111,3 +111,77 @@ def test_only_exec_starts_processes(module: str) -> None:
             if any(n == module or n.startswith(module + ".") for n in names):
                 offenders.append(str(rel))
     assert not offenders, f"only gpufabric.exec may import {module}: {sorted(set(offenders))}"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, modules: set[str]) -> set[str]:
+    """The gpufabric modules ``path`` imports when it runs: module-level and function-level
+    imports alike; only the body of ``if TYPE_CHECKING:`` is left out (types only). An
+    imported name that is a submodule (``from pkg import mod``) is an arrow to that module."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+
+    def resolve(module: str) -> str:
+        while module and module not in modules:
+            module = module.rpartition(".")[0]
+        return module
+
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(resolve(a.name) for a in child.names if a.name.startswith("gpufabric."))
+            elif isinstance(child, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - child.level + 1] if child.level else []
+                module = ".".join([*base, child.module] if child.module else base) if child.level else child.module
+                if module and module.startswith("gpufabric"):
+                    found.update(
+                        f"{module}.{a.name}" if f"{module}.{a.name}" in modules else resolve(module)
+                        for a in child.names
+                    )
+            else:
+                visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found - {name, ""}
+
+
+def test_no_import_cycle_between_modules() -> None:
+    """Issue 33: no two modules import each other at run time (function-level imports
+    included), directly or through others. A cycle is reported as one strongly connected
+    component of the module graph (Tarjan's algorithm)."""
+    paths = {_module_name(p): p for p in SRC.rglob("*.py")}
+    graph = {name: sorted(_runtime_imports(path, set(paths))) for name, path in paths.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    assert not cycles, "modules that import each other at run time:\n" + "\n".join(" <-> ".join(c) for c in cycles)

@@ -65,3 +65,33 @@ def test_live_collector_reports_sources():
     # environment-only NCCL settings are still audited: RAS bound to every address
     assert any(f.check_id == "NCCL-06" for f in report.findings)
     assert "IB-02" in report.not_available
+
+
+def test_each_file_is_read_and_each_nccl_env_parsed_once_per_host(tmp_path, monkeypatch) -> None:
+    """Issue 32: six checks ask for a host's NCCL settings; the file is read and parsed once."""
+    from gpufabric.audit import collect, envfiles
+    from gpufabric.audit.collect import HostView
+
+    env = tmp_path / "nccl.env"
+    env.write_text("export NCCL_IB_HCA=mlx5_0\nNCCL_IB_TC='106'\n")
+    calls = {"read": 0, "parse": 0}
+    read_file, parse_env = collect.read_file, envfiles.parse_env
+
+    def counting_read(path):
+        calls["read"] += 1
+        return read_file(path)
+
+    def counting_parse(text):
+        calls["parse"] += 1
+        return parse_env(text)
+
+    monkeypatch.setattr(collect, "read_file", counting_read)
+    monkeypatch.setattr(envfiles, "parse_env", counting_parse)
+    view = HostView(name="h1", role="compute", files={"/etc/gpufabric/nccl.env": env})
+    got = [envfiles.nccl_settings(view) for _ in range(6)]
+    assert got[0] == ({"NCCL_IB_HCA": "mlx5_0", "NCCL_IB_TC": "106"}, ["/etc/gpufabric/nccl.env"])
+    assert all(g is got[0] for g in got)
+    assert view.read("/etc/gpufabric/nccl.env") == env.read_text()
+    assert calls == {"read": 1, "parse": 1}
+    other = HostView(name="h2", role="compute", files={})
+    assert envfiles.nccl_settings(other) is None

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit import nft
+from gpufabric.audit import nft, nfteval
 from gpufabric.audit.collect import nft_text_to_json
-from gpufabric.audit.nft import Packet
+from gpufabric.audit.nfteval import Packet
 
 pytestmark = pytest.mark.skipif(
     shutil.which("nft") is None or shutil.which("unshare") is None or shutil.which("ip") is None,
@@ -41,7 +41,7 @@ def verdict(
     ct: str = "new",
     daddr: str | None = None,
 ) -> str:
-    got = nft.evaluate(
+    got = nfteval.evaluate(
         rs,
         Packet(iif=iif, proto=proto, dport=port, ct=ct, daddr=iv.ip_spans([daddr]) if daddr else None),
         iv.ip_spans([src]),
@@ -146,7 +146,7 @@ def test_fib_reverse_path_is_unknown_and_fib_local_is_decided(tmp_path):
         " fib saddr . iif oif missing drop\n }\n}\n"
     )
     rs = load(tmp_path, text)
-    got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=22), iv.ip_spans([A]))
+    got = nfteval.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=22), iv.ip_spans([A]))
     assert got.accept == () and got.drop == () and "fib" in got.unknown[0][0]
     # without the rp filter the local-destination test is decided
     rs2 = load(tmp_path, server("fib daddr type local tcp dport 22 accept"))
@@ -255,7 +255,7 @@ def test_limit_and_ct_count_are_unknown_with_their_rule(tmp_path):
         server("tcp dport 22 limit rate 10/second accept\n tcp dport 23 ct count over 4 drop\n tcp dport 23 accept"),
     )
     for port in (22, 23):
-        got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=port), iv.ip_spans([A]))
+        got = nfteval.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=port), iv.ip_spans([A]))
         assert got.accept == () and got.drop == ()
         assert ("limit" if port == 22 else "ct count") in got.unknown[0][0]
         assert "rule handle" in got.unknown[0][0]

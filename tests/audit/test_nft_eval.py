@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit import nft
-from gpufabric.audit.nft import Packet, accepted_sources
+from gpufabric.audit import nft, nfteval
+from gpufabric.audit.nfteval import Packet, accepted_sources
 
 
 def ruleset(
@@ -120,7 +120,7 @@ def test_unknown_expression_is_unknown_and_reported():
     sources it could admit unknown, never accepted or dropped (behaviour changed by issue 12:
     it used to count as 'may match', which reported them as accepted)."""
     rs = ruleset({"input": [[m({"fib": {"result": "type"}}, "local"), ACCEPT]]})
-    got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=1))
+    got = nfteval.evaluate(rs, Packet(iif="x", proto="tcp", dport=1))
     assert got.accept == () and got.drop == () and got.unknown_spans() == iv.IPV4_ALL
     assert any("fib" in u for u in rs.unsupported)
 
@@ -225,11 +225,11 @@ def test_unreadable_table_flags_make_its_drops_unknown():
         {"rule": {"family": "inet", "table": "t", "chain": "input", "expr": [m(TCP_DPORT, 22), ACCEPT]}},
     ]
     rs = nft.parse({"nftables": items})
-    assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=22)).accept == iv.IPV4_ALL
-    got = nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23))
+    assert nfteval.evaluate(rs, Packet(iif="x", proto="tcp", dport=22)).accept == iv.IPV4_ALL
+    got = nfteval.evaluate(rs, Packet(iif="x", proto="tcp", dport=23))
     assert got.accept == () and got.unknown_spans() == iv.IPV4_ALL
     text = (
         "table inet t {\n\tflags dormant\n\n\tchain input {\n\t\ttype filter hook input priority filter; policy drop;\n"
     )
     rs = nft.parse(nft.augment({"nftables": items}, text))
-    assert nft.evaluate(rs, Packet(iif="x", proto="tcp", dport=23)).accept == iv.IPV4_ALL  # dormant: not run
+    assert nfteval.evaluate(rs, Packet(iif="x", proto="tcp", dport=23)).accept == iv.IPV4_ALL  # dormant: not run

@@ -517,3 +517,18 @@ def test_nccl_tests_json_accepts_null_and_na_where_the_tool_writes_them():
     # the headline is the out-of-place busbw of the largest size, as the document states it
     top = max(doc["results"], key=lambda e: e["size"])
     assert parsed.error == "" and parsed.metric("busbw_gbps").value == top["out_of_place"]["bus_bw"]
+
+
+def test_nccl_tests_records_gpus_per_process_and_the_harness():
+    """Issue 32: '# nThread 1 nGpus 8' (-g 8) is one process driving 8 GPUs, the single-process
+    harness; nGpus 1 is one process per GPU. Ingest stores them as tool_* params."""
+    data = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+    (single,) = parse_nccl_tests((data / "all_reduce_8gpu.txt").read_text())
+    assert single.info["gpus_per_process"] == "8" and single.info["harness"] == "single-process"
+    assert single.params()["tool_harness"] == "single-process"
+    (per_gpu,) = parse_nccl_tests((data / "public_a100_128gpu_sharp_error_column_coreweave.txt").read_text())
+    assert per_gpu.info["gpus_per_process"] == "1" and per_gpu.info["harness"] == "per-gpu"
+    (two_threads,) = parse_nccl_tests(
+        (data / "all_reduce_8gpu.txt").read_text().replace("nThread 1 nGpus 8", "nThread 2 nGpus 1")
+    )
+    assert two_threads.info["gpus_per_process"] == "2" and two_threads.info["harness"] == "single-process"

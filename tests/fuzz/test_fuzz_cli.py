@@ -155,7 +155,7 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
     The cap is lowered to 1 MiB so the test reads little; a real nccl-tests log well under the
     cap still ingests.
     """
-    from gpufabric.cli import ingest
+    from gpufabric.bench import ingest
 
     monkeypatch.setattr(ingest, "MAX_INGEST_BYTES", 1 << 20)
     path = Path(source) if source.startswith("/") else tmp_path / "huge.txt"
@@ -182,7 +182,7 @@ def test_ingest_reads_files_capped(tmp_path, monkeypatch, source):
 _CAPPED = [
     ("gpufabric.spec.plan_file", "MAX_PLAN_BYTES", ["config", "{spec}", "--dry-run", "--plan", "{file}"]),
     ("gpufabric.report", "MAX_REPORT_BYTES", ["compare", "{file}", "{file}"]),
-    ("gpufabric.cli.fingerprint", "MAX_MANIFEST_BYTES", ["fingerprint", "--compare", "{file}", "{file}"]),
+    ("gpufabric.bench.manifests", "MAX_MANIFEST_BYTES", ["fingerprint", "--compare", "{file}", "{file}"]),
 ]
 
 

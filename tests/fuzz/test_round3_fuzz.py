@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit import nft
-from gpufabric.audit.nft import Packet
+from gpufabric.audit import nft, nfteval
+from gpufabric.audit.nfteval import Packet
 from gpufabric.boundary import MAX_JSON_DEPTH, json_too_deep, loads_json
 from gpufabric.errors import InputError, ParseError
 from gpufabric.plan.sweep import MAX_COMBINATIONS
@@ -161,7 +161,7 @@ def _ruleset(chains: dict[str, list], prios: list[int]) -> nft.Ruleset:
 )
 def test_evaluator_partitions_the_source_space(chains, prios, port):
     rs = _ruleset(chains, prios)
-    got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=port))
+    got = nfteval.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=port))
     unknown = got.unknown_spans()
     assert not iv.intersect(got.accept, got.drop)
     assert not iv.intersect(got.accept, unknown) and not iv.intersect(got.drop, unknown)
@@ -176,7 +176,7 @@ def test_hostile_rule_shapes_are_a_parse_error_or_evaluated(exprs, verdict):
     except ParseError as exc:
         assert "nft JSON rule" in str(exc)
         return
-    got = nft.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=22))
+    got = nfteval.evaluate(rs, Packet(iif="mgmt0", proto="tcp", dport=22))
     assert iv.union(iv.union(got.accept, got.drop), got.unknown_spans()) == iv.IPV4_ALL
 
 
@@ -191,7 +191,7 @@ def test_a_verdict_behind_a_stateful_statement_is_never_decided(stmt, verdict):
         {"chain": {"family": "inet", "table": "t", "name": "input", "hook": "input", "prio": 0, "policy": policy}},
         {"rule": {"family": "inet", "table": "t", "chain": "input", "expr": [stmt, verdict]}},
     ]
-    got = nft.evaluate(nft.parse({"nftables": items}), Packet(iif="x", proto="tcp", dport=22))
+    got = nfteval.evaluate(nft.parse({"nftables": items}), Packet(iif="x", proto="tcp", dport=22))
     assert got.accept == () and got.drop == () and got.unknown_spans() == iv.IPV4_ALL
 
 

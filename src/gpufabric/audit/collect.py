@@ -18,11 +18,11 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from gpufabric.audit import nft, nftinclude
 from gpufabric.audit.nftinclude import IncludeRefused
@@ -37,6 +37,8 @@ TOOL_TIMEOUT_S = 10.0
 
 #: Prefixes of ruleset errors that are the ruleset's own (FW-08), not the auditing machine's.
 REJECTED = ("nft rejected", "include refused", "nftables.json unreadable")
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -56,18 +58,34 @@ class HostView:
     ruleset_error: str | None = None
     ruleset_rejected: bool = False  # nft refused to load the ruleset (FW-08), ruleset_error has its message
     _outputs: dict[str, str | None] = field(default_factory=dict)
+    # Each file's text, read once: the checks read the same files again and again (the
+    # 10,000-host audit read 29 files per host where 13 exist; docs/performance.md).
+    _texts: dict[str, str | None] = field(default_factory=dict)
+    # What the checks derive from the files, built once per host (envfiles.nccl_settings:
+    # six checks parsed the same NCCL env file per host).
+    _derived: dict[str, Any] = field(default_factory=dict)
 
     def has(self, path: str) -> bool:
         return path in self.files
 
     def read(self, path: str) -> str | None:
+        if path in self._texts:
+            return self._texts[path]
         local = self.files.get(path)
         if local is None:
             return None
         try:
-            return read_file(local)
+            text: str | None = read_file(local)
         except OSError:
-            return None
+            text = None
+        self._texts[path] = text
+        return text
+
+    def derived(self, key: str, build: Callable[[HostView], T]) -> T:
+        """``build(self)``, computed once per host and kept under ``key`` (read-only use)."""
+        if key not in self._derived:
+            self._derived[key] = build(self)
+        return cast("T", self._derived[key])
 
     def mode(self, path: str) -> int | None:
         local = self.files.get(path)

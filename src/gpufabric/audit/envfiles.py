@@ -21,7 +21,14 @@ def parse_env(text: str) -> dict[str, str]:
 
 
 def nccl_settings(view: HostView) -> tuple[dict[str, str], list[str]] | None:
-    """Effective NCCL_*/torch variables and where they came from; None without any source."""
+    """Effective NCCL_*/torch variables and where they came from; None without any source.
+
+    Parsed once per host (six checks ask); the callers only read what it returns.
+    """
+    return view.derived("nccl_settings", _nccl_settings)
+
+
+def _nccl_settings(view: HostView) -> tuple[dict[str, str], list[str]] | None:
     merged: dict[str, str] = {}
     sources: list[str] = []
     for path in reversed(NCCL_FILES):

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from gpufabric.audit import intervals as iv
 from gpufabric.audit.collect import Facts, HostView
 from gpufabric.audit.findings import NotAvailable
-from gpufabric.audit.nft import Packet, Ruleset, accepted_sources
+from gpufabric.audit.nft import Ruleset
+from gpufabric.audit.nfteval import Packet, accepted_sources
 
 Spans = tuple[tuple[int, int], ...]
 

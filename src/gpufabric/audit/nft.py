@@ -417,21 +417,10 @@ def _reachable_points(rs: Ruleset, iif: str, proto: str) -> set[int]:
     return points
 
 
-from gpufabric.audit.nfteval import (  # noqa: E402 - re-export, imported last: nfteval imports this module
-    Packet,
-    Verdicts,
-    accepted_sources,
-    evaluate,
-)
-
 __all__ = [
     "Chain",
-    "Packet",
     "Ruleset",
-    "Verdicts",
-    "accepted_sources",
     "augment",
-    "evaluate",
     "parse",
     "port_breakpoints",
 ]

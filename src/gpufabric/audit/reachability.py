@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gpufabric.audit import intervals as iv
-from gpufabric.audit.nft import Packet, Ruleset, Verdicts, evaluate
+from gpufabric.audit.nft import Ruleset
+from gpufabric.audit.nfteval import Packet, Verdicts, evaluate
 from gpufabric.spec.security import SecurityPolicy
 
 OTHER = "(other)"
@@ -102,17 +103,7 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
     start = time.perf_counter()
     addresses = policy.addresses()
     wanted = intent(policy)
-    sources: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {}
-    for plane in policy.planes:
-        per_role = {}
-        for role in policy.roles:
-            if plane.name in policy.role_planes(role.name):
-                per_role[role.name] = iv.ip_spans(addresses[(h, plane.name)] for h in role.host_names)
-        everyone: tuple[tuple[int, int], ...] = ()
-        for spans in per_role.values():
-            everyone = iv.union(everyone, spans)
-        per_role[OTHER] = iv.subtract(iv.IPV4_ALL, everyone)
-        sources[plane.name] = per_role
+    sources = _source_spans(policy, addresses)
     cells: list[Cell] = []
     missing: list[str] = []
     # A ruleset treats every port between two of its own breakpoints alike, so results
@@ -173,38 +164,7 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
                         runs.append([lo, hi, statuses, intended])
                 cells_evaluated += len(grid) * len(srcs)
                 for i, (name, _spans) in enumerate(srcs):
-                    last: Cell | None = None
-                    for lo, hi, statuses, intended in runs:
-                        allowed, reason = statuses[i]
-                        if last is not None and (last.allowed, last.reason, last.intended) == (
-                            allowed,
-                            reason,
-                            intended[i],
-                        ):
-                            last = cells[-1] = Cell(
-                                src=name,
-                                dst=role.name,
-                                plane=plane_name,
-                                proto=proto,
-                                port_lo=last.port_lo,
-                                port_hi=hi,
-                                allowed=allowed,
-                                intended=intended[i],
-                                reason=reason,
-                            )
-                        else:
-                            last = Cell(
-                                src=name,
-                                dst=role.name,
-                                plane=plane_name,
-                                proto=proto,
-                                port_lo=lo,
-                                port_hi=hi,
-                                allowed=allowed,
-                                intended=intended[i],
-                                reason=reason,
-                            )
-                            cells.append(last)
+                    _append_cells(cells, runs, i, src=name, dst=role.name, plane=plane_name, proto=proto)
     unsupported = sorted({u for rs in rulesets.values() for u in rs.unsupported})
     return Proof(
         cells=cells,
@@ -216,6 +176,47 @@ def prove(policy: SecurityPolicy, rulesets: Mapping[str, Ruleset]) -> Proof:
         unsupported=unsupported,
         seconds=time.perf_counter() - start,
     )
+
+
+def _source_spans(
+    policy: SecurityPolicy, addresses: Mapping[tuple[str, str], str]
+) -> dict[str, dict[str, tuple[tuple[int, int], ...]]]:
+    """plane -> source role (and OTHER: every address no role holds) -> its address spans."""
+    sources: dict[str, dict[str, tuple[tuple[int, int], ...]]] = {}
+    for plane in policy.planes:
+        per_role = {}
+        for role in policy.roles:
+            if plane.name in policy.role_planes(role.name):
+                per_role[role.name] = iv.ip_spans(addresses[(h, plane.name)] for h in role.host_names)
+        everyone: tuple[tuple[int, int], ...] = ()
+        for spans in per_role.values():
+            everyone = iv.union(everyone, spans)
+        per_role[OTHER] = iv.subtract(iv.IPV4_ALL, everyone)
+        sources[plane.name] = per_role
+    return sources
+
+
+def _append_cells(cells: list[Cell], runs: list[list], i: int, *, src: str, dst: str, plane: str, proto: str) -> None:
+    """The cells of source ``i`` over the merged port ``runs`` of one destination, plane and
+    protocol: adjacent runs with the same outcome, reason and intent for this source are one cell."""
+    last: Cell | None = None
+    for lo, hi, statuses, intended in runs:
+        allowed, reason = statuses[i]
+        if last is not None and (last.allowed, last.reason, last.intended) == (allowed, reason, intended[i]):
+            lo = last.port_lo
+            cells.pop()
+        last = Cell(
+            src=src,
+            dst=dst,
+            plane=plane,
+            proto=proto,
+            port_lo=lo,
+            port_hi=hi,
+            allowed=allowed,
+            intended=intended[i],
+            reason=reason,
+        )
+        cells.append(last)
 
 
 def _status(accs: list[Verdicts], spans: tuple[tuple[int, int], ...], size: int) -> tuple[str, str]:

@@ -3,15 +3,19 @@
 Every file is read and parsed before anything is written (one malformed file stores
 nothing), with the suite's conversion (``parsers.to_result``), so an imported result gets
 the verdict a measured one would. The run is recorded in one transaction through the
-recorder, like every run; ``cli/ingest.py`` only renders.
+recorder, like every run. :func:`run` is the application service: an
+:class:`IngestRequest` in, an :class:`IngestOutcome` out, which owns the versioned JSON
+and the exit status; ``cli/ingest.py`` declares the options and renders the text.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,141 @@ from gpufabric.bench.parsers import TOOLS, detect_tool, to_result
 from gpufabric.bench.runners import RAW_OUTPUT_LIMIT
 from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError, ParseError
+from gpufabric.jsonable import to_jsonable
 from gpufabric.results.recorder import run_info
 from gpufabric.results.records import RunStatus, TestResult, Verdict
+
+#: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
+#: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
+#: passed by mistake ends in a one-line error instead of exhausting memory.
+MAX_INGEST_BYTES = 1 << 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestRequest:
+    """``gpufabric ingest``: the files, their tool, where to store them and what to judge them by."""
+
+    files: tuple[Path, ...]
+    tool: str  # one of parsers.TOOLS, or "auto" (detected per file)
+    db: str | None = None  # the results store (None: the default store)
+    host: str | None = None  # the host the results came from (None: from the file, else "unknown")
+    thresholds: Path | None = None  # thresholds YAML to judge the results by
+    plan: Path | None = None  # plan JSON (with spec): nccl-tests tables against the planned busbw
+    spec: Path | None = None  # with plan: the spec (its GPU and reproducibility)
+    dry_run: bool = False  # parse and judge, store nothing
+    allow_duplicate: bool = False  # store a file even if the same content was ingested before
+    argv: tuple[str, ...] = ()  # the command line, kept with the stored run
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IngestOutcome:
+    """What was (or, with dry_run, would be) stored, and the run's status."""
+
+    run_id: int | None
+    status: RunStatus
+    dry_run: bool
+    results: tuple[TestResult, ...]
+    verdicts: tuple[Verdict, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed, 1 when a result failed or an SLO did not pass (RunStatus.exit_code)."""
+        return self.status.exit_code
+
+    def to_json(self) -> str:
+        """The versioned JSON document with one result per line.
+
+        The same document as ``results.document.dumps`` (keys, order, envelope), but each
+        result row goes through the json module's C encoder: indent=2 makes the module fall
+        back to its pure-Python encoder, and a 100 MB nccl-tests log gives 10,617 results
+        with 680,000 metrics (4 s of CPU that way; docs/performance.md).
+        """
+        from gpufabric.results import document
+
+        head = json.dumps(
+            to_jsonable(document.versioned({"run_id": self.run_id, "dry_run": self.dry_run, "status": self.status})),
+            indent=2,
+        )
+        tail = json.dumps(to_jsonable({"verdicts": self.verdicts}), indent=2)
+        body = ",\n    ".join(map(_row_json, self.results))
+        rows = f"\n    {body}\n  " if self.results else ""
+        return head[:-2] + ',\n  "results": [' + rows + "],\n" + tail[2:] + "\n"
+
+
+_NAME, _VALUE = attrgetter("name"), attrgetter("value")
+
+
+def result_row(result: TestResult) -> dict[str, Any]:
+    """A result's JSON entry (the keys and order of ``bench``'s rows, with host and file)."""
+    metrics = result.metrics
+    return {
+        "name": result.name,
+        "host": result.host,
+        "file": result.params.get("file"),
+        "status": result.status.value,
+        "reason": result.reason,
+        "warnings": result.params.get("quality_warnings", ""),
+        "metrics": dict(zip(map(_NAME, metrics), map(_VALUE, metrics), strict=True)),
+    }
+
+
+def _row_json(result: TestResult) -> str:
+    """One result row, compact, by the C encoder: rows hold only str, float and None, and a
+    non-finite value (marked invalid) goes through to_jsonable (None), as document.dumps does."""
+    row = result_row(result)
+    try:
+        return json.dumps(row, allow_nan=False)
+    except ValueError:
+        return json.dumps(to_jsonable(row))
+
+
+def run(request: IngestRequest) -> IngestOutcome:
+    """Read and parse every file, judge, and (unless dry_run) store the run in one transaction.
+
+    Raises:
+        InputError: a file that is not the tool's output, --plan without --spec, a duplicate.
+    """
+    from gpufabric.results.recorder import judge
+    from gpufabric.results.verdicts import evaluate
+
+    if (request.plan is None) != (request.spec is None):
+        raise InputError("--plan and --spec go together (the plan names the fabric, the spec the GPU)")
+    ingested = read_files(request.files, tool=request.tool, host=request.host, max_bytes=MAX_INGEST_BYTES)
+    results = list(ingested.results)
+    slos = []
+    if request.thresholds is not None:
+        from gpufabric.bench.slo import load_thresholds
+
+        slos = load_thresholds(request.thresholds)
+    verdicts = evaluate(results, slos) if slos else []
+    if request.plan is not None and request.spec is not None:
+        verdicts += _plan_verdicts(request.plan, request.spec, results)
+    status = judge(results, verdicts)
+    run_id = None
+    if not request.dry_run:
+        run_id, status = record(
+            ingested,
+            verdicts,
+            db=request.db,
+            argv=request.argv,
+            tool=request.tool,
+            allow_duplicate=request.allow_duplicate,
+        )
+    return IngestOutcome(
+        run_id=run_id, status=status, dry_run=request.dry_run, results=ingested.results, verdicts=tuple(verdicts)
+    )
+
+
+def _plan_verdicts(plan: Path, spec: Path, results: list[TestResult]) -> list[Verdict]:
+    from gpufabric.bench.planned import mark_not_planned
+    from gpufabric.bench.slo import gpu_mismatch, ingest_slos
+    from gpufabric.results.verdicts import evaluate
+    from gpufabric.spec import load_spec
+    from gpufabric.spec.plan_file import load_plan
+
+    loaded = load_spec(spec).spec
+    verdicts = evaluate(results, ingest_slos(load_plan(plan), loaded, results, path=str(plan)))
+    return mark_not_planned(verdicts, gpu_mismatch(loaded, results))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

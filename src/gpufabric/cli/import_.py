@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import json
+import sys
 from pathlib import Path
 
 import typer
 
 from gpufabric.cli.options import db_option, format_option
-from gpufabric.cli.output import Format, print_json, stdout_console
-from gpufabric.errors import InputError
-
-#: Largest export file read (a run with raw samples is a few MB; a week of a fleet's CI a few hundred).
-MAX_IMPORT_BYTES = 1 << 30
+from gpufabric.cli.output import Format, stdout_console
 
 
 def register(app: typer.Typer) -> None:
@@ -27,33 +23,13 @@ def import_runs(
     fmt: Format = format_option(),
 ) -> int:
     """Store every run of FILE as it was (status, times, results, samples, verdicts, provenance), each in one transaction."""
-    from gpufabric.boundary import read_capped
-    from gpufabric.results.codec import export_from_dict
-    from gpufabric.results.store import Store
+    from gpufabric.results.transfer import import_file
 
-    text = read_capped(file, MAX_IMPORT_BYTES, "export").decode("utf-8")
-    stripped = text.strip()
-    if not stripped:
-        raise InputError(f"{file}: empty: nothing to import")
-    docs = []
-    try:
-        if stripped.startswith("{") and "\n{" not in stripped:
-            docs.append((1, json.loads(stripped)))  # one document (report --format json, pretty-printed)
-        else:
-            docs += [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{file}: line {exc.lineno}: not JSON ({exc.msg})") from None
-    except RecursionError:
-        raise InputError(f"{file}: JSON nested too deeply to be a gpufabric export") from None
-    records = [export_from_dict(doc, source=f"{file}:{n}") for n, doc in docs]
-    with Store.open(db) as store:
-        pairs = [(r.id, store.import_run(r)) for r in records]
-        where = str(store.path)
+    outcome = import_file(file, db=db)
     if fmt is Format.json:
-        print_json({"db": where, "imported": [{"from_id": a, "id": b} for a, b in pairs]})
-        return 0
-    out = stdout_console()
-    for a, b in pairs:
-        out.print(f"run {a} -> run {b}", markup=False)
-    out.print(f"imported {len(pairs)} run(s) into {where}", markup=False)
-    return 0
+        sys.stdout.write(outcome.to_json())
+    else:
+        console = stdout_console()
+        for line in outcome.text_lines():
+            console.print(line, markup=False)
+    return outcome.exit_code

@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.options import db_option
-from gpufabric.errors import InputError
 
 
 class ReportKind(enum.StrEnum):
@@ -35,25 +34,12 @@ def report(
     out: Path | None = typer.Option(None, "--out", help="Write to FILE instead of stdout."),
 ) -> int:
     """Render one run: verdicts, results, charts (busbw vs size, latency CDFs, fio percentiles), fingerprint."""
-    from gpufabric.report import render
-    from gpufabric.results.store import Store
+    from gpufabric.report import render_stored, write_report
 
-    if fmt is ReportKind.text:
-        raise InputError(
-            "--format text: a report is a document; use markdown (the default, plain text to read),"
-            " html, json or junit (`gpufabric runs` lists runs as text)"
-        )
-    with Store.open(db, create=False) as store:
-        record = store.get_run(run)
-    kind = fmt.value
-    text = render(record, kind)
+    record, text = render_stored(run, fmt.value, db=db)
     if out is None:
         sys.stdout.write(text)
         return 0
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write report: {exc.strerror}") from exc
-    typer.echo(f"wrote {out} ({kind}, run {record.id})")
+    write_report(out, text)
+    typer.echo(f"wrote {out} ({fmt.value}, run {record.id})")
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError
@@ -49,3 +50,30 @@ def render(run: RunRecord, fmt: str) -> str:
 
         return render_html(run)
     raise ValueError(f"unknown report format {fmt!r}")
+
+
+def render_stored(ref: str, fmt: str, *, db: str | None) -> tuple[RunRecord, str]:
+    """(the run ``ref`` names in the store, rendered in ``fmt``): ``gpufabric report``'s service.
+
+    Raises:
+        InputError: ``text`` (a report is a document; markdown is the plain-text one), an unknown run.
+    """
+    from gpufabric.results.store import Store
+
+    if fmt == "text":
+        raise InputError(
+            "--format text: a report is a document; use markdown (the default, plain text to read),"
+            " html, json or junit (`gpufabric runs` lists runs as text)"
+        )
+    with Store.open(db, create=False) as store:
+        record = store.get_run(ref)
+    return record, render(record, fmt)
+
+
+def write_report(out: Path, text: str) -> None:
+    """Write a rendered report to ``out`` (its directory made); InputError when it cannot be written."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write report: {exc.strerror}") from exc

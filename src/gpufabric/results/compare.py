@@ -512,6 +512,21 @@ def compare_runs(
     adjusted = CORRECTIONS[correction](np.array([effects[i].p_value for i in idx])) if idx else np.empty(0)
     for i, p_adj in zip(idx, adjusted, strict=True):
         deltas[i] = _judge(deltas[i], float(p_adj), alpha, correction, len(idx))
+    _copy_duplicates(deltas)
+    return Comparison(
+        base_id=base.id,
+        cand_id=cand.id,
+        alpha=alpha,
+        correction=correction,
+        min_effect=thresholds,
+        tested=len(idx),
+        deltas=tuple(deltas),
+    )
+
+
+def _copy_duplicates(deltas: list[MetricDelta]) -> None:
+    """Give each metric tested once for another (``duplicate_of``) that metric's verdict and
+    effect, in place; a rate that moves with a time gets the time's effect inverted."""
     by_metric = {(d.test, d.host, d.metric): d for d in deltas}
     for i, d in enumerate(deltas):
         if d.duplicate_of:
@@ -537,15 +552,6 @@ def compare_runs(
                     else f"same quantity as {d.duplicate_of} (equal or proportional values in both runs): tested once"
                 ),
             )
-    return Comparison(
-        base_id=base.id,
-        cand_id=cand.id,
-        alpha=alpha,
-        correction=correction,
-        min_effect=thresholds,
-        tested=len(idx),
-        deltas=tuple(deltas),
-    )
 
 
 def _judge(d: MetricDelta, p_adj: float, alpha: float, correction: str, family: int) -> MetricDelta:

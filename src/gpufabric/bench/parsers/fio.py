@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from gpufabric.bench.parsers import (
+from gpufabric.bench.parsers.common import (
     ANY,
     COUNT,
     Each,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.bench.parsers import (
+from gpufabric.bench.parsers.common import (
     ANY,
     COUNT,
     Items,

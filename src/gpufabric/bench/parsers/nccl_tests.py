@@ -42,12 +42,14 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, NamedTuple, cast
 
-from gpufabric.bench import parsers as shape  # the -J path's type check
-from gpufabric.bench.parsers import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
+from gpufabric.bench.parsers import common as shape  # the -J path's type check
+from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
@@ -60,7 +62,7 @@ _DEVICE_NL = re.compile(
     r"\n[ \t]*#[ \t]+Rank[ \t]+(\d+)[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]+(\S+)[ \t]+device[ \t]+(\d+)"
     r"[ \t]+\[[^\]\n]*\][ \t]*([^\n]*)"
 )
-_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+\d+[ \t]+nGpus[ \t]+\d+.*$", re.MULTILINE)
+_NTHREAD_M = re.compile(r"^[ \t]*#[ \t]*nThread[ \t]+(\d+)[ \t]+nGpus[ \t]+(\d+).*$", re.MULTILINE)
 _GRAPH = re.compile(r"\bgraph:\s*(\d+)")
 _START = re.compile(r"#\s*Collective test starting:\s*(\w+?)_perf")
 _BINARY = re.compile(
@@ -193,12 +195,40 @@ def _row(m: re.Match[str], source: str) -> Row:
     )
 
 
+class _Table:
+    """A run's size rows as columns (Row's fields, one list each): the 100 MB log's 340,000
+    rows are converted, validated and turned into metrics column by column; the Row tuples
+    are built only for the rare row-by-row paths (a column that fails a check, rows_of)."""
+
+    __slots__ = ("cols", "_rows")
+
+    def __init__(self, cols: list[list[Any]]) -> None:
+        self.cols = cols
+        self._rows: list[Row] | None = None
+
+    @classmethod
+    def of_rows(cls, rows: list[Row]) -> _Table:
+        table = cls([list(col) for col in zip(*rows, strict=True)] if rows else [[] for _ in Row._fields])
+        table._rows = rows
+        return table
+
+    @property
+    def rows(self) -> list[Row]:
+        if self._rows is None:
+            self._rows = list(map(Row, *self.cols))
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+
 @dataclass
 class _Run:
     op: str = ""
-    rows: list[Row] = field(default_factory=list)
+    table: _Table = field(default_factory=lambda: _Table.of_rows([]))
     devices: list[tuple[int, str, str]] = field(default_factory=list)  # (rank, host, gpu model)
     graph: str = ""
+    gpus_per_process: int = 0  # nThread x nGpus of the header (0: no header)
     oob: tuple[int, str] | None = None
     avg: str | None = None
     version: str = ""
@@ -230,21 +260,21 @@ def _segments(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
-def _rows(text: str, start: int, end: int, source: str) -> list[Row]:
+def _rows(text: str, start: int, end: int, source: str) -> _Table | None:
     """The size rows between ``start`` (a newline) and ``end``, converted column by column (map
-    over C-built tuples: no Python frame per cell); rows with N/A, non-numeric or non-zero
-    #wrong cells go through _row one by one."""
+    over C-built tuples: no Python frame per cell, no tuple per row); rows with N/A,
+    non-numeric or non-zero #wrong cells go through _row one by one. None without rows."""
     found = _ROW.findall(text, start, end)
     if not found:
-        return []
+        return None
     cols = list(zip(*found, strict=True))  # one regex: every match has the same group count
     try:
         if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
             raise ValueError
         nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
-        return list(map(Row, map(int, cols[0]), map(int, cols[1]), cols[2], *nums, repeat(0, len(found))))
+        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), list(cols[2]), *nums, [0] * len(found)])
     except ValueError:
-        return [_row(m, source) for m in _ROW.finditer(text, start, end)]
+        return _Table.of_rows([_row(m, source) for m in _ROW.finditer(text, start, end)])
 
 
 def _version(head: str) -> str:
@@ -271,15 +301,15 @@ def _runs(text: str, source: str) -> list[_Run]:
             version = v
         if "Collective test starting" in head and (m := _START.search(head)):
             pending_op = m.group(1)
-        rows = _rows(text, first.start(), end, source) if first else []
-        if not rows:
+        table = _rows(text, first.start(), end, source) if first else None
+        if table is None:
             if not pending_op and text.find("_perf", start, end) != -1 and (b := _BINARY.search(text, start, end)):
                 pending_op = b.group(1)
             continue
         op = pending_op
         if not op and "_perf" in head and (b := _BINARY.search(head)):
             op = b.group(1)
-        run = _Run(op=op, rows=rows, devices=[], version=version, relative_error=bool(_ERROR_HEADER.search(head)))
+        run = _Run(op=op, table=table, devices=[], version=version, relative_error=bool(_ERROR_HEADER.search(head)))
         pending_op = ""
         if "Rank" in head and (found := _DEVICE_NL.findall(text, start - 1, head_end)):
             ranks, hosts, _, models = zip(*found, strict=True)  # columns, converted by map (C speed)
@@ -287,6 +317,7 @@ def _runs(text: str, source: str) -> list[_Run]:
         if "nThread" in head and (g := _NTHREAD_M.search(head)):
             graph = _GRAPH.search(g.group(0))
             run.graph = graph.group(1) if graph else ""
+            run.gpus_per_process = int(g.group(1)) * int(g.group(2))
         cut = text.rfind("\n", start, max(start, end - 300))  # the footer is the segment's end
         foot = text[cut + 1 if cut != -1 else start : end]
         if o := _OOB_M.search(foot):
@@ -297,14 +328,14 @@ def _runs(text: str, source: str) -> list[_Run]:
     return runs
 
 
-def _factor_op(rows: list[Row], ranks: int) -> str:
+def _factor_op(table: _Table, ranks: int) -> str:
     """Infer the op from busbw/algbw when the log never names the binary. nccl-tests'
     bus-bandwidth factors (doc/PERFORMANCE.md): all_reduce 2(n-1)/n, all_gather,
     reduce_scatter and alltoall (n-1)/n, broadcast, reduce and sendrecv 1; so a factor
     strictly between 1 and 2 is all_reduce whatever n (which elided device lines may hide)."""
-    for r in rows:
-        if r.oop_algbw and r.oop_busbw and r.oop_algbw > 0.5:
-            ratio = r.oop_busbw / r.oop_algbw
+    for algbw, busbw in zip(table.cols[4], table.cols[5], strict=True):
+        if algbw and busbw and algbw > 0.5:
+            ratio = busbw / algbw
             if ranks > 2 and abs(ratio - 2 * (ranks - 1) / ranks) < 0.02 * ratio:
                 return "all_reduce"
             # 1.2: n >= 3 gives 4/3; 2 % below 2 leaves room for the two printed decimals
@@ -316,14 +347,15 @@ def _factor_op(rows: list[Row], ranks: int) -> str:
 _WHOLE_COUNT = ("all_reduce", "broadcast", "reduce", "sendrecv")
 
 
-def _rank_factor(rows: list[Row]) -> int | None:
+def _rank_factor(rows: _Table | list[Row]) -> int | None:
     """size / (count x type size), when it is one integer for every row, else None. Column-wise
     (map over the columns, no Python frame per row: a 100 MB log has ~350,000 rows)."""
-    dtypes = {r.dtype.lower() for r in rows}
+    table = rows if isinstance(rows, _Table) else _Table.of_rows(rows)
+    dtypes = set(map(str.lower, table.cols[2]))
     tb = TYPE_BYTES.get(dtypes.pop()) if len(dtypes) == 1 else None
     if not tb:
         return 1  # unknown type size: nothing to check
-    sizes, counts = [r.size for r in rows], [r.elem_count for r in rows]
+    sizes, counts = table.cols[0], table.cols[1]
     first = next((i for i, c in enumerate(counts) if c), None)
     if first is None:
         return 1
@@ -334,9 +366,9 @@ def _rank_factor(rows: list[Row]) -> int | None:
     return factor if all(map(operator.eq, sizes, map(operator.mul, counts, repeat(unit)))) else None
 
 
-def _size_problems(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
+def _size_problems(table: _Table, op: str, ranks: int) -> tuple[list[str], str]:
     """(problems, warning) of the size/count relation of ``op`` (module docstring)."""
-    factor = _rank_factor(rows)
+    factor = _rank_factor(table)
     if factor is not None:
         if op in _WHOLE_COUNT and factor != 1:
             pass  # fall through to the per-row message
@@ -346,7 +378,7 @@ def _size_problems(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str
         else:
             return [], ""
     problems = []
-    for r in rows:
+    for r in table.rows:
         tb = TYPE_BYTES.get(r.dtype.lower())
         if not tb or not r.size:
             continue
@@ -358,12 +390,13 @@ def _size_problems(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str
     return problems or ["sizes and counts do not keep one ratio (size = count x type size x ranks)"], ""
 
 
-def _validate(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
+def _validate(rows: _Table | list[Row], op: str, ranks: int) -> tuple[list[str], str]:
     """(what cannot be true, a warning) of a run's rows."""
+    table = rows if isinstance(rows, _Table) else _Table.of_rows(rows)
     problems: list[str] = []
-    cols = list(zip(*rows, strict=True))
+    cols = table.cols
     clean = all(None not in col and math.isfinite(sum(col)) and min(col) >= 0 for col in cols[3:9])
-    for r in () if clean else rows:
+    for r in () if clean else table.rows:
         cells = r[3:9]
         nums = cast("tuple[float, ...]", cells)  # read only once `None not in cells` held (mypy cannot narrow by `in`)
         if None not in cells and math.isfinite(sum(nums)) and min(nums) >= 0:
@@ -384,9 +417,9 @@ def _validate(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
                 problems.append(f"{name} is {value} at {r.size} B")
             elif value < 0:
                 problems.append(f"negative {name} {value:g} at {r.size} B")
-    if len({r.dtype for r in rows}) > 1:
+    if len(set(cols[2])) > 1:
         return (problems + ["more than one data type in one table"])[:5], ""
-    sizes, warning = _size_problems(rows, op, ranks)
+    sizes, warning = _size_problems(table, op, ranks)
     return (problems + sizes)[:5], warning
 
 
@@ -395,6 +428,8 @@ def _validate(rows: list[Row], op: str, ranks: int) -> tuple[list[str], str]:
 METRIC_FIELDS = ("name", "value", "unit", "direction", "samples")
 _new, _set = object.__new__, object.__setattr__
 _LOWER, _HIGHER = Direction.lower, Direction.higher
+#: Each Metric slot's setter, in METRIC_FIELDS' order (_metric_columns).
+_SETTERS = tuple(Metric.__dict__[name].__set__ for name in METRIC_FIELDS)
 
 
 def _metric(name: str, value: float, unit: str, direction: Direction, samples: tuple[float, ...] = ()) -> Metric:
@@ -410,41 +445,86 @@ def _metric(name: str, value: float, unit: str, direction: Direction, samples: t
     return m
 
 
-def _metrics(rows: list[Row], avg_busbw: float | None) -> list[Metric]:
-    # (row, out-of-place time) of the measured sizes, smallest first
-    measured = sorted(
-        ((r, r.oop_time_us) for r in rows if r.size > 0 and r.oop_time_us is not None), key=lambda rt: rt[0].size
-    )
+def _metric_columns(*cols: Sequence[Any]) -> list[Metric]:
+    """Metrics from columns (METRIC_FIELDS' order): the objects allocated in one call and each
+    slot filled for all of them by its descriptor's C ``__set__`` (map, no Python frame per
+    metric; half the time of _metric per object; docs/performance.md)."""
+    metrics = list(map(_new, repeat(Metric, len(cols[0]))))
+    for setter, col in zip(_SETTERS, cols, strict=True):
+        deque(map(setter, metrics, col), maxlen=0)
+    return metrics
+
+
+def _peak(busbw: list[float | None], ip_busbw: list[float | None]) -> float | None:
+    """The largest finite bus bandwidth of either placement, None without any. Column maxima
+    when every cell is a positive finite number (ties are then equal values); else the first
+    largest in row order (out-of-place, in-place, next size), as one pass over the cells."""
+    if None not in busbw and None not in ip_busbw and busbw:
+        nums = cast("list[float]", busbw), cast("list[float]", ip_busbw)
+        if all(math.isfinite(sum(col)) and min(col) > 0 for col in nums):
+            return max(max(nums[0]), max(nums[1]))
+    peaks = [x for pair in zip(busbw, ip_busbw, strict=True) for x in pair if x is not None and math.isfinite(x)]
+    return max(peaks) if peaks else None
+
+
+def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
+    sizes, _, _, times, algbws, busbws, ip_times, _, ip_busbws, wrongs = table.cols
+    # the measured sizes (size > 0, an out-of-place time), smallest first (a stable sort, as
+    # the rows are nearly always in order already)
+    if sizes and min(sizes) > 0 and None not in times:
+        measured = list(range(len(sizes)))  # every size measured (nearly always)
+    else:
+        measured = [i for i, (size, t) in enumerate(zip(sizes, times, strict=True)) if size > 0 and t is not None]
     if not measured:
         return []
-    top, top_time_us = measured[-1]
+    in_order = list(map(sizes.__getitem__, measured))
+    if any(map(operator.gt, in_order, in_order[1:])):
+        measured.sort(key=sizes.__getitem__)
+    top = measured[-1]
+    top_time_us = times[top]
     metrics = [lower("time_us", top_time_us, "us")]
-    if top.oop_busbw is not None:
-        metrics.append(higher("busbw_gbps", top.oop_busbw, "GB/s"))
-    if top.oop_algbw is not None:
-        metrics.append(higher("algbw_gbps", top.oop_algbw, "GB/s"))
-    peaks = [x for r, _ in measured for x in (r.oop_busbw, r.ip_busbw) if x is not None and math.isfinite(x)]
-    if peaks:
-        metrics.append(higher("busbw_peak_gbps", max(peaks), "GB/s"))
-    wrong = [r.wrong for r in rows if r.wrong is not None]
+    if busbws[top] is not None:
+        metrics.append(higher("busbw_gbps", busbws[top], "GB/s"))
+    if algbws[top] is not None:
+        metrics.append(higher("algbw_gbps", algbws[top], "GB/s"))
+    peak = _peak(list(map(busbws.__getitem__, measured)), list(map(ip_busbws.__getitem__, measured)))
+    if peak is not None:
+        metrics.append(higher("busbw_peak_gbps", peak, "GB/s"))
+    wrong = [w for w in wrongs if w is not None]
     if wrong:
         metrics.append(lower("wrong_total", float(sum(wrong)), "count"))
     if avg_busbw is not None:
         metrics.append(higher("avg_busbw_gbps", avg_busbw, "GB/s"))
     # The in-place time is a second measurement of the same transfer: kept as the samples of
     # the size's time metric (out-of-place first), so calibration takes their median.
-    # Row cells are already floats (Row is built with float()).
-    append = metrics.append
-    for r, time_us in measured[:-1]:
-        if r.oop_busbw is not None:
-            append(_metric(f"busbw_gbps@{r.size}B", r.oop_busbw, "GB/s", _HIGHER))
-        append(
-            _metric(
-                f"time_us@{r.size}B", time_us, "us", _LOWER, (time_us, r.ip_time_us) if r.ip_time_us is not None else ()
+    # Each size below the top gives busbw_gbps@S then time_us@S, built column by column
+    # when every size has both cells (nearly always), else one by one.
+    rest = measured[:-1]
+    rest_busbw, rest_ip = list(map(busbws.__getitem__, rest)), list(map(ip_times.__getitem__, rest))
+    if None not in rest_busbw and None not in rest_ip:
+        rest_sizes, rest_time = list(map(sizes.__getitem__, rest)), list(map(times.__getitem__, rest))
+        n = len(rest)
+        names: list[Any] = [None] * (2 * n)
+        names[0::2] = map("busbw_gbps@{}B".format, rest_sizes)
+        names[1::2] = map("time_us@{}B".format, rest_sizes)
+        values: list[Any] = [None] * (2 * n)
+        values[0::2], values[1::2] = rest_busbw, rest_time
+        samples: list[Any] = [()] * (2 * n)
+        samples[1::2] = zip(rest_time, rest_ip, strict=True)
+        metrics += _metric_columns(names, values, ["GB/s", "us"] * n, [_HIGHER, _LOWER] * n, samples)
+    else:
+        append = metrics.append
+        for i in rest:
+            size, time_us, ip_time_us = sizes[i], times[i], ip_times[i]
+            if busbws[i] is not None:
+                append(_metric(f"busbw_gbps@{size}B", busbws[i], "GB/s", _HIGHER))
+            append(
+                _metric(
+                    f"time_us@{size}B", time_us, "us", _LOWER, (time_us, ip_time_us) if ip_time_us is not None else ()
+                )
             )
-        )
-    if top.ip_time_us is not None:
-        metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, top.ip_time_us))
+    if ip_times[top] is not None:
+        metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, ip_times[top]))
     return metrics
 
 
@@ -470,6 +550,17 @@ def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, ver
     if version:
         info["nccl_version"] = version
     return info
+
+
+def _harness(gpus_per_process: int) -> dict[str, str]:
+    """What the header's ``nThread T nGpus G`` says about the launch: each process drives
+    T x G GPUs (nccl-tests README, "-t" and "-g"); more than one is the single-process harness
+    (one thread launches on several GPUs, model.collectives.HARNESSES), which calibration
+    and predictions model instead of fitting its launch cost into the GPU's."""
+    return {
+        "gpus_per_process": str(gpus_per_process),
+        "harness": "single-process" if gpus_per_process > 1 else "per-gpu",
+    }
 
 
 def _lines(text: str) -> str:
@@ -509,7 +600,8 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     out = []
     for run in runs:
         ranks = len(run.devices)
-        op = run.op or file_op or _factor_op(run.rows, ranks) or "collective"
+        table = run.table
+        op = run.op or file_op or _factor_op(table, ranks) or "collective"
         avg = None
         if run.avg is not None:
             try:
@@ -519,7 +611,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             if avg is not None and not math.isfinite(avg):
                 avg = None
         errors = []
-        wrong = sum(r.wrong or 0 for r in run.rows)
+        wrong = sum(filter(None, table.cols[9]))
         if wrong:
             errors.append(f"{wrong} wrong elements (#wrong) - data corruption")
         if run.oob and run.oob[1] == "FAILED":
@@ -527,16 +619,18 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
         partial = ""
         if run.oob is None:
             partial = "no 'Out of bounds values' footer: the table stops after its last row (cut short or copied without it), so no data check is confirmed"
-        info = _info(run.devices, max_size=max(r.size for r in run.rows), graph=run.graph, version=run.version)
+        info = _info(run.devices, max_size=max(table.cols[0]), graph=run.graph, version=run.version)
+        if run.gpus_per_process:
+            info.update(_harness(run.gpus_per_process))
         info["op"] = _op(op)
         if run.relative_error:
             info["check"] = "max relative error (the pre-2.13 'error' column); judged by the out-of-bounds footer"
-        problems, warning = _validate(run.rows, op, ranks)
+        problems, warning = _validate(table, op, ranks)
         out.append(
             Parsed(
                 tool="nccl-tests",
                 case=op,
-                metrics=tuple(_metrics(run.rows, avg)),
+                metrics=tuple(_metrics(table, avg)),
                 error="; ".join(errors),
                 invalid="; ".join(problems),
                 warnings=tuple(w for w in (warning, partial) if w),
@@ -549,7 +643,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
 
 def rows_of(text: str, *, source: str = "") -> list[list[Row]]:
     """The size rows of every run in ``text`` (for calibration and tests)."""
-    return [r.rows for r in _runs(strip_all(_lines(text)), source)]
+    return [r.table.rows for r in _runs(strip_all(_lines(text)), source)]
 
 
 def _json_rows(doc: dict[str, Any], source: str) -> list[Row]:
@@ -645,7 +739,8 @@ def _parse_json(text: str, source: str) -> Parsed:
         errors.append(f"errors: {doc['errors']}")
     config = doc.get("config") or {}
     m = _BINARY.search(" ".join(str(v) for v in config.values())) or _BINARY.search(source)
-    op = m.group(1) if m else (_factor_op(rows, len(devices)) or "collective")
+    table = _Table.of_rows(rows)
+    op = m.group(1) if m else (_factor_op(table, len(devices)) or "collective")
     info = _info(
         devices,
         max_size=max(r.size for r in rows),
@@ -653,12 +748,12 @@ def _parse_json(text: str, source: str) -> Parsed:
         version="",
     )
     info["op"] = _op(op)
-    problems, warning = _validate(rows, op, len(devices))
+    problems, warning = _validate(table, op, len(devices))
     return Parsed(
         tool="nccl-tests",
         case=op,
         metrics=tuple(
-            _metrics(rows, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)
+            _metrics(table, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)
         ),
         error="; ".join(errors),
         invalid="; ".join(problems),

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpufabric.bench.parsers import (
+from gpufabric.bench.parsers.common import (
     ANY,
     Each,
     Items,
@@ -44,10 +44,9 @@ from gpufabric.bench.parsers import (
     load_json,
     lower,
 )
+from gpufabric.bench.parsers.perftest_text import MIB, _binary, parse_perftest_text
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
-
-MIB = 1024 * 1024
 
 _LAT_KEYS = {
     "t_min": "lat_min_us",
@@ -80,14 +79,6 @@ def _bw_scale(test_info: dict[str, Any]) -> tuple[float, str]:
     return MIB / 1e9, "MiB/s"
 
 
-def _binary(title: str) -> str:
-    """'RDMA_Write Latency Test' -> 'ib_write_lat' (the binary that prints that title)."""
-    lowered = title.lower()
-    verb = next((v for v in ("write", "read", "send", "atomic") if v in lowered), "")
-    kind = "lat" if "latency" in lowered else ("bw" if "bw" in lowered or "bandwidth" in lowered else "")
-    return f"ib_{verb}_{kind}" if verb and kind else ""
-
-
 def _rows(doc: dict[str, Any], source: str) -> list[dict[str, Any]]:
     results = doc.get("results")
     rows = [results] if isinstance(results, dict) else results
@@ -99,8 +90,6 @@ def _rows(doc: dict[str, Any], source: str) -> list[dict[str, Any]]:
 def parse_perftest(text: str, *, source: str = "") -> list[Parsed]:
     """Parse perftest output: one ``--out_json`` file, or the text of one or more tests."""
     if not text.lstrip().startswith("{") and "#bytes" in text:
-        from gpufabric.bench.parsers.perftest_text import parse_perftest_text
-
         return parse_perftest_text(text, source=source)
     doc = load_json(text, source=source, tool="perftest")
     if not isinstance(doc, dict) or "results" not in doc or "test_info" not in doc:

@@ -5,10 +5,21 @@ from __future__ import annotations
 import math
 import re
 
-from gpufabric.bench.parsers import Parsed, higher, lower, strip_ansi
-from gpufabric.bench.parsers.perftest import MIB, _binary
+from gpufabric.bench.parsers.common import Parsed, higher, lower, strip_ansi
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
+
+#: perftest's MiB (its bandwidth columns are MiB/s unless --report_gbits).
+MIB = 1024 * 1024
+
+
+def _binary(title: str) -> str:
+    """'RDMA_Write Latency Test' -> 'ib_write_lat' (the binary that prints that title)."""
+    lowered = title.lower()
+    verb = next((v for v in ("write", "read", "send", "atomic") if v in lowered), "")
+    kind = "lat" if "latency" in lowered else ("bw" if "bw" in lowered or "bandwidth" in lowered else "")
+    return f"ib_{verb}_{kind}" if verb and kind else ""
+
 
 _TITLE = re.compile(
     r"^\s*((?:RDMA_Write|RDMA_Read|Send|Atomic|Atomic FETCH_AND_ADD|Atomic CMP_AND_SWAP)\b.*?"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from gpufabric.bench.parsers import Parsed, higher, lower, strip_ansi
+from gpufabric.bench.parsers.common import Parsed, higher, lower, strip_ansi
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Metric
 from gpufabric.results.samples import sockperf_full_log_samples
