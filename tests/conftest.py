@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -20,6 +22,11 @@ from gpufabric.cli.app import main
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# The shipped catalog's validated copy (catalog.loader) goes to a cache of this run's own,
+# not the user's ~/.cache: the tests never write outside their scratch space.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="gpufabric-test-cache-")
+atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], True)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
