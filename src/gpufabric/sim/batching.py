@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,31 +83,30 @@ class EngineResult:
     busy_s: float
 
 
-class _Jitter:
-    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals."""
+def _jitter(rng: np.random.Generator, cv: float) -> Callable[[int], float]:
+    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals
+    (a closure, not an object: the engine draws one per iteration)."""
+    cv2 = cv * cv
+    if cv2 <= 0:
+        return lambda k: 1.0
+    normals: list[float] = []
+    i = 0
+    sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
 
-    __slots__ = ("cv2", "i", "normals", "rng", "sigma")
-
-    def __init__(self, rng: np.random.Generator, cv: float) -> None:
-        self.cv2 = cv * cv
-        self.rng = rng
-        self.normals: list[float] = []
-        self.i = 0
-        self.sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
-
-    def __call__(self, k: int) -> float:
-        if self.cv2 <= 0:
-            return 1.0
-        if self.i >= len(self.normals):
-            self.normals = self.rng.standard_normal(4096).tolist()
-            self.i = 0
-        z = self.normals[self.i]
-        self.i += 1
-        sig = self.sigma.get(k)
+    def draw(k: int) -> float:
+        nonlocal normals, i
+        if i >= len(normals):
+            normals = rng.standard_normal(4096).tolist()
+            i = 0
+        z = normals[i]
+        i += 1
+        sig = sigma.get(k)
         if sig is None:
-            s2 = math.log1p(self.cv2 / k)
-            sig = self.sigma[k] = (math.sqrt(s2), s2 / 2)
+            s2 = math.log1p(cv2 / k)
+            sig = sigma[k] = (math.sqrt(s2), s2 / 2)
         return math.exp(sig[0] * z - sig[1])
+
+    return draw
 
 
 def run_engine(
@@ -183,7 +183,7 @@ class _Engine:
         self.it_s = perf.iteration_scalar_fn()
         # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
         self.ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
-        self.jitter = _Jitter(rng, cfg.jitter_cv)
+        self.jitter = _jitter(rng, cfg.jitter_cv)
         self.arr = [0.0] * n
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
@@ -324,31 +324,40 @@ class _Engine:
     # -- one scheduling step --------------------------------------------------------------
 
     def run(self) -> None:
-        cfg = self.cfg
-        while self.finished < self.n:
-            pending = self.pending
-            while pending and pending[0][0] <= self.t:
-                a, r = heapq.heappop(pending)
-                self.arr[r] = a
-                self.waiting.append(r)
-            if self.b + len(self.prefilling) == 0 and not self.waiting:
+        # Hot loop: attributes read once into locals (the engine's cost is Python steps per
+        # request); kv_used() and finish_ready() inlined with the same arithmetic, in the same order.
+        cfg, n, g, cap = self.cfg, self.n, self.g, self.cap
+        prefilled, mixed, max_batch = cfg.prefilled, cfg.mixed, cfg.max_batch
+        pending, waiting, prefilling, arr, heap = self.pending, self.waiting, self.prefilling, self.arr, self.heap
+        heappop = heapq.heappop
+        while self.finished < n:
+            t = self.t
+            while pending and pending[0][0] <= t:
+                a, r = heappop(pending)
+                arr[r] = a
+                waiting.append(r)
+            b = self.b
+            if b + len(prefilling) == 0 and not waiting:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
-            kv_used = self.kv_used()
+            kv_used = self.s_ctx + b * g * self.it + self.kv_prefill - self.s_cached + self.shared
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
-            while self.b and kv_used + self.b * self.g > self.cap and self.preempt():
+            while b and kv_used + b * g > cap and self.preempt():
                 kv_used = self.kv_used()
-            if cfg.prefilled and self.decode_pool_step(kv_used):
+                b = self.b
+            if prefilled and self.decode_pool_step(kv_used):
                 continue
-            running = self.b + len(self.prefilling)
-            room = self.cap - kv_used - self.b * self.g
-            admissible = not cfg.prefilled and bool(self.waiting) and running < cfg.max_batch and room >= 1
-            prefill_pending = bool(self.prefilling) or admissible
-            run_decodes = self.b > 0 and (cfg.mixed or not prefill_pending)
+            running = b + len(prefilling)
+            room = cap - kv_used - b * g
+            admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
+            prefill_pending = bool(prefilling) or admissible
+            run_decodes = b > 0 and (mixed or not prefill_pending)
             if run_decodes and not prefill_pending:
                 self.decode_jump(kv_used, running)
             else:
                 self.chunked_step(kv_used, run_decodes)
+            if heap and heap[0][0] <= self.it:
+                self.finish_ready()
 
     def decode_pool_step(self, kv_used: float) -> bool:
         """Decode pool: admission allocates the transferred KV (no prefill compute); True when
@@ -378,14 +387,14 @@ class _Engine:
 
     def decode_jump(self, kv_used: float, running: int) -> None:
         """A run of identical decode iterations until a request finishes, the cache fills,
-        or (open loop) an arrival could be admitted."""
-        b, g, it, heap, pending = self.b, self.g, self.it, self.heap, self.pending
-        k = min(MAX_JUMP, heap[0][0] - it)
+        or (open loop) an arrival could be admitted (``record`` inlined: this is the hot path)."""
+        b, g, it = self.b, self.g, self.it
+        k = min(MAX_JUMP, self.heap[0][0] - it)
         k = max(1, min(k, int((self.cap - kv_used) // (b * g))))
-        ctx0 = self.s_ctx + b * g * it
-        t0 = self.it_s(b, ctx0, 0.0, 0.0)
+        t0 = self.it_s(b, self.s_ctx + b * g * it, 0.0, 0.0)
+        dt = self.ctx_slope * b * g
+        pending = self.pending
         if pending and running < self.cfg.max_batch:
-            dt = self.ctx_slope * b * g
             gap = max(0.0, pending[0][0] - self.t)
             if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
                 half = t0 - dt / 2
@@ -393,10 +402,19 @@ class _Engine:
             else:
                 k_arr = math.ceil(gap / t0)
             k = max(1, min(k, k_arr))
-        t_last = t0 + self.ctx_slope * b * g * (k - 1)
-        self.record(k * (t0 + t_last) / 2 * self.jitter(k), k)
-        self.it += k
-        self.finish_ready()
+        t_last = t0 + dt * (k - 1)
+        span = k * (t0 + t_last) / 2 * self.jitter(k)
+        self.gaps.append(span / k + self.stall)
+        self.weights.append(float(b))
+        if k > 1:
+            self.gaps.append(span / k)
+            self.weights.append(float(b * (k - 1)))
+        self.stall = 0.0
+        self.t += span
+        self.busy += span
+        self.batch_area += b * span
+        self.iterations += k
+        self.it = it + k
 
     def chunks(self, budget: int, room: float) -> list[tuple[int, int]]:
         """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
@@ -468,7 +486,6 @@ class _Engine:
                     self.first[r] = self.t  # the last chunk's iteration samples the first token
                     self.produced[r] = 1.0
                 self.join(r)
-        self.finish_ready()
 
     def result(self) -> EngineResult:
         first_a = np.array(self.first)
