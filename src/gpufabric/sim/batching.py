@@ -166,7 +166,7 @@ class _Engine:
     """
 
     __slots__ = (
-        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "delays", "done", "finish", "finished",
+        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
         "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
         "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
@@ -181,6 +181,7 @@ class _Engine:
         self.g = perf.tokens_per_step  # tokens it emits per iteration (speculative decoding: > 1)
         self.cap = float(cfg.kv_capacity_tokens)
         self.it_s = perf.iteration_scalar_fn()
+        self.decode_s = perf.decode_scalar_fn()  # it_s(b, ctx, 0.0, 0.0), tabulated per batch size
         # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
         self.ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
         self.jitter = _jitter(rng, cfg.jitter_cv)
@@ -324,12 +325,14 @@ class _Engine:
     # -- one scheduling step --------------------------------------------------------------
 
     def run(self) -> None:
-        # Hot loop: attributes read once into locals (the engine's cost is Python steps per
-        # request); kv_used() and finish_ready() inlined with the same arithmetic, in the same order.
-        cfg, n, g, cap = self.cfg, self.n, self.g, self.cap
+        # The hot loop: attributes read once into locals (the engine's cost is Python steps per
+        # request); kv_used(), the decode jump, record() and finish_ready()'s test inlined with
+        # the same arithmetic in the same order (results bit-identical to the method versions).
+        cfg, n, g, cap, slope = self.cfg, self.n, self.g, self.cap, self.ctx_slope
         prefilled, mixed, max_batch = cfg.prefilled, cfg.mixed, cfg.max_batch
         pending, waiting, prefilling, arr, heap = self.pending, self.waiting, self.prefilling, self.arr, self.heap
-        heappop = heapq.heappop
+        gaps, weights, decode_s, jitter = self.gaps, self.weights, self.decode_s, self.jitter
+        heappop, ceil, sqrt = heapq.heappop, math.ceil, math.sqrt
         while self.finished < n:
             t = self.t
             while pending and pending[0][0] <= t:
@@ -340,7 +343,8 @@ class _Engine:
             if b + len(prefilling) == 0 and not waiting:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
-            kv_used = self.s_ctx + b * g * self.it + self.kv_prefill - self.s_cached + self.shared
+            it = self.it
+            kv_used = self.s_ctx + b * g * it + self.kv_prefill - self.s_cached + self.shared
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
             while b and kv_used + b * g > cap and self.preempt():
                 kv_used = self.kv_used()
@@ -352,10 +356,35 @@ class _Engine:
             admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
             prefill_pending = bool(prefilling) or admissible
             run_decodes = b > 0 and (mixed or not prefill_pending)
-            if run_decodes and not prefill_pending:
-                self.decode_jump(kv_used, running)
-            else:
+            if not run_decodes or prefill_pending:
                 self.chunked_step(kv_used, run_decodes)
+            else:
+                # A run of identical decode iterations until a request finishes, the cache
+                # fills, or (open loop) an arrival could be admitted.
+                k = min(MAX_JUMP, heap[0][0] - it)
+                k = max(1, min(k, int((cap - kv_used) // (b * g))))
+                t0 = decode_s(b, self.s_ctx + b * g * it)
+                dt = slope * b * g
+                if pending and running < max_batch:
+                    gap = max(0.0, pending[0][0] - t)
+                    if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
+                        half = t0 - dt / 2
+                        k_arr = ceil((-half + sqrt(half * half + 2 * dt * gap)) / dt)
+                    else:
+                        k_arr = ceil(gap / t0)
+                    k = max(1, min(k, k_arr))
+                span = k * (t0 + (t0 + dt * (k - 1))) / 2 * jitter(k)
+                gaps.append(span / k + self.stall)
+                weights.append(float(b))
+                if k > 1:
+                    gaps.append(span / k)
+                    weights.append(float(b * (k - 1)))
+                self.stall = 0.0
+                self.t = t + span
+                self.busy += span
+                self.batch_area += b * span
+                self.iterations += k
+                self.it = it + k
             if heap and heap[0][0] <= self.it:
                 self.finish_ready()
 
@@ -377,44 +406,13 @@ class _Engine:
         if not admitted:
             return False
         ctx = self.s_ctx + self.b * g * self.it
-        self.record(self.it_s(self.b, ctx, 0.0, 0.0) * self.jitter(1), 1)
+        self.record(self.decode_s(self.b, ctx) * self.jitter(1), 1)
         self.it += 1
         for r in admitted:
             if math.isnan(self.first[r]):
                 self.first[r] = self.t
         self.finish_ready()
         return True
-
-    def decode_jump(self, kv_used: float, running: int) -> None:
-        """A run of identical decode iterations until a request finishes, the cache fills,
-        or (open loop) an arrival could be admitted (``record`` inlined: this is the hot path)."""
-        b, g, it = self.b, self.g, self.it
-        k = min(MAX_JUMP, self.heap[0][0] - it)
-        k = max(1, min(k, int((self.cap - kv_used) // (b * g))))
-        t0 = self.it_s(b, self.s_ctx + b * g * it, 0.0, 0.0)
-        dt = self.ctx_slope * b * g
-        pending = self.pending
-        if pending and running < self.cfg.max_batch:
-            gap = max(0.0, pending[0][0] - self.t)
-            if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
-                half = t0 - dt / 2
-                k_arr = math.ceil((-half + math.sqrt(half * half + 2 * dt * gap)) / dt)
-            else:
-                k_arr = math.ceil(gap / t0)
-            k = max(1, min(k, k_arr))
-        t_last = t0 + dt * (k - 1)
-        span = k * (t0 + t_last) / 2 * self.jitter(k)
-        self.gaps.append(span / k + self.stall)
-        self.weights.append(float(b))
-        if k > 1:
-            self.gaps.append(span / k)
-            self.weights.append(float(b * (k - 1)))
-        self.stall = 0.0
-        self.t += span
-        self.busy += span
-        self.batch_area += b * span
-        self.iterations += k
-        self.it = it + k
 
     def chunks(self, budget: int, room: float) -> list[tuple[int, int]]:
         """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
