@@ -414,23 +414,30 @@ class _Engine:
         self.finish_ready()
         return True
 
-    def chunks(self, budget: int, room: float) -> list[tuple[int, int]]:
+    def chunks(self, budget: int, room: float) -> tuple[list[tuple[int, int]], int, float]:
         """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
-        then waiting requests admitted in order."""
-        cfg, todo, waiting, prefilling = self.cfg, self.todo, self.waiting, self.prefilling
+        then waiting requests admitted in order; with their tokens and summed attention
+        (``c (done + c / 2)`` per chunk, added in chunk order)."""
+        todo, done, waiting, prefilling = self.todo, self.done, self.waiting, self.prefilling
         out: list[tuple[int, int]] = []
+        tokens = 0
+        attn = 0.0
         for r in prefilling:
             c = int(min(todo[r], budget, room))
             if c <= 0:
                 break
             out.append((r, c))
+            tokens += c
+            attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        while waiting and budget > 0 and self.b + len(prefilling) < cfg.max_batch:
+        slots = self.cfg.max_batch - self.b
+        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
+        # blocks back), so new prompts do not evict running decodes at once.
+        reserve = KV_WATERMARK * self.cap
+        while waiting and budget > 0 and len(prefilling) < slots:
             r = waiting[0]
-            # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
-            # blocks back), so new prompts do not evict running decodes at once.
-            if room < todo[r] + KV_WATERMARK * self.cap:
+            if room < todo[r] + reserve:
                 break
             waiting.popleft()
             c = int(min(todo[r], budget, room))
@@ -438,16 +445,18 @@ class _Engine:
             prefilling.append(r)
             self.order.append(r)
             out.append((r, c))
+            tokens += c
+            attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        return out
+        return out, tokens, attn
 
     def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
         """One explicit iteration: the decodes (when they run) and prefill chunks in the budget."""
         b, g = self.b, self.g
         budget = self.cfg.token_budget - (b * self.q if run_decodes else 0)
         room = self.cap - kv_used - (b * g if run_decodes else 0)
-        chunks = self.chunks(budget, room)
+        chunks, tokens, attn = self.chunks(budget, room)
         if not chunks:
             if b:
                 run_decodes = True  # nothing fits the cache this iteration: decode on
@@ -455,12 +464,10 @@ class _Engine:
                 raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
             else:
                 return
-        done, todo = self.done, self.todo
-        tokens = float(sum(c for _, c in chunks))
-        attn = float(sum(c * (done[r] + c / 2.0) for r, c in chunks))
+        done, todo, cached = self.done, self.todo, self.cached
         dec = b if run_decodes else 0
         ctx = self.s_ctx + b * g * self.it if run_decodes else 0.0
-        dt_iter = self.it_s(dec, ctx, tokens, attn) * self.jitter(1)
+        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * self.jitter(1)
         if run_decodes:
             self.record(dt_iter, 1)
             self.it += 1
@@ -478,8 +485,8 @@ class _Engine:
         for r, _c in chunks:
             if todo[r] == 0:
                 self.prefilling.remove(r)
-                self.kv_prefill -= done[r] - self.cached[r]
-                done[r] = self.cached[r]
+                self.kv_prefill -= done[r] - cached[r]
+                done[r] = cached[r]
                 if math.isnan(self.first[r]):
                     self.first[r] = self.t  # the last chunk's iteration samples the first token
                     self.produced[r] = 1.0
