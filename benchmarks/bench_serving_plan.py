@@ -56,7 +56,7 @@ print(json.dumps({"cpu_s": times, "digest": hashlib.sha256(repr(plan).encode()).
 """
 
 
-def _planning(src: Path, spec: Path, repeats: int) -> dict[str, object]:
+def _planning(src: Path, spec: Path, repeats: int) -> tuple[list[float], str]:
     """make_serving_plan's CPU seconds on ``spec`` with ``src`` first on the path (a child process)."""
     env = {**os.environ, "PYTHONPATH": str(src)}
     out = subprocess.run(
@@ -67,7 +67,8 @@ def _planning(src: Path, spec: Path, repeats: int) -> dict[str, object]:
         check=True,
         timeout=600,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return [float(x) for x in got["cpu_s"]], str(got["digest"])
 
 
 def _command_cpu_s(src: Path, spec: Path) -> float:
@@ -112,9 +113,9 @@ def main() -> int:
                 for label, src in (("this", here), ("baseline", base)):
                     if src is None:
                         continue
-                    r = _planning(src, spec, args.repeats)
-                    runs[label] += r["cpu_s"]  # type: ignore[operator]
-                    digests.add(r["digest"])
+                    cpu_s, digest = _planning(src, spec, args.repeats)
+                    runs[label] += cpu_s
+                    digests.add(digest)
             row: dict[str, object] = {
                 "plan_cpu_median_s": statistics.median(runs["this"]),
                 "plan_cpu_best_s": min(runs["this"]),
@@ -122,7 +123,7 @@ def main() -> int:
             if base is not None:
                 row["baseline_cpu_median_s"] = statistics.median(runs["baseline"])
                 row["baseline_cpu_best_s"] = min(runs["baseline"])
-                row["ratio_median"] = row["baseline_cpu_median_s"] / row["plan_cpu_median_s"]  # type: ignore[operator]
+                row["ratio_median"] = statistics.median(runs["baseline"]) / statistics.median(runs["this"])
                 row["same_plan"] = len(digests) == 1
             if args.command_repeats:
                 row["command_cpu_median_s"] = statistics.median(
