@@ -361,18 +361,28 @@ class _Engine:
             else:
                 # A run of identical decode iterations until a request finishes, the cache
                 # fills, or (open loop) an arrival could be admitted.
-                k = min(MAX_JUMP, heap[0][0] - it)
-                k = max(1, min(k, int((cap - kv_used) // (b * g))))
+                # (Comparisons, not min()/max() calls: the same integers, a third fewer calls.)
+                k = heap[0][0] - it
+                if k > MAX_JUMP:
+                    k = MAX_JUMP
+                fit = int((cap - kv_used) // (b * g))
+                if fit < k:
+                    k = fit
+                if k < 1:
+                    k = 1
                 t0 = decode_s(b, self.s_ctx + b * g * it)
                 dt = slope * b * g
                 if pending and running < max_batch:
-                    gap = max(0.0, pending[0][0] - t)
+                    gap = pending[0][0] - t
+                    if not gap > 0.0:
+                        gap = 0.0
                     if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
                         half = t0 - dt / 2
                         k_arr = ceil((-half + sqrt(half * half + 2 * dt * gap)) / dt)
                     else:
                         k_arr = ceil(gap / t0)
-                    k = max(1, min(k, k_arr))
+                    if k_arr < k:
+                        k = k_arr if k_arr > 1 else 1
                 span = k * (t0 + (t0 + dt * (k - 1))) / 2 * jitter(k)
                 gaps.append(span / k + self.stall)
                 weights.append(float(b))
