@@ -256,8 +256,8 @@ class _Engine:
 
     def join(self, r: int) -> None:
         """Request ``r`` (prefilled) joins the decode batch, or completes if it has no token left."""
-        steps = max(0, math.ceil((self.out_l[r] - self.produced[r]) / self.g - 1e-9))
-        if steps == 0:
+        steps = math.ceil((self.out_l[r] - self.produced[r]) / self.g - 1e-9)
+        if steps <= 0:
             self.complete(r)
             return
         it = self.it
@@ -433,7 +433,11 @@ class _Engine:
         tokens = 0
         attn = 0.0
         for r in prefilling:
-            c = int(min(todo[r], budget, room))
+            c = todo[r]  # int(min(todo, budget, room)), as comparisons (the hot path)
+            if budget < c:
+                c = budget
+            if room < c:
+                c = int(room)
             if c <= 0:
                 break
             out.append((r, c))
@@ -450,7 +454,11 @@ class _Engine:
             if room < todo[r] + reserve:
                 break
             waiting.popleft()
-            c = int(min(todo[r], budget, room))
+            c = todo[r]
+            if budget < c:
+                c = budget
+            if room < c:
+                c = int(room)
             self.state[r] = 1
             prefilling.append(r)
             self.order.append(r)
