@@ -30,6 +30,7 @@ SMOKE = {
     "bench_probes.py": ["--rounds", "1", "--size", "64K", "--ckpt-size", "1M"],
     "bench_reachability.py": ["--repeat", "1", "--hosts", "20"],
     "bench_serving.py": ["--repeats", "1", "--requests", "2000"],
+    "bench_serving_plan.py": ["--repeats", "1", "--rounds", "1", "--command-repeats", "0", "--only", "closed-loop"],
     "bench_sim.py": ["--repeats", "1", "--brute-steps", "10"],
     "bench_startup.py": ["--runs", "1", "--only", "help,sweep", "--small"],
     "bench_stats.py": ["--samples", "20000", "--repeats", "1"],

@@ -288,6 +288,49 @@ class ReplicaPerf:
 
         return scalar
 
+    def decode_scalar_fn(self) -> Callable[[int, float], float]:
+        """``iteration_scalar_fn()(b, context_tokens, 0.0, 0.0)`` (a decode-only iteration), bit
+        for bit, with the terms that depend on the batch alone tabulated per batch size: the
+        engine simulator's decode jumps call it once per jump."""
+        kv_read, hbm, hops = self.kv_read_bytes_per_token, self.hbm_bytes_per_s, self.stage_hops_s
+        straggler, step = self.straggler_factor, self.step_overhead_s
+        # b -> (linear, comm, draft, b * seq): scalar()'s terms that do not depend on the context.
+        table: dict[int, tuple[float, float, float, float]] = {}
+        q = 1.0 + self.draft_tokens
+        dense, expert, frac = self.dense_weight_bytes, self.expert_weight_bytes, self.expert_fraction
+        fpt, flops = self.flop_per_token, self.flop_per_s
+        ar, switch = self.ar_count, self.ar_switch_tokens
+        small0, small1, large0, large1 = (
+            self.ar_small_fixed_s,
+            self.ar_small_s_per_token,
+            self.ar_large_fixed_s,
+            self.ar_large_s_per_token,
+        )
+        a2a0, a2a1 = self.a2a_fixed_s, self.a2a_s_per_token
+        draft_k = self.draft_tokens * self.draft_cost_fraction
+        seq = self.seq_overhead_s
+
+        def terms(b: int) -> tuple[float, float, float, float]:
+            # The lines of scalar() above with prefill_tokens = 0.0, in the same order.
+            tokens = b * q + 0.0
+            touched = 1.0 - (1.0 - frac) ** tokens if expert else 0.0
+            weights_s = (dense + expert * touched) / hbm
+            linear = max(weights_s, tokens * fpt / flops)
+            comm = ar * (small0 + small1 * tokens) if tokens <= switch else ar * (large0 + large1 * tokens)
+            if tokens > 0:
+                comm += a2a0 + a2a1 * tokens
+            draft = draft_k * weights_s if b > 0 else 0.0
+            return linear, comm, draft, b * seq
+
+        def decode(b: int, context_tokens: float) -> float:
+            t = table.get(b)
+            if t is None:
+                t = table[b] = terms(b)
+            # scalar()'s attn is (ctx kv_read) / hbm + 0.0, which adds nothing bit for bit.
+            return (t[0] + (context_tokens * kv_read) / hbm + t[1] + t[2] + hops) * straggler + step + t[3]
+
+        return decode
+
     def prefill_s(self, prompt_tokens: Any, cached_tokens: int = 0) -> Any:
         """One prompt prefilled alone in one iteration; ``cached_tokens`` of it (a shared prefix)
         come from the prefix cache: only the rest is computed, attending to the whole prompt."""

@@ -244,7 +244,7 @@ class _Sizer:
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
         # A layout's perf is built once per fabric: the collective model behind it is the
         # costly part of a sizing step.
-        self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}
+        self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}  # (layout less its budget, fabric)
         self.fleet_gpus = spec.num_gpus
 
     def run(self, lay: Layout, fabric: str, p: int, d: int, per_engine: int | None = None) -> dict[str, Any]:
@@ -282,7 +282,8 @@ class _Sizer:
         return p, d, s
 
     def perf(self, lay: Layout, fabric: str) -> m.ReplicaPerf:
-        key = (lay, fabric)
+        # _perf reads every knob but the token budget: the budget variants share one perf.
+        key = (replace(lay, token_budget=0), fabric)
         if key not in self.perfs:
             self.perfs[key] = _perf(self.spec, self.catalog, lay, fabric)
         return self.perfs[key]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,31 +83,30 @@ class EngineResult:
     busy_s: float
 
 
-class _Jitter:
-    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals."""
+def _jitter(rng: np.random.Generator, cv: float) -> Callable[[int], float]:
+    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals
+    (a closure, not an object: the engine draws one per iteration)."""
+    cv2 = cv * cv
+    if cv2 <= 0:
+        return lambda k: 1.0
+    normals: list[float] = []
+    i = 0
+    sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
 
-    __slots__ = ("cv2", "i", "normals", "rng", "sigma")
-
-    def __init__(self, rng: np.random.Generator, cv: float) -> None:
-        self.cv2 = cv * cv
-        self.rng = rng
-        self.normals: list[float] = []
-        self.i = 0
-        self.sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
-
-    def __call__(self, k: int) -> float:
-        if self.cv2 <= 0:
-            return 1.0
-        if self.i >= len(self.normals):
-            self.normals = self.rng.standard_normal(4096).tolist()
-            self.i = 0
-        z = self.normals[self.i]
-        self.i += 1
-        sig = self.sigma.get(k)
+    def draw(k: int) -> float:
+        nonlocal normals, i
+        if i >= len(normals):
+            normals = rng.standard_normal(4096).tolist()
+            i = 0
+        z = normals[i]
+        i += 1
+        sig = sigma.get(k)
         if sig is None:
-            s2 = math.log1p(self.cv2 / k)
-            sig = self.sigma[k] = (math.sqrt(s2), s2 / 2)
+            s2 = math.log1p(cv2 / k)
+            sig = sigma[k] = (math.sqrt(s2), s2 / 2)
         return math.exp(sig[0] * z - sig[1])
+
+    return draw
 
 
 def run_engine(
@@ -166,7 +166,7 @@ class _Engine:
     """
 
     __slots__ = (
-        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "delays", "done", "finish", "finished",
+        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
         "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
         "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
@@ -181,9 +181,10 @@ class _Engine:
         self.g = perf.tokens_per_step  # tokens it emits per iteration (speculative decoding: > 1)
         self.cap = float(cfg.kv_capacity_tokens)
         self.it_s = perf.iteration_scalar_fn()
+        self.decode_s = perf.decode_scalar_fn()  # it_s(b, ctx, 0.0, 0.0), tabulated per batch size
         # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
         self.ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
-        self.jitter = _Jitter(rng, cfg.jitter_cv)
+        self.jitter = _jitter(rng, cfg.jitter_cv)
         self.arr = [0.0] * n
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
@@ -255,8 +256,8 @@ class _Engine:
 
     def join(self, r: int) -> None:
         """Request ``r`` (prefilled) joins the decode batch, or completes if it has no token left."""
-        steps = max(0, math.ceil((self.out_l[r] - self.produced[r]) / self.g - 1e-9))
-        if steps == 0:
+        steps = math.ceil((self.out_l[r] - self.produced[r]) / self.g - 1e-9)
+        if steps <= 0:
             self.complete(r)
             return
         it = self.it
@@ -324,31 +325,78 @@ class _Engine:
     # -- one scheduling step --------------------------------------------------------------
 
     def run(self) -> None:
-        cfg = self.cfg
-        while self.finished < self.n:
-            pending = self.pending
-            while pending and pending[0][0] <= self.t:
-                a, r = heapq.heappop(pending)
-                self.arr[r] = a
-                self.waiting.append(r)
-            if self.b + len(self.prefilling) == 0 and not self.waiting:
+        # The hot loop: attributes read once into locals (the engine's cost is Python steps per
+        # request); kv_used(), the decode jump, record() and finish_ready()'s test inlined with
+        # the same arithmetic in the same order (results bit-identical to the method versions).
+        cfg, n, g, cap, slope = self.cfg, self.n, self.g, self.cap, self.ctx_slope
+        prefilled, mixed, max_batch = cfg.prefilled, cfg.mixed, cfg.max_batch
+        pending, waiting, prefilling, arr, heap = self.pending, self.waiting, self.prefilling, self.arr, self.heap
+        gaps, weights, decode_s, jitter = self.gaps, self.weights, self.decode_s, self.jitter
+        heappop, ceil, sqrt = heapq.heappop, math.ceil, math.sqrt
+        while self.finished < n:
+            t = self.t
+            while pending and pending[0][0] <= t:
+                a, r = heappop(pending)
+                arr[r] = a
+                waiting.append(r)
+            b = self.b
+            if b + len(prefilling) == 0 and not waiting:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
-            kv_used = self.kv_used()
+            it = self.it
+            kv_used = self.s_ctx + b * g * it + self.kv_prefill - self.s_cached + self.shared
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
-            while self.b and kv_used + self.b * self.g > self.cap and self.preempt():
+            while b and kv_used + b * g > cap and self.preempt():
                 kv_used = self.kv_used()
-            if cfg.prefilled and self.decode_pool_step(kv_used):
+                b = self.b
+            if prefilled and self.decode_pool_step(kv_used):
                 continue
-            running = self.b + len(self.prefilling)
-            room = self.cap - kv_used - self.b * self.g
-            admissible = not cfg.prefilled and bool(self.waiting) and running < cfg.max_batch and room >= 1
-            prefill_pending = bool(self.prefilling) or admissible
-            run_decodes = self.b > 0 and (cfg.mixed or not prefill_pending)
-            if run_decodes and not prefill_pending:
-                self.decode_jump(kv_used, running)
-            else:
+            running = b + len(prefilling)
+            room = cap - kv_used - b * g
+            admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
+            prefill_pending = bool(prefilling) or admissible
+            run_decodes = b > 0 and (mixed or not prefill_pending)
+            if not run_decodes or prefill_pending:
                 self.chunked_step(kv_used, run_decodes)
+            else:
+                # A run of identical decode iterations until a request finishes, the cache
+                # fills, or (open loop) an arrival could be admitted.
+                # (Comparisons, not min()/max() calls: the same integers, a third fewer calls.)
+                k = heap[0][0] - it
+                if k > MAX_JUMP:
+                    k = MAX_JUMP
+                fit = int((cap - kv_used) // (b * g))
+                if fit < k:
+                    k = fit
+                if k < 1:
+                    k = 1
+                t0 = decode_s(b, self.s_ctx + b * g * it)
+                dt = slope * b * g
+                if pending and running < max_batch:
+                    gap = pending[0][0] - t
+                    if not gap > 0.0:
+                        gap = 0.0
+                    if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
+                        half = t0 - dt / 2
+                        k_arr = ceil((-half + sqrt(half * half + 2 * dt * gap)) / dt)
+                    else:
+                        k_arr = ceil(gap / t0)
+                    if k_arr < k:
+                        k = k_arr if k_arr > 1 else 1
+                span = k * (t0 + (t0 + dt * (k - 1))) / 2 * jitter(k)
+                gaps.append(span / k + self.stall)
+                weights.append(float(b))
+                if k > 1:
+                    gaps.append(span / k)
+                    weights.append(float(b * (k - 1)))
+                self.stall = 0.0
+                self.t = t + span
+                self.busy += span
+                self.batch_area += b * span
+                self.iterations += k
+                self.it = it + k
+            if heap and heap[0][0] <= self.it:
+                self.finish_ready()
 
     def decode_pool_step(self, kv_used: float) -> bool:
         """Decode pool: admission allocates the transferred KV (no prefill compute); True when
@@ -368,7 +416,7 @@ class _Engine:
         if not admitted:
             return False
         ctx = self.s_ctx + self.b * g * self.it
-        self.record(self.it_s(self.b, ctx, 0.0, 0.0) * self.jitter(1), 1)
+        self.record(self.decode_s(self.b, ctx) * self.jitter(1), 1)
         self.it += 1
         for r in admitted:
             if math.isnan(self.first[r]):
@@ -376,62 +424,57 @@ class _Engine:
         self.finish_ready()
         return True
 
-    def decode_jump(self, kv_used: float, running: int) -> None:
-        """A run of identical decode iterations until a request finishes, the cache fills,
-        or (open loop) an arrival could be admitted."""
-        b, g, it, heap, pending = self.b, self.g, self.it, self.heap, self.pending
-        k = min(MAX_JUMP, heap[0][0] - it)
-        k = max(1, min(k, int((self.cap - kv_used) // (b * g))))
-        ctx0 = self.s_ctx + b * g * it
-        t0 = self.it_s(b, ctx0, 0.0, 0.0)
-        if pending and running < self.cfg.max_batch:
-            dt = self.ctx_slope * b * g
-            gap = max(0.0, pending[0][0] - self.t)
-            if dt > 1e-15:  # smallest k with k t0 + dt k (k - 1) / 2 >= gap
-                half = t0 - dt / 2
-                k_arr = math.ceil((-half + math.sqrt(half * half + 2 * dt * gap)) / dt)
-            else:
-                k_arr = math.ceil(gap / t0)
-            k = max(1, min(k, k_arr))
-        t_last = t0 + self.ctx_slope * b * g * (k - 1)
-        self.record(k * (t0 + t_last) / 2 * self.jitter(k), k)
-        self.it += k
-        self.finish_ready()
-
-    def chunks(self, budget: int, room: float) -> list[tuple[int, int]]:
+    def chunks(self, budget: int, room: float) -> tuple[list[tuple[int, int]], int, float]:
         """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
-        then waiting requests admitted in order."""
-        cfg, todo, waiting, prefilling = self.cfg, self.todo, self.waiting, self.prefilling
+        then waiting requests admitted in order; with their tokens and summed attention
+        (``c (done + c / 2)`` per chunk, added in chunk order)."""
+        todo, done, waiting, prefilling = self.todo, self.done, self.waiting, self.prefilling
         out: list[tuple[int, int]] = []
+        tokens = 0
+        attn = 0.0
         for r in prefilling:
-            c = int(min(todo[r], budget, room))
+            c = todo[r]  # int(min(todo, budget, room)), as comparisons (the hot path)
+            if budget < c:
+                c = budget
+            if room < c:
+                c = int(room)
             if c <= 0:
                 break
             out.append((r, c))
+            tokens += c
+            attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        while waiting and budget > 0 and self.b + len(prefilling) < cfg.max_batch:
+        slots = self.cfg.max_batch - self.b
+        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
+        # blocks back), so new prompts do not evict running decodes at once.
+        reserve = KV_WATERMARK * self.cap
+        while waiting and budget > 0 and len(prefilling) < slots:
             r = waiting[0]
-            # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
-            # blocks back), so new prompts do not evict running decodes at once.
-            if room < todo[r] + KV_WATERMARK * self.cap:
+            if room < todo[r] + reserve:
                 break
             waiting.popleft()
-            c = int(min(todo[r], budget, room))
+            c = todo[r]
+            if budget < c:
+                c = budget
+            if room < c:
+                c = int(room)
             self.state[r] = 1
             prefilling.append(r)
             self.order.append(r)
             out.append((r, c))
+            tokens += c
+            attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        return out
+        return out, tokens, attn
 
     def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
         """One explicit iteration: the decodes (when they run) and prefill chunks in the budget."""
         b, g = self.b, self.g
         budget = self.cfg.token_budget - (b * self.q if run_decodes else 0)
         room = self.cap - kv_used - (b * g if run_decodes else 0)
-        chunks = self.chunks(budget, room)
+        chunks, tokens, attn = self.chunks(budget, room)
         if not chunks:
             if b:
                 run_decodes = True  # nothing fits the cache this iteration: decode on
@@ -439,12 +482,10 @@ class _Engine:
                 raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
             else:
                 return
-        done, todo = self.done, self.todo
-        tokens = float(sum(c for _, c in chunks))
-        attn = float(sum(c * (done[r] + c / 2.0) for r, c in chunks))
+        done, todo, cached = self.done, self.todo, self.cached
         dec = b if run_decodes else 0
         ctx = self.s_ctx + b * g * self.it if run_decodes else 0.0
-        dt_iter = self.it_s(dec, ctx, tokens, attn) * self.jitter(1)
+        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * self.jitter(1)
         if run_decodes:
             self.record(dt_iter, 1)
             self.it += 1
@@ -462,13 +503,12 @@ class _Engine:
         for r, _c in chunks:
             if todo[r] == 0:
                 self.prefilling.remove(r)
-                self.kv_prefill -= done[r] - self.cached[r]
-                done[r] = self.cached[r]
+                self.kv_prefill -= done[r] - cached[r]
+                done[r] = cached[r]
                 if math.isnan(self.first[r]):
                     self.first[r] = self.t  # the last chunk's iteration samples the first token
                     self.produced[r] = 1.0
                 self.join(r)
-        self.finish_ready()
 
     def result(self) -> EngineResult:
         first_a = np.array(self.first)
