@@ -165,28 +165,6 @@ def _combinations(varies: Sequence[Vary]) -> Iterator[tuple[Any, ...]]:
     return itertools.product(*(v.values for v in varies))
 
 
-def variants(spec: Spec, varies: Sequence[Vary]) -> tuple[list[tuple[tuple[Any, ...], Spec]], list[str]]:
-    """Every valid combination of the varied values applied to ``spec``, and why the others were skipped.
-
-    A product of independent lists often pairs values that do not fit together (64 nodes
-    with dp 64 at tp 8, pp 4); those are skipped with their reason. When none is valid
-    the first reason is an :class:`InputError`.
-    """
-    sections = _Sections(spec, varies)
-    out, skipped = [], []
-    for combo in _combinations(varies):
-        variant = sections.spec_of(combo)
-        if isinstance(variant, str):
-            skipped.append(variant)
-            continue
-        if variant.searched:
-            raise InputError("sweep evaluates the spec's own layout; fix parallelism (no auto) or vary its fields")
-        out.append((combo, variant))
-    if not out:
-        raise InputError(skipped[0] + f" (and every other of the {len(skipped)} combinations is invalid too)")
-    return out, skipped
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SweepResult:
     """Evaluated rows: the varied values, the design and layout, and every model output."""
