@@ -543,6 +543,5 @@ __all__ = [
     "parse_vary",
     "run_sweep",
     "stream_sweep",
-    "variants",
     "write_sweep",
 ]
