@@ -31,9 +31,9 @@ from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
-from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.evaluate import step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
-from gpufabric.plan.table import Design, _peak, build_table, nvlink_domain, workload_scalars
+from gpufabric.plan.table import Design, Table, _peak, build_table, concat_tables, nvlink_domain, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
 
 
@@ -257,13 +257,24 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
     return np.minimum(model * scale, 1.0)
 
 
-def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
-    """Read the spec's throughput figure and solve the compute efficiency (module docstring).
+#: The efficiencies the solve brackets the root on: a coarse geometric grid, then 65 linear
+#: points between the two coarse neighbours of the root (interpolated in 1 / efficiency).
+GRID = np.geomspace(1e-3, 1.0, 61)
+FINE_POINTS = 65
 
-    Raises:
-        InputError: the figure cannot be reached at its measured point (even a compute
-            efficiency of 1 gives a longer step), or it needs measured_at.
-    """
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Problem:
+    """One spec's measured point, ready to solve: its one-row table and the step time to reach."""
+
+    anchor: Anchor  # compute_efficiency and step time not yet set
+    at: Spec  # the spec at the measured point's size and work per step
+    table: Table
+    target_s: float
+
+
+def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
+    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem."""
     w = spec.workload
     th = w.throughput
     scal = workload_scalars(spec, catalog)
@@ -271,9 +282,7 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
 
-    def anchor(
-        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, step_s: float | None
-    ) -> Anchor:
+    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float) -> Anchor:
         return Anchor(
             kind=th.kind,
             figure=figure,
@@ -284,14 +293,14 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
             assumed=assumed,
             compute_efficiency=efficiency,
             peak_tflops=peak,
-            anchor_step_s=step_s,
+            anchor_step_s=None,
             params_active=float(scal["params_active"]),
             model_shape=shape,
             notes=w.notes,
         )
 
     if th.kind == "compute_efficiency":
-        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure, step_s=None)
+        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure)
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
         # the record (every layout gets its own value, layout_efficiencies).
@@ -301,7 +310,7 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
         else:
             at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0])
         return replace(
-            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec, step_s=None),
+            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec),
             kind="model",
             figure=at_spec,
         )
@@ -320,46 +329,131 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
             ),
         }
     )
-    shape_at = (shape[0], shape[1], float(seq), shape[3])
-    f_fig = float(
-        replace(
-            anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0, step_s=None),
-            model_shape=shape_at,
-        ).figure_flops_per_token([layout])[0]
-    )
-    tflops = figure * peak if th.kind == "mfu" else figure
-    target = f_fig * batch / (gpus * tflops * 1e12)
-
-    def steps(effs: np.ndarray) -> np.ndarray:
-        pairs = (np.zeros(len(effs), dtype=int), np.zeros(len(effs), dtype=int))
-        t = build_table(at, catalog, [design], [layout], pairs=pairs).replace(compute_eff=effs)
-        return evaluate_table(t).step_time_s
-
-    grid = np.geomspace(1e-3, 1.0, 61)
-    s = steps(grid)
-    if target < s[-1]:
-        raise InputError(
-            f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
-            f" step at {gpus:,} GPUs ({layout.text}) on {fabric}, but even a compute efficiency of 1 gives {s[-1]:.3g} s"
-            " there (bubble and communication); check the figure, its flops convention and measured_at"
-        )
-    if target > s[0]:
-        raise InputError(
-            "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
-        )
-    k = int(np.searchsorted(-s, -target))  # s decreasing: first index with s <= target
-    fine = np.linspace(grid[k - 1], grid[k], 65)
-    sf = steps(fine)
-    j = min(max(int(np.searchsorted(-sf, -target)), 1), len(fine) - 1)
-    # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
-    x0, x1, y0, y1 = 1 / fine[j - 1], 1 / fine[j], sf[j - 1], sf[j]
-    x = x0 + (target - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
-    eff = float(min(1.0, 1.0 / x))
-    at_model = float(model_efficiency(at, catalog, [layout])[0])
-    return replace(
-        anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=eff, step_s=float(target)),
-        scale=eff / at_model,
-        model_at_anchor=at_model,
+    base = anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0)
+    base = replace(
+        base,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
+    f_fig = float(
+        replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3])).figure_flops_per_token([layout])[0]
+    )
+    tflops = figure * peak if th.kind == "mfu" else figure
+    target = f_fig * batch / (gpus * tflops * 1e12)
+    return _Problem(anchor=base, at=at, table=build_table(at, catalog, [design], [layout]), target_s=target)
+
+
+def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
+    """Per problem (row p of ``table`` and ``effs``), the first index of ``effs[p]`` whose step
+    time is at or below ``target[p]`` (``np.searchsorted(-steps, -target)`` over the whole
+    grid, the step time being decreasing in the efficiency), evaluating only the points it
+    needs: ``known[p]`` (index -> step time) holds the grid's ends and gains every point evaluated.
+
+    The first round probes the two neighbours of the root of ``a / eff + b`` through the
+    bracket's ends; the later ones bisect. Every round is one vectorised pass over the
+    problems still open.
+    """
+    P, M = effs.shape
+    lo = np.zeros(P, dtype=int)  # step > target there
+    hi = np.full(P, M - 1)  # step <= target there
+    first = True
+    while np.any(hi - lo > 1):
+        rows, cols = [], []
+        for p in np.flatnonzero(hi - lo > 1):
+            a, b = int(lo[p]), int(hi[p])
+            if first:
+                x0, x1, y0, y1 = 1 / effs[p, a], 1 / effs[p, b], known[p][a], known[p][b]
+                x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+                k = int(np.searchsorted(effs[p], 1 / x)) if x > 0 else b
+                probes = {min(max(k - 1, a + 1), b - 1), min(max(k, a + 1), b - 1)}
+            else:
+                probes = {(a + b) // 2}
+            for k in sorted(probes):
+                rows.append(p)
+                cols.append(k)
+        r, c = np.asarray(rows), np.asarray(cols)
+        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]))
+        for p, k, s in zip(r.tolist(), c.tolist(), steps.tolist(), strict=True):
+            known[p][k] = s
+            if s <= target[p]:
+                hi[p] = min(hi[p], k)
+            else:
+                lo[p] = max(lo[p], k)
+        first = False
+    return hi
+
+
+def _solve(problems: Sequence[_Problem]) -> list[float]:
+    """The compute efficiency of each problem whose mean step time at the measured point equals its target."""
+    if not problems:
+        return []
+    table = concat_tables([p.table for p in problems])
+    target = np.array([p.target_s for p in problems])
+    P = len(problems)
+    ends = step_time_s(table.take(np.repeat(np.arange(P), 2)).replace(compute_eff=np.tile(GRID[[0, -1]], P)))
+    for p, prob in enumerate(problems):
+        lay, a = prob.anchor.measured_layout, prob.anchor
+        assert lay is not None  # a problem has a measured point
+        if target[p] < ends[2 * p + 1]:
+            raise InputError(
+                f"workload.throughput.{a.kind} = {a.figure:g} implies a {target[p]:.3g} s"
+                f" step at {a.measured_gpus:,} GPUs ({lay.text}) on {a.measured_fabric}, but even a compute"
+                f" efficiency of 1 gives {ends[2 * p + 1]:.3g} s there (bubble and communication); check the"
+                " figure, its flops convention and measured_at"
+            )
+        if target[p] >= ends[2 * p]:  # at the grid's lower end (equal: a root exactly on it)
+            raise InputError(
+                "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
+            )
+    coarse = [{0: ends[2 * p], len(GRID) - 1: ends[2 * p + 1]} for p in range(P)]
+    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse)
+    fine = np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
+    known = [{0: coarse[p][k[p] - 1], FINE_POINTS - 1: coarse[p][k[p]]} for p in range(P)]
+    j = _bracket(table, fine, target, known)
+    out = []
+    for p in range(P):
+        # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
+        x0, x1 = 1 / fine[p, j[p] - 1], 1 / fine[p, j[p]]
+        y0, y1 = known[p][j[p] - 1], known[p][j[p]]
+        x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+        out.append(float(min(1.0, 1.0 / x)))
+    return out
+
+
+def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
+    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
+    staged = [_stage(spec, catalog) for spec in specs]
+    problems = [p for p in staged if isinstance(p, _Problem)]
+    solved = iter(zip(problems, _solve(problems), strict=True))
+    out = []
+    for item in staged:
+        if isinstance(item, Anchor):
+            out.append(item)
+            continue
+        prob, eff = next(solved)
+        lay = prob.anchor.measured_layout
+        assert lay is not None
+        at_model = float(model_efficiency(prob.at, catalog, [lay])[0])
+        out.append(
+            replace(
+                prob.anchor,
+                compute_efficiency=eff,
+                anchor_step_s=float(prob.target_s),
+                scale=eff / at_model,
+                model_at_anchor=at_model,
+            )
+        )
+    return out
+
+
+def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
+    """Read the spec's throughput figure and solve the compute efficiency (module docstring).
+
+    The old solve evaluated all 61 coarse and 65 fine points; ``_bracket`` finds the same
+    neighbours of the root from a handful of them, so the efficiency is the same number.
+
+    Raises:
+        InputError: the figure cannot be reached at its measured point (even a compute
+            efficiency of 1 gives a longer step), or it needs measured_at.
+    """
+    return solve_anchors([spec], catalog)[0]
