@@ -14,11 +14,11 @@ from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
-from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor
+from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, solve_anchors
 from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
-from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
+from gpufabric.plan.table import Design, Table, build_table, concat_tables, enumerate_designs, scale_table
 from gpufabric.spec.models import Spec
 
 
@@ -210,18 +210,42 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog) -> Prepared:
-    """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
+def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepared:
+    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan)."""
     from gpufabric.plan.capacity import check_options
 
     check_options(spec, catalog)  # also tp against the NVLink domain
-    anchor = solve_anchor(spec, catalog)
+    anchor = anchor or solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
         anchor=anchor,
         designs=designs,
         notes=tuple(notes),
         choice=search_layouts(spec, catalog, designs, anchor),
+    )
+
+
+def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[Table, np.ndarray]:
+    """The table of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
+    k = len(p.designs)
+    effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
+    table = build_table(
+        spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)), compute_efficiency=effs
+    )
+    return table, effs
+
+
+def _records(spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation) -> list[Candidate]:
+    return to_records(
+        spec,
+        p.designs,
+        p.choice.layouts,
+        out,
+        peak_tflops=p.anchor.peak_tflops,
+        figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
+        compute_efficiency=effs,
+        runner_ups=p.choice.runner_ups,
+        notes=p.choice.notes,
     )
 
 
@@ -234,34 +258,11 @@ def evaluate_scenarios(
     the scenarios then re-evaluate the chosen layouts exactly.
     """
     p = prepared or prepare(spec, catalog)
-    designs, choice, anchor = p.designs, p.choice, p.anchor
-    k = len(designs)
-    effs = layout_efficiencies(anchor, spec, catalog, choice.layouts)
-    base = build_table(
-        spec,
-        catalog,
-        designs,
-        choice.layouts,
-        pairs=(np.arange(k), np.arange(k)),
-        compute_efficiency=effs,
-    )
+    k = len(p.designs)
+    base, effs = _chosen(spec, catalog, p)
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
-    figure = anchor.figure_flops_per_token(choice.layouts)
-    return [
-        to_records(
-            spec,
-            designs,
-            choice.layouts,
-            out.take(slice(i * k, (i + 1) * k)),
-            peak_tflops=anchor.peak_tflops,
-            figure_flops_per_token=figure,
-            compute_efficiency=effs,
-            runner_ups=choice.runner_ups,
-            notes=choice.notes,
-        )
-        for i in range(len(scenarios))
-    ]
+    return [_records(spec, p, effs, out.take(slice(i * k, (i + 1) * k))) for i in range(len(scenarios))]
 
 
 def evaluate_candidates(
@@ -273,3 +274,24 @@ def evaluate_candidates(
         network_latency, storage_latency: multipliers for sensitivity analysis.
     """
     return evaluate_scenarios(spec, catalog, [(network_latency, storage_latency)])[0]
+
+
+def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candidate]]:
+    """``evaluate_candidates`` of every spec (the same records), in a few shared table passes:
+    the throughput anchors solved together (``solve_anchors``), then every spec's chosen rows
+    stacked into one table (spec-level inputs are columns like any other) and evaluated once.
+    The layout search of a spec with several layouts still runs per spec."""
+    from gpufabric.plan.capacity import check_options
+
+    for spec in specs:
+        check_options(spec, catalog)  # before the solve, as prepare does
+    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog), strict=True)]
+    chosen = [_chosen(s, catalog, p) for s, p in zip(specs, preps, strict=True)]
+    if not chosen:
+        return []
+    out = evaluate_table(concat_tables([t for t, _ in chosen]))
+    ends = np.cumsum([0] + [len(t) for t, _ in chosen])
+    return [
+        _records(s, p, effs, out.take(slice(ends[i], ends[i + 1])))
+        for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
+    ]
