@@ -349,25 +349,25 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
     grid, the step time being decreasing in the efficiency), evaluating only the points it
     needs: ``known[p]`` (index -> step time) holds the grid's ends and gains every point evaluated.
 
-    The first round probes the two neighbours of the root of ``a / eff + b`` through the
-    bracket's ends; the later ones bisect. Every round is one vectorised pass over the
-    problems still open.
+    Every round probes the two neighbours of the root of ``a / eff + b`` through the
+    bracket's ends (the step is nearly that: compute and bubble scale as 1 / eff), from the
+    third round on the bracket's midpoint too, so a poor fit still halves it. Every round
+    is one vectorised pass over the problems still open.
     """
     P, M = effs.shape
     lo = np.zeros(P, dtype=int)  # step > target there
     hi = np.full(P, M - 1)  # step <= target there
-    first = True
+    rounds = 0
     while np.any(hi - lo > 1):
         rows, cols = [], []
         for p in np.flatnonzero(hi - lo > 1):
             a, b = int(lo[p]), int(hi[p])
-            if first:
-                x0, x1, y0, y1 = 1 / effs[p, a], 1 / effs[p, b], known[p][a], known[p][b]
-                x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
-                k = int(np.searchsorted(effs[p], 1 / x)) if x > 0 else b
-                probes = {min(max(k - 1, a + 1), b - 1), min(max(k, a + 1), b - 1)}
-            else:
-                probes = {(a + b) // 2}
+            x0, x1, y0, y1 = 1 / effs[p, a], 1 / effs[p, b], known[p][a], known[p][b]
+            x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+            k = int(np.searchsorted(effs[p], 1 / x)) if x > 0 else b
+            probes = {min(max(k - 1, a + 1), b - 1), min(max(k, a + 1), b - 1)}
+            if rounds >= 2:
+                probes.add((a + b) // 2)
             for k in sorted(probes):
                 rows.append(p)
                 cols.append(k)
@@ -379,7 +379,7 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
                 hi[p] = min(hi[p], k)
             else:
                 lo[p] = max(lo[p], k)
-        first = False
+        rounds += 1
     return hi
 
 

@@ -338,6 +338,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     }
     wb, gb, ob = state_bytes(w.precision, w.main_grads)
     heads = heads_of(spec)
+    links = gpu_link_fields(gpu)
     return {
         "nodes": spec.cluster.nodes,
         "gpn": spec.cluster.gpus_per_node,
@@ -384,9 +385,9 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "intra_pci": gpu.intra_link == "pci",
         "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
         "nvls_lat": gpu.nvls_latency_us,
-        "nvl_line": gpu_link_fields(gpu)["nvlink_line_gbps"],
-        "nvl_lat_scale": gpu_link_fields(gpu)["nvlink_latency_scale"],
-        "nic_host": gpu_link_fields(gpu)["nic_host_gbps"],
+        "nvl_line": links["nvlink_line_gbps"],
+        "nvl_lat_scale": links["nvlink_latency_scale"],
+        "nic_host": links["nic_host_gbps"],
         "host_copy": gpu.host_copy_gbps,
         "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
@@ -522,7 +523,10 @@ def build_table(
     else:
         li, di = pairs
     n = len(li)
-    cols: dict[str, np.ndarray] = {k: np.full(n, v, dtype=float) for k, v in workload_scalars(spec, catalog).items()}
+    scalars = workload_scalars(spec, catalog)
+    # One (columns x rows) block, each column a row of it: one allocation, not one per column.
+    block = np.repeat(np.array(list(scalars.values()), dtype=float)[:, None], n, axis=1)
+    cols: dict[str, np.ndarray] = dict(zip(scalars, block, strict=True))
     if compute_efficiency is not None:
         ce = np.asarray(compute_efficiency, dtype=float)
         cols["compute_eff"] = ce[li] if ce.ndim else np.full(n, float(ce))
