@@ -242,11 +242,16 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
     """
     if anchor.kind == "compute_efficiency" or not layouts:
         return np.full(len(layouts), anchor.compute_efficiency)
-    model = model_efficiency(spec, catalog, layouts)
-    if anchor.kind == "model":
-        return model
     lay = anchor.measured_layout
     same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
+    if anchor.model_at_anchor is not None and same_seq and all(x == lay for x in layouts):
+        # The measured layout itself (a fixed layout): the model's value there is already known
+        # (model_efficiency reads neither the node count nor the batch, where the two points differ).
+        model = np.full(len(layouts), anchor.model_at_anchor)
+    else:
+        model = model_efficiency(spec, catalog, layouts)
+    if anchor.kind == "model":
+        return model
     measured = np.array(
         [
             same_seq and lay is not None and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, solve_anchors
-from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
+from gpufabric.plan.evaluate import EVAL_FIELDS, ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import Design, Table, build_table, concat_tables, enumerate_designs, scale_table
@@ -110,13 +111,19 @@ def to_records(
     compute_efficiency: float | Sequence[float] | np.ndarray,
     runner_ups: Sequence[str | None] | None = None,
     notes: Sequence[str] | None = None,
+    invalid: dict[int, tuple[str, ...]] | None = None,
 ) -> list[Candidate]:
-    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
+    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``.
+
+    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once.
+    """
     records = []
-    invalid = invalid_outputs(out)
+    invalid = invalid_outputs(out) if invalid is None else invalid
     ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
+    # Python numbers, column by column: one conversion per column, not one row record per row.
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}
     for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        r = out.take(i)
+        r = SimpleNamespace(**{f: v[i] for f, v in columns.items()})
         bd = StepBreakdown(
             step_time_s=float(r.step_time_det_s),
             compute_s=float(r.compute_s),
@@ -235,7 +242,9 @@ def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[Table, np.ndarra
     return table, effs
 
 
-def _records(spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation) -> list[Candidate]:
+def _records(
+    spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation, invalid: dict[int, tuple[str, ...]] | None = None
+) -> list[Candidate]:
     return to_records(
         spec,
         p.designs,
@@ -246,6 +255,7 @@ def _records(spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation) -> list
         compute_efficiency=effs,
         runner_ups=p.choice.runner_ups,
         notes=p.choice.notes,
+        invalid=invalid,
     )
 
 
@@ -291,7 +301,14 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
         return []
     out = evaluate_table(concat_tables([t for t, _ in chosen]))
     ends = np.cumsum([0] + [len(t) for t, _ in chosen])
+    bad = invalid_outputs(out)  # one pass over the whole table, split by spec below
     return [
-        _records(s, p, effs, out.take(slice(ends[i], ends[i + 1])))
+        _records(
+            s,
+            p,
+            effs,
+            out.take(slice(ends[i], ends[i + 1])),
+            {r - ends[i]: cols for r, cols in bad.items() if ends[i] <= r < ends[i + 1]},
+        )
         for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
     ]
