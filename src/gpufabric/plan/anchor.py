@@ -31,7 +31,7 @@ from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
-from gpufabric.plan.evaluate import step_time_s
+from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
 from gpufabric.plan.table import Design, Table, _peak, build_table, concat_tables, nvlink_domain, workload_scalars
 from gpufabric.spec.models import AUTO, Spec
@@ -266,6 +266,9 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
 #: points between the two coarse neighbours of the root (interpolated in 1 / efficiency).
 GRID = np.geomspace(1e-3, 1.0, 61)
 FINE_POINTS = 65
+#: Where the solve's first guess probes: a typical compute efficiency (docs/accuracy.md: the
+#: anchors of the shipped examples solve to 0.3-0.7); only the number of passes depends on it.
+GUESS_EFFICIENCY = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -388,12 +391,46 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
     return hi
 
 
-def _solve(problems: Sequence[_Problem]) -> list[float]:
-    """The compute efficiency of each problem whose mean step time at the measured point equals its target."""
-    if not problems:
-        return []
-    table = concat_tables([p.table for p in problems])
-    target = np.array([p.target_s for p in problems])
+def _fine(k: np.ndarray) -> np.ndarray:
+    """The fine grid between the coarse points k - 1 and k, one row per problem."""
+    return np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
+
+
+def _guess(table: Table, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fine bracket of each problem guessed from one probe and checked: (k, j, the step
+    times at fine points j - 1 and j, whether they bracket the target).
+
+    A probe at ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff
+    (compute and bubble) and the rest; a second probe at that model's root does the same;
+    its root names the coarse cell k and the fine cell j, whose two ends are then evaluated. When they bracket the target (step
+    above it at j - 1, at or below it at j) the step time's decrease makes k and j the ones
+    the full grid's searches would find, and also rules out both errors of the solve.
+    """
+    P = len(target)
+    eff = np.full(P, GUESS_EFFICIENCY)
+    for _ in range(2):  # the second probe, at the first root, lands within ~1e-4 of the root
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=np.clip(eff, GRID[0], GRID[-1])))
+        rest = target - (s0 - cb0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = np.where(rest > 0, cb0 * np.clip(eff, GRID[0], GRID[-1]) / rest, np.nan)
+    inside = (eff > GRID[0]) & (eff <= GRID[-1])
+    k = np.clip(np.searchsorted(GRID, np.where(inside, eff, 1.0)), 1, len(GRID) - 1)
+    fine = _fine(k)
+    j = np.array([min(max(int(np.searchsorted(fine[p], eff[p])), 1), FINE_POINTS - 1) for p in range(P)])
+    rows = np.flatnonzero(inside)
+    s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
+    if len(rows):
+        effs = np.stack([fine[rows, j[rows] - 1], fine[rows, j[rows]]], axis=1).ravel()
+        steps = step_time_s(table.take(np.repeat(rows, 2)).replace(compute_eff=effs))
+        s_lo[rows], s_hi[rows] = steps[0::2], steps[1::2]
+    return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
+
+
+def _search(
+    problems: Sequence[_Problem], table: Table, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k, j, step times at fine points j - 1 and j) by bracketing, from the grid's ends
+    (which also check the figure can be reached)."""
     P = len(problems)
     ends = step_time_s(table.take(np.repeat(np.arange(P), 2)).replace(compute_eff=np.tile(GRID[[0, -1]], P)))
     for p, prob in enumerate(problems):
@@ -412,14 +449,29 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
             )
     coarse = [{0: ends[2 * p], len(GRID) - 1: ends[2 * p + 1]} for p in range(P)]
     k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse)
-    fine = np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
     known = [{0: coarse[p][k[p] - 1], FINE_POINTS - 1: coarse[p][k[p]]} for p in range(P)]
-    j = _bracket(table, fine, target, known)
+    j = _bracket(table, _fine(k), target, known)
+    return k, j, np.array([[known[p][j[p] - 1], known[p][j[p]]] for p in range(P)])
+
+
+def _solve(problems: Sequence[_Problem]) -> list[float]:
+    """The compute efficiency of each problem whose mean step time at the measured point equals
+    its target: the full grid's root (the fine neighbours of the first point at or below the
+    target, interpolated), its bracket guessed (``_guess``) or else searched (``_search``)."""
+    if not problems:
+        return []
+    table = concat_tables([p.table for p in problems])
+    target = np.array([p.target_s for p in problems])
+    k, j, s, ok = _guess(table, target)
+    miss = np.flatnonzero(~ok)
+    if len(miss):
+        k[miss], j[miss], s[miss] = _search([problems[p] for p in miss], table.take(miss), target[miss])
+    fine = _fine(k)
     out = []
-    for p in range(P):
+    for p in range(len(problems)):
         # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
         x0, x1 = 1 / fine[p, j[p] - 1], 1 / fine[p, j[p]]
-        y0, y1 = known[p][j[p] - 1], known[p][j[p]]
+        y0, y1 = s[p]
         x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
         out.append(float(min(1.0, 1.0 / x)))
     return out
