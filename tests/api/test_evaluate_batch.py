@@ -112,3 +112,18 @@ def test_an_unreachable_figure_in_a_batch_names_its_spec():
     bad = _spec("llama3-70b-1k", workload__throughput={"mfu": 0.99})
     with pytest.raises(InputError, match="even a compute efficiency of 1"):
         api.evaluate([api.load_spec(EXAMPLES / "lab-2node.yaml", catalog=CAT), bad], CAT)
+
+
+def test_the_search_behind_a_missed_guess_finds_the_same_root(monkeypatch):
+    from gpufabric.plan import anchor
+
+    specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
+    guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
+
+    def miss(table, target):
+        k, j, s, _ = real(table, target)
+        return k, j, s, np.zeros(len(target), dtype=bool)
+
+    real = anchor._guess
+    monkeypatch.setattr(anchor, "_guess", miss)
+    assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
