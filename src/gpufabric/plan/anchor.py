@@ -465,7 +465,7 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     k, j, s, ok = _guess(table, target)
     miss = np.flatnonzero(~ok)
     if len(miss):
-        k[miss], j[miss], s[miss] = _search([problems[p] for p in miss], table.take(miss), target[miss])
+        k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
     fine = _fine(k)
     out = []
     for p in range(len(problems)):
