@@ -409,7 +409,8 @@ def _guess(table: Table, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     P = len(target)
     eff = np.full(P, GUESS_EFFICIENCY)
     for _ in range(2):  # the second probe, at the first root, lands within ~1e-4 of the root
-        s0, cb0 = step_and_compute_s(table.replace(compute_eff=np.clip(eff, GRID[0], GRID[-1])))
+        # A guess: the tail on its shared 2% grid (model.tail.barrier_stats) is close enough.
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=np.clip(eff, GRID[0], GRID[-1])), quantise_tail=True)
         rest = target - (s0 - cb0)
         with np.errstate(divide="ignore", invalid="ignore"):
             eff = np.where(rest > 0, cb0 * np.clip(eff, GRID[0], GRID[-1]) / rest, np.nan)

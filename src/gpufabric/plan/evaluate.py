@@ -812,9 +812,9 @@ def step_time_s(t: Table) -> np.ndarray:
     return _step_stages(t, quantise=False)[4].stats.mean_s
 
 
-def step_and_compute_s(t: Table) -> tuple[np.ndarray, np.ndarray]:
+def step_and_compute_s(t: Table, *, quantise_tail: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``step_time_s(t)`` and the part of it that scales as 1 / compute efficiency (compute and bubble)."""
-    c, _, _, _, tail = _step_stages(t, quantise=False)
+    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail)
     return tail.stats.mean_s, c.compute_s + c.bubble_s
 
 
