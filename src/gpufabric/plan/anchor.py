@@ -33,7 +33,7 @@ from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
 from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
-from gpufabric.plan.table import Design, Table, _peak, build_table, concat_tables, nvlink_domain, workload_scalars
+from gpufabric.plan.table import Design, Table, _peak, build_table, concat_tables, model_scalars, nvlink_domain
 from gpufabric.spec.models import AUTO, Spec
 
 
@@ -175,7 +175,7 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
     """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
     w = spec.workload
     m = w.model
-    sc = workload_scalars(spec, catalog)
+    sc = model_scalars(spec)
     gpu = catalog.gpu(spec.cluster.gpu)
     gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
     col = {
@@ -285,7 +285,7 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
     """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem."""
     w = spec.workload
     th = w.throughput
-    scal = workload_scalars(spec, catalog)
+    scal = model_scalars(spec)
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
@@ -329,13 +329,18 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
         fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]), storage=o.storage[0]
     )
     # The measured point at its own size and work per step (measured_at.global_batch_tokens, seq_len).
-    at = spec.model_copy(
-        update={
-            "cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node}),
-            "workload": w.model_copy(
-                update={"global_batch_tokens": batch, "model": w.model.model_copy(update={"seq_len": seq})}
-            ),
-        }
+    same = gpus == spec.num_gpus and batch == w.global_batch_tokens and seq == w.model.seq_len
+    at = (
+        spec
+        if same
+        else spec.model_copy(
+            update={
+                "cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node}),
+                "workload": w.model_copy(
+                    update={"global_batch_tokens": batch, "model": w.model.model_copy(update={"seq_len": seq})}
+                ),
+            }
+        )
     )
     base = anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0)
     base = replace(

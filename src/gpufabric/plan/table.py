@@ -322,6 +322,25 @@ def nvlink_domain(spec: Spec, gpu: Any) -> int:
     return max(spec.cluster.gpus_per_node, min(gpu.nvlink_domain or 0, spec.num_gpus))
 
 
+def model_scalars(spec: Spec) -> dict[str, Any]:
+    """The model's derived sizes (part of ``workload_scalars``; all the efficiency model reads)."""
+    m = spec.workload.model
+    kw: dict[str, Any] = {
+        "experts": m.experts,
+        "top_k": m.top_k,
+        "expert_params": m.expert_params,
+        "active": m.active_params,
+    }
+    heads = heads_of(spec)
+    return {
+        "params_active": active_params(m.params, **kw),
+        "expert_params": expert_params_of(m.params, **kw),
+        "heads": heads,
+        "kv_ratio": (m.kv_heads or heads) / heads,
+        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+    }
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
@@ -330,14 +349,8 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
     ds = w.dataset
-    kw: dict[str, Any] = {
-        "experts": m.experts,
-        "top_k": m.top_k,
-        "expert_params": m.expert_params,
-        "active": m.active_params,
-    }
     wb, gb, ob = state_bytes(w.precision, w.main_grads)
-    heads = heads_of(spec)
+    ms = model_scalars(spec)
     links = gpu_link_fields(gpu)
     return {
         "nodes": spec.cluster.nodes,
@@ -346,15 +359,15 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "tp_overlap": par.tp_overlap,
         "flash_attention": w.flash_attention,
         "params": m.params,
-        "params_active": active_params(m.params, **kw),
-        "expert_params": expert_params_of(m.params, **kw),
+        "params_active": ms["params_active"],
+        "expert_params": ms["expert_params"],
         "top_k": m.top_k,
         "capacity_factor": m.capacity_factor,
         "layers": m.layers,
         "hidden": m.hidden,
-        "heads": heads,
-        "kv_ratio": (m.kv_heads or heads) / heads,
-        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+        "heads": ms["heads"],
+        "kv_ratio": ms["kv_ratio"],
+        "ffn_hidden": ms["ffn_hidden"],
         "gated_mlp": m.gated_mlp,
         "dropout": m.dropout,
         "nvl_domain": nvlink_domain(spec, gpu),
