@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -171,8 +172,8 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
-    """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
+def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU."""
     w = spec.workload
     m = w.model
     sc = model_scalars(spec)
@@ -201,33 +202,50 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
         dropout=m.dropout,
         cp=col["cp"],
     )
-    return np.asarray(
-        eff_model.layer_efficiency(
-            hidden=m.hidden,
-            ffn_hidden=sc["ffn_hidden"],
-            kv_ratio=sc["kv_ratio"],
-            gated=m.gated_mlp,
-            seq_len=m.seq_len,
-            microbatch_size=col["microbatch_size"],
-            tp=col["tp"],
-            cp=col["cp"],
-            layer_params=per_layer,
-            activation_bytes=act,
-            recompute=rc,
-            peak_tflops=_peak(gpu, w.precision),
-            peak_bf16_tflops=gpu.peak_bf16_tflops,
-            hbm_gbps=gpu.hbm_gbps,
-            gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
-            attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
-            fp8=w.precision == "fp8",
-            sms=eff_model.SMS[gen],
-            heads=sc["heads"],
-            flash_attention=w.flash_attention,
-            expert_tokens=expert_tokens,
-            local_experts=local_experts,
-        ),
-        dtype=float,
+    return dict(
+        hidden=m.hidden,
+        ffn_hidden=sc["ffn_hidden"],
+        kv_ratio=sc["kv_ratio"],
+        gated=m.gated_mlp,
+        seq_len=m.seq_len,
+        microbatch_size=col["microbatch_size"],
+        tp=col["tp"],
+        cp=col["cp"],
+        layer_params=per_layer,
+        activation_bytes=act,
+        recompute=rc,
+        peak_tflops=_peak(gpu, w.precision),
+        peak_bf16_tflops=gpu.peak_bf16_tflops,
+        hbm_gbps=gpu.hbm_gbps,
+        gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
+        attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
+        fp8=w.precision == "fp8",
+        sms=eff_model.SMS[gen],
+        heads=sc["heads"],
+        flash_attention=w.flash_attention,
+        expert_tokens=expert_tokens,
+        local_experts=local_experts,
     )
+
+
+def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
+    """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
+    (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
+    parts = [_efficiency_inputs(spec, catalog, layouts) for spec, layouts in items]
+    sizes = [len(layouts) for _, layouts in items]
+    if not sum(sizes):
+        return [np.zeros(0) for _ in items]
+    stacked = {
+        k: np.concatenate([np.broadcast_to(np.asarray(p[k]), (n,)) for p, n in zip(parts, sizes, strict=True)])
+        for k in parts[0]
+    }
+    flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
+    return np.split(flat, np.cumsum(sizes)[:-1])
+
+
+def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
+    """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
+    return np.asarray(eff_model.layer_efficiency(**_efficiency_inputs(spec, catalog, layouts)), dtype=float)
 
 
 def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
@@ -487,16 +505,15 @@ def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
     """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
     staged = [_stage(spec, catalog) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
-    solved = iter(zip(problems, _solve(problems), strict=True))
+    at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
+    solved = iter(zip(problems, _solve(problems), at_models, strict=True))
     out = []
     for item in staged:
         if isinstance(item, Anchor):
             out.append(item)
             continue
-        prob, eff = next(solved)
-        lay = prob.anchor.measured_layout
-        assert lay is not None
-        at_model = float(model_efficiency(prob.at, catalog, [lay])[0])
+        prob, eff, at_arr = next(solved)
+        at_model = float(at_arr[0])
         out.append(
             replace(
                 prob.anchor,
