@@ -15,6 +15,7 @@ from gpufabric.errors import InputError
 from gpufabric.plan.anchor import FINE_POINTS, GRID, _Problem, _stage, solve_anchor, solve_anchors
 from gpufabric.plan.candidates import evaluate_candidates
 from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.table import table_from_block
 from tests.conftest import EXAMPLES
 
 CAT = api.load_catalog()
@@ -87,7 +88,9 @@ def _grid_efficiency(spec) -> float:
     target = prob.target_s
 
     def steps(effs):
-        return evaluate_table(prob.table.take(np.zeros(len(effs), dtype=int)).replace(compute_eff=effs)).step_time_s
+        return evaluate_table(
+            table_from_block(prob.block).take(np.zeros(len(effs), dtype=int)).replace(compute_eff=effs)
+        ).step_time_s
 
     s = steps(GRID)
     k = int(np.searchsorted(-s, -target))

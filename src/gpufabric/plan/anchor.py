@@ -34,7 +34,7 @@ from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
 from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
-from gpufabric.plan.table import Design, Table, _peak, build_table, concat_tables, model_scalars, nvlink_domain
+from gpufabric.plan.table import Design, Table, _peak, model_scalars, nvlink_domain, table_block, table_from_block
 from gpufabric.spec.models import AUTO, Spec
 
 
@@ -295,7 +295,7 @@ class _Problem:
 
     anchor: Anchor  # compute_efficiency and step time not yet set
     at: Spec  # the spec at the measured point's size and work per step
-    table: Table
+    block: np.ndarray  # its one-row table (plan.table.table_block)
     target_s: float
 
 
@@ -371,7 +371,7 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
     )
     tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
-    return _Problem(anchor=base, at=at, table=build_table(at, catalog, [design], [layout]), target_s=target)
+    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout]), target_s=target)
 
 
 def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
@@ -484,7 +484,7 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     target, interpolated), its bracket guessed (``_guess``) or else searched (``_search``)."""
     if not problems:
         return []
-    table = concat_tables([p.table for p in problems])
+    table = table_from_block(np.concatenate([p.block for p in problems], axis=1))
     target = np.array([p.target_s for p in problems])
     k, j, s, ok = _guess(table, target)
     miss = np.flatnonzero(~ok)

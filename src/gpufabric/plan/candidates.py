@@ -19,7 +19,14 @@ from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, sol
 from gpufabric.plan.evaluate import EVAL_FIELDS, ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
-from gpufabric.plan.table import Design, Table, build_table, concat_tables, enumerate_designs, scale_table
+from gpufabric.plan.table import (
+    Design,
+    concat_tables,
+    enumerate_designs,
+    scale_table,
+    table_block,
+    table_from_block,
+)
 from gpufabric.spec.models import Spec
 
 
@@ -232,14 +239,14 @@ def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepa
     )
 
 
-def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[Table, np.ndarray]:
-    """The table of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
+def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
     k = len(p.designs)
     effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
-    table = build_table(
+    block = table_block(
         spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)), compute_efficiency=effs
     )
-    return table, effs
+    return block, effs
 
 
 def _records(
@@ -269,7 +276,8 @@ def evaluate_scenarios(
     """
     p = prepared or prepare(spec, catalog)
     k = len(p.designs)
-    base, effs = _chosen(spec, catalog, p)
+    block, effs = _chosen(spec, catalog, p)
+    base = table_from_block(block)
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
     return [_records(spec, p, effs, out.take(slice(i * k, (i + 1) * k))) for i in range(len(scenarios))]
@@ -299,8 +307,8 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     chosen = [_chosen(s, catalog, p) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
-    out = evaluate_table(concat_tables([t for t, _ in chosen]))
-    ends = np.cumsum([0] + [len(t) for t, _ in chosen])
+    out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
+    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen])
     bad = invalid_outputs(out)  # one pass over the whole table, split by spec below
     return [
         _records(

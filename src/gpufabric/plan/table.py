@@ -511,6 +511,53 @@ def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     return out
 
 
+_INDEX = {f: i for i, f in enumerate(FIELDS)}
+_BOOL_INDEX = tuple(_INDEX[f] for f in sorted(BOOL_FIELDS))
+
+
+def table_block(
+    spec: Spec,
+    catalog: Catalog,
+    designs: Sequence[Design],
+    layouts: Sequence[Layout] | None = None,
+    *,
+    pairs: tuple[np.ndarray, np.ndarray] | None = None,
+    compute_efficiency: float | Sequence[float] | np.ndarray | None = None,
+) -> np.ndarray:
+    """``build_table``'s columns as one float block, one row per field in ``FIELDS`` order
+    (rows x columns transposed): blocks of many specs stack with one ``np.concatenate``."""
+    from gpufabric.plan.layouts import spec_layout
+
+    layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
+    if pairs is None:
+        li = np.repeat(np.arange(len(layouts)), len(designs))
+        di = np.tile(np.arange(len(designs)), len(layouts))
+    else:
+        li, di = pairs
+    n = len(li)
+    block = np.empty((len(FIELDS), n))
+    scalars = workload_scalars(spec, catalog)
+    block[[_INDEX[k] for k in scalars]] = np.array(list(scalars.values()), dtype=float)[:, None]
+    if compute_efficiency is not None:
+        ce = np.asarray(compute_efficiency, dtype=float)
+        block[_INDEX["compute_eff"]] = ce[li] if ce.ndim else float(ce)
+    for cols, index in ((design_columns(catalog, designs), di), (layout_columns(layouts), li)):
+        rows = [_INDEX[k] for k in cols]
+        if all(len(v) for v in cols.values()):
+            block[rows] = np.array(list(cols.values()), dtype=float)[:, index]
+        else:
+            block[rows] = 0.0
+    return block
+
+
+def table_from_block(block: np.ndarray) -> Table:
+    """The :class:`Table` of a ``table_block`` (booleans cast; other columns are views of the block)."""
+    cols: dict[str, np.ndarray] = dict(zip(FIELDS, block, strict=True))
+    for i in _BOOL_INDEX:
+        cols[FIELDS[i]] = block[i].astype(bool)
+    return Table(**cols)
+
+
 def build_table(
     spec: Spec,
     catalog: Catalog,
@@ -527,31 +574,9 @@ def build_table(
     defaults to the spec's own; ``compute_efficiency`` (one value, or one per layout) to 0.5
     (plan.anchor solves it).
     """
-    from gpufabric.plan.layouts import spec_layout
-
-    layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
-    if pairs is None:
-        li = np.repeat(np.arange(len(layouts)), len(designs))
-        di = np.tile(np.arange(len(designs)), len(layouts))
-    else:
-        li, di = pairs
-    n = len(li)
-    scalars = workload_scalars(spec, catalog)
-    # One (columns x rows) block, each column a row of it: one allocation, not one per column.
-    block = np.repeat(np.array(list(scalars.values()), dtype=float)[:, None], n, axis=1)
-    cols: dict[str, np.ndarray] = dict(zip(scalars, block, strict=True))
-    if compute_efficiency is not None:
-        ce = np.asarray(compute_efficiency, dtype=float)
-        cols["compute_eff"] = ce[li] if ce.ndim else np.full(n, float(ce))
-    dcols = design_columns(catalog, designs)
-    lcols = layout_columns(layouts)
-    for k, v in dcols.items():
-        cols[k] = v[di] if len(v) else np.zeros(n)
-    for k, v in lcols.items():
-        cols[k] = v[li] if len(v) else np.zeros(n)
-    for k in BOOL_FIELDS:
-        cols[k] = cols[k].astype(bool)
-    return Table(**cols)
+    return table_from_block(
+        table_block(spec, catalog, designs, layouts, pairs=pairs, compute_efficiency=compute_efficiency)
+    )
 
 
 def concat_tables(tables: Sequence[Table]) -> Table:
