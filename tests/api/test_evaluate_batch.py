@@ -123,10 +123,21 @@ def test_the_search_behind_a_missed_guess_finds_the_same_root(monkeypatch):
     specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
     guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
 
-    def miss(table, target):
-        k, j, s, _ = real(table, target)
-        return k, j, s, np.zeros(len(target), dtype=bool)
+    def miss(table, target, eff):
+        k, j, s, _ = real(table, target, eff)
+        return k, j, np.full_like(s, np.nan), np.zeros(len(target), dtype=bool)
 
-    real = anchor._guess
-    monkeypatch.setattr(anchor, "_guess", miss)
+    real = anchor._probe_cell
+    monkeypatch.setattr(anchor, "_probe_cell", miss)
+    assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
+
+
+def test_a_retried_guess_finds_the_same_root(monkeypatch):
+    from gpufabric.plan import anchor
+
+    specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
+    guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
+    real = anchor._predict
+    # A first guess 0.3% low: its cell misses, the secant through the probed points retries.
+    monkeypatch.setattr(anchor, "_predict", lambda table, target: real(table, target) * 0.997)
     assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed

@@ -419,24 +419,32 @@ def _fine(k: np.ndarray) -> np.ndarray:
     return np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
 
 
-def _guess(table: Table, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The fine bracket of each problem guessed from one probe and checked: (k, j, the step
-    times at fine points j - 1 and j, whether they bracket the target).
-
-    A probe at ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff
-    (compute and bubble) and the rest; a second probe at that model's root does the same;
-    its root names the coarse cell k and the fine cell j, whose two ends are then evaluated. When they bracket the target (step
-    above it at j - 1, at or below it at j) the step time's decrease makes k and j the ones
-    the full grid's searches would find, and also rules out both errors of the solve.
-    """
-    P = len(target)
-    eff = np.full(P, GUESS_EFFICIENCY)
-    for _ in range(2):  # the second probe, at the first root, lands within ~1e-4 of the root
-        # A guess: the tail on its shared 2% grid (model.tail.barrier_stats) is close enough.
-        s0, cb0 = step_and_compute_s(table.replace(compute_eff=np.clip(eff, GRID[0], GRID[-1])), quantise_tail=True)
+def _predict(table: Table, target: np.ndarray) -> np.ndarray:
+    """Each problem's root, approximately (nan: none in the grid's range): a probe at
+    ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff (compute and
+    bubble) and the rest; a second probe at that model's root does the same, and its root
+    lands within ~1e-4 of the solve's (the tail taken on its shared 2% grid: only a guess)."""
+    eff = np.full(len(target), GUESS_EFFICIENCY)
+    for _ in range(2):
+        at = np.clip(eff, GRID[0], GRID[-1])
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True)
         rest = target - (s0 - cb0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            eff = np.where(rest > 0, cb0 * np.clip(eff, GRID[0], GRID[-1]) / rest, np.nan)
+            eff = np.where(rest > 0, cb0 * at / rest, np.nan)
+    return eff
+
+
+def _probe_cell(
+    table: Table, target: np.ndarray, eff: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fine cell holding each guess ``eff``, checked: (k, j, the step times at fine points
+    j - 1 and j (nan: not probed), whether they bracket the target).
+
+    When they do (step above the target at j - 1, at or below it at j) the step time's
+    decrease makes k and j the ones the full grid's searches would find, and also rules out
+    both errors of the solve.
+    """
+    P = len(target)
     inside = (eff > GRID[0]) & (eff <= GRID[-1])
     k = np.clip(np.searchsorted(GRID, np.where(inside, eff, 1.0)), 1, len(GRID) - 1)
     fine = _fine(k)
@@ -448,6 +456,17 @@ def _guess(table: Table, target: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
         steps = step_time_s(table.take(np.repeat(rows, 2)).replace(compute_eff=effs))
         s_lo[rows], s_hi[rows] = steps[0::2], steps[1::2]
     return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
+
+
+def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``_probe_cell`` again at the secant (in 1 / eff) through the two fine points a missed guess probed."""
+    fine = _fine(k)
+    r = np.arange(len(k))
+    x0, x1 = 1 / fine[r, j - 1], 1 / fine[r, j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = x0 + (target - s[:, 0]) * (x1 - x0) / (s[:, 1] - s[:, 0])
+        eff = np.where(np.isfinite(x) & (x > 0), 1 / x, np.nan)
+    return _probe_cell(table, target, eff)
 
 
 def _search(
@@ -481,12 +500,17 @@ def _search(
 def _solve(problems: Sequence[_Problem]) -> list[float]:
     """The compute efficiency of each problem whose mean step time at the measured point equals
     its target: the full grid's root (the fine neighbours of the first point at or below the
-    target, interpolated), its bracket guessed (``_guess``) or else searched (``_search``)."""
+    target, interpolated), its bracket guessed (``_predict``, ``_probe_cell``, once more ``_retry``) or else searched (``_search``)."""
     if not problems:
         return []
     table = table_from_block(np.concatenate([p.block for p in problems], axis=1))
     target = np.array([p.target_s for p in problems])
-    k, j, s, ok = _guess(table, target)
+    k, j, s, ok = _probe_cell(table, target, _predict(table, target))
+    miss = np.flatnonzero(~ok & np.isfinite(s[:, 0]))
+    if len(miss):
+        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss])
+        hit = miss[ok2]
+        k[hit], j[hit], s[hit], ok[hit] = k2[ok2], j2[ok2], s2[ok2], True
     miss = np.flatnonzero(~ok)
     if len(miss):
         k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
