@@ -235,12 +235,16 @@ def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: 
     sizes = [len(layouts) for _, layouts in items]
     if not sum(sizes):
         return [np.zeros(0) for _ in items]
-    stacked = {
-        k: np.concatenate([np.broadcast_to(np.asarray(p[k]), (n,)) for p, n in zip(parts, sizes, strict=True)])
-        for k in parts[0]
-    }
+    stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
     flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
     return np.split(flat, np.cumsum(sizes)[:-1])
+
+
+def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
+    """One column from each item's value (a scalar repeated, or one value per layout)."""
+    if all(np.ndim(v) == 0 for v in values):
+        return np.repeat(np.array(values), sizes)
+    return np.concatenate([np.broadcast_to(np.asarray(v), (n,)) for v, n in zip(values, sizes, strict=True)])
 
 
 def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
