@@ -87,11 +87,12 @@ def evaluate(specs: Spec | Sequence[Spec], catalog: Catalog | None = None) -> li
     """The candidate table of one training spec (or one table per spec), unranked: every design
     its options allow with the best layout for each, predicted and costed, without the
     recommendation and sensitivity runs ``plan`` adds. The catalog is loaded once for a batch."""
-    from gpufabric.plan.candidates import evaluate_candidates
+    from gpufabric.plan.candidates import evaluate_batch, evaluate_candidates
 
     cat = _catalog(catalog)
     if isinstance(specs, Sequence):
-        return [evaluate_candidates(s, cat) for s in specs]
+        # One batch: the specs share table passes (the same records as one at a time).
+        return evaluate_batch(specs, cat)
     return evaluate_candidates(specs, cat)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -31,9 +32,9 @@ from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
 from gpufabric.model.memory import activation_bytes_per_layer
-from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
-from gpufabric.plan.table import Design, _peak, build_table, nvlink_domain, workload_scalars
+from gpufabric.plan.table import Design, Table, _peak, model_scalars, nvlink_domain, table_block, table_from_block
 from gpufabric.spec.models import AUTO, Spec
 
 
@@ -171,11 +172,11 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
-    """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
+def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU."""
     w = spec.workload
     m = w.model
-    sc = workload_scalars(spec, catalog)
+    sc = model_scalars(spec)
     gpu = catalog.gpu(spec.cluster.gpu)
     gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
     col = {
@@ -201,33 +202,54 @@ def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) ->
         dropout=m.dropout,
         cp=col["cp"],
     )
-    return np.asarray(
-        eff_model.layer_efficiency(
-            hidden=m.hidden,
-            ffn_hidden=sc["ffn_hidden"],
-            kv_ratio=sc["kv_ratio"],
-            gated=m.gated_mlp,
-            seq_len=m.seq_len,
-            microbatch_size=col["microbatch_size"],
-            tp=col["tp"],
-            cp=col["cp"],
-            layer_params=per_layer,
-            activation_bytes=act,
-            recompute=rc,
-            peak_tflops=_peak(gpu, w.precision),
-            peak_bf16_tflops=gpu.peak_bf16_tflops,
-            hbm_gbps=gpu.hbm_gbps,
-            gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
-            attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
-            fp8=w.precision == "fp8",
-            sms=eff_model.SMS[gen],
-            heads=sc["heads"],
-            flash_attention=w.flash_attention,
-            expert_tokens=expert_tokens,
-            local_experts=local_experts,
-        ),
-        dtype=float,
+    return dict(
+        hidden=m.hidden,
+        ffn_hidden=sc["ffn_hidden"],
+        kv_ratio=sc["kv_ratio"],
+        gated=m.gated_mlp,
+        seq_len=m.seq_len,
+        microbatch_size=col["microbatch_size"],
+        tp=col["tp"],
+        cp=col["cp"],
+        layer_params=per_layer,
+        activation_bytes=act,
+        recompute=rc,
+        peak_tflops=_peak(gpu, w.precision),
+        peak_bf16_tflops=gpu.peak_bf16_tflops,
+        hbm_gbps=gpu.hbm_gbps,
+        gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
+        attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
+        fp8=w.precision == "fp8",
+        sms=eff_model.SMS[gen],
+        heads=sc["heads"],
+        flash_attention=w.flash_attention,
+        expert_tokens=expert_tokens,
+        local_experts=local_experts,
     )
+
+
+def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
+    """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
+    (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
+    parts = [_efficiency_inputs(spec, catalog, layouts) for spec, layouts in items]
+    sizes = [len(layouts) for _, layouts in items]
+    if not sum(sizes):
+        return [np.zeros(0) for _ in items]
+    stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
+    flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
+    return np.split(flat, np.cumsum(sizes)[:-1])
+
+
+def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
+    """One column from each item's value (a scalar repeated, or one value per layout)."""
+    if all(np.ndim(v) == 0 for v in values):
+        return np.repeat(np.array(values), sizes)
+    return np.concatenate([np.broadcast_to(np.asarray(v), (n,)) for v, n in zip(values, sizes, strict=True)])
+
+
+def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
+    """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
+    return np.asarray(eff_model.layer_efficiency(**_efficiency_inputs(spec, catalog, layouts)), dtype=float)
 
 
 def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
@@ -242,11 +264,16 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
     """
     if anchor.kind == "compute_efficiency" or not layouts:
         return np.full(len(layouts), anchor.compute_efficiency)
-    model = model_efficiency(spec, catalog, layouts)
-    if anchor.kind == "model":
-        return model
     lay = anchor.measured_layout
     same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
+    if anchor.model_at_anchor is not None and same_seq and all(x == lay for x in layouts):
+        # The measured layout itself (a fixed layout): the model's value there is already known
+        # (model_efficiency reads neither the node count nor the batch, where the two points differ).
+        model = np.full(len(layouts), anchor.model_at_anchor)
+    else:
+        model = model_efficiency(spec, catalog, layouts)
+    if anchor.kind == "model":
+        return model
     measured = np.array(
         [
             same_seq and lay is not None and (x.tp, x.cp, x.microbatch_size) == (lay.tp, lay.cp, lay.microbatch_size)
@@ -257,23 +284,35 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
     return np.minimum(model * scale, 1.0)
 
 
-def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
-    """Read the spec's throughput figure and solve the compute efficiency (module docstring).
+#: The efficiencies the solve brackets the root on: a coarse geometric grid, then 65 linear
+#: points between the two coarse neighbours of the root (interpolated in 1 / efficiency).
+GRID = np.geomspace(1e-3, 1.0, 61)
+FINE_POINTS = 65
+#: Where the solve's first guess probes: a typical compute efficiency (docs/accuracy.md: the
+#: anchors of the shipped examples solve to 0.3-0.7); only the number of passes depends on it.
+GUESS_EFFICIENCY = 0.5
 
-    Raises:
-        InputError: the figure cannot be reached at its measured point (even a compute
-            efficiency of 1 gives a longer step), or it needs measured_at.
-    """
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Problem:
+    """One spec's measured point, ready to solve: its one-row table and the step time to reach."""
+
+    anchor: Anchor  # compute_efficiency and step time not yet set
+    at: Spec  # the spec at the measured point's size and work per step
+    block: np.ndarray  # its one-row table (plan.table.table_block)
+    target_s: float
+
+
+def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
+    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem."""
     w = spec.workload
     th = w.throughput
-    scal = workload_scalars(spec, catalog)
+    scal = model_scalars(spec)
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
 
-    def anchor(
-        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, step_s: float | None
-    ) -> Anchor:
+    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float) -> Anchor:
         return Anchor(
             kind=th.kind,
             figure=figure,
@@ -284,14 +323,14 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
             assumed=assumed,
             compute_efficiency=efficiency,
             peak_tflops=peak,
-            anchor_step_s=step_s,
+            anchor_step_s=None,
             params_active=float(scal["params_active"]),
             model_shape=shape,
             notes=w.notes,
         )
 
     if th.kind == "compute_efficiency":
-        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure, step_s=None)
+        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure)
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
         # the record (every layout gets its own value, layout_efficiencies).
@@ -301,7 +340,7 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
         else:
             at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0])
         return replace(
-            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec, step_s=None),
+            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec),
             kind="model",
             figure=at_spec,
         )
@@ -312,54 +351,217 @@ def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
         fabric=fabric, topology=o.topologies[0], oversubscription=float(o.oversubscription[0]), storage=o.storage[0]
     )
     # The measured point at its own size and work per step (measured_at.global_batch_tokens, seq_len).
-    at = spec.model_copy(
-        update={
-            "cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node}),
-            "workload": w.model_copy(
-                update={"global_batch_tokens": batch, "model": w.model.model_copy(update={"seq_len": seq})}
-            ),
-        }
-    )
-    shape_at = (shape[0], shape[1], float(seq), shape[3])
-    f_fig = float(
-        replace(
-            anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0, step_s=None),
-            model_shape=shape_at,
-        ).figure_flops_per_token([layout])[0]
-    )
-    tflops = figure * peak if th.kind == "mfu" else figure
-    target = f_fig * batch / (gpus * tflops * 1e12)
-
-    def steps(effs: np.ndarray) -> np.ndarray:
-        pairs = (np.zeros(len(effs), dtype=int), np.zeros(len(effs), dtype=int))
-        t = build_table(at, catalog, [design], [layout], pairs=pairs).replace(compute_eff=effs)
-        return evaluate_table(t).step_time_s
-
-    grid = np.geomspace(1e-3, 1.0, 61)
-    s = steps(grid)
-    if target < s[-1]:
-        raise InputError(
-            f"workload.throughput.{th.kind} = {figure:g} implies a {target:.3g} s"
-            f" step at {gpus:,} GPUs ({layout.text}) on {fabric}, but even a compute efficiency of 1 gives {s[-1]:.3g} s"
-            " there (bubble and communication); check the figure, its flops convention and measured_at"
+    same = gpus == spec.num_gpus and batch == w.global_batch_tokens and seq == w.model.seq_len
+    at = (
+        spec
+        if same
+        else spec.model_copy(
+            update={
+                "cluster": spec.cluster.model_copy(update={"nodes": gpus // spec.cluster.gpus_per_node}),
+                "workload": w.model_copy(
+                    update={"global_batch_tokens": batch, "model": w.model.model_copy(update={"seq_len": seq})}
+                ),
+            }
         )
-    if target > s[0]:
-        raise InputError(
-            "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
-        )
-    k = int(np.searchsorted(-s, -target))  # s decreasing: first index with s <= target
-    fine = np.linspace(grid[k - 1], grid[k], 65)
-    sf = steps(fine)
-    j = min(max(int(np.searchsorted(-sf, -target)), 1), len(fine) - 1)
-    # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
-    x0, x1, y0, y1 = 1 / fine[j - 1], 1 / fine[j], sf[j - 1], sf[j]
-    x = x0 + (target - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
-    eff = float(min(1.0, 1.0 / x))
-    at_model = float(model_efficiency(at, catalog, [layout])[0])
-    return replace(
-        anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=eff, step_s=float(target)),
-        scale=eff / at_model,
-        model_at_anchor=at_model,
+    )
+    base = anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0)
+    base = replace(
+        base,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
+    f_fig = float(
+        replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3])).figure_flops_per_token([layout])[0]
+    )
+    tflops = figure * peak if th.kind == "mfu" else figure
+    target = f_fig * batch / (gpus * tflops * 1e12)
+    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout]), target_s=target)
+
+
+def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
+    """Per problem (row p of ``table`` and ``effs``), the first index of ``effs[p]`` whose step
+    time is at or below ``target[p]`` (``np.searchsorted(-steps, -target)`` over the whole
+    grid, the step time being decreasing in the efficiency), evaluating only the points it
+    needs: ``known[p]`` (index -> step time) holds the grid's ends and gains every point evaluated.
+
+    Every round probes the two neighbours of the root of ``a / eff + b`` through the
+    bracket's ends (the step is nearly that: compute and bubble scale as 1 / eff), from the
+    third round on the bracket's midpoint too, so a poor fit still halves it. Every round
+    is one vectorised pass over the problems still open.
+    """
+    P, M = effs.shape
+    lo = np.zeros(P, dtype=int)  # step > target there
+    hi = np.full(P, M - 1)  # step <= target there
+    rounds = 0
+    while np.any(hi - lo > 1):
+        rows, cols = [], []
+        for p in np.flatnonzero(hi - lo > 1):
+            a, b = int(lo[p]), int(hi[p])
+            x0, x1, y0, y1 = 1 / effs[p, a], 1 / effs[p, b], known[p][a], known[p][b]
+            x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+            k = int(np.searchsorted(effs[p], 1 / x)) if x > 0 else b
+            probes = {min(max(k - 1, a + 1), b - 1), min(max(k, a + 1), b - 1)}
+            if rounds >= 2:
+                probes.add((a + b) // 2)
+            for k in sorted(probes):
+                rows.append(p)
+                cols.append(k)
+        r, c = np.asarray(rows), np.asarray(cols)
+        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]))
+        for p, k, s in zip(r.tolist(), c.tolist(), steps.tolist(), strict=True):
+            known[p][k] = s
+            if s <= target[p]:
+                hi[p] = min(hi[p], k)
+            else:
+                lo[p] = max(lo[p], k)
+        rounds += 1
+    return hi
+
+
+def _fine(k: np.ndarray) -> np.ndarray:
+    """The fine grid between the coarse points k - 1 and k, one row per problem."""
+    return np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
+
+
+def _predict(table: Table, target: np.ndarray) -> np.ndarray:
+    """Each problem's root, approximately (nan: none in the grid's range): a probe at
+    ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff (compute and
+    bubble) and the rest; a second probe at that model's root does the same, and its root
+    lands within ~1e-4 of the solve's (the tail taken on its shared 2% grid: only a guess)."""
+    eff = np.full(len(target), GUESS_EFFICIENCY)
+    for _ in range(2):
+        at = np.clip(eff, GRID[0], GRID[-1])
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True)
+        rest = target - (s0 - cb0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eff = np.where(rest > 0, cb0 * at / rest, np.nan)
+    return eff
+
+
+def _probe_cell(
+    table: Table, target: np.ndarray, eff: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The fine cell holding each guess ``eff``, checked: (k, j, the step times at fine points
+    j - 1 and j (nan: not probed), whether they bracket the target).
+
+    When they do (step above the target at j - 1, at or below it at j) the step time's
+    decrease makes k and j the ones the full grid's searches would find, and also rules out
+    both errors of the solve.
+    """
+    P = len(target)
+    inside = (eff > GRID[0]) & (eff <= GRID[-1])
+    k = np.clip(np.searchsorted(GRID, np.where(inside, eff, 1.0)), 1, len(GRID) - 1)
+    fine = _fine(k)
+    j = np.array([min(max(int(np.searchsorted(fine[p], eff[p])), 1), FINE_POINTS - 1) for p in range(P)])
+    rows = np.flatnonzero(inside)
+    s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
+    if len(rows):
+        effs = np.stack([fine[rows, j[rows] - 1], fine[rows, j[rows]]], axis=1).ravel()
+        steps = step_time_s(table.take(np.repeat(rows, 2)).replace(compute_eff=effs))
+        s_lo[rows], s_hi[rows] = steps[0::2], steps[1::2]
+    return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
+
+
+def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``_probe_cell`` again at the secant (in 1 / eff) through the two fine points a missed guess probed."""
+    fine = _fine(k)
+    r = np.arange(len(k))
+    x0, x1 = 1 / fine[r, j - 1], 1 / fine[r, j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        x = x0 + (target - s[:, 0]) * (x1 - x0) / (s[:, 1] - s[:, 0])
+        eff = np.where(np.isfinite(x) & (x > 0), 1 / x, np.nan)
+    return _probe_cell(table, target, eff)
+
+
+def _search(
+    problems: Sequence[_Problem], table: Table, target: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k, j, step times at fine points j - 1 and j) by bracketing, from the grid's ends
+    (which also check the figure can be reached)."""
+    P = len(problems)
+    ends = step_time_s(table.take(np.repeat(np.arange(P), 2)).replace(compute_eff=np.tile(GRID[[0, -1]], P)))
+    for p, prob in enumerate(problems):
+        lay, a = prob.anchor.measured_layout, prob.anchor
+        assert lay is not None  # a problem has a measured point
+        if target[p] < ends[2 * p + 1]:
+            raise InputError(
+                f"workload.throughput.{a.kind} = {a.figure:g} implies a {target[p]:.3g} s"
+                f" step at {a.measured_gpus:,} GPUs ({lay.text}) on {a.measured_fabric}, but even a compute"
+                f" efficiency of 1 gives {ends[2 * p + 1]:.3g} s there (bubble and communication); check the"
+                " figure, its flops convention and measured_at"
+            )
+        if target[p] >= ends[2 * p]:  # at the grid's lower end (equal: a root exactly on it)
+            raise InputError(
+                "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
+            )
+    coarse = [{0: ends[2 * p], len(GRID) - 1: ends[2 * p + 1]} for p in range(P)]
+    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse)
+    known = [{0: coarse[p][k[p] - 1], FINE_POINTS - 1: coarse[p][k[p]]} for p in range(P)]
+    j = _bracket(table, _fine(k), target, known)
+    return k, j, np.array([[known[p][j[p] - 1], known[p][j[p]]] for p in range(P)])
+
+
+def _solve(problems: Sequence[_Problem]) -> list[float]:
+    """The compute efficiency of each problem whose mean step time at the measured point equals
+    its target: the full grid's root (the fine neighbours of the first point at or below the
+    target, interpolated), its bracket guessed (``_predict``, ``_probe_cell``, once more ``_retry``) or else searched (``_search``)."""
+    if not problems:
+        return []
+    table = table_from_block(np.concatenate([p.block for p in problems], axis=1))
+    target = np.array([p.target_s for p in problems])
+    k, j, s, ok = _probe_cell(table, target, _predict(table, target))
+    miss = np.flatnonzero(~ok & np.isfinite(s[:, 0]))
+    if len(miss):
+        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss])
+        hit = miss[ok2]
+        k[hit], j[hit], s[hit], ok[hit] = k2[ok2], j2[ok2], s2[ok2], True
+    miss = np.flatnonzero(~ok)
+    if len(miss):
+        k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
+    fine = _fine(k)
+    out = []
+    for p in range(len(problems)):
+        # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
+        x0, x1 = 1 / fine[p, j[p] - 1], 1 / fine[p, j[p]]
+        y0, y1 = s[p]
+        x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+        out.append(float(min(1.0, 1.0 / x)))
+    return out
+
+
+def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
+    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
+    staged = [_stage(spec, catalog) for spec in specs]
+    problems = [p for p in staged if isinstance(p, _Problem)]
+    at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
+    solved = iter(zip(problems, _solve(problems), at_models, strict=True))
+    out = []
+    for item in staged:
+        if isinstance(item, Anchor):
+            out.append(item)
+            continue
+        prob, eff, at_arr = next(solved)
+        at_model = float(at_arr[0])
+        out.append(
+            replace(
+                prob.anchor,
+                compute_efficiency=eff,
+                anchor_step_s=float(prob.target_s),
+                scale=eff / at_model,
+                model_at_anchor=at_model,
+            )
+        )
+    return out
+
+
+def solve_anchor(spec: Spec, catalog: Catalog) -> Anchor:
+    """Read the spec's throughput figure and solve the compute efficiency (module docstring).
+
+    The old solve evaluated all 61 coarse and 65 fine points; ``_bracket`` finds the same
+    neighbours of the root from a handful of them, so the efficiency is the same number.
+
+    Raises:
+        InputError: the figure cannot be reached at its measured point (even a compute
+            efficiency of 1 gives a longer step), or it needs measured_at.
+    """
+    return solve_anchors([spec], catalog)[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -14,11 +15,18 @@ from gpufabric.model.collectives import ALGORITHMS
 from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
-from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor
-from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
+from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, solve_anchors
+from gpufabric.plan.evaluate import EVAL_FIELDS, ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
-from gpufabric.plan.table import Design, build_table, concat_tables, enumerate_designs, scale_table
+from gpufabric.plan.table import (
+    Design,
+    concat_tables,
+    enumerate_designs,
+    scale_table,
+    table_block,
+    table_from_block,
+)
 from gpufabric.spec.models import Spec
 
 
@@ -110,13 +118,19 @@ def to_records(
     compute_efficiency: float | Sequence[float] | np.ndarray,
     runner_ups: Sequence[str | None] | None = None,
     notes: Sequence[str] | None = None,
+    invalid: dict[int, tuple[str, ...]] | None = None,
 ) -> list[Candidate]:
-    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``."""
+    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``.
+
+    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once.
+    """
     records = []
-    invalid = invalid_outputs(out)
+    invalid = invalid_outputs(out) if invalid is None else invalid
     ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
+    # Python numbers, column by column: one conversion per column, not one row record per row.
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}
     for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        r = out.take(i)
+        r = SimpleNamespace(**{f: v[i] for f, v in columns.items()})
         bd = StepBreakdown(
             step_time_s=float(r.step_time_det_s),
             compute_s=float(r.compute_s),
@@ -210,18 +224,45 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog) -> Prepared:
-    """Solve the throughput anchor, drop NICs the host cannot feed, search the layouts (once per plan)."""
+def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepared:
+    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan)."""
     from gpufabric.plan.capacity import check_options
 
     check_options(spec, catalog)  # also tp against the NVLink domain
-    anchor = solve_anchor(spec, catalog)
+    anchor = anchor or solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
         anchor=anchor,
         designs=designs,
         notes=tuple(notes),
         choice=search_layouts(spec, catalog, designs, anchor),
+    )
+
+
+def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[np.ndarray, np.ndarray]:
+    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
+    k = len(p.designs)
+    effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
+    block = table_block(
+        spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)), compute_efficiency=effs
+    )
+    return block, effs
+
+
+def _records(
+    spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation, invalid: dict[int, tuple[str, ...]] | None = None
+) -> list[Candidate]:
+    return to_records(
+        spec,
+        p.designs,
+        p.choice.layouts,
+        out,
+        peak_tflops=p.anchor.peak_tflops,
+        figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
+        compute_efficiency=effs,
+        runner_ups=p.choice.runner_ups,
+        notes=p.choice.notes,
+        invalid=invalid,
     )
 
 
@@ -234,34 +275,12 @@ def evaluate_scenarios(
     the scenarios then re-evaluate the chosen layouts exactly.
     """
     p = prepared or prepare(spec, catalog)
-    designs, choice, anchor = p.designs, p.choice, p.anchor
-    k = len(designs)
-    effs = layout_efficiencies(anchor, spec, catalog, choice.layouts)
-    base = build_table(
-        spec,
-        catalog,
-        designs,
-        choice.layouts,
-        pairs=(np.arange(k), np.arange(k)),
-        compute_efficiency=effs,
-    )
+    k = len(p.designs)
+    block, effs = _chosen(spec, catalog, p)
+    base = table_from_block(block)
     tables = [scale_table(base, network_latency=n, storage_latency=s) for n, s in scenarios]
     out = evaluate_table(concat_tables(tables))
-    figure = anchor.figure_flops_per_token(choice.layouts)
-    return [
-        to_records(
-            spec,
-            designs,
-            choice.layouts,
-            out.take(slice(i * k, (i + 1) * k)),
-            peak_tflops=anchor.peak_tflops,
-            figure_flops_per_token=figure,
-            compute_efficiency=effs,
-            runner_ups=choice.runner_ups,
-            notes=choice.notes,
-        )
-        for i in range(len(scenarios))
-    ]
+    return [_records(spec, p, effs, out.take(slice(i * k, (i + 1) * k))) for i in range(len(scenarios))]
 
 
 def evaluate_candidates(
@@ -273,3 +292,31 @@ def evaluate_candidates(
         network_latency, storage_latency: multipliers for sensitivity analysis.
     """
     return evaluate_scenarios(spec, catalog, [(network_latency, storage_latency)])[0]
+
+
+def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candidate]]:
+    """``evaluate_candidates`` of every spec (the same records), in a few shared table passes:
+    the throughput anchors solved together (``solve_anchors``), then every spec's chosen rows
+    stacked into one table (spec-level inputs are columns like any other) and evaluated once.
+    The layout search of a spec with several layouts still runs per spec."""
+    from gpufabric.plan.capacity import check_options
+
+    for spec in specs:
+        check_options(spec, catalog)  # before the solve, as prepare does
+    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog), strict=True)]
+    chosen = [_chosen(s, catalog, p) for s, p in zip(specs, preps, strict=True)]
+    if not chosen:
+        return []
+    out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
+    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen])
+    bad = invalid_outputs(out)  # one pass over the whole table, split by spec below
+    return [
+        _records(
+            s,
+            p,
+            effs,
+            out.take(slice(ends[i], ends[i + 1])),
+            {r - ends[i]: cols for r, cols in bad.items() if ends[i] <= r < ends[i + 1]},
+        )
+        for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
+    ]

@@ -790,6 +790,34 @@ def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, 
     return _Tail(stats=stats, dependent_steps=dep_steps, hiccup_prob=hiccup_q, jitter_s=t.jitter_us * 1e-6 * congestion)
 
 
+def _step_stages(t: Table, *, quantise: bool) -> tuple[_Compute, Any, _Comm, _Storage, _Tail]:
+    """The stages the step time depends on: compute, fabric sizing, communication, storage, tail."""
+    c = _compute_stage(t)
+    size = size_fabric(
+        nodes=t.nodes,
+        nics_per_node=t.gpn,
+        radix=t.radix,
+        oversubscription=t.oversub,
+        rail_optimized=t.rail,
+        switch_ports_per_module=t.sw_xcvr_ports,
+    )
+    comm = _comm_stage(t, size, c)
+    st = _storage_stage(t, size, c.compute_s + c.bubble_s + comm.exposed_s)
+    return c, size, comm, st, _tail_stage(t, size, c, comm, st, quantise=quantise)
+
+
+def step_time_s(t: Table) -> np.ndarray:
+    """``evaluate_table(t).step_time_s`` without the memory, reliability and cost stages, which
+    the step time does not depend on (the throughput anchor's solve needs only this)."""
+    return _step_stages(t, quantise=False)[4].stats.mean_s
+
+
+def step_and_compute_s(t: Table, *, quantise_tail: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``step_time_s(t)`` and the part of it that scales as 1 / compute efficiency (compute and bubble)."""
+    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail)
+    return tail.stats.mean_s, c.compute_s + c.bubble_s
+
+
 def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
     """All model outputs for every row of ``t``, stage by stage: compute, fabric sizing,
     communication, storage, tail, reliability, cost (each a function of the table and the
@@ -799,20 +827,8 @@ def evaluate_table(t: Table, *, quantise_tail: bool = False) -> Evaluation:
         quantise_tail: round the tail's hiccup-to-jitter ratio to a 2% grid so rows share
             one quadrature (the layout search; ``model.tail.barrier_stats``).
     """
-    N = t.nodes
-    c = _compute_stage(t)
+    c, size, comm, st, tail_ = _step_stages(t, quantise=quantise_tail)
     mem = memory_of(t)
-    size = size_fabric(
-        nodes=N,
-        nics_per_node=t.gpn,
-        radix=t.radix,
-        oversubscription=t.oversub,
-        rail_optimized=t.rail,
-        switch_ports_per_module=t.sw_xcvr_ports,
-    )
-    comm = _comm_stage(t, size, c)
-    st = _storage_stage(t, size, c.compute_s + c.bubble_s + comm.exposed_s)
-    tail_ = _tail_stage(t, size, c, comm, st, quantise=quantise_tail)
     tail = tail_.stats
     rel = _reliability_stage(t, st, comm.exposed_s)
     good, interval = rel.goodput, rel.interval_s

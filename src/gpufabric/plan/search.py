@@ -101,7 +101,6 @@ def envelope_note(anchor: Anchor, spec: Spec, layout: Layout, efficiency: float,
 def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anchor: Anchor) -> LayoutChoice:
     """Best layout per design (module docstring)."""
     layouts = enumerate_layouts(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
-    effs = layout_efficiencies(anchor, spec, catalog, layouts)
     if len(layouts) == 1 or not designs:
         return LayoutChoice(
             layouts=[layouts[0]] * len(designs),
@@ -111,6 +110,7 @@ def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anch
             feasible=1,
             evaluated_rows=0,
         )
+    effs = layout_efficiencies(anchor, spec, catalog, layouts)
     keep, _ = feasible_layouts(spec, catalog, layouts, designs[0])
     D = len(designs)
     li_all = np.repeat(np.asarray(keep), D)

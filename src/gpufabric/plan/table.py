@@ -322,6 +322,25 @@ def nvlink_domain(spec: Spec, gpu: Any) -> int:
     return max(spec.cluster.gpus_per_node, min(gpu.nvlink_domain or 0, spec.num_gpus))
 
 
+def model_scalars(spec: Spec) -> dict[str, Any]:
+    """The model's derived sizes (part of ``workload_scalars``; all the efficiency model reads)."""
+    m = spec.workload.model
+    kw: dict[str, Any] = {
+        "experts": m.experts,
+        "top_k": m.top_k,
+        "expert_params": m.expert_params,
+        "active": m.active_params,
+    }
+    heads = heads_of(spec)
+    return {
+        "params_active": active_params(m.params, **kw),
+        "expert_params": expert_params_of(m.params, **kw),
+        "heads": heads,
+        "kv_ratio": (m.kv_heads or heads) / heads,
+        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+    }
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
     w = spec.workload
@@ -330,14 +349,9 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     gpu = catalog.gpu(spec.cluster.gpu)
     site = catalog.site
     ds = w.dataset
-    kw: dict[str, Any] = {
-        "experts": m.experts,
-        "top_k": m.top_k,
-        "expert_params": m.expert_params,
-        "active": m.active_params,
-    }
     wb, gb, ob = state_bytes(w.precision, w.main_grads)
-    heads = heads_of(spec)
+    ms = model_scalars(spec)
+    links = gpu_link_fields(gpu)
     return {
         "nodes": spec.cluster.nodes,
         "gpn": spec.cluster.gpus_per_node,
@@ -345,15 +359,15 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "tp_overlap": par.tp_overlap,
         "flash_attention": w.flash_attention,
         "params": m.params,
-        "params_active": active_params(m.params, **kw),
-        "expert_params": expert_params_of(m.params, **kw),
+        "params_active": ms["params_active"],
+        "expert_params": ms["expert_params"],
         "top_k": m.top_k,
         "capacity_factor": m.capacity_factor,
         "layers": m.layers,
         "hidden": m.hidden,
-        "heads": heads,
-        "kv_ratio": (m.kv_heads or heads) / heads,
-        "ffn_hidden": m.ffn_hidden or 4 * m.hidden,
+        "heads": ms["heads"],
+        "kv_ratio": ms["kv_ratio"],
+        "ffn_hidden": ms["ffn_hidden"],
         "gated_mlp": m.gated_mlp,
         "dropout": m.dropout,
         "nvl_domain": nvlink_domain(spec, gpu),
@@ -384,9 +398,9 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
         "intra_pci": gpu.intra_link == "pci",
         "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
         "nvls_lat": gpu.nvls_latency_us,
-        "nvl_line": gpu_link_fields(gpu)["nvlink_line_gbps"],
-        "nvl_lat_scale": gpu_link_fields(gpu)["nvlink_latency_scale"],
-        "nic_host": gpu_link_fields(gpu)["nic_host_gbps"],
+        "nvl_line": links["nvlink_line_gbps"],
+        "nvl_lat_scale": links["nvlink_latency_scale"],
+        "nic_host": links["nic_host_gbps"],
         "host_copy": gpu.host_copy_gbps,
         "compute_cv": gpu.compute_jitter_cv,
         "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
@@ -497,6 +511,53 @@ def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     return out
 
 
+_INDEX = {f: i for i, f in enumerate(FIELDS)}
+_BOOL_INDEX = tuple(_INDEX[f] for f in sorted(BOOL_FIELDS))
+
+
+def table_block(
+    spec: Spec,
+    catalog: Catalog,
+    designs: Sequence[Design],
+    layouts: Sequence[Layout] | None = None,
+    *,
+    pairs: tuple[np.ndarray, np.ndarray] | None = None,
+    compute_efficiency: float | Sequence[float] | np.ndarray | None = None,
+) -> np.ndarray:
+    """``build_table``'s columns as one float block, one row per field in ``FIELDS`` order
+    (rows x columns transposed): blocks of many specs stack with one ``np.concatenate``."""
+    from gpufabric.plan.layouts import spec_layout
+
+    layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
+    if pairs is None:
+        li = np.repeat(np.arange(len(layouts)), len(designs))
+        di = np.tile(np.arange(len(designs)), len(layouts))
+    else:
+        li, di = pairs
+    n = len(li)
+    block = np.empty((len(FIELDS), n))
+    scalars = workload_scalars(spec, catalog)
+    block[[_INDEX[k] for k in scalars]] = np.array(list(scalars.values()), dtype=float)[:, None]
+    if compute_efficiency is not None:
+        ce = np.asarray(compute_efficiency, dtype=float)
+        block[_INDEX["compute_eff"]] = ce[li] if ce.ndim else float(ce)
+    for cols, index in ((design_columns(catalog, designs), di), (layout_columns(layouts), li)):
+        rows = [_INDEX[k] for k in cols]
+        if all(len(v) for v in cols.values()):
+            block[rows] = np.array(list(cols.values()), dtype=float)[:, index]
+        else:
+            block[rows] = 0.0
+    return block
+
+
+def table_from_block(block: np.ndarray) -> Table:
+    """The :class:`Table` of a ``table_block`` (booleans cast; other columns are views of the block)."""
+    cols: dict[str, np.ndarray] = dict(zip(FIELDS, block, strict=True))
+    for i in _BOOL_INDEX:
+        cols[FIELDS[i]] = block[i].astype(bool)
+    return Table(**cols)
+
+
 def build_table(
     spec: Spec,
     catalog: Catalog,
@@ -513,28 +574,9 @@ def build_table(
     defaults to the spec's own; ``compute_efficiency`` (one value, or one per layout) to 0.5
     (plan.anchor solves it).
     """
-    from gpufabric.plan.layouts import spec_layout
-
-    layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
-    if pairs is None:
-        li = np.repeat(np.arange(len(layouts)), len(designs))
-        di = np.tile(np.arange(len(designs)), len(layouts))
-    else:
-        li, di = pairs
-    n = len(li)
-    cols: dict[str, np.ndarray] = {k: np.full(n, v, dtype=float) for k, v in workload_scalars(spec, catalog).items()}
-    if compute_efficiency is not None:
-        ce = np.asarray(compute_efficiency, dtype=float)
-        cols["compute_eff"] = ce[li] if ce.ndim else np.full(n, float(ce))
-    dcols = design_columns(catalog, designs)
-    lcols = layout_columns(layouts)
-    for k, v in dcols.items():
-        cols[k] = v[di] if len(v) else np.zeros(n)
-    for k, v in lcols.items():
-        cols[k] = v[li] if len(v) else np.zeros(n)
-    for k in BOOL_FIELDS:
-        cols[k] = cols[k].astype(bool)
-    return Table(**cols)
+    return table_from_block(
+        table_block(spec, catalog, designs, layouts, pairs=pairs, compute_efficiency=compute_efficiency)
+    )
 
 
 def concat_tables(tables: Sequence[Table]) -> Table:

@@ -1,0 +1,143 @@
+"""``api.evaluate`` on a list: the batch (anchors solved together, every spec's rows in one
+table) gives the same candidates as evaluating each spec alone, and the bracketed anchor
+solve gives the efficiency the full grid did."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from gpufabric import api
+from gpufabric.errors import InputError
+from gpufabric.plan.anchor import FINE_POINTS, GRID, _Problem, _stage, solve_anchor, solve_anchors
+from gpufabric.plan.candidates import evaluate_candidates
+from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.table import table_from_block
+from tests.conftest import EXAMPLES
+
+CAT = api.load_catalog()
+TRAINING = ["lab-2node", "llama3-70b-1k", "roce-256gpu-8b", "gb200-nvl72-70b", "build-vs-rent-70b", "llama3-405b-16k"]
+
+
+def _spec(name: str, **edit):
+    data = api.load_spec(EXAMPLES / f"{name}.yaml", catalog=CAT).model_dump(exclude_none=True)
+    data["workload"].pop("notes", None)  # written by the validator
+    for path, value in edit.items():
+        *parents, leaf = path.split("__")
+        node = data
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return api.load_spec(data, catalog=CAT)
+
+
+def _varied():
+    specs = [api.load_spec(EXAMPLES / f"{n}.yaml", catalog=CAT) for n in TRAINING]
+    specs += [
+        _spec("llama3-70b-1k", options__fabrics=["roce-400g"], options__storage=["nfs"], options__oversubscription=[2]),
+        _spec("llama3-70b-1k", options__fabrics=["roce-400g"], options__storage=["local-nvme"]),
+        _spec("lab-2node", options__fabrics=["tcp-100g"], workload__throughput={"compute_efficiency": 0.4}),
+        _spec("llama3-70b-1k", workload__global_batch_tokens=8388608, options__storage=["nvmeof-tcp"]),
+        _spec("llama3-70b-1k", workload__parallelism={"tp": 4, "pp": 8, "dp": 32}),
+        _spec("llama3-70b-1k", workload__throughput={"compute_efficiency": 0.45}),
+        _spec("llama3-70b-1k", workload__throughput={"tflops_per_gpu": 400.0}, options__fabrics=["roce-400g"]),
+        _spec("roce-256gpu-8b", workload__global_batch_tokens=2097152),
+    ]
+    return specs
+
+
+def _same(a, b, where: str) -> None:
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        assert type(a) is type(b), where
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    elif isinstance(a, float) and isinstance(b, float):
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) or (math.isnan(a) and math.isnan(b)), where
+    else:
+        assert a == b, where
+
+
+def test_the_batch_gives_each_specs_own_candidates():
+    specs = _varied()
+    batch = api.evaluate(specs, CAT)
+    assert len(batch) == len(specs)
+    for spec, got in zip(specs, batch, strict=True):
+        alone = evaluate_candidates(spec, CAT)
+        assert [c.id for c in got] == [c.id for c in alone]
+        for a, b in zip(alone, got, strict=True):
+            _same(a, b, f"{spec.name}/{a.id}")
+
+
+def test_the_batch_keeps_the_plans_recommendation():
+    from gpufabric.plan import rank, recommend
+
+    specs = _varied()
+    for spec, got in zip(specs, api.evaluate(specs, CAT), strict=True):
+        alone = rank(evaluate_candidates(spec, CAT))
+        assert [c.id for c in rank(got)] == [c.id for c in alone]
+        assert recommend(rank(got)) == recommend(alone)
+
+
+def _grid_efficiency(spec) -> float:
+    """The solve before bracketing: every one of the 61 coarse and 65 fine points evaluated."""
+    prob = _stage(spec, CAT)
+    assert isinstance(prob, _Problem)
+    target = prob.target_s
+
+    def steps(effs):
+        return evaluate_table(
+            table_from_block(prob.block).take(np.zeros(len(effs), dtype=int)).replace(compute_eff=effs)
+        ).step_time_s
+
+    s = steps(GRID)
+    k = int(np.searchsorted(-s, -target))
+    fine = np.linspace(GRID[k - 1], GRID[k], FINE_POINTS)
+    sf = steps(fine)
+    j = min(max(int(np.searchsorted(-sf, -target)), 1), len(fine) - 1)
+    x0, x1, y0, y1 = 1 / fine[j - 1], 1 / fine[j], sf[j - 1], sf[j]
+    x = x0 + (target - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+    return float(min(1.0, 1.0 / x))
+
+
+def test_the_bracketed_solve_finds_the_full_grids_efficiency():
+    specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]  # a figure to solve for
+    assert len(specs) >= 6
+    solved = solve_anchors(specs, CAT)
+    for spec, a in zip(specs, solved, strict=True):
+        assert a.compute_efficiency == _grid_efficiency(spec), spec.name
+        assert a == solve_anchor(spec, CAT)
+
+
+def test_an_unreachable_figure_in_a_batch_names_its_spec():
+    bad = _spec("llama3-70b-1k", workload__throughput={"mfu": 0.99})
+    with pytest.raises(InputError, match="even a compute efficiency of 1"):
+        api.evaluate([api.load_spec(EXAMPLES / "lab-2node.yaml", catalog=CAT), bad], CAT)
+
+
+def test_the_search_behind_a_missed_guess_finds_the_same_root(monkeypatch):
+    from gpufabric.plan import anchor
+
+    specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
+    guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
+
+    def miss(table, target, eff):
+        k, j, s, _ = real(table, target, eff)
+        return k, j, np.full_like(s, np.nan), np.zeros(len(target), dtype=bool)
+
+    real = anchor._probe_cell
+    monkeypatch.setattr(anchor, "_probe_cell", miss)
+    assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
+
+
+def test_a_retried_guess_finds_the_same_root(monkeypatch):
+    from gpufabric.plan import anchor
+
+    specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
+    guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
+    real = anchor._predict
+    # A first guess 0.3% low: its cell misses, the secant through the probed points retries.
+    monkeypatch.setattr(anchor, "_predict", lambda table, target: real(table, target) * 0.997)
+    assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
