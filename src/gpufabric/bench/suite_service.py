@@ -47,53 +47,36 @@ def _is_host(text: str) -> bool:
 class SuiteRequest:
     """``bench --suite quick|full``: the validation suite, judged against SLOs."""
 
-    suite: str | None = field(default=None, metadata=knob("--suite", "quick (about a minute here) or full."))
-    plan: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--plan",
-            "Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the"
-            " checkpoint, dataset and busbw SLOs).",
-        ),
+    suite: str | None = knob(None, "--suite", "quick (about a minute here) or full.")
+    plan: Path | None = knob(
+        None,
+        "--plan",
+        "Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the"
+        " checkpoint, dataset and busbw SLOs).",
     )
-    spec: Path | None = field(
-        default=None, metadata=knob("--spec", "Spec YAML: shapes the storage profiles and derives SLOs.")
+    spec: Path | None = knob(None, "--spec", "Spec YAML: shapes the storage profiles and derives SLOs.")
+    thresholds: Path | None = knob(
+        None, "--thresholds", "Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."
     )
-    thresholds: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--thresholds", "Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."
-        ),
+    target_dir: Path | None = knob(
+        None, "--target-dir", "Directory on the storage to test (default: a temp dir). Must be empty unless --force."
     )
-    target_dir: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--target-dir", "Directory on the storage to test (default: a temp dir). Must be empty unless --force."
-        ),
+    db: str | None = knob(None, "--db", DB_HELP)
+    force: bool = knob(
+        False,
+        "--force",
+        "Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards).",
     )
-    db: str | None = field(default=None, metadata=knob("--db", DB_HELP))
-    force: bool = field(
-        default=False,
-        metadata=knob(
-            "--force",
-            "Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards).",
-        ),
+    repeats: int | None = knob(
+        None, "--repeats", "Runs per test (default: 3 quick, 5 full); an SLO passes on a majority.", min=1
     )
-    repeats: int | None = field(
-        default=None,
-        metadata=knob("--repeats", "Runs per test (default: 3 quick, 5 full); an SLO passes on a majority.", min=1),
+    server: str | None = knob(
+        None,
+        "--server",
+        "Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here.",
     )
-    server: str | None = field(
-        default=None,
-        metadata=knob(
-            "--server",
-            "Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers"
-            " started here.",
-        ),
-    )
-    timeout: str | None = field(
-        default=None,
-        metadata=knob("--timeout", f"Per-test timeout (default: the test's duration plus a grace): {DURATION_SYNTAX}."),
+    timeout: str | None = knob(
+        None, "--timeout", f"Per-test timeout (default: the test's duration plus a grace): {DURATION_SYNTAX}."
     )
 
     def prepare(self, note: Callable[[str], None]) -> SuitePrepared:

@@ -25,9 +25,9 @@ from gpufabric.cli.options import (
     quiet_option,
     refuse_group_options,
     refuse_unused,
-    request_options,
 )
 from gpufabric.cli.output import Format, command_line, print_json, stderr_console, stdout_console
+from gpufabric.cli.request_options import request_options
 from gpufabric.errors import InputError
 
 

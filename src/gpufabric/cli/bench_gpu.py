@@ -12,8 +12,9 @@ import typer
 
 from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.cli.bench_probes import OPT, _argv, _failures
-from gpufabric.cli.options import refuse_unused, request_options
+from gpufabric.cli.options import refuse_unused
 from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.request_options import request_options
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -18,8 +18,9 @@ import typer
 
 from gpufabric.bench.probes.requests import CheckpointRequest, CollectivesRequest, TrainRequest
 from gpufabric.cli import probe_live
-from gpufabric.cli.options import format_option, knob_params, quiet_option, refuse_unused, request_options
+from gpufabric.cli.options import format_option, quiet_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, print_json, stdout_console
+from gpufabric.cli.request_options import defaults, request_options
 from gpufabric.units import format_size
 
 if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
     from gpufabric.exec.launchers import LaunchOptions
 
 #: The probes' shared options, derived from the request records (bench inference and bench gpu use them).
-OPT: dict[str, Any] = {p.name: p.default for p in knob_params(CollectivesRequest)[0]} | {
+OPT: dict[str, Any] = defaults(CollectivesRequest) | {
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": format_option(),
 }

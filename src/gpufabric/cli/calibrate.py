@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING
 
 import typer
@@ -20,7 +19,7 @@ def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
 
 
-@request_options(CalibrateRequest, own_after="force")
+@request_options(CalibrateRequest)
 def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     """Fit alpha and beta per link class from a run (suite, probe or ingested) and write `source: measured, run <id>` overrides."""
     from gpufabric.app.services import calibrate as run
@@ -39,10 +38,6 @@ def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     for line in lines:
         console.print(line, markup=False)
     return outcome.exit_code
-
-
-# Shown as RUN, as it always was (request_options names an argument after its field, ``run``).
-inspect.signature(calibrate).parameters["run"].default.metavar = "RUN"
 
 
 def _fabric_text(outcome: FabricCalibration) -> list[str]:

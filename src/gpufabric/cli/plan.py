@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 
 
-@request_options(PlanRequest)
+@request_options(PlanRequest, place={"fmt": "spec_file"})
 def plan(request: PlanRequest, fmt: ReportFormat = format_option(ReportFormat.text)) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
     from gpufabric.app.services import plan as run

@@ -6,9 +6,9 @@ import sys
 
 import typer
 
-from gpufabric.cli.limits import check_max
 from gpufabric.cli.options import db_option, format_option
 from gpufabric.cli.output import Format, stdout_console
+from gpufabric.exec.knobs import check_max
 
 
 def register(app: typer.Typer) -> None:
