@@ -29,13 +29,12 @@ def _help(record: type, name: str) -> str:
 
 def test_shared_option_texts_are_declared_once():
     """The requests use ``exec.knobs``' shared texts, the ones ``cli.options`` gives other commands."""
-    from gpufabric.cli import options
+    from gpufabric.cli.options import db_option
     from gpufabric.exec import knobs
 
-    assert _help(CalibrateRequest, "db") == options.DB_HELP
-    assert _help(PredictCollectiveRequest, "nodes") == options.NODES_HELP
-    assert _help(PredictCollectiveRequest, "gpus_per_node") == options.GPUS_PER_NODE_HELP
-    assert _help(PredictCollectiveRequest, "size") == options.bytes_option("1G", "Message size (nccl-tests S)").help
+    assert _help(CalibrateRequest, "db") == knobs.DB_HELP == db_option().help
+    assert _help(PredictCollectiveRequest, "nodes") == knobs.NODES_HELP
+    assert _help(PredictCollectiveRequest, "gpus_per_node") == knobs.GPUS_PER_NODE_HELP
     src = ROOT / "src" / "gpufabric"
     for text in (knobs.DB_HELP[:40], knobs.SIZE_SYNTAX, knobs.NODES_HELP, knobs.GPUS_PER_NODE_HELP):
         holders = [p.relative_to(src).as_posix() for p in src.rglob("*.py") if text in p.read_text(encoding="utf-8")]

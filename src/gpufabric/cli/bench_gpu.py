@@ -13,7 +13,7 @@ import typer
 from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.cli.bench_probes import OPT, _argv, _failures
 from gpufabric.cli.options import refuse_unused
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, print_json, print_lines
 from gpufabric.cli.request_options import request_options
 
 
@@ -33,29 +33,26 @@ def gpu(request: GpuRequest, dry_run: bool = OPT["dry_run"], fmt: Format = OPT["
         if fmt is Format.json:
             print_json(prep.document())
             return 0
-        out, plan = stdout_console(), prep.plan
+        plan = prep.plan
         head = (
             f"bench gpu {prep.spec.name} on {prep.device} ({plan.warmup} warm-up, {plan.repeats} timed repeats each):"
         )
-        for line in [head, *(f"  {m}" for m in plan.describe()), *(f"  SLO {s}" for s in describe(prep.slos))]:
-            out.print(line, markup=False)
+        print_lines([head, *(f"  {m}" for m in plan.describe()), *(f"  SLO {s}" for s in describe(prep.slos))])
         return 0
     report = prep.run(_argv())
     if fmt is Format.json:
         print_json(report.document())
         return report.exit_code
-    console = stdout_console()
     name = report.device.get("name", prep.device)
-    console.print(
-        f"gpu: {name} ({prep.device}), spec {prep.spec.name}, run {report.run_id}, {report.status}", markup=False
+    print_lines(
+        [
+            f"gpu: {name} ({prep.device}), spec {prep.spec.name}, run {report.run_id}, {report.status}",
+            f"{'measurement':<40}{'time':>12}{'figure':>18}{'efficiency':>12}{'model':>12}",
+            *map(_row, report.rows),
+            "model: the serving model's decode step relative to the measured one (+ = predicted slower)",
+            *_failures(report),
+        ]
     )
-    console.print(f"{'measurement':<40}{'time':>12}{'figure':>18}{'efficiency':>12}{'model':>12}", markup=False)
-    for row in report.rows:
-        console.print(_row(row), markup=False)
-    console.print(
-        "model: the serving model's decode step relative to the measured one (+ = predicted slower)", markup=False
-    )
-    _failures(report, console)
     return report.exit_code
 
 

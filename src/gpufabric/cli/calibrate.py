@@ -8,7 +8,7 @@ import typer
 
 from gpufabric.app.requests import CalibrateRequest
 from gpufabric.cli.options import format_option, refuse_unused
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, print_json, print_lines
 from gpufabric.cli.request_options import request_options
 
 if TYPE_CHECKING:  # imported when text is rendered: start-up stays lean (cli/app.py)
@@ -34,9 +34,7 @@ def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     lines = _fabric_text(outcome) if isinstance(outcome, FabricCalibration) else _gpu_text(outcome)
     if outcome.written:
         lines.append(f"wrote {outcome.out}; use it with: gpufabric plan SPEC --catalog {outcome.out}")
-    console = stdout_console()
-    for line in lines:
-        console.print(line, markup=False)
+    print_lines(lines)
     return outcome.exit_code
 
 

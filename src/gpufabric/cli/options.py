@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any
 
 import typer
 
@@ -24,7 +24,7 @@ from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
 # The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
-from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP, SIZE_SYNTAX
+from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP
 from gpufabric.exec.knobs import DURATION_SYNTAX as DURATION_SYNTAX  # shared help texts (tests pin them)
 from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP
 
@@ -43,32 +43,12 @@ def format_option(default: enum.Enum = Format.text) -> Any:
     return typer.Option(default, "--format", help=f"Output format: {', '.join(choices)}.")
 
 
-@overload
-def duration_s(flag: str, text: str, *, low_s: float = ..., high_s: float = ...) -> float: ...
-@overload
-def duration_s(flag: str, text: None, *, low_s: float = ..., high_s: float = ...) -> None: ...
-def duration_s(flag: str, text: str | None, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float | None:
-    """Seconds from a duration option, bounded; None stays None (the option's own default applies)."""
-    from gpufabric.exec.knobs import duration_s as seconds
-
-    return None if text is None else seconds(flag, text, low_s=low_s, high_s=high_s)
-
-
-def nodes_option(default: int = 1) -> Any:
-    return typer.Option(default, "--nodes", min=1, help=NODES_HELP)
-
-
 def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> Any:
     return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
 def num_hosts_option(default: int, what: str = "hosts") -> Any:
     return typer.Option(default, "--num-hosts", help=f"Number of {what} (2-16).")
-
-
-def bytes_option(default: str, what: str) -> Any:
-    """``--bytes SIZE``: one message or object size (a sweep is ``--sizes``)."""
-    return typer.Option(default, "--bytes", help=f"{what}: {SIZE_SYNTAX}")
 
 
 def quiet_option(what: str) -> Any:
