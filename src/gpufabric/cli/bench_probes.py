@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
         TrainOutcome,
     )
     from gpufabric.exec.launch import Host
-    from gpufabric.exec.launchers import LaunchOptions
 
 #: The probes' shared options, derived from the request records (bench inference and bench gpu use them).
 OPT: dict[str, Any] = defaults(CollectivesRequest) | {
@@ -54,13 +53,6 @@ def _lab_hosts(name: str, plane: str) -> list[Host]:
     from gpufabric.lab.net import lab_hosts
 
     return lab_hosts(name, plane=plane)
-
-
-def launch_options(**typed: Any) -> LaunchOptions:
-    """The checked launch of a command that declares launch options itself (``bench inference``)."""
-    from gpufabric.exec.launchers import LaunchRequest
-
-    return LaunchRequest(**typed).resolve(lab_hosts=_lab_hosts)
 
 
 def print_dry_run(dry: DryRun, fmt: Format) -> int:

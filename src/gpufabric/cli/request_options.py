@@ -22,20 +22,22 @@ from gpufabric.exec import knobs
 
 
 def request_options(
-    record: type, name: str = "request", place: dict[str, str] | None = None
+    record: type, name: str = "request", place: dict[str, str] | None = None, only: tuple[str, ...] = ()
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command one option (or argument) per knob of ``record`` in place of its parameter ``name``.
 
     The knobs take that parameter's place (``knobs.layout``: a record nested two deep goes
     last). ``place`` lists a parameter right after another (name -> the one it follows),
-    where ``--help`` has always listed it.
+    where ``--help`` has always listed it. ``only``: the knobs the command offers (default:
+    all); the others keep their defaults.
     """
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(func, eval_str=True)
         params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
         at = [p.name for p in params].index(name)
-        own, last = knobs.layout(record)
+        every = [k for part in knobs.layout(record) for k in part]
+        own, last = ([k for k in part if not only or k[0].name in only] for part in knobs.layout(record))
         added = [_param(f, kind) for f, kind in own], [_param(f, kind) for f, kind in last]
         new = [*params[:at], *added[0], *params[at + 1 :], *added[1]]
         for moved, after in (place or {}).items():
@@ -45,7 +47,9 @@ def request_options(
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            values = {f.name: kwargs.pop(f.name) for f, _ in (*own, *last)}
+            values = {f.name: knobs.default_of(f) for f, _ in every} | {
+                f.name: kwargs.pop(f.name) for f, _ in (*own, *last)
+            }
             for f, _ in (*own, *last):
                 if f.metadata["cap"] is not None:
                     knobs.check_max(f.metadata["flag"], values[f.name], f.metadata["cap"])
