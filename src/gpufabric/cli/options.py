@@ -28,6 +28,15 @@ from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP
 from gpufabric.exec.knobs import DURATION_SYNTAX as DURATION_SYNTAX  # shared help texts (tests pin them)
 from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP
 
+#: The pydantic model modules of a spec and its catalog: what a command that reads a spec
+#: builds at start-up (its ``MODELS``; cli/app.py ALL_MODEL_MODULES).
+SPEC_MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
+
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
 
