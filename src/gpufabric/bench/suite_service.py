@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.bench.documents import envelope
 from gpufabric.errors import InputError
 from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, duration_s, knob
+from gpufabric.results.document import versioned as envelope
 
 if TYPE_CHECKING:  # the suite's runners and the records: loaded when a suite runs, not when the CLI starts
     from gpufabric.bench.runners import PlannedTest
     from gpufabric.bench.suite import Progress, SuiteOutcome
-    from gpufabric.results.records import Slo
+    from gpufabric.results.records import RunRecord, Slo
     from gpufabric.spec.plan_file import SavedPlan
 
 #: Largest --repeats (a typo such as 10**6 would plan a million tool runs).
@@ -156,6 +156,18 @@ class SuiteDryRun:
         ]
         return envelope({"dry_run": True, "tests": tests, "slos": list(self.slos)})
 
+    def lines(self) -> list[str]:
+        """The text form: each test's commands under a comment line, then the SLOs."""
+        lines = []
+        for t in self.tests:
+            skip = f"  [{t.skip_reason}]" if t.skip_reason else ""
+            lines += [f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s){skip}", *t.command_lines()]
+        n = len(self.tests)
+        lines.append(
+            f"# {n} tests; SLOs:" if self.slos else f"# {n} tests; no SLOs (give --plan/--spec or --thresholds)"
+        )
+        return lines + [f"#   {line}" for line in self.slo_lines]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuitePrepared:
@@ -234,3 +246,21 @@ class SuitePrepared:
             )
         finally:
             scratch.cleanup()
+
+
+def write_thresholds(run_ref: str, out: Path, *, hardware: str = "", db: str | None = None) -> RunRecord:
+    """``bench thresholds``: write a thresholds file whose targets are a good run's medians; the run.
+
+    ``hardware`` names what they are for (default: the run's host).
+    """
+    from gpufabric.bench.slo import thresholds_from_run
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        run = store.get_run(run_ref)
+    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    return run

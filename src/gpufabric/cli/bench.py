@@ -28,7 +28,6 @@ from gpufabric.cli.options import (
 )
 from gpufabric.cli.output import Format, command_line, print_json, print_lines, stderr_console
 from gpufabric.cli.request_options import request_options
-from gpufabric.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -57,16 +56,9 @@ def write_thresholds(
     fmt: Format = format_option(),
 ) -> int:
     """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
-    from gpufabric.bench.slo import thresholds_from_run
-    from gpufabric.results.store import Store
+    from gpufabric.bench.suite_service import write_thresholds as write
 
-    with Store.open(db) as store:
-        run = store.get_run(run_ref)
-    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    run = write(run_ref, out, hardware=hardware, db=db)
     if fmt is Format.json:
         print_json({"out": str(out), "run_id": run.id})
         return 0
@@ -89,7 +81,8 @@ def bench(
     refuse_unused(dry_run, {"db": "--db", "quiet": "--quiet"}, "with --dry-run (nothing runs or is stored)")
     prep = request.prepare(note=lambda line: typer.echo(line, err=True))
     if dry_run:
-        _print_dry_run(prep.dry_run(), fmt)
+        dry = prep.dry_run()
+        print_json(dry.document()) if fmt == Format.json else print_lines(dry.lines())
         return
     bar: list[Any] = []
     try:
@@ -133,19 +126,6 @@ def _start(bar: list[Any], tests: list[Any], not_planned: tuple[str, ...], suite
             )
 
     return each
-
-
-def _print_dry_run(dry: Any, fmt: Format) -> None:  # bench.suite_service.SuiteDryRun
-    if fmt == Format.json:
-        print_json(dry.document())
-        return
-    lines = []
-    for t in dry.tests:
-        skip = f"  [{t.skip_reason}]" if t.skip_reason else ""
-        lines += [f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s){skip}", *t.command_lines()]
-    n = len(dry.tests)
-    lines.append(f"# {n} tests; SLOs:" if dry.slos else f"# {n} tests; no SLOs (give --plan/--spec or --thresholds)")
-    print_lines(lines + [f"#   {line}" for line in dry.slo_lines])
 
 
 def note(r: Any) -> str:  # results.records.TestResult

@@ -25,19 +25,10 @@ def register(bench_app: typer.Typer) -> None:
 def gpu(request: GpuRequest, dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"]) -> int:
     """Measure the GEMM shapes of a spec's layout, HBM bandwidth, a spec-shaped decode step and prefill,
     and host<->device copies on one device; compare decode with the serving model."""
-    from gpufabric.bench.slo import describe
-
     prep = request.prepare()
     if dry_run:
         refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
-        if fmt is Format.json:
-            print_json(prep.document())
-            return 0
-        plan = prep.plan
-        head = (
-            f"bench gpu {prep.spec.name} on {prep.device} ({plan.warmup} warm-up, {plan.repeats} timed repeats each):"
-        )
-        print_lines([head, *(f"  {m}" for m in plan.describe()), *(f"  SLO {s}" for s in describe(prep.slos))])
+        print_json(prep.document()) if fmt is Format.json else print_lines(prep.dry_run_lines())
         return 0
     report = prep.run(_argv())
     if fmt is Format.json:

@@ -55,19 +55,6 @@ def _lab_hosts(name: str, plane: str) -> list[Host]:
     return lab_hosts(name, plane=plane)
 
 
-def print_dry_run(dry: DryRun, fmt: Format) -> int:
-    """The launch commands (and script), then the SLOs the run would be judged by, one a line."""
-    if fmt is Format.json:
-        print_json(dry.document())
-        return 0
-    sys.stdout.write("".join(c + "\n" for c in dry.commands))
-    if dry.script:
-        sys.stdout.write(f"# {dry.script_label}:\n" + dry.script)
-    if dry.slo_lines:
-        sys.stdout.write("# SLOs:\n" + "".join(f"#   {line}\n" for line in dry.slo_lines))
-    return 0
-
-
 def _failures(report: Any) -> list[str]:  # a ProbeOutcome
     lines = [f"FAIL {line}" for line in report.failures] + [f"WARN {line}" for line in report.warnings]
     if report.error:
@@ -93,7 +80,7 @@ def _render(outcome: DryRun | ProbeOutcome, fmt: Format, text: Any, *args: Any, 
     if fmt is Format.json:
         last(outcome.document())
     elif isinstance(outcome, DryRun):
-        print_dry_run(outcome, fmt)
+        sys.stdout.write(outcome.text())
     elif isinstance(outcome, FollowedOutcome):  # a followed job (k8s): its log is the output
         sys.stdout.write(outcome.log)
     else:
