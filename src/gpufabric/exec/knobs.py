@@ -1,10 +1,12 @@
 """Knobs declared once: a record field's metadata is its command-line option.
 
-A request record (``exec.launchers.LaunchRequest``, ``exec.site.SiteOptions``, the probe
-requests in ``bench/probes/requests.py``) declares each knob as a field whose metadata
-(:func:`knob`) carries the flag, the help text and where it applies; ``cli/options.py``
-turns the fields into typer options and builds the record from what was typed. A new knob
-is one field. Nothing here imports typer: the records stay library types.
+Every request record (``app.requests``, ``exec.launchers.LaunchRequest``,
+``exec.site.SiteOptions``, the probe requests in ``bench/probes/requests.py``, the suite's
+``SuiteRequest``) declares each knob as a :func:`knob` field: its default, flag (or the
+argument), help text and where it applies; ``cli/request_options.py`` turns the fields into
+typer options and builds the record from what was typed. A new knob is one field. This is
+the lowest layer all of them may import, and nothing here imports typer: the records stay
+library types.
 """
 
 from __future__ import annotations

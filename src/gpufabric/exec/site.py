@@ -1,7 +1,7 @@
 """What a real site asks of a launch: Slurm placement and accounting, containers, binding, k8s extras.
 
 One record, :class:`SiteOptions`, declares every knob once: its field metadata (flag, help,
-the launchers it applies to) is what ``cli/options.py`` turns into command-line options, and
+the launchers it applies to) is what ``cli/request_options.py`` turns into command-line options, and
 :func:`slurm_args` / :func:`mpirun_binding` turn it into the engines' own flags. Values reach
 srun, sbatch and mpirun as argv elements or ``#SBATCH`` lines (never a shell), so each is
 checked against the syntax the engine documents before it gets there.

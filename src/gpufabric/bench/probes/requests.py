@@ -2,7 +2,7 @@
 
 Each request record (:class:`CollectivesRequest`, :class:`TrainRequest`,
 :class:`CheckpointRequest`) declares its knobs once, as fields whose metadata is the
-command-line option (``exec.knobs``; ``cli/options.py`` derives the options from them), and
+command-line option (``exec.knobs``; ``cli/request_options.py`` derives the options from them), and
 holds the launch as typed (``exec.launchers.LaunchRequest``). :func:`prepare` checks it all
 and gives a :class:`Prepared` probe: the launch options, the rank config and what the run is
 judged against. :func:`dry_run` says what would run; :func:`run` records the run through
