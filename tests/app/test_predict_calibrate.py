@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gpufabric.app import requests, services
+from gpufabric.app import services
 from gpufabric.app.requests import CalibrateRequest, PredictCollectiveRequest
 from gpufabric.errors import CatalogError, InputError
+from tests.conftest import ROOT
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
 PREDICT_KEYS = [
@@ -26,15 +27,18 @@ def _help(record: type, name: str) -> str:
     return next(f.metadata["help"] for f in dataclasses.fields(record) if f.name == name)
 
 
-def test_shared_option_texts_are_the_cli_ones():
-    """The requests cannot import ``cli.options``; their copies of its shared texts must not drift."""
-    from gpufabric.cli import options
+def test_shared_option_texts_are_declared_once():
+    """The requests use ``exec.knobs``' shared texts, the ones ``cli.options`` gives other commands."""
+    from gpufabric.cli.options import db_option
+    from gpufabric.exec import knobs
 
-    assert _help(CalibrateRequest, "db") == options.DB_HELP
-    assert _help(PredictCollectiveRequest, "nodes") == options.NODES_HELP
-    assert _help(PredictCollectiveRequest, "gpus_per_node") == options.GPUS_PER_NODE_HELP
-    assert _help(PredictCollectiveRequest, "size") == options.bytes_option("1G", "Message size (nccl-tests S)").help
-    assert requests._DB_HELP == options.DB_HELP
+    assert _help(CalibrateRequest, "db") == knobs.DB_HELP == db_option().help
+    assert _help(PredictCollectiveRequest, "nodes") == knobs.NODES_HELP
+    assert _help(PredictCollectiveRequest, "gpus_per_node") == knobs.GPUS_PER_NODE_HELP
+    src = ROOT / "src" / "gpufabric"
+    for text in (knobs.DB_HELP[:40], knobs.SIZE_SYNTAX, knobs.NODES_HELP, knobs.GPUS_PER_NODE_HELP):
+        holders = [p.relative_to(src).as_posix() for p in src.rglob("*.py") if text in p.read_text(encoding="utf-8")]
+        assert holders == ["exec/knobs.py"], (text, holders)
 
 
 def test_predict_outcome_is_the_models_prediction_with_the_request_named():

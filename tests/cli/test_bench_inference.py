@@ -127,6 +127,11 @@ def test_bench_inference_dry_run_and_bad_input(cli, tmp_path):
     assert code == 0 and "gpufabric.bench.probes.collectives" in out
     code, _, err = cli("bench", "inference", SERVING, "--fabric", "roce-40g")
     assert code == 2 and "roce-400g" in err
+    # Its launch knobs are LaunchRequest's, refused where they do nothing as in the other probes.
+    code, _, err = cli("bench", "inference", SERVING, "--dry-run", "--plane", "storage")
+    assert code == 2 and "--plane has no effect without --lab" in err
+    code, _, err = cli("bench", "inference", SERVING, "--dry-run", "--nproc", "3", "--timeout", "5min")
+    assert code == 0 and "is deprecated; use --gpus-per-node" in err
 
 
 @pytest.fixture()

@@ -1,16 +1,17 @@
 """Typed requests of the application services: every knob of a command declared once.
 
-Each field's metadata is what the CLI needs to make it an option (``cli/request_options.py``):
-``flag`` (None: the positional argument), ``help``, ``modes`` (the modes that read it; an
-option given in another mode is refused, exit 2, rather than silently ignored) and
-``max`` (the largest value the command accepts, checked before anything runs).
+Each field is an ``exec.knobs.knob``: what the CLI needs to make it an option
+(``cli/request_options.py``): ``flag`` (None: the positional argument), ``help``, ``modes``
+(the modes that read it; an option given in another mode is refused, exit 2, rather than
+silently ignored) and ``cap`` (the largest value the command accepts, checked before anything runs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP, SIZE_SYNTAX, knob
 
 #: Modes of ``simulate``: a synthetic job from flags, a training spec's candidate, an inference spec's design.
 SYNTHETIC, SPEC, INFERENCE = "synthetic", "spec", "inference"
@@ -22,25 +23,6 @@ _DIST_HELP = (
     "hiccup:PROB:DELAY | empirical:FILE[:UNIT]; bare numbers are ms."
 )
 _RANKS = 1 << 31
-
-
-def knob(
-    default: Any,
-    flag: str | None,
-    help: str,
-    *,
-    modes: frozenset[str] = _ALL,
-    min: int | None = None,
-    max: float | None = None,
-) -> Any:
-    """A request field that is also a command-line option (``flag``) or argument (``flag=None``);
-    ``...``: required; a list default is copied per request."""
-    meta = {"flag": flag, "help": help, "modes": modes, "min": min, "max": max}
-    if default is ...:
-        return field(metadata=meta)
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
-    return field(default=default, metadata=meta)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +38,7 @@ class PlanRequest:
 class SimulateRequest:
     """``gpufabric simulate``: a spec's candidate, or a synthetic job described by the flags."""
 
-    spec: Path | None = knob(None, None, "A spec: simulate one of its plan candidates.")
+    spec: Path | None = knob(None, None, "A spec: simulate one of its plan candidates.", modes=_ALL)
     candidate: str | None = knob(
         None,
         "--candidate",
@@ -68,26 +50,28 @@ class SimulateRequest:
         "--ranks",
         "Ranks (GPUs) in the synchronous step (synthetic mode).",
         modes=frozenset({SYNTHETIC}),
-        max=_RANKS,
+        cap=_RANKS,
     )
     ranks_per_node: int = knob(
         1,
         "--gpus-per-node",
         "GPUs (ranks) per node (stragglers are whole nodes).",
         modes=frozenset({SYNTHETIC}),
-        max=_RANKS,
+        cap=_RANKS,
     )
     ranks_per_leaf: int = knob(
-        0, "--ranks-per-leaf", "Ranks under one leaf switch (0: no grouping).", modes=frozenset({SYNTHETIC}), max=_RANKS
+        0, "--ranks-per-leaf", "Ranks under one leaf switch (0: no grouping).", modes=frozenset({SYNTHETIC}), cap=_RANKS
     )
-    steps: int = knob(10_000, "--steps", "Steps simulated per run.", modes=_TRAINING, max=10**9)
+    steps: int = knob(10_000, "--steps", "Steps simulated per run.", modes=_TRAINING, cap=10**9)
     train_steps: int = knob(
-        0, "--train-steps", "Steps of the whole training run (default: --steps).", modes=_TRAINING, max=10**15
+        0, "--train-steps", "Steps of the whole training run (default: --steps).", modes=_TRAINING, cap=10**15
     )
-    runs: int = knob(1, "--runs", "Independent runs R (run-to-run spread).", modes=_TRAINING, max=10**6)
-    seed: int = knob(0, "--seed", "Random seed; the same seed gives the same output bit for bit.", max=2**63 - 1)
+    runs: int = knob(1, "--runs", "Independent runs R (run-to-run spread).", modes=_TRAINING, cap=10**6)
+    seed: int = knob(
+        0, "--seed", "Random seed; the same seed gives the same output bit for bit.", modes=_ALL, cap=2**63 - 1
+    )
     compute_ms: float = knob(
-        100.0, "--compute-ms", "Mean per-rank compute time per step, ms.", modes=frozenset({SYNTHETIC}), max=1e9
+        100.0, "--compute-ms", "Mean per-rank compute time per step, ms.", modes=frozenset({SYNTHETIC}), cap=1e9
     )
     jitter: str | None = knob(
         None, "--jitter", "Per-rank jitter added to the compute time: " + _DIST_HELP, modes=frozenset({SYNTHETIC})
@@ -98,7 +82,7 @@ class SimulateRequest:
         "Spec mode: per-rank compute-time CV (default: the candidate's, from the GPU's catalog estimate;"
         " use a measured value).",
         modes=frozenset({SPEC}),
-        max=1e3,
+        cap=1e3,
     )
     hiccup: str | None = knob(
         None,
@@ -123,7 +107,7 @@ class SimulateRequest:
         "--fixed-ms",
         "Deterministic critical-path time per step (bubble, bandwidth term), ms.",
         modes=frozenset({SYNTHETIC}),
-        max=1e9,
+        cap=1e9,
     )
     comm_latency: str | None = knob(
         None,
@@ -136,14 +120,14 @@ class SimulateRequest:
         "--ring-steps",
         "Dependent collective steps per step (2(p-1) for a flat ring all-reduce).",
         modes=frozenset({SYNTHETIC}),
-        max=10**9,
+        cap=10**9,
     )
     ring_width: int = knob(
         0,
         "--ring-width",
         "Transfers each dependent step waits for (default: nodes).",
         modes=frozenset({SYNTHETIC}),
-        max=_RANKS,
+        cap=_RANKS,
     )
     slow_links: str | None = knob(
         None, "--slow-links", "FRACTIONxFACTOR: persistently slow links among them.", modes=frozenset({SYNTHETIC})
@@ -159,13 +143,13 @@ class SimulateRequest:
         "--node-mttf-h",
         "Mean time to failure per node, hours (0: no failures).",
         modes=frozenset({SYNTHETIC}),
-        max=1e9,
+        cap=1e9,
     )
     restart_min: float = knob(
-        10.0, "--restart-min", "Minutes from a failure to training again.", modes=frozenset({SYNTHETIC}), max=1e7
+        10.0, "--restart-min", "Minutes from a failure to training again.", modes=frozenset({SYNTHETIC}), cap=1e7
     )
     tokens_per_step: float = knob(
-        0.0, "--tokens-per-step", "Tokens per step, to report tokens/s.", modes=frozenset({SYNTHETIC}), max=1e15
+        0.0, "--tokens-per-step", "Tokens per step, to report tokens/s.", modes=frozenset({SYNTHETIC}), cap=1e15
     )
     brute_force: bool = knob(False, "--brute-force", "Draw every rank (the slow reference path).", modes=_TRAINING)
     no_attribution: bool = knob(
@@ -179,13 +163,6 @@ class SimulateRequest:
     )
 
 
-#: Help texts shared with other commands' options: the same words as ``cli.options``
-#: (tests/app/test_predict_calibrate.py checks them), which this layer cannot import.
-_BYTES_HELP = ": 64K, 1G, 8GiB, 100MB or a byte count."
-_DB_HELP = (
-    "Results store: a SQLite file or a postgresql://USER@HOST/DB URL"
-    " (default: $GPUFABRIC_DB, else the user data directory's gpufabric/results.db)."
-)
 _HARNESS_HELP = "per-gpu (one process per GPU, default), single-process"
 
 
@@ -194,9 +171,9 @@ class PredictCollectiveRequest:
     """``gpufabric predict collective``: what nccl-tests should report for one collective."""
 
     op: str = knob("all_reduce", "--op", "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv.")
-    size: str = knob("1G", "--bytes", "Message size (nccl-tests S)" + _BYTES_HELP)
-    nodes: int = knob(1, "--nodes", "Nodes (hosts) to use.", min=1)
-    gpus_per_node: int = knob(8, "--gpus-per-node", "GPUs (ranks) per node.")
+    size: str = knob("1G", "--bytes", "Message size (nccl-tests S): " + SIZE_SYNTAX)
+    nodes: int = knob(1, "--nodes", NODES_HELP, min=1)
+    gpus_per_node: int = knob(8, "--gpus-per-node", GPUS_PER_NODE_HELP)
     gpu: str = knob("h100-sxm", "--gpu", "GPU catalog id.")
     fabric: str = knob("ib-ndr", "--fabric", "Scale-out fabric catalog id.")
     algorithm: str | None = knob(
@@ -233,7 +210,7 @@ class PredictCollectiveRequest:
 class CalibrateRequest:
     """``gpufabric calibrate RUN``: fit a measured run, write a catalog override."""
 
-    run: str = knob(..., None, "Run id (or 'latest') with collective sweeps / fio results.")
+    run: str = knob(..., None, "Run id (or 'latest') with collective sweeps / fio results.", metavar="RUN")
     fabric: str | None = knob(
         None, "--fabric", "Catalog fabric id the multi-node sweeps ran over (needed when the run spans nodes)."
     )
@@ -247,7 +224,7 @@ class CalibrateRequest:
     )
     catalog_files: list[Path] = knob([], "--catalog", "Base catalog override(s) to start from.")
     out: Path = knob(Path("calibrated.yaml"), "--out", "Override file to write.")
-    db: str | None = knob(None, "--db", _DB_HELP)
+    db: str | None = knob(None, "--db", DB_HELP)
     dry_run: bool = knob(False, "--dry-run", "Fit and report, but do not write --out.")
     force: bool = knob(
         False,

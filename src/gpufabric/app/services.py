@@ -16,6 +16,7 @@ from gpufabric.app.requests import SYNTHETIC, PlanRequest, SimulateRequest
 from gpufabric.app.training import StepSimulation, checked
 from gpufabric.app.workloads import load_workload
 from gpufabric.errors import InputError
+from gpufabric.exec.knobs import check_range
 
 if TYPE_CHECKING:
     from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
@@ -151,11 +152,6 @@ def synthetic_config(r: SimulateRequest) -> SimConfig:
 MAX_COLLECTIVE_BYTES = 1 << 50
 
 
-def _check_range(flag: str, value: int, low: int, high: int) -> None:
-    if not low <= value <= high:
-        raise InputError(f"{flag} must be between {low:,} and {high:,}, got {value:,}")
-
-
 def predict_collective(request: PredictCollectiveRequest) -> CollectiveOutcome:
     """What nccl-tests should report for one collective on the request's cluster.
 
@@ -170,8 +166,8 @@ def predict_collective(request: PredictCollectiveRequest) -> CollectiveOutcome:
     from gpufabric.units import format_size, parse_size
 
     r = request
-    _check_range("--nodes", r.nodes, 1, 1 << 24)
-    _check_range("--gpus-per-node", r.gpus_per_node, 1, 1024)
+    check_range("--nodes", r.nodes, 1, 1 << 24)
+    check_range("--gpus-per-node", r.gpus_per_node, 1, 1024)
     size_bytes = parse_size(r.size)
     if size_bytes > MAX_COLLECTIVE_BYTES:
         raise InputError(

@@ -1,4 +1,4 @@
-"""The JSON documents of the bench commands: the versioned envelope and a result's row.
+"""The JSON documents of the bench commands: a result's row (the envelope is results.document's).
 
 Kept free of heavy imports: the CLI reads these names while it builds its commands.
 """
@@ -7,15 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from gpufabric import SCHEMA_VERSION, __version__
-
 if TYPE_CHECKING:
     from gpufabric.results.records import TestResult
-
-
-def envelope(payload: dict[str, Any]) -> dict[str, Any]:
-    """``schema_version`` and the tool version ahead of a document's own keys (as every command prints)."""
-    return {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, **payload}
 
 
 def headline(result: TestResult) -> str:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufabric.bench import profiles as profiles_mod
-from gpufabric.bench.documents import envelope, result_row
+from gpufabric.bench.documents import result_row
 from gpufabric.bench.runners import Executor, PlannedTest
 from gpufabric.bench.runners import fio as fio_runner
 from gpufabric.bench.runners import iperf3 as iperf3_runner
@@ -31,6 +31,7 @@ from gpufabric.bench.runners import nccl_tests as nccl_runner
 from gpufabric.bench.runners import perftest as perftest_runner
 from gpufabric.bench.runners import sockperf as sockperf_runner
 from gpufabric.errors import Terminated, raise_terminated
+from gpufabric.results.document import versioned as envelope
 from gpufabric.results.recorder import Recorder, judge, run_info
 from gpufabric.results.records import RunStatus, Slo, TestResult, Verdict
 

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.bench.documents import envelope
 from gpufabric.errors import InputError
 from gpufabric.exec.knobs import DB_HELP, DURATION_SYNTAX, duration_s, knob
+from gpufabric.results.document import versioned as envelope
 
 if TYPE_CHECKING:  # the suite's runners and the records: loaded when a suite runs, not when the CLI starts
     from gpufabric.bench.runners import PlannedTest
     from gpufabric.bench.suite import Progress, SuiteOutcome
-    from gpufabric.results.records import Slo
+    from gpufabric.results.records import RunRecord, Slo
     from gpufabric.spec.plan_file import SavedPlan
 
 #: Largest --repeats (a typo such as 10**6 would plan a million tool runs).
@@ -47,53 +47,36 @@ def _is_host(text: str) -> bool:
 class SuiteRequest:
     """``bench --suite quick|full``: the validation suite, judged against SLOs."""
 
-    suite: str | None = field(default=None, metadata=knob("--suite", "quick (about a minute here) or full."))
-    plan: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--plan",
-            "Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the"
-            " checkpoint, dataset and busbw SLOs).",
-        ),
+    suite: str | None = knob(None, "--suite", "quick (about a minute here) or full.")
+    plan: Path | None = knob(
+        None,
+        "--plan",
+        "Plan JSON (gpufabric plan SPEC --format json): SLOs for its recommended design (add --spec for the"
+        " checkpoint, dataset and busbw SLOs).",
     )
-    spec: Path | None = field(
-        default=None, metadata=knob("--spec", "Spec YAML: shapes the storage profiles and derives SLOs.")
+    spec: Path | None = knob(None, "--spec", "Spec YAML: shapes the storage profiles and derives SLOs.")
+    thresholds: Path | None = knob(
+        None, "--thresholds", "Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."
     )
-    thresholds: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--thresholds", "Thresholds YAML for this hardware type (target/tolerance, min, max per test metric)."
-        ),
+    target_dir: Path | None = knob(
+        None, "--target-dir", "Directory on the storage to test (default: a temp dir). Must be empty unless --force."
     )
-    target_dir: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--target-dir", "Directory on the storage to test (default: a temp dir). Must be empty unless --force."
-        ),
+    db: str | None = knob(None, "--db", DB_HELP)
+    force: bool = knob(
+        False,
+        "--force",
+        "Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards).",
     )
-    db: str | None = field(default=None, metadata=knob("--db", DB_HELP))
-    force: bool = field(
-        default=False,
-        metadata=knob(
-            "--force",
-            "Use a non-empty --target-dir (files still go into a new subdirectory, removed afterwards).",
-        ),
+    repeats: int | None = knob(
+        None, "--repeats", "Runs per test (default: 3 quick, 5 full); an SLO passes on a majority.", min=1
     )
-    repeats: int | None = field(
-        default=None,
-        metadata=knob("--repeats", "Runs per test (default: 3 quick, 5 full); an SLO passes on a majority.", min=1),
+    server: str | None = knob(
+        None,
+        "--server",
+        "Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers started here.",
     )
-    server: str | None = field(
-        default=None,
-        metadata=knob(
-            "--server",
-            "Remote host running iperf3 -s / sockperf server / perftest server; default: loopback servers"
-            " started here.",
-        ),
-    )
-    timeout: str | None = field(
-        default=None,
-        metadata=knob("--timeout", f"Per-test timeout (default: the test's duration plus a grace): {DURATION_SYNTAX}."),
+    timeout: str | None = knob(
+        None, "--timeout", f"Per-test timeout (default: the test's duration plus a grace): {DURATION_SYNTAX}."
     )
 
     def prepare(self, note: Callable[[str], None]) -> SuitePrepared:
@@ -173,6 +156,18 @@ class SuiteDryRun:
         ]
         return envelope({"dry_run": True, "tests": tests, "slos": list(self.slos)})
 
+    def lines(self) -> list[str]:
+        """The text form: each test's commands under a comment line, then the SLOs."""
+        lines = []
+        for t in self.tests:
+            skip = f"  [{t.skip_reason}]" if t.skip_reason else ""
+            lines += [f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s){skip}", *t.command_lines()]
+        n = len(self.tests)
+        lines.append(
+            f"# {n} tests; SLOs:" if self.slos else f"# {n} tests; no SLOs (give --plan/--spec or --thresholds)"
+        )
+        return lines + [f"#   {line}" for line in self.slo_lines]
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuitePrepared:
@@ -251,3 +246,21 @@ class SuitePrepared:
             )
         finally:
             scratch.cleanup()
+
+
+def write_thresholds(run_ref: str, out: Path, *, hardware: str = "", db: str | None = None) -> RunRecord:
+    """``bench thresholds``: write a thresholds file whose targets are a good run's medians; the run.
+
+    ``hardware`` names what they are for (default: the run's host).
+    """
+    from gpufabric.bench.slo import thresholds_from_run
+    from gpufabric.results.store import Store
+
+    with Store.open(db) as store:
+        run = store.get_run(run_ref)
+    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
+    try:
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    return run

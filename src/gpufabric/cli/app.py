@@ -37,7 +37,7 @@ from collections.abc import Iterator, Sequence
 import typer
 
 from gpufabric import __version__, errors
-from gpufabric.cli.options import PLAIN_HELP
+from gpufabric.cli.options import PLAIN_HELP, SPEC_MODELS
 from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError, interrupt_exit_code, raise_terminated
 
@@ -82,13 +82,7 @@ def command_module(name: str) -> str:
 #: and the command would go on. The models are defined with defer_build (spec/types.py),
 #: so a module costs its validators only where a command declares it: `predict` builds the
 #: catalog's alone, a third of its CPU (docs/performance.md).
-ALL_MODEL_MODULES = (
-    "gpufabric.catalog.schema",
-    "gpufabric.spec.models",
-    "gpufabric.spec.security",
-    "gpufabric.spec.inference",
-    "gpufabric.bench.slo",
-)
+ALL_MODEL_MODULES = (*SPEC_MODELS, "gpufabric.bench.slo")
 
 
 def model_modules(named: str | None) -> tuple[str, ...]:

@@ -25,10 +25,9 @@ from gpufabric.cli.options import (
     quiet_option,
     refuse_group_options,
     refuse_unused,
-    request_options,
 )
-from gpufabric.cli.output import Format, command_line, print_json, stderr_console, stdout_console
-from gpufabric.errors import InputError
+from gpufabric.cli.output import Format, command_line, print_json, print_lines, stderr_console
+from gpufabric.cli.request_options import request_options
 
 
 def register(app: typer.Typer) -> None:
@@ -57,22 +56,13 @@ def write_thresholds(
     fmt: Format = format_option(),
 ) -> int:
     """Calibrate: write a thresholds file whose targets are a good run's medians (golden values)."""
-    from gpufabric.bench.slo import thresholds_from_run
-    from gpufabric.results.store import Store
+    from gpufabric.bench.suite_service import write_thresholds as write
 
-    with Store.open(db) as store:
-        run = store.get_run(run_ref)
-    text = thresholds_from_run(run, hardware=hardware or str(run.fingerprint.get("host", "")))
-    try:
-        out.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write: {exc.strerror}") from exc
+    run = write(run_ref, out, hardware=hardware, db=db)
     if fmt is Format.json:
         print_json({"out": str(out), "run_id": run.id})
         return 0
-    stdout_console().print(
-        f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}", markup=False
-    )
+    print_lines([f"wrote {out} from run {run.id}; use it with: gpufabric bench --suite ... --thresholds {out}"])
     return 0
 
 
@@ -91,7 +81,8 @@ def bench(
     refuse_unused(dry_run, {"db": "--db", "quiet": "--quiet"}, "with --dry-run (nothing runs or is stored)")
     prep = request.prepare(note=lambda line: typer.echo(line, err=True))
     if dry_run:
-        _print_dry_run(prep.dry_run(), fmt)
+        dry = prep.dry_run()
+        print_json(dry.document()) if fmt == Format.json else print_lines(dry.lines())
         return
     bar: list[Any] = []
     try:
@@ -137,48 +128,28 @@ def _start(bar: list[Any], tests: list[Any], not_planned: tuple[str, ...], suite
     return each
 
 
-def _print_dry_run(dry: Any, fmt: Format) -> None:  # bench.suite_service.SuiteDryRun
-    if fmt == Format.json:
-        print_json(dry.document())
-        return
-    out = stdout_console()
-    for t in dry.tests:
-        skip = f"  [{t.skip_reason}]" if t.skip_reason else ""
-        out.print(f"# {t.name} (repeat {t.repeat}, timeout {t.timeout_s:g} s){skip}", markup=False)
-        for line in t.command_lines():
-            out.print(line, markup=False)
-    n = len(dry.tests)
-    out.print(
-        f"# {n} tests; SLOs:" if dry.slos else f"# {n} tests; no SLOs (give --plan/--spec or --thresholds)",
-        markup=False,
-    )
-    for line in dry.slo_lines:
-        out.print(f"#   {line}", markup=False)
+def note(r: Any) -> str:  # results.records.TestResult
+    """Why a result failed, or its quality warnings, in parentheses after its line ('' if none)."""
+    text = r.reason or r.params.get("quality_warnings", "")
+    return f"  ({text})" if text else ""
 
 
 def _report(outcome: Any, fmt: Format) -> None:  # bench.suite.SuiteOutcome
     if fmt == Format.json:
         print_json(outcome.document())
         return
-    out = stdout_console()
     # Plain aligned lines, not a table: they survive 80-column pipes and grep.
     width = max((len(r.name) for r in outcome.results), default=10)
-    out.print(f"run {outcome.run_id}: {outcome.status}", markup=False)
-    for r in outcome.results:
-        note = r.reason or r.params.get("quality_warnings", "")
-        out.print(
-            f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
-            f"{headline(r)}" + (f"  ({note})" if note else ""),
-            markup=False,
-        )
-    if outcome.verdicts:
-        out.print("verdicts:", markup=False)
+    lines = [f"run {outcome.run_id}: {outcome.status}"]
+    lines += [
+        f"  {r.name:<{width}} #{r.params.get('repeat', '1'):<2} {r.status.value:<7} {r.duration_s:6.1f} s  "
+        f"{headline(r)}{note(r)}"
+        for r in outcome.results
+    ]
+    lines += ["verdicts:"] if outcome.verdicts else []
     for v in outcome.verdicts:
         text = "; ".join([v.reason, *v.warnings]).strip("; ")
         host = f" on {v.host}" if v.host else ""
-        out.print(
-            f"  {v.outcome.value.upper():<7} {v.test} {v.metric}{host}" + (f": {text}" if text else ""), markup=False
-        )
-    out.print(
-        f"wall {outcome.wall_s:.1f} s, in tools {outcome.tool_s:.1f} s; stored as run {outcome.run_id}", markup=False
-    )
+        lines.append(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}{host}" + (f": {text}" if text else ""))
+    lines.append(f"wall {outcome.wall_s:.1f} s, in tools {outcome.tool_s:.1f} s; stored as run {outcome.run_id}")
+    print_lines(lines)

@@ -12,8 +12,9 @@ import typer
 
 from gpufabric.bench.probes.requests import GpuRequest
 from gpufabric.cli.bench_probes import OPT, _argv, _failures
-from gpufabric.cli.options import refuse_unused, request_options
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.options import refuse_unused
+from gpufabric.cli.output import Format, print_json, print_lines
+from gpufabric.cli.request_options import request_options
 
 
 def register(bench_app: typer.Typer) -> None:
@@ -24,37 +25,25 @@ def register(bench_app: typer.Typer) -> None:
 def gpu(request: GpuRequest, dry_run: bool = OPT["dry_run"], fmt: Format = OPT["fmt"]) -> int:
     """Measure the GEMM shapes of a spec's layout, HBM bandwidth, a spec-shaped decode step and prefill,
     and host<->device copies on one device; compare decode with the serving model."""
-    from gpufabric.bench.slo import describe
-
     prep = request.prepare()
     if dry_run:
         refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
-        if fmt is Format.json:
-            print_json(prep.document())
-            return 0
-        out, plan = stdout_console(), prep.plan
-        head = (
-            f"bench gpu {prep.spec.name} on {prep.device} ({plan.warmup} warm-up, {plan.repeats} timed repeats each):"
-        )
-        for line in [head, *(f"  {m}" for m in plan.describe()), *(f"  SLO {s}" for s in describe(prep.slos))]:
-            out.print(line, markup=False)
+        print_json(prep.document()) if fmt is Format.json else print_lines(prep.dry_run_lines())
         return 0
     report = prep.run(_argv())
     if fmt is Format.json:
         print_json(report.document())
         return report.exit_code
-    console = stdout_console()
     name = report.device.get("name", prep.device)
-    console.print(
-        f"gpu: {name} ({prep.device}), spec {prep.spec.name}, run {report.run_id}, {report.status}", markup=False
+    print_lines(
+        [
+            f"gpu: {name} ({prep.device}), spec {prep.spec.name}, run {report.run_id}, {report.status}",
+            f"{'measurement':<40}{'time':>12}{'figure':>18}{'efficiency':>12}{'model':>12}",
+            *map(_row, report.rows),
+            "model: the serving model's decode step relative to the measured one (+ = predicted slower)",
+            *_failures(report),
+        ]
     )
-    console.print(f"{'measurement':<40}{'time':>12}{'figure':>18}{'efficiency':>12}{'model':>12}", markup=False)
-    for row in report.rows:
-        console.print(_row(row), markup=False)
-    console.print(
-        "model: the serving model's decode step relative to the measured one (+ = predicted slower)", markup=False
-    )
-    _failures(report, console)
     return report.exit_code
 
 

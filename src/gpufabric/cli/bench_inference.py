@@ -8,16 +8,27 @@ from typing import Any
 
 import typer
 
-from gpufabric.cli.bench_probes import OPT, _argv, launch_options
+from gpufabric.cli.bench_probes import DB_AMONG_LAUNCH, OPT, _argv, _lab_hosts
 from gpufabric.cli.options import refuse_unused
 from gpufabric.cli.output import Format, print_json
+from gpufabric.cli.request_options import request_options
+from gpufabric.exec.launchers import LaunchRequest
 
 
 def register(bench_app: typer.Typer) -> None:
     bench_app.command("inference")(inference)
 
 
+#: The launch knobs ``bench inference`` offers (its KV probe is one torch job, its weight load another).
+LAUNCH = (
+    *("launcher", "nodes", "nproc", "hosts", "lab", "plane", "backend", "master_port"),
+    *("timeout", "init_timeout", "op_timeout", "work_dir", "data_ifname"),
+)
+
+
+@request_options(LaunchRequest, "launch", place=DB_AMONG_LAUNCH, only=LAUNCH)
 def inference(
+    *,
     spec_file: Path = typer.Argument(..., help="Inference spec (workload.kind: inference)."),
     fabric: str = typer.Option("", "--fabric", help="Fabric whose model sets the KV SLO (default: the plan's design)."),
     directory: Path = typer.Option(None, "--dir", help="Storage path for the weight-load probe (omit to skip it)."),
@@ -30,20 +41,8 @@ def inference(
     concurrency: int = typer.Option(None, "--concurrency", min=1, max=10000, help="Closed loop of N clients."),
     requests: int = typer.Option(None, "--requests", min=1, max=10**7, help="Requests (default 20 per client)."),
     thresholds: Path = OPT["thresholds"],
-    launcher: str = OPT["launcher"],
-    nodes: int = OPT["nodes"],
-    nproc: int = OPT["nproc"],
-    hosts: str = OPT["hosts"],
-    lab: str = OPT["lab"],
-    plane: str = OPT["plane"],
-    backend: str = OPT["backend"],
-    master_port: int = OPT["master_port"],
-    timeout: str = OPT["timeout"],
-    init_timeout: str = OPT["init_timeout"],
-    op_timeout: str = OPT["op_timeout"],
-    work_dir: str = OPT["work_dir"],
+    launch: LaunchRequest,
     db: str | None = OPT["db"],
-    data_ifname: str = OPT["data_ifname"],
     dry_run: bool = OPT["dry_run"],
     fmt: Format = OPT["fmt"],
 ) -> int:
@@ -56,14 +55,11 @@ def inference(
     """
     from gpufabric.bench import inference_service as svc
 
-    common: dict[str, Any] = {"launcher": launcher, "nodes": nodes, "nproc": nproc, "hosts": hosts, "lab": lab}
-    common |= {"plane": plane, "master_port": master_port, "timeout": timeout, "init_timeout": init_timeout}
-    common |= {"op_timeout": op_timeout, "work_dir": work_dir, "data_ifname": data_ifname}
-    load_backend = "gloo" if backend == "auto" else backend  # the weight load is a single-rank torch job
+    load_backend = "gloo" if launch.backend == "auto" else launch.backend  # the weight load is a single-rank torch job
     request = svc.InferenceBenchRequest(
         spec_file=spec_file,
-        opts=launch_options(backend=backend, **common),
-        load_opts=None if directory is None else launch_options(backend=load_backend, **common),
+        opts=launch.resolve(lab_hosts=_lab_hosts),
+        load_opts=None if directory is None else launch.resolve(lab_hosts=_lab_hosts, backend=load_backend),
         fabric=fabric,
         directory=directory,
         scale=scale,

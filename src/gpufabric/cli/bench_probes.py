@@ -18,8 +18,9 @@ import typer
 
 from gpufabric.bench.probes.requests import CheckpointRequest, CollectivesRequest, TrainRequest
 from gpufabric.cli import probe_live
-from gpufabric.cli.options import format_option, knob_params, quiet_option, refuse_unused, request_options
-from gpufabric.cli.output import Format, command_line, print_json, stdout_console
+from gpufabric.cli.options import format_option, quiet_option, refuse_unused
+from gpufabric.cli.output import Format, command_line, print_json, print_lines
+from gpufabric.cli.request_options import defaults, request_options
 from gpufabric.units import format_size
 
 if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
@@ -31,10 +32,9 @@ if TYPE_CHECKING:  # loaded when a probe runs (numpy), not when the CLI starts
         TrainOutcome,
     )
     from gpufabric.exec.launch import Host
-    from gpufabric.exec.launchers import LaunchOptions
 
 #: The probes' shared options, derived from the request records (bench inference and bench gpu use them).
-OPT: dict[str, Any] = {p.name: p.default for p in knob_params(CollectivesRequest)[0]} | {
+OPT: dict[str, Any] = defaults(CollectivesRequest) | {
     "dry_run": typer.Option(False, "--dry-run", help="Print every command and exit."),
     "fmt": format_option(),
 }
@@ -55,43 +55,11 @@ def _lab_hosts(name: str, plane: str) -> list[Host]:
     return lab_hosts(name, plane=plane)
 
 
-def launch_options(**typed: Any) -> LaunchOptions:
-    """The checked launch of a command that declares launch options itself (``bench inference``)."""
-    from gpufabric.exec.launchers import LaunchRequest
-
-    return LaunchRequest(**typed).resolve(lab_hosts=_lab_hosts)
-
-
-def print_dry_run(dry: DryRun, fmt: Format) -> int:
-    """The launch commands (and script), then the SLOs the run would be judged by, one a line."""
-    if fmt is Format.json:
-        print_json(dry.document())
-        return 0
-    sys.stdout.write("".join(c + "\n" for c in dry.commands))
-    if dry.script:
-        sys.stdout.write(f"# {dry.script_label}:\n" + dry.script)
-    if dry.slo_lines:
-        sys.stdout.write("# SLOs:\n" + "".join(f"#   {line}\n" for line in dry.slo_lines))
-    return 0
-
-
-def _dry_run(kind: str, config: dict[str, Any], opts: LaunchOptions, fmt: Format, judge: Any = None) -> int:
-    """``--dry-run`` of a command that builds its own config (``bench inference``)."""
-    from gpufabric.bench.probes import requests
-    from gpufabric.bench.probes.service import Judging
-
-    refuse_unused(True, {"db": "--db"}, "with --dry-run (nothing runs or is stored)")
-    return print_dry_run(requests.dry_run(kind, config, opts, judge or Judging()), fmt)
-
-
-def _failures(report: Any, console: Any) -> None:  # a ProbeOutcome
-    for line in report.failures:
-        console.print(f"FAIL {line}", markup=False)
-    for line in report.warnings:
-        console.print(f"WARN {line}", markup=False)
+def _failures(report: Any) -> list[str]:  # a ProbeOutcome
+    lines = [f"FAIL {line}" for line in report.failures] + [f"WARN {line}" for line in report.warnings]
     if report.error:
-        console.print(f"error: {report.error}", markup=False)
-        console.print(f"{len(report.rows)} finished result(s) stored in run {report.run_id}", markup=False)
+        lines += [f"error: {report.error}", f"{len(report.rows)} finished result(s) stored in run {report.run_id}"]
+    return lines
 
 
 def _probe(request: Any, dry_run: bool, live: Any = None) -> DryRun | ProbeOutcome:
@@ -112,7 +80,7 @@ def _render(outcome: DryRun | ProbeOutcome, fmt: Format, text: Any, *args: Any, 
     if fmt is Format.json:
         last(outcome.document())
     elif isinstance(outcome, DryRun):
-        print_dry_run(outcome, fmt)
+        sys.stdout.write(outcome.text())
     elif isinstance(outcome, FollowedOutcome):  # a followed job (k8s): its log is the output
         sys.stdout.write(outcome.log)
     else:
@@ -121,88 +89,72 @@ def _render(outcome: DryRun | ProbeOutcome, fmt: Format, text: Any, *args: Any, 
 
 
 def _collectives_text(report: CollectivesOutcome) -> None:
-    console = stdout_console()
-    console.print(f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}", markup=False)
-    console.print(
+    lines = [
+        f"collectives: {len(report.rows)} size(s), run {report.run_id}, {report.status}",
         f"{'op':<15}{'dtype':<10}{'size':>10}{'p50 us':>11}{'p99 us':>11}{'CV':>6}"
         f"{'algbw GB/s':>12}{'busbw GB/s':>12}{'#wrong':>8}",
-        markup=False,
-    )
-    for row in report.rows:
-        console.print(
-            f"{row.op:<15}{row.dtype:<10}{format_size(row.size_bytes):>10}"
-            f"{row.time_p50_us:>11.1f}{row.time_p99_us:>11.1f}{row.time_cv:>6.2f}"
-            f"{row.algbw_gbps:>12.4f}{row.busbw_gbps:>12.4f}{row.wrong_elements:>8.0f}",
-            markup=False,
-        )
-    _failures(report, console)
+    ]
+    lines += [
+        f"{row.op:<15}{row.dtype:<10}{format_size(row.size_bytes):>10}"
+        f"{row.time_p50_us:>11.1f}{row.time_p99_us:>11.1f}{row.time_cv:>6.2f}"
+        f"{row.algbw_gbps:>12.4f}{row.busbw_gbps:>12.4f}{row.wrong_elements:>8.0f}"
+        for row in report.rows
+    ]
+    print_lines(lines + _failures(report))
 
 
 def _train_text(report: TrainOutcome) -> None:
-    console = stdout_console()
     shape = report.shape
-    console.print(
+    lines = [
         f"train: hidden {shape['hidden']}, {shape['layers']} blocks, seq {shape['seq_len']},"
         f" batch {shape['batch']}/rank, {shape['mode']}, spec layout {shape['spec_layout']};"
-        f" run {report.run_id}, {report.status}",
-        markup=False,
-    )
+        f" run {report.run_id}, {report.status}"
+    ]
     for row in report.rows:
-        console.print(
+        lines.append(
             f"repeat {row.repeat}: {row.num_ranks} ranks, step p50 {row.step_time_p50_s * 1e3:.2f} ms,"
             f" p99 {row.step_time_p99_s * 1e3:.2f} ms, CV {row.step_time_cv:.3f},"
-            f" loss {row.final_loss:.4f}, sha256 {row.sha256[:16]}",
-            markup=False,
+            f" loss {row.final_loss:.4f}, sha256 {row.sha256[:16]}"
         )
-        for s in row.ranks.ranks:
-            console.print(
-                f"  rank {s.rank} ({s.host}): p50 {(s.p50 or math.nan) * 1e3:.2f} ms,"
-                f" p99 {(s.p99 or math.nan) * 1e3:.2f} ms, CV {s.cv if s.cv is not None else math.nan:.3f}",
-                markup=False,
-            )
+        lines += [
+            f"  rank {s.rank} ({s.host}): p50 {(s.p50 or math.nan) * 1e3:.2f} ms,"
+            f" p99 {(s.p99 or math.nan) * 1e3:.2f} ms, CV {s.cv if s.cv is not None else math.nan:.3f}"
+            for s in row.ranks.ranks
+        ]
     for comp in report.reproducibility:
         rep = comp.result
         if rep.identical:
-            console.print(f"{comp.compared}: bitwise identical ({rep.num_params} parameters)", markup=False)
+            lines.append(f"{comp.compared}: bitwise identical ({rep.num_params} parameters)")
             continue
-        console.print(
+        lines.append(
             f"{comp.compared}: NOT identical: {rep.differing_elements} parameters differ,"
-            f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}",
-            markup=False,
+            f" max abs {rep.max_abs_diff:.3g}, max rel {rep.max_rel_diff:.3g}"
         )
-        for d in rep.differences:
-            console.print(f"  setup differs: {d}", markup=False)
-        if rep.unpinned:
-            console.print(f"  not pinned: {', '.join(rep.unpinned)}", markup=False)
-    _failures(report, console)
+        lines += [f"  setup differs: {d}" for d in rep.differences]
+        lines += [f"  not pinned: {', '.join(rep.unpinned)}"] if rep.unpinned else []
+    print_lines(lines + _failures(report))
 
 
 def _checkpoint_text(report: CheckpointOutcome, directory: Any) -> None:
-    console = stdout_console()
-    console.print(f"checkpoint: {directory}, run {report.run_id}, {report.status}", markup=False)
-    console.print(
+    lines = [
+        f"checkpoint: {directory}, run {report.run_id}, {report.status}",
         "GB/s = total bytes / slowest rank's time; 'rank min' = the slowest rank's own rate;"
         " commit phases of the slowest rank in ms",
-        markup=False,
-    )
-    console.print(
         f"{'format':<12}{'size':>10}{'write s':>9}{'GB/s':>8}{'rank min':>9}{'data':>8}{'fsync':>8}"
         f"{'rename':>8}{'dirsync':>8}{'read s':>9}{'GB/s':>8}{'rank min':>9}{'wrong':>7}",
-        markup=False,
-    )
+    ]
     for row in report.rows:
         phases = "".join(
             f"{row.phases_s.get(k, math.nan) * 1e3:>8.1f}"
             for k in ("write_data_s", "fsync_s", "rename_s", "dir_fsync_s")
         )
-        console.print(
+        lines.append(
             f"{row.format:<12}{format_size(row.size_bytes):>10}{row.write_duration_s:>9.3f}"
             f"{row.write_gbps:>8.3f}{row.write_min_rank_gbps:>9.3f}{phases}"
             f"{row.read_duration_s:>9.3f}{row.read_gbps:>8.3f}{row.read_min_rank_gbps:>9.3f}"
-            f"{row.wrong_tensors:>7.0f}",
-            markup=False,
+            f"{row.wrong_tensors:>7.0f}"
         )
-    _failures(report, console)
+    print_lines(lines + _failures(report))
 
 
 def register(bench_app: typer.Typer) -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import TYPE_CHECKING
 
 import typer
 
 from gpufabric.app.requests import CalibrateRequest
 from gpufabric.cli.options import format_option, refuse_unused
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, print_json, print_lines
 from gpufabric.cli.request_options import request_options
 
 if TYPE_CHECKING:  # imported when text is rendered: start-up stays lean (cli/app.py)
@@ -20,7 +19,7 @@ def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
 
 
-@request_options(CalibrateRequest, own_after="force")
+@request_options(CalibrateRequest)
 def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     """Fit alpha and beta per link class from a run (suite, probe or ingested) and write `source: measured, run <id>` overrides."""
     from gpufabric.app.services import calibrate as run
@@ -35,14 +34,8 @@ def calibrate(request: CalibrateRequest, fmt: Format = format_option()) -> int:
     lines = _fabric_text(outcome) if isinstance(outcome, FabricCalibration) else _gpu_text(outcome)
     if outcome.written:
         lines.append(f"wrote {outcome.out}; use it with: gpufabric plan SPEC --catalog {outcome.out}")
-    console = stdout_console()
-    for line in lines:
-        console.print(line, markup=False)
+    print_lines(lines)
     return outcome.exit_code
-
-
-# Shown as RUN, as it always was (request_options names an argument after its field, ``run``).
-inspect.signature(calibrate).parameters["run"].default.metavar = "RUN"
 
 
 def _fabric_text(outcome: FabricCalibration) -> list[str]:

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
 from gpufabric.cli.options import db_option, format_option
-from gpufabric.cli.output import Format, stdout_console
+from gpufabric.cli.output import Format, show
 from gpufabric.errors import InputError
 
 
@@ -71,11 +69,4 @@ def compare(
         strict=strict,
     )
     outcome = run(request)
-    if fmt is Format.json:
-        sys.stdout.write(outcome.to_json())
-        sys.stdout.flush()
-    else:
-        console = stdout_console()
-        for line in outcome.text_lines():
-            console.print(line, markup=False)
-    return outcome.exit_code
+    return show(outcome, fmt)

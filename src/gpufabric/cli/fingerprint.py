@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from gpufabric.cli.options import format_option, refuse_unused
-from gpufabric.cli.output import Format, stdout_console
+from gpufabric.cli.output import Format, show, stdout_console
 from gpufabric.errors import InputError
 
 
@@ -27,7 +27,6 @@ def register(app: typer.Typer) -> None:
         """Manifest of everything that can change results (versions, env, NCCL_*, topology), or drift between manifests."""
         from gpufabric.bench import manifests as fingerprints
 
-        console = stdout_console()
         if compare or files:
             refuse_unused(True, {"out": "--out"}, "with --compare (it writes no manifest)")
             if not compare:
@@ -35,12 +34,8 @@ def register(app: typer.Typer) -> None:
             drift = fingerprints.drift(files or [])
             if fmt is Format.json:
                 sys.stdout.write(drift.to_json())
+            console = stdout_console()
             for line, markup in drift.text_lines() if fmt is not Format.json else ():
                 console.print(line, markup=markup)
             return drift.exit_code
-        outcome = fingerprints.manifest(out)
-        if fmt is Format.json:
-            sys.stdout.write(outcome.to_json())
-        for line in outcome.text_lines() if fmt is not Format.json else ():
-            console.print(line, markup=False)
-        return outcome.exit_code
+        return show(fingerprints.manifest(out), fmt)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
 
 from gpufabric.cli.options import db_option, format_option
-from gpufabric.cli.output import Format, stdout_console
+from gpufabric.cli.output import Format, show
 
 
 def register(app: typer.Typer) -> None:
@@ -26,10 +25,4 @@ def import_runs(
     from gpufabric.results.transfer import import_file
 
     outcome = import_file(file, db=db)
-    if fmt is Format.json:
-        sys.stdout.write(outcome.to_json())
-    else:
-        console = stdout_console()
-        for line in outcome.text_lines():
-            console.print(line, markup=False)
-    return outcome.exit_code
+    return show(outcome, fmt)

@@ -25,7 +25,7 @@ import typer
 
 from gpufabric.bench.parsers import collector_paused
 from gpufabric.cli.options import db_option, format_option, refuse_unused
-from gpufabric.cli.output import Format, command_line, stdout_console
+from gpufabric.cli.output import Format, command_line, print_lines
 
 if TYPE_CHECKING:
     from gpufabric.bench.ingest import IngestOutcome
@@ -82,23 +82,17 @@ def ingest(
         sys.stdout.write(outcome.to_json())
         sys.stdout.flush()
     else:
-        _text(outcome)
+        print_lines(_text(outcome))
     if outcome.exit_code:
         raise typer.Exit(outcome.exit_code)
 
 
-def _text(outcome: IngestOutcome) -> None:
-    from gpufabric.cli.bench import headline
+def _text(outcome: IngestOutcome) -> list[str]:
+    from gpufabric.cli.bench import headline, note
 
-    out = stdout_console()
     head = "would import" if outcome.dry_run else f"imported as run {outcome.run_id}"
-    out.print(f"{head}: {len(outcome.results)} results, {outcome.status}", markup=False)
-    for r in outcome.results:
-        note = r.reason or r.params.get("quality_warnings", "")
-        out.print(
-            f"  {r.name} [{r.host}] {r.status.value} {headline(r)}  {r.params['file']}"
-            + (f"  ({note})" if note else ""),
-            markup=False,
-        )
-    for v in outcome.verdicts:
-        out.print(f"  {v.outcome.value.upper():<7} {v.test} {v.metric}: {v.reason}", markup=False)
+    lines = [f"{head}: {len(outcome.results)} results, {outcome.status}"]
+    lines += [
+        f"  {r.name} [{r.host}] {r.status.value} {headline(r)}  {r.params['file']}{note(r)}" for r in outcome.results
+    ]
+    return lines + [f"  {v.outcome.value.upper():<7} {v.test} {v.metric}: {v.reason}" for v in outcome.verdicts]

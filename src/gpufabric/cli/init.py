@@ -8,15 +8,11 @@ from pathlib import Path
 
 import typer
 
+from gpufabric.cli.options import SPEC_MODELS
 from gpufabric.errors import InputError
 
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
-MODELS = (
-    "gpufabric.catalog.schema",
-    "gpufabric.spec.models",
-    "gpufabric.spec.security",
-    "gpufabric.spec.inference",
-)
+MODELS = SPEC_MODELS
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import typer
 
 from gpufabric.cli.options import PLAIN_HELP, format_option, gpus_per_node_option, num_hosts_option
-from gpufabric.cli.output import Format, print_json, stdout_console
+from gpufabric.cli.output import Format, print_json, print_lines
 from gpufabric.errors import InputError
 
 NAME_HELP = "Lab name (1-6 lowercase letters/digits)."
@@ -36,12 +36,7 @@ def _rates(items: list[str]) -> dict[str, str]:
 
 def _emit(doc: dict[str, Any], fmt: Format, text: Callable[[dict[str, Any]], list[str]]) -> None:
     """The document as JSON, or its text lines."""
-    if fmt is Format.json:
-        print_json(doc)
-        return
-    console = stdout_console()
-    for line in text(doc):
-        console.print(line, markup=False)
+    print_json(doc) if fmt is Format.json else print_lines(text(doc))
 
 
 def _removed(what: str) -> Callable[[dict[str, Any]], list[str]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, overload
+from typing import Any
 
 import typer
 
@@ -24,9 +24,18 @@ from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
 # The knobs' help texts are declared with the records (exec.knobs); commands without a record share them.
-from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP
+from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP
 from gpufabric.exec.knobs import DURATION_SYNTAX as DURATION_SYNTAX  # shared help texts (tests pin them)
 from gpufabric.exec.knobs import HOSTS_HELP as HOSTS_HELP
+
+#: The pydantic model modules of a spec and its catalog: what a command that reads a spec
+#: builds at start-up (its ``MODELS``; cli/app.py ALL_MODEL_MODULES).
+SPEC_MODELS = (
+    "gpufabric.catalog.schema",
+    "gpufabric.spec.models",
+    "gpufabric.spec.security",
+    "gpufabric.spec.inference",
+)
 
 #: ``rich_markup_mode`` of every typer group: plain click help (see cli/app.py build_app).
 PLAIN_HELP = None
@@ -43,32 +52,12 @@ def format_option(default: enum.Enum = Format.text) -> Any:
     return typer.Option(default, "--format", help=f"Output format: {', '.join(choices)}.")
 
 
-@overload
-def duration_s(flag: str, text: str, *, low_s: float = ..., high_s: float = ...) -> float: ...
-@overload
-def duration_s(flag: str, text: None, *, low_s: float = ..., high_s: float = ...) -> None: ...
-def duration_s(flag: str, text: str | None, *, low_s: float = 0.001, high_s: float = 7 * 86_400) -> float | None:
-    """Seconds from a duration option, bounded; None stays None (the option's own default applies)."""
-    from gpufabric.exec.knobs import duration_s as seconds
-
-    return None if text is None else seconds(flag, text, low_s=low_s, high_s=high_s)
-
-
-def nodes_option(default: int = 1) -> Any:
-    return typer.Option(default, "--nodes", min=1, help=NODES_HELP)
-
-
 def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> Any:
     return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
 def num_hosts_option(default: int, what: str = "hosts") -> Any:
     return typer.Option(default, "--num-hosts", help=f"Number of {what} (2-16).")
-
-
-def bytes_option(default: str, what: str) -> Any:
-    """``--bytes SIZE``: one message or object size (a sweep is ``--sizes``)."""
-    return typer.Option(default, "--bytes", help=f"{what}: 64K, 1G, 8GiB, 100MB or a byte count.")
 
 
 def quiet_option(what: str) -> Any:
@@ -170,62 +159,3 @@ def refuse_group_options(ctx: Any) -> None:
             f" not reach the subcommand; put {'it' if len(used) == 1 else 'them'} after it:"
             f" gpufabric {group} {ctx.invoked_subcommand} {used[0]} ..."
         )
-
-
-def request_options(
-    record: type, name: str = "request", place: dict[str, str] | None = None
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command one option per knob of ``record`` (``exec.knobs``) in place of its parameter ``name``.
-
-    The command declares ``name: record``; typer sees the record's knobs instead
-    (``knobs.layout``), each with the flag and help of its metadata, and the command receives
-    the record built from them. A knob given where it has no effect (another launcher,
-    ``--plane`` without ``--lab``) is refused (exit 2) rather than ignored. The record is the
-    one declaration: a new knob is a field. ``place`` lists an option right after another
-    (parameter name -> the one it follows), where ``--help`` has always listed it.
-    """
-    import functools
-    import inspect
-
-    from gpufabric.exec import knobs
-
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        signature = inspect.signature(func, eval_str=True)
-        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
-        at = [p.name for p in params].index(name)
-        own, last = knob_params(record)
-        new = [*params[:at], *own, *params[at + 1 :], *last]
-        for moved, after in (place or {}).items():
-            param = next(p for p in new if p.name == moved)
-            new.remove(param)
-            new.insert(next(i for i, p in enumerate(new) if p.name == after) + 1, param)
-
-        @functools.wraps(func)
-        def wrapper(**kwargs: Any) -> Any:
-            values = {p.name: kwargs.pop(p.name) for p in (*own, *last)}
-            built = knobs.build(record, values)
-            for why, flags in knobs.unused(built, launcher=values.get("launcher", "")):
-                refuse_unused(True, flags, why)
-            return func(**{name: built}, **kwargs)
-
-        wrapper.__signature__ = signature.replace(parameters=new)  # type: ignore[attr-defined]  # read by inspect.signature
-        wrapper.__annotations__ = {p.name: p.annotation for p in new} | {"return": signature.return_annotation}
-        return wrapper
-
-    return decorate
-
-
-def knob_params(record: type) -> tuple[list[Any], list[Any]]:
-    """The typer parameters of ``record``'s knobs in ``knobs.layout`` order: in place, and last."""
-    import inspect
-
-    from gpufabric.exec.knobs import default_of, layout
-
-    def param(f: Any, kind: Any) -> inspect.Parameter:
-        meta = f.metadata
-        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"], *meta["also"]]
-        option = typer.Option(default_of(f), *flags, help=meta["help"] or None, hidden=meta["hidden"], **meta["limits"])
-        return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=kind)
-
-    own, last = layout(record)
-    return [param(*k) for k in own], [param(*k) for k in last]

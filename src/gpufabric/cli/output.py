@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import contextvars
 import enum
-import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpufabric import SCHEMA_VERSION, __version__
-from gpufabric.jsonable import to_jsonable
+from gpufabric.results import document
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,12 +58,24 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False)
 
 
-def envelope(payload: dict[str, Any]) -> dict[str, Any]:
-    """Prefix a JSON document with ``schema_version`` and the tool version."""
-    return {"schema_version": SCHEMA_VERSION, "gpufabric_version": __version__, **payload}
-
-
 def print_json(payload: dict[str, Any]) -> None:
-    """Write ``payload`` (enveloped) as JSON on stdout."""
-    sys.stdout.write(json.dumps(to_jsonable(envelope(payload)), indent=2) + "\n")
+    """Write ``payload`` (enveloped: ``results.document``) as JSON on stdout."""
+    sys.stdout.write(document.dumps(payload))
     sys.stdout.flush()
+
+
+def print_lines(lines: Iterable[str]) -> None:
+    """Text lines on stdout, as every command prints them (rich, markup off)."""
+    console = stdout_console()
+    for line in lines:
+        console.print(line, markup=False)
+
+
+def show(outcome: Any, fmt: enum.Enum) -> int:
+    """Print an outcome that owns its JSON document (``to_json``) and its text (``text_lines``); its exit code."""
+    if fmt == Format.json:
+        sys.stdout.write(outcome.to_json())
+        sys.stdout.flush()
+    else:
+        print_lines(outcome.text_lines())
+    return int(outcome.exit_code)

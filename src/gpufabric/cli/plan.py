@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from gpufabric.app.requests import PlanRequest
-from gpufabric.cli.options import format_option
+from gpufabric.cli.options import SPEC_MODELS, format_option
 from gpufabric.cli.output import ReportFormat, print_json
 from gpufabric.cli.request_options import request_options
 
@@ -17,19 +17,14 @@ if TYPE_CHECKING:
     from gpufabric.app.training import TrainingPlan
 
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
-MODELS = (
-    "gpufabric.catalog.schema",
-    "gpufabric.spec.models",
-    "gpufabric.spec.security",
-    "gpufabric.spec.inference",
-)
+MODELS = SPEC_MODELS
 
 
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 
 
-@request_options(PlanRequest)
+@request_options(PlanRequest, place={"fmt": "spec_file"})
 def plan(request: PlanRequest, fmt: ReportFormat = format_option(ReportFormat.text)) -> int:
     """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
     from gpufabric.app.services import plan as run

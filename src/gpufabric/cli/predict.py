@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(predict_app, name="predict")
 
 
-@request_options(PredictCollectiveRequest, own_after="catalog_files")
+@request_options(PredictCollectiveRequest)
 def collective(request: PredictCollectiveRequest, fmt: Format = format_option()) -> int:
     """Predict time, algbw and busbw of one collective (nccl-tests definitions, GB/s = 1e9 B/s)."""
     from gpufabric.app.services import predict_collective

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gpufabric.cli.output import Format, envelope, stderr_console
+from gpufabric.cli.output import Format, stderr_console
 from gpufabric.units import format_size
 
 
@@ -63,12 +63,11 @@ def checkpoint_formats(fmt: Format) -> Callable[[dict[str, Any]], None] | None:
 
 def print_json_line(payload: dict[str, Any]) -> None:
     """One compact JSON document per line on stdout, flushed (JSON lines for streaming consumers)."""
-    import json
     import sys
 
-    from gpufabric.jsonable import to_jsonable
+    from gpufabric.results.document import dumps_line
 
-    sys.stdout.write(json.dumps(to_jsonable(envelope(payload)), separators=(",", ":")) + "\n")
+    sys.stdout.write(dumps_line(payload))
     sys.stdout.flush()
 
 

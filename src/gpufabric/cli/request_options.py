@@ -1,78 +1,88 @@
-"""Command-line options derived from a request record (``gpufabric.app.requests``).
+"""Command-line options derived from a request record: each knob declared once (``exec.knobs.knob``).
 
-A knob is declared once, as a field of the request: its flag, help, bound and the modes
-that read it come from the field's metadata, and the command receives the record.
+A command declares ``request: Record``; typer sees the record's knobs instead, each with the
+flag, help, bounds and metavar of its metadata, and the command receives the record built
+from them. A knob given where it has no effect (another launcher, ``--plane`` without
+``--lab``, another mode of ``simulate``) is refused (exit 2) rather than ignored, and a
+value above its ``cap`` gets one line naming the flag. A new knob is a field.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import typing
 from collections.abc import Callable
-from dataclasses import MISSING, Field, fields
+from dataclasses import Field, fields
 from typing import Any
 
 import typer
 
-from gpufabric.cli.limits import check_max
 from gpufabric.cli.options import refuse_unused
+from gpufabric.exec import knobs
 
 
-def _param(f: Field[Any], annotation: Any) -> inspect.Parameter:
-    m = f.metadata
-    default: Any = ...  # required
-    if f.default is not MISSING:
-        default = f.default
-    elif f.default_factory is not MISSING:
-        default = f.default_factory()
-    extra = {"min": m["min"]} if m["min"] is not None else {}
-    info = (
-        typer.Argument(default, help=m["help"])
-        if m["flag"] is None
-        else typer.Option(default, m["flag"], help=m["help"], **extra)
-    )
-    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=annotation)
+def request_options(
+    record: type, name: str = "request", place: dict[str, str] | None = None, only: tuple[str, ...] = ()
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command one option (or argument) per knob of ``record`` in place of its parameter ``name``.
 
-
-def request_options(record: type[Any], *, own_after: str | None = None) -> Callable[[Callable[..., Any]], Any]:
-    """Give a command one option (or the argument) per field of ``record``; it receives ``request``.
-
-    The command's own parameters (rendering: ``--format``) go after the argument, or after
-    field ``own_after``, so ``--help`` keeps its order. Each bounded field is checked first.
+    The knobs take that parameter's place (``knobs.layout``: a record nested two deep goes
+    last). ``place`` lists a parameter right after another (name -> the one it follows),
+    where ``--help`` has always listed it. ``only``: the knobs the command offers (default:
+    all); the others keep their defaults.
     """
 
-    def decorate(func: Callable[..., Any]) -> Any:
-        hints = typing.get_type_hints(record)
-        declared = fields(record)
-        added = [_param(f, hints[f.name]) for f in declared]
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(func, eval_str=True)
-        own = [
-            p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values() if p.name != "request"
-        ]
-        names = [f.name for f in declared]
-        cut = names.index(own_after) + 1 if own_after else sum(1 for f in declared if f.metadata["flag"] is None)
+        params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in signature.parameters.values()]
+        at = [p.name for p in params].index(name)
+        every = [k for part in knobs.layout(record) for k in part]
+        own, last = ([k for k in part if not only or k[0].name in only] for part in knobs.layout(record))
+        added = [_param(f, kind) for f, kind in own], [_param(f, kind) for f, kind in last]
+        new = [*params[:at], *added[0], *params[at + 1 :], *added[1]]
+        for moved, after in (place or {}).items():
+            param = next(p for p in new if p.name == moved)
+            new.remove(param)
+            new.insert(next(i for i, p in enumerate(new) if p.name == after) + 1, param)
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> Any:
-            values = {name: kwargs.pop(name) for name in names}
-            for f in declared:
-                if f.metadata["max"] is not None:
-                    check_max(f.metadata["flag"], values[f.name], f.metadata["max"])
-            return func(request=record(**values), **kwargs)
+            values = {f.name: knobs.default_of(f) for f, _ in every} | {
+                f.name: kwargs.pop(f.name) for f, _ in (*own, *last)
+            }
+            for f, _ in (*own, *last):
+                if f.metadata["cap"] is not None:
+                    knobs.check_max(f.metadata["flag"], values[f.name], f.metadata["cap"])
+            built = knobs.build(record, values)
+            for why, flags in knobs.unused(built, launcher=values.get("launcher", "")):
+                refuse_unused(True, flags, why)
+            return func(**{name: built}, **kwargs)
 
-        wrapper.__signature__ = signature.replace(parameters=[*added[:cut], *own, *added[cut:]])  # type: ignore[attr-defined]  # read by inspect.signature
-        wrapper.__annotations__ = {p.name: p.annotation for p in [*added, *own]} | {
-            "return": signature.return_annotation
-        }
+        wrapper.__signature__ = signature.replace(parameters=new)  # type: ignore[attr-defined]  # read by inspect.signature
+        wrapper.__annotations__ = {p.name: p.annotation for p in new} | {"return": signature.return_annotation}
         return wrapper
 
     return decorate
 
 
-def refuse_other_modes(record: type[Any], mode: str, why: str) -> None:
+def _param(f: Field[Any], kind: Any) -> inspect.Parameter:
+    meta, default = f.metadata, knobs.default_of(f)
+    if meta["flag"] is None:
+        info = typer.Argument(default, help=meta["help"], metavar=meta["metavar"])
+    else:
+        flags = [f"{meta['flag']}/{meta['off']}"] if meta["off"] else [meta["flag"], *meta["also"]]
+        info = typer.Option(
+            default, *flags, help=meta["help"] or None, hidden=meta["hidden"], metavar=meta["metavar"], **meta["limits"]
+        )
+    return inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind)
+
+
+def defaults(record: type) -> dict[str, Any]:
+    """The typer parameter (``typer.Option``) of each of ``record``'s own knobs, by field name."""
+    return {f.name: _param(f, kind).default for f, kind in knobs.layout(record)[0]}
+
+
+def refuse_other_modes(record: type, mode: str, why: str) -> None:
     """Exit 2 when an option that ``mode`` does not read was given: it would be silently ignored (issue 10)."""
-    flags = {
-        f.name: f.metadata["flag"] for f in fields(record) if f.metadata["flag"] and mode not in f.metadata["modes"]
-    }
-    refuse_unused(True, flags, why)
+    modes = {f.name: f.metadata for f in fields(record) if f.metadata["flag"] and f.metadata["modes"] is not None}
+    refuse_unused(True, {name: m["flag"] for name, m in modes.items() if mode not in m["modes"]}, why)

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
-from gpufabric.cli.limits import check_max
 from gpufabric.cli.options import db_option, format_option
-from gpufabric.cli.output import Format, stdout_console
+from gpufabric.cli.output import Format, show
+from gpufabric.exec.knobs import check_max
 
 
 def register(app: typer.Typer) -> None:
@@ -30,11 +28,4 @@ def runs(
     if limit >= 1:
         check_max("--limit", limit, 1_000_000)
     outcome = run(request)
-    if fmt is Format.json:
-        sys.stdout.write(outcome.to_json())
-        sys.stdout.flush()
-    else:
-        console = stdout_console()
-        for line in outcome.text_lines():
-            console.print(line, markup=False)
-    return outcome.exit_code
+    return show(outcome, fmt)

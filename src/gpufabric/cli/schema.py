@@ -8,6 +8,8 @@ from typing import Any
 
 import typer
 
+from gpufabric.cli.options import SPEC_MODELS
+
 
 class SchemaKind(StrEnum):
     all = "all"
@@ -16,12 +18,7 @@ class SchemaKind(StrEnum):
 
 
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
-MODELS = (
-    "gpufabric.catalog.schema",
-    "gpufabric.spec.models",
-    "gpufabric.spec.security",
-    "gpufabric.spec.inference",
-)
+MODELS = SPEC_MODELS
 
 
 def register(app: typer.Typer) -> None:

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate)
 
 
-@request_options(SimulateRequest, own_after="no_attribution")
+@request_options(SimulateRequest, place={"format": "no_attribution"})
 def simulate(request: SimulateRequest, format: Format = format_option()) -> int:
     """Simulate synchronous training steps: the step ends when the slowest rank ends.
 

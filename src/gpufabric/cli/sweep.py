@@ -6,16 +6,11 @@ from pathlib import Path
 
 import typer
 
-from gpufabric.cli.options import format_option
+from gpufabric.cli.options import SPEC_MODELS, format_option
 from gpufabric.cli.output import Format
 
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
-MODELS = (
-    "gpufabric.catalog.schema",
-    "gpufabric.spec.models",
-    "gpufabric.spec.security",
-    "gpufabric.spec.inference",
-)
+MODELS = SPEC_MODELS
 
 
 def register(app: typer.Typer) -> None:

@@ -1,17 +1,20 @@
 """Knobs declared once: a record field's metadata is its command-line option.
 
-A request record (``exec.launchers.LaunchRequest``, ``exec.site.SiteOptions``, the probe
-requests in ``bench/probes/requests.py``) declares each knob as a field whose metadata
-(:func:`knob`) carries the flag, the help text and where it applies; ``cli/options.py``
-turns the fields into typer options and builds the record from what was typed. A new knob
-is one field. Nothing here imports typer: the records stay library types.
+Every request record (``app.requests``, ``exec.launchers.LaunchRequest``,
+``exec.site.SiteOptions``, the probe requests in ``bench/probes/requests.py``, the suite's
+``SuiteRequest``) declares each knob as a :func:`knob` field: its default, flag (or the
+argument), help text and where it applies; ``cli/request_options.py`` turns the fields into
+typer options and builds the record from what was typed. A new knob is one field. This is
+the lowest layer all of them may import, and nothing here imports typer: the records stay
+library types.
 """
 
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
 from typing import Any
 
 from gpufabric.errors import InputError
@@ -26,33 +29,58 @@ class Refusal:
 
 
 def knob(
-    flag: str,
+    default: Any,
+    flag: str | None,
     help_text: str,
     launchers: tuple[str, ...] = (),
     *,
+    modes: frozenset[str] | None = None,
     off: str = "",
     also: tuple[str, ...] = (),
     hidden: bool = False,
     refuse: Refusal | None = None,
+    metavar: str | None = None,
+    cap: float | None = None,
     **limits: Any,
-) -> dict[str, Any]:
-    """Field metadata of one knob.
+) -> Any:
+    """A record field that is also a command-line option (``flag``) or the argument (``flag=None``).
 
-    ``launchers``: the launchers it applies to (given with another one, it is refused).
+    ``default``: ``...`` makes it required; a list is copied per record. ``launchers``: the
+    launchers it applies to (given with another one, it is refused). ``modes``: the modes of
+    the command that read it (None: all; ``refuse_other_modes`` in cli/request_options.py).
     ``off``: the negative flag of a boolean (``--shared`` for ``--exclusive``). ``also``:
-    further spellings that stay accepted (``--work-dir`` beside ``--run-dir``). ``limits``:
-    typer's ``min``/``max``.
+    further spellings that stay accepted (``--work-dir`` beside ``--run-dir``). ``metavar``:
+    the name ``--help`` shows for it. ``cap``: the largest value accepted, checked before the
+    command runs with the one-line message of :func:`check_range`. ``limits``: typer's
+    ``min``/``max`` (shown in ``--help`` as a range).
     """
-    return {
+    meta = {
         "flag": flag,
         "off": off,
         "help": help_text,
         "launchers": launchers,
+        "modes": modes,
         "also": also,
         "hidden": hidden,
         "refuse": refuse,
+        "metavar": metavar,
+        "cap": cap,
         "limits": limits,
     }
+    return _field(default, meta)
+
+
+def like(record: type, name: str, default: Any) -> Any:
+    """The knob ``name`` of ``record`` (same flag, help and rules) with another default."""
+    return _field(default, dict(next(f.metadata for f in fields(record) if f.name == name)))
+
+
+def _field(default: Any, meta: dict[str, Any]) -> Any:
+    if default is ...:
+        return field(metadata=meta)
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 def is_record(annotation: Any) -> bool:
@@ -121,6 +149,8 @@ def unused(built: Any, *, launcher: str) -> list[tuple[str, dict[str, str]]]:
 
 #: The one duration syntax (gpufabric.units.parse_duration_s).
 DURATION_SYNTAX = "a duration such as 600s, 10min, 1h or 500ms; a bare number is seconds"
+#: The one size syntax (gpufabric.units.parse_size).
+SIZE_SYNTAX = "64K, 1G, 8GiB, 100MB or a byte count."
 HOSTS_HELP = "Comma-separated host list: NAME (ssh), local, netns:NS[@ADDR][%IFNAME]."
 NODES_HELP = "Nodes (hosts) to use."
 GPUS_PER_NODE_HELP = "GPUs (ranks) per node."
@@ -143,7 +173,21 @@ def duration_s(flag: str, text: str, *, low_s: float = 0.001, high_s: float = 7 
     return seconds
 
 
-def check_range(flag: str, value: int, low: int, high: int) -> None:
-    """InputError unless ``low <= value <= high`` (cli.limits.check_range's message)."""
+def check_range(flag: str, value: float | None, low: float, high: float) -> None:
+    """InputError unless ``low <= value <= high`` (None: the flag was not given).
+
+    Python integers are unbounded: ``--ranks 10**30`` parses fine and then overflows numpy,
+    SQLite or the models, so every numeric flag a command passes on is checked first and the
+    user gets one line naming the flag and its range (exit 2), never a traceback.
+    """
+    if value is None:
+        return
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{flag} must be a finite number, got {value}")
     if not low <= value <= high:
         raise InputError(f"{flag} must be between {low:,} and {high:,}, got {value:,}")
+
+
+def check_max(flag: str, value: float | None, high: float) -> None:
+    """InputError when ``value`` exceeds ``high`` or is not finite."""
+    check_range(flag, value, -math.inf, high)

@@ -576,81 +576,55 @@ LabHosts = Callable[[str, str], list[Host]]
 class LaunchRequest:
     """The launch options of a probe command, as typed (the one declaration of each, exec.knobs)."""
 
-    launcher: str = field(default="local", metadata=knob("--launcher", "local | torchrun | slurm | mpirun | k8s."))
-    slurm_mode: str = field(
-        default="srun",
-        metadata=knob("--slurm-mode", "slurm launcher: srun, or sbatch --wait on the generated script.", ("slurm",)),
+    launcher: str = knob("local", "--launcher", "local | torchrun | slurm | mpirun | k8s.")
+    slurm_mode: str = knob(
+        "srun", "--slurm-mode", "slurm launcher: srun, or sbatch --wait on the generated script.", ("slurm",)
     )
-    nodes: int = field(default=1, metadata=knob("--nodes", NODES_HELP, min=1))
-    nproc: int = field(default=2, metadata=knob("--gpus-per-node", GPUS_PER_NODE_HELP))
-    hosts: str = field(
-        default="",
-        metadata=knob("--hosts", HOSTS_HELP, refuse=Refusal(when=_lab, why="with --lab (the lab's hosts are used)")),
+    nodes: int = knob(1, "--nodes", NODES_HELP, min=1)
+    nproc: int = knob(2, "--gpus-per-node", GPUS_PER_NODE_HELP)
+    hosts: str = knob("", "--hosts", HOSTS_HELP, refuse=Refusal(when=_lab, why="with --lab (the lab's hosts are used)"))
+    lab: str = knob("", "--lab", "Run on the hosts of this gpufabric lab (see `gpufabric lab`).")
+    plane: str = knob(
+        "data",
+        "--plane",
+        "Lab plane carrying the ranks' data traffic.",
+        refuse=Refusal(when=_no_lab, why="without --lab"),
     )
-    lab: str = field(
-        default="", metadata=knob("--lab", "Run on the hosts of this gpufabric lab (see `gpufabric lab`).")
+    backend: str = knob(
+        "auto",
+        "--backend",
+        "auto, gloo or nccl. auto: ranks on this host use nccl with GPUs here, else gloo;"
+        " slurm, k8s and ssh hosts use nccl with --gpus-per-node GPUs requested.",
     )
-    plane: str = field(
-        default="data",
-        metadata=knob(
-            "--plane", "Lab plane carrying the ranks' data traffic.", refuse=Refusal(when=_no_lab, why="without --lab")
-        ),
+    master_port: int = knob(
+        0, "--master-port", "Rendezvous port on the first host (default: one per job, e.g. from SLURM_JOB_ID)."
     )
-    backend: str = field(
-        default="auto",
-        metadata=knob(
-            "--backend",
-            "auto, gloo or nccl. auto: ranks on this host use nccl with GPUs here, else gloo;"
-            " slurm, k8s and ssh hosts use nccl with --gpus-per-node GPUs requested.",
-        ),
+    timeout: str = knob("600s", "--timeout", f"Limit for the whole launch: {DURATION_SYNTAX}.")
+    init_timeout: str = knob(
+        "60s", "--init-timeout", "Limit for rendezvous and process-group init (a duration, as --timeout)."
     )
-    master_port: int = field(
-        default=0,
-        metadata=knob(
-            "--master-port", "Rendezvous port on the first host (default: one per job, e.g. from SLURM_JOB_ID)."
-        ),
+    op_timeout: str = knob(
+        "60s", "--op-timeout", "Limit for any single collective, step or write (a duration, as --timeout)."
     )
-    timeout: str = field(default="600s", metadata=knob("--timeout", f"Limit for the whole launch: {DURATION_SYNTAX}."))
-    init_timeout: str = field(
-        default="60s",
-        metadata=knob("--init-timeout", "Limit for rendezvous and process-group init (a duration, as --timeout)."),
+    work_dir: str = knob(
+        "",
+        "--run-dir",
+        "Run directory for the rank config and records; on storage every node sees"
+        " (checked before launch; required for multi-node slurm and ssh hosts).",
+        also=("--work-dir",),
     )
-    op_timeout: str = field(
-        default="60s",
-        metadata=knob("--op-timeout", "Limit for any single collective, step or write (a duration, as --timeout)."),
+    control_ifname: str = knob(
+        "", "--control-ifname", "Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."
     )
-    work_dir: str = field(
-        default="",
-        metadata=knob(
-            "--run-dir",
-            "Run directory for the rank config and records; on storage every node sees"
-            " (checked before launch; required for multi-node slurm and ssh hosts).",
-            also=("--work-dir",),
-        ),
-    )
-    control_ifname: str = field(
-        default="",
-        metadata=knob(
-            "--control-ifname", "Control-plane interface: torchrun --local-addr, mpirun oob/btl_tcp_if_include."
-        ),
-    )
-    data_ifname: str = field(
-        default="", metadata=knob("--data-ifname", "Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME.")
-    )
-    k8s_image: str = field(
-        default="", metadata=knob("--k8s-image", "k8s launcher: container image with gpufabric and torch.", ("k8s",))
-    )
-    k8s_namespace: str = field(
-        default="default", metadata=knob("--k8s-namespace", "k8s launcher: namespace of the TrainJob.", ("k8s",))
-    )
-    k8s_rdma: str = field(
-        default="",
-        metadata=knob(
-            "--k8s-rdma",
-            "k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
-            " (default rdma/rdma_shared_device_a=1 for nccl; none).",
-            ("k8s",),
-        ),
+    data_ifname: str = knob("", "--data-ifname", "Data-plane interface for GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME.")
+    k8s_image: str = knob("", "--k8s-image", "k8s launcher: container image with gpufabric and torch.", ("k8s",))
+    k8s_namespace: str = knob("default", "--k8s-namespace", "k8s launcher: namespace of the TrainJob.", ("k8s",))
+    k8s_rdma: str = knob(
+        "",
+        "--k8s-rdma",
+        "k8s launcher: RDMA resources per node, RESOURCE[=COUNT],..."
+        " (default rdma/rdma_shared_device_a=1 for nccl; none).",
+        ("k8s",),
     )
     site: SiteOptions = field(default_factory=SiteOptions)
 

@@ -1,7 +1,7 @@
 """What a real site asks of a launch: Slurm placement and accounting, containers, binding, k8s extras.
 
 One record, :class:`SiteOptions`, declares every knob once: its field metadata (flag, help,
-the launchers it applies to) is what ``cli/options.py`` turns into command-line options, and
+the launchers it applies to) is what ``cli/request_options.py`` turns into command-line options, and
 :func:`slurm_args` / :func:`mpirun_binding` turn it into the engines' own flags. Values reach
 srun, sbatch and mpirun as argv elements or ``#SBATCH`` lines (never a shell), so each is
 checked against the syntax the engine documents before it gets there.
@@ -16,18 +16,13 @@ mpirun(1) (--bind-to, --map-by).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, fields
 
 from gpufabric.errors import InputError
 from gpufabric.exec.knobs import knob
 
 SLURM = ("slurm",)
 K8S = ("k8s",)
-
-
-def _meta(flag: str, help_text: str, launchers: tuple[str, ...], *, off: str = "") -> dict[str, Any]:
-    return knob(flag, help_text, launchers, off=off)
 
 
 # Slurm object names (partition, account, QOS, reservation): letters, digits, '_', '.', '-';
@@ -82,73 +77,53 @@ MPI_BIND_TO = {"none": "none", "cores": "core", "sockets": "socket", "threads": 
 class SiteOptions:
     """Site knobs of a launch; empty means the site's own default (the engine is not told)."""
 
-    partition: str = field(default="", metadata=_meta("--partition", "Slurm partition (srun/sbatch -p).", SLURM))
-    account: str = field(default="", metadata=_meta("--account", "Slurm account to charge (-A).", SLURM))
-    qos: str = field(default="", metadata=_meta("--qos", "Slurm quality of service (-q).", SLURM))
-    reservation: str = field(default="", metadata=_meta("--reservation", "Slurm reservation to run in.", SLURM))
-    constraint: str = field(
-        default="", metadata=_meta("--constraint", "Slurm node features, e.g. 'h100&ib' or '[r1*2&r2*2]' (-C).", SLURM)
+    partition: str = knob("", "--partition", "Slurm partition (srun/sbatch -p).", SLURM)
+    account: str = knob("", "--account", "Slurm account to charge (-A).", SLURM)
+    qos: str = knob("", "--qos", "Slurm quality of service (-q).", SLURM)
+    reservation: str = knob("", "--reservation", "Slurm reservation to run in.", SLURM)
+    constraint: str = knob("", "--constraint", "Slurm node features, e.g. 'h100&ib' or '[r1*2&r2*2]' (-C).", SLURM)
+    exclusive: bool = knob(
+        True,
+        "--exclusive",
+        "Whole nodes for the job (default: a benchmark shares no node); --shared lets Slurm pack other jobs.",
+        SLURM,
+        off="--shared",
     )
-    exclusive: bool = field(
-        default=True,
-        metadata=_meta(
-            "--exclusive",
-            "Whole nodes for the job (default: a benchmark shares no node); --shared lets Slurm pack other jobs.",
-            SLURM,
-            off="--shared",
-        ),
+    time: str = knob("", "--time", "Slurm time limit (MINUTES, HH:MM:SS, D-HH:MM:SS; default: from --timeout).", SLURM)
+    container_image: str = knob(
+        "",
+        "--container-image",
+        "Run the ranks in this image (pyxis/enroot, e.g. nvcr.io#nvidia/pytorch:24.09-py3); the run directory is mounted.",
+        SLURM,
     )
-    time: str = field(
-        default="",
-        metadata=_meta("--time", "Slurm time limit (MINUTES, HH:MM:SS, D-HH:MM:SS; default: from --timeout).", SLURM),
+    cpu_bind: str = knob(
+        "",
+        "--cpu-bind",
+        "CPU binding per rank: Slurm --cpu-bind (cores, sockets, ldoms, none, map_cpu:...); mpirun --bind-to.",
+        ("slurm", "mpirun"),
     )
-    container_image: str = field(
-        default="",
-        metadata=_meta(
-            "--container-image",
-            "Run the ranks in this image (pyxis/enroot, e.g. nvcr.io#nvidia/pytorch:24.09-py3); the run directory is mounted.",
-            SLURM,
-        ),
+    gpu_bind: str = knob(
+        "", "--gpu-bind", "GPU binding per rank (Slurm --gpu-bind: closest, single:1, map_gpu:...).", SLURM
     )
-    cpu_bind: str = field(
-        default="",
-        metadata=_meta(
-            "--cpu-bind",
-            "CPU binding per rank: Slurm --cpu-bind (cores, sockets, ldoms, none, map_cpu:...); mpirun --bind-to.",
-            ("slurm", "mpirun"),
-        ),
+    hostfile: str = knob(
+        "",
+        "--hostfile",
+        "mpirun hosts from an Open MPI hostfile (else --hosts, else the Slurm/PBS allocation).",
+        ("mpirun",),
     )
-    gpu_bind: str = field(
-        default="",
-        metadata=_meta("--gpu-bind", "GPU binding per rank (Slurm --gpu-bind: closest, single:1, map_gpu:...).", SLURM),
+    k8s_kind: str = knob(
+        "trainjob",
+        "--k8s-kind",
+        "k8s job kind: trainjob (Kubeflow Trainer v2), pytorchjob (training-operator v1), mpijob.",
+        K8S,
     )
-    hostfile: str = field(
-        default="",
-        metadata=_meta(
-            "--hostfile",
-            "mpirun hosts from an Open MPI hostfile (else --hosts, else the Slurm/PBS allocation).",
-            ("mpirun",),
-        ),
+    k8s_network: str = knob(
+        "",
+        "--k8s-network",
+        "Multus network(s) for RDMA, NAME[@IFNAME] of a NetworkAttachmentDefinition (k8s.v1.cni.cncf.io/networks).",
+        K8S,
     )
-    k8s_kind: str = field(
-        default="trainjob",
-        metadata=_meta(
-            "--k8s-kind",
-            "k8s job kind: trainjob (Kubeflow Trainer v2), pytorchjob (training-operator v1), mpijob.",
-            K8S,
-        ),
-    )
-    k8s_network: str = field(
-        default="",
-        metadata=_meta(
-            "--k8s-network",
-            "Multus network(s) for RDMA, NAME[@IFNAME] of a NetworkAttachmentDefinition (k8s.v1.cni.cncf.io/networks).",
-            K8S,
-        ),
-    )
-    k8s_queue: str = field(
-        default="", metadata=_meta("--k8s-queue", "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).", K8S)
-    )
+    k8s_queue: str = knob("", "--k8s-queue", "Kueue LocalQueue (label kueue.x-k8s.io/queue-name).", K8S)
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -19,3 +19,8 @@ def versioned(payload: dict[str, Any]) -> dict[str, Any]:
 def dumps(payload: dict[str, Any]) -> str:
     """The enveloped document as the commands print it (indent 2, a final newline)."""
     return json.dumps(to_jsonable(versioned(payload)), indent=2) + "\n"
+
+
+def dumps_line(payload: dict[str, Any]) -> str:
+    """The enveloped document as one compact JSON line (``--stream``'s JSON lines)."""
+    return json.dumps(to_jsonable(versioned(payload)), separators=(",", ":")) + "\n"

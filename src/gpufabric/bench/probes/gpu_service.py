@@ -95,6 +95,16 @@ class GpuPrepared:
             {"dry_run": True, "device": self.device, "measurements": self.plan.describe(), "config": config}
         )
 
+    def dry_run_lines(self) -> list[str]:
+        """The text form of ``--dry-run``: the measurements it would make and the SLOs."""
+        from gpufabric.bench.slo import describe
+
+        plan = self.plan
+        head = (
+            f"bench gpu {self.spec.name} on {self.device} ({plan.warmup} warm-up, {plan.repeats} timed repeats each):"
+        )
+        return [head, *(f"  {m}" for m in plan.describe()), *(f"  SLO {s}" for s in describe(self.slos))]
+
     def run(self, argv: Sequence[str]) -> GpuOutcome:
         return run_gpu(
             self.plan,

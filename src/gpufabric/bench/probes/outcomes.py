@@ -11,8 +11,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gpufabric.bench.documents import envelope
 from gpufabric.bench.probes.summaries import Reproducibility
+from gpufabric.results.document import versioned as envelope
 from gpufabric.results.records import RankStats, RunStatus, Status, TestResult
 
 
@@ -275,3 +275,9 @@ class DryRun:
 
     def document(self) -> dict[str, Any]:
         return envelope(self.to_dict())
+
+    def text(self) -> str:
+        """The text form: the launch commands (and script), then the SLOs, one a line."""
+        script = f"# {self.script_label}:\n{self.script}" if self.script else ""
+        slos = "# SLOs:\n" + "".join(f"#   {line}\n" for line in self.slo_lines) if self.slo_lines else ""
+        return "".join(c + "\n" for c in self.commands) + script + slos

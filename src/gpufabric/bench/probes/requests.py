@@ -2,7 +2,7 @@
 
 Each request record (:class:`CollectivesRequest`, :class:`TrainRequest`,
 :class:`CheckpointRequest`) declares its knobs once, as fields whose metadata is the
-command-line option (``exec.knobs``; ``cli/options.py`` derives the options from them), and
+command-line option (``exec.knobs``; ``cli/request_options.py`` derives the options from them), and
 holds the launch as typed (``exec.launchers.LaunchRequest``). :func:`prepare` checks it all
 and gives a :class:`Prepared` probe: the launch options, the rank config and what the run is
 judged against. :func:`dry_run` says what would run; :func:`run` records the run through
@@ -14,12 +14,12 @@ exit status (``bench/probes/outcomes.py``). The CLI only renders.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from gpufabric.errors import InputError
-from gpufabric.exec.knobs import DB_HELP, Refusal, knob
+from gpufabric.exec.knobs import DB_HELP, SIZE_SYNTAX, Refusal, knob, like
 from gpufabric.exec.launchers import LaunchRequest
 from gpufabric.units import parse_size
 
@@ -31,17 +31,18 @@ if TYPE_CHECKING:  # the service and outcomes import numpy: loaded when a probe 
 
 OnRecord = Callable[[dict[str, Any]], None]
 
-THRESHOLDS = knob(
+#: (flag, help) of knobs several probes declare.
+THRESHOLDS = (
     "--thresholds",
     "Thresholds YAML (as for `bench --suite`): bounds on the metrics this probe measures, by test"
     " name (torch.all_reduce, torch.train, torch.checkpoint.dcp, ...); a miss fails the run.",
 )
-PLAN = knob(
+PLAN = (
     "--plan",
     "Plan JSON (gpufabric plan SPEC --format json): judge against its recommended design, and"
     " mark every SLO verdict not_planned_hardware on other hardware (add --spec for the GPU).",
 )
-DB = knob("--db", DB_HELP)
+DB = ("--db", DB_HELP)
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -117,33 +118,26 @@ class CollectivesRequest:
     """``bench collectives``: torch.distributed collective sweeps."""
 
     kind: ClassVar[str] = "collectives"
-    ops: str = field(
-        default="all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv",
-        metadata=knob("--ops", "Comma-separated collectives."),
+    ops: str = knob(
+        "all_reduce,all_gather,reduce_scatter,broadcast,all_to_all,send_recv", "--ops", "Comma-separated collectives."
     )
-    sizes: str = field(
-        default="1K:16M", metadata=knob("--sizes", "Size sweep: START:END doubles (1K:1G) or a list (1M,16M).")
-    )
-    dtypes: str = field(
-        default="float32", metadata=knob("--dtypes", "float32, float16, bfloat16, float64 (comma-separated).")
-    )
-    iters: int = field(default=10, metadata=knob("--iters", "Timed iterations per size.", min=1))
-    warmup: int = field(default=3, metadata=knob("--warmup", "Untimed iterations per size.", min=0))
-    thresholds: Path | None = field(default=None, metadata=THRESHOLDS)
-    plan: Path | None = field(default=None, metadata=PLAN)
-    spec: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--spec",
-            "With --plan: the spec, for the GPU (planned hardware) and the busbw expectation.",
-            refuse=Refusal(when=_no_plan, why="without --plan"),
-        ),
+    sizes: str = knob("1K:16M", "--sizes", "Size sweep: START:END doubles (1K:1G) or a list (1M,16M).")
+    dtypes: str = knob("float32", "--dtypes", "float32, float16, bfloat16, float64 (comma-separated).")
+    iters: int = knob(10, "--iters", "Timed iterations per size.", min=1)
+    warmup: int = knob(3, "--warmup", "Untimed iterations per size.", min=0)
+    thresholds: Path | None = knob(None, *THRESHOLDS)
+    plan: Path | None = knob(None, *PLAN)
+    spec: Path | None = knob(
+        None,
+        "--spec",
+        "With --plan: the spec, for the GPU (planned hardware) and the busbw expectation.",
+        refuse=Refusal(when=_no_plan, why="without --plan"),
     )
     launch: LaunchRequest = field(default_factory=LaunchRequest)
-    db: str | None = field(default=None, metadata=DB)
-    corrupt_rank: int = field(default=-1, metadata=knob("--inject-corrupt-rank", "", hidden=True))
-    die_rank: int = field(default=-1, metadata=knob("--inject-die-rank", "", hidden=True))
-    die_after: str = field(default="0", metadata=knob("--inject-die-after", "", hidden=True))
+    db: str | None = knob(None, *DB)
+    corrupt_rank: int = knob(-1, "--inject-corrupt-rank", "", hidden=True)
+    die_rank: int = knob(-1, "--inject-die-rank", "", hidden=True)
+    die_after: str = knob("0", "--inject-die-after", "", hidden=True)
 
     def prepare(self, lab_hosts: LabHosts | None) -> Prepared:
         from gpufabric.bench.probes.collectives import DTYPES
@@ -177,28 +171,26 @@ class TrainRequest:
     """``bench train``: a small deterministic transformer under DDP/FSDP."""
 
     kind: ClassVar[str] = "train"
-    spec: Path | None = field(default=None, metadata=knob("--spec", "Spec whose model shape is scaled down."))
-    scale: int = field(default=64, metadata=knob("--scale", "Divide hidden size and sequence length by this.", min=1))
-    blocks: int = field(default=2, metadata=knob("--blocks", "Transformer blocks.", min=1))
-    steps: int = field(default=10, metadata=knob("--steps", "Timed training steps (K).", min=1))
-    warmup: int = field(default=2, metadata=knob("--warmup", "Untimed steps first.", min=0))
-    seed: int = field(default=0, metadata=knob("--seed", "Seed for weights and data."))
-    mode: str = field(default="ddp", metadata=knob("--mode", "ddp or fsdp (FSDP2 fully_shard)."))
-    repeat: int = field(default=1, metadata=knob("--repeat", "Runs; 2+ gives the bitwise verdict.", min=1, max=10))
-    against: str | None = field(default=None, metadata=knob("--against", "Compare parameters with a stored train run."))
-    deterministic: bool = field(
-        default=True,
-        metadata=knob(
-            "--deterministic",
-            "torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG.",
-            off="--no-deterministic",
-        ),
+    spec: Path | None = knob(None, "--spec", "Spec whose model shape is scaled down.")
+    scale: int = knob(64, "--scale", "Divide hidden size and sequence length by this.", min=1)
+    blocks: int = knob(2, "--blocks", "Transformer blocks.", min=1)
+    steps: int = knob(10, "--steps", "Timed training steps (K).", min=1)
+    warmup: int = knob(2, "--warmup", "Untimed steps first.", min=0)
+    seed: int = knob(0, "--seed", "Seed for weights and data.")
+    mode: str = knob("ddp", "--mode", "ddp or fsdp (FSDP2 fully_shard).")
+    repeat: int = knob(1, "--repeat", "Runs; 2+ gives the bitwise verdict.", min=1, max=10)
+    against: str | None = knob(None, "--against", "Compare parameters with a stored train run.")
+    deterministic: bool = knob(
+        True,
+        "--deterministic",
+        "torch.use_deterministic_algorithms and CUBLAS_WORKSPACE_CONFIG.",
+        off="--no-deterministic",
     )
-    thresholds: Path | None = field(default=None, metadata=THRESHOLDS)
+    thresholds: Path | None = knob(None, *THRESHOLDS)
     launch: LaunchRequest = field(default_factory=LaunchRequest)
-    db: str | None = field(default=None, metadata=DB)
-    delay_rank: int = field(default=-1, metadata=knob("--inject-delay-rank", "", hidden=True))
-    delay_ms: float = field(default=0.0, metadata=knob("--inject-delay-ms", "", hidden=True))
+    db: str | None = knob(None, *DB)
+    delay_rank: int = knob(-1, "--inject-delay-rank", "", hidden=True)
+    delay_ms: float = knob(0.0, "--inject-delay-ms", "", hidden=True)
 
     def prepare(self, lab_hosts: LabHosts | None) -> Prepared:
         from gpufabric.bench.probes.shapes import train_shape
@@ -243,21 +235,16 @@ class CheckpointRequest:
     """``bench checkpoint``: a spec-shaped state dict written and read back."""
 
     kind: ClassVar[str] = "checkpoint"
-    directory: Path = field(metadata=knob("--dir", "Directory on the storage under test (shared for dcp)."))
-    spec: Path | None = field(
-        default=None, metadata=knob("--spec", "Spec whose checkpoint (params x bytes/param) is scaled.")
-    )
-    scale: int = field(default=10000, metadata=knob("--scale", "Divide the spec's checkpoint size by this.", min=1))
-    size: str = field(
-        default="",
-        metadata=knob("--bytes", "Total checkpoint size instead of the spec's: 64K, 1G, 8GiB, 100MB or a byte count."),
-    )
-    formats: str = field(default="torch,safetensors,dcp", metadata=knob("--formats", "torch, safetensors, dcp."))
-    keep: bool = field(default=False, metadata=knob("--keep", "Keep the written files."))
-    thresholds: Path | None = field(default=None, metadata=THRESHOLDS)
-    plan: Path | None = field(default=None, metadata=PLAN)
+    directory: Path = knob(..., "--dir", "Directory on the storage under test (shared for dcp).")
+    spec: Path | None = knob(None, "--spec", "Spec whose checkpoint (params x bytes/param) is scaled.")
+    scale: int = knob(10000, "--scale", "Divide the spec's checkpoint size by this.", min=1)
+    size: str = knob("", "--bytes", "Total checkpoint size instead of the spec's: " + SIZE_SYNTAX)
+    formats: str = knob("torch,safetensors,dcp", "--formats", "torch, safetensors, dcp.")
+    keep: bool = knob(False, "--keep", "Keep the written files.")
+    thresholds: Path | None = knob(None, *THRESHOLDS)
+    plan: Path | None = knob(None, *PLAN)
     launch: LaunchRequest = field(default_factory=LaunchRequest)
-    db: str | None = field(default=None, metadata=DB)
+    db: str | None = knob(None, *DB)
 
     def prepare(self, lab_hosts: LabHosts | None) -> Prepared:
         from gpufabric.bench.probes.shapes import checkpoint_shape
@@ -323,35 +310,24 @@ def run(prep: Prepared, *, argv: list[str], on_record: OnRecord | None = None) -
     return request.run(prep, argv=argv, on_record=on_record)
 
 
-_LAUNCH = {f.name: f.metadata for f in fields(LaunchRequest)}
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuRequest:
     """``bench gpu``: one device measured on a spec's shapes (``bench.probes.gpu_service``)."""
 
-    spec_file: Path = field(metadata=knob("--spec", "Training or inference spec whose shapes are measured."))
-    device: str = field(
-        default="auto",
-        metadata=knob("--device", "cuda, cpu, or auto (cuda when nvidia-smi is on PATH; cpu scales every shape down)."),
+    spec_file: Path = knob(..., "--spec", "Training or inference spec whose shapes are measured.")
+    device: str = knob(
+        "auto", "--device", "cuda, cpu, or auto (cuda when nvidia-smi is on PATH; cpu scales every shape down)."
     )
-    repeats: int = field(
-        default=0,
-        metadata=knob("--repeats", "Timed repeats per measurement (0: 10 on CUDA, 3 on CPU).", min=0, max=10000),
+    repeats: int = knob(0, "--repeats", "Timed repeats per measurement (0: 10 on CUDA, 3 on CPU).", min=0, max=10000)
+    thresholds: Path | None = knob(
+        None,
+        "--thresholds",
+        "Thresholds YAML (tests: gpu.gemm.*, gpu.hbm.read, ...; metrics tflops, bw_gbps, time_ms ...).",
     )
-    thresholds: Path | None = field(
-        default=None,
-        metadata=knob(
-            "--thresholds",
-            "Thresholds YAML (tests: gpu.gemm.*, gpu.hbm.read, ...; metrics tflops, bw_gbps, time_ms ...).",
-        ),
-    )
-    catalog_files: list[Path] = field(
-        default_factory=list, metadata=knob("--catalog", "Catalog override file (the GPU's peaks).")
-    )
-    timeout: str = field(default="600s", metadata=_LAUNCH["timeout"])
-    op_timeout: str = field(default="60s", metadata=_LAUNCH["op_timeout"])
-    db: str | None = field(default=None, metadata=DB)
+    catalog_files: list[Path] = knob([], "--catalog", "Catalog override file (the GPU's peaks).")
+    timeout: str = like(LaunchRequest, "timeout", "600s")
+    op_timeout: str = like(LaunchRequest, "op_timeout", "60s")
+    db: str | None = knob(None, *DB)
 
     def prepare(self) -> GpuPrepared:
         """The device, the spec (training or inference) and the measurements to make; nothing runs."""
