@@ -30,6 +30,7 @@ class _Engine(BaseHTTPRequestHandler):
         with _Engine.lock:
             _Engine.active += 1
             _Engine.most = max(_Engine.most, _Engine.active)
+        done = False
         try:
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -40,10 +41,16 @@ class _Engine(BaseHTTPRequestHandler):
                     time.sleep(TOKEN_S)
                 self.wfile.write(b"data: " + json.dumps({"choices": [{"text": "x"}]}).encode() + b"\n\n")
                 self.wfile.flush()
-            self.wfile.write(b"data: [DONE]\n\n")
-        finally:
+            # Out of the count before [DONE]: a closed-loop client sends its next request the
+            # moment it reads [DONE], possibly before this thread runs again (it saw 4 of 3).
             with _Engine.lock:
                 _Engine.active -= 1
+            done = True
+            self.wfile.write(b"data: [DONE]\n\n")
+        finally:
+            if not done:
+                with _Engine.lock:
+                    _Engine.active -= 1
 
     def log_message(self, *args: object) -> None:
         pass
