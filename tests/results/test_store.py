@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -340,6 +341,25 @@ def test_add_results_stores_what_add_result_stores(tmp_path):
         assert many._conn.execute(dump, (ids_many[0],)).fetchall() == one._conn.execute(dump, (1,)).fetchall()
     assert ids_one == list(range(1, len(batch) + 1))
     assert ids_many == list(range(3, len(batch) + 3))
+
+
+def test_add_results_bulk_keeps_foreign_keys_sound(tmp_path):
+    """A batch is written with SQLite's foreign-key checks off (Store._bulk_write): the
+    references are still sound, the checks are back on afterwards, and a run deleted
+    before the batch's transaction is still refused as the check would have refused it."""
+    from gpufabric.results import store as store_module
+
+    with Store.open(tmp_path / "r.db") as store:
+        run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
+        store.add_results(run_id, [*_corpus_results(), latency_result()])
+        assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert store._conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            store._write(store_module._insert_results_checked, run_id + 1, [latency_result()])
+        with pytest.raises(ValueError, match="sideways"):  # a failed batch restores the checks too
+            bad = Metric(name="lat", value=1.0, unit="us", direction="sideways")  # type: ignore[arg-type]
+            store.add_results(run_id, [latency_result(), replace(latency_result(), metrics=(bad,))])
+        assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
 
 
 def test_add_results_stores_non_float_values_as_floats(tmp_path):

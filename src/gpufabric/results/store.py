@@ -32,7 +32,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain, compress, repeat, starmap
+from itertools import compress, repeat, starmap
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,20 +204,33 @@ _MAX_PARAMS = 999
 
 
 def _insert_rows(cur: Any, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
-    """INSERT ``rows`` (tuples of equal width) into ``table`` ("name (columns)"), many rows per
-    statement: SQLite runs a statement's program (open the table and index cursors, set up
-    the foreign-key checks) once per execution, and ``executemany`` runs it once per row
-    (docs/performance.md: the 100 MB ingest's 1 million rows)."""
+    """INSERT ``rows`` (tuples of equal width) into ``table`` ("name (columns)"): _insert_columns
+    of their columns."""
+    if rows:
+        _insert_columns(cur, table, [list(col) for col in zip(*rows, strict=True)])
+
+
+def _insert_columns(cur: Any, table: str, cols: Sequence[Sequence[Any]]) -> None:
+    """INSERT the rows whose columns are ``cols`` (of equal length) into ``table``, many rows
+    per statement: SQLite runs a statement's program (open the table and index cursors, set
+    up the foreign-key checks) once per execution, and ``executemany`` runs it once per row
+    (docs/performance.md: the 100 MB ingest's 1 million rows). The parameters are the
+    columns interleaved by slice assignment into one flat list (no tuple per row), and each
+    statement binds one slice of it."""
+    rows = len(cols[0]) if cols else 0
     if not rows:
         return
-    width = len(rows[0])
+    width = len(cols)
+    flat: list[Any] = [None] * (rows * width)
+    for k, col in enumerate(cols):
+        flat[k::width] = col
     per = _MAX_PARAMS // width
     one = "(" + ", ".join("?" * width) + ")"
     full = f"INSERT INTO {table} VALUES " + ", ".join([one] * per)
-    for start in range(0, len(rows), per):
-        chunk = rows[start : start + per]
-        sql = full if len(chunk) == per else f"INSERT INTO {table} VALUES " + ", ".join([one] * len(chunk))
-        cur.execute(sql, list(chain.from_iterable(chunk)))
+    for start in range(0, rows, per):
+        count = min(per, rows - start)
+        sql = full if count == per else f"INSERT INTO {table} VALUES " + ", ".join([one] * count)
+        cur.execute(sql, flat[start * width : (start + count) * width])
 
 
 def _float(value: float | None) -> float | None:
@@ -230,16 +243,15 @@ def _float(value: float | None) -> float | None:
 _PACK_PAIR = struct.Struct("<2d").pack
 
 
-def _sample_rows(ids: Sequence[int], samples: list[tuple[float, ...]]) -> list[tuple[int, int, bytes]]:
-    """(metric id, count, little-endian doubles) of each metric with samples; pairs packed by
-    one precompiled struct over the column (starmap), other counts one by one."""
-    kept = list(compress(zip(ids, samples, strict=True), samples))
-    if not kept:
-        return []
-    kept_ids, kept_samples = zip(*kept, strict=True)
-    if set(map(len, kept_samples)) == {2}:
-        return list(zip(kept_ids, repeat(2, len(kept)), starmap(_PACK_PAIR, kept_samples), strict=True))
-    return [(i, len(s), struct.pack(f"<{len(s)}d", *s)) for i, s in kept]
+def _sample_columns(ids: Sequence[int], samples: list[tuple[float, ...]]) -> list[list[Any]]:
+    """The sample table's columns (metric id, count, little-endian doubles) of the metrics
+    with samples; pairs packed by one precompiled struct over the column (map), other counts
+    one by one."""
+    kept_ids = list(compress(ids, samples))
+    kept = list(filter(None, samples))
+    if set(map(len, kept)) == {2}:
+        return [kept_ids, [2] * len(kept), list(starmap(_PACK_PAIR, kept))]
+    return [kept_ids, list(map(len, kept)), [struct.pack(f"<{len(s)}d", *s) for s in kept]]
 
 
 def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[int]:
@@ -250,9 +262,17 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
     # what SQLite itself picks for an INTEGER PRIMARY KEY without AUTOINCREMENT.
     result_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM test_result").fetchone()[0]
     metric_id = cur.execute("SELECT COALESCE(MAX(id), 0) FROM metric").fetchone()[0]
+    first_metric = metric_id
     result_rows: list[tuple[Any, ...]] = []
-    metric_rows: list[tuple[Any, ...]] = []
-    sample_rows: list[tuple[int, int, bytes]] = []
+    # The metric table's columns but its id (a range): an ingest stores 680,000 metrics,
+    # extended result by result with map (C speed; a Python statement per metric took 0.8 s,
+    # a tuple per row 0.2 s; docs/performance.md).
+    result_ids: list[int] = []
+    names: list[str] = []
+    values: list[float | None] = []
+    units: list[str] = []
+    directions: list[str] = []
+    samples: list[tuple[float, ...]] = []
     ids = []
     for result in batch:
         result_id += 1
@@ -276,27 +296,36 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
         metrics = result.metrics
         if not metrics:
             continue
-        # Column by column with map (C speed): an ingest stores 680,000 metrics, and a
-        # Python statement per metric took 0.8 s (docs/performance.md).
-        ids_of = range(metric_id + 1, metric_id + 1 + len(metrics))
         metric_id += len(metrics)
-        metric_rows += zip(
-            ids_of,
-            repeat(result_id),
-            map(_NAME, metrics),
-            _stored_values(list(map(_VALUE, metrics))),
-            map(_UNIT, metrics),
-            _stored_directions(list(map(_DIRECTION, metrics))),
-        )
-        sample_rows += _sample_rows(ids_of, list(map(_SAMPLES, metrics)))
+        result_ids += repeat(result_id, len(metrics))
+        names += map(_NAME, metrics)
+        values += _stored_values(list(map(_VALUE, metrics)))
+        units += map(_UNIT, metrics)
+        directions += _stored_directions(list(map(_DIRECTION, metrics)))
+        samples += map(_SAMPLES, metrics)
     _insert_rows(
         cur,
         "test_result (id, run_id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params)",
         result_rows,
     )
-    _insert_rows(cur, "metric (id, result_id, name, value, unit, direction)", metric_rows)
-    _insert_rows(cur, "sample (metric_id, count, data)", sample_rows)
+    metric_ids = range(first_metric + 1, metric_id + 1)
+    _insert_columns(
+        cur,
+        "metric (id, result_id, name, value, unit, direction)",
+        [metric_ids, result_ids, names, values, units, directions],
+    )
+    _insert_columns(cur, "sample (metric_id, count, data)", _sample_columns(metric_ids, samples))
     return ids
+
+
+def _insert_results_checked(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[int]:
+    """_insert_results where SQLite does not check foreign keys (Store._bulk_write): every
+    reference is still sound. The run is looked up inside the write transaction (no other
+    writer can delete it before COMMIT), and the result, metric and sample rows refer only
+    to ids _insert_results assigns in the same transaction."""
+    if cur.execute("SELECT 1 FROM run WHERE id=?", (run_id,)).fetchone() is None:
+        raise sqlite3.IntegrityError("FOREIGN KEY constraint failed")  # what the check would have raised
+    return _insert_results(cur, run_id, batch)
 
 
 def _insert_verdicts(cur: Any, run_id: int, verdicts: Sequence[Verdict]) -> None:
@@ -584,8 +613,22 @@ class Store:
             # PASSIVE: never waits for a reader (`gpufabric runs` in another terminal).
             with self._lock, contextlib.suppress(*self._conn.write_errors):  # best effort, as is that mark
                 self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-
+            return self._bulk_write(_insert_results_checked, run_id, batch)
         return self._write(_insert_results, run_id, batch)
+
+    def _bulk_write(self, fn, *args):
+        """``_write`` with SQLite's foreign-key checks off for the transaction: one lookup of
+        the parent row per inserted row, 1 million of them for a 100 MB nccl-tests log
+        (0.5 s of its 2 s store; docs/performance.md). ``fn`` guarantees the references
+        itself (_insert_results_checked). The pragma is a no-op inside a transaction, so it is
+        set before ``_write`` begins one, and restored after it, whatever happened."""
+        with self._lock:
+            self._conn.execute("PRAGMA foreign_keys=OFF")
+        try:
+            return self._write(fn, *args)
+        finally:
+            with self._lock:
+                self._conn.execute("PRAGMA foreign_keys=ON")
 
     def add_verdicts(self, run_id: int, verdicts: Sequence[Verdict]) -> None:
         """Store verdicts (appended to any already stored for the run), in one transaction."""
