@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 #: The pydantic model modules this command builds at start-up (cli/app.py ALL_MODEL_MODULES).
 MODELS = SPEC_MODELS
+#: numpy's OpenBLAS on one thread: the planner's arrays are element-wise (cli/app.py _import_numpy_serial).
+SERIAL_BLAS = True
 
 
 def register(app: typer.Typer) -> None:
