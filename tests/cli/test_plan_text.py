@@ -92,3 +92,20 @@ def test_a_terminal_or_forced_colour_goes_to_rich(monkeypatch):
     monkeypatch.delenv("FORCE_COLOR")
     monkeypatch.setenv("TTY_COMPATIBLE", "1")
     assert not plain_text.plain_stdout()
+
+
+def test_plan_builds_the_inference_models_only_where_a_file_may_be_an_inference_spec(tmp_path):
+    """cli/plan.py models_for: the training examples skip spec.inference's models at start-up;
+    a serving spec, a file with an escape, an unreadable or missing file build them all."""
+    from gpufabric.cli.plan import MODELS, models_for
+
+    inference = "gpufabric.spec.inference"
+    for path in EXAMPLES.glob("*.yaml"):
+        assert models_for(["plan", str(path), "--top", "3"]) == tuple(m for m in MODELS if m != inference)
+    for path in (EXAMPLES / "serving").glob("*.yaml"):
+        assert models_for(["plan", str(path)]) == MODELS
+    escaped = tmp_path / "escaped.yaml"
+    escaped.write_text('name: x\nworkload:\n  kind: "infer\\x65nce"\n')
+    assert models_for(["plan", str(escaped)]) == MODELS
+    assert models_for(["plan", str(tmp_path / "missing.yaml")]) == MODELS
+    assert models_for(["plan", "-"]) == MODELS

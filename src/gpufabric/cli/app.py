@@ -85,12 +85,17 @@ def command_module(name: str) -> str:
 ALL_MODEL_MODULES = (*SPEC_MODELS, "gpufabric.bench.slo")
 
 
-def model_modules(named: str | None) -> tuple[str, ...]:
+def model_modules(named: str | None, args: Sequence[str] = ()) -> tuple[str, ...]:
     """The model modules command ``named`` builds: none for --help, --version or a typo
-    (nothing is validated), its module's ``MODELS`` where it declares them, else all."""
+    (nothing is validated), what its module's ``models_for(args)`` returns or its ``MODELS``
+    where it declares them, else all."""
     if named is None:
         return ()
-    declared: tuple[str, ...] = getattr(importlib.import_module(command_module(named)), "MODELS", ALL_MODEL_MODULES)
+    module = importlib.import_module(command_module(named))
+    if (choose := getattr(module, "models_for", None)) is not None:
+        chosen: tuple[str, ...] = choose(args)
+        return chosen
+    declared: tuple[str, ...] = getattr(module, "MODELS", ALL_MODEL_MODULES)
     return declared
 
 
@@ -286,7 +291,7 @@ def _main(argv: Sequence[str] | None) -> int:
         named = args[0] if args and args[0] in COMMAND_MODULES else None
         command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
         _import_numpy_serial(named)
-        _build_models(model_modules(named), args)  # inside the quiet window: see ALL_MODEL_MODULES
+        _build_models(model_modules(named, args), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()

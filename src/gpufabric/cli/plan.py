@@ -24,6 +24,33 @@ MODELS = SPEC_MODELS
 SERIAL_BLAS = True
 
 
+#: Files larger than this are not read at start-up to choose the models (the whole set is built).
+_PEEK_LIMIT_BYTES = 1 << 20
+
+
+def models_for(args: Sequence[str]) -> tuple[str, ...]:
+    """``MODELS`` without the inference spec's (~0.02 s to define and build, issue 32) when
+    no file on the command line can be an inference spec: each is a regular file of at most
+    1 MiB whose text has neither the word ``inference`` (``workload.kind: inference``) nor a
+    backslash (a YAML escape could spell it). Anything else builds them all at start-up, as
+    before; a model left out is built by pydantic on first use (spec/types.py defer_build)."""
+    from pathlib import Path
+
+    files = [Path(a) for a in args[1:] if not a.startswith("-")]
+    texts: list[bytes] = []
+    for path in files:
+        try:
+            if path.is_file():
+                if path.stat().st_size > _PEEK_LIMIT_BYTES:
+                    return MODELS
+                texts.append(path.read_bytes())
+        except (OSError, ValueError):  # unreadable, a NUL in the name: the command reports it
+            return MODELS
+    if not texts or any(b"inference" in t or b"\\" in t for t in texts):
+        return MODELS
+    return tuple(m for m in MODELS if m != "gpufabric.spec.inference")
+
+
 def register(app: typer.Typer) -> None:
     app.command("plan")(plan)
 
