@@ -123,3 +123,35 @@ def test_a_named_command_loads_no_other_command_module():
     loaded = set(ast.literal_eval(last[2:]))
     assert "gpufabric.cli.predict" in loaded
     assert not {"gpufabric.cli.bench", "gpufabric.cli.ingest", "gpufabric.cli.plan", "gpufabric.cli.lab"} & loaded
+
+
+def test_plan_loads_openblas_on_one_thread_and_leaves_no_variable_behind():
+    """cli/app.py _import_numpy_serial: one thread in the process after `plan` (no OpenBLAS
+    workers), the variable gone again; a user's own setting is kept as it was."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.isdir("/proc/self/task"):
+        import pytest
+
+        pytest.skip("counts threads in /proc")
+    code = (
+        "import os, sys\n"
+        "from gpufabric.cli.app import main\n"
+        f"main(['plan', {str(EXAMPLES / 'lab-2node.yaml')!r}, '--format', 'json'])\n"
+        "print(len(os.listdir('/proc/self/task')), os.environ.get('OPENBLAS_NUM_THREADS'), file=sys.stderr)\n"
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+    }
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.stderr.split()[-2:] == ["1", "None"], done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**env, "OPENBLAS_NUM_THREADS": "2"},
+    )
+    assert done.stderr.split()[-1] == "2", done.stderr

@@ -167,13 +167,22 @@ BUILT = (
 @pytest.mark.parametrize(
     ("argv", "built"),
     [
-        (
+        (  # a training spec: no inference spec models (cli/plan.py models_for)
             ["plan", str(EXAMPLES / "lab-2node.yaml")],
-            {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.catalog.schema": None, "gpufabric.bench.slo": None},
+            {
+                **dict.fromkeys(MODEL_MODULES, True),
+                "gpufabric.catalog.schema": None,
+                "gpufabric.bench.slo": None,
+                "gpufabric.spec.inference": None,
+            },
         ),
         (
             ["plan", str(EXAMPLES / "lab-2node.yaml"), "--catalog", str(EXAMPLES / "lab-2node.yaml")],
-            {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.bench.slo": None},
+            {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.bench.slo": None, "gpufabric.spec.inference": None},
+        ),
+        (
+            ["plan", str(EXAMPLES / "serving" / "llama3-70b-serving.yaml")],
+            {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.catalog.schema": None, "gpufabric.bench.slo": None},
         ),
         (["predict", "collective", "--bytes", "1M"], {**dict.fromkeys(MODEL_MODULES, None)}),
     ],

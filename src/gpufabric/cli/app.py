@@ -85,13 +85,41 @@ def command_module(name: str) -> str:
 ALL_MODEL_MODULES = (*SPEC_MODELS, "gpufabric.bench.slo")
 
 
-def model_modules(named: str | None) -> tuple[str, ...]:
+def model_modules(named: str | None, args: Sequence[str] = ()) -> tuple[str, ...]:
     """The model modules command ``named`` builds: none for --help, --version or a typo
-    (nothing is validated), its module's ``MODELS`` where it declares them, else all."""
+    (nothing is validated), what its module's ``models_for(args)`` returns or its ``MODELS``
+    where it declares them, else all."""
     if named is None:
         return ()
-    declared: tuple[str, ...] = getattr(importlib.import_module(command_module(named)), "MODELS", ALL_MODEL_MODULES)
+    module = importlib.import_module(command_module(named))
+    if (choose := getattr(module, "models_for", None)) is not None:
+        chosen: tuple[str, ...] = choose(args)
+        return chosen
+    declared: tuple[str, ...] = getattr(module, "MODELS", ALL_MODEL_MODULES)
     return declared
+
+
+#: The variables OpenBLAS takes its thread count from, in its order (OpenBLAS
+#: driver/others/openblas_env.c): one set by the user is left to decide.
+_BLAS_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _import_numpy_serial(named: str | None) -> None:
+    """Import numpy with OpenBLAS on one thread for a command whose module declares
+    ``SERIAL_BLAS`` (no BLAS call big enough to be split): at load OpenBLAS starts a worker
+    per core that spins before it sleeps, ~0.03 s of CPU on every `plan` (issue 32,
+    docs/performance.md). The variable is removed again once numpy is loaded (OpenBLAS reads
+    it then only), so no child process inherits it; a program that imported numpy already,
+    or a user who set a thread count, is left alone."""
+    if named is None or "numpy" in sys.modules or any(v in os.environ for v in _BLAS_THREAD_VARS):
+        return
+    if not getattr(importlib.import_module(command_module(named)), "SERIAL_BLAS", False):
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401  # loads OpenBLAS while the variable is set
+    finally:
+        os.environ.pop("OPENBLAS_NUM_THREADS", None)
 
 
 def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
@@ -262,7 +290,8 @@ def _main(argv: Sequence[str] | None) -> int:
         # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
         named = args[0] if args and args[0] in COMMAND_MODULES else None
         command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
-        _build_models(model_modules(named), args)  # inside the quiet window: see ALL_MODEL_MODULES
+        _import_numpy_serial(named)
+        _build_models(model_modules(named, args), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
