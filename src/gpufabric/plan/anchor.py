@@ -303,8 +303,9 @@ class _Problem:
     target_s: float
 
 
-def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
-    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem."""
+def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> Anchor | _Problem:
+    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem
+    (``memo``: the batch's, ``table_block``)."""
     w = spec.workload
     th = w.throughput
     scal = model_scalars(spec)
@@ -375,7 +376,7 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
     )
     tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
-    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout]), target_s=target)
+    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
 
 
 def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
@@ -531,7 +532,8 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
 
 def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
     """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
-    staged = [_stage(spec, catalog) for spec in specs]
+    memo: dict[Any, Any] = {}
+    staged = [_stage(spec, catalog, memo) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
     at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
     solved = iter(zip(problems, _solve(problems), at_models, strict=True))

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -239,13 +240,15 @@ def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepa
     )
 
 
-def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[np.ndarray, np.ndarray]:
-    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
+def _chosen(
+    spec: Spec, catalog: Catalog, p: Prepared, memo: dict[Any, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies
+    (``memo``: the batch's, ``table_block``)."""
     k = len(p.designs)
     effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
-    block = table_block(
-        spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)), compute_efficiency=effs
-    )
+    pairs = (np.arange(k), np.arange(k))
+    block = table_block(spec, catalog, p.designs, p.choice.layouts, pairs=pairs, compute_efficiency=effs, memo=memo)
     return block, effs
 
 
@@ -304,7 +307,8 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     for spec in specs:
         check_options(spec, catalog)  # before the solve, as prepare does
     preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog), strict=True)]
-    chosen = [_chosen(s, catalog, p) for s, p in zip(specs, preps, strict=True)]
+    memo: dict[Any, Any] = {}
+    chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
     out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
