@@ -530,9 +530,10 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     return out
 
 
-def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
-    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
-    memo: dict[Any, Any] = {}
+def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] | None = None) -> list[Anchor]:
+    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes
+    (``memo``: the batch's, ``plan.table.table_block``)."""
+    memo = {} if memo is None else memo
     staged = [_stage(spec, catalog, memo) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
     at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]

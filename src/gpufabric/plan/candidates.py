@@ -306,8 +306,8 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
 
     for spec in specs:
         check_options(spec, catalog)  # before the solve, as prepare does
-    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog), strict=True)]
-    memo: dict[Any, Any] = {}
+    memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
+    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog, memo), strict=True)]
     chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []

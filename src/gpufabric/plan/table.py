@@ -542,7 +542,7 @@ def table_block(
         li, di = pairs
     n = len(li)
     block = np.empty((len(FIELDS), n))
-    scalars = workload_scalars(spec, catalog)
+    scalars = _workload_scalars(spec, catalog, memo)
     block[_indices(tuple(scalars), memo)] = np.array(list(scalars.values()), dtype=float)[:, None]
     if compute_efficiency is not None:
         ce = np.asarray(compute_efficiency, dtype=float)
@@ -559,6 +559,19 @@ def table_block(
         rows, values = memo[key]
         block[rows] = values[:, index] if values is not None else 0.0
     return block
+
+
+def _workload_scalars(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None) -> dict[str, Any]:
+    """``workload_scalars``, once per spec object in a batch (the anchor's stage and the chosen
+    rows read the same spec). The entry holds the spec, so its id cannot be reused meanwhile."""
+    if memo is None:
+        return workload_scalars(spec, catalog)
+    key = ("workload", id(spec))
+    hit = memo.get(key)
+    if hit is None or hit[0] is not spec:
+        hit = memo[key] = (spec, workload_scalars(spec, catalog))
+    scalars: dict[str, Any] = hit[1]
+    return scalars
 
 
 def _indices(keys: tuple[str, ...], memo: dict[Any, Any] | None) -> list[int]:
