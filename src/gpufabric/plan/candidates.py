@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -108,6 +107,18 @@ def end_to_end(
     return tflops / peak_tflops, tflops
 
 
+class _Row:
+    """Row ``i`` of a batch's columns, read by attribute (only the fields a record reads are touched)."""
+
+    __slots__ = ("_columns", "_i")
+
+    def __init__(self, columns: dict[str, list[Any]], i: int) -> None:
+        self._columns, self._i = columns, i
+
+    def __getattr__(self, name: str) -> Any:
+        return self._columns[name][self._i]
+
+
 def to_records(
     spec: Spec,
     designs: Sequence[Design],
@@ -120,18 +131,23 @@ def to_records(
     runner_ups: Sequence[str | None] | None = None,
     notes: Sequence[str] | None = None,
     invalid: dict[int, tuple[str, ...]] | None = None,
+    start: int = 0,
+    columns: dict[str, list[Any]] | None = None,
 ) -> list[Candidate]:
-    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``.
+    """Candidate records (with StepBreakdown) from evaluated rows; row ``start + i`` of ``out``
+    is ``layouts[i]`` on ``designs[i]``.
 
-    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once.
+    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once;
+    ``columns``: ``out``'s columns as Python lists, when a batch converted them once.
     """
     records = []
     invalid = invalid_outputs(out) if invalid is None else invalid
     ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
     # Python numbers, column by column: one conversion per column, not one row record per row.
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}
-    for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        r = SimpleNamespace(**{f: v[i] for f, v in columns.items()})
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS} if columns is None else columns
+    for k, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
+        i = start + k
+        r = _Row(columns, i)
         bd = StepBreakdown(
             step_time_s=float(r.step_time_det_s),
             compute_s=float(r.compute_s),
@@ -156,7 +172,7 @@ def to_records(
             checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
-        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
+        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[k]))
         copied = {}
         for name, (source, per, kind) in ROW_FIELDS.items():
             value = kind(getattr(r, source))
@@ -173,11 +189,11 @@ def to_records(
                 meets_requirements=not v,
                 violations=v,
                 layout=lay,
-                layout_runner_up=runner_ups[i] if runner_ups else None,
-                layout_note=notes[i] if notes else "",
+                layout_runner_up=runner_ups[k] if runner_ups else None,
+                layout_note=notes[k] if notes else "",
                 mfu=mfu,
                 tflops_per_gpu=tflops,
-                compute_efficiency=float(ce[i]),
+                compute_efficiency=float(ce[k]),
                 breakdown=bd,
                 capacity=d.capacity,
                 rental=d.rental or None,
@@ -253,7 +269,14 @@ def _chosen(
 
 
 def _records(
-    spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation, invalid: dict[int, tuple[str, ...]] | None = None
+    spec: Spec,
+    p: Prepared,
+    effs: np.ndarray,
+    out: Evaluation,
+    invalid: dict[int, tuple[str, ...]] | None = None,
+    *,
+    start: int = 0,
+    columns: dict[str, list[Any]] | None = None,
 ) -> list[Candidate]:
     return to_records(
         spec,
@@ -266,6 +289,8 @@ def _records(
         runner_ups=p.choice.runner_ups,
         notes=p.choice.notes,
         invalid=invalid,
+        start=start,
+        columns=columns,
     )
 
 
@@ -312,15 +337,10 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     if not chosen:
         return []
     out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
-    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen])
-    bad = invalid_outputs(out)  # one pass over the whole table, split by spec below
+    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen]).tolist()
+    bad = invalid_outputs(out)  # one pass over the whole table (global row numbers)
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}  # one conversion for the batch
     return [
-        _records(
-            s,
-            p,
-            effs,
-            out.take(slice(ends[i], ends[i + 1])),
-            {r - ends[i]: cols for r, cols in bad.items() if ends[i] <= r < ends[i + 1]},
-        )
+        _records(s, p, effs, out, bad, start=ends[i], columns=columns)
         for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
     ]
