@@ -240,9 +240,12 @@ def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: 
     return np.split(flat, np.cumsum(sizes)[:-1])
 
 
+_PY_SCALARS = frozenset((int, float, bool))
+
+
 def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
     """One column from each item's value (a scalar repeated, or one value per layout)."""
-    if all(np.ndim(v) == 0 for v in values):
+    if all(type(v) in _PY_SCALARS for v in values) or all(np.ndim(v) == 0 for v in values):  # the first: cheap
         return np.repeat(np.array(values), sizes)
     return np.concatenate([np.broadcast_to(np.asarray(v), (n,)) for v, n in zip(values, sizes, strict=True)])
 
@@ -313,8 +316,11 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
 
-    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float) -> Anchor:
+    def anchor(
+        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, **more: Any
+    ) -> Anchor:
         return Anchor(
+            **more,
             kind=th.kind,
             figure=figure,
             flops=th.flops,
@@ -365,15 +371,17 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
             }
         )
     )
-    base = anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0)
-    base = replace(
-        base,
+    base = anchor(
+        gpus=gpus,
+        layout=layout,
+        fabric=fabric,
+        assumed=assumed,
+        efficiency=0.0,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
-    f_fig = float(
-        replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3])).figure_flops_per_token([layout])[0]
-    )
+    at_seq = base if float(seq) == shape[2] else replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3]))
+    f_fig = float(at_seq.figure_flops_per_token([layout])[0])
     tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
     return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
