@@ -173,9 +173,13 @@ _CHUNK_ROWS = 16
 def _log_cdf_max(z: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray) -> np.ndarray:
     """log G(z)^n with G the per-rank CDF of compute + hiccup (standard units)."""
     x = np.asarray(z - d)
-    hiccup = np.ones_like(x)
-    live = ~(x < _SF_ONE_BELOW)
-    hiccup[live] = normal_sf(x[live])
+    dead = x < _SF_ONE_BELOW
+    if dead.any():
+        hiccup = np.ones_like(x)
+        live = ~dead  # NaN stays live: normal_sf's own answer
+        hiccup[live] = normal_sf(x[live])
+    else:
+        hiccup = normal_sf(x)
     sf = (1.0 - q) * normal_sf(z) + q * hiccup
     with np.errstate(divide="ignore"):
         return n * np.log1p(-np.minimum(sf, 1.0))
