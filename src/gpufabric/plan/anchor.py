@@ -172,8 +172,13 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
-    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU."""
+def _efficiency_inputs(
+    spec: Spec, catalog: Catalog, layouts: Sequence[Layout], *, activations: bool = True
+) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU.
+
+    ``activations=False``: instead of ``activation_bytes``, the inputs it needs that are not
+    arguments already (``_ACT_ONLY``), so a batch computes it once over its stacked columns."""
     w = spec.workload
     m = w.model
     sc = model_scalars(spec)
@@ -187,22 +192,7 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
     local_experts = m.experts / col["ep"] if m.experts > 1 else 1.0
     rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
     per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
-    act = activation_bytes_per_layer(
-        seq_len=m.seq_len,
-        microbatch_size=col["microbatch_size"],
-        hidden=m.hidden,
-        heads=sc["heads"],
-        tp=col["tp"],
-        sequence_parallel=w.parallelism.sequence_parallel,
-        recompute=0,
-        flash_attention=w.flash_attention,
-        ffn_hidden=sc["ffn_hidden"],
-        kv_ratio=sc["kv_ratio"],
-        gated=m.gated_mlp,
-        dropout=m.dropout,
-        cp=col["cp"],
-    )
-    return dict(
+    base = dict(
         hidden=m.hidden,
         ffn_hidden=sc["ffn_hidden"],
         kv_ratio=sc["kv_ratio"],
@@ -212,7 +202,6 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
         tp=col["tp"],
         cp=col["cp"],
         layer_params=per_layer,
-        activation_bytes=act,
         recompute=rc,
         peak_tflops=_peak(gpu, w.precision),
         peak_bf16_tflops=gpu.peak_bf16_tflops,
@@ -226,16 +215,47 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
         expert_tokens=expert_tokens,
         local_experts=local_experts,
     )
+    more = {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
+    if not activations:
+        return base | more
+    return base | {"activation_bytes": _activation_bytes(base | more)}
+
+
+#: ``activation_bytes_per_layer``'s inputs that ``layer_efficiency`` does not take.
+_ACT_ONLY = ("sequence_parallel", "dropout")
+
+
+def _activation_bytes(cols: dict[str, Any]) -> np.ndarray:
+    """The activation bytes per layer the efficiency model reads (elementwise: one spec's
+    scalars and layouts, or a batch's stacked columns give the same numbers)."""
+    return activation_bytes_per_layer(
+        seq_len=cols["seq_len"],
+        microbatch_size=cols["microbatch_size"],
+        hidden=cols["hidden"],
+        heads=cols["heads"],
+        tp=cols["tp"],
+        sequence_parallel=cols["sequence_parallel"],
+        recompute=0,
+        flash_attention=cols["flash_attention"],
+        ffn_hidden=cols["ffn_hidden"],
+        kv_ratio=cols["kv_ratio"],
+        gated=cols["gated"],
+        dropout=cols["dropout"],
+        cp=cols["cp"],
+    )
 
 
 def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
     """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
     (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
-    parts = [_efficiency_inputs(spec, catalog, layouts) for spec, layouts in items]
+    parts = [_efficiency_inputs(spec, catalog, layouts, activations=False) for spec, layouts in items]
     sizes = [len(layouts) for _, layouts in items]
     if not sum(sizes):
         return [np.zeros(0) for _ in items]
     stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
+    stacked["activation_bytes"] = _activation_bytes(stacked)
+    for k in _ACT_ONLY:
+        del stacked[k]
     flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
     return np.split(flat, np.cumsum(sizes)[:-1])
 
