@@ -172,8 +172,13 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
-    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU."""
+def _efficiency_inputs(
+    spec: Spec, catalog: Catalog, layouts: Sequence[Layout], *, activations: bool = True
+) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU.
+
+    ``activations=False``: instead of ``activation_bytes``, the inputs it needs that are not
+    arguments already (``_ACT_ONLY``), so a batch computes it once over its stacked columns."""
     w = spec.workload
     m = w.model
     sc = model_scalars(spec)
@@ -187,22 +192,7 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
     local_experts = m.experts / col["ep"] if m.experts > 1 else 1.0
     rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
     per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
-    act = activation_bytes_per_layer(
-        seq_len=m.seq_len,
-        microbatch_size=col["microbatch_size"],
-        hidden=m.hidden,
-        heads=sc["heads"],
-        tp=col["tp"],
-        sequence_parallel=w.parallelism.sequence_parallel,
-        recompute=0,
-        flash_attention=w.flash_attention,
-        ffn_hidden=sc["ffn_hidden"],
-        kv_ratio=sc["kv_ratio"],
-        gated=m.gated_mlp,
-        dropout=m.dropout,
-        cp=col["cp"],
-    )
-    return dict(
+    base = dict(
         hidden=m.hidden,
         ffn_hidden=sc["ffn_hidden"],
         kv_ratio=sc["kv_ratio"],
@@ -212,7 +202,6 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
         tp=col["tp"],
         cp=col["cp"],
         layer_params=per_layer,
-        activation_bytes=act,
         recompute=rc,
         peak_tflops=_peak(gpu, w.precision),
         peak_bf16_tflops=gpu.peak_bf16_tflops,
@@ -226,23 +215,57 @@ def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) 
         expert_tokens=expert_tokens,
         local_experts=local_experts,
     )
+    more = {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
+    if not activations:
+        return base | more
+    return base | {"activation_bytes": _activation_bytes(base | more)}
+
+
+#: ``activation_bytes_per_layer``'s inputs that ``layer_efficiency`` does not take.
+_ACT_ONLY = ("sequence_parallel", "dropout")
+
+
+def _activation_bytes(cols: dict[str, Any]) -> np.ndarray:
+    """The activation bytes per layer the efficiency model reads (elementwise: one spec's
+    scalars and layouts, or a batch's stacked columns give the same numbers)."""
+    return activation_bytes_per_layer(
+        seq_len=cols["seq_len"],
+        microbatch_size=cols["microbatch_size"],
+        hidden=cols["hidden"],
+        heads=cols["heads"],
+        tp=cols["tp"],
+        sequence_parallel=cols["sequence_parallel"],
+        recompute=0,
+        flash_attention=cols["flash_attention"],
+        ffn_hidden=cols["ffn_hidden"],
+        kv_ratio=cols["kv_ratio"],
+        gated=cols["gated"],
+        dropout=cols["dropout"],
+        cp=cols["cp"],
+    )
 
 
 def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
     """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
     (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
-    parts = [_efficiency_inputs(spec, catalog, layouts) for spec, layouts in items]
+    parts = [_efficiency_inputs(spec, catalog, layouts, activations=False) for spec, layouts in items]
     sizes = [len(layouts) for _, layouts in items]
     if not sum(sizes):
         return [np.zeros(0) for _ in items]
     stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
+    stacked["activation_bytes"] = _activation_bytes(stacked)
+    for k in _ACT_ONLY:
+        del stacked[k]
     flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
     return np.split(flat, np.cumsum(sizes)[:-1])
 
 
+_PY_SCALARS = frozenset((int, float, bool))
+
+
 def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
     """One column from each item's value (a scalar repeated, or one value per layout)."""
-    if all(np.ndim(v) == 0 for v in values):
+    if all(type(v) in _PY_SCALARS for v in values) or all(np.ndim(v) == 0 for v in values):  # the first: cheap
         return np.repeat(np.array(values), sizes)
     return np.concatenate([np.broadcast_to(np.asarray(v), (n,)) for v, n in zip(values, sizes, strict=True)])
 
@@ -303,8 +326,9 @@ class _Problem:
     target_s: float
 
 
-def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
-    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem."""
+def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> Anchor | _Problem:
+    """The spec's anchor when no solve is needed (a given efficiency, or none: the model), else its problem
+    (``memo``: the batch's, ``table_block``)."""
     w = spec.workload
     th = w.throughput
     scal = model_scalars(spec)
@@ -312,8 +336,11 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = th.value
 
-    def anchor(*, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float) -> Anchor:
+    def anchor(
+        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, **more: Any
+    ) -> Anchor:
         return Anchor(
+            **more,
             kind=th.kind,
             figure=figure,
             flops=th.flops,
@@ -364,18 +391,20 @@ def _stage(spec: Spec, catalog: Catalog) -> Anchor | _Problem:
             }
         )
     )
-    base = anchor(gpus=gpus, layout=layout, fabric=fabric, assumed=assumed, efficiency=0.0)
-    base = replace(
-        base,
+    base = anchor(
+        gpus=gpus,
+        layout=layout,
+        fabric=fabric,
+        assumed=assumed,
+        efficiency=0.0,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
-    f_fig = float(
-        replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3])).figure_flops_per_token([layout])[0]
-    )
+    at_seq = base if float(seq) == shape[2] else replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3]))
+    f_fig = float(at_seq.figure_flops_per_token([layout])[0])
     tflops = figure * peak if th.kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
-    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout]), target_s=target)
+    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
 
 
 def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
@@ -529,9 +558,11 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     return out
 
 
-def solve_anchors(specs: Sequence[Spec], catalog: Catalog) -> list[Anchor]:
-    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes."""
-    staged = [_stage(spec, catalog) for spec in specs]
+def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] | None = None) -> list[Anchor]:
+    """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes
+    (``memo``: the batch's, ``plan.table.table_block``)."""
+    memo = {} if memo is None else memo
+    staged = [_stage(spec, catalog, memo) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
     at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
     solved = iter(zip(problems, _solve(problems), at_models, strict=True))

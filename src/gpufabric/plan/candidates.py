@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 
@@ -107,6 +107,18 @@ def end_to_end(
     return tflops / peak_tflops, tflops
 
 
+class _Row:
+    """Row ``i`` of a batch's columns, read by attribute (only the fields a record reads are touched)."""
+
+    __slots__ = ("_columns", "_i")
+
+    def __init__(self, columns: dict[str, list[Any]], i: int) -> None:
+        self._columns, self._i = columns, i
+
+    def __getattr__(self, name: str) -> Any:
+        return self._columns[name][self._i]
+
+
 def to_records(
     spec: Spec,
     designs: Sequence[Design],
@@ -119,18 +131,23 @@ def to_records(
     runner_ups: Sequence[str | None] | None = None,
     notes: Sequence[str] | None = None,
     invalid: dict[int, tuple[str, ...]] | None = None,
+    start: int = 0,
+    columns: dict[str, list[Any]] | None = None,
 ) -> list[Candidate]:
-    """Candidate records (with StepBreakdown) from evaluated rows; row i is ``layouts[i]`` on ``designs[i]``.
+    """Candidate records (with StepBreakdown) from evaluated rows; row ``start + i`` of ``out``
+    is ``layouts[i]`` on ``designs[i]``.
 
-    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once.
+    ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once;
+    ``columns``: ``out``'s columns as Python lists, when a batch converted them once.
     """
     records = []
     invalid = invalid_outputs(out) if invalid is None else invalid
     ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
     # Python numbers, column by column: one conversion per column, not one row record per row.
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}
-    for i, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        r = SimpleNamespace(**{f: v[i] for f, v in columns.items()})
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS} if columns is None else columns
+    for k, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
+        i = start + k
+        r = _Row(columns, i)
         bd = StepBreakdown(
             step_time_s=float(r.step_time_det_s),
             compute_s=float(r.compute_s),
@@ -155,7 +172,7 @@ def to_records(
             checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
         )
         v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
-        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[i]))
+        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[k]))
         copied = {}
         for name, (source, per, kind) in ROW_FIELDS.items():
             value = kind(getattr(r, source))
@@ -172,11 +189,11 @@ def to_records(
                 meets_requirements=not v,
                 violations=v,
                 layout=lay,
-                layout_runner_up=runner_ups[i] if runner_ups else None,
-                layout_note=notes[i] if notes else "",
+                layout_runner_up=runner_ups[k] if runner_ups else None,
+                layout_note=notes[k] if notes else "",
                 mfu=mfu,
                 tflops_per_gpu=tflops,
-                compute_efficiency=float(ce[i]),
+                compute_efficiency=float(ce[k]),
                 breakdown=bd,
                 capacity=d.capacity,
                 rental=d.rental or None,
@@ -239,18 +256,27 @@ def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepa
     )
 
 
-def _chosen(spec: Spec, catalog: Catalog, p: Prepared) -> tuple[np.ndarray, np.ndarray]:
-    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies."""
+def _chosen(
+    spec: Spec, catalog: Catalog, p: Prepared, memo: dict[Any, Any] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The table block of every design on its chosen layout (row i: design i), and the layouts' efficiencies
+    (``memo``: the batch's, ``table_block``)."""
     k = len(p.designs)
     effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
-    block = table_block(
-        spec, catalog, p.designs, p.choice.layouts, pairs=(np.arange(k), np.arange(k)), compute_efficiency=effs
-    )
+    pairs = (np.arange(k), np.arange(k))
+    block = table_block(spec, catalog, p.designs, p.choice.layouts, pairs=pairs, compute_efficiency=effs, memo=memo)
     return block, effs
 
 
 def _records(
-    spec: Spec, p: Prepared, effs: np.ndarray, out: Evaluation, invalid: dict[int, tuple[str, ...]] | None = None
+    spec: Spec,
+    p: Prepared,
+    effs: np.ndarray,
+    out: Evaluation,
+    invalid: dict[int, tuple[str, ...]] | None = None,
+    *,
+    start: int = 0,
+    columns: dict[str, list[Any]] | None = None,
 ) -> list[Candidate]:
     return to_records(
         spec,
@@ -263,6 +289,8 @@ def _records(
         runner_ups=p.choice.runner_ups,
         notes=p.choice.notes,
         invalid=invalid,
+        start=start,
+        columns=columns,
     )
 
 
@@ -303,20 +331,16 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
 
     for spec in specs:
         check_options(spec, catalog)  # before the solve, as prepare does
-    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog), strict=True)]
-    chosen = [_chosen(s, catalog, p) for s, p in zip(specs, preps, strict=True)]
+    memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
+    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog, memo), strict=True)]
+    chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
     out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
-    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen])
-    bad = invalid_outputs(out)  # one pass over the whole table, split by spec below
+    ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen]).tolist()
+    bad = invalid_outputs(out)  # one pass over the whole table (global row numbers)
+    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}  # one conversion for the batch
     return [
-        _records(
-            s,
-            p,
-            effs,
-            out.take(slice(ends[i], ends[i + 1])),
-            {r - ends[i]: cols for r, cols in bad.items() if ends[i] <= r < ends[i + 1]},
-        )
+        _records(s, p, effs, out, bad, start=ends[i], columns=columns)
         for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
     ]

@@ -523,9 +523,15 @@ def table_block(
     *,
     pairs: tuple[np.ndarray, np.ndarray] | None = None,
     compute_efficiency: float | Sequence[float] | np.ndarray | None = None,
+    memo: dict[Any, Any] | None = None,
 ) -> np.ndarray:
     """``build_table``'s columns as one float block, one row per field in ``FIELDS`` order
-    (rows x columns transposed): blocks of many specs stack with one ``np.concatenate``."""
+    (rows x columns transposed): blocks of many specs stack with one ``np.concatenate``.
+
+    ``memo``: a dict the caller keeps for the blocks of one batch under one ``catalog``; the
+    design and layout columns of designs and layouts seen before are read from it (they
+    depend on nothing else), so a batch of specs with the same options builds them once.
+    """
     from gpufabric.plan.layouts import spec_layout
 
     layouts = list(layouts) if layouts is not None else [spec_layout(spec)]
@@ -536,18 +542,47 @@ def table_block(
         li, di = pairs
     n = len(li)
     block = np.empty((len(FIELDS), n))
-    scalars = workload_scalars(spec, catalog)
-    block[[_INDEX[k] for k in scalars]] = np.array(list(scalars.values()), dtype=float)[:, None]
+    scalars = _workload_scalars(spec, catalog, memo)
+    block[_indices(tuple(scalars), memo)] = np.array(list(scalars.values()), dtype=float)[:, None]
     if compute_efficiency is not None:
         ce = np.asarray(compute_efficiency, dtype=float)
         block[_INDEX["compute_eff"]] = ce[li] if ce.ndim else float(ce)
-    for cols, index in ((design_columns(catalog, designs), di), (layout_columns(layouts), li)):
-        rows = [_INDEX[k] for k in cols]
-        if all(len(v) for v in cols.values()):
-            block[rows] = np.array(list(cols.values()), dtype=float)[:, index]
-        else:
-            block[rows] = 0.0
+    memo = {} if memo is None else memo
+    for key, build, index in (
+        (("designs", *designs), lambda: design_columns(catalog, designs), di),
+        (("layouts", *layouts), lambda: layout_columns(layouts), li),
+    ):
+        if key not in memo:
+            cols = build()
+            values = np.array(list(cols.values()), dtype=float) if all(len(v) for v in cols.values()) else None
+            memo[key] = ([_INDEX[k] for k in cols], values)
+        rows, values = memo[key]
+        block[rows] = values[:, index] if values is not None else 0.0
     return block
+
+
+def _workload_scalars(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None) -> dict[str, Any]:
+    """``workload_scalars``, once per spec object in a batch (the anchor's stage and the chosen
+    rows read the same spec). The entry holds the spec, so its id cannot be reused meanwhile."""
+    if memo is None:
+        return workload_scalars(spec, catalog)
+    key = ("workload", id(spec))
+    hit = memo.get(key)
+    if hit is None or hit[0] is not spec:
+        hit = memo[key] = (spec, workload_scalars(spec, catalog))
+    scalars: dict[str, Any] = hit[1]
+    return scalars
+
+
+def _indices(keys: tuple[str, ...], memo: dict[Any, Any] | None) -> list[int]:
+    """The block rows of ``keys`` (memoised per batch: every spec has the same scalar keys)."""
+    if memo is None:
+        return [_INDEX[k] for k in keys]
+    key = ("scalars", keys)
+    if key not in memo:
+        memo[key] = [_INDEX[k] for k in keys]
+    rows: list[int] = memo[key]
+    return rows
 
 
 def table_from_block(block: np.ndarray) -> Table:
