@@ -365,7 +365,7 @@ table inet filter {{
             out.append(
                 "table inet deepjmp {\n"
                 + "\n".join(chains)
-                + f"\n  chain input {{ type filter hook input priority 5; policy accept;\n    jump c1\n  }}\n}}"
+                + "\n  chain input { type filter hook input priority 5; policy accept;\n    jump c1\n  }\n}"
             )
         if self.rng.random() < 0.25:
             prios = sorted(self.rng.sample([-300, -150, -5, 5, 15, 300], 2))

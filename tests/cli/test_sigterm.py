@@ -54,9 +54,8 @@ def test_sigterm_during_config_leaves_no_staging_tree(cli, tmp_path, monkeypatch
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_outside_any_run_exits_as_a_shell_reports_it(cli, monkeypatch, signum):
-    from gpufabric.plan import make_plan
-
     import gpufabric.plan
+    from gpufabric.plan import make_plan
 
     monkeypatch.setattr(gpufabric.plan, "make_plan", lambda *a, **k: signal.raise_signal(signum) or make_plan(*a, **k))
     code, _, err = cli("plan", EXAMPLES / "llama3-70b-1k.yaml")

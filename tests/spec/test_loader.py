@@ -66,7 +66,6 @@ def test_tp_across_nodes_needs_opt_in(tmp_path):
     from gpufabric.catalog import load_catalog
     from gpufabric.errors import InputError
     from gpufabric.plan import make_plan
-
     from gpufabric.plan.capacity import check_options
 
     text = GOOD.replace("tp: 8, pp: 1, dp: 2", "tp: 16, pp: 1, dp: 1")
