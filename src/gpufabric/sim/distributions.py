@@ -17,11 +17,26 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
-from scipy import special
 
 from gpufabric.errors import InputError
+
+
+def _ndtr(x: Any) -> Any:
+    """scipy.special.ndtr, imported on first use: scipy.special is ~0.2 s of CPU to import, and
+    every command that loads the simulator's types (a serving plan) paid it at start-up."""
+    from scipy.special import ndtr
+
+    return ndtr(x)
+
+
+def _ndtri(q: Any) -> Any:
+    """scipy.special.ndtri, imported on first use (see _ndtr)."""
+    from scipy.special import ndtri
+
+    return ndtri(q)
 
 
 def max_survival(u: np.ndarray, n: np.ndarray | int) -> np.ndarray:
@@ -77,7 +92,7 @@ class Normal:
     @property
     def _mass(self) -> float:
         # P(Z > alpha) for the untruncated standard normal, computed without cancellation.
-        return float(special.ndtr(-self._alpha))
+        return float(_ndtr(-self._alpha))
 
     @property
     def mean(self) -> float:
@@ -86,11 +101,11 @@ class Normal:
 
     def isf(self, q: np.ndarray) -> np.ndarray:
         # P(X > x) = ndtr(-z) / mass = q  =>  z = -ndtri(q * mass): no 1 - q anywhere.
-        return self.mu_s - self.sigma_s * special.ndtri(np.asarray(q) * self._mass)
+        return self.mu_s - self.sigma_s * _ndtri(np.asarray(q) * self._mass)
 
     def cdf(self, x: np.ndarray) -> np.ndarray:
         z = (np.asarray(x, dtype=float) - self.mu_s) / self.sigma_s
-        return np.clip(1.0 - special.ndtr(-z) / self._mass, 0.0, 1.0)
+        return np.clip(1.0 - _ndtr(-z) / self._mass, 0.0, 1.0)
 
     def sample(self, rng: np.random.Generator, size) -> np.ndarray:
         out = rng.normal(self.mu_s, self.sigma_s, size)
@@ -121,13 +136,13 @@ class LogNormal:
         return self.loc_s + self.median_s * math.exp(0.5 * self.sigma**2)
 
     def isf(self, q: np.ndarray) -> np.ndarray:
-        return self.loc_s + self.median_s * np.exp(-self.sigma * special.ndtri(np.asarray(q)))
+        return self.loc_s + self.median_s * np.exp(-self.sigma * _ndtri(np.asarray(q)))
 
     def cdf(self, x: np.ndarray) -> np.ndarray:
         y = np.asarray(x, dtype=float) - self.loc_s
         with np.errstate(divide="ignore", invalid="ignore"):
             z = np.log(np.where(y > 0, y, np.nan) / self.median_s) / self.sigma
-        return np.where(y > 0, special.ndtr(np.nan_to_num(z, nan=-np.inf)), 0.0)
+        return np.where(y > 0, _ndtr(np.nan_to_num(z, nan=-np.inf)), 0.0)
 
     def sample(self, rng: np.random.Generator, size) -> np.ndarray:
         return self.loc_s + rng.lognormal(math.log(self.median_s), self.sigma, size)

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
 
 from gpufabric.sim.config import CommLatency, SimConfig
 from gpufabric.sim.distributions import Distribution, Hiccup, draw_max, max_moments
@@ -136,8 +135,10 @@ def _comm_fast(
         for dist, n in comm_max_classes(c, lay):
             total = np.maximum(total, draw_max(dist, n, rng.random((m, s))))
         return total.sum(axis=1)
+    from scipy.special import ndtri  # here: scipy.special is ~0.2 s to import (sim/distributions.py)
+
     mean, var = moments
-    return s * mean + np.sqrt(s * var) * special.ndtri(rng.random(m))
+    return s * mean + np.sqrt(s * var) * ndtri(rng.random(m))
 
 
 def _comm_brute(c: CommLatency, lay: Layout, rng: np.random.Generator, m: int) -> np.ndarray:
