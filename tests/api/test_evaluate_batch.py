@@ -72,7 +72,8 @@ def test_the_batch_gives_each_specs_own_candidates():
 
 
 def test_the_batch_keeps_the_plans_recommendation():
-    from gpufabric.plan import rank, recommend
+    from gpufabric.plan import rank
+    from gpufabric.plan.recommend import recommend
 
     specs = _varied()
     for spec, got in zip(specs, api.evaluate(specs, CAT), strict=True):

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from gpufabric.catalog import load_catalog
-from gpufabric.plan import rank, recommend
+from gpufabric.plan import rank
 from gpufabric.plan.candidates import concat_tables, prepare, to_records
 from gpufabric.plan.evaluate import evaluate_table
+from gpufabric.plan.recommend import recommend
 from gpufabric.plan.table import build_table, scale_table
 from gpufabric.spec import load_spec
 from tests.conftest import EXAMPLES

@@ -190,7 +190,8 @@ class TrainingKind:
         )
 
     def simulate(self, spec: Spec, catalog: Catalog, request: SimulateRequest) -> StepSimulation | Declined:
-        from gpufabric.plan import evaluate_candidates, rank, recommend
+        from gpufabric.plan import evaluate_candidates, rank
+        from gpufabric.plan.recommend import recommend
         from gpufabric.sim import config_from_breakdown, parse_hiccup, parse_stragglers
         from gpufabric.sim import simulate as run
 
