@@ -255,22 +255,35 @@ class ReplicaPerf:
         """:meth:`iteration_s` for Python floats."""
         return self.iteration_scalar_fn()(b, context_tokens, prefill_tokens, prefill_attn)
 
-    def iteration_scalar_fn(self) -> Callable[[float, float, float, float], float]:
-        """:meth:`iteration_scalar_s` with every coefficient bound once: the engine simulator
-        calls it per iteration, and attribute reads were a third of its cost."""
-        q = 1.0 + self.draft_tokens
-        dense, expert, frac = self.dense_weight_bytes, self.expert_weight_bytes, self.expert_fraction
-        hbm, flops, fpt = self.hbm_bytes_per_s, self.flop_per_s, self.flop_per_token
-        kv_read, attn_flop = self.kv_read_bytes_per_token, self.attn_flop_per_token2
-        ar, switch = self.ar_count, self.ar_switch_tokens
-        small0, small1, large0, large1 = (
+    def _batch_coefficients(self) -> tuple[float, ...]:
+        """The coefficients of an iteration's weight, linear, all-reduce, all-to-all and draft
+        terms, in the order iteration_scalar_fn and decode_scalar_fn bind them to locals."""
+        return (
+            1.0 + self.draft_tokens,
+            self.dense_weight_bytes,
+            self.expert_weight_bytes,
+            self.expert_fraction,
+            self.flop_per_token,
+            self.flop_per_s,
+            self.ar_count,
+            self.ar_switch_tokens,
             self.ar_small_fixed_s,
             self.ar_small_s_per_token,
             self.ar_large_fixed_s,
             self.ar_large_s_per_token,
+            self.a2a_fixed_s,
+            self.a2a_s_per_token,
+            self.draft_tokens * self.draft_cost_fraction,
         )
-        a2a0, a2a1 = self.a2a_fixed_s, self.a2a_s_per_token
-        draft_k = self.draft_tokens * self.draft_cost_fraction
+
+    def iteration_scalar_fn(self) -> Callable[[float, float, float, float], float]:
+        """:meth:`iteration_scalar_s` with every coefficient bound once: the engine simulator
+        calls it per iteration, and attribute reads were a third of its cost."""
+        q, dense, expert, frac, fpt, flops, ar, switch, small0, small1, large0, large1, a2a0, a2a1, draft_k = (
+            self._batch_coefficients()
+        )
+        hbm = self.hbm_bytes_per_s
+        kv_read, attn_flop = self.kv_read_bytes_per_token, self.attn_flop_per_token2
         hops, straggler, step, seq = self.stage_hops_s, self.straggler_factor, self.step_overhead_s, self.seq_overhead_s
 
         def scalar(b: float, context_tokens: float, prefill_tokens: float, prefill_attn: float) -> float:
@@ -296,18 +309,9 @@ class ReplicaPerf:
         straggler, step = self.straggler_factor, self.step_overhead_s
         # b -> (linear, comm, draft, b * seq): scalar()'s terms that do not depend on the context.
         table: dict[int, tuple[float, float, float, float]] = {}
-        q = 1.0 + self.draft_tokens
-        dense, expert, frac = self.dense_weight_bytes, self.expert_weight_bytes, self.expert_fraction
-        fpt, flops = self.flop_per_token, self.flop_per_s
-        ar, switch = self.ar_count, self.ar_switch_tokens
-        small0, small1, large0, large1 = (
-            self.ar_small_fixed_s,
-            self.ar_small_s_per_token,
-            self.ar_large_fixed_s,
-            self.ar_large_s_per_token,
+        q, dense, expert, frac, fpt, flops, ar, switch, small0, small1, large0, large1, a2a0, a2a1, draft_k = (
+            self._batch_coefficients()
         )
-        a2a0, a2a1 = self.a2a_fixed_s, self.a2a_s_per_token
-        draft_k = self.draft_tokens * self.draft_cost_fraction
         seq = self.seq_overhead_s
 
         def terms(b: int) -> tuple[float, float, float, float]:
