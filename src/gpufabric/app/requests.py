@@ -216,11 +216,12 @@ class CalibrateRequest:
     )
     gpu: str | None = knob(None, "--gpu", "Catalog GPU id (default: read from the nccl-tests header of the run).")
     storage: str | None = knob(None, "--storage", "Catalog storage id the run's fio results measured.")
-    harness: str = knob(
-        "per-gpu",
+    harness: str | None = knob(
+        None,
         "--harness",
-        "How the run launched its ops: " + _HARNESS_HELP + " (nccl-tests -g N), torch. Its launch cost is"
-        " modelled, not fitted into the GPU's.",
+        "How the run launched its ops, for every point: per-gpu (one process per GPU), single-process"
+        " (nccl-tests -g N) or torch. Its launch cost is modelled, not fitted into the GPU's. Default:"
+        " what each result's nccl-tests header says (nGpus > 1: single-process), else per-gpu.",
     )
     catalog_files: list[Path] = knob([], "--catalog", "Base catalog override(s) to start from.")
     out: Path = knob(Path("calibrated.yaml"), "--out", "Override file to write.")

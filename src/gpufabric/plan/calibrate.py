@@ -36,7 +36,7 @@ import math
 import re
 import statistics
 import tempfile
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,6 +95,18 @@ class Fit:
     busbw_sizes_bytes: tuple[int, ...] = ()  # the sizes behind busbw_anchor_gbps
 
 
+def _stored_harness(params: Any) -> str:
+    """The harness an ingested nccl-tests result was measured with: ``tool_harness`` (the
+    parser derives it from the header's ``nThread T nGpus G``: T x G > 1 GPUs per process is
+    nccl-tests ``-g N``, one thread launching on every GPU), else ``tool_gpus_per_process``;
+    "per-gpu" where the result stored neither (older ingests, suite runs)."""
+    stored = params.get("tool_harness", "")
+    if stored:
+        return str(stored)
+    per_process = params.get("tool_gpus_per_process", "")
+    return "single-process" if per_process.isdigit() and int(per_process) > 1 else "per-gpu"
+
+
 def _nccl_points(r: Any) -> list[Point]:
     p = r.params
     op = _NCCL_OPS.get(p.get("tool_op", ""), p.get("tool_op", ""))
@@ -103,6 +115,7 @@ def _nccl_points(r: Any) -> list[Point]:
     ranks, nodes = int(p["tool_ranks"]), int(p.get("tool_nodes", "1"))
     g = int(p.get("tool_gpus_per_node", str(max(1, ranks // nodes))))
     timing = "graph" if p.get("tool_graph") == "1" else "eager"
+    harness = _stored_harness(p)
     # Out-of-place and in-place rows time the same transfer: the parser keeps both as the
     # metric's samples, two repeats of one point.
     sized = [
@@ -120,6 +133,7 @@ def _nccl_points(r: Any) -> list[Point]:
             nodes=nodes,
             gpus_per_node=g,
             timing=timing,
+            harness=harness,
             busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks),
         )
         for s, t in sized
@@ -130,7 +144,8 @@ def _nccl_points(r: Any) -> list[Point]:
 def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
     """Measured collective points of a run: torch probes and nccl-tests results (suite or ingested).
 
-    Repeats of one (op, size, ranks, nodes, timing) are reduced to their median time; with
+    Each point keeps the harness its result was measured with (:func:`_stored_harness`).
+    Repeats of one (op, size, ranks, nodes, timing, harness) are reduced to their median time; with
     ``reduce="robust"`` (what the fit uses: see ``calibrate``) repeats slower than
     ``DISTURBED_FACTOR`` x the fastest are dropped first.
     """
@@ -162,7 +177,7 @@ def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
         )
     groups: dict[tuple, list[Point]] = defaultdict(list)
     for pt in raw:
-        groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing)].append(pt)
+        groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing, pt.harness)].append(pt)
     out = []
     for pts in groups.values():
         times = [p.time_us for p in pts]
@@ -370,6 +385,7 @@ def _compare(
                     "ranks": p.num_ranks,
                     "repeats": p.repeats,
                     "timing": p.timing,
+                    "harness": p.harness,
                     "measured_time_us": p.time_us,
                     "predicted_before_us": b.time_us,
                     "predicted_after_us": a.time_us,
@@ -381,6 +397,26 @@ def _compare(
     return before, after, rows
 
 
+def _with_harness(points: Sequence[Point], harness: str | None) -> list[Point]:
+    """``points`` under the harness they were measured with: each point's stored one when
+    ``harness`` is None, else ``harness`` for every point (the user's word: a torch probe, or
+    a table ingested before the parser recorded ``nGpus``). The harness's launch cost (nccl-
+    tests -g N: one thread launches on every GPU, ``SINGLE_PROCESS_US`` per extra GPU) is
+    then modelled, not fitted into the GPU's ``eager_launch_us`` or the fabric's
+    ``proxy_us``: fitting a single-process table as per-GPU biased both by ~34 us on 8 GPUs.
+
+    Raises:
+        InputError: ``harness`` (or a stored one) is not one of the model's harnesses.
+    """
+    from gpufabric.model.collectives import HARNESSES
+
+    out = [p if harness is None else replace(p, harness=harness) for p in points]
+    for value in ({harness} | {p.harness for p in out}) - {None}:
+        if value not in HARNESSES:
+            raise InputError(f"unknown harness {value!r}; choose from {', '.join(HARNESSES)}")
+    return out
+
+
 def calibrate(
     run: Any,
     *,
@@ -389,14 +425,16 @@ def calibrate(
     storage: str | None = None,
     base_catalog: Sequence[Path] = (),
     iterations: int = 6,
-    harness: str = "per-gpu",
+    harness: str | None = None,
 ) -> Calibration:
     """Fit alpha/beta per link class of ``run`` and build the override for its GPU/fabric/storage.
 
     ``gpu`` and ``fabric`` override what the run says; the fabric is needed only when the
     run has multi-node points. The fitted fields (NIC efficiency and proxy cost across
     nodes; NVLink/NVLS busbw and eager launch inside one) are moved ``iterations`` times
-    until the model meets the fits' anchors (:func:`_refit`).
+    until the model meets the fits' anchors (:func:`_refit`). Each point is predicted under
+    the harness it was measured with (``harness`` None: what its result stored, see
+    :func:`_with_harness`), so a ``-g 8`` table does not fit its launch cost into the GPU's.
 
     Raises:
         InputError: nothing to fit, a parameter cannot be identified, or the GPU/fabric is unknown.
@@ -405,13 +443,7 @@ def calibrate(
     # warm-up, a preempted proxy thread) only ever add time, and nccl-tests tables show
     # them at their smallest size (nccl-tests#309: 68.5 us out of place, 24.7 us in place
     # at 8 B), which a two-size calibration would take as the latency.
-    from gpufabric.model.collectives import HARNESSES
-
-    if harness not in HARNESSES:
-        raise InputError(f"unknown harness {harness!r}; choose from {', '.join(HARNESSES)}")
-    # The harness the run used (nccl-tests -g N: one thread drives every GPU) is modelled,
-    # so its launch cost is not fitted into the GPU's eager_launch_us.
-    points = [replace(p, harness=harness) for p in points_from_run(run, reduce="robust")]
+    points = _with_harness(points_from_run(run, reduce="robust"), harness)
     catalog = _load(base_catalog)
     for check, value in ((catalog.gpu, gpu), (catalog.fabric, fabric)):
         if value is not None:
@@ -426,6 +458,12 @@ def calibrate(
             " or fio results with --storage to fit"
         )
     notes: list[str] = []
+    stored = Counter(p.harness for p in points)
+    if harness is None and set(stored) - {"per-gpu"}:
+        notes.append(
+            "harness read from the run: "
+            + ", ".join(f"{h} for {n} of {len(points)} points" for h, n in sorted(stored.items()))
+        )
     gpu = _resolve_gpu(run, gpu, points, notes)
     if "inter" in groups and fabric is None:
         n = max(p.nodes for p in groups["inter"])
