@@ -262,4 +262,4 @@ def test_plan_builds_the_links_predict_builds(gpu):
             if f.name == "in_network_reduction":  # the planner's design option: SHARP chosen and capable
                 expected = float(d.sharp and fab.in_network_reduction)
             got = np.broadcast_to(np.asarray(getattr(planned, f.name), dtype=float), (len(t),))[i]
-            assert got == pytest.approx(expected), (d.fabric, f.name)
+            assert got == pytest.approx(expected, nan_ok=True), (d.fabric, f.name)

@@ -88,10 +88,13 @@ def test_the_ceiling_binds_where_the_old_nvls_tree_form_exceeded_it():
 
 
 def test_sendrecv_across_nodes_gets_a_peer_share_of_one_nic():
+    """NCCL 2.20-2.28 give a network peer two p2p channels of ~14 GB/s (model.p2p): about
+    half a NIC, not the full 47 GB/s; 2.29+ sizes them to the NIC (tests/model/test_p2p.py)."""
     p = predict_collective(
-        op="send_recv", size_bytes=2**30, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT
-    )
-    assert p.algbw_gbps < 0.6 * 47  # per-peer channels: about half a NIC, not the full 47 GB/s
+        op="send_recv", size_bytes=2**30, nodes=2, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT,
+        nccl_version="2.27.7",
+    )  # fmt: skip
+    assert p.algbw_gbps < 0.6 * 47
 
 
 def test_a_nic_never_moves_more_than_its_pcie_slot():

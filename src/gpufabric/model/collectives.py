@@ -60,13 +60,13 @@ from typing import Any
 import numpy as np
 
 from gpufabric.errors import InputError
+from gpufabric.model import p2p
 from gpufabric.model.collectives_links import GROWTH_SATURATION_BYTES, Links, links_for
 
 # Re-exported: callers and tests read the link record, its builders and its fitted
 # defaults from model.collectives.
 from gpufabric.model.collectives_links import LATENCY_GROWTH as LATENCY_GROWTH
 from gpufabric.model.collectives_links import NVLS_TREE_SHARPNESS as NVLS_TREE_SHARPNESS
-from gpufabric.model.collectives_links import P2P_NET_SHARE as P2P_NET_SHARE
 from gpufabric.model.collectives_links import build_links as build_links
 from gpufabric.model.collectives_links import gpu_link_fields as gpu_link_fields
 from gpufabric.model.nccl_tuner import (
@@ -458,25 +458,35 @@ def _add_nvls(c: _Setup, cands: _Candidates) -> None:
     cands.add("nvls_tree", 2, lat_nt, S / algbw_nt, 2 * c.log2n, c.multi & on)
 
 
-def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
+def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, pf: Any, nccl_version: str | None) -> None:
     """All-to-all pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest
     link class; cross-leaf traffic pays the oversubscription."""
     L, S, g, p = c.links, c.S, c.g, c.p
     lat_a = BASE_LAT_US["ring"][pi] + (g - 1) * c.intra("ring", pi) + (p - g) * c.inter("ring", pi)
-    per_gpu_net = c.net_node / g
+    # Per GPU, the node's NICs shared evenly (PXN) and its p2p channels (model.p2p).
+    per_gpu_net = p2p.all_to_all_net_gbps(S, c.N, g, c.net_node / 1e3, nccl_version=nccl_version) * 1e3
     f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
     penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
     bw_a = np.maximum(S * (g - 1) / p / (c.nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
     cands.add("pairwise", pi, lat_a, bw_a, p - g)
 
 
-def _add_p2p(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
-    """Send/recv: across nodes one peer pair gets NCCL's per-peer channels, not a whole NIC."""
-    L = c.links
-    lat_s = BASE_LAT_US["ring"][pi] + np.where(c.multi, c.inter("ring", pi), c.intra("ring", pi))
-    nics = np.asarray(L.nics_per_node, dtype=float)
-    b_p2p = np.where(c.multi, c.net_node / nics * np.asarray(L.p2p_net_share, dtype=float), c.nvl)
-    cands.add("p2p", pi, lat_s, c.S / (b_p2p * pf), np.where(c.multi, 1, 0))
+def _add_p2p(c: _Setup, cands: _Candidates, pi: int, pf: Any, nccl_version: str | None) -> None:
+    """Send/recv (model.p2p): across nodes one peer pair gets NCCL's per-peer channels, not a
+    whole NIC, and a cross-rail pair pays PXN's NVLink hop."""
+    nics = np.asarray(c.links.nics_per_node, dtype=float)
+    lat, bw = p2p.send_recv_terms(
+        size_bytes=c.S,
+        nodes=c.N,
+        gpus_per_node=c.g,
+        nic_gbps=c.net_node / nics / 1e3,
+        nvl_busbw_gbps=c.nvl / 1e3,
+        nic_share=c.links.p2p_net_share,
+        inter_us=c.inter("ring", pi),
+        intra_us=c.intra("ring", pi),
+        nccl_version=nccl_version,
+    )
+    cands.add("p2p", pi, BASE_LAT_US["ring"][pi] + lat, bw / pf, np.where(c.multi, 1, 0))
 
 
 def collective_times(
@@ -492,6 +502,7 @@ def collective_times(
     timing: str = "graph",
     protocols: tuple[str, ...] | None = None,
     harness: str = "per-gpu",
+    nccl_version: str | None = None,
 ) -> CollectiveTimes:
     """Best predicted time of ``op`` for every design in the broadcast of the inputs.
 
@@ -511,6 +522,7 @@ def collective_times(
             GPU), "single-process" (one thread drives every GPU of its node, nccl-tests -g N:
             SINGLE_PROCESS_US per extra GPU, eager only) or "torch" (torch.distributed timed
             with CUDA events: TORCH_OVERHEAD_US per op).
+        nccl_version: the NCCL release, for its p2p channel rules (model.p2p); None: the newest.
 
     Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
     prediction carries more than the NICs, NVLink or PCIe can. The stages (``_add_*``) list
@@ -530,9 +542,9 @@ def collective_times(
             if pi == 2:
                 _add_nvls(c, cands)
         if op == "all_to_all" and pi != 0:
-            _add_pairwise(c, cands, pi, pf)
+            _add_pairwise(c, cands, pi, pf, nccl_version)
         if op == "send_recv":
-            _add_p2p(c, cands, pi, pf)
+            _add_p2p(c, cands, pi, pf, nccl_version)
     if not cands.rows:
         raise InputError(
             f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")
@@ -640,6 +652,7 @@ def predict_collective(
         timing=timing,
         protocols=(protocol,) if protocol else None,
         harness=harness,
+        nccl_version=nccl_version,
     )
     t_us = float(res.time_us)
     if not np.isfinite(t_us):

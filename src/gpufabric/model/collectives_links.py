@@ -27,15 +27,6 @@ from gpufabric.model.topology import nic_host_gbps
 #: 2-node 8xH100 NDR table of NVIDIA/nccl-tests#309 (algbw 250.2 GB/s); the 4- and 8-node
 #: tables of the same issue are held out (docs/accuracy.md). Empirical.
 NVLS_TREE_SHARPNESS = 3.1
-#: Share of one NIC's achievable bandwidth that one cross-node send/recv peer pair reaches.
-#: NCCL gives a network peer NCCL_NCHANNELS_PER_NET_PEER channels (2 by default, init.cc /
-#: paths.cc) and moves p2p data in 128 KiB chunks (P2P_NET_CHUNKSIZE, init.cc), so a single
-#: pair does not fill a 400G NIC the way a collective's 16-32 channels do; PXN (NCCL >= 2.12)
-#: routes through the peer-rail NIC and does not add channels. The NCCL maintainer states
-#: that alltoall "cannot aggregate the bandwidth of multiple NICs" (nccl-tests#267), and
-#: public sendrecv_perf tables across nodes show about half of the NIC rate [U, estimate:
-#: 0.5, no fitting table that is not held out was found].
-P2P_NET_SHARE = 0.5
 #: Growth of the algorithm latency term per doubling of the message above 8 B. Published
 #: nccl-tests times rise 35-50% from 8 B to 64 KiB on 1, 2 and 4 nodes where the tuner's
 #: constants are flat (NCCL widens threads, then channels, as the size grows; each step
@@ -71,7 +62,9 @@ class Links:
     latency_growth: Any = LATENCY_GROWTH  # latency term growth per doubling of the size above 8 B
     nvlink_line_gbps: Any = np.inf  # scale-up line rate per GPU per direction (the NVLink/PCIe ceiling)
     nvls_tree_sharpness: Any = NVLS_TREE_SHARPNESS  # p-norm of the NVLSTree min(NVLS, tree) blend
-    p2p_net_share: Any = P2P_NET_SHARE  # share of one NIC a cross-node send/recv peer pair reaches
+    p2p_net_share: Any = (
+        np.nan
+    )  # share of one NIC a cross-node send/recv pair reaches; NaN: NCCL's channels (model.p2p)
     nvlink_latency_scale: Any = 1.0  # the GPU generation's NVLink step latency / Hopper's (tuner constants)
 
 
