@@ -90,6 +90,8 @@ def test_a_cross_rail_sendrecv_pays_the_pxn_nvlink_hop(catalog):
     one = collective_times("send_recv", 8, 2, 1, links, protocols=("LL",))
     eight = collective_times("send_recv", 8, 2, 8, links, protocols=("LL",))
     assert float(eight.latency_us - one.latency_us) > 0.3
+    before_pxn = collective_times("send_recv", 8, 2, 8, links, protocols=("LL",), nccl_version="2.11.4")
+    assert float(before_pxn.latency_us) == pytest.approx(float(one.latency_us))
 
 
 def test_all_to_all_carries_the_node_nics_per_gpu_and_few_peers_their_channels(catalog):

@@ -62,6 +62,8 @@ P2P_PER_BATCH = 8
 #: Network chunk of a p2p step (init.cc NCCL_P2P_NET_CHUNKSIZE, 128 KiB); an op is split into
 #: parts of half to one chunk per channel across nodes (enqueue.cc addP2pToPlan).
 P2P_NET_CHUNK_BYTES = 1 << 17
+#: First release with PXN (src/graph/paths.cc: no PXN path in v2.11.4-1, PATH_PXN and NCCL_PXN_DISABLE in v2.12.7-1).
+PXN_SINCE = (2, 12)
 #: The newest behaviour (``nccl_version`` None): v2.29's channel rule.
 NEWEST = (2, 29)
 
@@ -158,9 +160,12 @@ def send_recv_terms(
         np.nan_to_num(share) * np.asarray(nic_gbps, dtype=float),
     )
     bw = np.where(multi, peer, np.asarray(nvl_busbw_gbps, dtype=float)) * 1e3
-    # The PXN hop is NCCL's (nccl-tests' ring shift crosses rails); a rail-aligned pair, as
-    # pipeline stages laid out rail by rail, would skip it (one NVLink step, 1-5 us).
-    pxn = np.isnan(share) & (g > 1)
+    # The PXN hop is NCCL's (nccl-tests' ring shift crosses rails; PXN since 2.12, before it
+    # the pair crossed rails through the spine, the worst path ``inter_us`` already pays); a
+    # rail-aligned pair, as pipeline stages laid out rail by rail, would skip it (one NVLink
+    # step, 1-5 us).
+    has_pxn = nccl_version is None or nccl_version_tuple(nccl_version) >= PXN_SINCE
+    pxn = np.isnan(share) & (g > 1) & has_pxn
     lat = np.where(multi, inter_us + np.where(pxn, intra_us, 0.0), intra_us)
     return lat, np.asarray(size_bytes, dtype=float) / bw
 
