@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -95,3 +96,23 @@ def test_repeats_of_one_size_under_two_harnesses_are_not_merged():
     run = SimpleNamespace(results=[result("1", 30.0), result("8", 60.0)])
     got = {p.harness: p.time_us for p in points_from_run(run)}
     assert got == {"per-gpu": 30.0, "single-process": 60.0}
+
+
+def test_points_keep_the_nccl_release_their_header_named():
+    """The release sets the p2p channel rule a send/recv point is predicted under."""
+    from gpufabric.plan.calibrate import _stored_nccl_version
+
+    assert _stored_nccl_version({"tool_nccl_version": "2.26.2+cuda12.8"}) == "2.26.2"
+    assert _stored_nccl_version({"tool_nccl_version": "unknown"}) is None
+    assert _stored_nccl_version({}) is None
+
+
+def test_a_stored_release_changes_a_cross_node_send_recv_prediction():
+    from gpufabric.catalog import load_catalog
+    from gpufabric.plan.calibrate import _predict
+
+    cat = load_catalog()
+    pt = Point(op="send_recv", size_bytes=1 << 30, time_us=1.0, num_ranks=16, nodes=2, gpus_per_node=8, busbw_gbps=0.0)
+    newest = _predict(pt, cat, "h100-sxm", "ib-ndr").busbw_gbps
+    old = _predict(replace(pt, nccl_version="2.21.5"), cat, "h100-sxm", "ib-ndr").busbw_gbps
+    assert old < 0.7 * newest

@@ -80,6 +80,7 @@ class Point:
     timing: str = "eager"
     repeats: int = 1
     harness: str = "per-gpu"  # model.collectives.HARNESSES: how the run launched its ops
+    nccl_version: str | None = None  # the NCCL release its header named (None: the newest)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,6 +108,20 @@ def _stored_harness(params: Any) -> str:
     return "single-process" if per_process.isdigit() and int(per_process) > 1 else "per-gpu"
 
 
+def _stored_nccl_version(params: Any) -> str | None:
+    """The NCCL release an ingested nccl-tests header named (``tool_nccl_version``, e.g.
+    "2.26.2+cuda12.8"): its algorithms and p2p channel rule (model.p2p) are what the run
+    measured. None where absent or not a release."""
+    from gpufabric.model.nccl_tuner import nccl_version_tuple
+
+    stored = str(params.get("tool_nccl_version", "") or "").split("+")[0]
+    try:
+        nccl_version_tuple(stored)
+    except InputError:
+        return None
+    return stored
+
+
 def _nccl_points(r: Any) -> list[Point]:
     p = r.params
     op = _NCCL_OPS.get(p.get("tool_op", ""), p.get("tool_op", ""))
@@ -116,6 +131,7 @@ def _nccl_points(r: Any) -> list[Point]:
     g = int(p.get("tool_gpus_per_node", str(max(1, ranks // nodes))))
     timing = "graph" if p.get("tool_graph") == "1" else "eager"
     harness = _stored_harness(p)
+    version = _stored_nccl_version(p)
     # Out-of-place and in-place rows time the same transfer: the parser keeps both as the
     # metric's samples, two repeats of one point.
     sized = [
@@ -134,6 +150,7 @@ def _nccl_points(r: Any) -> list[Point]:
             gpus_per_node=g,
             timing=timing,
             harness=harness,
+            nccl_version=version,
             busbw_gbps=busbw_gbps(op, s, t * 1e-6, ranks),
         )
         for s, t in sized
@@ -144,7 +161,8 @@ def _nccl_points(r: Any) -> list[Point]:
 def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
     """Measured collective points of a run: torch probes and nccl-tests results (suite or ingested).
 
-    Each point keeps the harness its result was measured with (:func:`_stored_harness`).
+    Each point keeps the harness and NCCL release its result was measured with
+    (:func:`_stored_harness`, :func:`_stored_nccl_version`).
     Repeats of one (op, size, ranks, nodes, timing, harness) are reduced to their median time; with
     ``reduce="robust"`` (what the fit uses: see ``calibrate``) repeats slower than
     ``DISTURBED_FACTOR`` x the fastest are dropped first.
@@ -265,6 +283,7 @@ def _predict(p: Point, catalog: Any, gpu: str, fabric: str) -> Any:
         catalog=catalog,
         timing=p.timing,
         harness=p.harness,
+        nccl_version=p.nccl_version,
     )
 
 
