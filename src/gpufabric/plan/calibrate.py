@@ -163,7 +163,7 @@ def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
 
     Each point keeps the harness and NCCL release its result was measured with
     (:func:`_stored_harness`, :func:`_stored_nccl_version`).
-    Repeats of one (op, size, ranks, nodes, timing, harness) are reduced to their median time; with
+    Repeats of one (op, size, ranks, nodes, timing, harness, release) are reduced to their median time; with
     ``reduce="robust"`` (what the fit uses: see ``calibrate``) repeats slower than
     ``DISTURBED_FACTOR`` x the fastest are dropped first.
     """
@@ -195,7 +195,7 @@ def points_from_run(run: Any, *, reduce: str = "median") -> list[Point]:
         )
     groups: dict[tuple, list[Point]] = defaultdict(list)
     for pt in raw:
-        groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing, pt.harness)].append(pt)
+        groups[(pt.op, pt.size_bytes, pt.num_ranks, pt.nodes, pt.timing, pt.harness, pt.nccl_version)].append(pt)
     out = []
     for pts in groups.values():
         times = [p.time_us for p in pts]
