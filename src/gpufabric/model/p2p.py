@@ -29,7 +29,7 @@ Facts read off NCCL's source (github.com/NVIDIA/nccl; tags named where they chan
   remote GPU on another rail through the local GPU on that rail (one NVLink hop) and its
   NIC, so traffic stays on its rail and an all-to-all's messages are aggregated per NIC.
 
-Units: bandwidths GB/s (1e9 B/s) or bytes per microsecond where named ``*_bpus``, times us.
+Units: bandwidths GB/s (1e9 B/s), sizes bytes, times microseconds.
 """
 
 from __future__ import annotations
@@ -50,10 +50,12 @@ from gpufabric.model.nccl_tuner import nccl_version_tuple
 #: reaches its NIC, 24.2 GB/s, as the model does. NCCL's figure is kept: it is the vendor's
 #: for its reference InfiniBand platforms, the GH200 one a different host and network.
 P2P_NET_CHANNEL_GBPS = 14.0
-#: comm->p2pnChannels of a node of 8 NVSwitch GPUs with a NIC each: the collective channel
-#: count rounded up to a power of two, 32 [V: "32 coll channels, 32 collnet channels, 32 nvls
-#: channels, 32 p2p channels, 2 p2p channels per peer" in the NCCL INFO log of 2 x 4 H100 and
-#: 8 x H100 jobs; MAXCHANNELS 32]. Smaller nodes have fewer (the GH200 nodes of nccl#1272: 8).
+#: comm->p2pnChannels of NVSwitch nodes with a NIC per GPU: the collective channel count
+#: rounded up to a power of two, at most MAXCHANNELS 32 [D: "32 coll channels, 32 collnet
+#: channels, 32 nvls channels, 32 p2p channels, 2 p2p channels per peer" in a public NCCL INFO
+#: log of a 2-node, 8-rank job on AWS (aws-ofi-nccl); smaller systems log fewer, "8 coll
+#: channels, ..., 8 p2p channels" (nccl#1189, H20), and nccl#1272's GH200 drop at 8 nodes but
+#: not 4 implies 8 there].
 P2P_CHANNELS = 32
 #: NCCL's per-channel figure for sizing the channel count (paths.cc P2P_PER_CHANNEL_NET_BW, v2.29+).
 NCCL_PER_CHANNEL_NET_BW_GBPS = P2P_NET_CHANNEL_GBPS
@@ -62,7 +64,8 @@ P2P_PER_BATCH = 8
 #: Network chunk of a p2p step (init.cc NCCL_P2P_NET_CHUNKSIZE, 128 KiB); an op is split into
 #: parts of half to one chunk per channel across nodes (enqueue.cc addP2pToPlan).
 P2P_NET_CHUNK_BYTES = 1 << 17
-#: First release with PXN (src/graph/paths.cc: no PXN path in v2.11.4-1, PATH_PXN and NCCL_PXN_DISABLE in v2.12.7-1).
+#: First release with PXN (src/graph/paths.cc: no PXN path in v2.11.4-1; PATH_PXN and
+#: NCCL_PXN_DISABLE in v2.12.7-1).
 PXN_SINCE = (2, 12)
 #: The newest behaviour (``nccl_version`` None): v2.29's channel rule.
 NEWEST = (2, 29)
