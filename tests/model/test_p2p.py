@@ -30,7 +30,7 @@ def catalog():
         ("2.29.2", 16, 94.0, 32, 8),  # 800G: ceil(6.7) -> 8 (a power of two)
         ("2.29.2", 128, 47.0, 32, 2),  # 4 x ceil(128 / 8) > 32: halved
         ("2.29.2", 512, 47.0, 32, 1),
-        (None, 16, 47.0, 32, 4),  # None: the newest rule
+        (None, 16, 47.0, 32, 2),  # None: the 2.20-2.28 rule (p2p.UNSTATED), not 2.29's 4
     ],
 )
 def test_channels_per_network_peer_follow_nccl_by_release(version, ranks, nic_gbps, p2p_channels, want):
@@ -75,8 +75,11 @@ def test_cross_node_sendrecv_is_bounded_by_its_channels_not_the_nic(catalog):
     # 16 x 8 ranks: NCCL 2.20-2.28 leave one channel per network peer
     assert _sendrecv_gbps(catalog, 16, "2.21.5") == pytest.approx(p2p.P2P_NET_CHANNEL_GBPS, rel=0.02)
     # NCCL >= 2.29 sizes the channels to the NIC (4 x 14 GB/s): the NIC binds on 2 nodes
-    assert _sendrecv_gbps(catalog, 2, None) == pytest.approx(nic, rel=0.03)
-    assert _sendrecv_gbps(catalog, 16, None) == pytest.approx(two_channels, rel=0.02)
+    assert _sendrecv_gbps(catalog, 2, "2.29.2") == pytest.approx(nic, rel=0.03)
+    assert _sendrecv_gbps(catalog, 16, "2.29.2") == pytest.approx(two_channels, rel=0.02)
+    # an unstated release takes the 2.20-2.28 rule: never above what 2.29 gives at these sizes
+    for nodes in (2, 16):
+        assert _sendrecv_gbps(catalog, nodes, None) == pytest.approx(_sendrecv_gbps(catalog, nodes, "2.21.5"))
     assert two_channels < nic
     # one node: an NVLink pair, no network channel limit
     assert _sendrecv_gbps(catalog, 1, "2.21.5") > 5 * nic

@@ -200,7 +200,8 @@ class PredictCollectiveRequest:
         "--nccl-version",
         "NCCL release the job uses (e.g. 2.16.5): algorithms it does not have yet are not"
         " considered (NVLS needs 2.17, NVLSTree 2.18), and its rule for the p2p channels a"
-        " network peer gets sets send_recv and all_to_all across nodes. Default: the newest.",
+        " network peer gets sets send_recv and all_to_all across nodes. Default: the newest"
+        " algorithms, and the 2.20-2.28 p2p rule (2.29 gives a peer pair more of its NIC).",
     )
     sharp: bool = knob(False, "--sharp", "Allow in-network reduction (InfiniBand SHARP) where the fabric has it.")
     deterministic: bool = knob(False, "--deterministic", "Only algorithms with a fixed reduction order (bitwise runs).")

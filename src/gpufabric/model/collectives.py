@@ -522,7 +522,8 @@ def collective_times(
             GPU), "single-process" (one thread drives every GPU of its node, nccl-tests -g N:
             SINGLE_PROCESS_US per extra GPU, eager only) or "torch" (torch.distributed timed
             with CUDA events: TORCH_OVERHEAD_US per op).
-        nccl_version: the NCCL release, for its p2p channel rules (model.p2p); None: the newest.
+        nccl_version: the NCCL release, for its p2p channel rules (model.p2p); None: v2.20-v2.28's
+            (model.p2p.UNSTATED).
 
     Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
     prediction carries more than the NICs, NVLink or PCIe can. The stages (``_add_*``) list

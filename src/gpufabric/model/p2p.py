@@ -67,8 +67,14 @@ P2P_NET_CHUNK_BYTES = 1 << 17
 #: First release with PXN (src/graph/paths.cc: no PXN path in v2.11.4-1; PATH_PXN and
 #: NCCL_PXN_DISABLE in v2.12.7-1).
 PXN_SINCE = (2, 12)
-#: The newest behaviour (``nccl_version`` None): v2.29's channel rule.
-NEWEST = (2, 29)
+#: First release that sizes a network peer's channels by its NIC's bandwidth (v2.29.2, Dec 2025).
+PER_NIC_RULE_SINCE = (2, 29)
+#: The rule assumed when the release is not given (``nccl_version`` None): v2.20-v2.28's.
+#: Why not the newest: nearly every published send/recv table (and the PyTorch wheels that
+#: bundled NCCL through 2025) ran 2.18-2.28, and at 2-8 nodes that rule gives a peer pair about
+#: 28 of a 400G NIC's 47 GB/s where v2.29 gives all of it; assuming the upgrade a site may not
+#: have made would make a plan optimistic 1.7x. ``--nccl-version 2.29`` takes the newer rule.
+UNSTATED = (2, 28)
 
 
 def _pow2_up(x: Any) -> Any:
@@ -92,12 +98,12 @@ def net_channels_per_peer(
     ``nic_gbps`` stands for NCCL's topology bandwidth of the GPU's NIC (its line rate, the
     host slot's where lower): 400G -> 4 channels from v2.29, 200G -> 2, 800G -> 8.
     """
-    v = NEWEST if nccl_version is None else nccl_version_tuple(nccl_version)
+    v = UNSTATED if nccl_version is None else nccl_version_tuple(nccl_version)
     n = np.asarray(ranks, dtype=float)
     pc = np.asarray(p2p_channels, dtype=float)
     if v < (2, 20):
         ch = 2.0 + 0 * n
-    elif v < NEWEST:
+    elif v < PER_NIC_RULE_SINCE:
         ch = _halve_while(2.0 + 0 * n, lambda c: c * n > 4 * pc)
     else:
         wanted = _pow2_up(np.ceil(np.asarray(nic_gbps, dtype=float) / NCCL_PER_CHANNEL_NET_BW_GBPS))
