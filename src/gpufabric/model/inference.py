@@ -660,6 +660,10 @@ class ServingConfig:
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")
     seed: int = 0
+    # (summary key, quantile, limit): an open-loop run stops as soon as one of these TTFT or
+    # TPOT percentile limits is missed whatever its remaining requests do (a sizing step
+    # needs the verdict only); its summary then has that key at +inf and no other figures.
+    stop_on_miss: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def disaggregated(self) -> bool:

@@ -90,6 +90,18 @@ def _violations(summary: dict[str, Any], slo: Any, margin: float = 1.0) -> list[
     return out
 
 
+def _miss_limits(slo: Any, only: str | None, margin: float) -> tuple[tuple[str, float, float], ...]:
+    """The percentile limits a verdict-only run may stop at (ServingConfig.stop_on_miss): the
+    TTFT and TPOT ones of :func:`_violations` (``only``: those whose key starts so), same
+    products. ITL is a weighted percentile over token gaps: such a limit is judged at the end."""
+    out = []
+    for key, q in (("ttft_p50_s", 0.5), ("ttft_p99_s", 0.99), ("tpot_p50_s", 0.5), ("tpot_p99_s", 0.99)):
+        limit = getattr(slo, key)
+        if limit is not None and (only is None or key.startswith(only)):
+            out.append((key, q, limit * margin))
+    return tuple(out)
+
+
 def hbm_efficiency(spec: InferenceSpec, catalog: Catalog) -> float:
     """The spec's ``hbm_efficiency`` when it sets one, else the GPU's measured one (``calibrate``
     on a ``bench gpu`` run), else the spec's default."""
@@ -242,35 +254,62 @@ class _Sizer:
         self.spec, self.catalog, self.simulate, self.seed = spec, catalog, simulate, seed
         self.per_engine = max(50, per_engine)
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Runs stopped at a certain miss (verdict only, no figures): (cache key, stop) -> summary.
+        self.missed: dict[tuple[Any, ...], dict[str, Any]] = {}
         # A layout's perf is built once per fabric: the collective model behind it is the
         # costly part of a sizing step.
         self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}  # (layout less its budget, fabric)
         self.fleet_gpus = spec.num_gpus
 
-    def run(self, lay: Layout, fabric: str, p: int, d: int, per_engine: int | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        lay: Layout,
+        fabric: str,
+        p: int,
+        d: int,
+        per_engine: int | None = None,
+        *,
+        stop: tuple[str | None, float] | None = None,
+    ) -> dict[str, Any]:
+        """The summary of one design's simulation. ``stop`` = (only, margin): the caller needs
+        only ``ok(summary, only, margin)``, so the run may stop at its first certain miss of
+        those limits (its summary then has ``missed`` and no figures; the verdict is the whole
+        run's, exactly: sim/batching.py MissRule). A run that does not stop is a whole run."""
         per_engine = per_engine or self.per_engine
         key = (lay, fabric if d else "", p, d, per_engine)
-        if key not in self.cache:
-            engines = max(d, p) * lay.pp
-            cfg = _config(
-                self.spec,
-                self.catalog,
-                lay,
-                fabric,
-                p,
-                d,
-                requests=per_engine * engines,
-                seed=self.seed,
-                perf=self.perf(lay, fabric),
-            )
-            self.cache[key] = self.simulate(replace(cfg, engine_requests=per_engine)).summary()
-        return self.cache[key]
+        if key in self.cache:
+            return self.cache[key]
+        if stop is not None and (key, stop) in self.missed:
+            return self.missed[(key, stop)]
+        engines = max(d, p) * lay.pp
+        cfg = _config(
+            self.spec,
+            self.catalog,
+            lay,
+            fabric,
+            p,
+            d,
+            requests=per_engine * engines,
+            seed=self.seed,
+            perf=self.perf(lay, fabric),
+        )
+        cfg = replace(cfg, engine_requests=per_engine)
+        if stop is not None:
+            cfg = replace(cfg, stop_on_miss=_miss_limits(self.spec.workload.slo, *stop))
+        s = self.simulate(cfg).summary()
+        if "missed" in s:
+            self.missed[(key, stop)] = s
+        else:
+            self.cache[key] = s
+        return s
 
     def verify(self, lay: Layout, fabric: str, p: int, d: int) -> tuple[int, int, dict[str, Any]]:
         """The sized design rerun on VERIFY_REQUESTS_PER_ENGINE; one more replica (the side
         that misses when disaggregated) until it passes, at most three, within the cluster."""
         fleet = self.fleet_gpus // lay.gpus
-        s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
+        # Disaggregated, the side that misses decides what to add: only a TTFT miss may stop a run.
+        stop = ("ttft" if d else None, VERIFY_MARGIN)
+        s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE, stop=stop)
         for _ in range(3):
             if self.ok(s, margin=VERIFY_MARGIN) or p + d + 1 > fleet:
                 break
@@ -278,6 +317,8 @@ class _Sizer:
                 d += 1
             else:
                 p += 1
+            s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE, stop=stop)
+        if "missed" in s:  # the design it settles on is shown with its figures
             s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
         return p, d, s
 
@@ -387,7 +428,7 @@ class _Sizer:
         lo = min(fleet, self.lower_bound(lay))
         fabric = self.spec.options.fabrics[0]
         h = None if hint is None else max(lo, min(fleet, hint[0] + hint[1]))
-        n = self.smallest(lo, fleet, lambda r: self.ok(self.run(lay, fabric, r, 0)), h)
+        n = self.smallest(lo, fleet, lambda r: self.ok(self.run(lay, fabric, r, 0, stop=(None, 1.0))), h)
         return None if n is None else (n, 0)
 
     def disaggregated(self, lay: Layout, fabric: str, hint: tuple[int, int] | None = None) -> tuple[int, int] | None:
@@ -403,14 +444,14 @@ class _Sizer:
         p = self.smallest(
             min(lo, fleet - 1),
             fleet - 1,
-            lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
+            lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n)), stop=("ttft", 1.0)), "ttft"),
             hp,
             hi_first=hp is None,  # with a hint (a similar layout that met TTFT) the walk is cheaper
         )
         if p is None:
             return None
         hd = None if hint is None or not hint[1] else max(1, min(fleet - p, hint[1]))
-        d = self.smallest(1, max(1, fleet - p), lambda n: self.ok(self.run(lay, fabric, p, n)), hd)
+        d = self.smallest(1, max(1, fleet - p), lambda n: self.ok(self.run(lay, fabric, p, n, stop=(None, 1.0))), hd)
         return None if d is None else (p, d)
 
 
