@@ -106,27 +106,27 @@ class _Counter:
         multi = sum(1 for o in out_l if o > 1)  # requests with a TPOT (the caller drops the others)
         self.origin = [float(x) for x in rule.ttft_origin_s.tolist()]
         self.extra = rule.ttft_extra_s
-        # [key, limit, values still allowed beyond it]
-        self.ttft = [[key, limit, _needed(q, n)] for key, q, limit in rule.ttft]
-        self.tpot = [[key, limit, _needed(q, multi)] for key, q, limit in rule.tpot]
+        # (key, limit, [values still allowed beyond it before the limit is missed])
+        self.ttft = [(key, limit, [_needed(q, n)]) for key, q, limit in rule.ttft]
+        self.tpot = [(key, limit, [_needed(q, multi)]) for key, q, limit in rule.tpot]
 
     def first_token(self, r: int, t: float) -> None:
         x = t - self.origin[r] + self.extra
-        for c in self.ttft:
-            if x > c[1]:
-                c[2] -= 1
-                if c[2] <= 0:
-                    raise _Missed(c[0])
+        for key, limit, left in self.ttft:
+            if x > limit:
+                left[0] -= 1
+                if left[0] <= 0:
+                    raise _Missed(key)
 
     def finished(self, first: float, finish: float, out: int) -> None:
         if out <= 1:
             return
         x = (finish - first) / (out - 1.0)
-        for c in self.tpot:
-            if x > c[1]:
-                c[2] -= 1
-                if c[2] <= 0:
-                    raise _Missed(c[0])
+        for key, limit, left in self.tpot:
+            if x > limit:
+                left[0] -= 1
+                if left[0] <= 0:
+                    raise _Missed(key)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
