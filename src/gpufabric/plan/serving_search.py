@@ -303,9 +303,13 @@ class _Sizer:
             self.cache[key] = s
         return s
 
-    def verify(self, lay: Layout, fabric: str, p: int, d: int) -> tuple[int, int, dict[str, Any]]:
+    def verify(
+        self, lay: Layout, fabric: str, p: int, d: int, affordable: Callable[[int, int], bool] | None = None
+    ) -> tuple[int, int, dict[str, Any] | None]:
         """The sized design rerun on VERIFY_REQUESTS_PER_ENGINE; one more replica (the side
-        that misses when disaggregated) until it passes, at most three, within the cluster."""
+        that misses when disaggregated) until it passes, at most three, within the cluster.
+        ``affordable(p, d)``: False once a design that size could no longer win; the check
+        then stops there and returns that size with no summary (priced out, not simulated)."""
         fleet = self.fleet_gpus // lay.gpus
         # Disaggregated, the side that misses decides what to add: only a TTFT miss may stop a run.
         stop = ("ttft" if d else None, VERIFY_MARGIN)
@@ -317,6 +321,8 @@ class _Sizer:
                 d += 1
             else:
                 p += 1
+            if affordable is not None and not affordable(p, d):
+                return p, d, None
             s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE, stop=stop)
         if "missed" in s:  # the design it settles on is shown with its figures
             s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
