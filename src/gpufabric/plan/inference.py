@@ -32,7 +32,6 @@ from gpufabric.plan.serving_search import (
     _config,
     _layouts,
     _longest,
-    _perf,
     _row,
     _Sizer,
     _tokens,
@@ -435,7 +434,7 @@ def _candidates(
     out: list[ServingCandidate] = []
     for mode, (_, lay, p0, d0) in best.items():
         for fabric_id, rental, term in where:
-            perf = _perf(spec, catalog, lay, fabric_id)
+            perf = sizer.perf(lay, fabric_id)
             links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
             kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
             p, d = p0, d0

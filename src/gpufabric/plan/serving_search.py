@@ -259,6 +259,10 @@ class _Sizer:
         # A layout's perf is built once per fabric: the collective model behind it is the
         # costly part of a sizing step.
         self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}  # (layout less its budget, fabric)
+        # The configuration of a layout x fabric (the KV-transfer model, the cache) less its replica
+        # counts and sample, and each layout's lower bound: built once, not once per simulation.
+        self.templates: dict[tuple[Layout, str], ServingConfig] = {}
+        self.bounds: dict[Layout, int] = {}
         self.fleet_gpus = spec.num_gpus
 
     def run(
@@ -282,18 +286,13 @@ class _Sizer:
         if stop is not None and (key, stop) in self.missed:
             return self.missed[(key, stop)]
         engines = max(d, p) * lay.pp
-        cfg = _config(
-            self.spec,
-            self.catalog,
-            lay,
-            fabric,
-            p,
-            d,
+        cfg = replace(
+            self.template(lay, fabric if d else ""),
+            prefill_replicas=p,
+            decode_replicas=d,
             requests=per_engine * engines,
-            seed=self.seed,
-            perf=self.perf(lay, fabric),
+            engine_requests=per_engine,
         )
-        cfg = replace(cfg, engine_requests=per_engine)
         if stop is not None:
             cfg = replace(cfg, stop_on_miss=_miss_limits(self.spec.workload.slo, *stop))
         s = self.simulate(cfg).summary()
@@ -328,6 +327,25 @@ class _Sizer:
             s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
         return p, d, s
 
+    def template(self, lay: Layout, fabric: str) -> ServingConfig:
+        """``_config`` of ``lay`` less its replicas and sample; ``fabric`` "" for colocated (no KV transfer)."""
+        key = (lay, fabric)
+        if key not in self.templates:
+            perf = self.perf(lay, fabric or self.spec.options.fabrics[0])
+            d = 1 if fabric else 0
+            self.templates[key] = _config(
+                self.spec,
+                self.catalog,
+                lay,
+                fabric or self.spec.options.fabrics[0],
+                1,
+                d,
+                requests=1,
+                seed=self.seed,
+                perf=perf,
+            )
+        return self.templates[key]
+
     def perf(self, lay: Layout, fabric: str) -> m.ReplicaPerf:
         # _perf reads every knob but the token budget: the budget variants share one perf.
         key = (replace(lay, token_budget=0), fabric)
@@ -344,6 +362,11 @@ class _Sizer:
         No design of this layout does with fewer: a larger batch would step slower than the
         TPOT limit, and prefill and decode time only add up.
         """
+        if lay not in self.bounds:
+            self.bounds[lay] = self._lower_bound(lay)
+        return self.bounds[lay]
+
+    def _lower_bound(self, lay: Layout) -> int:
         w = self.spec.workload
         t = w.traffic
         if t.rate_rps is None:
