@@ -429,14 +429,19 @@ class _Engine:
             while b and kv_used + b * g > cap and self.preempt():
                 kv_used = self.kv_used()
                 b = self.b
-            if prefilled and self.decode_pool_step(kv_used):
-                continue
-            running = b + len(prefilling)
-            room = cap - kv_used - b * g
-            admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
-            prefill_pending = bool(prefilling) or admissible
-            run_decodes = b > 0 and (mixed or not prefill_pending)
-            if not run_decodes or prefill_pending:
+            if waiting or prefilling or not b:  # (else: decodes only, the common case, tested once)
+                if prefilled and self.decode_pool_step(kv_used):
+                    continue
+                running = b + len(prefilling)
+                room = cap - kv_used - b * g
+                admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
+                prefill_pending = bool(prefilling) or admissible
+                run_decodes = b > 0 and (mixed or not prefill_pending)
+                jump = run_decodes and not prefill_pending
+            else:
+                running = b
+                jump = True
+            if not jump:
                 self.chunked_step(kv_used, run_decodes)
             else:
                 # A run of identical decode iterations until a request finishes, the cache
