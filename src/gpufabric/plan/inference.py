@@ -435,8 +435,7 @@ def _candidates(
     for mode, (_, lay, p0, d0) in best.items():
         for fabric_id, rental, term in where:
             perf = sizer.perf(lay, fabric_id)
-            links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
-            kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
+            kv = sizer.kv(lay.tp, fabric_id)
             p, d = p0, d0
             checked = VERIFY_REQUESTS_PER_ENGINE if mode in verified else None
             if d == 0 or fabric_id == o.fabrics[0]:

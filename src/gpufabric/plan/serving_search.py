@@ -160,19 +160,11 @@ def _config(
     requests: int,
     seed: int,
     perf: m.ReplicaPerf | None = None,
+    kv: m.KvTransfer | None = None,
 ) -> ServingConfig:
     w = spec.workload
     slo = w.slo
-    kv = (
-        m.kv_transfer(
-            shape=m.shape_from_spec(w.model),
-            tp=lay.tp,
-            links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
-            fabric=catalog.fabric(fabric),
-        )
-        if d
-        else None
-    )
+    kv = (kv or _kv(spec, catalog, lay.tp, fabric)) if d else None
     over = w.engine.request_overhead_s if w.engine else None
     # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
     return ServingConfig(
@@ -197,6 +189,16 @@ def _config(
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
         seed=seed,
+    )
+
+
+def _kv(spec: InferenceSpec, catalog: Catalog, tp: int, fabric: str) -> m.KvTransfer:
+    """The KV-cache transfer between a prefill and a decode replica of ``tp`` GPUs over ``fabric``."""
+    return m.kv_transfer(
+        shape=m.shape_from_spec(spec.workload.model),
+        tp=tp,
+        links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
+        fabric=catalog.fabric(fabric),
     )
 
 
@@ -263,6 +265,7 @@ class _Sizer:
         # counts and sample, and each layout's lower bound: built once, not once per simulation.
         self.templates: dict[tuple[Layout, str], ServingConfig] = {}
         self.bounds: dict[Layout, int] = {}
+        self.kvs: dict[tuple[int, str], m.KvTransfer] = {}  # (tp, fabric): the KV-transfer model
         self.fleet_gpus = spec.num_gpus
 
     def run(
@@ -343,8 +346,14 @@ class _Sizer:
                 requests=1,
                 seed=self.seed,
                 perf=perf,
+                kv=self.kv(lay.tp, fabric) if fabric else None,
             )
         return self.templates[key]
+
+    def kv(self, tp: int, fabric: str) -> m.KvTransfer:
+        if (tp, fabric) not in self.kvs:
+            self.kvs[(tp, fabric)] = _kv(self.spec, self.catalog, tp, fabric)
+        return self.kvs[(tp, fabric)]
 
     def perf(self, lay: Layout, fabric: str) -> m.ReplicaPerf:
         # _perf reads every knob but the token budget: the budget variants share one perf.
