@@ -155,3 +155,34 @@ def test_no_design_that_meets_is_cheaper_than_the_winner_after_the_final_check()
         if r.status == "meets" and r.usd_per_million_output_tokens < winner.usd_per_million_output_tokens
     ]
     assert not cheaper, cheaper
+
+
+class _Summary:
+    def __init__(self, s):
+        self.s = s
+
+    def summary(self):
+        return self.s
+
+
+def test_the_final_check_stops_once_the_replicas_it_needs_are_priced_out():
+    """A check that would need more replicas than could still win ends there, unsimulated; with
+    no ceiling it goes on until the design passes (issue 32: one 2,000-request run fewer)."""
+    from gpufabric.plan.serving_search import VERIFY_REQUESTS_PER_ENGINE, Layout, _Sizer
+
+    spec = _spec(workload={"disaggregation": "none"})
+    runs = []
+
+    def simulate(cfg):  # passes from 4 replicas on, at any sample size
+        runs.append((cfg.prefill_replicas, cfg.engine_requests))
+        good = cfg.prefill_replicas >= 4
+        keys = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "itl_p99_s")
+        return _Summary({k: (0.001 if good else 9.0) for k in keys})
+
+    lay = Layout(tp=8, pp=1, ep=1, dp_attention=False, max_batch=256, token_budget=8192)
+    sizer = _Sizer(spec, CAT, simulate, 0)
+    assert sizer.verify(lay, "ib-ndr", 2, 0, lambda p, d: p < 3) == (3, 0, None)
+    assert runs == [(2, VERIFY_REQUESTS_PER_ENGINE)]
+    p, d, s = sizer.verify(lay, "ib-ndr", 2, 0)
+    assert (p, d) == (4, 0) and s is not None and sizer.ok(s)
+    assert runs[1:] == [(3, VERIFY_REQUESTS_PER_ENGINE), (4, VERIFY_REQUESTS_PER_ENGINE)]

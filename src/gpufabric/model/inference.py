@@ -377,11 +377,21 @@ class ReplicaPerf:
 
 def _tp_allreduce_s(small: float, large: float, tp: int, links: Any, op: str = "all_reduce") -> tuple[float, float]:
     """Affine fit (fixed s, s per byte) through two sizes of one TP collective inside a node."""
+    return _affine_fits((small, large), tp, links, op)[0]
+
+
+def _affine_fits(sizes: tuple[float, ...], tp: int, links: Any, op: str = "all_reduce") -> list[tuple[float, float]]:
+    """Affine fits (fixed s, s per byte) between consecutive sizes of one TP collective inside
+    a node, from one call of the collective model (it is element-wise: the same times as a
+    call per pair, and each call costs ~1 ms of a serving plan's layout search)."""
     if tp <= 1:
-        return 0.0, 0.0
-    t = collective_times(op, np.array([small, large]), 1, tp, links).time_us * 1e-6
-    slope = (t[1] - t[0]) / (large - small)
-    return float(t[0] - slope * small), float(slope)
+        return [(0.0, 0.0)] * (len(sizes) - 1)
+    t = collective_times(op, np.array(sizes), 1, tp, links).time_us * 1e-6
+    fits = []
+    for i in range(len(sizes) - 1):
+        slope = (t[i + 1] - t[i]) / (sizes[i + 1] - sizes[i])
+        fits.append((float(t[i] - slope * sizes[i]), float(slope)))
+    return fits
 
 
 def kv_replication(kv_heads: int, tp: int, dp_attention: bool) -> float:
@@ -421,8 +431,7 @@ def replica_perf(
     n_ar = TP_ALLREDUCES_PER_LAYER * shape.layers
     row = shape.hidden * act_bytes
     small_hi = max(2, max_batch)
-    s_fixed, s_per_byte = _tp_allreduce_s(row, row * small_hi, tp, links)
-    l_fixed, l_per_byte = _tp_allreduce_s(row * small_hi, row * 16384, tp, links)
+    (s_fixed, s_per_byte), (l_fixed, l_per_byte) = _affine_fits((row, row * small_hi, row * 16384), tp, links)
     hbm = tp * gpu.hbm_gbps * 1e9 * hbm_efficiency
     # A TP group waits for its slowest rank: mean of the max of tp per-rank times (model/tail.py).
     straggler = 1.0 + jitter_cv * float(expected_max_offset(tp)) if tp > 1 else 1.0
@@ -510,7 +519,9 @@ def auto_tp(
 
 #: Prompt lengths at which the KV transfer is evaluated exactly; others interpolate
 #: linearly (the time is piecewise linear in bytes between protocol switches).
-KV_GRID_TOKENS = tuple(float(x) for x in np.unique(np.round(np.geomspace(1, 2**21, 64))))
+#: (The geometric grid is increasing, so rounding only repeats neighbours: dropped in order,
+#: the values np.unique gave, without its import of numpy.ma, ~10 ms of every serving start-up.)
+KV_GRID_TOKENS = tuple(dict.fromkeys(np.round(np.geomspace(1, 2**21, 64)).tolist()))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -660,6 +671,10 @@ class ServingConfig:
     ttft_slo_s: float = float("inf")
     tpot_slo_s: float = float("inf")
     seed: int = 0
+    # (summary key, quantile, limit): an open-loop run stops as soon as one of these TTFT or
+    # TPOT percentile limits is missed whatever its remaining requests do (a sizing step
+    # needs the verdict only); its summary then has that key at +inf and no other figures.
+    stop_on_miss: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def disaggregated(self) -> bool:

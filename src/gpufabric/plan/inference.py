@@ -32,13 +32,11 @@ from gpufabric.plan.serving_search import (
     _config,
     _layouts,
     _longest,
-    _perf,
     _row,
     _Sizer,
     _tokens,
     _violations,
 )
-from gpufabric.plan.table import rental_ids
 from gpufabric.spec.inference import ColdStart, InferenceSpec
 
 
@@ -300,21 +298,31 @@ class _Search:
                 var = replace(lay, token_budget=t)
                 self.visit(var, mode, self.sizer.lower_bound(var) * var.gpus, hint)
 
-    def final_check(self) -> dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]]:
+    def affordable(self, lay: Layout, ceiling: float) -> Callable[[int, int], bool] | None:
+        """Whether p + d replicas of ``lay`` cost less than ``ceiling``; None where that is not
+        known ahead (no ceiling yet, or a closed loop, whose cost the simulation measures)."""
+        if not self.out_tps or ceiling == float("inf"):
+            return None
+        return lambda p, d: self.cost((p + d) * lay.gpus, self.out_tps) < ceiling
+
+    def final_check(self) -> dict[tuple[str, str], tuple[int, int, float, dict[str, Any] | None]]:
         """The final check, cheapest sized design first, of any layout and mode; the next one is
         checked only while it could still beat the cheapest checked one (a check only ever adds
-        replicas, so a design that ties or barely wins at sizing may lose after it).
+        replicas, so a design that ties or barely wins at sizing may lose after it), and its
+        check stops once the replicas it needs cost as much as that one (priced out).
 
-        Returns: (mode, layout label) -> p, d, $/M, summary of every rechecked design.
+        Returns: (mode, layout label) -> p, d, $/M, summary (None: priced out) of every rechecked design.
         """
-        rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]] = {}
+        rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any] | None]] = {}
         cheapest = float("inf")
         for c, lay, p, d, mode in sorted(self.sized, key=lambda x: x[0]):
             if c >= cheapest:
                 break
-            p2, d2, summary = self.sizer.verify(lay, self.fabric0, p, d)
+            p2, d2, summary = self.sizer.verify(lay, self.fabric0, p, d, self.affordable(lay, cheapest))
             c2 = self.cost((p2 + d2) * lay.gpus, self.out_tps or 1.0) if self.out_tps else c
             rechecked[(mode, lay.label)] = (p2, d2, c2, summary)
+            if summary is None:
+                continue  # priced out: it needs more than the cheapest checked design costs
             if mode not in self.verified or c2 < self.best[mode][0]:
                 self.best[mode] = (c2, lay, p2, d2)
             self.verified.add(mode)
@@ -332,7 +340,7 @@ def _mark(
     rows: list[SearchRow],
     best: dict[str, tuple[float, Layout, int, int]],
     rec: ServingCandidate | None,
-    rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any]]],
+    rechecked: dict[tuple[str, str], tuple[int, int, float, dict[str, Any] | None]],
 ) -> list[SearchRow]:
     if rec is None or rec.mode not in best:
         return rows
@@ -361,6 +369,21 @@ def _mark(
             # Checked too (it was cheaper at sizing than the winner after its check): the row
             # shows what the check needed, so a cheaper-looking design is never a stale figure.
             p2, d2, c2, summary = rechecked[(r.mode, r.layout)]
+            if summary is None:
+                r = replace(
+                    r,
+                    status="pruned",
+                    prefill_replicas=0,
+                    decode_replicas=0,
+                    gpus=r.gpus // max(1, r.prefill_replicas + r.decode_replicas) * (p2 + d2),
+                    usd_per_million_output_tokens=c2,
+                    ttft_p99_s=float("nan"),
+                    tpot_p99_s=float("nan"),
+                    reason=f"sized {r.prefill_replicas}+{r.decode_replicas}, which misses the final check;"
+                    f" {p2}+{d2} would cost ${c2:.3g}/M >= ${win_cost:.3g}/M (not checked)",
+                )
+                out.append(r)
+                continue
             r = replace(
                 r,
                 prefill_replicas=p2,
@@ -404,13 +427,15 @@ def _candidates(
     if "build" in o.capacity:
         where += [(f, None, None) for f in o.fabrics]
     if "rent" in o.capacity:
+        # Here, not at the top: plan.table loads the training step model (~8 ms of every serving plan's start-up).
+        from gpufabric.plan.table import rental_ids
+
         where += [(catalog.rental(r).fabric, r, t) for r in rental_ids(spec, catalog) for t in o.rent_terms]
     out: list[ServingCandidate] = []
     for mode, (_, lay, p0, d0) in best.items():
         for fabric_id, rental, term in where:
-            perf = _perf(spec, catalog, lay, fabric_id)
-            links = m.serving_links(catalog, spec.cluster.gpu, fabric_id, gpn)
-            kv = m.kv_transfer(shape=shape, tp=lay.tp, links=links, fabric=catalog.fabric(fabric_id))
+            perf = sizer.perf(lay, fabric_id)
+            kv = sizer.kv(lay.tp, fabric_id)
             p, d = p0, d0
             checked = VERIFY_REQUESTS_PER_ENGINE if mode in verified else None
             if d == 0 or fabric_id == o.fabrics[0]:

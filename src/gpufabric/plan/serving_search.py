@@ -90,6 +90,18 @@ def _violations(summary: dict[str, Any], slo: Any, margin: float = 1.0) -> list[
     return out
 
 
+def _miss_limits(slo: Any, only: str | None, margin: float) -> tuple[tuple[str, float, float], ...]:
+    """The percentile limits a verdict-only run may stop at (ServingConfig.stop_on_miss): the
+    TTFT and TPOT ones of :func:`_violations` (``only``: those whose key starts so), same
+    products. ITL is a weighted percentile over token gaps: such a limit is judged at the end."""
+    out = []
+    for key, q in (("ttft_p50_s", 0.5), ("ttft_p99_s", 0.99), ("tpot_p50_s", 0.5), ("tpot_p99_s", 0.99)):
+        limit = getattr(slo, key)
+        if limit is not None and (only is None or key.startswith(only)):
+            out.append((key, q, limit * margin))
+    return tuple(out)
+
+
 def hbm_efficiency(spec: InferenceSpec, catalog: Catalog) -> float:
     """The spec's ``hbm_efficiency`` when it sets one, else the GPU's measured one (``calibrate``
     on a ``bench gpu`` run), else the spec's default."""
@@ -148,19 +160,11 @@ def _config(
     requests: int,
     seed: int,
     perf: m.ReplicaPerf | None = None,
+    kv: m.KvTransfer | None = None,
 ) -> ServingConfig:
     w = spec.workload
     slo = w.slo
-    kv = (
-        m.kv_transfer(
-            shape=m.shape_from_spec(w.model),
-            tp=lay.tp,
-            links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
-            fabric=catalog.fabric(fabric),
-        )
-        if d
-        else None
-    )
+    kv = (kv or _kv(spec, catalog, lay.tp, fabric)) if d else None
     over = w.engine.request_overhead_s if w.engine else None
     # Goodput counts a request as served within SLO when it meets the tighter of the p50/p99 limits.
     return ServingConfig(
@@ -185,6 +189,16 @@ def _config(
         ttft_slo_s=min(slo.ttft_p99_s or float("inf"), slo.ttft_p50_s or float("inf")),
         tpot_slo_s=min(slo.tpot_p99_s or float("inf"), slo.tpot_p50_s or float("inf")),
         seed=seed,
+    )
+
+
+def _kv(spec: InferenceSpec, catalog: Catalog, tp: int, fabric: str) -> m.KvTransfer:
+    """The KV-cache transfer between a prefill and a decode replica of ``tp`` GPUs over ``fabric``."""
+    return m.kv_transfer(
+        shape=m.shape_from_spec(spec.workload.model),
+        tp=tp,
+        links=m.serving_links(catalog, spec.cluster.gpu, fabric, spec.cluster.gpus_per_node),
+        fabric=catalog.fabric(fabric),
     )
 
 
@@ -242,35 +256,66 @@ class _Sizer:
         self.spec, self.catalog, self.simulate, self.seed = spec, catalog, simulate, seed
         self.per_engine = max(50, per_engine)
         self.cache: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # Runs stopped at a certain miss (verdict only, no figures): (cache key, stop) -> summary.
+        self.missed: dict[tuple[Any, ...], dict[str, Any]] = {}
         # A layout's perf is built once per fabric: the collective model behind it is the
         # costly part of a sizing step.
         self.perfs: dict[tuple[Layout, str], m.ReplicaPerf] = {}  # (layout less its budget, fabric)
+        # The configuration of a layout x fabric (the KV-transfer model, the cache) less its replica
+        # counts and sample, and each layout's lower bound: built once, not once per simulation.
+        self.templates: dict[tuple[Layout, str], ServingConfig] = {}
+        self.bounds: dict[Layout, int] = {}
+        self.kvs: dict[tuple[int, str], m.KvTransfer] = {}  # (tp, fabric): the KV-transfer model
         self.fleet_gpus = spec.num_gpus
 
-    def run(self, lay: Layout, fabric: str, p: int, d: int, per_engine: int | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        lay: Layout,
+        fabric: str,
+        p: int,
+        d: int,
+        per_engine: int | None = None,
+        *,
+        stop: tuple[str | None, float] | None = None,
+    ) -> dict[str, Any]:
+        """The summary of one design's simulation. ``stop`` = (only, margin): the caller needs
+        only ``ok(summary, only, margin)``, so the run may stop at its first certain miss of
+        those limits (its summary then has ``missed`` and no figures; the verdict is the whole
+        run's, exactly: sim/batching.py MissRule). A run that does not stop is a whole run."""
         per_engine = per_engine or self.per_engine
         key = (lay, fabric if d else "", p, d, per_engine)
-        if key not in self.cache:
-            engines = max(d, p) * lay.pp
-            cfg = _config(
-                self.spec,
-                self.catalog,
-                lay,
-                fabric,
-                p,
-                d,
-                requests=per_engine * engines,
-                seed=self.seed,
-                perf=self.perf(lay, fabric),
-            )
-            self.cache[key] = self.simulate(replace(cfg, engine_requests=per_engine)).summary()
-        return self.cache[key]
+        if key in self.cache:
+            return self.cache[key]
+        if stop is not None and (key, stop) in self.missed:
+            return self.missed[(key, stop)]
+        engines = max(d, p) * lay.pp
+        cfg = replace(
+            self.template(lay, fabric if d else ""),
+            prefill_replicas=p,
+            decode_replicas=d,
+            requests=per_engine * engines,
+            engine_requests=per_engine,
+        )
+        if stop is not None:
+            cfg = replace(cfg, stop_on_miss=_miss_limits(self.spec.workload.slo, *stop))
+        s = self.simulate(cfg).summary()
+        if "missed" in s:
+            self.missed[(key, stop)] = s
+        else:
+            self.cache[key] = s
+        return s
 
-    def verify(self, lay: Layout, fabric: str, p: int, d: int) -> tuple[int, int, dict[str, Any]]:
+    def verify(
+        self, lay: Layout, fabric: str, p: int, d: int, affordable: Callable[[int, int], bool] | None = None
+    ) -> tuple[int, int, dict[str, Any] | None]:
         """The sized design rerun on VERIFY_REQUESTS_PER_ENGINE; one more replica (the side
-        that misses when disaggregated) until it passes, at most three, within the cluster."""
+        that misses when disaggregated) until it passes, at most three, within the cluster.
+        ``affordable(p, d)``: False once a design that size could no longer win; the check
+        then stops there and returns that size with no summary (priced out, not simulated)."""
         fleet = self.fleet_gpus // lay.gpus
-        s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
+        # Disaggregated, the side that misses decides what to add: only a TTFT miss may stop a run.
+        stop = ("ttft" if d else None, VERIFY_MARGIN)
+        s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE, stop=stop)
         for _ in range(3):
             if self.ok(s, margin=VERIFY_MARGIN) or p + d + 1 > fleet:
                 break
@@ -278,8 +323,37 @@ class _Sizer:
                 d += 1
             else:
                 p += 1
+            if affordable is not None and not affordable(p, d):
+                return p, d, None
+            s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE, stop=stop)
+        if "missed" in s:  # the design it settles on is shown with its figures
             s = self.run(lay, fabric, p, d, VERIFY_REQUESTS_PER_ENGINE)
         return p, d, s
+
+    def template(self, lay: Layout, fabric: str) -> ServingConfig:
+        """``_config`` of ``lay`` less its replicas and sample; ``fabric`` "" for colocated (no KV transfer)."""
+        key = (lay, fabric)
+        if key not in self.templates:
+            perf = self.perf(lay, fabric or self.spec.options.fabrics[0])
+            d = 1 if fabric else 0
+            self.templates[key] = _config(
+                self.spec,
+                self.catalog,
+                lay,
+                fabric or self.spec.options.fabrics[0],
+                1,
+                d,
+                requests=1,
+                seed=self.seed,
+                perf=perf,
+                kv=self.kv(lay.tp, fabric) if fabric else None,
+            )
+        return self.templates[key]
+
+    def kv(self, tp: int, fabric: str) -> m.KvTransfer:
+        if (tp, fabric) not in self.kvs:
+            self.kvs[(tp, fabric)] = _kv(self.spec, self.catalog, tp, fabric)
+        return self.kvs[(tp, fabric)]
 
     def perf(self, lay: Layout, fabric: str) -> m.ReplicaPerf:
         # _perf reads every knob but the token budget: the budget variants share one perf.
@@ -297,6 +371,11 @@ class _Sizer:
         No design of this layout does with fewer: a larger batch would step slower than the
         TPOT limit, and prefill and decode time only add up.
         """
+        if lay not in self.bounds:
+            self.bounds[lay] = self._lower_bound(lay)
+        return self.bounds[lay]
+
+    def _lower_bound(self, lay: Layout) -> int:
         w = self.spec.workload
         t = w.traffic
         if t.rate_rps is None:
@@ -387,7 +466,7 @@ class _Sizer:
         lo = min(fleet, self.lower_bound(lay))
         fabric = self.spec.options.fabrics[0]
         h = None if hint is None else max(lo, min(fleet, hint[0] + hint[1]))
-        n = self.smallest(lo, fleet, lambda r: self.ok(self.run(lay, fabric, r, 0)), h)
+        n = self.smallest(lo, fleet, lambda r: self.ok(self.run(lay, fabric, r, 0, stop=(None, 1.0))), h)
         return None if n is None else (n, 0)
 
     def disaggregated(self, lay: Layout, fabric: str, hint: tuple[int, int] | None = None) -> tuple[int, int] | None:
@@ -403,14 +482,14 @@ class _Sizer:
         p = self.smallest(
             min(lo, fleet - 1),
             fleet - 1,
-            lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n))), "ttft"),
+            lambda n: self.ok(self.run(lay, fabric, n, max(1, min(d_hi, fleet - n)), stop=("ttft", 1.0)), "ttft"),
             hp,
             hi_first=hp is None,  # with a hint (a similar layout that met TTFT) the walk is cheaper
         )
         if p is None:
             return None
         hd = None if hint is None or not hint[1] else max(1, min(fleet - p, hint[1]))
-        d = self.smallest(1, max(1, fleet - p), lambda n: self.ok(self.run(lay, fabric, p, n)), hd)
+        d = self.smallest(1, max(1, fleet - p), lambda n: self.ok(self.run(lay, fabric, p, n, stop=(None, 1.0))), hd)
         return None if d is None else (p, d)
 
 

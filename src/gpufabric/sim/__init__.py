@@ -7,23 +7,35 @@ Public API::
     result.step_time_ms.p99
 
 See docs/simulation.md for the model, its assumptions and its limits.
+
+The package loads nothing at import: every name below comes from its module on first use,
+so the serving simulator (``sim.serving``, ``sim.batching``) does not import the training
+Monte Carlo (~10 ms of a serving plan's start-up, issue 32).
 """
 
-from gpufabric.sim.breakdown import config_from_breakdown
-from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
-from gpufabric.sim.distributions import (
-    Constant,
-    Distribution,
-    Empirical,
-    Hiccup,
-    LogNormal,
-    Normal,
-    ShiftedExponential,
-    expected_max,
-    max_moments,
-)
-from gpufabric.sim.parse import parse_checkpoint, parse_distribution, parse_hiccup, parse_stragglers
-from gpufabric.sim.simulate import LostShares, SimResult, Spread, StepStats, mean_value_step_s, simulate
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gpufabric.sim.breakdown import config_from_breakdown
+    from gpufabric.sim.config import CheckpointPolicy, CommLatency, Failures, SimConfig, Stragglers
+    from gpufabric.sim.distributions import (
+        Constant,
+        Distribution,
+        Empirical,
+        Hiccup,
+        LogNormal,
+        Normal,
+        ShiftedExponential,
+        expected_max,
+        max_moments,
+    )
+    from gpufabric.sim.parse import parse_checkpoint, parse_distribution, parse_hiccup, parse_stragglers
+    from gpufabric.sim.simulate import LostShares, SimResult, Spread, StepStats, mean_value_step_s, simulate
 
 __all__ = [
     "CheckpointPolicy",
@@ -52,3 +64,54 @@ __all__ = [
     "parse_stragglers",
     "simulate",
 ]
+
+#: Where each public name lives.
+_HOME = {
+    "config_from_breakdown": "breakdown",
+    "CheckpointPolicy": "config",
+    "CommLatency": "config",
+    "Failures": "config",
+    "SimConfig": "config",
+    "Stragglers": "config",
+    "Constant": "distributions",
+    "Distribution": "distributions",
+    "Empirical": "distributions",
+    "Hiccup": "distributions",
+    "LogNormal": "distributions",
+    "Normal": "distributions",
+    "ShiftedExponential": "distributions",
+    "expected_max": "distributions",
+    "max_moments": "distributions",
+    "parse_checkpoint": "parse",
+    "parse_distribution": "parse",
+    "parse_hiccup": "parse",
+    "parse_stragglers": "parse",
+    "LostShares": "simulate",
+    "SimResult": "simulate",
+    "Spread": "simulate",
+    "StepStats": "simulate",
+    "mean_value_step_s": "simulate",
+    "simulate": "simulate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'gpufabric.sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"gpufabric.sim.{home}"), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value
+
+
+class _Package(types.ModuleType):
+    """The import system binds each loaded submodule to its name on this package; the name
+    ``simulate`` stays the function (as the eager imports had it), not its module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "simulate" and isinstance(value, types.ModuleType):
+            value = value.simulate
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -43,7 +43,7 @@ import numpy as np
 from gpufabric.errors import InputError
 from gpufabric.model.inference import KV_WATERMARK, ReplicaPerf
 
-__all__ = ["EngineConfig", "EngineResult", "run_engine"]
+__all__ = ["EngineConfig", "EngineResult", "MissRule", "run_engine"]
 
 #: Longest stretch of decode iterations simulated as one jump (a simulation parameter, not
 #: a physical one): long enough to keep the cost per request small, short enough that the
@@ -68,8 +68,71 @@ class EngineConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MissRule:
+    """Stop a run as soon as a percentile limit is missed whatever the rest of the run does.
+
+    ``ttft`` and ``tpot`` hold (summary key, quantile, limit) triples. A request's TTFT is
+    counted from ``ttft_origin_s[i]`` plus ``ttft_extra_s``: a lower bound of the TTFT the
+    caller computes afterwards (sim/serving.py adds the API server's term, >= 0, to exactly
+    this sum), and its TPOT is ``(finish - first) / (output - 1)``, the caller's formula.
+    The q-quantile of n values (numpy's linear interpolation) is at least the j-th smallest,
+    j = floor(q (n - 1)), so once n - j values exceed the limit it does too: the verdict of
+    a stopped run is the one the whole run would give, exactly (tests/sim/test_miss_rule.py).
+    """
+
+    ttft_origin_s: np.ndarray
+    ttft_extra_s: float = 0.0
+    ttft: tuple[tuple[str, float, float], ...] = ()
+    tpot: tuple[tuple[str, float, float], ...] = ()
+
+
+def _needed(q: float, n: int) -> int:
+    """Values above a limit that put the q-quantile of n values above it: n - floor(q (n - 1)),
+    the index taken a hair low so that rounding in numpy's index never makes it larger."""
+    return n - max(0, math.floor(q * (n - 1) - 1e-9))
+
+
+class _Missed(Exception):  # not an error: how a stopped run leaves the event loop
+    """A MissRule limit is missed (args[0]: its summary key)."""
+
+
+class _Counter:
+    """Running counts of requests beyond each limit of a MissRule (one check per request)."""
+
+    __slots__ = ("extra", "origin", "tpot", "ttft")
+
+    def __init__(self, rule: MissRule, out_l: list[int]) -> None:
+        n = len(out_l)
+        multi = sum(1 for o in out_l if o > 1)  # requests with a TPOT (the caller drops the others)
+        self.origin = [float(x) for x in rule.ttft_origin_s.tolist()]
+        self.extra = rule.ttft_extra_s
+        # (key, limit, [values still allowed beyond it before the limit is missed])
+        self.ttft = [(key, limit, [_needed(q, n)]) for key, q, limit in rule.ttft]
+        self.tpot = [(key, limit, [_needed(q, multi)]) for key, q, limit in rule.tpot]
+
+    def first_token(self, r: int, t: float) -> None:
+        x = t - self.origin[r] + self.extra
+        for key, limit, left in self.ttft:
+            if x > limit:
+                left[0] -= 1
+                if left[0] <= 0:
+                    raise _Missed(key)
+
+    def finished(self, first: float, finish: float, out: int) -> None:
+        if out <= 1:
+            return
+        x = (finish - first) / (out - 1.0)
+        for key, limit, left in self.tpot:
+            if x > limit:
+                left[0] -= 1
+                if left[0] <= 0:
+                    raise _Missed(key)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class EngineResult:
-    """Per-request times and the inter-token gaps (value, how many token gaps had it)."""
+    """Per-request times and the inter-token gaps (value, how many token gaps had it); a run
+    stopped by a MissRule has ``missed`` (the summary key of the missed limit) and no figures."""
 
     arrival_s: np.ndarray
     first_token_s: np.ndarray
@@ -81,6 +144,7 @@ class EngineResult:
     iterations: int
     mean_batch: float
     busy_s: float
+    missed: str = ""
 
 
 def _jitter(rng: np.random.Generator, cv: float) -> Callable[[int], float]:
@@ -120,6 +184,7 @@ def run_engine(
     extra_delay_s: np.ndarray | None = None,
     stagger_s: float = 0.0,
     seed: int = 0,
+    stop: MissRule | None = None,
 ) -> EngineResult:
     """Simulate the requests ``prompt[i], output[i]``: open loop at ``arrival_s`` (sorted) or
     closed loop with ``concurrency`` clients (all start at 0, each sends its next request when
@@ -130,7 +195,8 @@ def run_engine(
     real ones do not. ``extra_delay_s[i]`` is added to request i's way to the engine (the
     prefill and KV transfer in front of a disaggregated decode pool). ``stagger_s``: the
     clients' first requests go out at uniform random times in [0, stagger_s) (independent
-    phases, as in a steady state) instead of all at once.
+    phases, as in a steady state) instead of all at once. ``stop``: end the run as soon as
+    one of its limits is missed (open loop only; the result then has ``missed`` set).
 
     Raises:
         InputError: neither or both of arrival_s and concurrency, no KV room, or a budget below the batch.
@@ -154,7 +220,14 @@ def run_engine(
         )
     sim = _Engine(cfg, prompt_l, out_l, np.random.default_rng(seed))
     sim.load(arrival_s, concurrency, client_delay_s, extra_delay_s, stagger_s)
-    sim.run()
+    if stop is not None:
+        if arrival_s is None:
+            raise InputError("a miss rule needs an open loop (arrival times)")
+        sim.counter = _Counter(stop, out_l)
+    try:
+        sim.run()
+    except _Missed as missed:
+        return sim.result(missed=str(missed.args[0]))
     return sim.result()
 
 
@@ -166,7 +239,7 @@ class _Engine:
     """
 
     __slots__ = (
-        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
+        "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "counter", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
         "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
         "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
@@ -218,6 +291,7 @@ class _Engine:
         self.gaps: list[float] = []
         self.weights: list[float] = []
         self.stall = 0.0  # time the decoding sequences spent stalled behind prefill-only iterations
+        self.counter: _Counter | None = None  # a MissRule's counts, when the run has one
 
     def load(
         self,
@@ -250,6 +324,12 @@ class _Engine:
         self.state[r] = 3
         self.finish[r] = self.t
         self.finished += 1
+        if self.counter is not None:
+            first = self.first[r]
+            if math.isnan(first):  # a one-token request of the decode pool: its token is its first
+                self.counter.first_token(r, self.t)
+            else:
+                self.counter.finished(first, self.t, self.out_l[r])
         if self.issued < self.n:  # closed loop: the client sends its next request
             heapq.heappush(self.pending, (self.t + float(self.delays[self.issued]), self.issued))
             self.issued += 1
@@ -349,14 +429,19 @@ class _Engine:
             while b and kv_used + b * g > cap and self.preempt():
                 kv_used = self.kv_used()
                 b = self.b
-            if prefilled and self.decode_pool_step(kv_used):
-                continue
-            running = b + len(prefilling)
-            room = cap - kv_used - b * g
-            admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
-            prefill_pending = bool(prefilling) or admissible
-            run_decodes = b > 0 and (mixed or not prefill_pending)
-            if not run_decodes or prefill_pending:
+            if waiting or prefilling or not b:  # (else: decodes only, the common case, tested once)
+                if prefilled and self.decode_pool_step(kv_used):
+                    continue
+                running = b + len(prefilling)
+                room = cap - kv_used - b * g
+                admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
+                prefill_pending = bool(prefilling) or admissible
+                run_decodes = b > 0 and (mixed or not prefill_pending)
+                jump = run_decodes and not prefill_pending
+            else:
+                running = b
+                jump = True
+            if not jump:
                 self.chunked_step(kv_used, run_decodes)
             else:
                 # A run of identical decode iterations until a request finishes, the cache
@@ -421,6 +506,8 @@ class _Engine:
         for r in admitted:
             if math.isnan(self.first[r]):
                 self.first[r] = self.t
+                if self.counter is not None:
+                    self.counter.first_token(r, self.t)
         self.finish_ready()
         return True
 
@@ -508,9 +595,11 @@ class _Engine:
                 if math.isnan(self.first[r]):
                     self.first[r] = self.t  # the last chunk's iteration samples the first token
                     self.produced[r] = 1.0
+                    if self.counter is not None:
+                        self.counter.first_token(r, self.t)
                 self.join(r)
 
-    def result(self) -> EngineResult:
+    def result(self, missed: str = "") -> EngineResult:
         first_a = np.array(self.first)
         finish_a = np.array(self.finish)
         return EngineResult(
@@ -525,4 +614,5 @@ class _Engine:
             iterations=self.iterations,
             mean_batch=self.batch_area / self.busy if self.busy > 0 else 0.0,
             busy_s=self.busy,
+            missed=missed,
         )

@@ -23,6 +23,7 @@ cache, preemption with recompute); this module routes the load to them:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ import numpy as np
 
 from gpufabric.errors import InputError
 from gpufabric.model.inference import ServingConfig, Tokens
-from gpufabric.sim.batching import EngineConfig, EngineResult, run_engine
+from gpufabric.sim.batching import EngineConfig, EngineResult, MissRule, run_engine
 
 __all__ = ["ServingConfig", "ServingResult", "Tokens", "simulate_serving"]
 
@@ -56,21 +57,26 @@ class ServingResult:
     itl_p99_s: float = 0.0
     preemptions: int = 0
     request_rate_rps: float = 0.0  # completed requests per second across the service
+    missed: str = ""  # stopped at this summary key's limit (ServingConfig.stop_on_miss): no figures
 
     def summary(self) -> dict[str, Any]:
+        if self.missed:
+            return {**dict.fromkeys(_SUMMARY_KEYS, math.nan), self.missed: math.inf, "missed": self.missed}
         ok = (self.ttft_s <= self.ttft_slo_s) & (np.nan_to_num(self.tpot_s) <= self.tpot_slo_s)
-        pct = np.percentile
         tp = self.tpot_s[np.isfinite(self.tpot_s)]
+        ttft50, ttft99 = percentiles(self.ttft_s, (50, 99))
+        tpot50, tpot99 = percentiles(tp, (50, 99)) if tp.size else (0.0, 0.0)
+        kv50, kv99 = percentiles(self.kv_transfer_s, (50, 99))
         return {
             "requests": int(self.ttft_s.size),
             "duration_s": self.duration_s,
-            "ttft_p50_s": float(pct(self.ttft_s, 50)),
-            "ttft_p99_s": float(pct(self.ttft_s, 99)),
+            "ttft_p50_s": ttft50,
+            "ttft_p99_s": ttft99,
             "ttft_mean_s": float(self.ttft_s.mean()),
-            "tpot_p50_s": float(pct(tp, 50)) if tp.size else 0.0,
-            "tpot_p99_s": float(pct(tp, 99)) if tp.size else 0.0,
-            "kv_transfer_p50_s": float(pct(self.kv_transfer_s, 50)),
-            "kv_transfer_p99_s": float(pct(self.kv_transfer_s, 99)),
+            "tpot_p50_s": tpot50,
+            "tpot_p99_s": tpot99,
+            "kv_transfer_p50_s": kv50,
+            "kv_transfer_p99_s": kv99,
             "slo_attainment": float(ok.mean()),
             "goodput_rps": float(ok.mean() * self.request_rate_rps),
             "mean_decode_batch": self.mean_decode_batch,
@@ -80,6 +86,80 @@ class ServingResult:
             "itl_p99_s": self.itl_p99_s,
             "preemptions": self.preemptions,
         }
+
+
+#: The figures of a summary (a stopped run's are NaN but the missed one).
+_SUMMARY_KEYS = (
+    "requests",
+    "duration_s",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "ttft_mean_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "kv_transfer_p50_s",
+    "kv_transfer_p99_s",
+    "slo_attainment",
+    "goodput_rps",
+    "mean_decode_batch",
+    "prefill_utilisation",
+    "output_tokens_per_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "preemptions",
+)
+
+
+def percentiles(values: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """``np.percentile(values, qs)`` (its default, linear method) bit for bit: numpy's index
+    (n - 1) q and its two-sided interpolation, on the sorted values. np.percentile itself
+    calls np.unique, whose first call imports numpy.ma: ~10 ms of every serving plan's
+    start-up (issue 32). NaN (sorted last) and empty inputs go to numpy."""
+    s = np.sort(values).tolist()
+    n = len(s)
+    if n == 0 or s[-1] != s[-1]:
+        return [float(x) for x in np.percentile(values, qs).tolist()]
+    out = []
+    for q in qs:
+        v = (n - 1) * (q / 100)
+        if v >= n - 1:  # numpy takes the last value on both sides, at index -1
+            a = b = s[-1]
+            t = v - -1.0
+        else:
+            i = math.floor(v)
+            a, b = s[i], s[i + 1]
+            t = v - i
+        diff = b - a
+        out.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
+    return out
+
+
+def _miss_rule(cfg: ServingConfig, origin_s: np.ndarray) -> MissRule | None:
+    """The engine's stop rule for ``cfg.stop_on_miss``; TTFT counted from ``origin_s``."""
+    if not cfg.stop_on_miss:
+        return None
+    return MissRule(
+        ttft_origin_s=origin_s,
+        ttft_extra_s=cfg.request_overhead_s,
+        ttft=tuple(x for x in cfg.stop_on_miss if x[0].startswith("ttft_")),
+        tpot=tuple(x for x in cfg.stop_on_miss if x[0].startswith("tpot_")),
+    )
+
+
+def _missed(cfg: ServingConfig, missed: str) -> ServingResult:
+    empty = np.zeros(0)
+    return ServingResult(
+        ttft_s=empty,
+        tpot_s=empty,
+        kv_transfer_s=empty,
+        duration_s=math.nan,
+        mean_decode_batch=math.nan,
+        prefill_utilisation=math.nan,
+        output_tokens_per_s=math.nan,
+        ttft_slo_s=cfg.ttft_slo_s,
+        tpot_slo_s=cfg.tpot_slo_s,
+        missed=missed,
+    )
 
 
 def _lognormal_factor(rng: np.random.Generator, cv: float, shape: tuple[int, ...]) -> np.ndarray:
@@ -119,7 +199,8 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
     stream, or its share of the clients), which the others mirror. Disaggregated: one
     prefill engine is simulated (prompt only), the KV cache crosses the fabric, and one
     decode engine takes its share of the transferred requests (admission allocates their KV;
-    a full cache makes them wait, which lands in TTFT).
+    a full cache makes them wait, which lands in TTFT). ``cfg.stop_on_miss`` stops an open-loop
+    run at its first certain miss (sim/batching.py ``MissRule``); a closed loop runs whole.
 
     Raises:
         InputError: no replicas, no slots, or a disaggregated design without a KV model.
@@ -147,9 +228,16 @@ def simulate_serving(cfg: ServingConfig) -> ServingResult:
         arrival_all = _arrivals(cfg, rng, n)
         idx = np.arange(0, n, engines)
         res = run_engine(
-            _engine(cfg), prompt=prompt[idx], output=out[idx], arrival_s=arrival_all[idx], seed=cfg.seed + 1
+            _engine(cfg),
+            prompt=prompt[idx],
+            output=out[idx],
+            arrival_s=arrival_all[idx],
+            seed=cfg.seed + 1,
+            stop=_miss_rule(cfg, arrival_all[idx]),
         )
         arrival, kv = res.arrival_s, np.zeros(0)
+    if res.missed:
+        return _missed(cfg, res.missed)
     return _result(cfg, res, arrival, kv, engines)
 
 
@@ -237,6 +325,7 @@ def _open_loop_disaggregated(
         output=out[idx],
         arrival_s=ready[idx],
         seed=cfg.seed + 1,
+        stop=_miss_rule(cfg, arrival_all[idx]),
     )
     return res, arrival_all[idx], kv_all[idx]
 
