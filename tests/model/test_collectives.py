@@ -38,8 +38,9 @@ def test_small_message_is_ring_ll_tuner_latency():
         timing="graph",
     )
     assert (p.algorithm, p.protocol) == ("ring", "LL")
-    # LL: half the ring busbw under tuning.cc's Hopper LL cap (llMaxBws 141 GB/s).
-    assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / min(369e3 * 0.5, 141e3), rel=1e-6)
+    # LL: half the ring busbw under tuning.cc's Hopper LL cap (llMaxBws 141 GB/s), on the one
+    # channel of 32 an 8-byte message fills (enqueue.cc).
+    assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / min(369e3 * 0.5 / 32, 141e3), rel=1e-6)
 
 
 def test_large_ring_matches_alpha_beta_by_hand():
@@ -56,8 +57,8 @@ def test_large_ring_matches_alpha_beta_by_hand():
         timing="graph",
     )
     # Tuner latency (8.4 base + 14 NVLink steps x 3.4) grown to its 1 MiB saturation:
-    # 1 + 0.03 x log2(2^20 / 8) = 1.51.
-    lat = 1.0 + (8.4 + 14 * 3.4) * (1 + 0.03 * 17)
+    # 1 + 0.025 x log2(2^20 / 8) = 1.425.
+    lat = 1.0 + (8.4 + 14 * 3.4) * (1 + 0.025 * 17)
     assert p.protocol == "Simple"
     assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
     assert p.busbw_gbps == pytest.approx(p.algbw_gbps * 1.75)
@@ -75,7 +76,7 @@ def test_latency_grows_with_size_until_nccl_saturates_its_channels():
     flat = collective_times("all_reduce", sizes, 1, 8, replace(links, latency_growth=0.0), algorithms=("ring",))
     grown = collective_times("all_reduce", sizes, 1, 8, links, algorithms=("ring",))
     assert list(grown.protocol) == list(flat.protocol)  # same choice: the ratio is the growth alone
-    assert list(grown.latency_us / flat.latency_us) == pytest.approx([1.0, 1 + 0.03 * 10, 1 + 0.03 * 17])
+    assert list(grown.latency_us / flat.latency_us) == pytest.approx([1.0, 1 + 0.025 * 10, 1 + 0.025 * 17])
     assert list(grown.launch_us) == pytest.approx(list(flat.launch_us))  # the launch does not grow
 
 
@@ -263,3 +264,60 @@ def test_plan_builds_the_links_predict_builds(gpu):
                 expected = float(d.sharp and fab.in_network_reduction)
             got = np.broadcast_to(np.asarray(getattr(planned, f.name), dtype=float), (len(t),))[i]
             assert got == pytest.approx(expected), (d.fabric, f.name)
+
+
+def test_hierarchical_is_never_the_tuners_pick_only_forced():
+    """NCCL has no hierarchical algorithm (tuning.cc): the automatic choice is among NCCL's
+    own; forcing it still predicts it (issue 25: it won 2-8-node small and mid sizes)."""
+    sizes = [8, 2**16, 2**20, 2**24, 2**30]
+    for nodes in (2, 4, 8):
+        for size in sizes:
+            auto = predict_collective(
+                op="all_reduce",
+                size_bytes=size,
+                nodes=nodes,
+                gpus_per_node=8,
+                gpu="h100-sxm",
+                fabric="ib-ndr",
+                catalog=CAT,
+            )
+            assert auto.algorithm != "hierarchical"
+    forced = predict_collective(
+        op="all_reduce",
+        size_bytes=2**16,
+        nodes=4,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        algorithm="hierarchical",
+    )
+    assert forced.algorithm == "hierarchical"
+    versioned = predict_collective(
+        op="all_reduce",
+        size_bytes=2**16,
+        nodes=4,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        nccl_version="2.18.3",
+    )
+    assert versioned.algorithm != "hierarchical"
+
+
+def test_ring_runs_a_mid_size_message_on_the_channels_it_fills():
+    """enqueue.cc: Simple adds a channel per 512 threads x 64 B = 32 KiB; a 256 KiB ring Simple
+    all-reduce runs on 8 of 32 channels, so its bandwidth term is 4x the full-channel one."""
+    from gpufabric.model.nccl_tuner import channel_share
+
+    assert channel_share(2, "ring", 256 * 1024, 16) == pytest.approx(8 / 32)
+    assert channel_share(2, "ring", 2**20, 16) == 1.0
+    assert channel_share(0, "ring", 64 * 1024, 16) == pytest.approx(1 / 32)  # ring LL: 4 KiB x nRanks
+    fab = CAT.fabric("ib-ndr")
+    from gpufabric.model.collectives import links_for
+
+    links = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, CAT.switches[fab.switch], nics_per_node=8)
+    small = collective_times("all_reduce", 256 * 1024, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
+    full = collective_times("all_reduce", 2**20, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
+    assert float(small.bandwidth_us) == pytest.approx(float(full.bandwidth_us), rel=1e-6)

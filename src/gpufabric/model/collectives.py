@@ -18,6 +18,7 @@ the same formula. Algorithms:
   latency ``2((g-1) intraLat + log2(N) interLat)``; algbw = busbw/2 (tuning.cc ratio .5).
 - ``hierarchical``: NVLink reduce-scatter, per-rail inter-node ring all-reduce of n/g,
   NVLink all-gather (models.md 2.1): ``2(g-1)a1 + 2(g-1)/g n b1 + 2(N-1)a2 + 2(N-1)/N (n/g) b2``.
+  Not an NCCL algorithm: predicted only when forced (``FORCED_ONLY``), never the tuner's pick.
 - ``collnet``: in-network reduction (InfiniBand SHARP): every byte crosses the host
   link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
 - ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
@@ -73,10 +74,16 @@ from gpufabric.model.nccl_tuner import (
     ALGORITHM_SINCE,
     ALGORITHMS,
     BASE_LAT_US,
+    FORCED_ONLY,
     HW_LAT_US,
-    LL_MULTINODE_INTRA,
+    LL_CPU_VENDOR,
+    N_CHANNELS,
+    NET_OVERHEAD_SIMPLE_FACTOR,
+    NET_OVERHEAD_US,
     RING_PLATEAU,
+    RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK,
     algorithms_for_version,
+    channel_share,
     ll_max_busbw_gbps,
     tree_correction,
 )
@@ -278,16 +285,14 @@ class _Setup:
             log2n=np.floor(np.log2(np.maximum(N, 1))),
         )
 
-    def intra(self, algo: str, proto: int, *, ll_multinode: bool = True) -> Any:
-        """Intra-node step latency (NVLink x the generation's scale, or PCIe); LL pays
-        LL_MULTINODE_INTRA when the job spans nodes (ring and tree; not collnet)."""
+    def intra(self, algo: str, proto: int) -> Any:
+        """Intra-node step latency (NVLink x the generation's scale, or PCIe)."""
         L = self.links
-        hw = np.where(
+        return np.where(
             L.intra_is_pci,
             HW_LAT_US["pci"][algo][proto],
             HW_LAT_US["nvlink"][algo][proto] * np.asarray(L.nvlink_latency_scale, dtype=float),
         )
-        return hw * np.where(self.multi & (proto == 0) & ll_multinode, LL_MULTINODE_INTRA, 1.0)
 
     def inter(self, algo: str, proto: int) -> Any:
         """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus extra hops."""
@@ -333,6 +338,8 @@ class _Candidates:
     def add(self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
         if self.algorithms is not None and algo not in self.algorithms:
             return
+        if self.algorithms is None and algo in FORCED_ONLY:
+            return  # not one of NCCL's algorithms: only when forced
         if self.c.deterministic and algo in ("nvls", "collnet", "nvls_tree"):
             return
         if self.protocols is not None and PROTOCOLS[proto] not in self.protocols:
@@ -397,11 +404,17 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
         return
     p, N = c.p, c.N
     nsteps, ninter = (2 * (p - 1), 2 * (N - 1)) if c.op == "all_reduce" else (p - 1, N - 1)
-    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * c.intra("ring", pi) + ninter * c.inter("ring", pi)
+    # NCCL >= 2.18: every step of a multi-node ring costs at least the network post overhead.
+    overhead = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
+    intra = np.where(c.multi, np.maximum(c.intra("ring", pi), overhead), c.intra("ring", pi))
+    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * intra + ninter * c.inter("ring", pi)
     if c.op == "all_reduce" and pi == 2:
-        plateau_bytes = p / 16 * 65536
-        lat = np.where(c.multi & (plateau_bytes <= c.S), lat * RING_PLATEAU, lat)
-    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf), ninter)
+        plateau = c.S / (N_CHANNELS * p) >= RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK
+        lat = np.where(c.multi & plateau, lat * RING_PLATEAU, lat)
+    # NCCL runs a message on as many channels as it fills (channel_share): a channel carries
+    # 1/nChannels of the raw bus bandwidth, before the protocol's share and the LL cap.
+    share = channel_share(pi, "ring", c.S, p)
+    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf * share), ninter)
 
 
 def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -429,9 +442,7 @@ def _add_collnet(c: _Setup, cands: _Candidates, pi: int) -> None:
     nvls = np.where(c.deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3)
     intra_bw = np.maximum(c.nvl, nvls)
     bw_c = np.maximum(c.S / c.net_node, 2 * (g - 1) / g * c.S / intra_bw) / cpf
-    lat_c = (
-        BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c.intra("collnet", pi, ll_multinode=False) + c.inter("collnet", pi)
-    )
+    lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c.intra("collnet", pi) + c.inter("collnet", pi)
     capable = np.asarray(L.in_network_reduction, dtype=bool) & bool(c.sharp)
     cands.add("collnet", pi, lat_c, bw_c, 2 + 0 * c.N, c.multi & capable)
 
@@ -502,7 +513,8 @@ def collective_times(
         nodes, gpus_per_node: N and g; p = N * g ranks.
         links: link parameters.
         deterministic: exclude algorithms whose reduction order is not reproducible.
-        algorithms: restrict to these algorithms (like NCCL_ALGO).
+        algorithms: restrict to these algorithms (like NCCL_ALGO); None: the tuner's choice
+            among NCCL's algorithms (FORCED_ONLY ones only when listed here).
         sharp: allow in-network reduction (collnet) where the fabric supports it.
         timing: "graph" (one CUDA-graph launch, the default here for the planner) or "eager"
             (nccl-tests without -G).
