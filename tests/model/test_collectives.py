@@ -321,3 +321,22 @@ def test_ring_runs_a_mid_size_message_on_the_channels_it_fills():
     small = collective_times("all_reduce", 256 * 1024, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
     full = collective_times("all_reduce", 2**20, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
     assert float(small.bandwidth_us) == pytest.approx(float(full.bandwidth_us), rel=1e-6)
+
+
+def test_per_tier_latency_follows_the_steps_that_leave_a_leaf():
+    """Only the ring hops and tree levels that leave a leaf pay the spine's extra switches: none
+    inside a leaf; at 128 nodes under 64-node leaves 2 of 128 ring hops and 1 of 7 tree levels."""
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import _Setup, links_for
+
+    fab = CAT.fabric("roce-400g")
+    sw = CAT.switches[fab.switch]
+    base = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, sw, nics_per_node=8, hops=3, ranks_per_leaf=64 * 8)
+    c = _Setup.of("all_reduce", 2**20, 128, 8, base, deterministic=False, sharp=False)
+    assert float(c.cross_ring) == pytest.approx(2 / 128)
+    assert float(c.cross_tree) == pytest.approx(1 / 7)
+    hop = 2 * sw.latency_ns / 1e3
+    assert float(c.inter("ring", 1, c.cross_ring)) == pytest.approx(4.0 * fab.net_latency_scale + hop * 2 / 128)
+    inside = _Setup.of("all_reduce", 2**20, 32, 8, replace(base, extra_hop_us=0.0), deterministic=False, sharp=False)
+    assert float(inside.cross_ring) == 0.0 and float(inside.cross_tree) == 0.0

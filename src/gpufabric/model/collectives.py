@@ -251,7 +251,9 @@ class _Setup:
     net_node: Any  # a node's NICs together
     b_ring: Any  # a ring's bottleneck busbw
     scale: Any  # NET latency scale of the fabric
-    hop: Any  # extra switch-hop latency per inter-node step
+    hop: Any  # extra switch-hop latency of the worst path (hops beyond the first)
+    cross_ring: Any  # share of a ring's inter-node steps that leave a leaf (per-tier latency)
+    cross_tree: Any  # share of a tree's levels that leave a leaf
     log2n: Any  # tree levels across nodes
 
     @classmethod
@@ -283,6 +285,7 @@ class _Setup:
             scale=np.asarray(links.net_latency_scale, dtype=float),
             hop=np.asarray(links.extra_hop_us, dtype=float),
             log2n=np.floor(np.log2(np.maximum(N, 1))),
+            **_tier_crossings(N, g, links),
         )
 
     def intra(self, algo: str, proto: int) -> Any:
@@ -294,9 +297,29 @@ class _Setup:
             HW_LAT_US["nvlink"][algo][proto] * np.asarray(L.nvlink_latency_scale, dtype=float),
         )
 
-    def inter(self, algo: str, proto: int) -> Any:
-        """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus extra hops."""
-        return HW_LAT_US["net"][algo][proto] * self.scale + self.hop
+    def inter(self, algo: str, proto: int, cross: Any = 1.0) -> Any:
+        """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus the extra
+        switch hops of the worst path on the ``cross`` share of steps that take it (1: every
+        step, the default where the pattern is not modelled)."""
+        return HW_LAT_US["net"][algo][proto] * self.scale + self.hop * cross
+
+
+def _tier_crossings(N: Any, g: Any, links: Links) -> dict[str, Any]:
+    """Per-tier latency: which inter-node steps climb above the leaf (models.md 2.7: 1 switch
+    inside a leaf, 3 through a spine, 5 through a core). The job's nodes sit contiguously under
+    leaves of ``ranks_per_leaf / g`` nodes each. A ring visits them in order, so of its N
+    inter-node hops per pass only one per leaf (ceil(N / nodes_per_leaf)) crosses to the next
+    leaf; NCCL's tree pairs nodes 2^k apart at level k, so the levels at and above
+    log2(nodes_per_leaf) cross (Sanders-Speck-Traff 2009 double binary tree over the node
+    ranks). Both are 0 inside one leaf and grow with the node count: at 128 nodes under 64-node
+    leaves 2 of 128 ring hops and 1 of 7 tree levels go through the spine."""
+    per_leaf = np.maximum(np.asarray(links.ranks_per_leaf, dtype=float) / np.maximum(g, 1), 1.0)
+    leaves = np.ceil(N / per_leaf)
+    log2n = np.log2(np.maximum(N, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ring = np.where(leaves > 1, np.minimum(leaves / np.maximum(N, 1), 1.0), 0.0)
+        tree = np.where((leaves > 1) & (log2n > 0), np.clip((log2n - np.log2(per_leaf)) / log2n, 0.0, 1.0), 0.0)
+    return {"cross_ring": ring, "cross_tree": tree}
 
 
 class _Candidates:
@@ -407,7 +430,7 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
     # NCCL >= 2.18: every step of a multi-node ring costs at least the network post overhead.
     overhead = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
     intra = np.where(c.multi, np.maximum(c.intra("ring", pi), overhead), c.intra("ring", pi))
-    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * intra + ninter * c.inter("ring", pi)
+    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * intra + ninter * c.inter("ring", pi, c.cross_ring)
     if c.op == "all_reduce" and pi == 2:
         plateau = c.S / (N_CHANNELS * p) >= RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK
         lat = np.where(c.multi & plateau, lat * RING_PLATEAU, lat)
@@ -422,7 +445,7 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     hierarchy (not pipelined)."""
     S, N, g, p = c.S, c.N, c.g, c.p
     tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
-    lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi))
+    lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi, c.cross_tree))
     busbw_t = _ll_capped(c, pi, c.b_ring * tpf) * tree_correction(pi, S)
     cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
@@ -465,7 +488,7 @@ def _add_nvls(c: _Setup, cands: _Candidates) -> None:
     # same); beyond, the tuner's min: NIC-bound, NVLSTree carries what a ring carries, with
     # log2 N instead of N network steps.
     algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
-    lat_nt = nvls_lat + 2 * c.log2n * c.inter("tree", 2)
+    lat_nt = nvls_lat + 2 * c.log2n * c.inter("tree", 2, c.cross_tree)
     cands.add("nvls_tree", 2, lat_nt, S / algbw_nt, 2 * c.log2n, c.multi & on)
 
 
