@@ -38,9 +38,8 @@ def test_small_message_is_ring_ll_tuner_latency():
         timing="graph",
     )
     assert (p.algorithm, p.protocol) == ("ring", "LL")
-    # LL: half the ring busbw under tuning.cc's Hopper LL cap (llMaxBws 141 GB/s), on the one
-    # channel of 32 an 8-byte message fills (enqueue.cc).
-    assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / min(369e3 * 0.5 / 32, 141e3), rel=1e-6)
+    # LL: half the ring busbw under tuning.cc's Hopper LL cap (llMaxBws 141 GB/s).
+    assert p.time_us == pytest.approx(1.0 + 3.6 + 2 * 0.47 + 8 * 1.0 / min(369e3 * 0.5, 141e3), rel=1e-6)
 
 
 def test_large_ring_matches_alpha_beta_by_hand():
@@ -311,9 +310,10 @@ def test_ring_runs_a_mid_size_message_on_the_channels_it_fills():
     all-reduce runs on 8 of 32 channels, so its bandwidth term is 4x the full-channel one."""
     from gpufabric.model.nccl_tuner import channel_share
 
-    assert channel_share(2, "ring", 256 * 1024, 16) == pytest.approx(8 / 32)
-    assert channel_share(2, "ring", 2**20, 16) == 1.0
-    assert channel_share(0, "ring", 64 * 1024, 16) == pytest.approx(1 / 32)  # ring LL: 4 KiB x nRanks
+    assert channel_share(2, 256 * 1024) == pytest.approx(8 / 32)
+    assert channel_share(2, 2**20) == 1.0
+    assert channel_share(1, 20 * 1024) == pytest.approx(4 / 32)  # LL128: 640 threads x 8 B
+    assert channel_share(0, 8) == 1.0  # LL: bounded by the tuner's LL cap, not per channel
     fab = CAT.fabric("ib-ndr")
     from gpufabric.model.collectives import links_for
 

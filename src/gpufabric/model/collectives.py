@@ -436,7 +436,7 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
         lat = np.where(c.multi & plateau, lat * RING_PLATEAU, lat)
     # NCCL runs a message on as many channels as it fills (channel_share): a channel carries
     # 1/nChannels of the raw bus bandwidth, before the protocol's share and the LL cap.
-    share = channel_share(pi, "ring", c.S, p)
+    share = channel_share(pi, c.S)
     cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf * share), ninter)
 
 

@@ -60,6 +60,7 @@ N_CHANNELS = 32
 #: nBytes < nChannels x nThreads x threadThreshold. nThreads per protocol (device.h
 #: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) x
 #: threadThreshold (comm.h NCCL_LL_THREAD_THRESHOLD 8, x nRanks for ring LL in tuning.cc;
+#: unused, see channel_share;
 #: NCCL_LL128_THREAD_THRESHOLD 8; NCCL_SIMPLE_THREAD_THRESHOLD 64): the bytes one channel
 #: needs before NCCL adds the next, per protocol (LL, LL128, Simple).
 CHANNEL_BYTES = (512 * 8, 640 * 8, 512 * 64)
@@ -85,17 +86,22 @@ def ll_max_busbw_gbps(nodes: Any, nvlink_line_gbps: Any) -> Any:
     return np.where(N <= 1, one, np.where(N <= 2, two, more))
 
 
-def channel_share(proto: int, algo: str, size_bytes: Any, num_ranks: Any) -> Any:
-    """Share of its full channel count NCCL runs ring or tree ``algo`` on for a message of
-    ``size_bytes`` (enqueue.cc: one channel per CHANNEL_BYTES of the protocol, ring LL's
-    threshold x nRanks, at least 1, at most N_CHANNELS). A channel carries 1/nChannels of
-    the bus bandwidth (tuning.cc: busBw = nChannels x per-channel bw), so a message that
-    fills 8 of 32 channels moves at a quarter of the bandwidth."""
-    per_channel = CHANNEL_BYTES[proto] * (
-        np.asarray(num_ranks, dtype=float) if (algo == "ring" and proto == 0) else 1.0
-    )
-    used = np.clip(np.ceil(np.asarray(size_bytes, dtype=float) / per_channel), 1, N_CHANNELS)
-    return used / N_CHANNELS
+def channel_share(proto: int, size_bytes: Any) -> Any:
+    """Share of its full channel count NCCL runs a ring on for a message of ``size_bytes``
+    (enqueue.cc: one channel per CHANNEL_BYTES of the protocol, at least 1, at most
+    N_CHANNELS). A channel carries 1/nChannels of the bus bandwidth (tuning.cc: busBw =
+    nChannels x per-channel bw), so a message that fills 8 of 32 channels moves at a quarter
+    of the bandwidth.
+
+    LL is left at 1: its bandwidth is the tuner's llMaxBws cap, not a per-channel copy rate,
+    and splitting the cap by channel (ring LL: a channel per 4 KiB x nRanks) made the fit rows
+    worse (scripts/accuracy.py, each variant refitted: fit-row median 5.3% with it, 3.8% without;
+    the held-out 1-node 128-512 KiB rows 23-27% slow). LL128 (5 KiB a channel) and Simple (32 KiB) are copy-bound
+    per channel, as the tuner's per-channel caps (perChMax*Bws) say."""
+    S = np.asarray(size_bytes, dtype=float)
+    if proto == 0:
+        return np.ones_like(S)
+    return np.clip(np.ceil(S / CHANNEL_BYTES[proto]), 1, N_CHANNELS) / N_CHANNELS
 
 
 def nccl_version_tuple(version: str) -> tuple[int, int]:
