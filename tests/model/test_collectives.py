@@ -306,21 +306,22 @@ def test_hierarchical_is_never_the_tuners_pick_only_forced():
 
 
 def test_ring_runs_a_mid_size_message_on_the_channels_it_fills():
-    """enqueue.cc: Simple adds a channel per 512 threads x 64 B = 32 KiB; a 256 KiB ring Simple
-    all-reduce runs on 8 of 32 channels, so its bandwidth term is 4x the full-channel one."""
-    from gpufabric.model.nccl_tuner import channel_share
+    """enqueue.cc: Simple adds a channel per 512 threads x 64 B = 32 KiB, LL128 per 640 x 8 B;
+    each channel carries at most the tuner's per-channel busbw (Hopper: tree Simple 38.7 GB/s
+    on one node, ring LL128 36.7). NCCL's tuner still chooses as if every channel ran."""
+    from gpufabric.model.nccl_tuner import channel_cap_gbps
 
-    assert channel_share(2, 256 * 1024) == pytest.approx(8 / 32)
-    assert channel_share(2, 2**20) == 1.0
-    assert channel_share(1, 20 * 1024) == pytest.approx(4 / 32)  # LL128: 640 threads x 8 B
-    assert channel_share(0, 8) == 1.0  # LL: bounded by the tuner's LL cap, not per channel
-    fab = CAT.fabric("ib-ndr")
+    assert channel_cap_gbps(2, 64 * 1024, 1, 450) == pytest.approx(2 * 38.7)
+    assert channel_cap_gbps(2, 2**30, 4, 450) == pytest.approx(32 * 36.0)
+    assert channel_cap_gbps(1, 20 * 1024, 2, 900) == pytest.approx(4 * 40.0)
+    assert channel_cap_gbps(1, 20 * 1024, 2, 300) == pytest.approx(4 * 20.0)  # Ampere
+    assert channel_cap_gbps(0, 8, 1, 450) == np.inf  # LL: the tuner's LL cap, not per channel
     from gpufabric.model.collectives import links_for
 
+    fab = CAT.fabric("ib-ndr")
     links = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, CAT.switches[fab.switch], nics_per_node=8)
-    small = collective_times("all_reduce", 256 * 1024, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
-    full = collective_times("all_reduce", 2**20, 2, 8, links, algorithms=("ring",), protocols=("Simple",))
-    assert float(small.bandwidth_us) == pytest.approx(float(full.bandwidth_us), rel=1e-6)
+    t = collective_times("all_reduce", 64 * 1024, 1, 8, links, algorithms=("ring",), protocols=("Simple",))
+    assert float(t.bandwidth_us) == pytest.approx(64 * 1024 * 1.75 / (2 * 38.7e3), rel=1e-6)
 
 
 def test_per_tier_latency_follows_the_steps_that_leave_a_leaf():

@@ -83,7 +83,7 @@ from gpufabric.model.nccl_tuner import (
     RING_PLATEAU,
     RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK,
     algorithms_for_version,
-    channel_share,
+    channel_cap_gbps,
     ll_max_busbw_gbps,
     tree_correction,
 )
@@ -356,9 +356,15 @@ class _Candidates:
         self.grow = 1.0 + np.asarray(L.latency_growth, dtype=float) * np.log2(
             np.clip(c.S, 8.0, GROWTH_SATURATION_BYTES) / 8.0
         )
-        self.rows: list[tuple[int, int, Any, Any, Any, Any]] = []  # (algo, proto, time, steps, latency, bandwidth)
+        # (algo, proto, time, steps, latency, bandwidth, the tuner's estimate)
+        self.rows: list[tuple[int, int, Any, Any, Any, Any, Any]] = []
 
-    def add(self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
+    def add(
+        self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True, *, bw_tuner: Any = None
+    ) -> None:
+        """One candidate: its latency and bandwidth terms (us) as the model times them;
+        ``bw_tuner``, where it differs, the bandwidth term NCCL's tuner estimates (every
+        channel) and chooses by."""
         if self.algorithms is not None and algo not in self.algorithms:
             return
         if self.algorithms is None and algo in FORCED_ONLY:
@@ -367,21 +373,25 @@ class _Candidates:
             return
         if self.protocols is not None and PROTOCOLS[proto] not in self.protocols:
             return
-        bw = np.maximum(bw, self.c.S / self.caps.get(algo, self.cap_plain))
+        floor = self.c.S / self.caps.get(algo, self.cap_plain)
+        # NCCL picks by its tuner's estimate (tuning.cc latency + bytes / busBw with every
+        # channel): without the size growth and the channel share, which it does not know.
+        estimate = lat + np.maximum(bw if bw_tuner is None else bw_tuner, floor)
+        bw = np.maximum(bw, floor)
         lat = lat * self.grow
         if proto == 1 and self.protocols is None:
             # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
             # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
             valid = valid & ~np.asarray(self.c.links.intra_is_pci, dtype=bool)
         t = np.where(valid, self.launch + lat + bw, np.inf)
-        self.rows.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
+        self.rows.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw, np.where(valid, estimate, np.inf)))
 
     def best(self) -> CollectiveTimes:
         """The fastest candidate per element, with its breakdown."""
         c = self.c
         shape = np.broadcast(c.S, c.N, c.g, c.nvl, c.net_node).shape
-        times = np.stack([np.broadcast_to(r[2], shape) for r in self.rows])
-        best = np.argmin(times, axis=0)
+        estimates = np.stack([np.broadcast_to(r[6], shape) for r in self.rows])
+        best = np.argmin(estimates, axis=0)
 
         def pick(k: int) -> np.ndarray:
             stack = np.stack([np.broadcast_to(np.asarray(r[k], dtype=float), shape) for r in self.rows])
@@ -434,10 +444,12 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
     if c.op == "all_reduce" and pi == 2:
         plateau = c.S / (N_CHANNELS * p) >= RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK
         lat = np.where(c.multi & plateau, lat * RING_PLATEAU, lat)
-    # NCCL runs a message on as many channels as it fills (channel_share): a channel carries
-    # 1/nChannels of the raw bus bandwidth, before the protocol's share and the LL cap.
-    share = channel_share(pi, c.S)
-    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf * share), ninter)
+    # NCCL runs a message on the channels it fills, each at most the tuner's per-channel
+    # bandwidth (channel_cap_gbps); its tuner chooses as if every channel ran.
+    busbw = _ll_capped(c, pi, c.b_ring * pf)
+    filled = np.minimum(busbw, channel_cap_gbps(pi, c.S, N, c.links.nvlink_line_gbps) * 1e3)
+    bus_bytes = c.S * busbw_factor(c.op, p)
+    cands.add("ring", pi, lat, bus_bytes / filled, ninter, bw_tuner=bus_bytes / busbw)
 
 
 def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:

@@ -54,16 +54,21 @@ NET_OVERHEAD_SIMPLE_FACTOR = 3.0
 #: NIC per GPU: 32 (MAXCHANNELS, device.h; NCCL's INFO log on DGX H100 reports "32 coll
 #: channels") [D: the count on other nodes differs (PCIe-only nodes and fewer NICs get fewer);
 #: the model takes 32 everywhere]. Used where the tuner divides by it (the ring plateau) and
-#: for the channel ramp (:func:`channel_share`).
+#: for the channels a message fills (:func:`channel_cap_gbps`).
 N_CHANNELS = 32
 #: enqueue.cc ``topoGetAlgoInfo`` (master 5067397c): ring and tree drop channels while
 #: nBytes < nChannels x nThreads x threadThreshold. nThreads per protocol (device.h
 #: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) x
 #: threadThreshold (comm.h NCCL_LL_THREAD_THRESHOLD 8, x nRanks for ring LL in tuning.cc;
-#: unused, see channel_share;
+#: unused, see channel_cap_gbps;
 #: NCCL_LL128_THREAD_THRESHOLD 8; NCCL_SIMPLE_THREAD_THRESHOLD 64): the bytes one channel
 #: needs before NCCL adds the next, per protocol (LL, LL128, Simple).
 CHANNEL_BYTES = (512 * 8, 640 * 8, 512 * 64)
+#: tuning.cc per-channel busbw caps (master 5067397c), GB/s, rows Ampere (and older, PCIe),
+#: Hopper, Blackwell; columns 1 node, 2 nodes, 3 or more: ``perChMaxRingLL128Bws`` and
+#: ``perChMaxTreeBws``.
+PER_CHANNEL_RING_LL128_GBPS = ((20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+PER_CHANNEL_TREE_SIMPLE_GBPS = ((24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
 #: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
 #: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
 #: never picks them.
@@ -86,22 +91,32 @@ def ll_max_busbw_gbps(nodes: Any, nvlink_line_gbps: Any) -> Any:
     return np.where(N <= 1, one, np.where(N <= 2, two, more))
 
 
-def channel_share(proto: int, size_bytes: Any) -> Any:
-    """Share of its full channel count NCCL runs a ring on for a message of ``size_bytes``
-    (enqueue.cc: one channel per CHANNEL_BYTES of the protocol, at least 1, at most
-    N_CHANNELS). A channel carries 1/nChannels of the bus bandwidth (tuning.cc: busBw =
-    nChannels x per-channel bw), so a message that fills 8 of 32 channels moves at a quarter
-    of the bandwidth.
+def _generation(nvlink_line_gbps: Any) -> Any:
+    """tuning.cc's compute-capability row, read off the NVLink line rate per direction (0
+    Ampere and PCIe-only GPUs, 1 Hopper, 2 Blackwell; as :func:`ll_max_busbw_gbps`)."""
+    line = np.asarray(nvlink_line_gbps, dtype=float)
+    ok = np.isfinite(line)
+    return np.where(ok & (line >= 900), 2, np.where(ok & (line >= 450), 1, 0))
 
-    LL is left at 1: its bandwidth is the tuner's llMaxBws cap, not a per-channel copy rate,
-    and splitting the cap by channel (ring LL: a channel per 4 KiB x nRanks) made the fit rows
-    worse (scripts/accuracy.py, each variant refitted: fit-row median 5.3% with it, 3.8% without;
-    the held-out 1-node 128-512 KiB rows 23-27% slow). LL128 (5 KiB a channel) and Simple (32 KiB) are copy-bound
-    per channel, as the tuner's per-channel caps (perChMax*Bws) say."""
+
+def channel_cap_gbps(proto: int, size_bytes: Any, nodes: Any, nvlink_line_gbps: Any) -> Any:
+    """Most ring busbw (GB/s) the channels a message of ``size_bytes`` fills can carry:
+    enqueue.cc runs it on ceil(size / CHANNEL_BYTES) channels (1 to N_CHANNELS), and one
+    channel moves at most the tuner's per-channel bandwidth (tuning.cc ``perChMaxRingLL128Bws``
+    for LL128; ``perChMaxTreeBws``, the only per-channel Simple figure the tuner has, for
+    Simple [D: taken for the ring]). inf for LL, whose bandwidth is the tuner's llMaxBws cap
+    (:func:`ll_max_busbw_gbps`), not a per-channel copy rate: a channel split of that cap made
+    the fit rows worse (scripts/accuracy.py fit rows, each variant refitted: 5.3% against
+    3.8%). With every channel filled the cap is 640-2,240 GB/s and never binds."""
     S = np.asarray(size_bytes, dtype=float)
     if proto == 0:
-        return np.ones_like(S)
-    return np.clip(np.ceil(S / CHANNEL_BYTES[proto]), 1, N_CHANNELS) / N_CHANNELS
+        return np.full_like(S, np.inf)
+    used = np.clip(np.ceil(S / CHANNEL_BYTES[proto]), 1, N_CHANNELS)
+    gen = _generation(nvlink_line_gbps)
+    N = np.asarray(nodes, dtype=float)
+    col = np.where(N <= 1, 0, np.where(N <= 2, 1, 2))
+    table = PER_CHANNEL_RING_LL128_GBPS if proto == 1 else PER_CHANNEL_TREE_SIMPLE_GBPS
+    return used * np.asarray(table)[gen, col]
 
 
 def nccl_version_tuple(version: str) -> tuple[int, int]:
