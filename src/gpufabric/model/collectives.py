@@ -6,7 +6,8 @@ older release, models.md 2.3 [V])::
     t_us = launch + baseLat[algo][proto] + latency_steps * hwLat[link][algo][proto]
            + bus_bytes / (busbw_hw * protocol_factor)
 
-and the predicted time is the minimum over the enabled pairs, as NCCL picks. Small
+and the pair with the smallest tuner estimate is chosen, as NCCL picks (then timed with
+the size growth and the channels the message fills). Small
 messages land in the LL/LL128 regime (low latency, a fraction of the bandwidth), large
 ones in Simple (full bandwidth, higher per-step latency): the two regimes come out of
 the same formula. Algorithms:
@@ -561,7 +562,7 @@ def collective_times(
 
     Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
     prediction carries more than the NICs, NVLink or PCIe can. The stages (``_add_*``) list
-    the tuner's candidates per algorithm; the fastest wins, as NCCL picks.
+    the tuner's candidates per algorithm; the smallest tuner estimate wins, as NCCL picks.
     """
     _check_choices(op, timing, harness, protocols)
     c = _Setup.of(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic, sharp=sharp)
