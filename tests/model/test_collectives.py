@@ -341,3 +341,14 @@ def test_per_tier_latency_follows_the_steps_that_leave_a_leaf():
     assert float(c.inter("ring", 1, c.cross_ring)) == pytest.approx(4.0 * fab.net_latency_scale + hop * 2 / 128)
     inside = _Setup.of("all_reduce", 2**20, 32, 8, replace(base, extra_hop_us=0.0), deterministic=False, sharp=False)
     assert float(inside.cross_ring) == 0.0 and float(inside.cross_tree) == 0.0
+
+
+def test_one_node_h100_choice_is_the_one_nccl_logged():
+    """nccl-tests#309 (comment of 2025-05-23, 1 x 8 H100 with 8 NICs, NCCL 2.26): NCCL_DEBUG
+    shows ring/LL from 8 B to 1 MiB and NVLS/Simple from 2 MiB to 16 GiB."""
+    for k in range(3, 35):
+        p = predict_collective(
+            op="all_reduce", size_bytes=2**k, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT
+        )
+        expected = ("ring", "LL") if 2**k <= 2**20 else ("nvls", "Simple")
+        assert (p.algorithm, p.protocol) == expected, 2**k
