@@ -50,11 +50,13 @@ RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK = 64
 #: step of a multi-node job (which the tree paid too; since 2.18 the tree pays neither).
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
 NET_OVERHEAD_SIMPLE_FACTOR = 3.0
-#: Channels NCCL runs a ring or tree on (``comm->nChannels``) on an 8-GPU NVSwitch node with a
-#: NIC per GPU: 32 (MAXCHANNELS, device.h; NCCL's INFO log on DGX H100 reports "32 coll
-#: channels") [D: the count on other nodes differs (PCIe-only nodes and fewer NICs get fewer);
-#: the model takes 32 everywhere]. Used where the tuner divides by it (the ring plateau) and
-#: for the channels a message fills (:func:`channel_cap_gbps`).
+#: Channels NCCL runs a ring or tree on (``comm->nChannels``; at most MAXCHANNELS, 64 in
+#: device.h). The graph search finds 8-16 on an 8-GPU NVSwitch node and NCCL runs "typically
+#: 2x the search channels" (NCCL maintainer, nccl#1041); public logs show 16 (1 x 8 H800,
+#: "16 coll channels", nccl#892; 3 x 8 H100, "Channel 05/16", nccl#1453) [D: 32 taken for
+#: every node; 16 gives the same figure on every table of docs/accuracy.md]. Used where the
+#: tuner divides by it (the ring plateau) and for the channels a message fills
+#: (:func:`channel_cap_gbps`).
 N_CHANNELS = 32
 #: enqueue.cc ``topoGetAlgoInfo`` (master 5067397c): ring and tree drop channels while
 #: nBytes < nChannels x nThreads x threadThreshold. nThreads per protocol (device.h
