@@ -434,7 +434,7 @@ GENERATION_CONSTANTS = {
     "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 300 x 0.82; launch as H100; LL cap 87.7 (tuning.cc llMaxBws)",
     "h100-sxm": "NVLS 480 (nccl-tests#212); eager launch and LATENCY_GROWTH fitted (llm-benchmarking, #309 2 nodes)",
     "h200": "the H100 NVSwitch generation: H100's NVLS, ring and launch figures",
-    "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940); eager launch 16 us (GKE table <= 64 KiB); LL cap 282 (tuning.cc llMaxBws)",
+    "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940); eager launch 19.0 us (GKE table <= 64 KiB); LL cap 282 (tuning.cc llMaxBws)",
 }
 
 

@@ -56,8 +56,8 @@ def test_large_ring_matches_alpha_beta_by_hand():
         timing="graph",
     )
     # Tuner latency (8.4 base + 14 NVLink steps x 3.4) grown to its 1 MiB saturation:
-    # 1 + 0.03 x log2(2^20 / 8) = 1.51.
-    lat = 1.0 + (8.4 + 14 * 3.4) * (1 + 0.03 * 17)
+    # 1 + 0.025 x log2(2^20 / 8) = 1.425.
+    lat = 1.0 + (8.4 + 14 * 3.4) * (1 + 0.025 * 17)
     assert p.protocol == "Simple"
     assert p.time_us == pytest.approx(lat + size * 1.75 / 369e3, rel=1e-6)
     assert p.busbw_gbps == pytest.approx(p.algbw_gbps * 1.75)
@@ -75,7 +75,7 @@ def test_latency_grows_with_size_until_nccl_saturates_its_channels():
     flat = collective_times("all_reduce", sizes, 1, 8, replace(links, latency_growth=0.0), algorithms=("ring",))
     grown = collective_times("all_reduce", sizes, 1, 8, links, algorithms=("ring",))
     assert list(grown.protocol) == list(flat.protocol)  # same choice: the ratio is the growth alone
-    assert list(grown.latency_us / flat.latency_us) == pytest.approx([1.0, 1 + 0.03 * 10, 1 + 0.03 * 17])
+    assert list(grown.latency_us / flat.latency_us) == pytest.approx([1.0, 1 + 0.025 * 10, 1 + 0.025 * 17])
     assert list(grown.launch_us) == pytest.approx(list(flat.launch_us))  # the launch does not grow
 
 
@@ -263,3 +263,92 @@ def test_plan_builds_the_links_predict_builds(gpu):
                 expected = float(d.sharp and fab.in_network_reduction)
             got = np.broadcast_to(np.asarray(getattr(planned, f.name), dtype=float), (len(t),))[i]
             assert got == pytest.approx(expected, nan_ok=True), (d.fabric, f.name)
+
+
+def test_hierarchical_is_never_the_tuners_pick_only_forced():
+    """NCCL has no hierarchical algorithm (tuning.cc): the automatic choice is among NCCL's
+    own; forcing it still predicts it (issue 25: it won 2-8-node small and mid sizes)."""
+    sizes = [8, 2**16, 2**20, 2**24, 2**30]
+    for nodes in (2, 4, 8):
+        for size in sizes:
+            auto = predict_collective(
+                op="all_reduce",
+                size_bytes=size,
+                nodes=nodes,
+                gpus_per_node=8,
+                gpu="h100-sxm",
+                fabric="ib-ndr",
+                catalog=CAT,
+            )
+            assert auto.algorithm != "hierarchical"
+    forced = predict_collective(
+        op="all_reduce",
+        size_bytes=2**16,
+        nodes=4,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        algorithm="hierarchical",
+    )
+    assert forced.algorithm == "hierarchical"
+    versioned = predict_collective(
+        op="all_reduce",
+        size_bytes=2**16,
+        nodes=4,
+        gpus_per_node=8,
+        gpu="h100-sxm",
+        fabric="ib-ndr",
+        catalog=CAT,
+        nccl_version="2.18.3",
+    )
+    assert versioned.algorithm != "hierarchical"
+
+
+def test_ring_runs_a_mid_size_message_on_the_channels_it_fills():
+    """enqueue.cc: Simple adds a channel per 512 threads x 64 B = 32 KiB, LL128 per 640 x 8 B;
+    each channel carries at most the tuner's per-channel busbw (Hopper: tree Simple 38.7 GB/s
+    on one node, ring LL128 36.7). NCCL's tuner still chooses as if every channel ran."""
+    from gpufabric.model.nccl_tuner import channel_cap_gbps
+
+    assert channel_cap_gbps(2, 64 * 1024, 1, 450) == pytest.approx(2 * 38.7)
+    assert channel_cap_gbps(2, 2**30, 4, 450) == pytest.approx(32 * 36.0)
+    assert channel_cap_gbps(1, 20 * 1024, 2, 900) == pytest.approx(4 * 40.0)
+    assert channel_cap_gbps(1, 20 * 1024, 2, 300) == pytest.approx(4 * 20.0)  # Ampere
+    assert channel_cap_gbps(0, 8, 1, 450) == np.inf  # LL: the tuner's LL cap, not per channel
+    from gpufabric.model.collectives import links_for
+
+    fab = CAT.fabric("ib-ndr")
+    links = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, CAT.switches[fab.switch], nics_per_node=8)
+    t = collective_times("all_reduce", 64 * 1024, 1, 8, links, algorithms=("ring",), protocols=("Simple",))
+    assert float(t.bandwidth_us) == pytest.approx(64 * 1024 * 1.75 / (2 * 38.7e3), rel=1e-6)
+
+
+def test_per_tier_latency_follows_the_steps_that_leave_a_leaf():
+    """Only the ring hops and tree levels that leave a leaf pay the spine's extra switches: none
+    inside a leaf; at 128 nodes under 64-node leaves 2 of 128 ring hops and 1 of 7 tree levels."""
+    from dataclasses import replace
+
+    from gpufabric.model.collectives import _Setup, links_for
+
+    fab = CAT.fabric("roce-400g")
+    sw = CAT.switches[fab.switch]
+    base = links_for(CAT.gpu("h100-sxm"), fab, CAT.site, sw, nics_per_node=8, hops=3, ranks_per_leaf=64 * 8)
+    c = _Setup.of("all_reduce", 2**20, 128, 8, base, deterministic=False, sharp=False)
+    assert float(c.cross_ring) == pytest.approx(2 / 128)
+    assert float(c.cross_tree) == pytest.approx(1 / 7)
+    hop = 2 * sw.latency_ns / 1e3
+    assert float(c.inter("ring", 1, c.cross_ring)) == pytest.approx(4.0 * fab.net_latency_scale + hop * 2 / 128)
+    inside = _Setup.of("all_reduce", 2**20, 32, 8, replace(base, extra_hop_us=0.0), deterministic=False, sharp=False)
+    assert float(inside.cross_ring) == 0.0 and float(inside.cross_tree) == 0.0
+
+
+def test_one_node_h100_choice_is_the_one_nccl_logged():
+    """nccl-tests#309 (comment of 2025-05-23, 1 x 8 H100 with 8 NICs, NCCL 2.26): NCCL_DEBUG
+    shows ring/LL from 8 B to 1 MiB and NVLS/Simple from 2 MiB to 16 GiB."""
+    for k in range(3, 35):
+        p = predict_collective(
+            op="all_reduce", size_bytes=2**k, nodes=1, gpus_per_node=8, gpu="h100-sxm", fabric="ib-ndr", catalog=CAT
+        )
+        expected = ("ring", "LL") if 2**k <= 2**20 else ("nvls", "Simple")
+        assert (p.algorithm, p.protocol) == expected, 2**k

@@ -98,15 +98,15 @@ CASES = {
     "closed loop": (lambda: _cfg(), {"concurrency": 32, "client_delay_s": 0.01, "stagger_s": 0.5}),
 }
 PINNED = {
-    "closed loop": "bfc63c69e5401d56",
-    "decode pool (prefilled)": "28aa6d4bed77cea8",
-    "moe": "8eb3d93b68d60a30",
-    "open loop, mixed": "f275f944e2d477a5",
-    "open loop, no jitter": "5593737ab5310fb7",
-    "open loop, prefill batches alone": "d4e1ec88e4ac21db",
-    "open loop, shared prefix": "8665416cbb5174b8",
-    "open loop, small cache (preemptions)": "20679f9dd5637656",
-    "speculative": "109958e5732496aa",
+    "closed loop": "63bc35ca8794556d",
+    "decode pool (prefilled)": "eb9245be5cabeb52",
+    "moe": "c9e5d447c7f58821",
+    "open loop, mixed": "2453b2270066a810",
+    "open loop, no jitter": "122fde7931ef09b8",
+    "open loop, prefill batches alone": "79e029ed144e8075",
+    "open loop, shared prefix": "95165dbb2ffcbc14",
+    "open loop, small cache (preemptions)": "347b822f7f0dec58",
+    "speculative": "80e2aebd26e0b390",
 }
 
 

@@ -6,7 +6,8 @@ older release, models.md 2.3 [V])::
     t_us = launch + baseLat[algo][proto] + latency_steps * hwLat[link][algo][proto]
            + bus_bytes / (busbw_hw * protocol_factor)
 
-and the predicted time is the minimum over the enabled pairs, as NCCL picks. Small
+and the pair with the smallest tuner estimate is chosen, as NCCL picks (then timed with
+the size growth and the channels the message fills). Small
 messages land in the LL/LL128 regime (low latency, a fraction of the bandwidth), large
 ones in Simple (full bandwidth, higher per-step latency): the two regimes come out of
 the same formula. Algorithms:
@@ -18,6 +19,7 @@ the same formula. Algorithms:
   latency ``2((g-1) intraLat + log2(N) interLat)``; algbw = busbw/2 (tuning.cc ratio .5).
 - ``hierarchical``: NVLink reduce-scatter, per-rail inter-node ring all-reduce of n/g,
   NVLink all-gather (models.md 2.1): ``2(g-1)a1 + 2(g-1)/g n b1 + 2(N-1)a2 + 2(N-1)/N (n/g) b2``.
+  Not an NCCL algorithm: predicted only when forced (``FORCED_ONLY``), never the tuner's pick.
 - ``collnet``: in-network reduction (InfiniBand SHARP): every byte crosses the host
   link once up and once down (models.md 2.1), latency ``base + 2(g-1) intraLat + interLat``.
 - ``nvls``: NVLink SHARP inside one node (NVSwitch reduction), Simple protocol only.
@@ -73,10 +75,16 @@ from gpufabric.model.nccl_tuner import (
     ALGORITHM_SINCE,
     ALGORITHMS,
     BASE_LAT_US,
+    FORCED_ONLY,
     HW_LAT_US,
-    LL_MULTINODE_INTRA,
+    LL_CPU_VENDOR,
+    N_CHANNELS,
+    NET_OVERHEAD_SIMPLE_FACTOR,
+    NET_OVERHEAD_US,
     RING_PLATEAU,
+    RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK,
     algorithms_for_version,
+    channel_cap_gbps,
     ll_max_busbw_gbps,
     tree_correction,
 )
@@ -244,7 +252,9 @@ class _Setup:
     net_node: Any  # a node's NICs together
     b_ring: Any  # a ring's bottleneck busbw
     scale: Any  # NET latency scale of the fabric
-    hop: Any  # extra switch-hop latency per inter-node step
+    hop: Any  # extra switch-hop latency of the worst path (hops beyond the first)
+    cross_ring: Any  # share of a ring's inter-node steps that leave a leaf (per-tier latency)
+    cross_tree: Any  # share of a tree's levels that leave a leaf
     log2n: Any  # tree levels across nodes
 
     @classmethod
@@ -276,22 +286,41 @@ class _Setup:
             scale=np.asarray(links.net_latency_scale, dtype=float),
             hop=np.asarray(links.extra_hop_us, dtype=float),
             log2n=np.floor(np.log2(np.maximum(N, 1))),
+            **_tier_crossings(N, g, links),
         )
 
-    def intra(self, algo: str, proto: int, *, ll_multinode: bool = True) -> Any:
-        """Intra-node step latency (NVLink x the generation's scale, or PCIe); LL pays
-        LL_MULTINODE_INTRA when the job spans nodes (ring and tree; not collnet)."""
+    def intra(self, algo: str, proto: int) -> Any:
+        """Intra-node step latency (NVLink x the generation's scale, or PCIe)."""
         L = self.links
-        hw = np.where(
+        return np.where(
             L.intra_is_pci,
             HW_LAT_US["pci"][algo][proto],
             HW_LAT_US["nvlink"][algo][proto] * np.asarray(L.nvlink_latency_scale, dtype=float),
         )
-        return hw * np.where(self.multi & (proto == 0) & ll_multinode, LL_MULTINODE_INTRA, 1.0)
 
-    def inter(self, algo: str, proto: int) -> Any:
-        """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus extra hops."""
-        return HW_LAT_US["net"][algo][proto] * self.scale + self.hop
+    def inter(self, algo: str, proto: int, cross: Any = 1.0) -> Any:
+        """Inter-node step latency: the tuner's NET figure x the fabric's scale, plus the extra
+        switch hops of the worst path on the ``cross`` share of steps that take it (1: every
+        step, the default where the pattern is not modelled)."""
+        return HW_LAT_US["net"][algo][proto] * self.scale + self.hop * cross
+
+
+def _tier_crossings(N: Any, g: Any, links: Links) -> dict[str, Any]:
+    """Per-tier latency: which inter-node steps climb above the leaf (models.md 2.7: 1 switch
+    inside a leaf, 3 through a spine, 5 through a core). The job's nodes sit contiguously under
+    leaves of ``ranks_per_leaf / g`` nodes each. A ring visits them in order, so of its N
+    inter-node hops per pass only one per leaf (ceil(N / nodes_per_leaf)) crosses to the next
+    leaf; NCCL's tree pairs nodes 2^k apart at level k, so the levels at and above
+    log2(nodes_per_leaf) cross (Sanders-Speck-Traff 2009 double binary tree over the node
+    ranks). Both are 0 inside one leaf and grow with the node count: at 128 nodes under 64-node
+    leaves 2 of 128 ring hops and 1 of 7 tree levels go through the spine."""
+    per_leaf = np.maximum(np.asarray(links.ranks_per_leaf, dtype=float) / np.maximum(g, 1), 1.0)
+    leaves = np.ceil(N / per_leaf)
+    log2n = np.log2(np.maximum(N, 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ring = np.where(leaves > 1, np.minimum(leaves / np.maximum(N, 1), 1.0), 0.0)
+        tree = np.where((leaves > 1) & (log2n > 0), np.clip((log2n - np.log2(per_leaf)) / log2n, 0.0, 1.0), 0.0)
+    return {"cross_ring": ring, "cross_tree": tree}
 
 
 class _Candidates:
@@ -328,30 +357,42 @@ class _Candidates:
         self.grow = 1.0 + np.asarray(L.latency_growth, dtype=float) * np.log2(
             np.clip(c.S, 8.0, GROWTH_SATURATION_BYTES) / 8.0
         )
-        self.rows: list[tuple[int, int, Any, Any, Any, Any]] = []  # (algo, proto, time, steps, latency, bandwidth)
+        # (algo, proto, time, steps, latency, bandwidth, the tuner's estimate)
+        self.rows: list[tuple[int, int, Any, Any, Any, Any, Any]] = []
 
-    def add(self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True) -> None:
+    def add(
+        self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True, *, bw_tuner: Any = None
+    ) -> None:
+        """One candidate: its latency and bandwidth terms (us) as the model times them;
+        ``bw_tuner``, where it differs, the bandwidth term NCCL's tuner estimates (every
+        channel) and chooses by."""
         if self.algorithms is not None and algo not in self.algorithms:
             return
+        if self.algorithms is None and algo in FORCED_ONLY:
+            return  # not one of NCCL's algorithms: only when forced
         if self.c.deterministic and algo in ("nvls", "collnet", "nvls_tree"):
             return
         if self.protocols is not None and PROTOCOLS[proto] not in self.protocols:
             return
-        bw = np.maximum(bw, self.c.S / self.caps.get(algo, self.cap_plain))
+        floor = self.c.S / self.caps.get(algo, self.cap_plain)
+        # NCCL picks by its tuner's estimate (tuning.cc latency + bytes / busBw with every
+        # channel): without the size growth and the channel share, which it does not know.
+        estimate = lat + np.maximum(bw if bw_tuner is None else bw_tuner, floor)
+        bw = np.maximum(bw, floor)
         lat = lat * self.grow
         if proto == 1 and self.protocols is None:
             # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
             # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
             valid = valid & ~np.asarray(self.c.links.intra_is_pci, dtype=bool)
         t = np.where(valid, self.launch + lat + bw, np.inf)
-        self.rows.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw))
+        self.rows.append((ALGORITHMS.index(algo), proto, t, steps, lat, bw, np.where(valid, estimate, np.inf)))
 
     def best(self) -> CollectiveTimes:
         """The fastest candidate per element, with its breakdown."""
         c = self.c
         shape = np.broadcast(c.S, c.N, c.g, c.nvl, c.net_node).shape
-        times = np.stack([np.broadcast_to(r[2], shape) for r in self.rows])
-        best = np.argmin(times, axis=0)
+        estimates = np.stack([np.broadcast_to(r[6], shape) for r in self.rows])
+        best = np.argmin(estimates, axis=0)
 
         def pick(k: int) -> np.ndarray:
             stack = np.stack([np.broadcast_to(np.asarray(r[k], dtype=float), shape) for r in self.rows])
@@ -397,11 +438,19 @@ def _add_ring(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
         return
     p, N = c.p, c.N
     nsteps, ninter = (2 * (p - 1), 2 * (N - 1)) if c.op == "all_reduce" else (p - 1, N - 1)
-    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * c.intra("ring", pi) + ninter * c.inter("ring", pi)
+    # NCCL >= 2.18: every step of a multi-node ring costs at least the network post overhead.
+    overhead = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
+    intra = np.where(c.multi, np.maximum(c.intra("ring", pi), overhead), c.intra("ring", pi))
+    lat = BASE_LAT_US["ring"][pi] + (nsteps - ninter) * intra + ninter * c.inter("ring", pi, c.cross_ring)
     if c.op == "all_reduce" and pi == 2:
-        plateau_bytes = p / 16 * 65536
-        lat = np.where(c.multi & (plateau_bytes <= c.S), lat * RING_PLATEAU, lat)
-    cands.add("ring", pi, lat, c.S * busbw_factor(c.op, p) / _ll_capped(c, pi, c.b_ring * pf), ninter)
+        plateau = c.S / (N_CHANNELS * p) >= RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK
+        lat = np.where(c.multi & plateau, lat * RING_PLATEAU, lat)
+    # NCCL runs a message on the channels it fills, each at most the tuner's per-channel
+    # bandwidth (channel_cap_gbps); its tuner chooses as if every channel ran.
+    busbw = _ll_capped(c, pi, c.b_ring * pf)
+    filled = np.minimum(busbw, channel_cap_gbps(pi, c.S, N, c.links.nvlink_line_gbps) * 1e3)
+    bus_bytes = c.S * busbw_factor(c.op, p)
+    cands.add("ring", pi, lat, bus_bytes / filled, ninter, bw_tuner=bus_bytes / busbw)
 
 
 def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) -> None:
@@ -409,7 +458,7 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     hierarchy (not pipelined)."""
     S, N, g, p = c.S, c.N, c.g, c.p
     tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
-    lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi))
+    lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi, c.cross_tree))
     busbw_t = _ll_capped(c, pi, c.b_ring * tpf) * tree_correction(pi, S)
     cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
@@ -429,9 +478,7 @@ def _add_collnet(c: _Setup, cands: _Candidates, pi: int) -> None:
     nvls = np.where(c.deterministic, 0.0, np.asarray(L.nvls_busbw_gbps, dtype=float) * 1e3)
     intra_bw = np.maximum(c.nvl, nvls)
     bw_c = np.maximum(c.S / c.net_node, 2 * (g - 1) / g * c.S / intra_bw) / cpf
-    lat_c = (
-        BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c.intra("collnet", pi, ll_multinode=False) + c.inter("collnet", pi)
-    )
+    lat_c = BASE_LAT_US["collnet"][pi] + 2 * (g - 1) * c.intra("collnet", pi) + c.inter("collnet", pi)
     capable = np.asarray(L.in_network_reduction, dtype=bool) & bool(c.sharp)
     cands.add("collnet", pi, lat_c, bw_c, 2 + 0 * c.N, c.multi & capable)
 
@@ -454,7 +501,7 @@ def _add_nvls(c: _Setup, cands: _Candidates) -> None:
     # same); beyond, the tuner's min: NIC-bound, NVLSTree carries what a ring carries, with
     # log2 N instead of N network steps.
     algbw_nt = np.where(N <= 2, (a_nvls ** (-k) + a_tree ** (-k)) ** (-1.0 / k), np.minimum(a_nvls, a_tree))
-    lat_nt = nvls_lat + 2 * c.log2n * c.inter("tree", 2)
+    lat_nt = nvls_lat + 2 * c.log2n * c.inter("tree", 2, c.cross_tree)
     cands.add("nvls_tree", 2, lat_nt, S / algbw_nt, 2 * c.log2n, c.multi & on)
 
 
@@ -513,7 +560,8 @@ def collective_times(
         nodes, gpus_per_node: N and g; p = N * g ranks.
         links: link parameters.
         deterministic: exclude algorithms whose reduction order is not reproducible.
-        algorithms: restrict to these algorithms (like NCCL_ALGO).
+        algorithms: restrict to these algorithms (like NCCL_ALGO); None: the tuner's choice
+            among NCCL's algorithms (FORCED_ONLY ones only when listed here).
         sharp: allow in-network reduction (collnet) where the fabric supports it.
         timing: "graph" (one CUDA-graph launch, the default here for the planner) or "eager"
             (nccl-tests without -G).
@@ -527,7 +575,7 @@ def collective_times(
 
     Every candidate's bandwidth term is at least S over :func:`algbw_ceiling_gbps`, so no
     prediction carries more than the NICs, NVLink or PCIe can. The stages (``_add_*``) list
-    the tuner's candidates per algorithm; the fastest wins, as NCCL picks.
+    the tuner's candidates per algorithm; the smallest tuner estimate wins, as NCCL picks.
     """
     _check_choices(op, timing, harness, protocols)
     c = _Setup.of(op, size_bytes, nodes, gpus_per_node, links, deterministic=deterministic, sharp=sharp)

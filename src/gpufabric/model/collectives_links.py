@@ -33,7 +33,7 @@ NVLS_TREE_SHARPNESS = 3.1
 #: synchronises more of them). Empirical: fitted by scripts/accuracy.py (fit_constants) on
 #: the fit rows only, with eager_launch_us and proxy_us; docs/accuracy.md has the
 #: held-out error.
-LATENCY_GROWTH = 0.03
+LATENCY_GROWTH = 0.025
 #: Size where the growth stops: NCCL stops adding threads and channels once every one of
 #: its (up to 32) channels has a full thread block's work, nChannels x nThreads x
 #: threadThreshold = 32 x 512 x 64 B = 1 MiB for ring/tree Simple and ring LL on 8 ranks

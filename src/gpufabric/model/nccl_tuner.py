@@ -14,6 +14,12 @@ import numpy as np
 from gpufabric.errors import InputError
 
 ALGORITHMS = ("ring", "tree", "hierarchical", "collnet", "nvls", "pairwise", "p2p", "nvls_tree")
+#: Algorithms the tuner never picks by itself: NCCL has no ``hierarchical`` (NVLink
+#: reduce-scatter, per-rail ring, NVLink all-gather) among its algorithms (tuning.cc:
+#: Tree, Ring, CollNetDirect, CollNetChain, NVLS, NVLSTree, PAT), so it is predicted only
+#: when a user forces it (``algorithm="hierarchical"``, e.g. to compare a hand-written
+#: hierarchy). Issue 25: it won mid sizes across nodes where NCCL runs tree or ring.
+FORCED_ONLY = ("hierarchical",)
 
 # NCCL tuning.cc (commit 01afd20, models.md 2.3) [V]: {LL, LL128, Simple}, microseconds.
 BASE_LAT_US = {"tree": (4.4, 4.4, 0.0), "ring": (3.6, 10.0, 8.4), "collnet": (4.4, 4.4, 0.0)}
@@ -32,10 +38,39 @@ LL_MAX_BUSBW_MULTINODE = {"intel": (39.0, 20.4), "amd": (22.5, 19.0)}
 #: The CPU vendor taken for the multi-node LL cap: Intel (DGX H100/B200 hosts are Xeon); AMD
 #: hosts (e.g. AWS p5's EPYC) get 22.5/19.0 in NCCL, 42% less on 2 nodes, 7% on 3 or more.
 LL_CPU_VENDOR = "intel"
-#: tuning.cc: a multi-node ring Simple all-reduce above nRanks/16*64 KiB pays 1.9x latency.
-RING_PLATEAU = 1.9
-#: tuning.cc: intra-node LL latency is 1.8x when the job spans nodes.
-LL_MULTINODE_INTRA = 1.8
+#: tuning.cc ``ncclTopoGetAlgoTime`` (NCCL >= 2.18, unchanged to master 5067397c): a
+#: multi-node ring Simple all-reduce pays 1.4x its latency ("plateau effect of ring"; 1.9 on
+#: GPUs older than sm80, and on every GPU with NCCL <= 2.16) once nBytes / (nChannels x
+#: nRanks) >= 64 B.
+RING_PLATEAU = 1.4
+RING_PLATEAU_MIN_BYTES_PER_CHANNEL_RANK = 64
+#: tuning.cc ``getNetOverhead`` (NCCL >= 2.18; x86 Intel hosts 1.0 us, AMD 2.0): "inter-node
+#: rings still have to launch nsteps * net overhead": every step of a multi-node ring costs
+#: at least this much, 3x with Simple. It replaced NCCL <= 2.17's 1.8x on every intra-node LL
+#: step of a multi-node job (which the tree paid too; since 2.18 the tree pays neither).
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+NET_OVERHEAD_SIMPLE_FACTOR = 3.0
+#: Channels NCCL runs a ring or tree on (``comm->nChannels``; at most MAXCHANNELS, 64 in
+#: device.h). The graph search finds 8-16 on an 8-GPU NVSwitch node and NCCL runs "typically
+#: 2x the search channels" (NCCL maintainer, nccl#1041); public logs show 16 (1 x 8 H800,
+#: "16 coll channels", nccl#892; 3 x 8 H100, "Channel 05/16", nccl#1453) [D: 32 taken for
+#: every node; 16 gives the same figure on every table of docs/accuracy.md]. Used where the
+#: tuner divides by it (the ring plateau) and for the channels a message fills
+#: (:func:`channel_cap_gbps`).
+N_CHANNELS = 32
+#: enqueue.cc ``topoGetAlgoInfo`` (master 5067397c): ring and tree drop channels while
+#: nBytes < nChannels x nThreads x threadThreshold. nThreads per protocol (device.h
+#: NCCL_LL_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640, NCCL_SIMPLE_MAX_NTHREADS 512) x
+#: threadThreshold (comm.h NCCL_LL_THREAD_THRESHOLD 8, x nRanks for ring LL in tuning.cc;
+#: unused, see channel_cap_gbps;
+#: NCCL_LL128_THREAD_THRESHOLD 8; NCCL_SIMPLE_THREAD_THRESHOLD 64): the bytes one channel
+#: needs before NCCL adds the next, per protocol (LL, LL128, Simple).
+CHANNEL_BYTES = (512 * 8, 640 * 8, 512 * 64)
+#: tuning.cc per-channel busbw caps (master 5067397c), GB/s, rows Ampere (and older, PCIe),
+#: Hopper, Blackwell; columns 1 node, 2 nodes, 3 or more: ``perChMaxRingLL128Bws`` and
+#: ``perChMaxTreeBws``.
+PER_CHANNEL_RING_LL128_GBPS = ((20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (40.0, 40.0, 40.0))
+PER_CHANNEL_TREE_SIMPLE_GBPS = ((24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
 #: First NCCL release of an algorithm (NVIDIA/nccl release notes): NVLS (NVLink SHARP inside a
 #: node) 2.17, NVLSTree (NVLS in the node, a tree across nodes) 2.18. An older NCCL's tuner
 #: never picks them.
@@ -58,6 +93,34 @@ def ll_max_busbw_gbps(nodes: Any, nvlink_line_gbps: Any) -> Any:
     return np.where(N <= 1, one, np.where(N <= 2, two, more))
 
 
+def _generation(nvlink_line_gbps: Any) -> Any:
+    """tuning.cc's compute-capability row, read off the NVLink line rate per direction (0
+    Ampere and PCIe-only GPUs, 1 Hopper, 2 Blackwell; as :func:`ll_max_busbw_gbps`)."""
+    line = np.asarray(nvlink_line_gbps, dtype=float)
+    ok = np.isfinite(line)
+    return np.where(ok & (line >= 900), 2, np.where(ok & (line >= 450), 1, 0))
+
+
+def channel_cap_gbps(proto: int, size_bytes: Any, nodes: Any, nvlink_line_gbps: Any) -> Any:
+    """Most ring busbw (GB/s) the channels a message of ``size_bytes`` fills can carry:
+    enqueue.cc runs it on ceil(size / CHANNEL_BYTES) channels (1 to N_CHANNELS), and one
+    channel moves at most the tuner's per-channel bandwidth (tuning.cc ``perChMaxRingLL128Bws``
+    for LL128; ``perChMaxTreeBws``, the only per-channel Simple figure the tuner has, for
+    Simple [D: taken for the ring]). inf for LL, whose bandwidth is the tuner's llMaxBws cap
+    (:func:`ll_max_busbw_gbps`), not a per-channel copy rate: a channel split of that cap made
+    the fit rows worse (scripts/accuracy.py fit rows, each variant refitted: 5.3% against
+    3.8%). With every channel filled the cap is 640-2,240 GB/s and never binds."""
+    S = np.asarray(size_bytes, dtype=float)
+    if proto == 0:
+        return np.full_like(S, np.inf)
+    used = np.clip(np.ceil(S / CHANNEL_BYTES[proto]), 1, N_CHANNELS)
+    gen = _generation(nvlink_line_gbps)
+    N = np.asarray(nodes, dtype=float)
+    col = np.where(N <= 1, 0, np.where(N <= 2, 1, 2))
+    table = PER_CHANNEL_RING_LL128_GBPS if proto == 1 else PER_CHANNEL_TREE_SIMPLE_GBPS
+    return used * np.asarray(table)[gen, col]
+
+
 def nccl_version_tuple(version: str) -> tuple[int, int]:
     """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
 
@@ -75,11 +138,12 @@ def nccl_version_tuple(version: str) -> tuple[int, int]:
 
 
 def algorithms_for_version(version: str | None) -> tuple[str, ...] | None:
-    """The algorithms NCCL ``version`` has (None: the newest, every algorithm)."""
+    """The algorithms NCCL ``version``'s tuner chooses from (None: the newest's; FORCED_ONLY
+    never)."""
     if version is None:
         return None
     v = nccl_version_tuple(version)
-    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)))
+    return tuple(a for a in ALGORITHMS if v >= ALGORITHM_SINCE.get(a, (0, 0)) and a not in FORCED_ONLY)
 
 
 #: NCCL tuning.cc ``treeCorrectionFactor`` (v2.26.2-1; the same in v2.30.7-1): "Trees are
