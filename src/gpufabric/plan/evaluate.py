@@ -764,7 +764,9 @@ class _Tail:
     jitter_s: np.ndarray
 
 
-def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, quantise: bool) -> _Tail:
+def _tail_stage(
+    t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, quantise: bool, mean_only: bool = False
+) -> _Tail:
     """Jitter on dependent inter-node steps, compute barrier, hiccups (model.tail)."""
     N = t.nodes
     # DP peers off the leaf: beyond one leaf (contiguous), one run (fragmented), all (scattered).
@@ -786,12 +788,14 @@ def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, 
         hiccup_prob=hiccup_q,
         hiccup_s=t.hiccup_ms * 1e-3,
         quantise=quantise,
+        mean_only=mean_only,
     )
     return _Tail(stats=stats, dependent_steps=dep_steps, hiccup_prob=hiccup_q, jitter_s=t.jitter_us * 1e-6 * congestion)
 
 
-def _step_stages(t: Table, *, quantise: bool) -> tuple[_Compute, Any, _Comm, _Storage, _Tail]:
-    """The stages the step time depends on: compute, fabric sizing, communication, storage, tail."""
+def _step_stages(t: Table, *, quantise: bool, mean_only: bool = False) -> tuple[_Compute, Any, _Comm, _Storage, _Tail]:
+    """The stages the step time depends on: compute, fabric sizing, communication, storage, tail
+    (``mean_only``: the tail's mean alone, ``model.tail.step_tail``)."""
     c = _compute_stage(t)
     size = size_fabric(
         nodes=t.nodes,
@@ -803,18 +807,18 @@ def _step_stages(t: Table, *, quantise: bool) -> tuple[_Compute, Any, _Comm, _St
     )
     comm = _comm_stage(t, size, c)
     st = _storage_stage(t, size, c.compute_s + c.bubble_s + comm.exposed_s)
-    return c, size, comm, st, _tail_stage(t, size, c, comm, st, quantise=quantise)
+    return c, size, comm, st, _tail_stage(t, size, c, comm, st, quantise=quantise, mean_only=mean_only)
 
 
 def step_time_s(t: Table) -> np.ndarray:
     """``evaluate_table(t).step_time_s`` without the memory, reliability and cost stages, which
     the step time does not depend on (the throughput anchor's solve needs only this)."""
-    return _step_stages(t, quantise=False)[4].stats.mean_s
+    return _step_stages(t, quantise=False, mean_only=True)[4].stats.mean_s
 
 
 def step_and_compute_s(t: Table, *, quantise_tail: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``step_time_s(t)`` and the part of it that scales as 1 / compute efficiency (compute and bubble)."""
-    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail)
+    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail, mean_only=True)
     return tail.stats.mean_s, c.compute_s + c.bubble_s
 
 
