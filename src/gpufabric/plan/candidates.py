@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,48 +30,45 @@ from gpufabric.plan.table import (
 from gpufabric.spec.models import Spec
 
 
-def memory_violation(out: Evaluation, i: int) -> str | None:
-    """'memory ... short by ...' when row ``i`` does not fit in HBM, else None."""
-    need, cap = out.memory_bytes[i], out.memory_capacity_bytes[i]
+def memory_violation(row: Mapping[str, Any]) -> str | None:
+    """'memory ... short by ...' when the row (an evaluated row's values by field) does not fit in HBM, else None."""
+    need, cap = row["memory_bytes"], row["memory_capacity_bytes"]
     if need <= cap:
         return None
     return (
         f"memory {need / GIB:.1f} GiB per GPU > {cap / GIB:.0f} GiB HBM (short by {(need - cap) / GIB:.1f} GiB:"
-        f" weights {out.memory_weights_bytes[i] / GIB:.1f}, grads {out.memory_grads_bytes[i] / GIB:.1f},"
-        f" optimizer {out.memory_optimizer_bytes[i] / GIB:.1f}, activations {out.memory_activations_bytes[i] / GIB:.1f},"
-        f" reserve {out.memory_reserve_bytes[i] / GIB:.1f}); raise zero_stage, tp or pp, or recompute"
+        f" weights {row['memory_weights_bytes'] / GIB:.1f}, grads {row['memory_grads_bytes'] / GIB:.1f},"
+        f" optimizer {row['memory_optimizer_bytes'] / GIB:.1f}, activations {row['memory_activations_bytes'] / GIB:.1f},"
+        f" reserve {row['memory_reserve_bytes'] / GIB:.1f}); raise zero_stage, tp or pp, or recompute"
     )
 
 
-def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
-    """Requirement violations of row ``i``, each 'what actual > limit'; memory first."""
+def violations_of(spec: Spec, row: Mapping[str, Any]) -> tuple[str, ...]:
+    """Requirement violations of one evaluated row (its values by ``Evaluation`` field), each
+    'what actual > limit'; memory first."""
     req = spec.requirements
     found = []
-    mem = memory_violation(out, i)
+    mem = memory_violation(row)
     if mem:
         found.append(mem)
-    if req.max_step_time_cv is not None and out.step_time_cv[i] > req.max_step_time_cv:
-        found.append(f"step_time_cv {out.step_time_cv[i]:.3g} > {req.max_step_time_cv:g}")
-    if (
-        req.max_checkpoint_stall_fraction is not None
-        and out.checkpoint_stall_fraction[i] > req.max_checkpoint_stall_fraction
-    ):
+    cv, stall, days = row["step_time_cv"], row["checkpoint_stall_fraction"], row["time_to_train_days"]
+    if req.max_step_time_cv is not None and cv > req.max_step_time_cv:
+        found.append(f"step_time_cv {cv:.3g} > {req.max_step_time_cv:g}")
+    if req.max_checkpoint_stall_fraction is not None and stall > req.max_checkpoint_stall_fraction:
+        found.append(f"checkpoint_stall_fraction {stall:.3g} > {req.max_checkpoint_stall_fraction:g}")
+    if req.max_time_to_train_days is not None and days > req.max_time_to_train_days:
+        found.append(f"time_to_train_days {days:.1f} > {req.max_time_to_train_days:g}")
+    if req.budget_usd is not None and row["capex_usd"] > req.budget_usd:
+        found.append(f"capex_usd {row['capex_usd'] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+    if req.budget_usd is not None and row["rent_commitment_usd"] > req.budget_usd:
         found.append(
-            f"checkpoint_stall_fraction {out.checkpoint_stall_fraction[i]:.3g} > {req.max_checkpoint_stall_fraction:g}"
+            f"rent_commitment_usd {row['rent_commitment_usd'] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M"
         )
-    if req.max_time_to_train_days is not None and out.time_to_train_days[i] > req.max_time_to_train_days:
-        found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
-    if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
-        found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
-    if req.budget_usd is not None and out.rent_commitment_usd[i] > req.budget_usd:
+    if row["dataset_read_gbps_needed"] > row["storage_read_gbps"]:
         found.append(
-            f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M"
+            f"dataset_read_gbps {row['dataset_read_gbps_needed']:.3g} > storage {row['storage_read_gbps']:.3g}"
         )
-    if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
-        found.append(
-            f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}"
-        )
-    if out.goodput[i] <= 0:
+    if row["goodput"] <= 0:
         found.append("goodput 0: failures arrive faster than checkpoints complete")
     return tuple(found)
 
@@ -100,23 +97,52 @@ def _output_violation(columns: tuple[str, ...], design_id: str) -> tuple[str, ..
 
 
 def end_to_end(
-    out: Evaluation, i: int, spec: Spec, peak_tflops: float, figure_flops_per_token: float
+    step_time_s: float, spec: Spec, peak_tflops: float, figure_flops_per_token: float
 ) -> tuple[float, float]:
     """(MFU, TFLOP/s per GPU) end to end under the spec's FLOP convention."""
-    tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * out.step_time_s[i]) / 1e12
+    tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * step_time_s) / 1e12
     return tflops / peak_tflops, tflops
 
 
-class _Row:
-    """Row ``i`` of a batch's columns, read by attribute (only the fields a record reads are touched)."""
+#: StepBreakdown fields read from the evaluated row as they are: breakdown field -> Evaluation field.
+_BREAKDOWN_FLOATS = {
+    "step_time_s": "step_time_det_s",
+    **{
+        k: k
+        for k in (
+            "compute_s",
+            "bubble_s",
+            "comm_exposed_s",
+            "latency_per_step_s",
+            "jitter_per_step_s",
+            "checkpoint_write_s",
+            "checkpoint_block_s",
+            "checkpoint_interval_s",
+            "restart_s",
+            "job_mttf_s",
+            "compute_cv",
+            "hiccup_prob",
+            "hiccup_s",
+            "checkpoint_lag_s",
+            "checkpoint_drain_slowdown",
+        )
+    },
+}
 
-    __slots__ = ("_columns", "_i")
 
-    def __init__(self, columns: dict[str, list[Any]], i: int) -> None:
-        self._columns, self._i = columns, i
-
-    def __getattr__(self, name: str) -> Any:
-        return self._columns[name][self._i]
+def _row_values(columns: dict[str, list[Any]], start: int, stop: int) -> dict[str, list[Any]]:
+    """The values ``to_records`` copies, converted once per column for rows ``start:stop``:
+    every ``ROW_FIELDS`` field as ``kind(value) / per`` and the breakdown's floats."""
+    out: dict[str, list[Any]] = {}
+    for name, (source, per, kind) in ROW_FIELDS.items():
+        col = columns[source][start:stop]
+        if kind is float:
+            out[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
+        else:
+            out[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
+    for name, source in _BREAKDOWN_FLOATS.items():
+        out["bd:" + name] = [float(v) for v in columns[source][start:stop]]
+    return out
 
 
 def to_records(
@@ -142,65 +168,52 @@ def to_records(
     """
     records = []
     invalid = invalid_outputs(out) if invalid is None else invalid
-    ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
-    # Python numbers, column by column: one conversion per column, not one row record per row.
+    k = len(layouts)
+    ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (k,)).tolist()
+    ffpt = np.asarray(figure_flops_per_token, dtype=float).tolist()
+    # Python numbers, column by column: one conversion per column, not one per cell.
     columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS} if columns is None else columns
-    for k, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        i = start + k
-        r = _Row(columns, i)
+    conv = _row_values(columns, start, start + k)
+    row_names = tuple(ROW_FIELDS)
+    bd_names = tuple(_BREAKDOWN_FLOATS)
+    nodes, ranks, ckpt_async = spec.cluster.nodes, spec.num_gpus, spec.workload.checkpoint.mode == "async"
+    for j, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
+        i = start + j
+        row = {f: col[i] for f, col in columns.items()}
         bd = StepBreakdown(
-            step_time_s=float(r.step_time_det_s),
-            compute_s=float(r.compute_s),
-            bubble_s=float(r.bubble_s),
-            comm_exposed_s=float(r.comm_exposed_s),
-            dependent_latency_steps=round(float(r.dependent_steps)),
-            latency_per_step_s=float(r.latency_per_step_s),
-            jitter_per_step_s=float(r.jitter_per_step_s),
-            num_ranks=spec.num_gpus,
-            num_nodes=spec.cluster.nodes,
-            nodes_per_leaf=int(r.nodes_per_leaf),
-            checkpoint_write_s=float(r.checkpoint_write_s),
-            checkpoint_block_s=float(r.checkpoint_block_s),
-            checkpoint_interval_s=float(r.checkpoint_interval_s),
-            checkpoint_async=spec.workload.checkpoint.mode == "async",
-            restart_s=float(r.restart_s),
-            job_mttf_s=float(r.job_mttf_s),
-            compute_cv=float(r.compute_cv),
-            hiccup_prob=float(r.hiccup_prob),
-            hiccup_s=float(r.hiccup_s),
-            checkpoint_lag_s=float(r.checkpoint_lag_s),
-            checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
+            **{name: conv["bd:" + name][j] for name in bd_names},
+            dependent_latency_steps=round(float(row["dependent_steps"])),
+            num_ranks=ranks,
+            num_nodes=nodes,
+            nodes_per_leaf=int(row["nodes_per_leaf"]),
+            checkpoint_async=ckpt_async,
         )
-        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
-        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[k]))
-        copied = {}
-        for name, (source, per, kind) in ROW_FIELDS.items():
-            value = kind(getattr(r, source))
-            copied[name] = value / per if per != 1 else value
+        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, row)
+        mfu, tflops = end_to_end(row["step_time_s"], spec, peak_tflops, ffpt[j])
         records.append(
             Candidate(
-                **copied,
+                **{name: conv[name][j] for name in row_names},
                 id=d.id,
                 fabric=d.fabric,
                 topology=d.topology,
                 oversubscription=d.oversubscription,
                 storage=d.storage,
-                dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
+                dp_algorithm=ALGORITHMS[int(row["dp_algorithm"])] if lay.dp > 1 else "none",
                 meets_requirements=not v,
                 violations=v,
                 layout=lay,
-                layout_runner_up=runner_ups[k] if runner_ups else None,
-                layout_note=notes[k] if notes else "",
+                layout_runner_up=runner_ups[j] if runner_ups else None,
+                layout_note=notes[j] if notes else "",
                 mfu=mfu,
                 tflops_per_gpu=tflops,
-                compute_efficiency=float(ce[k]),
+                compute_efficiency=ce[j],
                 breakdown=bd,
                 capacity=d.capacity,
                 rental=d.rental or None,
                 term=d.term or None,
                 in_network_reduction=d.sharp,
-                storage_read_gbps_per_node=float(r.storage_read_gbps) / spec.cluster.nodes,
-                storage_write_gbps_per_node=float(r.storage_write_gbps) / spec.cluster.nodes,
+                storage_read_gbps_per_node=float(row["storage_read_gbps"]) / nodes,
+                storage_write_gbps_per_node=float(row["storage_write_gbps"]) / nodes,
             )
         )
     return records
