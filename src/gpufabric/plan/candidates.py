@@ -16,7 +16,7 @@ from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, solve_anchors
-from gpufabric.plan.evaluate import EVAL_FIELDS, ROW_FIELDS, Candidate, Evaluation, evaluate_table
+from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import (
@@ -130,19 +130,54 @@ _BREAKDOWN_FLOATS = {
 }
 
 
-def _row_values(columns: dict[str, list[Any]], start: int, stop: int) -> dict[str, list[Any]]:
-    """The values ``to_records`` copies, converted once per column for rows ``start:stop``:
-    every ``ROW_FIELDS`` field as ``kind(value) / per`` and the breakdown's floats."""
-    out: dict[str, list[Any]] = {}
+#: The Evaluation fields a record reads by row (requirement checks and the fields built from them).
+_READ = (
+    "memory_bytes",
+    "memory_capacity_bytes",
+    "memory_weights_bytes",
+    "memory_grads_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_reserve_bytes",
+    "step_time_cv",
+    "checkpoint_stall_fraction",
+    "time_to_train_days",
+    "capex_usd",
+    "rent_commitment_usd",
+    "dataset_read_gbps_needed",
+    "storage_read_gbps",
+    "storage_write_gbps",
+    "goodput",
+    "step_time_s",
+    "dependent_steps",
+    "nodes_per_leaf",
+    "dp_algorithm",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """An evaluation's columns as Python lists, converted once for every record built from it:
+    ``raw`` (the fields records read by row), ``copied`` (``ROW_FIELDS`` as ``kind(value) / per``
+    and the breakdown's floats, by record field)."""
+
+    raw: dict[str, list[Any]]
+    copied: dict[str, list[Any]]
+
+
+def record_columns(out: Evaluation) -> RecordColumns:
+    """``out``'s columns for ``to_records`` (one conversion per column, not one per cell)."""
+    lists = {f: getattr(out, f).tolist() for f in set(_READ) | {s for s, _, _ in ROW_FIELDS.values()}}
+    lists |= {f: getattr(out, f).tolist() for f in _BREAKDOWN_FLOATS.values() if f not in lists}
+    copied: dict[str, list[Any]] = {}
     for name, (source, per, kind) in ROW_FIELDS.items():
-        col = columns[source][start:stop]
+        col = lists[source]
         if kind is float:
-            out[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
+            copied[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
         else:
-            out[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
-    for name, source in _BREAKDOWN_FLOATS.items():
-        out["bd:" + name] = [float(v) for v in columns[source][start:stop]]
-    return out
+            copied[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
+    bd = {"bd:" + name: [float(v) for v in lists[source]] for name, source in _BREAKDOWN_FLOATS.items()}
+    return RecordColumns(raw={f: lists[f] for f in _READ}, copied=copied | bd)
 
 
 def to_records(
@@ -158,30 +193,29 @@ def to_records(
     notes: Sequence[str] | None = None,
     invalid: dict[int, tuple[str, ...]] | None = None,
     start: int = 0,
-    columns: dict[str, list[Any]] | None = None,
+    columns: RecordColumns | None = None,
 ) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated rows; row ``start + i`` of ``out``
     is ``layouts[i]`` on ``designs[i]``.
 
     ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once;
-    ``columns``: ``out``'s columns as Python lists, when a batch converted them once.
+    ``columns``: ``record_columns(out)``, when a batch converted them once.
     """
     records = []
     invalid = invalid_outputs(out) if invalid is None else invalid
     k = len(layouts)
     ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (k,)).tolist()
     ffpt = np.asarray(figure_flops_per_token, dtype=float).tolist()
-    # Python numbers, column by column: one conversion per column, not one per cell.
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS} if columns is None else columns
-    conv = _row_values(columns, start, start + k)
+    columns = record_columns(out) if columns is None else columns
+    raw, conv = columns.raw, columns.copied
     row_names = tuple(ROW_FIELDS)
     bd_names = tuple(_BREAKDOWN_FLOATS)
     nodes, ranks, ckpt_async = spec.cluster.nodes, spec.num_gpus, spec.workload.checkpoint.mode == "async"
     for j, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
         i = start + j
-        row = {f: col[i] for f, col in columns.items()}
+        row = {f: col[i] for f, col in raw.items()}
         bd = StepBreakdown(
-            **{name: conv["bd:" + name][j] for name in bd_names},
+            **{name: conv["bd:" + name][i] for name in bd_names},
             dependent_latency_steps=round(float(row["dependent_steps"])),
             num_ranks=ranks,
             num_nodes=nodes,
@@ -192,7 +226,7 @@ def to_records(
         mfu, tflops = end_to_end(row["step_time_s"], spec, peak_tflops, ffpt[j])
         records.append(
             Candidate(
-                **{name: conv[name][j] for name in row_names},
+                **{name: conv[name][i] for name in row_names},
                 id=d.id,
                 fabric=d.fabric,
                 topology=d.topology,
@@ -289,7 +323,7 @@ def _records(
     invalid: dict[int, tuple[str, ...]] | None = None,
     *,
     start: int = 0,
-    columns: dict[str, list[Any]] | None = None,
+    columns: RecordColumns | None = None,
 ) -> list[Candidate]:
     return to_records(
         spec,
@@ -352,7 +386,7 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
     ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen]).tolist()
     bad = invalid_outputs(out)  # one pass over the whole table (global row numbers)
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}  # one conversion for the batch
+    columns = record_columns(out)  # one conversion for the batch
     return [
         _records(s, p, effs, out, bad, start=ends[i], columns=columns)
         for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))
