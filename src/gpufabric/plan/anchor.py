@@ -267,7 +267,12 @@ def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
     """One column from each item's value (a scalar repeated, or one value per layout)."""
     if all(type(v) in _PY_SCALARS for v in values) or all(np.ndim(v) == 0 for v in values):  # the first: cheap
         return np.repeat(np.array(values), sizes)
-    return np.concatenate([np.broadcast_to(np.asarray(v), (n,)) for v, n in zip(values, sizes, strict=True)])
+    return np.concatenate(
+        [
+            v if type(v) is np.ndarray and v.shape == (n,) else np.broadcast_to(np.asarray(v), (n,))
+            for v, n in zip(values, sizes, strict=True)
+        ]
+    )
 
 
 def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:

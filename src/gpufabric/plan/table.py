@@ -260,6 +260,7 @@ _LAYOUT_FIELDS = (
     "zero_stage",
     "recompute",
 )
+_NUMERIC_LAYOUT_FIELDS = tuple(k for k in _LAYOUT_FIELDS if k != "recompute")
 #: Columns held as booleans (build_table casts them after filling floats).
 BOOL_FIELDS = frozenset(
     {
@@ -506,9 +507,13 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
 
 def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     """Layout columns, one element per layout."""
-    out = {k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in _LAYOUT_FIELDS if k != "recompute"}
-    out["recompute"] = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
-    return out
+    # One conversion of a fields x layouts list (a batch of specs meets a new layout per spec).
+    values = np.array(
+        [[getattr(lay, k) for lay in layouts] for k in _NUMERIC_LAYOUT_FIELDS]
+        + [[RECOMPUTE.index(lay.recompute) for lay in layouts]],
+        dtype=float,
+    ).reshape(len(_NUMERIC_LAYOUT_FIELDS) + 1, len(layouts))
+    return dict(zip((*_NUMERIC_LAYOUT_FIELDS, "recompute"), values, strict=True))
 
 
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
