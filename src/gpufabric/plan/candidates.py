@@ -288,11 +288,14 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepared:
-    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan)."""
+def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False) -> Prepared:
+    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan).
+
+    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve)."""
     from gpufabric.plan.capacity import check_options
 
-    check_options(spec, catalog)  # also tp against the NVLink domain
+    if not checked:
+        check_options(spec, catalog)  # also tp against the NVLink domain
     anchor = anchor or solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
@@ -379,7 +382,8 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     for spec in specs:
         check_options(spec, catalog)  # before the solve, as prepare does
     memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
-    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog, memo), strict=True)]
+    anchors = solve_anchors(specs, catalog, memo)
+    preps = [prepare(s, catalog, a, checked=True) for s, a in zip(specs, anchors, strict=True)]
     chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
