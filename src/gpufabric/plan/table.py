@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -352,7 +353,7 @@ def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     ds = w.dataset
     wb, gb, ob = state_bytes(w.precision, w.main_grads)
     ms = model_scalars(spec)
-    links = gpu_link_fields(gpu)
+    links = _gpu_links(gpu)
     return {
         "nodes": spec.cluster.nodes,
         "gpn": spec.cluster.gpus_per_node,
@@ -439,10 +440,35 @@ def _placement_columns(spec: Spec) -> dict[str, float]:
     """Fragment run and replaced share of ``options.placement`` (model.congestion)."""
     if spec.options.placement != "fragmented":
         return {"fragment_nodes": np.inf, "replaced": 0.0}
-    from gpufabric.model.congestion import FRAGMENT_NODES, replaced_fraction
+    from gpufabric.model.congestion import FRAGMENT_NODES
 
-    rho = replaced_fraction(gpus_per_node=spec.cluster.gpus_per_node, gpu_mttf_hours=spec.reliability.gpu_mttf_hours)
-    return {"fragment_nodes": FRAGMENT_NODES, "replaced": float(rho)}
+    return {
+        "fragment_nodes": FRAGMENT_NODES,
+        "replaced": _replaced(float(spec.cluster.gpus_per_node), float(spec.reliability.gpu_mttf_hours)),
+    }
+
+
+@lru_cache(maxsize=256)
+def _replaced(gpus_per_node: float, gpu_mttf_hours: float) -> float:
+    """``model.congestion.replaced_fraction`` of one spec, by its two inputs (numpy on two
+    scalars costs ~10 us; a batch of specs asks for the same few values)."""
+    from gpufabric.model.congestion import replaced_fraction
+
+    return float(replaced_fraction(gpus_per_node=gpus_per_node, gpu_mttf_hours=gpu_mttf_hours))
+
+
+#: ``gpu_link_fields`` by catalog GPU object (id -> (the object, its fields)): the object is
+#: frozen and held here, so its id cannot be reused while its entry lives.
+_GPU_LINKS: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+
+def _gpu_links(gpu: Any) -> dict[str, Any]:
+    hit = _GPU_LINKS.get(id(gpu))
+    if hit is None or hit[0] is not gpu:
+        if len(_GPU_LINKS) >= 64:  # bounded: a few catalogs' GPUs
+            _GPU_LINKS.clear()
+        hit = _GPU_LINKS[id(gpu)] = (gpu, gpu_link_fields(gpu))
+    return hit[1]
 
 
 def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.ndarray]:
