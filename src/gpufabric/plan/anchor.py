@@ -30,7 +30,7 @@ import numpy as np
 from gpufabric.catalog import Catalog
 from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
-from gpufabric.model.flops import RECOMPUTE, flops_per_token, layer_params
+from gpufabric.model.flops import RECOMPUTE, flops_per_token
 from gpufabric.model.memory import activation_bytes_per_layer
 from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
@@ -184,14 +184,19 @@ def _efficiency_inputs(
     sc = model_scalars(spec)
     gpu = catalog.gpu(spec.cluster.gpu)
     gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
-    col = {
-        k: np.array([getattr(lay, k) for lay in layouts], dtype=float) for k in ("tp", "cp", "microbatch_size", "ep")
-    }
+    # One conversion of a fields x layouts list (tp, cp, microbatch_size, ep, recompute code).
+    tp, cp, mbs, ep, rc = np.array(
+        [[getattr(lay, k) for lay in layouts] for k in ("tp", "cp", "microbatch_size", "ep")]
+        + [[RECOMPUTE.index(lay.recompute) for lay in layouts]],
+        dtype=float,
+    ).reshape(5, len(layouts))
+    col = {"tp": tp, "cp": cp, "microbatch_size": mbs, "ep": ep}
     # MoE: each GPU's experts (experts / ep of them) see top_k x ep / experts of the tokens each.
     expert_tokens = m.top_k * col["ep"] / m.experts if m.experts > 1 else 1.0
     local_experts = m.experts / col["ep"] if m.experts > 1 else 1.0
-    rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
-    per_layer = float(layer_params(sc["params_active"], m.hidden, m.vocab)) / m.layers
+    # model.flops.layer_params on one spec's scalars, in Python floats (the same operations in
+    # the same order, so the same bits; numpy on scalars costs ~10 us a call).
+    per_layer = max(float(sc["params_active"]) - 2.0 * m.vocab * m.hidden, 0.0) / m.layers
     base = dict(
         hidden=m.hidden,
         ffn_hidden=sc["ffn_hidden"],
