@@ -21,6 +21,7 @@ efficiency directly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -491,7 +492,10 @@ def _probe_cell(
     inside = (eff > GRID[0]) & (eff <= GRID[-1])
     k = np.clip(np.searchsorted(GRID, np.where(inside, eff, 1.0)), 1, len(GRID) - 1)
     fine = _fine(k)
-    j = np.array([min(max(int(np.searchsorted(fine[p], eff[p])), 1), FINE_POINTS - 1) for p in range(P)])
+    # np.searchsorted(fine[p], eff[p]) of every row at once: the count of fine points below eff
+    # (each row increases), NaN last as searchsorted sorts it.
+    below = np.where(np.isnan(eff), FINE_POINTS, np.count_nonzero(fine < eff[:, None], axis=1))
+    j = np.clip(below, 1, FINE_POINTS - 1)
     rows = np.flatnonzero(inside)
     s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
     if len(rows):
@@ -558,13 +562,15 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     if len(miss):
         k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
     fine = _fine(k)
+    rows = np.arange(len(problems))
+    # Python floats, as this loop always took them (numpy scalars cost ~1 us an operation).
+    lo, hi = fine[rows, j - 1].tolist(), fine[rows, j].tolist()
     out = []
-    for p in range(len(problems)):
+    for f0, f1, (y0, y1), tgt in zip(lo, hi, s.tolist(), target.tolist(), strict=True):
         # Step ~ a / eff + b between neighbours: interpolate linearly in 1/eff.
-        x0, x1 = 1 / fine[p, j[p] - 1], 1 / fine[p, j[p]]
-        y0, y1 = s[p]
-        x = x0 + (target[p] - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
-        out.append(float(min(1.0, 1.0 / x)))
+        x0, x1 = 1 / f0, 1 / f1
+        x = x0 + (tgt - y0) * (x1 - x0) / (y1 - y0) if y1 != y0 else x1
+        out.append(float(min(1.0, 1.0 / x if x else math.copysign(math.inf, x))))  # numpy's 1 / 0
     return out
 
 
