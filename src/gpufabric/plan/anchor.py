@@ -574,6 +574,29 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     return out
 
 
+def _solved(a: Anchor, eff: float, step_s: float, at_model: float) -> Anchor:
+    """``a`` with its solve's results (``dataclasses.replace``, field by field: ~3x cheaper)."""
+    return Anchor(
+        kind=a.kind,
+        figure=a.figure,
+        flops=a.flops,
+        measured_gpus=a.measured_gpus,
+        measured_layout=a.measured_layout,
+        measured_fabric=a.measured_fabric,
+        assumed=a.assumed,
+        compute_efficiency=eff,
+        peak_tflops=a.peak_tflops,
+        anchor_step_s=step_s,
+        params_active=a.params_active,
+        model_shape=a.model_shape,
+        notes=a.notes,
+        scale=eff / at_model,
+        model_at_anchor=at_model,
+        measured_batch_tokens=a.measured_batch_tokens,
+        measured_seq_len=a.measured_seq_len,
+    )
+
+
 def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] | None = None) -> list[Anchor]:
     """``solve_anchor`` of every spec, the solves of all of them batched into shared table passes
     (``memo``: the batch's, ``plan.table.table_block``)."""
@@ -589,15 +612,7 @@ def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] 
             continue
         prob, eff, at_arr = next(solved)
         at_model = float(at_arr[0])
-        out.append(
-            replace(
-                prob.anchor,
-                compute_efficiency=eff,
-                anchor_step_s=float(prob.target_s),
-                scale=eff / at_model,
-                model_at_anchor=at_model,
-            )
-        )
+        out.append(_solved(prob.anchor, eff, float(prob.target_s), at_model))
     return out
 
 
