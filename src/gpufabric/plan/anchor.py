@@ -499,9 +499,12 @@ def _probe_cell(
     rows = np.flatnonzero(inside)
     s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
     if len(rows):
-        effs = np.stack([fine[rows, j[rows] - 1], fine[rows, j[rows]]], axis=1).ravel()
-        steps = step_time_s(table.take(np.repeat(rows, 2)).replace(compute_eff=effs))
-        s_lo[rows], s_hi[rows] = steps[0::2], steps[1::2]
+        # Two passes over the same rows (not one over each row twice): their collective inputs
+        # are the guess's, which plan.evaluate's memo already holds (a row's step time does
+        # not depend on the other rows, so the numbers are the same).
+        at = table if len(rows) == P else table.take(rows)
+        s_lo[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows] - 1]))
+        s_hi[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows]]))
     return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
 
 
