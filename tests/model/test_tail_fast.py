@@ -100,3 +100,14 @@ def test_mean_only_barrier_keeps_the_mean_and_computes_nothing_else() -> None:
     mean, var, p99 = tail.barrier_stats(n, q, d, mean_only=True)
     assert np.array_equal(mean, full[0])
     assert np.isnan(var).all() and np.isnan(p99).all()
+
+
+@pytest.mark.parametrize("rows", [1, 3, 16])
+def test_the_few_rows_p99_takes_the_plain_bisections_path(monkeypatch: pytest.MonkeyPatch, rows: int) -> None:
+    rng = np.random.default_rng(rows + 100)
+    n = rng.choice([1.0, 8.0, 1024.0, 131072.0], rows)
+    q = rng.choice([0.0, 1e-6, 1e-2, 0.5], rows)
+    d = rng.uniform(0.0, 60.0, rows)
+    few = tail._barrier_unique(n, q, d)[2]
+    monkeypatch.setattr(tail, "_FEW_ROWS", 0)  # every call the plain 48 one-level passes
+    assert np.array_equal(few, tail._barrier_unique(n, q, d)[2])

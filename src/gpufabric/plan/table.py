@@ -602,7 +602,7 @@ def _columns(memo: dict[Any, Any], key: tuple[Any, ...], build: Any) -> tuple[np
         cols = build()
         values = np.array(list(cols.values()), dtype=float) if all(len(v) for v in cols.values()) else None
         hit = memo[key] = (np.array([_INDEX[k] for k in cols], dtype=np.intp), values)
-    return hit  # type: ignore[no-any-return]
+    return hit
 
 
 def _workload_scalars(spec: Spec, catalog: Catalog, memo: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
