@@ -110,7 +110,9 @@ def test_each_keyed_input_misses(change: str) -> None:
 
 def test_the_memo_keeps_to_its_byte_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     size, nodes, gpn, links, det, active = _inputs()
-    one = len(ev._coll_key("all_reduce", (size, nodes, gpn, det, active), links)) + 3 * size.nbytes
+    key = ev._coll_key("all_reduce", (size, nodes, gpn, det, active), links)
+    assert key is not None
+    one = ev._key_bytes(key) + 3 * size.nbytes
     monkeypatch.setattr(ev, "_COLL_MEMO_BYTES", int(one * 8.5))
     for k in range(20):
         ev._coll("all_reduce", size * (k + 1), nodes, gpn, links, det, active)

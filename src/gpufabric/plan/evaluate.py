@@ -248,7 +248,7 @@ def _coll(
         zero = np.zeros(np.broadcast(size, nodes).shape)
         return zero, zero, zero.astype(int)
     key = _coll_key(op, (size, nodes, gpn, det, active), links)
-    hit = _COLL_MEMO.get(key)
+    hit = _COLL_MEMO.get(key) if key is not None else None
     if hit is not None:
         _COLL_MEMO.move_to_end(key)
         return hit
@@ -260,7 +260,8 @@ def _coll(
     steps = np.where(det, fixed.latency_steps, free.latency_steps)
     algo = np.where(det, fixed.algorithm, free.algorithm)
     out = (np.where(active, time, 0.0), np.where(active, steps, 0.0), algo)
-    _remember(key, out)
+    if key is not None:
+        _remember(key, out)
     return out
 
 
@@ -269,23 +270,34 @@ def _coll(
 #: chosen rows then repeat its inputs (issue 32: the collectives were ~half of a single
 #: design's evaluation). Least recently used first; bounded by the bytes the keys and
 #: results hold. The results are read-only: every caller shares them.
-_COLL_MEMO: OrderedDict[bytes, tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+_COLL_MEMO: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
 _COLL_MEMO_BYTES = 32 << 20
 _coll_memo_size = [0]
+_LINK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _coll_key(op: str, arrays: tuple[Any, ...], links: Links) -> bytes:
-    """Every input of one ``_coll`` call as bytes: the op, then each array's dtype, shape and
-    data, then every field of ``links`` the same way (a field added to Links is keyed too)."""
-    parts = [op.encode()]
-    for value in (*arrays, *(getattr(links, f.name) for f in dataclasses.fields(links))):
-        a = np.asarray(value)
-        parts += [a.dtype.str.encode(), repr(a.shape).encode(), a.tobytes()]
-    return b"\0".join(parts)
+def _coll_key(op: str, arrays: tuple[Any, ...], links: Links) -> tuple[Any, ...] | None:
+    """Every input of one ``_coll`` call: the op, then each array's dtype, shape and bytes,
+    then every field of ``links`` the same way (a field added to Links is keyed too); None
+    (not memoised) when an input holds Python objects, whose bytes are only addresses."""
+    names = _LINK_FIELDS.get(type(links))
+    if names is None:
+        names = _LINK_FIELDS[type(links)] = tuple(f.name for f in dataclasses.fields(links))
+    key: list[Any] = [op]
+    for value in (*arrays, *(getattr(links, name) for name in names)):
+        a = value if type(value) is np.ndarray else np.asarray(value)
+        if a.dtype.hasobject:
+            return None
+        key += (a.dtype.char, a.shape, a.tobytes())
+    return tuple(key)
 
 
-def _remember(key: bytes, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
-    size = len(key) + sum(a.nbytes for a in out)
+def _key_bytes(key: tuple[Any, ...]) -> int:
+    return sum(len(part) for part in key if type(part) is bytes)
+
+
+def _remember(key: tuple[Any, ...], out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    size = _key_bytes(key) + sum(a.nbytes for a in out)
     if size > _COLL_MEMO_BYTES // 8:  # a large batch's pass: not worth holding
         return
     for a in out:
@@ -294,7 +306,7 @@ def _remember(key: bytes, out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> Non
     _coll_memo_size[0] += size
     while _coll_memo_size[0] > _COLL_MEMO_BYTES:
         old_key, old = _COLL_MEMO.popitem(last=False)
-        _coll_memo_size[0] -= len(old_key) + sum(a.nbytes for a in old)
+        _coll_memo_size[0] -= _key_bytes(old_key) + sum(a.nbytes for a in old)
 
 
 def memory_of(t: Table) -> MemoryBreakdown:
