@@ -249,7 +249,7 @@ def _coll(
         return zero, zero, zero.astype(int)
     key = _coll_key(op, (size, nodes, gpn, det, active), links)
     hit = _COLL_MEMO.get(key) if key is not None else None
-    if hit is not None:
+    if key is not None and hit is not None:
         _COLL_MEMO.move_to_end(key)
         return hit
     # sharp=True lets collnet compete only where the row chose in-network reduction
