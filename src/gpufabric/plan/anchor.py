@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -63,17 +64,8 @@ class Anchor:
 
     def figure_flops_per_token(self, layouts: Sequence[Layout]) -> np.ndarray:
         """Model FLOPs per token under the figure's convention, for each layout (megatron counts its recomputation)."""
-        layers, hidden, seq, vocab = self.model_shape
-        rc = np.array([RECOMPUTE.index(lay.recompute) for lay in layouts], dtype=float)
-        return flops_per_token(
-            params_active=self.params_active,
-            layers=layers,
-            hidden=hidden,
-            seq_len=seq,
-            vocab=vocab,
-            recompute=rc,
-            convention=self.flops,
-        )
+        codes = tuple(RECOMPUTE.index(lay.recompute) for lay in layouts)
+        return np.array(_figure_flops(self.params_active, self.model_shape, codes, self.flops), dtype=float)
 
     @property
     def text(self) -> str:
@@ -123,6 +115,25 @@ class Anchor:
             " moved to other layouts by the compute-efficiency model's ratio"
             + (f" (the model gives {self.model_at_anchor:.3f} at the anchor)." if self.model_at_anchor else ".")
         )
+
+
+@lru_cache(maxsize=1024)
+def _figure_flops(
+    params_active: float, shape: tuple[float, float, float, float], codes: tuple[int, ...], convention: str
+) -> tuple[float, ...]:
+    """``model.flops.flops_per_token`` of ``Anchor.figure_flops_per_token``, by its inputs (a
+    batch of one model's specs asks for the same few; numpy on one layout costs ~10 us)."""
+    layers, hidden, seq, vocab = shape
+    out = flops_per_token(
+        params_active=params_active,
+        layers=layers,
+        hidden=hidden,
+        seq_len=seq,
+        vocab=vocab,
+        recompute=np.array(codes, dtype=float),
+        convention=convention,
+    )
+    return tuple(np.broadcast_to(out, (len(codes),)).tolist())
 
 
 def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
@@ -300,6 +311,10 @@ def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: S
         return np.full(len(layouts), anchor.compute_efficiency)
     lay = anchor.measured_layout
     same_seq = anchor.measured_seq_len in (None, spec.workload.model.seq_len)
+    if anchor.kind != "model" and anchor.model_at_anchor is not None and same_seq and layouts == [lay]:
+        # One layout, the measured one (a fixed layout): the lines below in Python floats
+        # (the same operations, so the same bits; numpy on one element costs ~10 us).
+        return np.array([min(anchor.model_at_anchor * anchor.scale, 1.0)])
     if anchor.model_at_anchor is not None and same_seq and all(x == lay for x in layouts):
         # The measured layout itself (a fixed layout): the model's value there is already known
         # (model_efficiency reads neither the node count nor the batch, where the two points differ).

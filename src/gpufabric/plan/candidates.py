@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -263,6 +264,12 @@ class Prepared:
     notes: tuple[str, ...] = ()
 
 
+@lru_cache(maxsize=64)
+def _nic_host_gbps(pcie_gen: Any, lanes: Any) -> float:
+    """``model.topology.nic_host_gbps`` of one server, by its two inputs (numpy on scalars: ~5 us)."""
+    return float(nic_host_gbps(pcie_gen, lanes))
+
+
 def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tuple[list[Design], list[str]]:
     """Designs whose NIC the server's PCIe slot can feed, and a note per fabric left out.
 
@@ -270,7 +277,7 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
         InputError: no fabric in options.fabrics fits the server's host interface.
     """
     gpu = catalog.gpu(spec.cluster.gpu)
-    host = float(nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes))
+    host = _nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes)
     keep, notes = [], []
     for fabric in dict.fromkeys(d.fabric for d in designs):
         line = catalog.fabric(fabric).nic_line_gbps
