@@ -32,7 +32,9 @@ def test_a_solved_anchor_keeps_every_other_field() -> None:
     assert got == want  # a field added to Anchor and not copied would differ here
 
 
-@pytest.mark.parametrize("name", ["llama3-70b-1k", "roce-256gpu-8b", "build-vs-rent-70b", "llama3-405b-16k", "lab-2node"])
+@pytest.mark.parametrize(
+    "name", ["llama3-70b-1k", "roce-256gpu-8b", "build-vs-rent-70b", "llama3-405b-16k", "lab-2node"]
+)
 def test_one_measured_layouts_efficiency_is_the_general_forms(name: str) -> None:
     spec = _spec(name)
     a = solve_anchor(spec, CAT)
