@@ -274,21 +274,32 @@ _COLL_MEMO: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarra
 _COLL_MEMO_BYTES = 32 << 20
 _coll_memo_size = [0]
 _LINK_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset((float, int, bool, np.float64, np.int64, np.bool_))
 
 
 def _coll_key(op: str, arrays: tuple[Any, ...], links: Links) -> tuple[Any, ...] | None:
     """Every input of one ``_coll`` call: the op, then each array's dtype, shape and bytes,
-    then every field of ``links`` the same way (a field added to Links is keyed too); None
-    (not memoised) when an input holds Python objects, whose bytes are only addresses."""
+    then every field of ``links`` the same way (a field added to Links is keyed too); a
+    scalar keys as its type and value. None (not memoised) for anything else, or an array
+    of Python objects, whose bytes are only addresses."""
     names = _LINK_FIELDS.get(type(links))
     if names is None:
         names = _LINK_FIELDS[type(links)] = tuple(f.name for f in dataclasses.fields(links))
     key: list[Any] = [op]
+    add = key.append
     for value in (*arrays, *(getattr(links, name) for name in names)):
-        a = value if type(value) is np.ndarray else np.asarray(value)
-        if a.dtype.hasobject:
+        kind = type(value)
+        if kind is np.ndarray:
+            if value.dtype.hasobject:
+                return None
+            add(value.dtype.char)
+            add(value.shape)
+            add(value.tobytes())
+        elif kind in _SCALARS:  # a Python or numpy number: itself, with its type (True is not 1.0)
+            add(kind)
+            add(value)
+        else:
             return None
-        key += (a.dtype.char, a.shape, a.tobytes())
     return tuple(key)
 
 
