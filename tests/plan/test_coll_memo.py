@@ -126,3 +126,18 @@ def test_plans_are_the_same_with_the_memo_cold_or_warm() -> None:
     warm = evaluate_candidates(spec, CAT)  # every collective a hit now
     assert len(ev._COLL_MEMO) > 0
     assert [dataclasses.astuple(c) for c in cold] == [dataclasses.astuple(c) for c in warm]
+
+
+def test_threads_sharing_the_memo_get_each_specs_own_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    names = ["llama3-70b-1k", "roce-256gpu-8b", "lab-2node"]
+    specs = [api.load_spec(EXAMPLES / f"{n}.yaml", catalog=CAT) for n in names]
+    want = [[dataclasses.astuple(c) for c in evaluate_candidates(s, CAT)] for s in specs]
+    ev._COLL_MEMO.clear()
+    ev._coll_memo_size[0] = 0
+    monkeypatch.setattr(ev, "_COLL_MEMO_BYTES", 256 << 10)  # small: threads evict each other's entries
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: [dataclasses.astuple(c) for c in evaluate_candidates(s, CAT)], specs * 3))
+    assert got == want * 3
+    assert ev._coll_memo_size[0] <= ev._COLL_MEMO_BYTES

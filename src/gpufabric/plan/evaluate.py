@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -248,10 +249,12 @@ def _coll(
         zero = np.zeros(np.broadcast(size, nodes).shape)
         return zero, zero, zero.astype(int)
     key = _coll_key(op, (size, nodes, gpn, det, active), links)
-    hit = _COLL_MEMO.get(key) if key is not None else None
-    if key is not None and hit is not None:
-        _COLL_MEMO.move_to_end(key)
-        return hit
+    if key is not None:
+        with _COLL_LOCK:
+            hit = _COLL_MEMO.get(key)
+            if hit is not None:
+                _COLL_MEMO.move_to_end(key)
+                return hit
     # sharp=True lets collnet compete only where the row chose in-network reduction
     # (links.in_network_reduction = Table.sharp: the option and a capable fabric).
     free = collective_times(op, size, nodes, gpn, links, sharp=True)
@@ -273,6 +276,7 @@ def _coll(
 _COLL_MEMO: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
 _COLL_MEMO_BYTES = 32 << 20
 _coll_memo_size = [0]
+_COLL_LOCK = threading.Lock()
 _LINK_FIELDS: dict[type, tuple[str, ...]] = {}
 _SCALARS = frozenset((float, int, bool, np.float64, np.int64, np.bool_))
 
@@ -313,11 +317,14 @@ def _remember(key: tuple[Any, ...], out: tuple[np.ndarray, np.ndarray, np.ndarra
         return
     for a in out:
         a.setflags(write=False)
-    _COLL_MEMO[key] = out
-    _coll_memo_size[0] += size
-    while _coll_memo_size[0] > _COLL_MEMO_BYTES:
-        old_key, old = _COLL_MEMO.popitem(last=False)
-        _coll_memo_size[0] -= _key_bytes(old_key) + sum(a.nbytes for a in old)
+    with _COLL_LOCK:  # threads planning at once share the memo
+        if key in _COLL_MEMO:
+            return
+        _COLL_MEMO[key] = out
+        _coll_memo_size[0] += size
+        while _coll_memo_size[0] > _COLL_MEMO_BYTES:
+            old_key, old = _COLL_MEMO.popitem(last=False)
+            _coll_memo_size[0] -= _key_bytes(old_key) + sum(a.nbytes for a in old)
 
 
 def memory_of(t: Table) -> MemoryBreakdown:
