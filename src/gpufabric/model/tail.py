@@ -204,50 +204,196 @@ def _log_cdf_max(z: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray) -> 
         return n * np.log1p(-np.minimum(sf, 1.0))
 
 
-def _moments(c0: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean and variance of the standardised barrier (2-d columns in), and its integration grid."""
-    unit = np.linspace(0.0, 1.0, _GRID)[None, :]
+@lru_cache(maxsize=4)
+def _unit(points: int) -> np.ndarray:
+    """0..1 in ``points`` steps (read-only; by the grid size, which a test may change)."""
+    unit = np.linspace(0.0, 1.0, points)
+    unit.setflags(write=False)
+    return unit
+
+
+class _Work:
+    """The buffers of one quadrature pass of up to ``rows`` rows, reused by every pass of a call.
+
+    Every intermediate lives in one of these (numpy ``out=``): freeing ~25 fresh 100 KiB
+    temporaries per pass let glibc trim the heap's top and page-fault it back on the next
+    pass, which cost ~70% of the quadrature's time (a 16-row pass: ~1.4 ms, ~0.4 ms here).
+    """
+
+    __slots__ = ("a", "b", "c", "dead", "dz", "e", "f", "h", "mask", "right", "s1", "s2", "z")
+
+    def __init__(self, rows: int) -> None:
+        wide, narrow = (rows, 2 * _GRID), (rows, 2 * _GRID - 1)
+        self.z, self.a, self.b, self.c, self.e, self.f, self.h = (np.empty(wide) for _ in range(7))
+        self.dz, self.s1, self.s2 = (np.empty(narrow) for _ in range(3))
+        self.mask, self.dead = np.empty(wide, dtype=bool), np.empty(wide, dtype=bool)
+        self.right = np.empty(narrow, dtype=bool)
+
+    def view(self, rows: int) -> _Work:
+        """The first ``rows`` rows of every buffer (the last, shorter pass)."""
+        out = _Work.__new__(_Work)
+        for name in _Work.__slots__:
+            object.__setattr__(out, name, getattr(self, name)[:rows])
+        return out
+
+
+def _normal_sf_into(
+    x: np.ndarray, out: np.ndarray, z: np.ndarray, t: np.ndarray, poly: np.ndarray, mask: np.ndarray
+) -> None:
+    """``normal_sf(x)`` into ``out`` through the scratch buffers ``z``, ``t``, ``poly``, ``mask``:
+    its in-place path's operations in its order (the same bits), with no temporaries."""
+    np.abs(x, out=z)
+    z /= np.sqrt(2.0)
+    np.multiply(z, 0.5, out=t)
+    t += 1.0
+    np.divide(1.0, t, out=t)
+    np.multiply(t, _ERFC[-1], out=poly)
+    for c in _ERFC[-2:0:-1]:
+        poly += c
+        poly *= t
+    poly += _ERFC[0]
+    np.negative(z, out=out)
+    out *= z
+    out += poly
+    np.exp(out, out=out)
+    out *= t
+    out *= 0.5
+    np.subtract(1.0, out, out=poly)  # where(x >= 0, half_erfc, 1 - half_erfc)
+    np.greater_equal(x, 0.0, out=mask)
+    np.logical_not(mask, out=mask)
+    np.copyto(out, poly, where=mask)
+
+
+def _moments(
+    c0: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray, *, mean_only: bool = False, work: _Work | None = None
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+    """Mean and variance of the standardised barrier (2-d columns in), and its integration grid
+    (``mean_only``: no variance, None; the mean is the same bits). ``work``: buffers of at
+    least these rows (the grid returned is a view of one of them)."""
+    rows = len(c0)
+    w = _Work(rows) if work is None else work.view(rows)
     # One grid around the no-hiccup maximum (c0 is a node), one from d - 8.5 to d + c0 + 8.5
     # (a hiccup rank's time, up to the slowest of many hiccup ranks).
-    z = np.sort(np.concatenate([c0 + _OFFSETS[None, :], d - _HALF + (c0 + 2 * _HALF) * unit], axis=1), axis=1)
-    log_f = _log_cdf_max(z, n, q, d)
-    cdf, sf = np.exp(log_f), -np.expm1(log_f)
+    z = w.z
+    np.add(c0, _OFFSETS, out=z[:, :_GRID])
+    np.multiply(c0 + 2 * _HALF, _unit(_GRID), out=z[:, _GRID:])
+    np.add(z[:, _GRID:], d - _HALF, out=z[:, _GRID:])
+    z.sort(axis=1)
+    # log G(z)^n (_log_cdf_max): the hiccup rank's term is exactly 1 below _SF_ONE_BELOW.
+    x, hiccup, sf = w.h, w.c, w.a
+    np.subtract(z, d, out=x)
+    np.less(x, _SF_ONE_BELOW, out=w.dead)
+    _normal_sf_into(x, hiccup, w.b, w.e, w.f, w.mask)
+    np.copyto(hiccup, 1.0, where=w.dead)
+    _normal_sf_into(z, sf, w.b, w.e, w.f, w.mask)
+    sf *= 1.0 - q
+    hiccup *= q
+    sf += hiccup
+    np.minimum(sf, 1.0, out=sf)
+    np.negative(sf, out=sf)
+    with np.errstate(divide="ignore"):
+        np.log1p(sf, out=sf)
+    sf *= n
+    log_f = sf
+    cdf, surv = np.exp(log_f, out=w.b), np.expm1(log_f, out=w.e)
+    np.negative(surv, out=surv)
     # Moments about c0: E[Z - c0] = int_c0^inf (1 - F) dz - int_-inf^c0 F dz and
     # E[(Z - c0)^2] = int 2 |z - c0| (1 - F or F) dz (integration by parts).
-    dz = np.diff(z, axis=1)
-    right = z[:, :-1] >= c0
+    dz, right = w.dz, w.right
+    np.subtract(z[:, 1:], z[:, :-1], out=dz)
+    np.greater_equal(z[:, :-1], c0, out=right)
 
     def trapezoid(left_vals: np.ndarray, right_vals: np.ndarray) -> np.ndarray:
-        seg = np.where(right, right_vals[:, 1:] + right_vals[:, :-1], left_vals[:, 1:] + left_vals[:, :-1])
-        return np.sum(0.5 * seg * dz, axis=1)
+        # where(right, r[1:] + r[:-1], l[1:] + l[:-1]), halved, times dz, summed per row.
+        seg, other = w.s1, w.s2
+        np.add(left_vals[:, 1:], left_vals[:, :-1], out=seg)
+        np.add(right_vals[:, 1:], right_vals[:, :-1], out=other)
+        np.copyto(seg, other, where=right)
+        seg *= 0.5
+        seg *= dz
+        return np.sum(seg, axis=1)
 
-    first = trapezoid(-cdf, sf)
-    second = trapezoid(2.0 * (c0 - z) * cdf, 2.0 * (z - c0) * sf)
+    np.negative(cdf, out=w.f)
+    first = trapezoid(w.f, surv)
+    if mean_only:
+        return c0[:, 0] + first, None, z
+    left, rght = w.f, w.h
+    np.subtract(c0, z, out=left)
+    left *= 2.0
+    left *= cdf
+    np.subtract(z, c0, out=rght)
+    rght *= 2.0
+    rght *= surv
+    second = trapezoid(left, rght)
     return c0[:, 0] + first, np.maximum(second - first**2, 0.0), z
 
 
-def _barrier_unique(n: np.ndarray, q: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, variance and p99 of the standardised barrier for 1-d arrays of distinct rows."""
+def _barrier_unique(
+    n: np.ndarray, q: np.ndarray, d: np.ndarray, *, mean_only: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, variance and p99 of the standardised barrier for 1-d arrays of distinct rows
+    (``mean_only``: variance and p99 NaN, not computed; the mean is the same bits)."""
     c0 = max_normal_moments(n)[0]
     rows = len(n)
-    mean, var = np.empty(rows), np.empty(rows)
+    mean, var = np.empty(rows), np.full(rows, np.nan)
     lo, hi = np.empty(rows), np.empty(rows)
+    work = _Work(min(rows, _CHUNK_ROWS))
     for i in range(0, rows, _CHUNK_ROWS):
         part = slice(i, i + _CHUNK_ROWS)
         cols = (a[part, None] for a in (c0, n, q, d))
-        mean[part], var[part], z = _moments(*cols)
+        mean[part], v, z = _moments(*cols, mean_only=mean_only, work=work)
+        if v is not None:
+            var[part] = v
         lo[part], hi[part] = z[:, 0], z[:, -1]
-    # p99: G(z)^n = 0.99, by bisection between the grid's ends.
+    if mean_only:
+        return mean, var, np.full(rows, np.nan)
+    return mean, var, _p99(lo, hi, n, q, d)
+
+
+#: Halvings of the p99 bisection taken per pass when rows are few (numpy's per-call cost
+#: dominates there: one design's plan spent ~2 ms in 48 one-row passes): the 2^L - 1
+#: midpoints the next L halvings can visit, evaluated at once, then the path the plain
+#: bisection takes through them. The same midpoints from the same ends, so the same bits.
+_LEVELS = 4
+_FEW_ROWS = 16
+
+
+def _p99(lo: np.ndarray, hi: np.ndarray, n: np.ndarray, q: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The p99 of each row: G(z)^n = 0.99 by bisection between ``lo`` and ``hi`` (the grid's ends)."""
     target = np.log(0.99)
-    for _ in range(_BISECT):
-        mid = 0.5 * (lo + hi)
-        below = _log_cdf_max(mid, n, q, d) < target
-        lo = np.where(below, mid, lo)
-        hi = np.where(below, hi, mid)
-    return mean, var, 0.5 * (lo + hi)
+    if len(lo) > _FEW_ROWS or _BISECT % _LEVELS:
+        for _ in range(_BISECT):
+            mid = 0.5 * (lo + hi)
+            below = _log_cdf_max(mid, n, q, d) < target
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+        return 0.5 * (lo + hi)
+    cols = np.arange(len(lo))
+    for _ in range(_BISECT // _LEVELS):
+        # Level by level, every interval the path may reach: below keeps (mid, hi), else (lo, mid).
+        mids, spans = [], [(lo, hi)]
+        for _level in range(_LEVELS):
+            nxt = []
+            for a, b in spans:
+                m = 0.5 * (a + b)
+                mids.append(m)
+                nxt += [(m, b), (a, m)]
+            spans = nxt
+        points = np.stack(mids)
+        below_all = _log_cdf_max(points, n, q, d) < target
+        node = np.zeros(len(lo), dtype=int)  # index within its level
+        for level in range(_LEVELS):
+            at = (1 << level) - 1 + node
+            below, mid = below_all[at, cols], points[at, cols]
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+            node = 2 * node + np.where(below, 0, 1)
+    return 0.5 * (lo + hi)
 
 
-def barrier_stats(n: Any, q: Any, d: Any, *, quantise: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def barrier_stats(
+    n: Any, q: Any, d: Any, *, quantise: bool = False, mean_only: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, variance and p99 of max over ``n`` ranks of (Z + d B), Z standard normal,
     B Bernoulli(q): the compute barrier with hiccups in units of sigma_c (arrays ok).
 
@@ -255,7 +401,9 @@ def barrier_stats(n: Any, q: Any, d: Any, *, quantise: bool = False) -> tuple[np
     ``quantise`` d is rounded to a 2% geometric grid first, so a layout search (where
     every layout has its own compute time, hence its own d) shares a few hundred
     quadratures: the tabulated form of the integral. The error is bounded by the
-    barrier's change over 1% of d (below 1% of the hiccup's contribution).
+    barrier's change over 1% of d (below 1% of the hiccup's contribution). With
+    ``mean_only`` the variance and p99 are NaN, not computed (the anchor's solve reads
+    only the mean step time: a third of the quadrature and the p99's 48 bisection passes).
     """
     n, q, d = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (n, q, d)))
     shape = n.shape
@@ -268,7 +416,7 @@ def barrier_stats(n: Any, q: Any, d: Any, *, quantise: bool = False) -> tuple[np
             d = np.where(d > 0, np.exp(np.round(np.log(np.maximum(d, 1e-300)) / 0.02) * 0.02), 0.0)
     n1 = np.maximum(np.rint(n.ravel()), 1.0)
     first, inv = unique_rows(n1, q, d)
-    mean, var, p99 = _barrier_unique(n1[first], q[first], d[first])
+    mean, var, p99 = _barrier_unique(n1[first], q[first], d[first], mean_only=mean_only)
     return mean[inv].reshape(shape), var[inv].reshape(shape), p99[inv].reshape(shape)
 
 
@@ -294,6 +442,7 @@ def step_tail(
     hiccup_prob: Any,
     hiccup_s: Any,
     quantise: bool = False,
+    mean_only: bool = False,
 ) -> TailStats:
     """Mean, std, p99 and CV of a synchronous step (vectorised; module docstring).
 
@@ -305,13 +454,14 @@ def step_tail(
         hiccup_prob, hiccup_s: per-rank per-step probability and length of a rare delay
             of one rank.
         quantise: share quadratures across rows on a 2% grid of d (``barrier_stats``).
+        mean_only: only ``mean_s`` (the same bits); std, p99 and CV are NaN.
     """
     sigma_c = np.asarray(compute_s, dtype=float) * np.asarray(compute_cv, dtype=float)
     D = np.asarray(hiccup_s, dtype=float)
     # Without compute jitter the hiccup is a plain Bernoulli delay; a floor of 1e-9 D keeps
     # d = D / sigma finite (and its grid representable) at no visible cost.
     sigma = np.maximum(sigma_c, 1e-9 * D + 1e-300)
-    mu_z, var_z, p99_z = barrier_stats(num_ranks, hiccup_prob, D / sigma, quantise=quantise)
+    mu_z, var_z, p99_z = barrier_stats(num_ranks, hiccup_prob, D / sigma, quantise=quantise, mean_only=mean_only)
     m_j, v_j = max_normal_moments(group_size)
     steps = np.asarray(dependent_steps, dtype=float)
     jit = np.asarray(jitter_s, dtype=float)

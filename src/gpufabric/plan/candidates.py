@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,7 @@ from gpufabric.model.memory import GIB
 from gpufabric.model.step import StepBreakdown
 from gpufabric.model.topology import nic_host_gbps
 from gpufabric.plan.anchor import Anchor, layout_efficiencies, solve_anchor, solve_anchors
-from gpufabric.plan.evaluate import EVAL_FIELDS, ROW_FIELDS, Candidate, Evaluation, evaluate_table
+from gpufabric.plan.evaluate import ROW_FIELDS, Candidate, Evaluation, evaluate_table
 from gpufabric.plan.layouts import Layout
 from gpufabric.plan.search import LayoutChoice, search_layouts
 from gpufabric.plan.table import (
@@ -30,48 +31,45 @@ from gpufabric.plan.table import (
 from gpufabric.spec.models import Spec
 
 
-def memory_violation(out: Evaluation, i: int) -> str | None:
-    """'memory ... short by ...' when row ``i`` does not fit in HBM, else None."""
-    need, cap = out.memory_bytes[i], out.memory_capacity_bytes[i]
+def memory_violation(row: Mapping[str, Any]) -> str | None:
+    """'memory ... short by ...' when the row (an evaluated row's values by field) does not fit in HBM, else None."""
+    need, cap = row["memory_bytes"], row["memory_capacity_bytes"]
     if need <= cap:
         return None
     return (
         f"memory {need / GIB:.1f} GiB per GPU > {cap / GIB:.0f} GiB HBM (short by {(need - cap) / GIB:.1f} GiB:"
-        f" weights {out.memory_weights_bytes[i] / GIB:.1f}, grads {out.memory_grads_bytes[i] / GIB:.1f},"
-        f" optimizer {out.memory_optimizer_bytes[i] / GIB:.1f}, activations {out.memory_activations_bytes[i] / GIB:.1f},"
-        f" reserve {out.memory_reserve_bytes[i] / GIB:.1f}); raise zero_stage, tp or pp, or recompute"
+        f" weights {row['memory_weights_bytes'] / GIB:.1f}, grads {row['memory_grads_bytes'] / GIB:.1f},"
+        f" optimizer {row['memory_optimizer_bytes'] / GIB:.1f}, activations {row['memory_activations_bytes'] / GIB:.1f},"
+        f" reserve {row['memory_reserve_bytes'] / GIB:.1f}); raise zero_stage, tp or pp, or recompute"
     )
 
 
-def violations_of(spec: Spec, out: Evaluation, i: int) -> tuple[str, ...]:
-    """Requirement violations of row ``i``, each 'what actual > limit'; memory first."""
+def violations_of(spec: Spec, row: Mapping[str, Any]) -> tuple[str, ...]:
+    """Requirement violations of one evaluated row (its values by ``Evaluation`` field), each
+    'what actual > limit'; memory first."""
     req = spec.requirements
     found = []
-    mem = memory_violation(out, i)
+    mem = memory_violation(row)
     if mem:
         found.append(mem)
-    if req.max_step_time_cv is not None and out.step_time_cv[i] > req.max_step_time_cv:
-        found.append(f"step_time_cv {out.step_time_cv[i]:.3g} > {req.max_step_time_cv:g}")
-    if (
-        req.max_checkpoint_stall_fraction is not None
-        and out.checkpoint_stall_fraction[i] > req.max_checkpoint_stall_fraction
-    ):
+    cv, stall, days = row["step_time_cv"], row["checkpoint_stall_fraction"], row["time_to_train_days"]
+    if req.max_step_time_cv is not None and cv > req.max_step_time_cv:
+        found.append(f"step_time_cv {cv:.3g} > {req.max_step_time_cv:g}")
+    if req.max_checkpoint_stall_fraction is not None and stall > req.max_checkpoint_stall_fraction:
+        found.append(f"checkpoint_stall_fraction {stall:.3g} > {req.max_checkpoint_stall_fraction:g}")
+    if req.max_time_to_train_days is not None and days > req.max_time_to_train_days:
+        found.append(f"time_to_train_days {days:.1f} > {req.max_time_to_train_days:g}")
+    if req.budget_usd is not None and row["capex_usd"] > req.budget_usd:
+        found.append(f"capex_usd {row['capex_usd'] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
+    if req.budget_usd is not None and row["rent_commitment_usd"] > req.budget_usd:
         found.append(
-            f"checkpoint_stall_fraction {out.checkpoint_stall_fraction[i]:.3g} > {req.max_checkpoint_stall_fraction:g}"
+            f"rent_commitment_usd {row['rent_commitment_usd'] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M"
         )
-    if req.max_time_to_train_days is not None and out.time_to_train_days[i] > req.max_time_to_train_days:
-        found.append(f"time_to_train_days {out.time_to_train_days[i]:.1f} > {req.max_time_to_train_days:g}")
-    if req.budget_usd is not None and out.capex_usd[i] > req.budget_usd:
-        found.append(f"capex_usd {out.capex_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M")
-    if req.budget_usd is not None and out.rent_commitment_usd[i] > req.budget_usd:
+    if row["dataset_read_gbps_needed"] > row["storage_read_gbps"]:
         found.append(
-            f"rent_commitment_usd {out.rent_commitment_usd[i] / 1e6:.1f}M > budget {req.budget_usd / 1e6:.1f}M"
+            f"dataset_read_gbps {row['dataset_read_gbps_needed']:.3g} > storage {row['storage_read_gbps']:.3g}"
         )
-    if out.dataset_read_gbps_needed[i] > out.storage_read_gbps[i]:
-        found.append(
-            f"dataset_read_gbps {out.dataset_read_gbps_needed[i]:.3g} > storage {out.storage_read_gbps[i]:.3g}"
-        )
-    if out.goodput[i] <= 0:
+    if row["goodput"] <= 0:
         found.append("goodput 0: failures arrive faster than checkpoints complete")
     return tuple(found)
 
@@ -100,23 +98,87 @@ def _output_violation(columns: tuple[str, ...], design_id: str) -> tuple[str, ..
 
 
 def end_to_end(
-    out: Evaluation, i: int, spec: Spec, peak_tflops: float, figure_flops_per_token: float
+    step_time_s: float, spec: Spec, peak_tflops: float, figure_flops_per_token: float
 ) -> tuple[float, float]:
     """(MFU, TFLOP/s per GPU) end to end under the spec's FLOP convention."""
-    tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * out.step_time_s[i]) / 1e12
+    tflops = figure_flops_per_token * spec.workload.global_batch_tokens / (spec.num_gpus * step_time_s) / 1e12
     return tflops / peak_tflops, tflops
 
 
-class _Row:
-    """Row ``i`` of a batch's columns, read by attribute (only the fields a record reads are touched)."""
+#: StepBreakdown fields read from the evaluated row as they are: breakdown field -> Evaluation field.
+_BREAKDOWN_FLOATS = {
+    "step_time_s": "step_time_det_s",
+    **{
+        k: k
+        for k in (
+            "compute_s",
+            "bubble_s",
+            "comm_exposed_s",
+            "latency_per_step_s",
+            "jitter_per_step_s",
+            "checkpoint_write_s",
+            "checkpoint_block_s",
+            "checkpoint_interval_s",
+            "restart_s",
+            "job_mttf_s",
+            "compute_cv",
+            "hiccup_prob",
+            "hiccup_s",
+            "checkpoint_lag_s",
+            "checkpoint_drain_slowdown",
+        )
+    },
+}
 
-    __slots__ = ("_columns", "_i")
 
-    def __init__(self, columns: dict[str, list[Any]], i: int) -> None:
-        self._columns, self._i = columns, i
+#: The Evaluation fields a record reads by row (requirement checks and the fields built from them).
+_READ = (
+    "memory_bytes",
+    "memory_capacity_bytes",
+    "memory_weights_bytes",
+    "memory_grads_bytes",
+    "memory_optimizer_bytes",
+    "memory_activations_bytes",
+    "memory_reserve_bytes",
+    "step_time_cv",
+    "checkpoint_stall_fraction",
+    "time_to_train_days",
+    "capex_usd",
+    "rent_commitment_usd",
+    "dataset_read_gbps_needed",
+    "storage_read_gbps",
+    "storage_write_gbps",
+    "goodput",
+    "step_time_s",
+    "dependent_steps",
+    "nodes_per_leaf",
+    "dp_algorithm",
+)
 
-    def __getattr__(self, name: str) -> Any:
-        return self._columns[name][self._i]
+
+@dataclass(frozen=True, slots=True)
+class RecordColumns:
+    """An evaluation's columns as Python lists, converted once for every record built from it:
+    ``raw`` (the fields records read by row), ``copied`` (``ROW_FIELDS`` as ``kind(value) / per``
+    and the breakdown's floats, by record field)."""
+
+    raw: dict[str, list[Any]]
+    copied: dict[str, list[Any]]
+
+
+def record_columns(out: Evaluation) -> RecordColumns:
+    """``out``'s columns for ``to_records`` (one conversion per column, not one per cell)."""
+    lists = {f: getattr(out, f).tolist() for f in set(_READ) | {s for s, _, _ in ROW_FIELDS.values()}}
+    lists |= {f: getattr(out, f).tolist() for f in _BREAKDOWN_FLOATS.values() if f not in lists}
+    copied: dict[str, list[Any]] = {}
+    for name, (source, per, kind) in ROW_FIELDS.items():
+        col = lists[source]
+        if kind is float:
+            copied[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
+        else:
+            copied[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
+    bd = {"bd:" + name: [float(v) for v in lists[source]] for name, source in _BREAKDOWN_FLOATS.items()}
+    return RecordColumns(raw={f: lists[f] for f in _READ}, copied=copied | bd)
 
 
 def to_records(
@@ -132,75 +194,61 @@ def to_records(
     notes: Sequence[str] | None = None,
     invalid: dict[int, tuple[str, ...]] | None = None,
     start: int = 0,
-    columns: dict[str, list[Any]] | None = None,
+    columns: RecordColumns | None = None,
 ) -> list[Candidate]:
     """Candidate records (with StepBreakdown) from evaluated rows; row ``start + i`` of ``out``
     is ``layouts[i]`` on ``designs[i]``.
 
     ``invalid``: ``invalid_outputs(out)``, when the caller checked a larger table at once;
-    ``columns``: ``out``'s columns as Python lists, when a batch converted them once.
+    ``columns``: ``record_columns(out)``, when a batch converted them once.
     """
     records = []
     invalid = invalid_outputs(out) if invalid is None else invalid
-    ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (len(layouts),))
-    # Python numbers, column by column: one conversion per column, not one row record per row.
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS} if columns is None else columns
-    for k, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
-        i = start + k
-        r = _Row(columns, i)
+    k = len(layouts)
+    ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (k,)).tolist()
+    ffpt = np.asarray(figure_flops_per_token, dtype=float).tolist()
+    columns = record_columns(out) if columns is None else columns
+    raw, conv = columns.raw, columns.copied
+    row_names = tuple(ROW_FIELDS)
+    bd_names = tuple(_BREAKDOWN_FLOATS)
+    nodes, ranks, ckpt_async = spec.cluster.nodes, spec.num_gpus, spec.workload.checkpoint.mode == "async"
+    for j, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
+        i = start + j
+        row = {f: col[i] for f, col in raw.items()}
         bd = StepBreakdown(
-            step_time_s=float(r.step_time_det_s),
-            compute_s=float(r.compute_s),
-            bubble_s=float(r.bubble_s),
-            comm_exposed_s=float(r.comm_exposed_s),
-            dependent_latency_steps=round(float(r.dependent_steps)),
-            latency_per_step_s=float(r.latency_per_step_s),
-            jitter_per_step_s=float(r.jitter_per_step_s),
-            num_ranks=spec.num_gpus,
-            num_nodes=spec.cluster.nodes,
-            nodes_per_leaf=int(r.nodes_per_leaf),
-            checkpoint_write_s=float(r.checkpoint_write_s),
-            checkpoint_block_s=float(r.checkpoint_block_s),
-            checkpoint_interval_s=float(r.checkpoint_interval_s),
-            checkpoint_async=spec.workload.checkpoint.mode == "async",
-            restart_s=float(r.restart_s),
-            job_mttf_s=float(r.job_mttf_s),
-            compute_cv=float(r.compute_cv),
-            hiccup_prob=float(r.hiccup_prob),
-            hiccup_s=float(r.hiccup_s),
-            checkpoint_lag_s=float(r.checkpoint_lag_s),
-            checkpoint_drain_slowdown=float(r.checkpoint_drain_slowdown),
+            **{name: conv["bd:" + name][i] for name in bd_names},
+            dependent_latency_steps=round(float(row["dependent_steps"])),
+            num_ranks=ranks,
+            num_nodes=nodes,
+            nodes_per_leaf=int(row["nodes_per_leaf"]),
+            checkpoint_async=ckpt_async,
         )
-        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, out, i)
-        mfu, tflops = end_to_end(out, i, spec, peak_tflops, float(figure_flops_per_token[k]))
-        copied = {}
-        for name, (source, per, kind) in ROW_FIELDS.items():
-            value = kind(getattr(r, source))
-            copied[name] = value / per if per != 1 else value
+        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, row)
+        mfu, tflops = end_to_end(row["step_time_s"], spec, peak_tflops, ffpt[j])
         records.append(
             Candidate(
-                **copied,
+                **{name: conv[name][i] for name in row_names},
                 id=d.id,
                 fabric=d.fabric,
                 topology=d.topology,
                 oversubscription=d.oversubscription,
                 storage=d.storage,
-                dp_algorithm=ALGORITHMS[int(r.dp_algorithm)] if lay.dp > 1 else "none",
+                dp_algorithm=ALGORITHMS[int(row["dp_algorithm"])] if lay.dp > 1 else "none",
                 meets_requirements=not v,
                 violations=v,
                 layout=lay,
-                layout_runner_up=runner_ups[k] if runner_ups else None,
-                layout_note=notes[k] if notes else "",
+                layout_runner_up=runner_ups[j] if runner_ups else None,
+                layout_note=notes[j] if notes else "",
                 mfu=mfu,
                 tflops_per_gpu=tflops,
-                compute_efficiency=float(ce[k]),
+                compute_efficiency=ce[j],
                 breakdown=bd,
                 capacity=d.capacity,
                 rental=d.rental or None,
                 term=d.term or None,
                 in_network_reduction=d.sharp,
-                storage_read_gbps_per_node=float(r.storage_read_gbps) / spec.cluster.nodes,
-                storage_write_gbps_per_node=float(r.storage_write_gbps) / spec.cluster.nodes,
+                storage_read_gbps_per_node=float(row["storage_read_gbps"]) / nodes,
+                storage_write_gbps_per_node=float(row["storage_write_gbps"]) / nodes,
             )
         )
     return records
@@ -216,6 +264,12 @@ class Prepared:
     notes: tuple[str, ...] = ()
 
 
+@lru_cache(maxsize=64)
+def _nic_host_gbps(pcie_gen: Any, lanes: Any) -> float:
+    """``model.topology.nic_host_gbps`` of one server, by its two inputs (numpy on scalars: ~5 us)."""
+    return float(nic_host_gbps(pcie_gen, lanes))
+
+
 def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tuple[list[Design], list[str]]:
     """Designs whose NIC the server's PCIe slot can feed, and a note per fabric left out.
 
@@ -223,7 +277,7 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
         InputError: no fabric in options.fabrics fits the server's host interface.
     """
     gpu = catalog.gpu(spec.cluster.gpu)
-    host = float(nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes))
+    host = _nic_host_gbps(gpu.nic_pcie_gen, gpu.nic_pcie_lanes)
     keep, notes = [], []
     for fabric in dict.fromkeys(d.fabric for d in designs):
         line = catalog.fabric(fabric).nic_line_gbps
@@ -241,11 +295,14 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None) -> Prepared:
-    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan)."""
+def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False) -> Prepared:
+    """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan).
+
+    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve)."""
     from gpufabric.plan.capacity import check_options
 
-    check_options(spec, catalog)  # also tp against the NVLink domain
+    if not checked:
+        check_options(spec, catalog)  # also tp against the NVLink domain
     anchor = anchor or solve_anchor(spec, catalog)
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
@@ -276,7 +333,7 @@ def _records(
     invalid: dict[int, tuple[str, ...]] | None = None,
     *,
     start: int = 0,
-    columns: dict[str, list[Any]] | None = None,
+    columns: RecordColumns | None = None,
 ) -> list[Candidate]:
     return to_records(
         spec,
@@ -332,14 +389,15 @@ def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candida
     for spec in specs:
         check_options(spec, catalog)  # before the solve, as prepare does
     memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
-    preps = [prepare(s, catalog, a) for s, a in zip(specs, solve_anchors(specs, catalog, memo), strict=True)]
+    anchors = solve_anchors(specs, catalog, memo)
+    preps = [prepare(s, catalog, a, checked=True) for s, a in zip(specs, anchors, strict=True)]
     chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
     out = evaluate_table(table_from_block(np.concatenate([b for b, _ in chosen], axis=1)))
     ends = np.cumsum([0] + [b.shape[1] for b, _ in chosen]).tolist()
     bad = invalid_outputs(out)  # one pass over the whole table (global row numbers)
-    columns = {f: getattr(out, f).tolist() for f in EVAL_FIELDS}  # one conversion for the batch
+    columns = record_columns(out)  # one conversion for the batch
     return [
         _records(s, p, effs, out, bad, start=ends[i], columns=columns)
         for i, (s, p, (_, effs)) in enumerate(zip(specs, preps, chosen, strict=True))

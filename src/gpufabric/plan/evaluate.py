@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -246,6 +248,13 @@ def _coll(
     if not np.any(active):  # e.g. no expert parallelism anywhere: skip the whole model
         zero = np.zeros(np.broadcast(size, nodes).shape)
         return zero, zero, zero.astype(int)
+    key = _coll_key(op, (size, nodes, gpn, det, active), links)
+    if key is not None:
+        with _COLL_LOCK:
+            hit = _COLL_MEMO.get(key)
+            if hit is not None:
+                _COLL_MEMO.move_to_end(key)
+                return hit
     # sharp=True lets collnet compete only where the row chose in-network reduction
     # (links.in_network_reduction = Table.sharp: the option and a capable fabric).
     free = collective_times(op, size, nodes, gpn, links, sharp=True)
@@ -253,7 +262,69 @@ def _coll(
     time = np.where(det, fixed.time_us, free.time_us) * 1e-6
     steps = np.where(det, fixed.latency_steps, free.latency_steps)
     algo = np.where(det, fixed.algorithm, free.algorithm)
-    return np.where(active, time, 0.0), np.where(active, steps, 0.0), algo
+    out = (np.where(active, time, 0.0), np.where(active, steps, 0.0), algo)
+    if key is not None:
+        _remember(key, out)
+    return out
+
+
+#: ``_coll``'s results by its inputs (``_coll_key``): the throughput anchor's solve evaluates
+#: one measured point at several compute efficiencies, which no collective reads, and the
+#: chosen rows then repeat its inputs (issue 32: the collectives were ~half of a single
+#: design's evaluation). Least recently used first; bounded by the bytes the keys and
+#: results hold. The results are read-only: every caller shares them.
+_COLL_MEMO: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = OrderedDict()
+_COLL_MEMO_BYTES = 32 << 20
+_coll_memo_size = [0]
+_COLL_LOCK = threading.Lock()
+_LINK_FIELDS: dict[type, tuple[str, ...]] = {}
+_SCALARS = frozenset((float, int, bool, np.float64, np.int64, np.bool_))
+
+
+def _coll_key(op: str, arrays: tuple[Any, ...], links: Links) -> tuple[Any, ...] | None:
+    """Every input of one ``_coll`` call: the op, then each array's dtype, shape and bytes,
+    then every field of ``links`` the same way (a field added to Links is keyed too); a
+    scalar keys as its type and value. None (not memoised) for anything else, or an array
+    of Python objects, whose bytes are only addresses."""
+    names = _LINK_FIELDS.get(type(links))
+    if names is None:
+        names = _LINK_FIELDS[type(links)] = tuple(f.name for f in dataclasses.fields(links))
+    key: list[Any] = [op]
+    add = key.append
+    for value in (*arrays, *(getattr(links, name) for name in names)):
+        kind = type(value)
+        if kind is np.ndarray:
+            if value.dtype.hasobject:
+                return None
+            add(value.dtype.char)
+            add(value.shape)
+            add(value.tobytes())
+        elif kind in _SCALARS:  # a Python or numpy number: itself, with its type (True is not 1.0)
+            add(kind)
+            add(value)
+        else:
+            return None
+    return tuple(key)
+
+
+def _key_bytes(key: tuple[Any, ...]) -> int:
+    return sum(len(part) for part in key if type(part) is bytes)
+
+
+def _remember(key: tuple[Any, ...], out: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+    size = _key_bytes(key) + sum(a.nbytes for a in out)
+    if size > _COLL_MEMO_BYTES // 8:  # a large batch's pass: not worth holding
+        return
+    for a in out:
+        a.setflags(write=False)
+    with _COLL_LOCK:  # threads planning at once share the memo
+        if key in _COLL_MEMO:
+            return
+        _COLL_MEMO[key] = out
+        _coll_memo_size[0] += size
+        while _coll_memo_size[0] > _COLL_MEMO_BYTES:
+            old_key, old = _COLL_MEMO.popitem(last=False)
+            _coll_memo_size[0] -= _key_bytes(old_key) + sum(a.nbytes for a in old)
 
 
 def memory_of(t: Table) -> MemoryBreakdown:
@@ -764,7 +835,9 @@ class _Tail:
     jitter_s: np.ndarray
 
 
-def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, quantise: bool) -> _Tail:
+def _tail_stage(
+    t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, quantise: bool, mean_only: bool = False
+) -> _Tail:
     """Jitter on dependent inter-node steps, compute barrier, hiccups (model.tail)."""
     N = t.nodes
     # DP peers off the leaf: beyond one leaf (contiguous), one run (fragmented), all (scattered).
@@ -786,12 +859,14 @@ def _tail_stage(t: Table, size: Any, c: _Compute, comm: _Comm, st: _Storage, *, 
         hiccup_prob=hiccup_q,
         hiccup_s=t.hiccup_ms * 1e-3,
         quantise=quantise,
+        mean_only=mean_only,
     )
     return _Tail(stats=stats, dependent_steps=dep_steps, hiccup_prob=hiccup_q, jitter_s=t.jitter_us * 1e-6 * congestion)
 
 
-def _step_stages(t: Table, *, quantise: bool) -> tuple[_Compute, Any, _Comm, _Storage, _Tail]:
-    """The stages the step time depends on: compute, fabric sizing, communication, storage, tail."""
+def _step_stages(t: Table, *, quantise: bool, mean_only: bool = False) -> tuple[_Compute, Any, _Comm, _Storage, _Tail]:
+    """The stages the step time depends on: compute, fabric sizing, communication, storage, tail
+    (``mean_only``: the tail's mean alone, ``model.tail.step_tail``)."""
     c = _compute_stage(t)
     size = size_fabric(
         nodes=t.nodes,
@@ -803,18 +878,18 @@ def _step_stages(t: Table, *, quantise: bool) -> tuple[_Compute, Any, _Comm, _St
     )
     comm = _comm_stage(t, size, c)
     st = _storage_stage(t, size, c.compute_s + c.bubble_s + comm.exposed_s)
-    return c, size, comm, st, _tail_stage(t, size, c, comm, st, quantise=quantise)
+    return c, size, comm, st, _tail_stage(t, size, c, comm, st, quantise=quantise, mean_only=mean_only)
 
 
 def step_time_s(t: Table) -> np.ndarray:
     """``evaluate_table(t).step_time_s`` without the memory, reliability and cost stages, which
     the step time does not depend on (the throughput anchor's solve needs only this)."""
-    return _step_stages(t, quantise=False)[4].stats.mean_s
+    return _step_stages(t, quantise=False, mean_only=True)[4].stats.mean_s
 
 
 def step_and_compute_s(t: Table, *, quantise_tail: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """``step_time_s(t)`` and the part of it that scales as 1 / compute efficiency (compute and bubble)."""
-    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail)
+    c, _, _, _, tail = _step_stages(t, quantise=quantise_tail, mean_only=True)
     return tail.stats.mean_s, c.compute_s + c.bubble_s
 
 
