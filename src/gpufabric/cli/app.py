@@ -210,11 +210,15 @@ def _quiet_stdout() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code."""
+def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -> int:
+    """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code.
+
+    ``collector_paused``: the entry switched the garbage collector off for the imports
+    (``gpufabric.__main__.pause_collector``); it is switched back on once they are done.
+    """
     try:
         with _sigterm_restored():
-            return _main(argv)
+            return _main(argv, collector_paused)
     except KeyboardInterrupt as exc:  # a signal between the handler swap and _main's own try
         return _fail_interrupted(exc)
 
@@ -271,7 +275,22 @@ def _shipped_ids() -> dict[str, set[str]]:
     return load_catalog().known_ids()
 
 
-def _main(argv: Sequence[str] | None) -> int:
+def _resume_collector(paused: bool) -> None:
+    """Switch the garbage collector back on after start-up (``gpufabric.__main__.pause_collector``).
+
+    What start-up made (modules, classes, validators, the catalog) lives until the process
+    exits; ``gc.freeze`` moves it to the permanent generation so that the command's own
+    collections do not walk it again (CPython docs, gc.freeze: "to avoid ... collections
+    of objects that are not going to be freed").
+    """
+    if paused:
+        import gc
+
+        gc.freeze()
+        gc.enable()
+
+
+def _main(argv: Sequence[str] | None, collector_paused: bool = False) -> int:
     import sqlite3
 
     from gpufabric.boundary import set_default_ids
@@ -293,6 +312,7 @@ def _main(argv: Sequence[str] | None) -> int:
         _import_numpy_serial(named)
         _build_models(model_modules(named, args), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
+        _resume_collector(collector_paused)
         result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
     except typer.Exit as exc:
@@ -342,10 +362,10 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run() -> None:
-    """Console-script entry point."""
+def run(*, collector_paused: bool = False) -> None:
+    """Console-script entry point (``gpufabric.__main__.main``; ``collector_paused``: see :func:`main`)."""
     try:
-        code = main()
+        code = main(collector_paused=collector_paused)
     except KeyboardInterrupt as exc:  # between the signal handler swap and main's own try
         code = interrupt_exit_code(exc)
     if code in (130, 143):
