@@ -291,8 +291,6 @@ def _resume_collector(paused: bool) -> None:
 
 
 def _main(argv: Sequence[str] | None, collector_paused: bool = False) -> int:
-    import sqlite3
-
     from gpufabric.boundary import set_default_ids
 
     # Every command checks catalog ids in specs and saved plans (a command with --catalog
@@ -346,10 +344,15 @@ def _main(argv: Sequence[str] | None, collector_paused: bool = False) -> int:
         return _fail(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})", 2)
     except OverflowError as exc:
         return _fail(f"a number is too large: {exc}", 2)
-    except sqlite3.Error as exc:
-        return _fail(_sqlite_message(exc), 1)
     except MemoryError:
         return _fail("out of memory: choose a smaller size", 1)
+    except Exception as exc:
+        # sqlite3.Error, without importing sqlite3 at every start (~2-5 ms, issue 32): the
+        # module is loaded wherever one was raised.
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is None or not isinstance(exc, sqlite3.Error):
+            raise
+        return _fail(_sqlite_message(exc), 1)
     if result == 130 and errors.terminations > terminations:
         # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
         return _fail_interrupted(errors.Terminated())
