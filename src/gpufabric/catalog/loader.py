@@ -11,14 +11,12 @@ source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -159,6 +157,8 @@ class _Merged:
         message = err["msg"].removeprefix("Value error, ")
         fix = ""
         if err["type"] == "extra_forbidden":
+            import difflib  # on an error only: start-up does not pay for it
+
             close = difflib.get_close_matches(key, list(model.model_fields), n=1)
             message = f"unknown field {key!r}"
             fix = f"did you mean {close[0]!r}?" if close else ""
@@ -205,6 +205,8 @@ class _Merged:
 @lru_cache(maxsize=1)
 def _shipped() -> tuple[Located, ...]:
     """The shipped files, parsed once per process."""
+    from importlib import resources  # ~2 ms with tempfile and shutil: on a cache miss only
+
     base = resources.files("gpufabric.catalog").joinpath("data")
     return tuple(parse_yaml(base.joinpath(name).read_text(encoding="utf-8"), f"catalog/{name}") for name in DATA_FILES)
 

@@ -130,7 +130,10 @@ def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
     command line names a user catalog file to validate."""
     if not modules:  # --help, --version, a typo: not even pydantic
         return
+    from gpufabric.cli.pydantic_plugins import skip_plugin_scan
     from gpufabric.spec.types import build_models
+
+    skip_plugin_scan()  # no importlib.metadata where no pydantic plugin is installed
 
     for module in modules:
         importlib.import_module(module)
