@@ -8,10 +8,28 @@ left alone.
 
 def main() -> None:
     """Ctrl-C exits quietly while the command imports, then the CLI runs (never returns)."""
+    paused = pause_collector()
     quiet_until_started()
     from gpufabric.cli.app import run
 
-    run()
+    run(collector_paused=paused)
+
+
+def pause_collector() -> bool:
+    """Switch the cyclic garbage collector off for the imports; True if this did it.
+
+    Start-up creates ~10^5 long-lived objects (modules, classes, pydantic validators), and
+    each allocation threshold crossed runs a collection over them that finds nothing to
+    free: ~0.05 s of a `plan`'s ~0.4 s CPU (issue 32, docs/performance.md). The CLI
+    (cli/app.py ``_resume_collector``) moves what start-up made to the permanent
+    generation (``gc.freeze``) and switches the collector back on before the command runs.
+    """
+    import gc
+
+    if not gc.isenabled():  # an embedding program's choice: left as it is
+        return False
+    gc.disable()
+    return True
 
 
 def quiet_until_started() -> None:

@@ -217,6 +217,42 @@ def test_the_entry_installs_the_quiet_handler_and_the_library_does_not():
     assert done.stdout.split() == ["True", "True"], done.stderr
 
 
+#: Runs the entry with a command (``--version``, after start-up) and prints, while the command
+#: runs, whether the collector is on and how many objects start-up froze.
+COLLECTOR = (
+    "import gc, sys, gpufabric.__main__ as m, gpufabric.cli.app as a\n"
+    "{setup}\n"
+    "def shown(value):\n"
+    "    import gc, sys\n"
+    "    if value: print(gc.isenabled(), gc.get_freeze_count(), file=sys.stderr); raise SystemExit(0)\n"
+    "a._version.__code__ = shown.__code__  # the --version callback, as typer holds it\n"
+    "sys.argv = ['gpufabric', '--version']; m.main()"
+)
+
+
+def test_the_collector_is_off_for_the_imports_and_on_for_the_command():
+    """The entry switches the garbage collector off while the command imports (its
+    collections over start-up's objects were ~0.05 s of a `plan`, docs/performance.md) and
+    the command runs with it on, start-up's objects frozen out of its collections."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR.format(setup="")], capture_output=True, text=True, env=ENV, timeout=60
+    )
+    enabled, frozen = done.stderr.split()
+    assert (enabled, done.returncode) == ("True", 0), done.stderr
+    assert int(frozen) > 10_000  # modules, classes, functions
+
+
+def test_a_collector_switched_off_by_an_embedding_program_stays_off():
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECTOR.format(setup="gc.disable()")],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=60,
+    )
+    assert done.stderr.split() == ["False", "0"], done.stderr
+
+
 def test_importing_the_library_leaves_sigint_alone():
     code = "import signal, gpufabric.cli.app; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, timeout=60)

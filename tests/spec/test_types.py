@@ -225,3 +225,33 @@ def test_field_descriptions_equal_pydantics_attribute_docstrings():
                     assert info.description == expected[name], (cls.__name__, name)
                     checked += 1
     assert checked > 150
+
+
+def test_field_docstrings_are_parsed_once_per_content_then_read_from_the_cache(tmp_path, monkeypatch):
+    """issue 32: the ast.parse of spec/models.py (~0.01 s) runs on a miss only; a cached
+    file that is not ours to trust, or an edited source, parses again."""
+    import os
+
+    from gpufabric.spec import cache, types
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    parsed = []
+    real = types._parse_docstrings
+    monkeypatch.setattr(types, "_parse_docstrings", lambda source: parsed.append(len(source)) or real(source))
+    types.field_docstrings.cache_clear()
+    try:
+        first = types.field_docstrings("gpufabric.spec.models")
+        (path,) = (tmp_path / "gpufabric").glob("fields.gpufabric.spec.models-*.pickle")
+        assert len(parsed) == 1 and oct(path.stat().st_mode & 0o777) == "0o600"
+        assert first["Cluster"]["nodes"] and cache.read(path) == first
+        types.field_docstrings.cache_clear()
+        assert types.field_docstrings("gpufabric.spec.models") == first and len(parsed) == 1  # a hit
+        os.chmod(path, 0o666)  # writable by others: not trusted
+        types.field_docstrings.cache_clear()
+        assert types.field_docstrings("gpufabric.spec.models") == first and len(parsed) == 2
+        os.chmod(path, 0o600)
+        path.write_bytes(b"not a pickle")
+        types.field_docstrings.cache_clear()
+        assert types.field_docstrings("gpufabric.spec.models") == first and len(parsed) == 3
+    finally:
+        types.field_docstrings.cache_clear()

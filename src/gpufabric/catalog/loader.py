@@ -11,18 +11,12 @@ source unless the entry gives its own ``source``/``as_of``/``tag``. Errors are
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import os
-import pickle
 import re
 import sys
-import tempfile
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -30,6 +24,7 @@ from pydantic import ValidationError
 
 from gpufabric.catalog.schema import SECTIONS, Entry, Fabric, Gpu, Optic, Rental, Site, Storage, Switch
 from gpufabric.errors import CatalogError, SpecError
+from gpufabric.spec import cache
 from gpufabric.spec.loader import Located, did_you_mean, parse_dotted, parse_yaml, read_text
 from gpufabric.spec.types import CATALOG_ID, FieldsError, bounded_repr, pattern_help
 
@@ -162,6 +157,8 @@ class _Merged:
         message = err["msg"].removeprefix("Value error, ")
         fix = ""
         if err["type"] == "extra_forbidden":
+            import difflib  # on an error only: start-up does not pay for it
+
             close = difflib.get_close_matches(key, list(model.model_fields), n=1)
             message = f"unknown field {key!r}"
             fix = f"did you mean {close[0]!r}?" if close else ""
@@ -208,6 +205,8 @@ class _Merged:
 @lru_cache(maxsize=1)
 def _shipped() -> tuple[Located, ...]:
     """The shipped files, parsed once per process."""
+    from importlib import resources  # ~2 ms with tempfile and shutil: on a cache miss only
+
     base = resources.files("gpufabric.catalog").joinpath("data")
     return tuple(parse_yaml(base.joinpath(name).read_text(encoding="utf-8"), f"catalog/{name}") for name in DATA_FILES)
 
@@ -234,19 +233,14 @@ def _load_shipped() -> Catalog:
     cache, or an unwritable cache directory, falls back to validating, silently.
     """
     key = _cache_key()
-    path = _cache_dir() / f"catalog-{key}.pickle" if key else None
+    path = cache.cache_path("catalog", key) if key else None
     cached = _cache_read(path) if path else None
     if cached is not None:
         return cached
     catalog = _build(list(_shipped()), n_shipped=len(DATA_FILES))
     if path:
-        _cache_write(path, catalog)
+        cache.write(path, catalog)
     return catalog
-
-
-def _cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/gpufabric`` (default ``~/.cache/gpufabric``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "gpufabric"
 
 
 def _cache_key() -> str | None:
@@ -272,35 +266,8 @@ def _cache_key() -> str | None:
 
 
 def _cache_read(path: Path) -> Catalog | None:
-    try:
-        with open(path, "rb") as handle:
-            # Only our own file, writable by nobody else: unpickling runs what the file says.
-            info = os.fstat(handle.fileno())
-            if info.st_uid != os.getuid() or info.st_mode & 0o022:
-                return None
-            catalog = pickle.load(handle)
-    except Exception:  # missing, unreadable, truncated or stale: validate instead
-        return None
+    catalog = cache.read(path)
     return catalog if isinstance(catalog, Catalog) else None
-
-
-def _cache_write(path: Path, catalog: Catalog) -> None:
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        stale_s = time.time() - 86400.0  # another install's copy may still be in use today
-        for old in path.parent.glob("catalog-*.pickle"):
-            if old.stat().st_mtime < stale_s:
-                old.unlink(missing_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".catalog-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                pickle.dump(catalog, handle, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)  # atomic: a concurrent reader sees the old file or the new
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:  # read-only home, full disk: the next start validates again
-        pass
 
 
 def _read(path: str | Path) -> Located:

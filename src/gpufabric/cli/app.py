@@ -32,14 +32,16 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-
-import typer
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from gpufabric import __version__, errors
 from gpufabric.cli.options import PLAIN_HELP, SPEC_MODELS
 from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError, interrupt_exit_code, raise_terminated
+
+if TYPE_CHECKING:
+    import typer
 
 #: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
 #: the machine refusing (exit 1).
@@ -128,7 +130,10 @@ def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
     command line names a user catalog file to validate."""
     if not modules:  # --help, --version, a typo: not even pydantic
         return
+    from gpufabric.cli.pydantic_plugins import skip_plugin_scan
     from gpufabric.spec.types import build_models
+
+    skip_plugin_scan()  # no importlib.metadata where no pydantic plugin is installed
 
     for module in modules:
         importlib.import_module(module)
@@ -141,6 +146,8 @@ def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
 
 
 def _version(value: bool) -> None:
+    import typer
+
     if value:
         typer.echo(f"gpufabric {__version__}")
         raise typer.Exit(0)
@@ -149,6 +156,8 @@ def _version(value: bool) -> None:
 def build_app(only: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
     """The typer app with the subcommands ``only`` registered (default: every one). Each
     module registers the command of its own name (tests/cli/test_app.py checks)."""
+    import typer
+
     app = typer.Typer(
         name="gpufabric",
         help="Plan, simulate, configure, secure and validate GPU-cluster fabrics and storage for AI training.",
@@ -210,11 +219,15 @@ def _quiet_stdout() -> None:
         pass
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code."""
+def main(argv: Sequence[str] | None = None, *, collector_paused: bool = False) -> int:
+    """Run the CLI with ``argv`` (default: sys.argv[1:]) and return the exit code.
+
+    ``collector_paused``: the entry switched the garbage collector off for the imports
+    (``gpufabric.__main__.pause_collector``); it is switched back on once they are done.
+    """
     try:
         with _sigterm_restored():
-            return _main(argv)
+            return _main(argv, collector_paused)
     except KeyboardInterrupt as exc:  # a signal between the handler swap and _main's own try
         return _fail_interrupted(exc)
 
@@ -271,9 +284,22 @@ def _shipped_ids() -> dict[str, set[str]]:
     return load_catalog().known_ids()
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    import sqlite3
+def _resume_collector(paused: bool) -> None:
+    """Switch the garbage collector back on after start-up (``gpufabric.__main__.pause_collector``).
 
+    What start-up made (modules, classes, validators, the catalog) lives until the process
+    exits; ``gc.freeze`` moves it to the permanent generation so that the command's own
+    collections do not walk it again (CPython docs, gc.freeze: "to avoid ... collections
+    of objects that are not going to be freed").
+    """
+    if paused:
+        import gc
+
+        gc.freeze()
+        gc.enable()
+
+
+def _main(argv: Sequence[str] | None, collector_paused: bool = False) -> int:
     from gpufabric.boundary import set_default_ids
 
     # Every command checks catalog ids in specs and saved plans (a command with --catalog
@@ -289,51 +315,84 @@ def _main(argv: Sequence[str] | None) -> int:
         # and building the other fifteen was a fifth of `gpufabric predict`'s CPU
         # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
         named = args[0] if args and args[0] in COMMAND_MODULES else None
-        command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
+        fast = _fast_path(named, args)
+        if fast is None:
+            import typer.main
+
+            command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
         _import_numpy_serial(named)
         _build_models(model_modules(named, args), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
-        result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
+        _resume_collector(collector_paused)
+        if fast is not None:
+            result: object = fast()
+        else:
+            result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
-    except typer.Exit as exc:
-        return exc.exit_code
-    except KeyboardInterrupt as exc:  # Terminated (SIGTERM) included: 143
+    except BaseException as exc:  # each kind mapped in _exit_code; anything else is raised again
+        return _exit_code(exc)
+    if result == 130 and errors.terminations > terminations:
+        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
+        return _fail_interrupted(errors.Terminated())
+    return result if isinstance(result, int) else 0
+
+
+def _fast_path(named: str | None, args: Sequence[str]) -> Callable[[], object] | None:
+    """The command, run without typer, where its module offers that for ``args``
+    (``fast_path(args)``: `plan SPEC [--format F] [--top N] [--catalog FILE]` is read the way
+    typer reads it, anything else is left to typer). Importing typer and building the
+    command was ~0.02 s of a `plan`'s ~0.3 s CPU (issue 32, docs/performance.md)."""
+    if named is None:
+        return None
+    offer = getattr(importlib.import_module(command_module(named)), "fast_path", None)
+    runner: Callable[[], object] | None = offer(args) if offer is not None else None
+    return runner
+
+
+def _exit_code(exc: BaseException) -> int:
+    """The exit code of an exception that ended a command, after its one line on stderr (the
+    table in the module docstring); raises ``exc`` again where none applies. typer's own
+    exceptions can only come from typer, so typer is looked up, not imported."""
+    typer = sys.modules.get("typer")
+    if typer is not None and isinstance(exc, typer.Exit):
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):  # Terminated (SIGTERM) included: 143
         return _fail_interrupted(exc)
-    except typer.Abort as exc:  # click turns KeyboardInterrupt (and Terminated) into Abort from it
-        return _fail_interrupted(exc.__cause__)
-    except UserError as exc:
+    if typer is not None and isinstance(exc, typer.Abort):
+        return _fail_interrupted(exc.__cause__)  # click turns KeyboardInterrupt (and Terminated) into Abort from it
+    if isinstance(exc, UserError):
         print(f"gpufabric: error: {exc}", file=sys.stderr)
         return 2
-    except EnvironmentFailure as exc:
+    if isinstance(exc, EnvironmentFailure):
         print(f"gpufabric: failed: {exc}", file=sys.stderr)
         return 1
-    except typer.TyperException as exc:
+    if typer is not None and isinstance(exc, typer.TyperException):
         show = getattr(exc, "show", None)
         if show:
             show()
         else:
             print(f"gpufabric: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except BrokenPipeError:
+        return int(exc.exit_code)
+    if isinstance(exc, BrokenPipeError):
         _quiet_stdout()
         return 1
-    except SystemExit as exc:  # typer exits 1 itself on EPIPE, even in non-standalone mode
+    if isinstance(exc, SystemExit):  # typer exits 1 itself on EPIPE, even in non-standalone mode
         return exc.code if isinstance(exc.code, int) else 1
-    except OSError as exc:
+    if isinstance(exc, OSError):
         message, code = os_error_message(exc)
         return _fail(message, code)
-    except UnicodeDecodeError as exc:
+    if isinstance(exc, UnicodeDecodeError):
         return _fail(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})", 2)
-    except OverflowError as exc:
+    if isinstance(exc, OverflowError):
         return _fail(f"a number is too large: {exc}", 2)
-    except sqlite3.Error as exc:
-        return _fail(_sqlite_message(exc), 1)
-    except MemoryError:
+    if isinstance(exc, MemoryError):
         return _fail("out of memory: choose a smaller size", 1)
-    if result == 130 and errors.terminations > terminations:
-        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
-        return _fail_interrupted(errors.Terminated())
-    return result if isinstance(result, int) else 0
+    # sqlite3.Error, without importing sqlite3 at every start (~2-5 ms, issue 32): the
+    # module is loaded wherever one was raised.
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
+        return _fail(_sqlite_message(exc), 1)
+    raise exc
 
 
 def _fail(message: str, code: int) -> int:
@@ -342,10 +401,10 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def run() -> None:
-    """Console-script entry point."""
+def run(*, collector_paused: bool = False) -> None:
+    """Console-script entry point (``gpufabric.__main__.main``; ``collector_paused``: see :func:`main`)."""
     try:
-        code = main()
+        code = main(collector_paused=collector_paused)
     except KeyboardInterrupt as exc:  # between the signal handler swap and main's own try
         code = interrupt_exit_code(exc)
     if code in (130, 143):

@@ -7,7 +7,6 @@ path to position so that a pydantic error (which knows only the path) becomes
 
 from __future__ import annotations
 
-import difflib
 import types
 import typing
 from collections.abc import Collection, Mapping, Sequence
@@ -71,6 +70,8 @@ def dotted(path: Path_) -> str:
 
 def did_you_mean(word: object, known: Sequence[str], label: str = "known") -> str:
     """``did you mean 'x'?`` naming the closest of ``known``, else ``label: a, b, c``."""
+    import difflib  # on an error only: start-up does not pay for it
+
     close = difflib.get_close_matches(str(word), known, n=1)
     return f"did you mean {close[0]!r}?" if close else f"{label}: {', '.join(known)}"
 

@@ -212,14 +212,36 @@ class FieldsError(ValueError):
 def field_docstrings(module: str) -> dict[str, dict[str, str]]:
     """Per class (qualified name) of ``module``, each field's docstring: the string literal
     right after an annotated assignment, cleaned as pydantic's use_attribute_docstrings
-    cleans it (inspect.cleandoc). One ``ast.parse`` of the module's source."""
+    cleans it (inspect.cleandoc). One ``ast.parse`` of the module's source per content:
+    the result is kept in the user's cache (spec/cache.py), since parsing spec/models.py
+    and spec/security.py was ~0.015 s of every `plan` (issue 32, docs/performance.md)."""
     path = getattr(sys.modules[module], "__file__", None)
-    if not path:
-        return {}
     try:
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read())
-    except (OSError, SyntaxError):  # no source shipped: descriptions stay empty, as pydantic's
+        with open(path or "", "rb") as handle:
+            source = handle.read()
+        with open(__file__, "rb") as handle:  # this extraction's own code is part of the key
+            extractor = handle.read()
+    except OSError:  # no source shipped: descriptions stay empty, as pydantic's
+        return {}
+    import hashlib
+
+    from gpufabric.spec import cache
+
+    digest = hashlib.sha256(f"{sys.version_info[:2]}".encode() + extractor + b"\0" + source)
+    where = cache.cache_path(f"fields.{module}", digest.hexdigest()[:32])
+    kept = cache.read(where)
+    if isinstance(kept, dict):
+        return kept
+    docs = _parse_docstrings(source)
+    if docs:
+        cache.write(where, docs)
+    return docs
+
+
+def _parse_docstrings(source: bytes) -> dict[str, dict[str, str]]:
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
         return {}
     out: dict[str, dict[str, str]] = {}
 
