@@ -32,16 +32,14 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+
+import typer
 
 from gpufabric import __version__, errors
 from gpufabric.cli.options import PLAIN_HELP, SPEC_MODELS
 from gpufabric.cli.output import set_command_line
 from gpufabric.errors import EnvironmentFailure, UserError, interrupt_exit_code, raise_terminated
-
-if TYPE_CHECKING:
-    import typer
 
 #: errno values that mean "the path you gave is wrong" (exit 2); every other OSError is
 #: the machine refusing (exit 1).
@@ -130,10 +128,7 @@ def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
     command line names a user catalog file to validate."""
     if not modules:  # --help, --version, a typo: not even pydantic
         return
-    from gpufabric.cli.pydantic_plugins import skip_plugin_scan
     from gpufabric.spec.types import build_models
-
-    skip_plugin_scan()  # no importlib.metadata where no pydantic plugin is installed
 
     for module in modules:
         importlib.import_module(module)
@@ -146,8 +141,6 @@ def _build_models(modules: Sequence[str], args: Sequence[str]) -> None:
 
 
 def _version(value: bool) -> None:
-    import typer
-
     if value:
         typer.echo(f"gpufabric {__version__}")
         raise typer.Exit(0)
@@ -156,8 +149,6 @@ def _version(value: bool) -> None:
 def build_app(only: Sequence[str] = COMMAND_MODULES) -> typer.Typer:
     """The typer app with the subcommands ``only`` registered (default: every one). Each
     module registers the command of its own name (tests/cli/test_app.py checks)."""
-    import typer
-
     app = typer.Typer(
         name="gpufabric",
         help="Plan, simulate, configure, secure and validate GPU-cluster fabrics and storage for AI training.",
@@ -315,84 +306,57 @@ def _main(argv: Sequence[str] | None, collector_paused: bool = False) -> int:
         # and building the other fifteen was a fifth of `gpufabric predict`'s CPU
         # (docs/performance.md). Anything else (--help, --version, a typo) gets all of them.
         named = args[0] if args and args[0] in COMMAND_MODULES else None
-        fast = _fast_path(named, args)
-        if fast is None:
-            import typer.main
-
-            command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
+        command = typer.main.get_command(build_app((named,) if named else COMMAND_MODULES))
         _import_numpy_serial(named)
         _build_models(model_modules(named, args), args)  # inside the quiet window: see ALL_MODEL_MODULES
         _end_startup()
         _resume_collector(collector_paused)
-        if fast is not None:
-            result: object = fast()
-        else:
-            result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
+        result = command.main(args=args, prog_name="gpufabric", standalone_mode=False)
         _flush_stdout()
-    except BaseException as exc:  # each kind mapped in _exit_code; anything else is raised again
-        return _exit_code(exc)
-    if result == 130 and errors.terminations > terminations:
-        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
-        return _fail_interrupted(errors.Terminated())
-    return result if isinstance(result, int) else 0
-
-
-def _fast_path(named: str | None, args: Sequence[str]) -> Callable[[], object] | None:
-    """The command, run without typer, where its module offers that for ``args``
-    (``fast_path(args)``: `plan SPEC [--format F] [--top N] [--catalog FILE]` is read the way
-    typer reads it, anything else is left to typer). Importing typer and building the
-    command was ~0.02 s of a `plan`'s ~0.3 s CPU (issue 32, docs/performance.md)."""
-    if named is None:
-        return None
-    offer = getattr(importlib.import_module(command_module(named)), "fast_path", None)
-    runner: Callable[[], object] | None = offer(args) if offer is not None else None
-    return runner
-
-
-def _exit_code(exc: BaseException) -> int:
-    """The exit code of an exception that ended a command, after its one line on stderr (the
-    table in the module docstring); raises ``exc`` again where none applies. typer's own
-    exceptions can only come from typer, so typer is looked up, not imported."""
-    typer = sys.modules.get("typer")
-    if typer is not None and isinstance(exc, typer.Exit):
-        return int(exc.exit_code)
-    if isinstance(exc, KeyboardInterrupt):  # Terminated (SIGTERM) included: 143
+    except typer.Exit as exc:
+        return exc.exit_code
+    except KeyboardInterrupt as exc:  # Terminated (SIGTERM) included: 143
         return _fail_interrupted(exc)
-    if typer is not None and isinstance(exc, typer.Abort):
-        return _fail_interrupted(exc.__cause__)  # click turns KeyboardInterrupt (and Terminated) into Abort from it
-    if isinstance(exc, UserError):
+    except typer.Abort as exc:  # click turns KeyboardInterrupt (and Terminated) into Abort from it
+        return _fail_interrupted(exc.__cause__)
+    except UserError as exc:
         print(f"gpufabric: error: {exc}", file=sys.stderr)
         return 2
-    if isinstance(exc, EnvironmentFailure):
+    except EnvironmentFailure as exc:
         print(f"gpufabric: failed: {exc}", file=sys.stderr)
         return 1
-    if typer is not None and isinstance(exc, typer.TyperException):
+    except typer.TyperException as exc:
         show = getattr(exc, "show", None)
         if show:
             show()
         else:
             print(f"gpufabric: error: {exc}", file=sys.stderr)
-        return int(exc.exit_code)
-    if isinstance(exc, BrokenPipeError):
+        return exc.exit_code
+    except BrokenPipeError:
         _quiet_stdout()
         return 1
-    if isinstance(exc, SystemExit):  # typer exits 1 itself on EPIPE, even in non-standalone mode
+    except SystemExit as exc:  # typer exits 1 itself on EPIPE, even in non-standalone mode
         return exc.code if isinstance(exc.code, int) else 1
-    if isinstance(exc, OSError):
+    except OSError as exc:
         message, code = os_error_message(exc)
         return _fail(message, code)
-    if isinstance(exc, UnicodeDecodeError):
+    except UnicodeDecodeError as exc:
         return _fail(f"input is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})", 2)
-    if isinstance(exc, OverflowError):
+    except OverflowError as exc:
         return _fail(f"a number is too large: {exc}", 2)
-    if isinstance(exc, MemoryError):
+    except MemoryError:
         return _fail("out of memory: choose a smaller size", 1)
-    # sqlite3.Error, without importing sqlite3 at every start (~2-5 ms, issue 32): the
-    # module is loaded wherever one was raised.
-    sqlite3 = sys.modules.get("sqlite3")
-    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
+    except Exception as exc:
+        # sqlite3.Error, without importing sqlite3 at every start (~2-5 ms, issue 32): the
+        # module is loaded wherever one was raised.
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is None or not isinstance(exc, sqlite3.Error):
+            raise
         return _fail(_sqlite_message(exc), 1)
-    raise exc
+    if result == 130 and errors.terminations > terminations:
+        # typer turned the Terminated a SIGTERM raised into exit 130 (typer.core._main) itself.
+        return _fail_interrupted(errors.Terminated())
+    return result if isinstance(result, int) else 0
 
 
 def _fail(message: str, code: int) -> int:

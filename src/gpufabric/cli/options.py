@@ -18,6 +18,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import typer
+
 from gpufabric.cli.output import Format
 from gpufabric.errors import InputError
 
@@ -39,33 +41,27 @@ SPEC_MODELS = (
 PLAIN_HELP = None
 
 
-def _option(default: Any, *flags: str, **kwargs: Any) -> Any:
-    import typer  # here, not at import: `plan` can run without typer (cli/app.py _fast_path)
-
-    return typer.Option(default, *flags, **kwargs)
-
-
 def db_option() -> Any:
     """``--db PATH``: the results database."""
-    return _option(None, "--db", help=DB_HELP)
+    return typer.Option(None, "--db", help=DB_HELP)
 
 
 def format_option(default: enum.Enum = Format.text) -> Any:
     """``--format``: the choices are the members of ``type(default)``; text is the default everywhere."""
     choices = [m.value for m in type(default)]
-    return _option(default, "--format", help=f"Output format: {', '.join(choices)}.")
+    return typer.Option(default, "--format", help=f"Output format: {', '.join(choices)}.")
 
 
 def gpus_per_node_option(default: int, help_text: str = GPUS_PER_NODE_HELP) -> Any:
-    return _option(default, "--gpus-per-node", help=help_text)
+    return typer.Option(default, "--gpus-per-node", help=help_text)
 
 
 def num_hosts_option(default: int, what: str = "hosts") -> Any:
-    return _option(default, "--num-hosts", help=f"Number of {what} (2-16).")
+    return typer.Option(default, "--num-hosts", help=f"Number of {what} (2-16).")
 
 
 def quiet_option(what: str) -> Any:
-    return _option(False, "--quiet", "-q", help=f"Quiet: {what}.")
+    return typer.Option(False, "--quiet", "-q", help=f"Quiet: {what}.")
 
 
 #: Renamed spellings, per command path: old flag -> new flag. Matched on the leading command

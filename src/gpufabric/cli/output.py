@@ -64,22 +64,6 @@ def print_json(payload: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def echo(text: str) -> None:
-    """``text`` and a newline on stdout, flushed: what ``typer.echo`` writes, without importing
-    typer (cli/app.py ``_fast_path``). A string click would change (an ANSI escape, which it
-    strips off a terminal), no stdout, or a stdout click would wrap again (an ASCII
-    encoding: click writes UTF-8 with replacement there) goes through typer itself."""
-    stream = sys.stdout
-    encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-    if stream is None or "\x1b" in text or encoding != "utf8":
-        import typer
-
-        typer.echo(text)
-        return
-    stream.write(text + "\n")
-    stream.flush()
-
-
 def print_lines(lines: Iterable[str]) -> None:
     """Text lines on stdout, as every command prints them (rich, markup off)."""
     console = stdout_console()

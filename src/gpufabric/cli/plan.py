@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import typer
+
 from gpufabric.app.requests import PlanRequest
 from gpufabric.cli.options import SPEC_MODELS, format_option
-from gpufabric.cli.output import ReportFormat, echo, print_json
-from gpufabric.cli.request_options import build_request, plain_values, request_options
+from gpufabric.cli.output import ReportFormat, print_json
+from gpufabric.cli.request_options import request_options
 
 if TYPE_CHECKING:
-    import typer
     from rich.console import Console
 
     from gpufabric.app.inference import ServingPlanOutcome
@@ -51,37 +52,21 @@ def models_for(args: Sequence[str]) -> tuple[str, ...]:
 
 
 def register(app: typer.Typer) -> None:
-    # Decorated here, not at import: the options are typer's, and `plan` can run without
-    # typer (fast_path).
-    @request_options(PlanRequest, place={"fmt": "spec_file"})
-    def plan(request: PlanRequest, fmt: ReportFormat = format_option(ReportFormat.text)) -> int:
-        """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
-        return run(request, fmt)
-
     app.command("plan")(plan)
 
 
-def fast_path(args: Sequence[str]) -> Callable[[], int] | None:
-    """The command without typer (cli/app.py ``_fast_path``) where typer would read ``args``
-    the same way (cli/request_options.py ``plain_values``), else None."""
-    typed = plain_values(PlanRequest, args[1:], {"--format": ("fmt", ReportFormat)})
-    if typed is None:
-        return None
-    fmt = typed.pop("fmt", ReportFormat.text)
-    return lambda: run(build_request(PlanRequest, typed), fmt)
+@request_options(PlanRequest, place={"fmt": "spec_file"})
+def plan(request: PlanRequest, fmt: ReportFormat = format_option(ReportFormat.text)) -> int:
+    """Cost and predict every fabric x topology x oversubscription x storage design; recommend one."""
+    from gpufabric.app.services import plan as run
 
-
-def run(request: PlanRequest, fmt: ReportFormat) -> int:
-    """Plan ``request`` and print it in ``fmt``; the exit code."""
-    from gpufabric.app.services import plan
-
-    outcome = plan(request)
+    outcome = run(request)
     if fmt == ReportFormat.json:
         print_json(outcome.to_json(outcome.shown(request.top, default=None)))
     elif fmt == ReportFormat.markdown:
-        echo("\n".join(_MARKDOWN[outcome.kind](outcome, outcome.shown(request.top, default=None))))
+        typer.echo("\n".join(_MARKDOWN[outcome.kind](outcome, outcome.shown(request.top, default=None))))
     elif lines := _TEXT[outcome.kind](outcome, outcome.shown(request.top, default=12)):
-        echo("\n".join(lines))
+        typer.echo("\n".join(lines))
     return outcome.exit_code
 
 
@@ -118,7 +103,7 @@ def _training_text(outcome: TrainingPlan, shown: Sequence[Any]) -> list[str]:
     if lines is None:
         _rich_report(outcome, shown, title, right, [markup for markup, _ in prints])
     else:
-        echo("\n".join(lines))
+        typer.echo("\n".join(lines))
     values = [f"{o['value']:.4g}" if isinstance(o["value"], float) else o["value"] for o in outcome.overrides]
     return [
         f"catalog override applied: {o['field']} = {v} ({o['source']}; {o['file']})"
