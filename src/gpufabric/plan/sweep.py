@@ -319,16 +319,22 @@ def _evaluate(
     per = [len(v.designs) for v in variants_]
     ids: dict[int, list[str]] = {}  # per design list (interned): its ids, built once
     texts: dict[Layout, str] = {}
-    for v in variants_:
+    combos: list[tuple[Any, ...]] = []
+    design_ids: list[str] = []
+    layouts: list[str] = []
+    for v, n in zip(variants_, per, strict=True):  # per variant: a row-wise lookup of a Layout key was 0.1 s
         if id(v.designs) not in ids:
             ids[id(v.designs)] = [d.id for d in v.designs]
         if v.layout not in texts:
             texts[v.layout] = v.layout.text
+        combos += [v.combo] * n
+        design_ids += ids[id(v.designs)]
+        layouts += [texts[v.layout]] * n
     return SweepResult(
         keys=keys,
-        combos=[v.combo for v, n in zip(variants_, per, strict=True) for _ in range(n)],
-        design_ids=[i for v in variants_ for i in ids[id(v.designs)]],
-        layouts=[texts[v.layout] for v, n in zip(variants_, per, strict=True) for _ in range(n)],
+        combos=combos,
+        design_ids=design_ids,
+        layouts=layouts,
         compute_efficiency=np.repeat(np.array([v.efficiency for v in variants_], dtype=float), per),
         out=out if out is not None else _empty(),
         skipped=skipped,
@@ -421,34 +427,65 @@ def _write_csv(chunks: Iterable[SweepResult], path: Path, summary: SweepSummary)
             if header:
                 fh.write(",".join(_csv_text(c) for c in chunk.columns) + _EOL)
                 header = False
-            if len(chunk):
-                fh.write(_EOL.join(_csv_rows(chunk)) + _EOL)
+            for text in _csv_blocks(chunk):
+                fh.write(text)
 
 
-def _csv_rows(chunk: SweepResult) -> Iterator[str]:
-    """The chunk's CSV rows. Runs of adjacent columns that follow the designs alone (or the
-    variants alone) are joined once per design (or variant) and repeated, so a row joins a
-    few segments rather than every cell (most of a sweep's columns are such runs)."""
+#: Rows formatted and written at a time (~1.2 MB of text). A block's cell objects fit the
+#: memory the allocators keep; a whole chunk's (~60 MB) were mapped afresh and returned per
+#: chunk: ~90,000 page faults, 0.3-0.4 s of system time for 100,800 rows (docs/performance.md).
+_BLOCK_ROWS = 1024
+
+
+def _csv_blocks(chunk: SweepResult) -> Iterator[str]:
+    """The chunk's CSV text, ``_BLOCK_ROWS`` rows at a time.
+
+    Runs of adjacent columns that follow the designs alone (or the variants alone) are
+    joined once per design (or variant) and repeated; a column of few distinct values
+    holds each value's text once; a column of mostly distinct floats is formatted a block
+    at a time. Each text carries the separator after it, so a block is one ``"".join``
+    over a grid of cells: no Python runs per row or per cell.
+    """
+    n = len(chunk)
+    if not n:
+        return
     per = _designs_per_variant(chunk)
-    count = len(chunk) // per if per else 0
-    segments: list[tuple[str, list[str]]] = []
+    count = n // per if per else 0
+    segments: list[tuple[str, Any]] = []
     for column in chunk.column_arrays():
         kind, cells = _csv_cells(column, per)
         if segments and kind != "full" and segments[-1][0] == kind:
             segments[-1] = (kind, [f"{a},{b}" for a, b in zip(segments[-1][1], cells, strict=True)])
         else:
             segments.append((kind, cells))
-    full = [
-        cells * count if kind == "design" else [c for c in cells for _ in range(per)] if kind == "variant" else cells
-        for kind, cells in segments
-    ]
-    return map(",".join, zip(*full, strict=True))
+    columns: list[np.ndarray | str] = []  # a str: the same text in every row
+    for i, (kind, cells) in enumerate(segments):
+        sep = _EOL if i == len(segments) - 1 else ","
+        if kind == "design":
+            columns.append(np.tile(np.array([c + sep for c in cells], dtype=object), count))
+        elif kind == "variant":
+            columns.append(np.repeat(np.array([c + sep for c in cells], dtype=object), per))
+        else:
+            columns.extend(_full_cells(cells, sep))
+    grid = np.empty((min(n, _BLOCK_ROWS), len(columns)), dtype=object)
+    for j, cells in enumerate(columns):
+        if isinstance(cells, str):
+            grid[:, j] = cells
+    filled = [(j, cells) for j, cells in enumerate(columns) if not isinstance(cells, str)]
+    for start in range(0, n, _BLOCK_ROWS):
+        stop = min(start + _BLOCK_ROWS, n)
+        block = grid[: stop - start]
+        for j, cells in filled:
+            part = cells[start:stop]
+            block[:, j] = list(map(str, part.tolist())) if part.dtype.kind == "f" else part
+        yield "".join(block.ravel().tolist())
 
 
-def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, list[str]]:
+def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, Any]:
     """("design", one variant's cells) for a column that follows the designs alone,
     ("variant", one cell per variant) for one that follows the variants alone, else
-    ("full", every cell); ``per`` designs per variant (0: no such structure)."""
+    ("full", the column as it is: :func:`_full_cells` formats it); ``per`` designs per
+    variant (0: no such structure)."""
     if per and len(column) > per:
         if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
             grid = column.reshape(-1, per)
@@ -464,7 +501,22 @@ def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, list[str]
             firsts = column[::per]
             if [c for c in firsts for _ in range(per)] == column:
                 return "variant", _csv_column(firsts)
-    return "full", _csv_column(column)
+    return "full", column
+
+
+def _full_cells(column: np.ndarray | list[Any], sep: str) -> list[np.ndarray | str]:
+    """A column's cells, each followed by ``sep``, as grid columns for :func:`_csv_blocks`:
+    an object array of each row's text, or (mostly distinct floats, where a lookup would
+    only add work, or floats with a -0.0 among them, which np.unique takes for 0.0) the
+    floats themselves, formatted a block at a time, and ``sep`` after them."""
+    if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
+        if column.dtype.kind == "f" and (
+            len(np.unique(column[:_SAMPLE])) > _SAMPLE // 2 or np.any(np.signbit(column) & (column == 0))
+        ):
+            return [column, sep]
+        values, inverse = np.unique(column, return_inverse=True)  # NaNs are one value: all are "nan"
+        return [np.array([str(v) + sep for v in values.tolist()], dtype=object)[inverse]]
+    return [np.array([c + sep for c in _csv_column(list(column))], dtype=object)]
 
 
 def _count(summary: SweepSummary, chunk: SweepResult) -> None:
