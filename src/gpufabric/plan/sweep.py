@@ -442,9 +442,8 @@ def _csv_blocks(chunk: SweepResult) -> Iterator[str]:
 
     Runs of adjacent columns that follow the designs alone (or the variants alone) are
     joined once per design (or variant) and repeated; a column of few distinct values
-    holds each value's text once; a column of mostly distinct floats is formatted a block
-    at a time. Each text carries the separator after it, so a block is one ``"".join``
-    over a grid of cells: no Python runs per row or per cell.
+    holds each distinct value's text once. Each text carries the separator after it, so a
+    block is one ``"".join`` over a grid of cells: no Python runs per row or per cell.
     """
     n = len(chunk)
     if not n:
@@ -477,7 +476,7 @@ def _csv_blocks(chunk: SweepResult) -> Iterator[str]:
         block = grid[: stop - start]
         for j, cells in filled:
             part = cells[start:stop]
-            block[:, j] = list(map(str, part.tolist())) if part.dtype.kind == "f" else part
+            block[:, j] = part if part.dtype.kind == "O" else list(map(str, part.tolist()))
         yield "".join(block.ravel().tolist())
 
 
@@ -506,16 +505,16 @@ def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, Any]:
 
 def _full_cells(column: np.ndarray | list[Any], sep: str) -> list[np.ndarray | str]:
     """A column's cells, each followed by ``sep``, as grid columns for :func:`_csv_blocks`:
-    an object array of each row's text, or (mostly distinct floats, where a lookup would
-    only add work, or floats with a -0.0 among them, which np.unique takes for 0.0) the
-    floats themselves, formatted a block at a time, and ``sep`` after them."""
+    an object array of each row's text (each distinct value formatted once: np.unique's
+    sort costs ~30 ns a value, ``str`` on a float ~500 ns), or, for floats with a -0.0
+    among them (np.unique takes it for 0.0, but the two are two texts), the floats
+    themselves, formatted a block at a time, and ``sep`` after them."""
     if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
-        if column.dtype.kind == "f" and (
-            len(np.unique(column[:_SAMPLE])) > _SAMPLE // 2 or np.any(np.signbit(column) & (column == 0))
-        ):
+        if column.dtype.kind == "f" and np.any(np.signbit(column) & (column == 0)):
             return [column, sep]
         values, inverse = np.unique(column, return_inverse=True)  # NaNs are one value: all are "nan"
-        return [np.array([str(v) + sep for v in values.tolist()], dtype=object)[inverse]]
+        # "%r": a number's str (floats, ints and bools alike), its separator in the same call
+        return [np.array(list(map(("%r" + sep).__mod__, values.tolist())), dtype=object)[inverse]]
     return [np.array([c + sep for c in _csv_column(list(column))], dtype=object)]
 
 
@@ -538,10 +537,6 @@ def _csv_text(value: object) -> str:
     return text
 
 
-#: Values looked at to tell a column of distinct values (each formatted as it comes).
-_SAMPLE = 256
-
-
 def _designs_per_variant(chunk: SweepResult) -> int:
     """Rows per variant when every variant of ``chunk`` has the same designs, else 0."""
     n = len(chunk)
@@ -554,18 +549,10 @@ def _designs_per_variant(chunk: SweepResult) -> int:
 
 def _csv_column(column: np.ndarray | list[Any]) -> list[str]:
     """One column's cells as csv.writer writes them: numbers with ``str`` (the shortest repr
-    for floats), text through :func:`csv_cell` and quoting; each distinct value formatted once."""
+    for floats), text through :func:`csv_cell` and quoting, each distinct text once. (An
+    array here is one variant's or one design's values: :func:`_full_cells` does the rest.)"""
     if isinstance(column, np.ndarray):
-        values = column.tolist()
-        if column.dtype.kind == "f" and (
-            len(set(values[:_SAMPLE])) > _SAMPLE // 2  # mostly distinct: a dict would only add work
-            or np.any(np.signbit(column) & (column == 0))  # -0.0 and 0.0 are one dict key but two texts
-        ):
-            return list(map(str, values))
-        cells: dict[Any, str] = dict.fromkeys(values, "")
-        for value in cells:
-            cells[value] = str(value)
-        return list(map(cells.__getitem__, values))
+        return list(map(str, column.tolist()))
     # Lists: text, or a --vary list of 1, 1.5 and text, keyed by type too (1 == 1.0 == True).
     typed: dict[tuple[type, Any], str] = {}
     return [
