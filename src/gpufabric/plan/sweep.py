@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import os
 import re
 import tempfile
@@ -227,6 +228,7 @@ def _variant_rows(spec: Spec, catalog: Catalog, varies: Sequence[Vary], skipped:
     per_variant = any(v.key.startswith("workload.throughput") for v in varies)
     base = None if per_variant else solve_anchor(spec, catalog)
     efficiency: dict[tuple[int, str, Layout], float] = {}
+    layouts: dict[int, Layout] = {}
     designs: dict[tuple[int, int, int], tuple[Design, ...]] = {}
     # one object per distinct design list: consecutive variants that share it share a table
     interned: dict[tuple[Design, ...], tuple[Design, ...]] = {}
@@ -236,10 +238,12 @@ def _variant_rows(spec: Spec, catalog: Catalog, varies: Sequence[Vary], skipped:
         if isinstance(variant, str):
             skipped.append(variant)
             continue
-        if variant.searched:
-            raise InputError("sweep evaluates the spec's own layout; fix parallelism (no auto) or vary its fields")
+        if id(variant.workload) not in layouts:  # the layout is the workload section's alone
+            if variant.searched:
+                raise InputError("sweep evaluates the spec's own layout; fix parallelism (no auto) or vary its fields")
+            layouts[id(variant.workload)] = spec_layout(variant)
         found = True
-        lay = spec_layout(variant)
+        lay = layouts[id(variant.workload)]
         # The same section instances (cached above) give the same figures.
         ekey = (id(variant.workload), variant.cluster.gpu, lay)
         if per_variant or ekey not in efficiency:
@@ -267,9 +271,12 @@ def _table_of(catalog: Catalog, run: Sequence[_Variant], design_cache: dict[tupl
     if designs not in design_cache:
         design_cache[designs] = design_columns(catalog, designs)
     per = len(designs)
-    cols: dict[str, np.ndarray] = {
-        k: np.repeat(np.array([v.scalars[k] for v in run], dtype=float), per) for k in run[0].scalars
-    }
+    keys = list(run[0].scalars)
+    # one array for every scalar of every variant (a column per key was 80 list passes)
+    values = np.repeat(
+        np.array(list(map(operator.itemgetter(*keys), (v.scalars for v in run))), dtype=float).T, per, axis=1
+    )
+    cols: dict[str, np.ndarray] = dict(zip(keys, values, strict=True))
     cols["compute_eff"] = np.repeat(np.array([v.efficiency for v in run], dtype=float), per)
     for k, col in design_cache[designs].items():
         cols[k] = np.tile(col, len(run)) if len(col) else np.zeros(per * len(run))
