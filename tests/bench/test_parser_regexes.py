@@ -71,13 +71,13 @@ def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
     import gc
 
     seen = []
-    runs = nccl_tests._runs
+    runs = nccl_tests._runs_nl
 
     def spy(text, source):
         seen.append(gc.isenabled())
         return runs(text, source)
 
-    monkeypatch.setattr(nccl_tests, "_runs", spy)
+    monkeypatch.setattr(nccl_tests, "_runs_nl", spy)
     text = LOGS[0].read_text()
     was = gc.isenabled()
     try:

@@ -181,7 +181,12 @@ def read_files(files: Sequence[Path], *, tool: str, host: str | None, max_bytes:
     tools_seen: list[str] = []
     for path in files:
         try:
-            text = read_capped(path, max_bytes, "tool output").decode("utf-8")
+            raw_bytes = read_capped(path, max_bytes, "tool output")
+            text = raw_bytes.decode("utf-8")
+            # the bytes read are the text's UTF-8 (a strict decode round-trips): hashed as read,
+            # not encoded again (a 100 MB copy), and let go before the parse
+            digest = hashlib.sha256(raw_bytes).hexdigest()
+            del raw_bytes
             mtime = path.stat().st_mtime
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
@@ -201,7 +206,7 @@ def read_files(files: Sequence[Path], *, tool: str, host: str | None, max_bytes:
                     f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto"
                 ) from None
             raise
-        digests.append(hashlib.sha256(text.encode()).hexdigest())
+        digests.append(digest)
         tools_seen.append(file_tool)
         # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
         prefix = "nccl" if file_tool == "nccl-tests" else file_tool

@@ -50,7 +50,7 @@ from typing import Any, NamedTuple, cast
 
 from gpufabric.bench.parsers import common as shape  # the -J path's type check
 from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
-from gpufabric.bench.parsers.prefixes import strip_all
+from gpufabric.bench.parsers.prefixes import strip_all, strip_all_nl
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
 
@@ -326,9 +326,14 @@ def _version(head: str) -> str:
 
 
 def _runs(text: str, source: str) -> list[_Run]:
-    """Every run of a prefix-free nccl-tests text. Regexes over whole segments (C speed):
-    a 100 MB log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
-    text = "\n" + text  # every line after a newline (_ROW, _DEVICE_NL)
+    """Every run of a prefix-free nccl-tests text (:func:`_runs_nl`)."""
+    return _runs_nl("\n" + text, source)
+
+
+def _runs_nl(text: str, source: str) -> list[_Run]:
+    """Every run of a prefix-free nccl-tests text that starts with a newline (every line
+    after a newline: _ROW, _DEVICE_NL). Regexes over whole segments (C speed): a 100 MB
+    log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
     runs: list[_Run] = []
     pending_op, version = "", ""
     for start, end in _segments(text):
@@ -505,19 +510,30 @@ def _peak(busbw: list[float | None], ip_busbw: list[float | None]) -> float | No
     return max(peaks) if peaks else None
 
 
-def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
+class _Names(dict[int, tuple[str, str]]):
+    """Each size's metric names (``busbw_gbps@SB``, ``time_us@SB``), formatted once per parse:
+    the runs of a log sweep the same sizes (a 100 MB log: 680,000 names, 30 sizes)."""
+
+    def __missing__(self, size: int) -> tuple[str, str]:
+        names = self[size] = (f"busbw_gbps@{size}B", f"time_us@{size}B")
+        return names
+
+
+def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = None) -> list[Metric]:
     sizes, _, _, times, algbws, busbws, ip_times, _, ip_busbws, wrongs = table.cols
     # the measured sizes (size > 0, an out-of-place time), smallest first (a stable sort, as
     # the rows are nearly always in order already)
-    if sizes and min(sizes) > 0 and None not in times:
-        measured = list(range(len(sizes)))  # every size measured (nearly always)
+    whole = bool(sizes) and min(sizes) > 0 and None not in times  # every size measured (nearly always)
+    if whole:
+        measured = list(range(len(sizes)))
     else:
         measured = [i for i, (size, t) in enumerate(zip(sizes, times, strict=True)) if size > 0 and t is not None]
     if not measured:
         return []
-    in_order = list(map(sizes.__getitem__, measured))
+    in_order = sizes if whole else list(map(sizes.__getitem__, measured))
     if any(map(operator.gt, in_order, in_order[1:])):
         measured.sort(key=sizes.__getitem__)
+        whole = False  # the columns are not in the measured order: picked by index below
     top = measured[-1]
     top_time_us = times[top]
     metrics = [lower("time_us", top_time_us, "us")]
@@ -525,7 +541,7 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
         metrics.append(higher("busbw_gbps", busbws[top], "GB/s"))
     if algbws[top] is not None:
         metrics.append(higher("algbw_gbps", algbws[top], "GB/s"))
-    peak = _peak(list(map(busbws.__getitem__, measured)), list(map(ip_busbws.__getitem__, measured)))
+    peak = _peak(busbws, ip_busbws) if whole else _peak(*_picked(measured, busbws, ip_busbws))
     if peak is not None:
         metrics.append(higher("busbw_peak_gbps", peak, "GB/s"))
     wrong = [w for w in wrongs if w is not None]
@@ -538,13 +554,15 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
     # Each size below the top gives busbw_gbps@S then time_us@S, built column by column
     # when every size has both cells (nearly always), else one by one.
     rest = measured[:-1]
-    rest_busbw, rest_ip = list(map(busbws.__getitem__, rest)), list(map(ip_times.__getitem__, rest))
+    # the columns' slices when every size is measured in order (nearly always), else picked
+    rest_busbw, rest_ip = (busbws[:-1], ip_times[:-1]) if whole else _picked(rest, busbws, ip_times)
     if None not in rest_busbw and None not in rest_ip:
-        rest_sizes, rest_time = list(map(sizes.__getitem__, rest)), list(map(times.__getitem__, rest))
+        rest_sizes, rest_time = (sizes[:-1], times[:-1]) if whole else _picked(rest, sizes, times)
         n = len(rest)
+        pairs = list(map((_Names() if names_of is None else names_of).__getitem__, rest_sizes))
         names: list[Any] = [None] * (2 * n)
-        names[0::2] = map("busbw_gbps@{}B".format, rest_sizes)
-        names[1::2] = map("time_us@{}B".format, rest_sizes)
+        names[0::2] = map(_FIRST, pairs)
+        names[1::2] = map(_SECOND, pairs)
         values: list[Any] = [None] * (2 * n)
         values[0::2], values[1::2] = rest_busbw, rest_time
         samples: list[Any] = [()] * (2 * n)
@@ -564,6 +582,14 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
     if ip_times[top] is not None:
         metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, ip_times[top]))
     return metrics
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def _picked(indices: list[int], *cols: list[Any]) -> list[list[Any]]:
+    """Each column's cells at ``indices``."""
+    return [list(map(col.__getitem__, indices)) for col in cols]
 
 
 def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, version: str) -> dict[str, str]:
@@ -620,9 +646,10 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """
     if text.lstrip().startswith("{"):
         return [_parse_json(text, source)]
-    clean = strip_all(_lines(text))
-    runs = _runs(clean, source)
+    clean_nl = strip_all_nl(_lines(text))  # one 100 MB copy fewer than "\n" + strip_all(...)
+    runs = _runs_nl(clean_nl, source)
     if not runs:
+        clean = clean_nl[1:]
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
             raise ParseError(
                 "not nccl-tests output (no '# nThread' header and no size rows)", source=source, excerpt=clean[:120]
@@ -636,6 +663,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     if m := _BINARY.search(source or ""):
         file_op = m.group(1)
     out = []
+    names_of = _Names()
     for run in runs:
         ranks = len(run.devices)
         table = run.table
@@ -668,7 +696,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             Parsed(
                 tool="nccl-tests",
                 case=op,
-                metrics=tuple(_metrics(table, avg)),
+                metrics=tuple(_metrics(table, avg, names_of)),
                 error="; ".join(errors),
                 invalid="; ".join(problems),
                 warnings=tuple(w for w in (warning, partial) if w),

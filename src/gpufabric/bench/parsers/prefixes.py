@@ -71,17 +71,37 @@ def strip_all(text: str) -> str:
     simple kind gets its own short pattern (a 100 MB srun log strips several times faster);
     anything else (timestamps, mixed launchers) gets the full pattern.
     """
+    kinds = _kinds(text)
+    if not kinds:
+        return text
+    return _pattern(kinds).sub("\n", "\n" + text)[1:]  # the "\n" in front gives the first line one too
+
+
+def strip_all_nl(text: str) -> str:
+    """``"\n" + strip_all(text)``, the form the line regexes search (every line after a
+    newline), without the two 100 MB copies that slicing the newline off and adding it
+    back again would make."""
+    kinds = _kinds(text)
+    if not kinds:
+        return "\n" + text
+    return _pattern(kinds).sub("\n", "\n" + text)
+
+
+def _kinds(text: str) -> set[str]:
+    """The launcher prefixes (and whether timestamped) on the lines of the first 64 KiB."""
     kinds = set()
     for m in _PREFIX_M.finditer(text[:65536]):
         kind = next((k for k in ("mpi", "rayrank", "torch", "mpich", "srun") if m.group(k) is not None), "")
         has_time = m.group(0)[:1] not in "[( \t0123456789"
         kinds.add(kind + ("+time" if has_time else ""))
-    if not kinds:
-        return text
-    pattern = _PREFIX_NL
+    return kinds
+
+
+def _pattern(kinds: set[str]) -> re.Pattern[str]:
+    """The pattern that strips ``kinds``: one simple launcher's own, else the full one."""
     if len(kinds) == 1 and (kind := next(iter(kinds))) in _SIMPLE:
-        pattern = _SIMPLE[kind]
-    return pattern.sub("\n", "\n" + text)[1:]  # the "\n" in front gives the first line one too
+        return _SIMPLE[kind]
+    return _PREFIX_NL
 
 
 def strip_prefixes(lines: Iterable[str]) -> list[Line]:
