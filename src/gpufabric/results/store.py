@@ -284,8 +284,9 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
         key = tuple(params.items()) if all(type(k) is str and type(v) is str for k, v in params.items()) else None
         if key is None:
             encoded = _dumps(params)
-        elif (encoded := params_json.get(key)) is None:
-            encoded = params_json[key] = _dumps(params)
+        else:
+            known = params_json.get(key)
+            encoded = params_json[key] = _dumps(params) if known is None else known
         result_rows.append(
             (
                 result_id,
