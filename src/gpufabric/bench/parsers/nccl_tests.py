@@ -642,13 +642,18 @@ def _op(name: str) -> str:
     return OP_NAMES.get(name, name)
 
 
+#: ``text.lstrip().startswith("{")`` without the copy lstrip makes of a 100 MB text that
+#: starts with a blank (an srun prefix): ``\s`` is str.isspace's set (Py_UNICODE_ISSPACE).
+_JSON_START = re.compile(r"\s*\{")
+
+
 @collector_paused  # 680,000 metrics per 100 MB, no cycles
 def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """Parse nccl-tests output: a ``-J`` JSON file or the text the ``*_perf`` binaries print.
 
     One :class:`Parsed` per run (binary invocation) found in the text.
     """
-    if text.lstrip().startswith("{"):
+    if _JSON_START.match(text):
         return [_parse_json(text, source)]
     clean_nl = strip_all_nl(_lines(text))  # one 100 MB copy fewer than "\n" + strip_all(...)
     runs = _runs_nl(clean_nl, source)
@@ -668,6 +673,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
         file_op = m.group(1)
     out = []
     names_of = _Names()
+    infos: dict[tuple[Any, ...], dict[str, str]] = {}
     for run in runs:
         ranks = len(run.devices)
         table = run.table
@@ -689,7 +695,11 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
         partial = ""
         if run.oob is None:
             partial = "no 'Out of bounds values' footer: the table stops after its last row (cut short or copied without it), so no data check is confirmed"
-        info = _info(run.devices, max_size=max(table.cols[0]), graph=run.graph, version=run.version)
+        # the runs of one job list the same devices: their summary is built once and copied
+        key = (tuple(run.devices), max(table.cols[0]), run.graph, run.version)
+        if (known := infos.get(key)) is None:
+            known = infos[key] = _info(run.devices, max_size=key[1], graph=run.graph, version=run.version)
+        info = dict(known)
         if run.gpus_per_process:
             info.update(_harness(run.gpus_per_process))
         info["op"] = _op(op)
