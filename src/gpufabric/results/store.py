@@ -37,8 +37,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
@@ -818,6 +816,8 @@ class Store:
             return self._read_run(run_id)
 
     def _read_run(self, run_id: int) -> RunRecord:
+        import numpy as np  # here, not at the top: writing a run (ingest) needs no numpy (~0.1 s)
+
         with self._lock:
             conn = self._conn
             row = conn.execute(_RUN_SELECT + " WHERE r.id=?", (run_id,)).fetchone()
