@@ -310,7 +310,10 @@ def _rows(text: str, start: int, end: int, source: str) -> _Table | None:
         if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
             raise ValueError
         nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
-        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), list(cols[2]), *nums, [0] * len(found)])
+        types = cols[2]
+        # one type per table (nearly always): one string shared by the rows, not one kept per row
+        dtype = [types[0]] * len(types) if types.count(types[0]) == len(types) else list(types)
+        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), dtype, *nums, [0] * len(found)])
     except ValueError:
         return _Table.of_rows([_row(m, source) for m in _ROW.finditer(text, start, end)])
 
