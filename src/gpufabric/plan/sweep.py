@@ -292,8 +292,9 @@ def stream_sweep(
 ) -> Iterator[SweepResult]:
     """The sweep in chunks of about ``chunk_rows`` rows (whole variants each), evaluated one
     chunk at a time as the layout search evaluates its rows (plan/search.py): memory stays
-    flat in the number of rows (a quarter of the search's chunk: a row's CSV cells take
-    ~3 kB as Python strings, 180 MB peak for a 100,000-row sweep, docs/performance.md). ``skipped`` of the last chunk lists every skipped combination."""
+    flat in the number of rows (a quarter of the search's chunk: 115 MB peak for a
+    100,800-row sweep written to CSV, docs/performance.md). ``skipped`` of the last chunk
+    lists every skipped combination."""
     skipped: list[str] = []
     design_cache: dict[tuple[Design, ...], Any] = {}
     pending: list[_Variant] = []
