@@ -71,13 +71,13 @@ def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
     import gc
 
     seen = []
-    runs = nccl_tests._runs
+    runs = nccl_tests._runs_nl
 
     def spy(text, source):
         seen.append(gc.isenabled())
         return runs(text, source)
 
-    monkeypatch.setattr(nccl_tests, "_runs", spy)
+    monkeypatch.setattr(nccl_tests, "_runs_nl", spy)
     text = LOGS[0].read_text()
     was = gc.isenabled()
     try:
@@ -88,3 +88,22 @@ def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
     finally:
         (gc.enable if was else gc.disable)()
     assert seen == [False, False]
+
+
+def test_prefixes_are_stripped_a_chunk_of_lines_at_a_time_as_by_one_sub(monkeypatch):
+    """issue 32: strip_all's sub() runs on about a megabyte of lines at a time (its pieces
+    were ~200 MB for a 100 MB log); with chunks of a few characters, every launcher pattern
+    gives what one sub() over the whole text gives, prefixes at chunk ends included."""
+    import random
+
+    rng = random.Random(5)
+    heads = [" 0: ", "12:", "  3:\t", "[1,0]<stdout>:", "[rank3]:", "[2] ", "(head, rank=1, pid=3) ", "", " 7:", "\t9:"]
+    heads += ["2024-03-04T10:11:12Z 0: ", "Mon Mar  4 10:11:12 2024 [1,2]<stderr>: ", "x"]
+    bodies = ["# nThread 1", "  1024 256 float sum -1 1.0 2.0 3.0 0 1.0 2.0 3.0 0", "", "NCCL INFO x", ":", " "]
+    patterns = (prefixes._PREFIX_NL, *prefixes._SIMPLE.values())
+    for _ in range(2000):
+        text = "\n".join(rng.choice(heads) + rng.choice(bodies) for _ in range(rng.randint(0, 12)))
+        text += rng.choice(["", "\n"])
+        monkeypatch.setattr(prefixes, "_CHUNK_CHARS", rng.randint(1, 20))
+        for pattern in patterns:
+            assert prefixes._sub_lines(pattern, text) == pattern.sub("\n", "\n" + text), (text, pattern.pattern)

@@ -117,11 +117,13 @@ def test_chunks_stream_the_same_rows_and_the_csv_is_csv_writers(tmp_path):
 def test_csv_cells_match_csv_writer_for_awkward_values(tmp_path):
     import numpy as np
 
-    from gpufabric.plan.sweep import _csv_cells, _csv_column
+    from gpufabric.plan.sweep import _csv_cells, _csv_column, _full_cells
 
     def cells(column, per):
         kind, out = _csv_cells(column, per)
         n = len(column) // per if per else 0
+        if kind == "full":  # the texts, or the floats formatted a block at a time (by str)
+            return [str(c) for c in _full_cells(out, "")[0].tolist()]
         return out * n if kind == "design" else [c for c in out for _ in range(per)] if kind == "variant" else out
 
     floats = np.array([0.0, -0.0, 1.5, np.nan, np.inf, -np.inf, 1e16, 1e-5, 1.0] * 3)
@@ -136,6 +138,41 @@ def test_csv_cells_match_csv_writer_for_awkward_values(tmp_path):
     with path.open("w", newline="") as fh:
         csv.writer(fh).writerow([f"'{v}" if isinstance(v, str) and v.startswith("=") else v for v in mixed])
     assert (",".join(_csv_column(mixed)) + "\r\n").encode() == path.read_bytes()
+
+
+def test_csv_blocks_equal_csv_writer_for_awkward_columns(tmp_path, monkeypatch):
+    """issue 32: the CSV is written in blocks of rows, columns of few distinct values by
+    np.unique and mostly distinct floats as they come; -0.0, NaN, infinities and text
+    are written as csv.writer writes them, across block and chunk boundaries."""
+    import dataclasses
+
+    import numpy as np
+
+    from gpufabric.plan import sweep
+    from gpufabric.plan.sweep import stream_sweep, write_sweep
+
+    monkeypatch.setattr(sweep, "_BLOCK_ROWS", 7)
+    varies = [parse_vary("reliability.gpu_mttf_hours=20000,50000,1e5"), parse_vary("workload.recompute=none,full")]
+    rng = np.random.default_rng(3)
+    awkward = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e16, 1e-5, 0.1, 2.5])
+    chunks = []
+    for chunk in stream_sweep(SPEC, CAT, varies, chunk_rows=50):
+        n = len(chunk)
+        out = dataclasses.replace(
+            chunk.out,
+            step_time_s=rng.random(n) * 10.0 ** rng.integers(-8, 20, n),  # mostly distinct
+            compute_s=awkward[rng.integers(0, 3, n)],  # few distinct, with -0.0 and NaN
+            bubble_s=awkward[rng.integers(2, 9, n)],  # few distinct, no -0.0
+            tiers=rng.integers(-3, 3, n),
+        )
+        chunks.append(dataclasses.replace(chunk, out=out))
+    assert len(chunks) > 2
+    out = tmp_path / "s.csv"
+    write_sweep(iter(chunks), out)
+    expected = tmp_path / "e.csv"
+    with expected.open("w", newline="") as fh:
+        csv.writer(fh).writerows([chunks[0].columns, *(r for c in chunks for r in c.rows())])
+    assert out.read_bytes() == expected.read_bytes()
 
 
 def test_a_refused_sweep_leaves_no_file(tmp_path):

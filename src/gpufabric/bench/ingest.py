@@ -80,9 +80,11 @@ class IngestOutcome:
             indent=2,
         )
         tail = json.dumps(to_jsonable({"verdicts": self.verdicts}), indent=2)
-        body = ",\n    ".join(map(_row_json, self.results))
-        rows = f"\n    {body}\n  " if self.results else ""
-        return head[:-2] + ',\n  "results": [' + rows + "],\n" + tail[2:] + "\n"
+        parts = [head[:-2], ',\n  "results": [']
+        if self.results:
+            parts += ["\n    ", ",\n    ".join(map(_row_json, self.results)), "\n  "]
+        parts += ["],\n", tail[2:], "\n"]
+        return "".join(parts)  # one copy of the 21 MB of rows (a chain of + made four)
 
 
 _NAME, _VALUE = attrgetter("name"), attrgetter("value")
@@ -119,7 +121,6 @@ def run(request: IngestRequest) -> IngestOutcome:
         InputError: a file that is not the tool's output, --plan without --spec, a duplicate.
     """
     from gpufabric.results.recorder import judge
-    from gpufabric.results.verdicts import evaluate
 
     if (request.plan is None) != (request.spec is None):
         raise InputError("--plan and --spec go together (the plan names the fabric, the spec the GPU)")
@@ -130,7 +131,11 @@ def run(request: IngestRequest) -> IngestOutcome:
         from gpufabric.bench.slo import load_thresholds
 
         slos = load_thresholds(request.thresholds)
-    verdicts = evaluate(results, slos) if slos else []
+    verdicts = []
+    if slos:  # imported only here: verdicts bring results.stats and numpy (~0.1 s of start-up)
+        from gpufabric.results.verdicts import evaluate
+
+        verdicts = evaluate(results, slos)
     if request.plan is not None and request.spec is not None:
         verdicts += _plan_verdicts(request.plan, request.spec, results)
     status = judge(results, verdicts)
@@ -181,7 +186,12 @@ def read_files(files: Sequence[Path], *, tool: str, host: str | None, max_bytes:
     tools_seen: list[str] = []
     for path in files:
         try:
-            text = read_capped(path, max_bytes, "tool output").decode("utf-8")
+            raw_bytes = read_capped(path, max_bytes, "tool output")
+            text = raw_bytes.decode("utf-8")
+            # the bytes read are the text's UTF-8 (a strict decode round-trips): hashed as read,
+            # not encoded again (a 100 MB copy), and let go before the parse
+            digest = hashlib.sha256(raw_bytes).hexdigest()
+            del raw_bytes
             mtime = path.stat().st_mtime
         except OSError as exc:
             raise InputError(f"{path}: cannot read: {exc.strerror}") from None
@@ -201,7 +211,7 @@ def read_files(files: Sequence[Path], *, tool: str, host: str | None, max_bytes:
                     f"{exc}; it looks like {detected} output: use --tool {detected} or --tool auto"
                 ) from None
             raise
-        digests.append(hashlib.sha256(text.encode()).hexdigest())
+        digests.append(digest)
         tools_seen.append(file_tool)
         # The suite names nccl-tests results nccl.<op>; the other tools by their own name.
         prefix = "nccl" if file_tool == "nccl-tests" else file_tool

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import os
 import re
 import tempfile
@@ -227,6 +228,7 @@ def _variant_rows(spec: Spec, catalog: Catalog, varies: Sequence[Vary], skipped:
     per_variant = any(v.key.startswith("workload.throughput") for v in varies)
     base = None if per_variant else solve_anchor(spec, catalog)
     efficiency: dict[tuple[int, str, Layout], float] = {}
+    layouts: dict[int, Layout] = {}
     designs: dict[tuple[int, int, int], tuple[Design, ...]] = {}
     # one object per distinct design list: consecutive variants that share it share a table
     interned: dict[tuple[Design, ...], tuple[Design, ...]] = {}
@@ -236,10 +238,12 @@ def _variant_rows(spec: Spec, catalog: Catalog, varies: Sequence[Vary], skipped:
         if isinstance(variant, str):
             skipped.append(variant)
             continue
-        if variant.searched:
-            raise InputError("sweep evaluates the spec's own layout; fix parallelism (no auto) or vary its fields")
+        if id(variant.workload) not in layouts:  # the layout is the workload section's alone
+            if variant.searched:
+                raise InputError("sweep evaluates the spec's own layout; fix parallelism (no auto) or vary its fields")
+            layouts[id(variant.workload)] = spec_layout(variant)
         found = True
-        lay = spec_layout(variant)
+        lay = layouts[id(variant.workload)]
         # The same section instances (cached above) give the same figures.
         ekey = (id(variant.workload), variant.cluster.gpu, lay)
         if per_variant or ekey not in efficiency:
@@ -267,9 +271,12 @@ def _table_of(catalog: Catalog, run: Sequence[_Variant], design_cache: dict[tupl
     if designs not in design_cache:
         design_cache[designs] = design_columns(catalog, designs)
     per = len(designs)
-    cols: dict[str, np.ndarray] = {
-        k: np.repeat(np.array([v.scalars[k] for v in run], dtype=float), per) for k in run[0].scalars
-    }
+    keys = list(run[0].scalars)
+    # one array for every scalar of every variant (a column per key was 80 list passes)
+    values = np.repeat(
+        np.array(list(map(operator.itemgetter(*keys), (v.scalars for v in run))), dtype=float).T, per, axis=1
+    )
+    cols: dict[str, np.ndarray] = dict(zip(keys, values, strict=True))
     cols["compute_eff"] = np.repeat(np.array([v.efficiency for v in run], dtype=float), per)
     for k, col in design_cache[designs].items():
         cols[k] = np.tile(col, len(run)) if len(col) else np.zeros(per * len(run))
@@ -285,8 +292,9 @@ def stream_sweep(
 ) -> Iterator[SweepResult]:
     """The sweep in chunks of about ``chunk_rows`` rows (whole variants each), evaluated one
     chunk at a time as the layout search evaluates its rows (plan/search.py): memory stays
-    flat in the number of rows (a quarter of the search's chunk: a row's CSV cells take
-    ~3 kB as Python strings, 180 MB peak for a 100,000-row sweep, docs/performance.md). ``skipped`` of the last chunk lists every skipped combination."""
+    flat in the number of rows (a quarter of the search's chunk: 115 MB peak for a
+    100,800-row sweep written to CSV, docs/performance.md). ``skipped`` of the last chunk
+    lists every skipped combination."""
     skipped: list[str] = []
     design_cache: dict[tuple[Design, ...], Any] = {}
     pending: list[_Variant] = []
@@ -319,16 +327,22 @@ def _evaluate(
     per = [len(v.designs) for v in variants_]
     ids: dict[int, list[str]] = {}  # per design list (interned): its ids, built once
     texts: dict[Layout, str] = {}
-    for v in variants_:
+    combos: list[tuple[Any, ...]] = []
+    design_ids: list[str] = []
+    layouts: list[str] = []
+    for v, n in zip(variants_, per, strict=True):  # per variant: a row-wise lookup of a Layout key was 0.1 s
         if id(v.designs) not in ids:
             ids[id(v.designs)] = [d.id for d in v.designs]
         if v.layout not in texts:
             texts[v.layout] = v.layout.text
+        combos += [v.combo] * n
+        design_ids += ids[id(v.designs)]
+        layouts += [texts[v.layout]] * n
     return SweepResult(
         keys=keys,
-        combos=[v.combo for v, n in zip(variants_, per, strict=True) for _ in range(n)],
-        design_ids=[i for v in variants_ for i in ids[id(v.designs)]],
-        layouts=[texts[v.layout] for v, n in zip(variants_, per, strict=True) for _ in range(n)],
+        combos=combos,
+        design_ids=design_ids,
+        layouts=layouts,
         compute_efficiency=np.repeat(np.array([v.efficiency for v in variants_], dtype=float), per),
         out=out if out is not None else _empty(),
         skipped=skipped,
@@ -421,34 +435,64 @@ def _write_csv(chunks: Iterable[SweepResult], path: Path, summary: SweepSummary)
             if header:
                 fh.write(",".join(_csv_text(c) for c in chunk.columns) + _EOL)
                 header = False
-            if len(chunk):
-                fh.write(_EOL.join(_csv_rows(chunk)) + _EOL)
+            for text in _csv_blocks(chunk):
+                fh.write(text)
 
 
-def _csv_rows(chunk: SweepResult) -> Iterator[str]:
-    """The chunk's CSV rows. Runs of adjacent columns that follow the designs alone (or the
-    variants alone) are joined once per design (or variant) and repeated, so a row joins a
-    few segments rather than every cell (most of a sweep's columns are such runs)."""
+#: Rows formatted and written at a time (~1.2 MB of text). A block's cell objects fit the
+#: memory the allocators keep; a whole chunk's (~60 MB) were mapped afresh and returned per
+#: chunk: ~90,000 page faults, 0.3-0.4 s of system time for 100,800 rows (docs/performance.md).
+_BLOCK_ROWS = 1024
+
+
+def _csv_blocks(chunk: SweepResult) -> Iterator[str]:
+    """The chunk's CSV text, ``_BLOCK_ROWS`` rows at a time.
+
+    Runs of adjacent columns that follow the designs alone (or the variants alone) are
+    joined once per design (or variant) and repeated; a column of few distinct values
+    holds each distinct value's text once. Each text carries the separator after it, so a
+    block is one ``"".join`` over a grid of cells: no Python runs per row or per cell.
+    """
+    n = len(chunk)
+    if not n:
+        return
     per = _designs_per_variant(chunk)
-    count = len(chunk) // per if per else 0
-    segments: list[tuple[str, list[str]]] = []
+    count = n // per if per else 0
+    segments: list[tuple[str, Any]] = []
     for column in chunk.column_arrays():
         kind, cells = _csv_cells(column, per)
         if segments and kind != "full" and segments[-1][0] == kind:
             segments[-1] = (kind, [f"{a},{b}" for a, b in zip(segments[-1][1], cells, strict=True)])
         else:
             segments.append((kind, cells))
-    full = [
-        cells * count if kind == "design" else [c for c in cells for _ in range(per)] if kind == "variant" else cells
-        for kind, cells in segments
-    ]
-    return map(",".join, zip(*full, strict=True))
+    columns: list[np.ndarray | str] = []  # a str: the same text in every row
+    for i, (kind, cells) in enumerate(segments):
+        sep = _EOL if i == len(segments) - 1 else ","
+        if kind == "design":
+            columns.append(np.tile(np.array([c + sep for c in cells], dtype=object), count))
+        elif kind == "variant":
+            columns.append(np.repeat(np.array([c + sep for c in cells], dtype=object), per))
+        else:
+            columns.extend(_full_cells(cells, sep))
+    grid = np.empty((min(n, _BLOCK_ROWS), len(columns)), dtype=object)
+    for j, cells in enumerate(columns):
+        if isinstance(cells, str):
+            grid[:, j] = cells
+    filled = [(j, cells) for j, cells in enumerate(columns) if not isinstance(cells, str)]
+    for start in range(0, n, _BLOCK_ROWS):
+        stop = min(start + _BLOCK_ROWS, n)
+        block = grid[: stop - start]
+        for j, cells in filled:
+            part = cells[start:stop]
+            block[:, j] = part if part.dtype.kind == "O" else list(map(str, part.tolist()))
+        yield "".join(block.ravel().tolist())
 
 
-def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, list[str]]:
+def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, Any]:
     """("design", one variant's cells) for a column that follows the designs alone,
     ("variant", one cell per variant) for one that follows the variants alone, else
-    ("full", every cell); ``per`` designs per variant (0: no such structure)."""
+    ("full", the column as it is: :func:`_full_cells` formats it); ``per`` designs per
+    variant (0: no such structure)."""
     if per and len(column) > per:
         if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
             grid = column.reshape(-1, per)
@@ -464,7 +508,22 @@ def _csv_cells(column: np.ndarray | list[Any], per: int) -> tuple[str, list[str]
             firsts = column[::per]
             if [c for c in firsts for _ in range(per)] == column:
                 return "variant", _csv_column(firsts)
-    return "full", _csv_column(column)
+    return "full", column
+
+
+def _full_cells(column: np.ndarray | list[Any], sep: str) -> list[np.ndarray | str]:
+    """A column's cells, each followed by ``sep``, as grid columns for :func:`_csv_blocks`:
+    an object array of each row's text (each distinct value formatted once: np.unique's
+    sort costs ~30 ns a value, ``str`` on a float ~500 ns), or, for floats with a -0.0
+    among them (np.unique takes it for 0.0, but the two are two texts), the floats
+    themselves, formatted a block at a time, and ``sep`` after them."""
+    if isinstance(column, np.ndarray) and column.dtype.kind in "fiub":
+        if column.dtype.kind == "f" and np.any(np.signbit(column) & (column == 0)):
+            return [column, sep]
+        values, inverse = np.unique(column, return_inverse=True)  # NaNs are one value: all are "nan"
+        # "%r": a number's str (floats, ints and bools alike), its separator in the same call
+        return [np.array(list(map(("%r" + sep).__mod__, values.tolist())), dtype=object)[inverse]]
+    return [np.array([c + sep for c in _csv_column(list(column))], dtype=object)]
 
 
 def _count(summary: SweepSummary, chunk: SweepResult) -> None:
@@ -486,10 +545,6 @@ def _csv_text(value: object) -> str:
     return text
 
 
-#: Values looked at to tell a column of distinct values (each formatted as it comes).
-_SAMPLE = 256
-
-
 def _designs_per_variant(chunk: SweepResult) -> int:
     """Rows per variant when every variant of ``chunk`` has the same designs, else 0."""
     n = len(chunk)
@@ -502,18 +557,10 @@ def _designs_per_variant(chunk: SweepResult) -> int:
 
 def _csv_column(column: np.ndarray | list[Any]) -> list[str]:
     """One column's cells as csv.writer writes them: numbers with ``str`` (the shortest repr
-    for floats), text through :func:`csv_cell` and quoting; each distinct value formatted once."""
+    for floats), text through :func:`csv_cell` and quoting, each distinct text once. (An
+    array here is one variant's or one design's values: :func:`_full_cells` does the rest.)"""
     if isinstance(column, np.ndarray):
-        values = column.tolist()
-        if column.dtype.kind == "f" and (
-            len(set(values[:_SAMPLE])) > _SAMPLE // 2  # mostly distinct: a dict would only add work
-            or np.any(np.signbit(column) & (column == 0))  # -0.0 and 0.0 are one dict key but two texts
-        ):
-            return list(map(str, values))
-        cells: dict[Any, str] = dict.fromkeys(values, "")
-        for value in cells:
-            cells[value] = str(value)
-        return list(map(cells.__getitem__, values))
+        return list(map(str, column.tolist()))
     # Lists: text, or a --vary list of 1, 1.5 and text, keyed by type too (1 == 1.0 == True).
     typed: dict[tuple[type, Any], str] = {}
     return [

@@ -21,8 +21,6 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 if TYPE_CHECKING:
     from gpufabric.results.sqlconn import SqlConnection
 
@@ -103,9 +101,12 @@ def _v1_to_v2(conn: SqlConnection) -> None:
         " count INTEGER NOT NULL, data BLOB NOT NULL)"
     )
     rows = conn.execute("SELECT id, samples FROM metric WHERE samples != '[]'").fetchall()
-    for metric_id, text in rows:
-        values = np.asarray(json.loads(text), dtype="<f8")
-        conn.execute("INSERT INTO sample VALUES (?, ?, ?)", (metric_id, len(values), values.tobytes()))
+    if rows:  # imported only for samples to move: a new store (every first ingest) needs no numpy (~0.1 s)
+        import numpy as np
+
+        for metric_id, text in rows:
+            values = np.asarray(json.loads(text), dtype="<f8")
+            conn.execute("INSERT INTO sample VALUES (?, ?, ?)", (metric_id, len(values), values.tobytes()))
     # SQLite >= 3.35 drops columns in place; the samples now live in `sample`.
     conn.execute("ALTER TABLE metric DROP COLUMN samples")
     conn.execute("ALTER TABLE verdict ADD COLUMN unit TEXT NOT NULL DEFAULT ''")

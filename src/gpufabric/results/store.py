@@ -37,8 +37,6 @@ from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from gpufabric import __version__
 from gpufabric.errors import EnvironmentFailure, InputError
 from gpufabric.jsonable import to_jsonable
@@ -269,14 +267,24 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
     # a tuple per row 0.2 s; docs/performance.md).
     result_ids: list[int] = []
     names: list[str] = []
-    values: list[float | None] = []
+    values: list[Any] = []
     units: list[str] = []
-    directions: list[str] = []
+    directions: list[Any] = []
     samples: list[tuple[float, ...]] = []
     ids = []
+    # A file's results share most of their params (an ingest's 10,617 results: the same file,
+    # tool_* keys and warnings): each distinct set is encoded once (sorted keys, as _dumps).
+    params_json: dict[tuple[tuple[str, str], ...], str] = {}
     for result in batch:
         result_id += 1
         ids.append(result_id)
+        params = {**result.params, **ranks.to_params(result.ranks)}
+        key = tuple(params.items()) if all(type(k) is str and type(v) is str for k, v in params.items()) else None
+        if key is None:
+            encoded = _dumps(params)
+        else:
+            known = params_json.get(key)
+            encoded = params_json[key] = _dumps(params) if known is None else known
         result_rows.append(
             (
                 result_id,
@@ -286,11 +294,11 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
                 result.host,
                 _value(_STATUSES, Status, result.status),
                 result.reason,
-                _dumps(list(result.argv)),
+                _dumps(list(result.argv)) if result.argv else "[]",
                 result.started_at,
                 result.duration_s,
                 result.raw_output,
-                _dumps({**result.params, **ranks.to_params(result.ranks)}),
+                encoded,
             )
         )
         metrics = result.metrics
@@ -299,10 +307,13 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
         metric_id += len(metrics)
         result_ids += repeat(result_id, len(metrics))
         names += map(_NAME, metrics)
-        values += _stored_values(list(map(_VALUE, metrics)))
+        values += map(_VALUE, metrics)
         units += map(_UNIT, metrics)
-        directions += _stored_directions(list(map(_DIRECTION, metrics)))
+        directions += map(_DIRECTION, metrics)
         samples += map(_SAMPLES, metrics)
+    # checked and converted once for the whole batch (not once per result)
+    values = _stored_values(values)
+    directions = _stored_directions(directions)
     _insert_rows(
         cur,
         "test_result (id, run_id, name, tool, host, status, reason, argv, started_at, duration_s, raw_output, params)",
@@ -805,6 +816,8 @@ class Store:
             return self._read_run(run_id)
 
     def _read_run(self, run_id: int) -> RunRecord:
+        import numpy as np  # here, not at the top: writing a run (ingest) needs no numpy (~0.1 s)
+
         with self._lock:
             conn = self._conn
             row = conn.execute(_RUN_SELECT + " WHERE r.id=?", (run_id,)).fetchone()

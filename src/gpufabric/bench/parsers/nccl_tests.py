@@ -49,8 +49,8 @@ from itertools import repeat
 from typing import Any, NamedTuple, cast
 
 from gpufabric.bench.parsers import common as shape  # the -J path's type check
-from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, higher, load_json, lower, strip_ansi
-from gpufabric.bench.parsers.prefixes import strip_all
+from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, load_json, lower, strip_ansi
+from gpufabric.bench.parsers.prefixes import strip_all, strip_all_nl
 from gpufabric.errors import ParseError
 from gpufabric.results.records import Direction, Metric
 
@@ -310,7 +310,10 @@ def _rows(text: str, start: int, end: int, source: str) -> _Table | None:
         if set(cols[8]) != {"0"} or set(cols[12]) != {"0"}:
             raise ValueError
         nums = [list(map(float, cols[k])) for k in (5, 6, 7, 9, 10, 11)]
-        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), list(cols[2]), *nums, [0] * len(found)])
+        types = cols[2]
+        # one type per table (nearly always): one string shared by the rows, not one kept per row
+        dtype = [types[0]] * len(types) if types.count(types[0]) == len(types) else list(types)
+        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), dtype, *nums, [0] * len(found)])
     except ValueError:
         return _Table.of_rows([_row(m, source) for m in _ROW.finditer(text, start, end)])
 
@@ -326,9 +329,14 @@ def _version(head: str) -> str:
 
 
 def _runs(text: str, source: str) -> list[_Run]:
-    """Every run of a prefix-free nccl-tests text. Regexes over whole segments (C speed):
-    a 100 MB log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
-    text = "\n" + text  # every line after a newline (_ROW, _DEVICE_NL)
+    """Every run of a prefix-free nccl-tests text (:func:`_runs_nl`)."""
+    return _runs_nl("\n" + text, source)
+
+
+def _runs_nl(text: str, source: str) -> list[_Run]:
+    """Every run of a prefix-free nccl-tests text that starts with a newline (every line
+    after a newline: _ROW, _DEVICE_NL). Regexes over whole segments (C speed): a 100 MB
+    log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
     runs: list[_Run] = []
     pending_op, version = "", ""
     for start, end in _segments(text):
@@ -389,7 +397,7 @@ def _rank_factor(rows: _Table | list[Row]) -> int | None:
     """size / (count x type size), when it is one integer for every row, else None. Column-wise
     (map over the columns, no Python frame per row: a 100 MB log has ~350,000 rows)."""
     table = rows if isinstance(rows, _Table) else _Table.of_rows(rows)
-    dtypes = set(map(str.lower, table.cols[2]))
+    dtypes = {dtype.lower() for dtype in set(table.cols[2])}  # one lower() per distinct type, not per row
     tb = TYPE_BYTES.get(dtypes.pop()) if len(dtypes) == 1 else None
     if not tb:
         return 1  # unknown type size: nothing to check
@@ -495,56 +503,75 @@ def _metric_columns(*cols: Sequence[Any]) -> list[Metric]:
 
 def _peak(busbw: list[float | None], ip_busbw: list[float | None]) -> float | None:
     """The largest finite bus bandwidth of either placement, None without any. Column maxima
-    when every cell is a positive finite number (ties are then equal values); else the first
-    largest in row order (out-of-place, in-place, next size), as one pass over the cells."""
+    when every cell is a finite number and the largest is positive (ties are then equal
+    values, of one sign: the small sizes' 0.00 cells no longer send every table down the
+    slow path); else the first largest in row order (out-of-place, in-place, next size), as
+    one pass over the cells (0.0 and -0.0 tie there, and the first is kept)."""
     if None not in busbw and None not in ip_busbw and busbw:
         nums = cast("list[float]", busbw), cast("list[float]", ip_busbw)
-        if all(math.isfinite(sum(col)) and min(col) > 0 for col in nums):
-            return max(max(nums[0]), max(nums[1]))
+        if math.isfinite(sum(nums[0])) and math.isfinite(sum(nums[1])):
+            peak = max(max(nums[0]), max(nums[1]))
+            if peak > 0:
+                return peak
     peaks = [x for pair in zip(busbw, ip_busbw, strict=True) for x in pair if x is not None and math.isfinite(x)]
     return max(peaks) if peaks else None
 
 
-def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
+class _Names(dict[int, tuple[str, str]]):
+    """Each size's metric names (``busbw_gbps@SB``, ``time_us@SB``), formatted once per parse:
+    the runs of a log sweep the same sizes (a 100 MB log: 680,000 names, 30 sizes)."""
+
+    def __missing__(self, size: int) -> tuple[str, str]:
+        names = self[size] = (f"busbw_gbps@{size}B", f"time_us@{size}B")
+        return names
+
+
+def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = None) -> list[Metric]:
     sizes, _, _, times, algbws, busbws, ip_times, _, ip_busbws, wrongs = table.cols
     # the measured sizes (size > 0, an out-of-place time), smallest first (a stable sort, as
     # the rows are nearly always in order already)
-    if sizes and min(sizes) > 0 and None not in times:
-        measured = list(range(len(sizes)))  # every size measured (nearly always)
+    whole = bool(sizes) and min(sizes) > 0 and None not in times  # every size measured (nearly always)
+    if whole:
+        measured = list(range(len(sizes)))
     else:
         measured = [i for i, (size, t) in enumerate(zip(sizes, times, strict=True)) if size > 0 and t is not None]
     if not measured:
         return []
-    in_order = list(map(sizes.__getitem__, measured))
+    in_order = sizes if whole else list(map(sizes.__getitem__, measured))
     if any(map(operator.gt, in_order, in_order[1:])):
         measured.sort(key=sizes.__getitem__)
+        whole = False  # the columns are not in the measured order: picked by index below
     top = measured[-1]
     top_time_us = times[top]
-    metrics = [lower("time_us", top_time_us, "us")]
+    # _metric, not lower()/higher(): the same Metric without the keyword call (10,617 tables)
+    top_samples = (top_time_us, ip_times[top]) if ip_times[top] is not None else ()
+    metrics = [_metric("time_us", float(top_time_us), "us", _LOWER, top_samples)]
     if busbws[top] is not None:
-        metrics.append(higher("busbw_gbps", busbws[top], "GB/s"))
+        metrics.append(_metric("busbw_gbps", float(busbws[top]), "GB/s", _HIGHER))
     if algbws[top] is not None:
-        metrics.append(higher("algbw_gbps", algbws[top], "GB/s"))
-    peak = _peak(list(map(busbws.__getitem__, measured)), list(map(ip_busbws.__getitem__, measured)))
+        metrics.append(_metric("algbw_gbps", float(algbws[top]), "GB/s", _HIGHER))
+    peak = _peak(busbws, ip_busbws) if whole else _peak(*_picked(measured, busbws, ip_busbws))
     if peak is not None:
-        metrics.append(higher("busbw_peak_gbps", peak, "GB/s"))
+        metrics.append(_metric("busbw_peak_gbps", float(peak), "GB/s", _HIGHER))
     wrong = [w for w in wrongs if w is not None]
     if wrong:
         metrics.append(lower("wrong_total", float(sum(wrong)), "count"))
     if avg_busbw is not None:
-        metrics.append(higher("avg_busbw_gbps", avg_busbw, "GB/s"))
+        metrics.append(_metric("avg_busbw_gbps", float(avg_busbw), "GB/s", _HIGHER))
     # The in-place time is a second measurement of the same transfer: kept as the samples of
     # the size's time metric (out-of-place first), so calibration takes their median.
     # Each size below the top gives busbw_gbps@S then time_us@S, built column by column
     # when every size has both cells (nearly always), else one by one.
     rest = measured[:-1]
-    rest_busbw, rest_ip = list(map(busbws.__getitem__, rest)), list(map(ip_times.__getitem__, rest))
+    # the columns' slices when every size is measured in order (nearly always), else picked
+    rest_busbw, rest_ip = (busbws[:-1], ip_times[:-1]) if whole else _picked(rest, busbws, ip_times)
     if None not in rest_busbw and None not in rest_ip:
-        rest_sizes, rest_time = list(map(sizes.__getitem__, rest)), list(map(times.__getitem__, rest))
+        rest_sizes, rest_time = (sizes[:-1], times[:-1]) if whole else _picked(rest, sizes, times)
         n = len(rest)
+        pairs = list(map((_Names() if names_of is None else names_of).__getitem__, rest_sizes))
         names: list[Any] = [None] * (2 * n)
-        names[0::2] = map("busbw_gbps@{}B".format, rest_sizes)
-        names[1::2] = map("time_us@{}B".format, rest_sizes)
+        names[0::2] = map(_FIRST, pairs)
+        names[1::2] = map(_SECOND, pairs)
         values: list[Any] = [None] * (2 * n)
         values[0::2], values[1::2] = rest_busbw, rest_time
         samples: list[Any] = [()] * (2 * n)
@@ -561,9 +588,15 @@ def _metrics(table: _Table, avg_busbw: float | None) -> list[Metric]:
                     f"time_us@{size}B", time_us, "us", _LOWER, (time_us, ip_time_us) if ip_time_us is not None else ()
                 )
             )
-    if ip_times[top] is not None:
-        metrics[0] = lower("time_us", top_time_us, "us", (top_time_us, ip_times[top]))
     return metrics
+
+
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+
+
+def _picked(indices: list[int], *cols: list[Any]) -> list[list[Any]]:
+    """Each column's cells at ``indices``."""
+    return [list(map(col.__getitem__, indices)) for col in cols]
 
 
 def _info(devices: list[tuple[int, str, str]], *, max_size: int, graph: str, version: str) -> dict[str, str]:
@@ -612,17 +645,23 @@ def _op(name: str) -> str:
     return OP_NAMES.get(name, name)
 
 
+#: ``text.lstrip().startswith("{")`` without the copy lstrip makes of a 100 MB text that
+#: starts with a blank (an srun prefix): ``\s`` is str.isspace's set (Py_UNICODE_ISSPACE).
+_JSON_START = re.compile(r"\s*\{")
+
+
 @collector_paused  # 680,000 metrics per 100 MB, no cycles
 def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     """Parse nccl-tests output: a ``-J`` JSON file or the text the ``*_perf`` binaries print.
 
     One :class:`Parsed` per run (binary invocation) found in the text.
     """
-    if text.lstrip().startswith("{"):
+    if _JSON_START.match(text):
         return [_parse_json(text, source)]
-    clean = strip_all(_lines(text))
-    runs = _runs(clean, source)
+    clean_nl = strip_all_nl(_lines(text))  # one 100 MB copy fewer than "\n" + strip_all(...)
+    runs = _runs_nl(clean_nl, source)
     if not runs:
+        clean = clean_nl[1:]
         if "nThread" not in clean and "Avg bus bandwidth" not in clean:
             raise ParseError(
                 "not nccl-tests output (no '# nThread' header and no size rows)", source=source, excerpt=clean[:120]
@@ -636,6 +675,8 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
     if m := _BINARY.search(source or ""):
         file_op = m.group(1)
     out = []
+    names_of = _Names()
+    infos: dict[tuple[Any, ...], dict[str, str]] = {}
     for run in runs:
         ranks = len(run.devices)
         table = run.table
@@ -657,7 +698,11 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
         partial = ""
         if run.oob is None:
             partial = "no 'Out of bounds values' footer: the table stops after its last row (cut short or copied without it), so no data check is confirmed"
-        info = _info(run.devices, max_size=max(table.cols[0]), graph=run.graph, version=run.version)
+        # the runs of one job list the same devices: their summary is built once and copied
+        key = (tuple(run.devices), max(table.cols[0]), run.graph, run.version)
+        if (known := infos.get(key)) is None:
+            known = infos[key] = _info(run.devices, max_size=key[1], graph=run.graph, version=run.version)
+        info = dict(known)
         if run.gpus_per_process:
             info.update(_harness(run.gpus_per_process))
         info["op"] = _op(op)
@@ -668,7 +713,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             Parsed(
                 tool="nccl-tests",
                 case=op,
-                metrics=tuple(_metrics(table, avg)),
+                metrics=tuple(_metrics(table, avg, names_of)),
                 error="; ".join(errors),
                 invalid="; ".join(problems),
                 warnings=tuple(w for w in (warning, partial) if w),
