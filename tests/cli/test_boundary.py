@@ -165,7 +165,7 @@ BUILT = (
 
 
 @pytest.mark.parametrize(
-    ("argv", "built"),
+    ("argv", "built", "catalogs"),
     [
         (  # a training spec: no inference spec models (cli/plan.py models_for)
             ["plan", str(EXAMPLES / "lab-2node.yaml")],
@@ -175,19 +175,36 @@ BUILT = (
                 "gpufabric.bench.slo": None,
                 "gpufabric.spec.inference": None,
             },
+            1,
         ),
         (
             ["plan", str(EXAMPLES / "lab-2node.yaml"), "--catalog", str(EXAMPLES / "lab-2node.yaml")],
             {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.bench.slo": None, "gpufabric.spec.inference": None},
+            1,
         ),
         (
             ["plan", str(EXAMPLES / "serving" / "llama3-70b-serving.yaml")],
             {**dict.fromkeys(MODEL_MODULES, True), "gpufabric.catalog.schema": None, "gpufabric.bench.slo": None},
+            1,
         ),
-        (["predict", "collective", "--bytes", "1M"], {**dict.fromkeys(MODEL_MODULES, None)}),
+        (["predict", "collective", "--bytes", "1M"], {**dict.fromkeys(MODEL_MODULES, None)}, 1),
+        (  # a plain import builds nothing (cli/ingest.py models_for)
+            ["ingest", "--tool", "nccl-tests", str(ROOT / "tests/data/nccl-tests/all_reduce_8gpu.txt"), "--dry-run"],
+            {**dict.fromkeys(MODEL_MODULES, None)},
+            0,  # and no catalog
+        ),
+        (  # --thresholds: the SLO file's models, and only those (built before the file is read,
+            # so a file they refuse, exit 2, shows it as well as a valid one)
+            [
+                *("ingest", "--tool", "nccl-tests", str(ROOT / "tests/data/nccl-tests/all_reduce_8gpu.txt")),
+                *("--dry-run", f"--thresholds={ROOT / 'tests/data/nccl-tests/all_reduce_8gpu.txt'}"),
+            ],
+            {**dict.fromkeys(MODEL_MODULES, None), "gpufabric.bench.slo": True},
+            0,
+        ),
     ],
 )
-def test_pydantic_models_are_built_before_ctrl_c_is_handed_back(argv, built, tmp_path):
+def test_pydantic_models_are_built_before_ctrl_c_is_handed_back(argv, built, catalogs, tmp_path):
     """A KeyboardInterrupt raised while pydantic-core builds validators is written off as
     "Exception ignored" and lost, so the models a command declares (its module's MODELS)
     are built while the quiet start-up handler is still in place (CI caught a lost Ctrl-C
@@ -203,8 +220,9 @@ def test_pydantic_models_are_built_before_ctrl_c_is_handed_back(argv, built, tmp
     states = [built[m] for m in modules]
     if "gpufabric.catalog.schema" in modules and built["gpufabric.catalog.schema"] is None:
         states[modules.index("gpufabric.catalog.schema")] = False  # imported (the cached objects' classes), not built
-    assert done.stderr.splitlines()[0] == f"{states} 1", done.stderr
-    assert len(list(tmp_path.glob("gpufabric/catalog-*.pickle"))) == 1  # the first run (a miss) wrote it
+    assert done.stderr.splitlines()[0] == f"{states} {catalogs}", done.stderr
+    # the first run (a miss) wrote the catalog's cache, where the command loads the catalog
+    assert len(list(tmp_path.glob("gpufabric/catalog-*.pickle"))) == catalogs
 
 
 def test_the_entry_installs_the_quiet_handler_and_the_library_does_not():

@@ -18,13 +18,14 @@ is refused unless ``--allow-duplicate`` (its SHA-256 is kept in the run's meta).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
 from gpufabric.bench.parsers import collector_paused
-from gpufabric.cli.options import db_option, format_option, refuse_unused
+from gpufabric.cli.options import SPEC_MODELS, db_option, format_option, refuse_unused
 from gpufabric.cli.output import Format, command_line, print_lines
 
 if TYPE_CHECKING:
@@ -33,6 +34,18 @@ if TYPE_CHECKING:
 
 def register(app: typer.Typer) -> None:
     app.command("ingest")(ingest)
+
+
+def models_for(args: Sequence[str]) -> tuple[str, ...]:
+    """The pydantic models an ingest reads with: the SLO file's for ``--thresholds``, a plan's
+    spec and catalog for ``--plan``/``--spec``; none for a plain import (the parsers and the
+    store are plain records), ~0.12 s of start-up that building them all cost (issue 32)."""
+
+    def given(flag: str) -> bool:
+        return any(a == flag or a.startswith(flag + "=") for a in args)
+
+    slo = ("gpufabric.bench.slo",) if given("--thresholds") else ()
+    return (*(SPEC_MODELS if given("--plan") or given("--spec") else ()), *slo)
 
 
 @collector_paused  # the command builds the results too, not only the parser
