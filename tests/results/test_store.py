@@ -346,13 +346,16 @@ def test_add_results_stores_what_add_result_stores(tmp_path):
 def test_add_results_bulk_keeps_foreign_keys_sound(tmp_path):
     """A batch is written with SQLite's foreign-key checks off (Store._bulk_write): the
     references are still sound, the checks are back on afterwards, and a run deleted
-    before the batch's transaction is still refused as the check would have refused it."""
+    before the batch's transaction is still refused as the check would have refused it.
+    Its larger page cache is the connection's own again afterwards too."""
     from gpufabric.results import store as store_module
 
     with Store.open(tmp_path / "r.db") as store:
+        cache = store._conn.execute("PRAGMA cache_size").fetchone()[0]
         run_id = store.begin_run(kind="ingest", argv=[], fingerprint={})
         store.add_results(run_id, [*_corpus_results(), latency_result()])
         assert store._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert store._conn.execute("PRAGMA cache_size").fetchone()[0] == cache != -store_module._BULK_CACHE_KIB
         assert store._conn.execute("PRAGMA foreign_key_check").fetchall() == []
         with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
             store._write(store_module._insert_results_checked, run_id + 1, [latency_result()])
