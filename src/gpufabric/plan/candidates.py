@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import gc
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -379,11 +381,38 @@ def evaluate_candidates(
     return evaluate_scenarios(spec, catalog, [(network_latency, storage_latency)])[0]
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (unless it was off already).
+
+    A batch allocates ~10^3 objects per spec (records, anchors, layouts) and keeps them, so
+    the collector's generation-0 threshold (700) fires over and over and its older
+    generations rescan the batch's growing live set: ~10% of a 1,000-spec batch's CPU time
+    (measured, interleaved). The batch builds no reference cycles of its own to collect;
+    whatever the caller's other threads create meanwhile is collected once it is back on.
+    Threads: one that finds it already off leaves it off on the way out, so the last one out
+    turns it back on; at worst it is back on while another batch still runs.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candidate]]:
     """``evaluate_candidates`` of every spec (the same records), in a few shared table passes:
     the throughput anchors solved together (``solve_anchors``), then every spec's chosen rows
     stacked into one table (spec-level inputs are columns like any other) and evaluated once.
-    The layout search of a spec with several layouts still runs per spec."""
+    The layout search of a spec with several layouts still runs per spec. The garbage
+    collector is paused meanwhile (``_collector_paused``)."""
+    with _collector_paused():
+        return _evaluate_batch(specs, catalog)
+
+
+def _evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candidate]]:
     from gpufabric.plan.capacity import check_options
 
     for spec in specs:
