@@ -569,7 +569,10 @@ def table_block(
     scalar_rows, scalar_values = _workload_scalars(spec, catalog, memo)
     parts = [_columns(memo, designs, lambda: design_columns(catalog, designs))]
     parts.append(_columns(memo, layouts, lambda: layout_columns(layouts)))
-    if pairs is None and len(designs) == 1 and len(layouts) == 1:
+    one = len(designs) == 1 and len(layouts) == 1
+    if one and pairs is not None:  # the pair (0, 0), or none: the same row as no pairs
+        one = len(pairs[0]) == 1 and int(pairs[0][0]) == 0 and int(pairs[1][0]) == 0
+    if one:
         # One row (an anchor's measured point, a single-design spec): one vector, one scatter.
         column = np.empty(len(FIELDS))
         column[scalar_rows] = scalar_values
