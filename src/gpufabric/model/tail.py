@@ -23,10 +23,10 @@ checked against a grid ten times finer in the tests); its p99 solves
 ``G(z)^N = 0.99`` (bisection, 48 halvings). With q = 0 these are m(N), v(N) (the mean
 and variance of the max of N standard normals; ``max_normal_moments``) and
 ``Phi^-1(0.99^(1/N))``. With q > 0 these are tabulated in d for each (n, q) (1% steps
-in log d, cubic interpolation, nodes kept between calls; ``barrier_stats``): within
-5e-5 max(1, d) sigma_c of each row's own quadrature for mean and std (that quadrature's
-own jitter as its grid slides with d) and 1e-6 max(1, d) for the p99
-(tests/model/test_tail_table.py). With q N small the step is slow with probability
+in log d, 5% below d = 0.1, cubic interpolation, nodes kept between calls;
+``barrier_stats``): within 5e-5 max(1, d) sigma_c of each row's own quadrature for mean
+and std (that quadrature's own jitter as its grid slides with d) and 1e-6 max(1, d) for
+the p99 (tests/model/test_tail_table.py). With q N small the step is slow with probability
 ``P = 1 - (1-q)^N`` (``slow_step_probability``) but by less than D.
 
 **Collectives.** The S dependent steps add ``S sigma_j m(p)`` to the mean and
@@ -443,22 +443,29 @@ def barrier_stats(
 
 #: The barrier with hiccups is tabulated in d on this range (standard units); outside it,
 #: and for q = 0 (where d is irrelevant: one quadrature per n), each row is its own
-#: quadrature. Nodes at d = exp(k TABLE_STEP) for integer k, the same nodes for every call,
+#: quadrature. Nodes at d = exp(k TABLE_STEP) for integer k (COARSE_STEP below
+#: COARSE_BELOW_D), the same nodes for every call,
 #: so a row's value depends on (n, q, d) alone: a batch and its rows one at a time agree to
 #: the bit, and a node computed once serves every later call (``_NODES``).
 TABLE_D = (1e-4, 1e6)
 #: 1% steps in d: cubic interpolation in log d then adds < 2e-7 sigma_c (times max(1, d))
 #: to the p99 and nothing visible to mean and variance, whose error against the row's own
-#: quadrature (< 3e-5 sigma_c, tests/model/test_tail_table.py) is the quadrature's own
+#: quadrature (< 5e-5 sigma_c, tests/model/test_tail_table.py) is the quadrature's own
 #: jitter as its grid slides with d (it is accurate to ~1e-3 sigma_c, module docstring).
 TABLE_STEP = 0.01
+#: Below this d the barrier is nearly flat in log d (its change from d = 0 is ~q N d), and
+#: 5% steps interpolate as well (a batch of configurations whose d spans 10^-3..10^-2 needs
+#: 46 nodes per (n, q), not 230). Each row reads the nodes of its own grid.
+COARSE_BELOW_D, COARSE_STEP = 0.1, 0.05
+
+
 #: Nodes kept: mean, variance and p99 of each (n, q, k) (``_NODES``), the mean alone where
 #: only it was asked for (``_MEANS``: the anchor's solve, a third of the quadrature and no
 #: bisection; the same bits as the full node's mean). Past _NODES_MAX nodes a cache starts
 #: afresh (~100 bytes a node), which changes no value, only what is recomputed.
 _NODES_MAX = 200_000
-_NODES: dict[tuple[float, float, int], tuple[float, float, float]] = {}
-_MEANS: dict[tuple[float, float, int], float] = {}
+_NODES: dict[tuple[float, float, int, int], tuple[float, float, float]] = {}
+_MEANS: dict[tuple[float, float, int, int], float] = {}
 
 
 def clear_table() -> None:
@@ -467,16 +474,18 @@ def clear_table() -> None:
     _MEANS.clear()
 
 
-def _nodes(keys: list[tuple[float, float, int]], *, mean_only: bool) -> np.ndarray:
-    """(len(keys), 3) mean, variance, p99 at the nodes (``mean_only``: (len(keys), 1) means),
-    the missing ones computed in one quadrature and kept."""
+def _nodes(keys: list[tuple[float, float, int, int]], *, mean_only: bool) -> np.ndarray:
+    """(len(keys), 3) mean, variance, p99 at the nodes (n, q, grid, k: d = exp(k TABLE_STEP), or
+    exp(k COARSE_STEP) on grid 1)
+    (``mean_only``: (len(keys), 1) means), the missing ones computed in one quadrature and kept."""
     if mean_only:
         missing = [key for key in keys if key not in _NODES and key not in _MEANS]
     else:
         missing = [key for key in keys if key not in _NODES]
     if missing:
         cols = np.array(missing, dtype=float)
-        got = _barrier_unique(cols[:, 0], cols[:, 1], np.exp(cols[:, 2] * TABLE_STEP), mean_only=mean_only)
+        step = np.where(cols[:, 2] > 0, COARSE_STEP, TABLE_STEP)
+        got = _barrier_unique(cols[:, 0], cols[:, 1], np.exp(cols[:, 3] * step), mean_only=mean_only)
         if len(_NODES) + len(_MEANS) + len(missing) > _NODES_MAX:
             _NODES.clear()
             _MEANS.clear()
@@ -494,13 +503,15 @@ def _barrier_table(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_barrier_unique`` by cubic Lagrange interpolation in log d between the four nodes
     around each row (rows with q > 0 and d in TABLE_D), nodes computed once and kept."""
-    u = np.log(d) / TABLE_STEP
+    coarse = d < COARSE_BELOW_D
+    u = np.log(d) / np.where(coarse, COARSE_STEP, TABLE_STEP)
     k = np.floor(u)
     t = u - k
-    # The four nodes k-1..k+2 of every row; the distinct ones looked up (or computed).
-    keys = np.stack([np.repeat(n, 4), np.repeat(q, 4), (k[:, None] + np.arange(-1.0, 3.0)).ravel()], axis=1)
-    first, inv = unique_rows(keys[:, 0], keys[:, 1], keys[:, 2])
-    wanted = [(float(a), float(b), int(c)) for a, b, c in keys[first]]
+    # The four nodes k-1..k+2 of every row on its grid; the distinct ones looked up (or computed).
+    grid = np.repeat(coarse.astype(float), 4)
+    keys = np.stack([np.repeat(n, 4), np.repeat(q, 4), grid, (k[:, None] + np.arange(-1.0, 3.0)).ravel()], axis=1)
+    first, inv = unique_rows(keys[:, 0], keys[:, 1], keys[:, 2], keys[:, 3])
+    wanted = [(float(a), float(b), int(g), int(c)) for a, b, g, c in keys[first]]
     values = _nodes(wanted, mean_only=mean_only)[inv].reshape(len(n), 4, -1)
     w = np.stack(
         [
