@@ -533,7 +533,11 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
 
 def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     """Layout columns, one element per layout."""
-    # One conversion of a fields x layouts list (a batch of specs meets a new layout per spec).
+    if len(layouts) == 1:  # a batch of specs meets a new layout per spec: one flat list
+        lay = layouts[0]
+        flat = [getattr(lay, k) for k in _NUMERIC_LAYOUT_FIELDS] + [RECOMPUTE.index(lay.recompute)]
+        return dict(zip((*_NUMERIC_LAYOUT_FIELDS, "recompute"), np.array(flat, dtype=float)[:, None], strict=True))
+    # One conversion of a fields x layouts list.
     values = np.array(
         [[getattr(lay, k) for lay in layouts] for k in _NUMERIC_LAYOUT_FIELDS]
         + [[RECOMPUTE.index(lay.recompute) for lay in layouts]],
