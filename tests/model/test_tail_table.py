@@ -89,3 +89,31 @@ def test_p99_stays_non_decreasing_in_d_on_the_table(cold: None) -> None:
         d = np.geomspace(0.01, 50.0, 3001)  # both grids
         p99 = tail.barrier_stats(np.full_like(d, n), np.full_like(d, q), d)[2]
         assert np.all(np.diff(p99) >= -P99_BOUND)
+
+
+def test_threads_sharing_the_table_get_each_rows_own_value(cold: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A small cache that four threads keep clearing: every answer is still the row's own value.
+    import threading
+
+    n, q, d = (a[:120] for a in _cases())
+    want = tail.barrier_stats(n, q, d)
+    want_mean = tail.barrier_stats(n, q, d, mean_only=True)[0]
+    monkeypatch.setattr(tail, "_NODES_MAX", 40)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            for i in np.random.default_rng(seed).permutation(120)[:40]:
+                got = tail.barrier_stats(n[i], q[i], d[i], mean_only=bool(i % 2))
+                assert got[0] == want[0][i] == want_mean[i]
+                if not i % 2:
+                    assert got[1] == want[1][i] and got[2] == want[2][i]
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

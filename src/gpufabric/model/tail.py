@@ -51,6 +51,7 @@ docs/simulation.md, "Agreement with the planner's closed forms".
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -466,36 +467,48 @@ COARSE_BELOW_D, COARSE_STEP = 0.1, 0.05
 _NODES_MAX = 200_000
 _NODES: dict[tuple[float, float, int, int], tuple[float, float, float]] = {}
 _MEANS: dict[tuple[float, float, int, int], float] = {}
+_NODES_LOCK = threading.Lock()
 
 
 def clear_table() -> None:
     """Forget the tabulated nodes (benchmarks measure a cold process with it; no value changes)."""
-    _NODES.clear()
-    _MEANS.clear()
+    with _NODES_LOCK:
+        _NODES.clear()
+        _MEANS.clear()
 
 
 def _nodes(keys: list[tuple[float, float, int, int]], *, mean_only: bool) -> np.ndarray:
-    """(len(keys), 3) mean, variance, p99 at the nodes (n, q, grid, k: d = exp(k TABLE_STEP), or
-    exp(k COARSE_STEP) on grid 1)
-    (``mean_only``: (len(keys), 1) means), the missing ones computed in one quadrature and kept."""
-    if mean_only:
-        missing = [key for key in keys if key not in _NODES and key not in _MEANS]
-    else:
-        missing = [key for key in keys if key not in _NODES]
+    """(len(keys), 3) mean, variance, p99 at the nodes (n, q, grid, k: d = exp(k TABLE_STEP),
+    or exp(k COARSE_STEP) on grid 1) (``mean_only``: (len(keys), 1) means), the missing ones
+    computed in one quadrature and kept.
+
+    Threads: the values are read into a local dict first (``dict.get`` is atomic), so another
+    thread's clearing of the cache between the look-up and the answer cannot lose one; the
+    updates and the clearing take ``_NODES_LOCK``. Two threads may compute one node twice
+    (the same bits)."""
+    found: dict[tuple[float, float, int, int], Any] = {}
+    for key in keys:
+        full = _NODES.get(key)
+        value = (full[0] if full is not None else _MEANS.get(key)) if mean_only else full
+        if value is not None:
+            found[key] = value
+    missing = [key for key in keys if key not in found]
     if missing:
         cols = np.array(missing, dtype=float)
         step = np.where(cols[:, 2] > 0, COARSE_STEP, TABLE_STEP)
         got = _barrier_unique(cols[:, 0], cols[:, 1], np.exp(cols[:, 3] * step), mean_only=mean_only)
-        if len(_NODES) + len(_MEANS) + len(missing) > _NODES_MAX:
-            _NODES.clear()
-            _MEANS.clear()
-        if mean_only:
-            _MEANS.update(zip(missing, got[0].tolist(), strict=True))
-        else:
-            _NODES.update(zip(missing, zip(*(g.tolist() for g in got), strict=True), strict=True))
+        new = dict(
+            zip(missing, got[0].tolist() if mean_only else zip(*(g.tolist() for g in got), strict=True), strict=True)
+        )
+        found.update(new)
+        with _NODES_LOCK:
+            if len(_NODES) + len(_MEANS) + len(new) > _NODES_MAX:
+                _NODES.clear()
+                _MEANS.clear()
+            (_MEANS if mean_only else _NODES).update(new)
     if mean_only:
-        return np.array([[_NODES[key][0] if key in _NODES else _MEANS[key]] for key in keys])
-    return np.array([_NODES[key] for key in keys])
+        return np.array([[found[key]] for key in keys])
+    return np.array([found[key] for key in keys])
 
 
 def _barrier_table(
