@@ -142,3 +142,37 @@ def test_a_retried_guess_finds_the_same_root(monkeypatch):
     # A first guess 0.3% low: its cell misses, the secant through the probed points retries.
     monkeypatch.setattr(anchor, "_predict", lambda table, target: real(table, target) * 0.997)
     assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
+
+
+def test_a_batch_pauses_the_collector_and_gives_it_back_as_found() -> None:
+    import gc
+
+    from gpufabric.plan import candidates
+
+    seen: list[bool] = []
+    real = candidates._evaluate_batch
+
+    def spy(specs, catalog):
+        seen.append(gc.isenabled())
+        if len(seen) == 3:
+            raise RuntimeError("a batch that fails")
+        return real(specs, catalog)
+
+    spec = _spec("lab-2node")
+    was = gc.isenabled()
+    try:
+        candidates._evaluate_batch = spy
+        gc.enable()
+        api.evaluate([spec], CAT)
+        assert gc.isenabled()
+        gc.disable()  # a caller that turned it off keeps it off
+        api.evaluate([spec], CAT)
+        assert not gc.isenabled()
+        gc.enable()
+        with pytest.raises(RuntimeError):  # and on again after an error
+            api.evaluate([spec], CAT)
+        assert gc.isenabled()
+    finally:
+        candidates._evaluate_batch = real
+        gc.enable() if was else gc.disable()
+    assert seen == [False, False, False]

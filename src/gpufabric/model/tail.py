@@ -22,7 +22,11 @@ m(N), one around d; between them the integrand is constant; accurate to ~1e-3 si
 checked against a grid ten times finer in the tests); its p99 solves
 ``G(z)^N = 0.99`` (bisection, 48 halvings). With q = 0 these are m(N), v(N) (the mean
 and variance of the max of N standard normals; ``max_normal_moments``) and
-``Phi^-1(0.99^(1/N))``. With q N small the step is slow with probability
+``Phi^-1(0.99^(1/N))``. With q > 0 these are tabulated in d for each (n, q) (1% steps
+in log d, 5% below d = 0.1, cubic interpolation, nodes kept between calls;
+``barrier_stats``): within 5e-5 max(1, d) sigma_c of each row's own quadrature for mean
+and std (that quadrature's own jitter as its grid slides with d) and 1e-6 max(1, d) for
+the p99 (tests/model/test_tail_table.py). With q N small the step is slow with probability
 ``P = 1 - (1-q)^N`` (``slow_step_probability``) but by less than D.
 
 **Collectives.** The S dependent steps add ``S sigma_j m(p)`` to the mean and
@@ -47,6 +51,7 @@ docs/simulation.md, "Agreement with the planner's closed forms".
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -404,6 +409,11 @@ def barrier_stats(
     barrier's change over 1% of d (below 1% of the hiccup's contribution). With
     ``mean_only`` the variance and p99 are NaN, not computed (the anchor's solve reads
     only the mean step time: a third of the quadrature and the p99's 48 bisection passes).
+
+    Rows with q > 0 and d in TABLE_D are interpolated between nodes on a fixed grid in
+    log d (``_barrier_table``; module docstring for the bound): a batch of configurations
+    whose d all differ costs a few hundred node quadratures, not three per row, and a row's
+    value depends on (n, q, d) alone.
     """
     n, q, d = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (n, q, d)))
     shape = n.shape
@@ -416,8 +426,124 @@ def barrier_stats(
             d = np.where(d > 0, np.exp(np.round(np.log(np.maximum(d, 1e-300)) / 0.02) * 0.02), 0.0)
     n1 = np.maximum(np.rint(n.ravel()), 1.0)
     first, inv = unique_rows(n1, q, d)
-    mean, var, p99 = _barrier_unique(n1[first], q[first], d[first], mean_only=mean_only)
+    nu, qu, du = n1[first], q[first], d[first]
+    table = (q[first] > 0) & (du >= TABLE_D[0]) & (du <= TABLE_D[1])  # NaN d: the quadrature's answer
+    if table.all():
+        mean, var, p99 = _barrier_table(nu, qu, du, mean_only=mean_only)
+    else:
+        mean, var, p99 = np.empty(len(nu)), np.empty(len(nu)), np.empty(len(nu))
+        exact = ~table
+        mean[exact], var[exact], p99[exact] = _barrier_unique(nu[exact], qu[exact], du[exact], mean_only=mean_only)
+        if table.any():
+            got = _barrier_table(nu[table], qu[table], du[table], mean_only=mean_only)
+            mean[table], var[table], p99[table] = got
+    if mean_only:
+        var, p99 = np.full(len(nu), np.nan), np.full(len(nu), np.nan)
     return mean[inv].reshape(shape), var[inv].reshape(shape), p99[inv].reshape(shape)
+
+
+#: The barrier with hiccups is tabulated in d on this range (standard units); outside it,
+#: and for q = 0 (where d is irrelevant: one quadrature per n), each row is its own
+#: quadrature. Nodes at d = exp(k TABLE_STEP) for integer k (COARSE_STEP below
+#: COARSE_BELOW_D), the same nodes for every call,
+#: so a row's value depends on (n, q, d) alone: a batch and its rows one at a time agree to
+#: the bit, and a node computed once serves every later call (``_NODES``).
+TABLE_D = (1e-4, 1e6)
+#: 1% steps in d: cubic interpolation in log d then adds < 2e-7 sigma_c (times max(1, d))
+#: to the p99 and nothing visible to mean and variance, whose error against the row's own
+#: quadrature (< 5e-5 sigma_c, tests/model/test_tail_table.py) is the quadrature's own
+#: jitter as its grid slides with d (it is accurate to ~1e-3 sigma_c, module docstring).
+TABLE_STEP = 0.01
+#: Below this d the barrier is nearly flat in log d (its change from d = 0 is ~q N d), and
+#: 5% steps interpolate as well (a batch of configurations whose d spans 10^-3..10^-2 needs
+#: 46 nodes per (n, q), not 230). Each row reads the nodes of its own grid.
+COARSE_BELOW_D, COARSE_STEP = 0.1, 0.05
+
+
+#: Nodes kept: mean, variance and p99 of each (n, q, k) (``_NODES``), the mean alone where
+#: only it was asked for (``_MEANS``: the anchor's solve, a third of the quadrature and no
+#: bisection; the same bits as the full node's mean). Past _NODES_MAX nodes a cache starts
+#: afresh (~100 bytes a node), which changes no value, only what is recomputed.
+_NODES_MAX = 200_000
+_NODES: dict[tuple[float, float, int, int], tuple[float, float, float]] = {}
+_MEANS: dict[tuple[float, float, int, int], float] = {}
+_NODES_LOCK = threading.Lock()
+
+
+def clear_table() -> None:
+    """Forget the tabulated nodes (benchmarks measure a cold process with it; no value changes)."""
+    with _NODES_LOCK:
+        _NODES.clear()
+        _MEANS.clear()
+
+
+def _nodes(keys: list[tuple[float, float, int, int]], *, mean_only: bool) -> np.ndarray:
+    """(len(keys), 3) mean, variance, p99 at the nodes (n, q, grid, k: d = exp(k TABLE_STEP),
+    or exp(k COARSE_STEP) on grid 1) (``mean_only``: (len(keys), 1) means), the missing ones
+    computed in one quadrature and kept.
+
+    Threads: the values are read into a local dict first (``dict.get`` is atomic), so another
+    thread's clearing of the cache between the look-up and the answer cannot lose one; the
+    updates and the clearing take ``_NODES_LOCK``. Two threads may compute one node twice
+    (the same bits)."""
+    found: dict[tuple[float, float, int, int], Any] = {}
+    for key in keys:
+        full = _NODES.get(key)
+        value = (full[0] if full is not None else _MEANS.get(key)) if mean_only else full
+        if value is not None:
+            found[key] = value
+    missing = [key for key in keys if key not in found]
+    if missing:
+        cols = np.array(missing, dtype=float)
+        step = np.where(cols[:, 2] > 0, COARSE_STEP, TABLE_STEP)
+        got = _barrier_unique(cols[:, 0], cols[:, 1], np.exp(cols[:, 3] * step), mean_only=mean_only)
+        new = dict(
+            zip(missing, got[0].tolist() if mean_only else zip(*(g.tolist() for g in got), strict=True), strict=True)
+        )
+        found.update(new)
+        with _NODES_LOCK:
+            if len(_NODES) + len(_MEANS) + len(new) > _NODES_MAX:
+                _NODES.clear()
+                _MEANS.clear()
+            (_MEANS if mean_only else _NODES).update(new)
+    if mean_only:
+        return np.array([[found[key]] for key in keys])
+    return np.array([found[key] for key in keys])
+
+
+def _barrier_table(
+    n: np.ndarray, q: np.ndarray, d: np.ndarray, *, mean_only: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_barrier_unique`` by cubic Lagrange interpolation in log d between the four nodes
+    around each row (rows with q > 0 and d in TABLE_D), nodes computed once and kept."""
+    coarse = d < COARSE_BELOW_D
+    u = np.log(d) / np.where(coarse, COARSE_STEP, TABLE_STEP)
+    k = np.floor(u)
+    t = u - k
+    # The four nodes k-1..k+2 of every row on its grid; the distinct ones looked up (or computed).
+    grid = np.repeat(coarse.astype(float), 4)
+    keys = np.stack([np.repeat(n, 4), np.repeat(q, 4), grid, (k[:, None] + np.arange(-1.0, 3.0)).ravel()], axis=1)
+    first, inv = unique_rows(keys[:, 0], keys[:, 1], keys[:, 2], keys[:, 3])
+    wanted = [(float(a), float(b), int(g), int(c)) for a, b, g, c in keys[first]]
+    values = _nodes(wanted, mean_only=mean_only)[inv].reshape(len(n), 4, -1)
+    w = np.stack(
+        [
+            -t * (t - 1) * (t - 2) / 6,
+            (t + 1) * (t - 1) * (t - 2) / 2,
+            -(t + 1) * t * (t - 2) / 2,
+            (t + 1) * t * (t - 1) / 6,
+        ],
+        axis=1,
+    )
+    # Term by term in a fixed order (not einsum, whose summation order follows the shapes):
+    # a mean interpolated alone is the same bits as with the variance and p99.
+    out = [
+        w[:, 0] * v[:, 0] + w[:, 1] * v[:, 1] + w[:, 2] * v[:, 2] + w[:, 3] * v[:, 3] for v in np.moveaxis(values, 2, 0)
+    ]
+    if mean_only:
+        nan = np.full(len(n), np.nan)
+        return out[0], nan, nan
+    return out[0], np.maximum(out[1], 0.0), out[2]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

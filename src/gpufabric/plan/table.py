@@ -533,7 +533,11 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
 
 def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     """Layout columns, one element per layout."""
-    # One conversion of a fields x layouts list (a batch of specs meets a new layout per spec).
+    if len(layouts) == 1:  # a batch of specs meets a new layout per spec: one flat list
+        lay = layouts[0]
+        flat = [getattr(lay, k) for k in _NUMERIC_LAYOUT_FIELDS] + [RECOMPUTE.index(lay.recompute)]
+        return dict(zip((*_NUMERIC_LAYOUT_FIELDS, "recompute"), np.array(flat, dtype=float)[:, None], strict=True))
+    # One conversion of a fields x layouts list.
     values = np.array(
         [[getattr(lay, k) for lay in layouts] for k in _NUMERIC_LAYOUT_FIELDS]
         + [[RECOMPUTE.index(lay.recompute) for lay in layouts]],
@@ -569,7 +573,10 @@ def table_block(
     scalar_rows, scalar_values = _workload_scalars(spec, catalog, memo)
     parts = [_columns(memo, designs, lambda: design_columns(catalog, designs))]
     parts.append(_columns(memo, layouts, lambda: layout_columns(layouts)))
-    if pairs is None and len(designs) == 1 and len(layouts) == 1:
+    one = len(designs) == 1 and len(layouts) == 1
+    if one and pairs is not None:  # the pair (0, 0), or none: the same row as no pairs
+        one = len(pairs[0]) == 1 and int(pairs[0][0]) == 0 and int(pairs[1][0]) == 0
+    if one:
         # One row (an anchor's measured point, a single-design spec): one vector, one scatter.
         column = np.empty(len(FIELDS))
         column[scalar_rows] = scalar_values
