@@ -26,7 +26,7 @@ import numpy as np
 from gpufabric.catalog import Catalog
 from gpufabric.plan.anchor import Anchor, layout_efficiencies
 from gpufabric.plan.evaluate import evaluate_table, memory_of
-from gpufabric.plan.layouts import Layout, enumerate_layouts
+from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
 from gpufabric.plan.table import Design, build_table, nvlink_domain
 from gpufabric.spec.models import Spec
 
@@ -100,7 +100,10 @@ def envelope_note(anchor: Anchor, spec: Spec, layout: Layout, efficiency: float,
 
 def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anchor: Anchor) -> LayoutChoice:
     """Best layout per design (module docstring)."""
-    layouts = enumerate_layouts(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
+    if spec.searched:
+        layouts = enumerate_layouts(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
+    else:  # a fixed layout (enumerate_layouts' answer, without the NVLink domain it does not read)
+        layouts = [spec_layout(spec)]
     if len(layouts) == 1 or not designs:
         return LayoutChoice(
             layouts=[layouts[0]] * len(designs),
