@@ -8,8 +8,9 @@ that name would shadow it; import it from ``gpufabric.plan.recommend``.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from gpufabric.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpufabric.plan.candidates import evaluate_candidates
@@ -31,10 +32,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'gpufabric.plan' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gpufabric.plan.{home}"), name)
-    globals()[name] = value  # once: later lookups are plain attribute reads
-    return value
+__getattr__ = lazy_names(__name__, _HOME, globals())

@@ -15,10 +15,11 @@ Monte Carlo (~10 ms of a serving plan's start-up, issue 32).
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import TYPE_CHECKING, Any
+
+from gpufabric.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gpufabric.sim.breakdown import config_from_breakdown
@@ -95,13 +96,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'gpufabric.sim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"gpufabric.sim.{home}"), name)
-    globals()[name] = value  # once: later lookups are plain attribute reads
-    return value
+__getattr__ = lazy_names(__name__, _HOME, globals())
 
 
 class _Package(types.ModuleType):
