@@ -12,24 +12,10 @@ import pytest
 from gpufabric.catalog import load_catalog
 from gpufabric.model import inference as m
 from gpufabric.sim.batching import EngineConfig, run_engine
+from tests.sim.shapes import LLAMA70_FP8, MOE
 
 CAT = load_catalog([])
 H100 = CAT.gpu("h100-sxm")
-LLAMA70_FP8 = m.ModelShape(
-    params=70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8, weight_bytes_per_param=1, kv_bytes_per_element=1
-)
-MOE = m.ModelShape(
-    params=47e9,
-    layers=32,
-    hidden=4096,
-    heads=32,
-    kv_heads=8,
-    weight_bytes_per_param=2,
-    kv_bytes_per_element=2,
-    active_params=13e9,
-    experts=8,
-    experts_per_token=2,
-)
 
 
 def _perf(shape: m.ModelShape = LLAMA70_FP8, tp: int = 2, **kw) -> m.ReplicaPerf:

@@ -14,11 +14,9 @@ from gpufabric.model import inference as m
 from gpufabric.model.inference import KvTransfer
 from gpufabric.sim.batching import EngineConfig, MissRule, _needed, run_engine
 from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving
+from tests.sim.shapes import LLAMA70_FP8
 
 CAT = load_catalog([])
-LLAMA70_FP8 = m.ModelShape(
-    params=70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8, weight_bytes_per_param=1, kv_bytes_per_element=1
-)
 PERF = m.replica_perf(
     shape=LLAMA70_FP8,
     gpu=CAT.gpu("h100-sxm"),

@@ -13,12 +13,10 @@ from gpufabric.model import inference as m
 from gpufabric.model.inference import KvTransfer
 from gpufabric.sim.batching import EngineConfig, run_engine
 from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving
+from tests.sim.shapes import LLAMA70_FP8, MOE
 
 CAT = load_catalog([])
 H100 = CAT.gpu("h100-sxm")
-LLAMA70_FP8 = m.ModelShape(
-    params=70.6e9, layers=80, hidden=8192, heads=64, kv_heads=8, weight_bytes_per_param=1, kv_bytes_per_element=1
-)
 
 
 def _perf(tp: int = 2, **kw) -> m.ReplicaPerf:
@@ -130,20 +128,8 @@ def test_speculative_decoding_emits_more_tokens_per_step():
 
 
 def test_moe_touches_fewer_weights_at_small_batch():
-    moe = m.ModelShape(
-        params=47e9,
-        layers=32,
-        hidden=4096,
-        heads=32,
-        kv_heads=8,
-        weight_bytes_per_param=2,
-        kv_bytes_per_element=2,
-        active_params=13e9,
-        experts=8,
-        experts_per_token=2,
-    )
     perf = m.replica_perf(
-        shape=moe,
+        shape=MOE,
         gpu=H100,
         links=m.serving_links(CAT, "h100-sxm", "ib-ndr", 8),
         tp=2,
