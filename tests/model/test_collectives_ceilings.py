@@ -123,8 +123,10 @@ def test_a_nic_never_moves_more_than_its_pcie_slot():
     size=st.integers(1, 2**36),
     sharp=st.booleans(),
     timing=st.sampled_from(("eager", "graph")),
+    # each p2p channel rule (model.p2p): <= 2.19, 2.20-2.28, >= 2.29, and the unstated default
+    nccl_version=st.sampled_from((None, "2.19.3", "2.21.5", "2.29.2")),
 )
-def test_no_prediction_exceeds_its_physical_bound(gpu, fabric, nodes, g, op, size, sharp, timing):
+def test_no_prediction_exceeds_its_physical_bound(gpu, fabric, nodes, g, op, size, sharp, timing, nccl_version):
     try:
         p = predict_collective(
             op=op,
@@ -136,6 +138,7 @@ def test_no_prediction_exceeds_its_physical_bound(gpu, fabric, nodes, g, op, siz
             catalog=CAT,
             sharp=sharp,
             timing=timing,
+            nccl_version=nccl_version,
         )
     except Exception as exc:  # only "no algorithm applies" is acceptable
         assert "does not apply" in str(exc) or "no algorithm" in str(exc)
