@@ -236,6 +236,8 @@ class Table:
     fit: str = ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "": held out
     excluded: str = ""  # why the table is shown but kept out of the bars
     op: str = "all_reduce"
+    harness: str = "per-gpu"  # "single-process": nccl-tests -g N, one process driving a node's GPUs
+    nccl_version: str | None = None  # as the source states it; None: not stated (the model's default rule)
 
 
 TABLES = (
@@ -301,6 +303,25 @@ TABLES = (
         op="all_gather",
     ),
     Table(
+        file="public_h200_roce_2node_g8_spectrumx.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="h200",
+        fabric="roce-400g",
+        source="Red Hat Spectrum-X on OpenShift guide (2 x 8 H200, BlueField-3 400GbE, `-g 8`, NCCL 2.30.4)",
+        harness="single-process",
+        nccl_version="2.30.4",
+    ),
+    Table(
+        file="public_a100_oci_roce_2node_oke.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="a100-sxm",
+        fabric="roce-200g",
+        source="oracle-quickstart/oci-hpc-oke README (OCI BM.GPU4.8, 16 x 100GbE RoCE, NCCL 2.19.3)",
+        nccl_version="2.19.3",
+    ),
+    Table(
         file="public_h100_2node_srun_issue290.txt",
         nodes=2,
         gpus_per_node=8,
@@ -346,6 +367,8 @@ def table_points(catalog: Catalog) -> list[TablePoint]:
                 gpu=t.gpu,
                 fabric=t.fabric,
                 catalog=catalog,
+                harness=t.harness,
+                nccl_version=t.nccl_version,
             )
             cls = (
                 "latency"
@@ -396,6 +419,21 @@ def summary(catalog: Catalog) -> dict[str, dict[str, float]]:
     return out
 
 
+def _harness_note(t: Table) -> str:
+    return ", `-g 8` (single-process)" if t.harness == "single-process" else ""
+
+
+def _by_class(pts: list[TablePoint]) -> str:
+    """Median |error| % per bar class of ``pts`` with its point count, e.g. "latency 42.7 (7)";
+    a table's one overall median can hide a class that is far off."""
+    parts = []
+    for key, label in (("latency", "latency"), ("bw-1node", "1-node bw"), ("bw-multinode", "multi-node bw")):
+        errs = [abs(p.error_pct) for p in pts if p.cls == key]
+        if errs:
+            parts.append(f"{label} {statistics.median(errs):.1f} ({len(errs)})")
+    return ", ".join(parts) or "-"
+
+
 def render_tables(catalog: Catalog) -> str:
     s = summary(catalog)
     rows = ["| class | held-out points | median abs error % | max abs error % | bar |", "|---|---|---|---|---|"]
@@ -410,8 +448,8 @@ def render_tables(catalog: Catalog) -> str:
     )
     rows += [
         "",
-        "| table | setup | role | rows | median abs error % (bar classes) | note |",
-        "|---|---|---|---|---|---|",
+        "| table | setup | role | rows | median abs error % (bar classes) | by class: median (points) | note |",
+        "|---|---|---|---|---|---|---|",
     ]
     pts = table_points(catalog)
     for t in TABLES:
@@ -423,8 +461,8 @@ def render_tables(catalog: Catalog) -> str:
         )
         med = statistics.median(abs(p.error_pct) for p in mine) if mine else float("nan")
         rows.append(
-            f"| {t.source} | {t.nodes} x {t.gpus_per_node} {t.gpu}, {t.fabric} | {role} | {len(mine)} | {med:.1f} |"
-            f" {t.excluded or ''} |"
+            f"| {t.source} | {t.nodes} x {t.gpus_per_node} {t.gpu}, {t.fabric}{_harness_note(t)} | {role} | {len(mine)} |"
+            f" {med:.1f} | {_by_class(mine)} | {t.excluded or ''} |"
         )
     return "\n".join(rows)
 
@@ -442,18 +480,20 @@ def render_generations(catalog: Catalog) -> str:
     """Held-out split per GPU generation: which tables fitted, which judged, and the error."""
     pts = [p for p in table_points(catalog) if not p.table.excluded]
     rows = [
-        "| GPU | constants from | fit tables | held-out tables | held-out bar points | median abs error % |",
-        "|---|---|---|---|---|---|",
+        "| GPU | constants from | fit tables | held-out tables | held-out bar points | median abs error % |"
+        " by class: median (points) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for gpu, basis in GENERATION_CONSTANTS.items():
         mine = [t for t in TABLES if t.gpu == gpu and not t.excluded]
         fit = sorted({t.source for t in mine if t.fit})
         held_tables = sorted({t.source for t in mine if t.fit != "all"})
-        held = [abs(p.error_pct) for p in pts if p.table.gpu == gpu and not p.fitted and p.cls != "mid"]
+        held_pts = [p for p in pts if p.table.gpu == gpu and not p.fitted and p.cls != "mid"]
+        held = [abs(p.error_pct) for p in held_pts]
         med = f"{statistics.median(held):.1f}" if held else "-"
         rows.append(
             f"| {gpu} | {basis} | {'; '.join(fit) or 'none'} | {'; '.join(held_tables) or 'none found'} |"
-            f" {len(held)} | {med} |"
+            f" {len(held)} | {med} | {_by_class(held_pts)} |"
         )
     return "\n".join(rows)
 

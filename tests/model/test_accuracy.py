@@ -101,3 +101,28 @@ def test_fitting_sources_are_not_the_held_out_tables():
     for t in acc.TABLES:
         if t.fit:
             assert not any(h.lower() in t.source.lower() for h in held_out), t.source
+
+
+def test_every_gpu_generation_has_held_out_points():
+    """Issue 25: a held-out split per GPU generation. A100 and H200 are judged by their
+    2-node RoCE tables (held out, fitting nothing), H100 by #290/#309, B200 by the GKE rows
+    above 64 KiB."""
+    pts = [p for p in acc.table_points(CAT) if not p.table.excluded and not p.fitted and p.cls != "mid"]
+    for gpu in ("a100-sxm", "h100-sxm", "h200", "b200"):
+        assert any(p.table.gpu == gpu for p in pts), gpu
+    for name in ("public_h200_roce_2node_g8_spectrumx.txt", "public_a100_oci_roce_2node_oke.txt"):
+        table = next(t for t in acc.TABLES if t.file == name)
+        assert not table.fit and not table.excluded and table.nccl_version
+
+
+def test_single_process_tables_are_predicted_with_that_harness():
+    """The H200 table ran one process per node driving 8 GPUs (`--ngpus 8`): its rows are
+    predicted with harness="single-process", which adds SINGLE_PROCESS_US per extra GPU."""
+    from gpufabric.model.collectives import predict_collective
+
+    table = next(t for t in acc.TABLES if t.file == "public_h200_roce_2node_g8_spectrumx.txt")
+    assert table.harness == "single-process"
+    point = next(p for p in acc.table_points(CAT) if p.table is table and p.size_bytes == 1024)
+    kw = {"op": "all_reduce", "size_bytes": 1024, "nodes": 2, "gpus_per_node": 8, "gpu": "h200"}
+    per_gpu = predict_collective(fabric="roce-400g", catalog=CAT, nccl_version="2.30.4", **kw).time_us
+    assert point.predicted_us > per_gpu
