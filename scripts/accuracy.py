@@ -321,6 +321,20 @@ TABLES = (
         source="oracle-quickstart/oci-hpc-oke README (OCI BM.GPU4.8, 16 x 100GbE RoCE, NCCL 2.19.3)",
         nccl_version="2.19.3",
     ),
+    *(
+        Table(
+            file=f"csv/public_h100_p5_efa_{name}_crazyguitar.csv",
+            nodes=nodes,
+            gpus_per_node=8,
+            gpu="h100-sxm",
+            fabric="efa-p5",
+            source=f"crazyguitar/aws-gpu-communication-benchmark data/nccl_{name}.csv (p5 EFA, NCCL 2.28.7)",
+            op=op,
+            nccl_version="2.28.7",
+        )
+        for name, op in (("all_reduce", "all_reduce"), ("all_gather", "all_gather"), ("alltoall", "all_to_all"))
+        for nodes in (2, 4, 8, 16, 32)
+    ),
     Table(
         file="public_h100_2node_srun_issue290.txt",
         nodes=2,
@@ -333,6 +347,28 @@ TABLES = (
     ),
 )
 SMALL_MAX, BIG_MIN = 64 * 1024, 256 * 2**20
+
+
+def measured_rows(table: Table) -> list[tuple[int, float]]:
+    """(size in bytes, out-of-place time in us) of every row of ``table`` with a size.
+
+    A ``.txt`` file is nccl-tests output (the first table in it). A ``.csv`` file is a
+    published transcription of nccl-tests runs at several node counts (columns Nodes, GPUs,
+    size(MB), ..., out algbw(GB/s), ...): the rows of ``table.nodes`` are taken, the size
+    read as MiB (nccl-tests' ``-b 32M`` unit) and the time as size / algbw, which is how
+    nccl-tests computes algbw (the 2-decimal algbw rounds the time by < 0.1% here)."""
+    text = (DATA / table.file).read_text()
+    if table.file.endswith(".csv"):
+        import csv
+
+        out = []
+        for rec in csv.DictReader(text.splitlines()):
+            if int(rec["Nodes"]) == table.nodes:
+                size = int(float(rec["size(MB)"]) * 2**20)
+                out.append((size, size / (float(rec["out algbw(GB/s)"]) * 1e3)))
+        return out
+    (rows,) = rows_of(text)[:1]
+    return [(r.size, r.oop_time_us) for r in rows if r.size > 0 and r.oop_time_us is not None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,13 +391,10 @@ class TablePoint:
 def table_points(catalog: Catalog) -> list[TablePoint]:
     out = []
     for t in TABLES:
-        (rows,) = rows_of((DATA / t.file).read_text())[:1]
-        for r in rows:
-            if r.size == 0 or r.oop_time_us is None:
-                continue
+        for size, time_us in measured_rows(t):
             p = predict_collective(
                 op=t.op,
-                size_bytes=r.size,
+                size_bytes=size,
                 nodes=t.nodes,
                 gpus_per_node=t.gpus_per_node,
                 gpu=t.gpu,
@@ -372,17 +405,17 @@ def table_points(catalog: Catalog) -> list[TablePoint]:
             )
             cls = (
                 "latency"
-                if r.size <= SMALL_MAX
+                if size <= SMALL_MAX
                 else ("bw-1node" if t.nodes == 1 else "bw-multinode")
-                if r.size >= BIG_MIN
+                if size >= BIG_MIN
                 else "mid"
             )
-            fitted = t.fit == "all" or (t.fit == "small" and r.size <= SMALL_MAX)
+            fitted = t.fit == "all" or (t.fit == "small" and size <= SMALL_MAX)
             out.append(
                 TablePoint(
                     table=t,
-                    size_bytes=r.size,
-                    measured_us=r.oop_time_us,
+                    size_bytes=size,
+                    measured_us=time_us,
                     predicted_us=p.time_us,
                     cls=cls,
                     fitted=fitted,
@@ -511,9 +544,8 @@ class Fitted:
 
 
 def _fit_rows(table: Table) -> list[tuple[int, float]]:
-    (rows,) = rows_of((DATA / table.file).read_text())[:1]
     keep = SMALL_MAX if table.fit == "small" else float("inf")
-    return [(r.size, r.oop_time_us) for r in rows if 0 < r.size <= keep and r.oop_time_us is not None]
+    return [(size, t) for size, t in measured_rows(table) if size <= keep]
 
 
 def fit_constants(catalog: Catalog) -> Fitted:

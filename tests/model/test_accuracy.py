@@ -126,3 +126,14 @@ def test_single_process_tables_are_predicted_with_that_harness():
     kw = {"op": "all_reduce", "size_bytes": 1024, "nodes": 2, "gpus_per_node": 8, "gpu": "h200"}
     per_gpu = predict_collective(fabric="roce-400g", catalog=CAT, nccl_version="2.30.4", **kw).time_us
     assert point.predicted_us > per_gpu
+
+
+def test_csv_transcriptions_give_time_from_algbw():
+    """The p5 EFA CSV rows (no time column) are read as size in MiB and time = size / algbw,
+    one table per node count: 4 nodes, 32 MiB at 49.23 GB/s algbw is 681.6 us."""
+    table = next(t for t in acc.TABLES if t.file.endswith("all_reduce_crazyguitar.csv") and t.nodes == 4)
+    rows = acc.measured_rows(table)
+    assert len(rows) == 9 and rows[0][0] == 32 * 2**20
+    assert rows[0][1] == pytest.approx(32 * 2**20 / 49.23e3)
+    efa = [t for t in acc.TABLES if "crazyguitar" in t.file]
+    assert {t.nodes for t in efa} == {2, 4, 8, 16, 32} and not any(t.fit for t in efa)
