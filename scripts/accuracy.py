@@ -321,6 +321,25 @@ TABLES = (
         source="oracle-quickstart/oci-hpc-oke README (OCI BM.GPU4.8, 16 x 100GbE RoCE, NCCL 2.19.3)",
         nccl_version="2.19.3",
     ),
+    Table(
+        file="public_a100_1node_gcm_fixture.txt",
+        nodes=1,
+        gpus_per_node=8,
+        gpu="a100-sxm",
+        fabric="ib-hdr",
+        source="facebookresearch/gcm test_check_nccl.py single-node sample (8 x A100-SXM4-80GB, NCCL 2.16.2)",
+        nccl_version="2.16.2",
+    ),
+    Table(
+        file="public_a100_2node_gcm_fixture.txt",
+        nodes=2,
+        gpus_per_node=8,
+        gpu="a100-sxm",
+        fabric="ib-hdr",
+        source="facebookresearch/gcm test_check_nccl.py pairwise sample (2 x 8 A100-SXM4-80GB, NCCL 2.12.12; "
+        "fabric not stated, taken as 8 x HDR)",
+        nccl_version="2.12.12",
+    ),
     *(
         Table(
             file=f"csv/public_h100_p5_efa_{name}_crazyguitar.csv",
