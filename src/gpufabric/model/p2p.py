@@ -21,10 +21,19 @@ Facts read off NCCL's source (github.com/NVIDIA/nccl; tags named where they chan
 - ``src/enqueue.cc`` ``addP2pToPlan`` (master): across nodes an op is split into parts of
   ``stepSize/2 .. stepSize`` (``P2P_NET_CHUNKSIZE`` 128 KiB, init.cc; NVLink chunks are 512
   KiB) with one part per channel, from ``nChannelsMin`` (halved while ``nChannelsMin x
-  nRanks > p2pnChannels``) doubling up to the per-peer count. (Its protocol rule, LL up to
-  16 KiB per channel and Simple above, is not imposed: the model's latencies are the tuner's
-  collective ones, whose Simple step overstates a 1 MiB NVLink send 1.5x; the candidates
-  compete as for a collective, see model.collectives._add_p2p.)
+  nRanks > p2pnChannels``) doubling up to the per-peer count; inside one node the parts are
+  ``P2P_NVL_CHUNKSIZE / 8 .. x 32`` (64 KiB-16 MiB over NVLink).
+- ``src/enqueue.cc`` protocol rule (``NCCL_P2P_LL_THRESHOLD`` 16 KiB, every tag v2.18.3-1 to
+  master): an op runs LL when its bytes are at most a threshold, Simple above, never LL128
+  (:func:`uses_ll`). Up to v2.21 the threshold is 16 KiB per op; v2.22-v2.28 multiply it by
+  the per-peer channel count ``nChannelsMax`` (32 on one NVSwitch node: LL up to 512 KiB; 2
+  across nodes: 32 KiB); from v2.29 by the op's own channel count (16 KiB on one channel).
+  The model times that protocol only (model.collectives._add_p2p): it is not a tuner choice.
+- ``src/include/channel.h`` ``ncclP2pChannelBaseForRound`` and enqueue.cc
+  ``ncclAddWorkBatchToPlan`` (master): an all-to-all's P rounds go in groups of
+  ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` = 8 (device.h); one group shares a channel's batch and
+  its ops run together, groups run on other channels, and a channel runs its batches one
+  after another once the groups' parts outnumber the p2p channels (:func:`all_to_all_waves`).
 - ``src/graph/paths.cc`` ``NCCL_PXN_DISABLE`` = 0 (PXN on, NCCL >= 2.12): a GPU reaches a
   remote GPU on another rail through the local GPU on that rail (one NVLink hop) and its
   NIC, so traffic stays on its rail and an all-to-all's messages are aggregated per NIC.
@@ -64,6 +73,17 @@ P2P_PER_BATCH = 8
 #: Network chunk of a p2p step (init.cc NCCL_P2P_NET_CHUNKSIZE, 128 KiB); an op is split into
 #: parts of half to one chunk per channel across nodes (enqueue.cc addP2pToPlan).
 P2P_NET_CHUNK_BYTES = 1 << 17
+#: NVLink chunk of a p2p step inside one all-NVLink node (init.cc NCCL_P2P_NVL_CHUNKSIZE, 512 KiB);
+#: PCIe: NCCL_P2P_PCI_CHUNKSIZE, 128 KiB (v2.26.2-1 init.cc computeBuffSizes).
+P2P_NVL_CHUNK_BYTES = 1 << 19
+P2P_PCI_CHUNK_BYTES = 1 << 17
+#: enqueue.cc ``NCCL_PARAM(P2pLLThreshold, "P2P_LL_THRESHOLD", 16384)`` (unchanged v2.18.3-1 to
+#: master 5067397c): the LL protocol's bytes per op (<= v2.21) or per channel (see uses_ll).
+P2P_LL_THRESHOLD_BYTES = 16384
+#: v2.22.3-1 enqueue.cc addP2pToPlan: ``thresholdLL = nChannelsMax * P2pLLThreshold`` (the
+#: peer's channel count; to v2.28.9-1). v2.29.2-1: ``nChannels[dir] * P2pLLThreshold`` (the op's).
+LL_PER_PEER_CHANNELS_SINCE = (2, 22)
+LL_PER_OP_CHANNELS_SINCE = (2, 29)
 #: First release with PXN (src/graph/paths.cc: no PXN path in v2.11.4-1; PATH_PXN and
 #: NCCL_PXN_DISABLE in v2.12.7-1).
 PXN_SINCE = (2, 12)
@@ -75,6 +95,11 @@ PER_NIC_RULE_SINCE = (2, 29)
 #: 28 of a 400G NIC's 47 GB/s where v2.29 gives all of it; assuming the upgrade a site may not
 #: have made would make a plan optimistic 1.7x. ``--nccl-version 2.29`` takes the newer rule.
 UNSTATED = (2, 28)
+
+
+def has_pxn(nccl_version: str | None) -> bool:
+    """Whether the release routes cross-rail traffic through PXN (PXN_SINCE; None: yes)."""
+    return nccl_version is None or nccl_version_tuple(nccl_version) >= PXN_SINCE
 
 
 def _pow2_up(x: Any) -> Any:
@@ -111,17 +136,81 @@ def net_channels_per_peer(
     return np.minimum(ch, pc)
 
 
-def op_channels(size_bytes: Any, ranks: Any, per_peer: Any, *, p2p_channels: Any = P2P_CHANNELS) -> Any:
-    """Channels one cross-node op of ``size_bytes`` runs on (enqueue.cc addP2pToPlan):
-    ``nChannelsMin`` parts of at least half a chunk, doubled while a part exceeds a chunk,
-    up to ``per_peer``."""
+def peer_channels(
+    nodes: Any,
+    ranks: Any,
+    nic_gbps: Any,
+    intra_is_pci: Any = False,
+    *,
+    nccl_version: str | None = None,
+    p2p_channels: Any = P2P_CHANNELS,
+) -> Any:
+    """``comm->p2pnChannelsPerPeer``: the fewest channels any peer gets (paths.cc
+    ncclTopoComputeP2pChannels, rounded up to a power of two, at most ``p2p_channels``). An
+    NVLink peer gets 2 x its NVLink count (ncclTopoGetNchannels: 24-36 on A100-B200 NVSwitch
+    nodes, so every p2p channel), a PCIe peer 2, a network peer :func:`net_channels_per_peer`."""
+    pc = np.asarray(p2p_channels, dtype=float)
+    intra = np.where(np.asarray(intra_is_pci, dtype=bool), 2.0, pc)
+    net = net_channels_per_peer(ranks, nic_gbps, nccl_version=nccl_version, p2p_channels=pc)
+    return np.minimum(np.where(np.asarray(nodes, dtype=float) > 1, np.minimum(net, intra), intra), pc)
+
+
+def part_bytes(nodes: Any, intra_is_pci: Any = False) -> tuple[Any, Any]:
+    """(smallest, largest) part of an op per channel (enqueue.cc addP2pToPlan): across nodes
+    half to one ``P2P_NET_CHUNKSIZE``; inside a node 1/8 to 32 x the NVLink (or PCIe) chunk."""
+    multi = np.asarray(nodes, dtype=float) > 1
+    chunk = np.where(np.asarray(intra_is_pci, dtype=bool), P2P_PCI_CHUNK_BYTES, P2P_NVL_CHUNK_BYTES)
+    return (
+        np.where(multi, P2P_NET_CHUNK_BYTES / 2, chunk / 8),
+        np.where(multi, float(P2P_NET_CHUNK_BYTES), chunk * 32.0),
+    )
+
+
+def op_channels(
+    size_bytes: Any,
+    ranks: Any,
+    per_peer: Any,
+    *,
+    p2p_channels: Any = P2P_CHANNELS,
+    min_part: Any = P2P_NET_CHUNK_BYTES / 2,
+    max_part: Any = P2P_NET_CHUNK_BYTES,
+) -> Any:
+    """Channels one op of ``size_bytes`` runs on (enqueue.cc addP2pToPlan): ``nChannelsMin``
+    (``per_peer`` halved while it x ``ranks`` exceeds the p2p channels) parts of at least
+    ``min_part``, doubled while a part exceeds ``max_part``, up to ``per_peer``. The default
+    parts are the network's (:func:`part_bytes`)."""
     S = np.asarray(size_bytes, dtype=float)
     per_peer = np.asarray(per_peer, dtype=float)
     n_min = _halve_while(per_peer + 0 * S, lambda c: c * np.asarray(ranks, dtype=float) > p2p_channels)
-    ch = np.maximum(np.minimum(n_min, np.ceil(S / (P2P_NET_CHUNK_BYTES / 2))), 1.0)
+    ch = np.maximum(np.minimum(n_min, np.ceil(S / min_part)), 1.0)
     for _ in range(6):
-        ch = np.where((np.ceil(S / ch) > P2P_NET_CHUNK_BYTES) & (ch <= per_peer / 2), ch * 2, ch)
+        ch = np.where((np.ceil(S / ch) > max_part) & (ch <= per_peer / 2), ch * 2, ch)
     return ch
+
+
+def uses_ll(size_bytes: Any, channels: Any, per_peer: Any, *, nccl_version: str | None = None) -> Any:
+    """True where NCCL runs an op of ``size_bytes`` with LL, else Simple (enqueue.cc
+    addP2pToPlan, ``P2P_LL_THRESHOLD``): up to v2.21 ``bytes <= 16 KiB``; v2.22-v2.28 ``bytes
+    <= per_peer x 16 KiB`` (the peer's channels); from v2.29 ``bytes <= channels x 16 KiB`` (the
+    op's own, :func:`op_channels`). ``nccl_version`` None: v2.20-v2.28's rule (UNSTATED)."""
+    v = UNSTATED if nccl_version is None else nccl_version_tuple(nccl_version)
+    if v < LL_PER_PEER_CHANNELS_SINCE:
+        factor: Any = 1.0
+    elif v < LL_PER_OP_CHANNELS_SINCE:
+        factor = per_peer
+    else:
+        factor = channels
+    return np.asarray(size_bytes, dtype=float) <= np.asarray(factor, dtype=float) * P2P_LL_THRESHOLD_BYTES
+
+
+def all_to_all_waves(ranks: Any, channels: Any, *, p2p_channels: Any = P2P_CHANNELS) -> Any:
+    """Batches one channel runs one after another in an all-to-all of ``ranks`` (enqueue.cc
+    ncclAddWorkBatchToPlan, channel.h ncclP2pChannelBaseForRound): the rounds go in groups of
+    ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (8), a group's ops share one batch on each of the
+    ``channels`` its op is split over, and groups take other channels until the
+    ``p2p_channels`` are used up: ``ceil(ceil(ranks / 8) x channels / p2p_channels)``."""
+    groups = np.ceil(np.asarray(ranks, dtype=float) / P2P_PER_BATCH)
+    return np.maximum(np.ceil(groups * np.asarray(channels, dtype=float) / np.asarray(p2p_channels, dtype=float)), 1.0)
 
 
 def net_peer_gbps(
@@ -140,6 +229,40 @@ def net_peer_gbps(
     return np.minimum(np.asarray(nic_gbps, dtype=float), ch * np.asarray(channel_gbps, dtype=float))
 
 
+def pair_channels(
+    size_bytes: Any,
+    nodes: Any,
+    gpus_per_node: Any,
+    nic_gbps: Any,
+    intra_is_pci: Any = False,
+    *,
+    nccl_version: str | None = None,
+    ranks: Any = None,
+) -> tuple[Any, Any]:
+    """(per-peer channels, the op's channels) of one send/recv of ``size_bytes`` in a
+    communicator of ``ranks`` (default nodes x gpus_per_node): :func:`peer_channels` and
+    :func:`op_channels` with the parts of :func:`part_bytes`."""
+    N = np.asarray(nodes, dtype=float)
+    p = N * np.asarray(gpus_per_node, dtype=float) if ranks is None else np.asarray(ranks, dtype=float)
+    per_peer = peer_channels(N, p, nic_gbps, intra_is_pci, nccl_version=nccl_version)
+    lo, hi = part_bytes(N, intra_is_pci)
+    return per_peer, op_channels(size_bytes, p, per_peer, min_part=lo, max_part=hi)
+
+
+def send_recv_ll(
+    size_bytes: Any,
+    nodes: Any,
+    gpus_per_node: Any,
+    nic_gbps: Any,
+    intra_is_pci: Any = False,
+    *,
+    nccl_version: str | None = None,
+) -> Any:
+    """True where nccl-tests' send/recv of ``size_bytes`` runs LL (:func:`uses_ll`), else Simple."""
+    per_peer, ch = pair_channels(size_bytes, nodes, gpus_per_node, nic_gbps, intra_is_pci, nccl_version=nccl_version)
+    return uses_ll(size_bytes, ch, per_peer, nccl_version=nccl_version)
+
+
 def send_recv_terms(
     *,
     size_bytes: Any,
@@ -147,18 +270,22 @@ def send_recv_terms(
     gpus_per_node: Any,
     nic_gbps: Any,
     nvl_busbw_gbps: Any,
+    nvl_channel_gbps: Any = np.inf,
+    intra_is_pci: Any = False,
     nic_share: Any = np.nan,
     inter_us: Any,
     intra_us: Any,
     nccl_version: str | None = None,
 ) -> tuple[Any, Any]:
     """(latency us, bandwidth us) of nccl-tests' send/recv (rank r sends S to r+1): on one
-    node an NVLink pair; across nodes the pair that crosses is bounded by its channels
-    (:func:`net_peer_gbps`). Its two GPUs are on different rails when a node has more than
-    one GPU (local GPU g-1 sends to the next node's GPU 0): PXN adds one NVLink step.
-    ``inter_us``/``intra_us`` are one network / NVLink step of the protocol in use.
-    ``nic_share`` (not NaN) replaces the channel bound by that share of the NIC: a KV-transfer
-    engine (Mooncake, NIXL) posts many queue pairs per peer and fills it (model.inference)."""
+    node an NVLink pair on the op's channels (:func:`pair_channels`: 4 of 8 ranks' 32 until a
+    part passes 16 MiB), each at most ``nvl_channel_gbps``; across nodes the pair that crosses
+    is bounded by its channels (:func:`net_peer_gbps`). Its two GPUs are on different rails
+    when a node has more than one GPU (local GPU g-1 sends to the next node's GPU 0): PXN
+    adds one NVLink step. ``inter_us``/``intra_us`` are one network / NVLink step of the
+    protocol in use (:func:`send_recv_ll`). ``nic_share`` (not NaN) replaces the channel bound
+    by that share of the NIC: a KV-transfer engine (Mooncake, NIXL) posts many queue pairs per
+    peer and fills it (model.inference)."""
     N = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
     multi = N > 1
@@ -168,13 +295,14 @@ def send_recv_terms(
         net_peer_gbps(size_bytes, N * g, nic_gbps, nccl_version=nccl_version),
         np.nan_to_num(share) * np.asarray(nic_gbps, dtype=float),
     )
-    bw = np.where(multi, peer, np.asarray(nvl_busbw_gbps, dtype=float)) * 1e3
+    _, ch = pair_channels(size_bytes, 1.0, N * g, nic_gbps, intra_is_pci, nccl_version=nccl_version)
+    nvl = np.minimum(np.asarray(nvl_busbw_gbps, dtype=float), ch * np.asarray(nvl_channel_gbps, dtype=float))
+    bw = np.where(multi, peer, nvl) * 1e3
     # The PXN hop is NCCL's (nccl-tests' ring shift crosses rails; PXN since 2.12, before it
     # the pair crossed rails through the spine, the worst path ``inter_us`` already pays); a
     # rail-aligned pair, as pipeline stages laid out rail by rail, would skip it (one NVLink
     # step, 1-5 us).
-    has_pxn = nccl_version is None or nccl_version_tuple(nccl_version) >= PXN_SINCE
-    pxn = np.isnan(share) & (g > 1) & has_pxn
+    pxn = np.isnan(share) & (g > 1) & has_pxn(nccl_version)
     lat = np.where(multi, inter_us + np.where(pxn, intra_us, 0.0), intra_us)
     return lat, np.asarray(size_bytes, dtype=float) / bw
 
@@ -205,3 +333,22 @@ def all_to_all_net_gbps(
     ch = op_channels(peer_bytes, p, per_peer, p2p_channels=p2p_channels)
     channels = np.minimum(ch * np.maximum(p - g, 1), p2p_channels)
     return np.minimum(per_gpu_nic, channels * P2P_NET_CHANNEL_GBPS)
+
+
+def all_to_all_schedule(
+    size_bytes: Any,
+    nodes: Any,
+    gpus_per_node: Any,
+    nic_gbps: Any,
+    intra_is_pci: Any = False,
+    *,
+    nccl_version: str | None = None,
+) -> tuple[Any, Any]:
+    """(LL?, waves) of nccl-tests' all-to-all of ``size_bytes`` per rank: each of its P ops
+    carries ``size_bytes / P`` and takes the protocol :func:`uses_ll` gives that op on the
+    channels :func:`pair_channels` splits it over; ``waves`` is :func:`all_to_all_waves`."""
+    N = np.asarray(nodes, dtype=float)
+    p = N * np.asarray(gpus_per_node, dtype=float)
+    peer_bytes = np.asarray(size_bytes, dtype=float) / np.maximum(p, 1.0)
+    per_peer, ch = pair_channels(peer_bytes, N, gpus_per_node, nic_gbps, intra_is_pci, nccl_version=nccl_version)
+    return uses_ll(peer_bytes, ch, per_peer, nccl_version=nccl_version), all_to_all_waves(p, ch)
