@@ -542,8 +542,7 @@ def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, nccl_version: str | No
     channels at once, in ``waves`` when they outnumber the channels. Latency: one step on the
     slowest link per wave (a network step plus PXN's NVLink hop across nodes) and, across
     nodes, the proxy posting each remote peer's send/recv in turn at NCCL's own per-network-
-    step host cost (tuning.cc getNetOverhead: 1 us on Intel hosts, 3x with Simple) x the
-    fabric's NET scale. Bandwidth: the node's NICs shared evenly per GPU (PXN) and the p2p
+    step host cost (tuning.cc getNetOverhead: 1 us on Intel hosts, 3x with Simple). Bandwidth: the node's NICs shared evenly per GPU (PXN) and the p2p
     channels (model.p2p); cross-leaf traffic pays the oversubscription (models.md 2.1)."""
     if pi == 1:
         return
@@ -552,7 +551,9 @@ def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, nccl_version: str | No
     ll, waves = p2p.all_to_all_schedule(S, N, g, nic, L.intra_is_pci, nccl_version=nccl_version)
     pxn = (g > 1) & p2p.has_pxn(nccl_version)
     step = np.where(c.multi, c.inter("ring", pi) + np.where(pxn, c.intra("ring", pi), 0.0), c.intra("ring", pi))
-    post = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0) * c.scale
+    # A host cost of NCCL's proxy thread, not the wire's: not scaled by the fabric's NET figure
+    # (a plugin's own per-op cost is Fabric.proxy_us, in the launch term).
+    post = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
     lat_a = BASE_LAT_US["ring"][pi] + waves * step + (p - g) * post
     # Per GPU, the node's NICs shared evenly (PXN) and its p2p channels (model.p2p).
     per_gpu_net = p2p.all_to_all_net_gbps(S, N, g, c.net_node / 1e3, nccl_version=nccl_version) * 1e3
