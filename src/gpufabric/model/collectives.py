@@ -28,6 +28,12 @@ the same formula. Algorithms:
   NVLS algbw and the tree's (the node's NICs, twice on 2 nodes), blended on 2 nodes by
   ``NVLS_TREE_SHARPNESS`` (fitted on one published table, docs/accuracy.md).
 
+- ``p2p`` (send_recv) and ``pairwise`` (all_to_all): NCCL's p2p ops, which its tuner never
+  times: they run the protocol NCCL's p2p rule gives them (LL up to 16 KiB x a channel count
+  that depends on the release, Simple above, never LL128; model.p2p.uses_ll), with the
+  tuner's ring baseLat and one link step of that protocol, no size growth, and an
+  all-to-all's batches of 8 ops per channel and per-remote-peer proxy posts (model.p2p).
+
 Every algorithm is capped by :func:`algbw_ceiling_gbps` (NICs at line x efficiency per
 node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``sharp``).
 
