@@ -658,6 +658,10 @@ def collective_times(
             _add_pairwise(c, cands, pi, nccl_version)
         if op == "send_recv":
             _add_p2p(c, cands, pi, nccl_version)
+    if not cands.rows and op in ("send_recv", "all_to_all") and protocols and "LL128" in protocols:
+        raise InputError(
+            f"{op} runs LL or Simple only (NCCL's p2p kernels have no LL128); choose --protocol LL or Simple"
+        )
     if not cands.rows:
         raise InputError(
             f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")
