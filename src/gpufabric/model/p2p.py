@@ -1,4 +1,4 @@
-"""NCCL point-to-point (send/recv, all-to-all) across nodes: per-peer channels, chunks, PXN.
+"""NCCL point-to-point (send/recv, all-to-all): per-peer channels, parts, protocol, batches, PXN.
 
 NCCL moves a send/recv over the network on a few *p2p channels* per peer, not on the 16-32
 channels a ring collective spreads over a node's NICs, so one cross-node peer pair is
@@ -8,7 +8,9 @@ and the communicator's size (:func:`net_channels_per_peer`), how many of them on
 on its size (:func:`op_channels`: NCCL splits an op into 64-128 KiB parts, one per
 channel). An all-to-all sends to every peer at once over all of a GPU's p2p channels and,
 with PXN, through the NIC of whichever local GPU is on the destination's rail, so the
-node's NICs share the cross-node bytes evenly (:func:`all_to_all_terms`).
+node's NICs share the cross-node bytes evenly (:func:`all_to_all_net_gbps`). Each op runs
+the protocol NCCL's p2p rule gives it (:func:`uses_ll`), and an all-to-all's ops run in
+NCCL's batches of 8 (:func:`all_to_all_schedule`); model.collectives times them.
 
 Facts read off NCCL's source (github.com/NVIDIA/nccl; tags named where they changed):
 
