@@ -130,3 +130,36 @@ def test_beyond_256_ranks_the_batches_queue_on_the_channels(catalog):
     at_32 = float(collective_times("all_to_all", 1 * KiB, 32, 8, links).latency_us)
     one_step = at_32 - BASE_LAT_US["ring"][0] - (32 * 8 - 8) * NET_OVERHEAD_US["intel"]
     assert extra == pytest.approx(3 * one_step)
+
+
+def _nccl_op_channels(size, ranks, per_peer, p2p_channels, min_part, max_part):
+    """enqueue.cc addP2pToPlan / scheduleP2pTasksToPlan, literally (integers, loops)."""
+    n_min = per_peer
+    while n_min * ranks > p2p_channels and n_min > 1:
+        n_min //= 2
+    ch = min(n_min, -(-size // min_part))
+    part = max(min_part, -(-size // ch))
+    while part > max_part and ch <= per_peer // 2:
+        ch *= 2
+        part = -(-size // ch)
+    return ch
+
+
+def test_the_closed_forms_are_nccls_loops():
+    """op_channels and the channel halving are closed forms of NCCL's loops: equal on a grid."""
+    for ranks in (2, 8, 16, 64, 128, 1024):
+        for per_peer in (1, 2, 4, 8, 32):
+            for lo, hi in ((64 * KiB, 128 * KiB), (64 * KiB, 16 * MiB), (16 * KiB, 4 * MiB)):
+                sizes = np.unique(
+                    np.r_[1, 2 ** np.arange(0, 35), 3 * 2 ** np.arange(0, 33), 5 * 10 ** np.arange(0, 10)]
+                )
+                got = p2p.op_channels(sizes.astype(float), ranks, per_peer, p2p_channels=32, min_part=lo, max_part=hi)
+                want = [_nccl_op_channels(int(s), ranks, per_peer, 32, lo, hi) for s in sizes]
+                assert got.tolist() == want, (ranks, per_peer, lo, hi)
+    for ranks in range(1, 2049, 7):
+        for version, nic in (("2.21.5", 47.0), ("2.29.2", 47.0), ("2.29.2", 94.0), ("2.29.2", 23.5)):
+            v29 = version == "2.29.2"
+            ch = 2 ** int(np.ceil(np.log2(np.ceil(nic / 14.0)))) if v29 else 2
+            while (ch * -(-ranks // 8) > 32 if v29 else ch * ranks > 4 * 32) and ch > 1:
+                ch //= 2
+            assert float(p2p.net_channels_per_peer(ranks, nic, nccl_version=version)) == ch, (ranks, version, nic)

@@ -523,11 +523,9 @@ def _add_nvls(c: _Setup, cands: _Candidates) -> None:
 
 
 def _p2p_protocol_ok(cands: _Candidates, pi: int, ll: Any) -> Any:
-    """Where the p2p op runs protocol ``pi``: NCCL's rule (``ll``, model.p2p.uses_ll), not a
-    tuner choice; a forced protocol (``NCCL_PROTO``-like, the model's option) is taken as
-    given. LL128 never (NCCL's p2p kernels have no LL128)."""
-    if pi == 1:
-        return False
+    """Where the p2p op runs protocol ``pi`` (LL 0 or Simple 2; NCCL's p2p kernels have no
+    LL128): NCCL's rule (``ll``, model.p2p.uses_ll), not a tuner choice; a forced protocol
+    (``NCCL_PROTO``-like, the model's option) is taken as given."""
     if cands.protocols is not None:
         return True
     return ll if pi == 0 else ~np.asarray(ll, dtype=bool)
@@ -542,62 +540,54 @@ def _p2p_bw_us(c: _Setup, pi: int, size: Any, bw_us: Any, nodes: Any) -> Any:
     return np.maximum(2 * bw_us, size / (ll_max_busbw_gbps(nodes, line) * 1e3))
 
 
-def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, nccl_version: str | None) -> None:
+def _add_pairwise(c: _Setup, cands: _Candidates, nccl_version: str | None) -> None:
     """All-to-all as NCCL runs it: P send/recv ops of S/P bytes, each on NCCL's p2p protocol
-    (model.p2p.all_to_all_schedule), grouped 8 to a channel batch; the groups run on their own
+    (model.p2p.all_to_all_terms), grouped 8 to a channel batch; the groups run on their own
     channels at once, in ``waves`` when they outnumber the channels. Latency: one step on the
     slowest link per wave (a network step plus PXN's NVLink hop across nodes) and, across
     nodes, the proxy posting each remote peer's send/recv in turn at NCCL's own per-network-
-    step host cost (tuning.cc getNetOverhead: 1 us on Intel hosts, 3x with Simple). Bandwidth: the node's NICs shared evenly per GPU (PXN) and the p2p
-    channels (model.p2p); cross-leaf traffic pays the oversubscription (models.md 2.1)."""
-    if pi == 1:
-        return
+    step host cost (tuning.cc getNetOverhead: 1 us on Intel hosts, 3x with Simple). Bandwidth:
+    the node's NICs shared evenly per GPU (PXN) and the p2p channels (model.p2p); cross-leaf
+    traffic pays the oversubscription (models.md 2.1)."""
     L, S, N, g, p = c.links, c.S, c.N, c.g, c.p
-    nic = c.net_node / np.asarray(L.nics_per_node, dtype=float) / 1e3
-    ll, waves = p2p.all_to_all_schedule(S, N, g, nic, L.intra_is_pci, nccl_version=nccl_version)
+    ll, waves, net_gbps = p2p.all_to_all_terms(S, N, g, c.net_node / 1e3, L.intra_is_pci, nccl_version=nccl_version)
     pxn = (g > 1) & p2p.has_pxn(nccl_version)
-    step = np.where(c.multi, c.inter("ring", pi) + np.where(pxn, c.intra("ring", pi), 0.0), c.intra("ring", pi))
-    # A host cost of NCCL's proxy thread, not the wire's: not scaled by the fabric's NET figure
-    # (a plugin's own per-op cost is Fabric.proxy_us, in the launch term).
-    post = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
-    lat_a = BASE_LAT_US["ring"][pi] + waves * step + (p - g) * post
-    # Per GPU, the node's NICs shared evenly (PXN) and its p2p channels (model.p2p).
-    per_gpu_net = p2p.all_to_all_net_gbps(S, N, g, c.net_node / 1e3, nccl_version=nccl_version) * 1e3
     f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
     penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
-    bw_a = np.maximum(
-        _p2p_bw_us(c, pi, S * (g - 1) / p, S * (g - 1) / p / c.nvl, 1.0),
-        _p2p_bw_us(c, pi, S * (p - g) / p, S * (p - g) / p / per_gpu_net * penalty, N),
-    )
-    cands.add("pairwise", pi, lat_a, bw_a, p - g, _p2p_protocol_ok(cands, pi, ll), grow=False)
+    intra_bytes, inter_bytes = S * (g - 1) / p, S * (p - g) / p
+    intra_us, inter_us = intra_bytes / c.nvl, inter_bytes / (net_gbps * 1e3) * penalty
+    for pi in (0, 2):
+        step = np.where(c.multi, c.inter("ring", pi) + np.where(pxn, c.intra("ring", pi), 0.0), c.intra("ring", pi))
+        # A host cost of NCCL's proxy thread, not the wire's: not scaled by the fabric's NET
+        # figure (a plugin's own per-op cost is Fabric.proxy_us, in the launch term).
+        post = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
+        lat = BASE_LAT_US["ring"][pi] + waves * step + (p - g) * post
+        bw = np.maximum(_p2p_bw_us(c, pi, intra_bytes, intra_us, 1.0), _p2p_bw_us(c, pi, inter_bytes, inter_us, N))
+        cands.add("pairwise", pi, lat, bw, p - g, _p2p_protocol_ok(cands, pi, ll), grow=False)
 
 
-def _add_p2p(c: _Setup, cands: _Candidates, pi: int, nccl_version: str | None) -> None:
+def _add_p2p(c: _Setup, cands: _Candidates, nccl_version: str | None) -> None:
     """Send/recv (model.p2p) on the protocol NCCL's rule gives it: across nodes one peer pair
     gets NCCL's per-peer channels, not a whole NIC, and a cross-rail pair pays PXN's NVLink
     hop; inside a node the op's channels, each at the tuner's per-channel Simple bandwidth.
     Latency: ``baseLat`` + one step of the link (tuning.cc ring figures of the protocol)."""
-    if pi == 1:
-        return
     L = c.links
-    nic = c.net_node / np.asarray(L.nics_per_node, dtype=float) / 1e3
-    ll = p2p.send_recv_ll(c.S, c.N, c.g, nic, L.intra_is_pci, nccl_version=nccl_version)
-    lat, bw = p2p.send_recv_terms(
+    ll, pxn, bw = p2p.send_recv_terms(
         size_bytes=c.S,
         nodes=c.N,
         gpus_per_node=c.g,
-        nic_gbps=nic,
+        nic_gbps=c.net_node / np.asarray(L.nics_per_node, dtype=float) / 1e3,
         nvl_busbw_gbps=c.nvl / 1e3,
         nvl_channel_gbps=per_channel_simple_gbps(1.0, L.nvlink_line_gbps),
         intra_is_pci=L.intra_is_pci,
         nic_share=L.p2p_net_share,
-        inter_us=c.inter("ring", pi),
-        intra_us=c.intra("ring", pi),
         nccl_version=nccl_version,
     )
-    bw = _p2p_bw_us(c, pi, c.S, bw, c.N)
     steps = np.where(c.multi, 1, 0)
-    cands.add("p2p", pi, BASE_LAT_US["ring"][pi] + lat, bw, steps, _p2p_protocol_ok(cands, pi, ll), grow=False)
+    for pi in (0, 2):
+        intra = c.intra("ring", pi)
+        lat = BASE_LAT_US["ring"][pi] + np.where(c.multi, c.inter("ring", pi) + np.where(pxn, intra, 0.0), intra)
+        cands.add("p2p", pi, lat, _p2p_bw_us(c, pi, c.S, bw, c.N), steps, _p2p_protocol_ok(cands, pi, ll), grow=False)
 
 
 def collective_times(
@@ -654,10 +644,10 @@ def collective_times(
             _add_collnet(c, cands, pi)
             if pi == 2:
                 _add_nvls(c, cands)
-        if op == "all_to_all":
-            _add_pairwise(c, cands, pi, nccl_version)
-        if op == "send_recv":
-            _add_p2p(c, cands, pi, nccl_version)
+    if op == "all_to_all":
+        _add_pairwise(c, cands, nccl_version)
+    if op == "send_recv":
+        _add_p2p(c, cands, nccl_version)
     if not cands.rows and op in ("send_recv", "all_to_all") and protocols and "LL128" in protocols:
         raise InputError(
             f"{op} runs LL or Simple only (NCCL's p2p kernels have no LL128); choose --protocol LL or Simple"

@@ -108,13 +108,13 @@ def _pow2_up(x: Any) -> Any:
     return 2.0 ** np.ceil(np.log2(np.maximum(np.asarray(x, dtype=float), 1.0)))
 
 
-def _halve_while(ch: Any, too_many: Any) -> Any:
-    """``ch`` halved (not below 1) while ``too_many(ch)`` holds: NCCL's loops, vectorised
-    (at most log2(32) = 5 steps)."""
-    ch = np.asarray(ch, dtype=float)
-    for _ in range(6):
-        ch = np.where(too_many(ch) & (ch > 1), ch / 2, ch)
-    return ch
+def _halved_to(ch: Any, limit: Any) -> Any:
+    """A power of two ``ch`` halved (not below 1) while ``ch > limit``: NCCL's halving loops
+    (``while (c * n > budget && c > 1) c /= 2``) in closed form, the largest power of two
+    <= ``limit`` where that is smaller (tests/model/test_p2p_protocol.py checks it against the
+    loops)."""
+    lim = np.maximum(np.asarray(limit, dtype=float), 1.0)
+    return np.maximum(np.minimum(np.asarray(ch, dtype=float), 2.0 ** np.floor(np.log2(lim))), 1.0)
 
 
 def net_channels_per_peer(
@@ -131,10 +131,10 @@ def net_channels_per_peer(
     if v < (2, 20):
         ch = 2.0 + 0 * n
     elif v < PER_NIC_RULE_SINCE:
-        ch = _halve_while(2.0 + 0 * n, lambda c: c * n > 4 * pc)
+        ch = _halved_to(2.0, 4 * pc / n)  # halved while c x nRanks > 4 x p2pnChannels
     else:
         wanted = _pow2_up(np.ceil(np.asarray(nic_gbps, dtype=float) / NCCL_PER_CHANNEL_NET_BW_GBPS))
-        ch = _halve_while(wanted + 0 * n, lambda c: c * np.ceil(n / P2P_PER_BATCH) > pc)
+        ch = _halved_to(wanted, pc / np.ceil(n / P2P_PER_BATCH))  # while c x ceil(n / 8) > p2pnChannels
     return np.minimum(ch, pc)
 
 
@@ -183,11 +183,14 @@ def op_channels(
     parts are the network's (:func:`part_bytes`)."""
     S = np.asarray(size_bytes, dtype=float)
     per_peer = np.asarray(per_peer, dtype=float)
-    n_min = _halve_while(per_peer + 0 * S, lambda c: c * np.asarray(ranks, dtype=float) > p2p_channels)
+    n_min = _halved_to(per_peer, np.asarray(p2p_channels, dtype=float) / np.asarray(ranks, dtype=float))
     ch = np.maximum(np.minimum(n_min, np.ceil(S / min_part)), 1.0)
-    for _ in range(6):
-        ch = np.where((np.ceil(S / ch) > max_part) & (ch <= per_peer / 2), ch * 2, ch)
-    return ch
+    # ``while (ceil(S / ch) > max_part && ch <= per_peer / 2) ch *= 2`` in closed form: the
+    # doublings the part size needs, at most those that keep ch <= per_peer.
+    with np.errstate(divide="ignore"):
+        need = np.ceil(np.log2(np.maximum(S / (ch * np.asarray(max_part, dtype=float)), 1.0)))
+    room = np.floor(np.log2(np.maximum(per_peer / ch, 1.0)))
+    return ch * 2.0 ** np.minimum(need, room)
 
 
 def uses_ll(size_bytes: Any, channels: Any, per_peer: Any, *, nccl_version: str | None = None) -> Any:
@@ -239,30 +242,15 @@ def pair_channels(
     intra_is_pci: Any = False,
     *,
     nccl_version: str | None = None,
-    ranks: Any = None,
 ) -> tuple[Any, Any]:
     """(per-peer channels, the op's channels) of one send/recv of ``size_bytes`` in a
-    communicator of ``ranks`` (default nodes x gpus_per_node): :func:`peer_channels` and
+    communicator of nodes x gpus_per_node ranks: :func:`peer_channels` and
     :func:`op_channels` with the parts of :func:`part_bytes`."""
     N = np.asarray(nodes, dtype=float)
-    p = N * np.asarray(gpus_per_node, dtype=float) if ranks is None else np.asarray(ranks, dtype=float)
+    p = N * np.asarray(gpus_per_node, dtype=float)
     per_peer = peer_channels(N, p, nic_gbps, intra_is_pci, nccl_version=nccl_version)
     lo, hi = part_bytes(N, intra_is_pci)
     return per_peer, op_channels(size_bytes, p, per_peer, min_part=lo, max_part=hi)
-
-
-def send_recv_ll(
-    size_bytes: Any,
-    nodes: Any,
-    gpus_per_node: Any,
-    nic_gbps: Any,
-    intra_is_pci: Any = False,
-    *,
-    nccl_version: str | None = None,
-) -> Any:
-    """True where nccl-tests' send/recv of ``size_bytes`` runs LL (:func:`uses_ll`), else Simple."""
-    per_peer, ch = pair_channels(size_bytes, nodes, gpus_per_node, nic_gbps, intra_is_pci, nccl_version=nccl_version)
-    return uses_ll(size_bytes, ch, per_peer, nccl_version=nccl_version)
 
 
 def send_recv_terms(
@@ -275,82 +263,69 @@ def send_recv_terms(
     nvl_channel_gbps: Any = np.inf,
     intra_is_pci: Any = False,
     nic_share: Any = np.nan,
-    inter_us: Any,
-    intra_us: Any,
     nccl_version: str | None = None,
-) -> tuple[Any, Any]:
-    """(latency us, bandwidth us) of nccl-tests' send/recv (rank r sends S to r+1): on one
-    node an NVLink pair on the op's channels (:func:`pair_channels`: 4 of 8 ranks' 32 until a
-    part passes 16 MiB), each at most ``nvl_channel_gbps``; across nodes the pair that crosses
-    is bounded by its channels (:func:`net_peer_gbps`). Its two GPUs are on different rails
-    when a node has more than one GPU (local GPU g-1 sends to the next node's GPU 0): PXN
-    adds one NVLink step. ``inter_us``/``intra_us`` are one network / NVLink step of the
-    protocol in use (:func:`send_recv_ll`). ``nic_share`` (not NaN) replaces the channel bound
-    by that share of the NIC: a KV-transfer engine (Mooncake, NIXL) posts many queue pairs per
-    peer and fills it (model.inference)."""
+) -> tuple[Any, Any, Any]:
+    """(LL?, PXN hop?, bandwidth us) of nccl-tests' send/recv (rank r sends S to r+1).
+
+    The op's channels (:func:`pair_channels`) set its protocol (:func:`uses_ll`) and its
+    bandwidth: on one node an NVLink pair, each channel at most ``nvl_channel_gbps`` (8 ranks
+    get 4 of 32 until a part passes 16 MiB); across nodes each channel carries
+    P2P_NET_CHANNEL_GBPS, at most the NIC. Its two GPUs are on different rails when a node
+    has more than one GPU (local GPU g-1 sends to the next node's GPU 0): PXN adds one
+    NVLink step to the latency. ``nic_share`` (not NaN) replaces the channel bound by that
+    share of the NIC: a KV-transfer engine (Mooncake, NIXL) posts many queue pairs per peer
+    and fills it (model.inference)."""
     N = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
-    multi = N > 1
+    nic = np.asarray(nic_gbps, dtype=float)
+    per_peer, ch = pair_channels(size_bytes, N, g, nic, intra_is_pci, nccl_version=nccl_version)
     share = np.asarray(nic_share, dtype=float)
-    peer = np.where(
-        np.isnan(share),
-        net_peer_gbps(size_bytes, N * g, nic_gbps, nccl_version=nccl_version),
-        np.nan_to_num(share) * np.asarray(nic_gbps, dtype=float),
-    )
-    _, ch = pair_channels(size_bytes, 1.0, N * g, nic_gbps, intra_is_pci, nccl_version=nccl_version)
+    net = np.where(np.isnan(share), np.minimum(nic, ch * P2P_NET_CHANNEL_GBPS), np.nan_to_num(share) * nic)
     nvl = np.minimum(np.asarray(nvl_busbw_gbps, dtype=float), ch * np.asarray(nvl_channel_gbps, dtype=float))
-    bw = np.where(multi, peer, nvl) * 1e3
+    bw = np.where(N > 1, net, nvl) * 1e3
     # The PXN hop is NCCL's (nccl-tests' ring shift crosses rails; PXN since 2.12, before it
-    # the pair crossed rails through the spine, the worst path ``inter_us`` already pays); a
+    # the pair crossed rails through the spine, the worst path the NET step already pays); a
     # rail-aligned pair, as pipeline stages laid out rail by rail, would skip it (one NVLink
     # step, 1-5 us).
     pxn = np.isnan(share) & (g > 1) & has_pxn(nccl_version)
-    lat = np.where(multi, inter_us + np.where(pxn, intra_us, 0.0), intra_us)
-    return lat, np.asarray(size_bytes, dtype=float) / bw
+    ll = uses_ll(size_bytes, ch, per_peer, nccl_version=nccl_version)
+    return ll, pxn, np.asarray(size_bytes, dtype=float) / bw
 
 
-def all_to_all_net_gbps(
+def all_to_all_terms(
     size_bytes: Any,
     nodes: Any,
     gpus_per_node: Any,
     node_net_gbps: Any,
+    intra_is_pci: Any = False,
     *,
     nccl_version: str | None = None,
-    p2p_channels: Any = P2P_CHANNELS,
-) -> Any:
-    """Cross-node bandwidth (GB/s) of one GPU in an all-to-all of ``size_bytes`` per rank.
+) -> tuple[Any, Any, Any]:
+    """(LL?, waves, cross-node GB/s per GPU) of nccl-tests' all-to-all of ``size_bytes`` per
+    rank: each of its P ops carries ``size_bytes / P`` on the channels :func:`pair_channels`
+    splits it over and the protocol :func:`uses_ll` gives it; ``waves`` is
+    :func:`all_to_all_waves`.
 
     With PXN the node's NICs carry its GPUs' cross-node bytes evenly, ``node_net / g`` per
     GPU (sjeaugey, nccl-tests#130: busbw = N/(N-1) x the network bandwidth per GPU); the
     GPU's p2p channels bound it too: each of its p - g remote peers gets its op's channels,
-    all of them at most ``p2p_channels`` at once. That binds only with few remote peers (2
+    all of them at most P2P_CHANNELS at once. That binds only with few remote peers (2
     nodes of one GPU: the send/recv pair).
     """
     N = np.asarray(nodes, dtype=float)
     g = np.asarray(gpus_per_node, dtype=float)
     p = N * g
     per_gpu_nic = np.asarray(node_net_gbps, dtype=float) / g
-    per_peer = net_channels_per_peer(p, per_gpu_nic, nccl_version=nccl_version, p2p_channels=p2p_channels)
-    peer_bytes = np.asarray(size_bytes, dtype=float) / np.maximum(p, 1)
-    ch = op_channels(peer_bytes, p, per_peer, p2p_channels=p2p_channels)
-    channels = np.minimum(ch * np.maximum(p - g, 1), p2p_channels)
-    return np.minimum(per_gpu_nic, channels * P2P_NET_CHANNEL_GBPS)
-
-
-def all_to_all_schedule(
-    size_bytes: Any,
-    nodes: Any,
-    gpus_per_node: Any,
-    nic_gbps: Any,
-    intra_is_pci: Any = False,
-    *,
-    nccl_version: str | None = None,
-) -> tuple[Any, Any]:
-    """(LL?, waves) of nccl-tests' all-to-all of ``size_bytes`` per rank: each of its P ops
-    carries ``size_bytes / P`` and takes the protocol :func:`uses_ll` gives that op on the
-    channels :func:`pair_channels` splits it over; ``waves`` is :func:`all_to_all_waves`."""
-    N = np.asarray(nodes, dtype=float)
-    p = N * np.asarray(gpus_per_node, dtype=float)
     peer_bytes = np.asarray(size_bytes, dtype=float) / np.maximum(p, 1.0)
-    per_peer, ch = pair_channels(peer_bytes, N, gpus_per_node, nic_gbps, intra_is_pci, nccl_version=nccl_version)
-    return uses_ll(peer_bytes, ch, per_peer, nccl_version=nccl_version), all_to_all_waves(p, ch)
+    per_peer, ch = pair_channels(peer_bytes, N, g, per_gpu_nic, intra_is_pci, nccl_version=nccl_version)
+    channels = np.minimum(ch * np.maximum(p - g, 1), P2P_CHANNELS)
+    net = np.minimum(per_gpu_nic, channels * P2P_NET_CHANNEL_GBPS)
+    return uses_ll(peer_bytes, ch, per_peer, nccl_version=nccl_version), all_to_all_waves(p, ch), net
+
+
+def all_to_all_net_gbps(
+    size_bytes: Any, nodes: Any, gpus_per_node: Any, node_net_gbps: Any, *, nccl_version: str | None = None
+) -> Any:
+    """Cross-node bandwidth (GB/s) of one GPU in an all-to-all of ``size_bytes`` per rank
+    (:func:`all_to_all_terms`)."""
+    return all_to_all_terms(size_bytes, nodes, gpus_per_node, node_net_gbps, nccl_version=nccl_version)[2]
