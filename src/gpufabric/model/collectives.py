@@ -28,6 +28,12 @@ the same formula. Algorithms:
   NVLS algbw and the tree's (the node's NICs, twice on 2 nodes), blended on 2 nodes by
   ``NVLS_TREE_SHARPNESS`` (fitted on one published table, docs/accuracy.md).
 
+- ``p2p`` (send_recv) and ``pairwise`` (all_to_all): NCCL's p2p ops, which its tuner never
+  times: they run the protocol NCCL's p2p rule gives them (LL up to 16 KiB x a channel count
+  that depends on the release, Simple above, never LL128; model.p2p.uses_ll), with the
+  tuner's ring baseLat and one link step of that protocol, no size growth, and an
+  all-to-all's batches of 8 ops per channel and per-remote-peer proxy posts (model.p2p).
+
 Every algorithm is capped by :func:`algbw_ceiling_gbps` (NICs at line x efficiency per
 node, NVLink/PCIe per GPU, a NIC's PCIe slot; in-network reduction only with ``sharp``).
 
@@ -86,6 +92,7 @@ from gpufabric.model.nccl_tuner import (
     algorithms_for_version,
     channel_cap_gbps,
     ll_max_busbw_gbps,
+    per_channel_simple_gbps,
     tree_correction,
 )
 from gpufabric.model.topology import size_fabric, switch_hops
@@ -361,11 +368,21 @@ class _Candidates:
         self.rows: list[tuple[int, int, Any, Any, Any, Any, Any]] = []
 
     def add(
-        self, algo: str, proto: int, lat: Any, bw: Any, steps: Any, valid: Any = True, *, bw_tuner: Any = None
+        self,
+        algo: str,
+        proto: int,
+        lat: Any,
+        bw: Any,
+        steps: Any,
+        valid: Any = True,
+        *,
+        bw_tuner: Any = None,
+        grow: bool = True,
     ) -> None:
         """One candidate: its latency and bandwidth terms (us) as the model times them;
         ``bw_tuner``, where it differs, the bandwidth term NCCL's tuner estimates (every
-        channel) and chooses by."""
+        channel) and chooses by. ``grow`` False: no LATENCY_GROWTH (p2p, whose threads and
+        channels do not widen by the collective rule it models)."""
         if self.algorithms is not None and algo not in self.algorithms:
             return
         if self.algorithms is None and algo in FORCED_ONLY:
@@ -379,7 +396,7 @@ class _Candidates:
         # channel): without the size growth and the channel share, which it does not know.
         estimate = lat + np.maximum(bw if bw_tuner is None else bw_tuner, floor)
         bw = np.maximum(bw, floor)
-        lat = lat * self.grow
+        lat = lat * self.grow if grow else lat + 0 * self.grow
         if proto == 1 and self.protocols is None:
             # tuning.cc enables LL128 by default only over NVLink inside the node (typeIntra
             # <= PATH_NVB); NCCL_PROTO=LL128 still forces it.
@@ -505,35 +522,72 @@ def _add_nvls(c: _Setup, cands: _Candidates) -> None:
     cands.add("nvls_tree", 2, lat_nt, S / algbw_nt, 2 * c.log2n, c.multi & on)
 
 
-def _add_pairwise(c: _Setup, cands: _Candidates, pi: int, pf: Any, nccl_version: str | None) -> None:
-    """All-to-all pairwise exchange (models.md 2.1): (p-1) alpha + bytes over the slowest
-    link class; cross-leaf traffic pays the oversubscription."""
-    L, S, g, p = c.links, c.S, c.g, c.p
-    lat_a = BASE_LAT_US["ring"][pi] + (g - 1) * c.intra("ring", pi) + (p - g) * c.inter("ring", pi)
-    # Per GPU, the node's NICs shared evenly (PXN) and its p2p channels (model.p2p).
-    per_gpu_net = p2p.all_to_all_net_gbps(S, c.N, g, c.net_node / 1e3, nccl_version=nccl_version) * 1e3
+def _p2p_protocol_ok(cands: _Candidates, pi: int, ll: Any) -> Any:
+    """Where the p2p op runs protocol ``pi`` (LL 0 or Simple 2; NCCL's p2p kernels have no
+    LL128): NCCL's rule (``ll``, model.p2p.uses_ll), not a tuner choice; a forced protocol
+    (``NCCL_PROTO``-like, the model's option) is taken as given."""
+    if cands.protocols is not None:
+        return True
+    return ll if pi == 0 else ~np.asarray(ll, dtype=bool)
+
+
+def _p2p_bw_us(c: _Setup, pi: int, size: Any, bw_us: Any, nodes: Any) -> Any:
+    """A p2p bandwidth term under its protocol: LL delivers half the link (tuning.cc's LL
+    factor) and at most the tuner's LL busbw (``llMaxBws`` of ``nodes``), Simple all of it."""
+    if pi != 0:
+        return bw_us
+    line = np.asarray(c.links.nvlink_line_gbps, dtype=float)
+    return np.maximum(2 * bw_us, size / (ll_max_busbw_gbps(nodes, line) * 1e3))
+
+
+def _add_pairwise(c: _Setup, cands: _Candidates, nccl_version: str | None) -> None:
+    """All-to-all as NCCL runs it: P send/recv ops of S/P bytes, each on NCCL's p2p protocol
+    (model.p2p.all_to_all_terms), grouped 8 to a channel batch; the groups run on their own
+    channels at once, in ``waves`` when they outnumber the channels. Latency: one step on the
+    slowest link per wave (a network step plus PXN's NVLink hop across nodes) and, across
+    nodes, the proxy posting each remote peer's send/recv in turn at NCCL's own per-network-
+    step host cost (tuning.cc getNetOverhead: 1 us on Intel hosts, 3x with Simple). Bandwidth:
+    the node's NICs shared evenly per GPU (PXN) and the p2p channels (model.p2p); cross-leaf
+    traffic pays the oversubscription (models.md 2.1)."""
+    L, S, N, g, p = c.links, c.S, c.N, c.g, c.p
+    ll, waves, net_gbps = p2p.all_to_all_terms(S, N, g, c.net_node / 1e3, L.intra_is_pci, nccl_version=nccl_version)
+    pxn = (g > 1) & p2p.has_pxn(nccl_version)
     f_x = np.clip((p - np.asarray(L.ranks_per_leaf, dtype=float)) / p, 0, 1)
     penalty = np.maximum(1.0, np.asarray(L.oversubscription, dtype=float) * f_x)
-    bw_a = np.maximum(S * (g - 1) / p / (c.nvl * pf), S * (p - g) / p / (per_gpu_net * pf) * penalty)
-    cands.add("pairwise", pi, lat_a, bw_a, p - g)
+    intra_bytes, inter_bytes = S * (g - 1) / p, S * (p - g) / p
+    intra_us, inter_us = intra_bytes / c.nvl, inter_bytes / (net_gbps * 1e3) * penalty
+    for pi in (0, 2):
+        step = np.where(c.multi, c.inter("ring", pi) + np.where(pxn, c.intra("ring", pi), 0.0), c.intra("ring", pi))
+        # A host cost of NCCL's proxy thread, not the wire's: not scaled by the fabric's NET
+        # figure (a plugin's own per-op cost is Fabric.proxy_us, in the launch term).
+        post = NET_OVERHEAD_US[LL_CPU_VENDOR] * (NET_OVERHEAD_SIMPLE_FACTOR if pi == 2 else 1.0)
+        lat = BASE_LAT_US["ring"][pi] + waves * step + (p - g) * post
+        bw = np.maximum(_p2p_bw_us(c, pi, intra_bytes, intra_us, 1.0), _p2p_bw_us(c, pi, inter_bytes, inter_us, N))
+        cands.add("pairwise", pi, lat, bw, p - g, _p2p_protocol_ok(cands, pi, ll), grow=False)
 
 
-def _add_p2p(c: _Setup, cands: _Candidates, pi: int, pf: Any, nccl_version: str | None) -> None:
-    """Send/recv (model.p2p): across nodes one peer pair gets NCCL's per-peer channels, not a
-    whole NIC, and a cross-rail pair pays PXN's NVLink hop."""
-    nics = np.asarray(c.links.nics_per_node, dtype=float)
-    lat, bw = p2p.send_recv_terms(
+def _add_p2p(c: _Setup, cands: _Candidates, nccl_version: str | None) -> None:
+    """Send/recv (model.p2p) on the protocol NCCL's rule gives it: across nodes one peer pair
+    gets NCCL's per-peer channels, not a whole NIC, and a cross-rail pair pays PXN's NVLink
+    hop; inside a node the op's channels, each at the tuner's per-channel Simple bandwidth.
+    Latency: ``baseLat`` + one step of the link (tuning.cc ring figures of the protocol)."""
+    L = c.links
+    ll, pxn, bw = p2p.send_recv_terms(
         size_bytes=c.S,
         nodes=c.N,
         gpus_per_node=c.g,
-        nic_gbps=c.net_node / nics / 1e3,
+        nic_gbps=c.net_node / np.asarray(L.nics_per_node, dtype=float) / 1e3,
         nvl_busbw_gbps=c.nvl / 1e3,
-        nic_share=c.links.p2p_net_share,
-        inter_us=c.inter("ring", pi),
-        intra_us=c.intra("ring", pi),
+        nvl_channel_gbps=per_channel_simple_gbps(1.0, L.nvlink_line_gbps),
+        intra_is_pci=L.intra_is_pci,
+        nic_share=L.p2p_net_share,
         nccl_version=nccl_version,
     )
-    cands.add("p2p", pi, BASE_LAT_US["ring"][pi] + lat, bw / pf, np.where(c.multi, 1, 0))
+    steps = np.where(c.multi, 1, 0)
+    for pi in (0, 2):
+        intra = c.intra("ring", pi)
+        lat = BASE_LAT_US["ring"][pi] + np.where(c.multi, c.inter("ring", pi) + np.where(pxn, intra, 0.0), intra)
+        cands.add("p2p", pi, lat, _p2p_bw_us(c, pi, c.S, bw, c.N), steps, _p2p_protocol_ok(cands, pi, ll), grow=False)
 
 
 def collective_times(
@@ -590,10 +644,14 @@ def collective_times(
             _add_collnet(c, cands, pi)
             if pi == 2:
                 _add_nvls(c, cands)
-        if op == "all_to_all" and pi != 0:
-            _add_pairwise(c, cands, pi, pf, nccl_version)
-        if op == "send_recv":
-            _add_p2p(c, cands, pi, pf, nccl_version)
+    if op == "all_to_all":
+        _add_pairwise(c, cands, nccl_version)
+    if op == "send_recv":
+        _add_p2p(c, cands, nccl_version)
+    if not cands.rows and op in ("send_recv", "all_to_all") and protocols and "LL128" in protocols:
+        raise InputError(
+            f"{op} runs LL or Simple only (NCCL's p2p kernels have no LL128); choose --protocol LL or Simple"
+        )
     if not cands.rows:
         raise InputError(
             f"no algorithm {algorithms or ''} applies to {op}".replace("  ", " ")

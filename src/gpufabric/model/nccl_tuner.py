@@ -121,6 +121,16 @@ def channel_cap_gbps(proto: int, size_bytes: Any, nodes: Any, nvlink_line_gbps: 
     return used * np.asarray(table)[gen, col]
 
 
+def per_channel_simple_gbps(nodes: Any, nvlink_line_gbps: Any) -> Any:
+    """What one channel moves with Simple, GB/s: tuning.cc ``perChMaxTreeBws`` (the tuner's only
+    per-channel Simple figure; master 5067397c) by generation and node count, as
+    :func:`channel_cap_gbps` takes it for rings. model.p2p bounds an NVLink send/recv by it x
+    the channels NCCL splits the op over."""
+    N = np.asarray(nodes, dtype=float)
+    col = np.where(N <= 1, 0, np.where(N <= 2, 1, 2))
+    return np.asarray(PER_CHANNEL_TREE_SIMPLE_GBPS)[_generation(nvlink_line_gbps), col]
+
+
 def nccl_version_tuple(version: str) -> tuple[int, int]:
     """ "2.18.3" (or "2.18.3-1", "21803", nccl-tests' ``nccl-library=21803``) -> (2, 18).
 
