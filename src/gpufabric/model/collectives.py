@@ -464,6 +464,9 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     # bwInter (search.cc "increase bwIntra for trees (2 nodes or collnet)"): the two trees run
     # opposite ways, so a node's NICs carry each byte once per direction (a ring: 2(p-1)/p).
     # Bound there: twice the node's NICs, and the intra-node chain's NVLink share as a ring's.
+    # Simple only: LL stays under llMaxBws, and LL128 is bound per channel (perChMaxTreeLL128Bws);
+    # doubling LL128 too made the fit table's (#309, 2 nodes) tree LL128 rows 8-16 MiB 6-8
+    # points worse (docs/accuracy.md).
     two = c.multi & (N <= 2) & (pi == 2)
     b_tree = np.where(two, np.minimum(c.nvl * g / np.maximum(g - 1, 1), 2 * c.net_node), c.b_ring)
     busbw_t = _ll_capped(c, pi, b_tree * tpf) * tree_correction(pi, S)
