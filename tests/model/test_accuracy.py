@@ -80,6 +80,16 @@ def test_catalog_holds_the_nvls_tree_and_efa_fits():
     assert CAT.fabric("efa-p5").proxy_us == fab.proxy_us
     b200 = acc.fit_b200_launch(CAT)
     assert CAT.gpu("b200").eager_launch_us == pytest.approx(b200["eager_launch_us"], abs=0.1)
+    # A100's NVLink ring busbw is fitted on mscclpp's NDmv4 figure (one point, not a table of
+    # TABLES); efa-p5's NIC efficiency on the 4-node p5 all_reduce rows >= 256 MiB alone.
+    assert CAT.gpu("a100-sxm").nvlink_busbw_gbps == pytest.approx(acc.fit_a100_nvlink(CAT), abs=0.1)
+    p5 = acc.fit_efa_p5(CAT)
+    assert CAT.fabric("efa-p5").nic_efficiency == pytest.approx(p5["nic_efficiency"], abs=0.005)
+    p5_fit = [t for t in acc.TABLES if t.fabric == "efa-p5" and t.fit]
+    assert [(t.op, t.nodes, t.fit) for t in p5_fit] == [("all_reduce", 4, "big")]
+    p5_pts = [p for p in acc.table_points(CAT) if p.table.fabric == "efa-p5"]
+    assert {p.fitted for p in p5_pts if p.table is p5_fit[0] and p.size_bytes >= acc.BIG_MIN} == {True}
+    assert not any(p.fitted for p in p5_pts if p.table is not p5_fit[0] or p.size_bytes < acc.BIG_MIN)
     # The GKE B200 table fits its rows <= 64 KiB only; its bandwidth rows stay held out.
     gke = next(t for t in acc.TABLES if t.gpu == "b200")
     assert gke.fit == "small" and gke.op == "all_gather"
@@ -136,4 +146,6 @@ def test_csv_transcriptions_give_time_from_algbw():
     assert len(rows) == 9 and rows[0][0] == 32 * 2**20
     assert rows[0][1] == pytest.approx(32 * 2**20 / 49.23e3)
     efa = [t for t in acc.TABLES if "crazyguitar" in t.file]
-    assert {t.nodes for t in efa} == {2, 4, 8, 16, 32} and not any(t.fit for t in efa)
+    assert {t.nodes for t in efa} == {2, 4, 8, 16, 32}
+    # One subset fits efa-p5's NIC efficiency (the 4-node all_reduce rows >= 256 MiB).
+    assert [(t.op, t.nodes) for t in efa if t.fit] == [("all_reduce", 4)]
