@@ -233,7 +233,9 @@ class Table:
     gpu: str
     fabric: str
     source: str
-    fit: str = ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "big": rows >= 256 MiB did; "": held out
+    fit: str = (
+        ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "big": rows >= 256 MiB did; "": held out
+    )
     excluded: str = ""  # why the table is shown but kept out of the bars
     op: str = "all_reduce"
     harness: str = "per-gpu"  # "single-process": nccl-tests -g N, one process driving a node's GPUs
@@ -414,9 +416,7 @@ class TablePoint:
 def _is_fit_row(table: Table, size: int) -> bool:
     """Whether the row of ``table`` at ``size`` set a constant (Table.fit)."""
     return (
-        table.fit == "all"
-        or (table.fit == "small" and size <= SMALL_MAX)
-        or (table.fit == "big" and size >= BIG_MIN)
+        table.fit == "all" or (table.fit == "small" and size <= SMALL_MAX) or (table.fit == "big" and size >= BIG_MIN)
     )
 
 
@@ -721,8 +721,9 @@ def fit_a100_nvlink(catalog: Catalog) -> float:
     def model_busbw(nvl: float) -> float:
         gpus = {**catalog.gpus, "a100-sxm": catalog.gpu("a100-sxm").model_copy(update={"nvlink_busbw_gbps": nvl})}
         cat = replace(catalog, gpus=gpus)
-        p = predict_collective(op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="a100-sxm",
-                               fabric="ib-hdr", catalog=cat)
+        p = predict_collective(
+            op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="a100-sxm", fabric="ib-hdr", catalog=cat
+        )
         return size / p.time_us / 1e3 * 2 * 7 / 8
 
     return round(_bisect(model_busbw, 100.0, 300.0, busbw), 1)
