@@ -468,10 +468,11 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     # doubling LL128 too made the fit table's (#309, 2 nodes) tree LL128 rows 8-16 MiB 6-8
     # points worse (docs/accuracy.md).
     two = c.multi & (N <= 2) & (pi == 2)
-    b_tree = np.where(two, np.minimum(c.nvl * g / np.maximum(g - 1, 1), 2 * c.net_node), c.b_ring)
+    chain = np.where(g > 1, c.nvl * g / np.maximum(g - 1, 1), np.inf)  # one GPU a node: no chain
+    b_tree = np.where(two, np.minimum(chain, 2 * c.net_node), c.b_ring)
     busbw_t = _ll_capped(c, pi, b_tree * tpf) * tree_correction(pi, S)
     # The tuner's own estimate: bwIntra x nChannels is at most the GPU's NVLink bandwidth.
-    b_tuner = np.where(two, np.minimum(c.nvl, 2 * c.net_node), c.b_ring)
+    b_tuner = np.where(two, np.minimum(np.where(g > 1, c.nvl, np.inf), 2 * c.net_node), c.b_ring)
     busbw_tuner = _ll_capped(c, pi, b_tuner * tpf) * tree_correction(pi, S)
     cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1, bw_tuner=2 * S / busbw_tuner)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
