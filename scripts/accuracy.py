@@ -233,7 +233,9 @@ class Table:
     gpu: str
     fabric: str
     source: str
-    fit: str = ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "": held out
+    fit: str = (
+        ""  # "all": every row set a constant; "small": rows <= 64 KiB did; "big": rows >= 256 MiB did; "": held out
+    )
     excluded: str = ""  # why the table is shown but kept out of the bars
     op: str = "all_reduce"
     harness: str = "per-gpu"  # "single-process": nccl-tests -g N, one process driving a node's GPUs
@@ -350,6 +352,10 @@ TABLES = (
             source=f"crazyguitar/aws-gpu-communication-benchmark data/nccl_{name}.csv (p5 EFA, NCCL 2.28.7)",
             op=op,
             nccl_version="2.28.7",
+            # efa-p5's nic_efficiency is fitted on the 4-node all_reduce rows >= 256 MiB alone
+            # (fit_efa_p5; at 2 nodes NVLSTree's NVLS stage binds and the NICs barely move it);
+            # every other row of these files stays held out.
+            fit="big" if (name, nodes) == ("all_reduce", 4) else "",
         )
         for name, op in (("all_reduce", "all_reduce"), ("all_gather", "all_gather"), ("alltoall", "all_to_all"))
         for nodes in (2, 4, 8, 16, 32)
@@ -407,6 +413,13 @@ class TablePoint:
         return (self.measured_us / self.predicted_us - 1) * 100
 
 
+def _is_fit_row(table: Table, size: int) -> bool:
+    """Whether the row of ``table`` at ``size`` set a constant (Table.fit)."""
+    return (
+        table.fit == "all" or (table.fit == "small" and size <= SMALL_MAX) or (table.fit == "big" and size >= BIG_MIN)
+    )
+
+
 def table_points(catalog: Catalog) -> list[TablePoint]:
     out = []
     for t in TABLES:
@@ -429,7 +442,7 @@ def table_points(catalog: Catalog) -> list[TablePoint]:
                 if size >= BIG_MIN
                 else "mid"
             )
-            fitted = t.fit == "all" or (t.fit == "small" and size <= SMALL_MAX)
+            fitted = _is_fit_row(t, size)
             out.append(
                 TablePoint(
                     table=t,
@@ -509,7 +522,11 @@ def render_tables(catalog: Catalog) -> str:
         role = (
             "excluded"
             if t.excluded
-            else {"all": "fit", "small": "fit (<= 64 KiB), held out above"}.get(t.fit, "held out")
+            else {
+                "all": "fit",
+                "small": "fit (<= 64 KiB), held out above",
+                "big": "fit (>= 256 MiB), held out below",
+            }.get(t.fit, "held out")
         )
         med = statistics.median(abs(p.error_pct) for p in mine) if mine else float("nan")
         rows.append(
@@ -521,7 +538,7 @@ def render_tables(catalog: Catalog) -> str:
 
 #: What each GPU generation's collective constants rest on (catalog gpus.yaml; docs/accuracy.md).
 GENERATION_CONSTANTS = {
-    "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 300 x 0.82; launch as H100; LL cap 87.7 (tuning.cc llMaxBws)",
+    "a100-sxm": "no NVLS (NCCL tuning.cc nvlsEfficiency Ampere 0); ring busbw 233.9 fitted on mscclpp's NDmv4 1 GiB figure (231.45 GB/s, NCCL 2.17.1); launch as H100; LL cap 87.7 (tuning.cc llMaxBws)",
     "h100-sxm": "NVLS 480 (nccl-tests#212); eager launch and LATENCY_GROWTH fitted (llm-benchmarking, #309 2 nodes)",
     "h200": "the H100 NVSwitch generation: H100's NVLS, ring and launch figures",
     "b200": "NVLS 836 = H100 480 x 900/450 x tuning.cc nvlsEfficiency 0.74/0.85; ring 900 x 0.82; NVLink step latency x1.3 (nccl#1940); eager launch 19.0 us (GKE table <= 64 KiB); LL cap 282 (tuning.cc llMaxBws)",
@@ -563,8 +580,7 @@ class Fitted:
 
 
 def _fit_rows(table: Table) -> list[tuple[int, float]]:
-    keep = SMALL_MAX if table.fit == "small" else float("inf")
-    return [(size, t) for size, t in measured_rows(table) if size <= keep]
+    return [(size, t) for size, t in measured_rows(table) if _is_fit_row(table, size)]
 
 
 def fit_constants(catalog: Catalog) -> Fitted:
@@ -680,11 +696,69 @@ def fit_b200_launch(catalog: Catalog) -> dict[str, float]:
     }
 
 
+#: microsoft/mscclpp docs/performance-ndmv4.md (commit 85e664c, 2023-06-05): NCCL 2.17.1
+#: all_reduce busbw on one Azure NDmv4 node (8 x A100-80GB, NVLink3 via NVSwitch), 1 GiB,
+#: in-place: 231.45 GB/s. A summary row, not an nccl-tests table; the A100 NVLink fit source.
+MSCCLPP_A100_1NODE = (2**30, 231.45)
+
+
+def _bisect(f, lo: float, hi: float, target: float) -> float:
+    """x in [lo, hi] with f(x) = target for an increasing f (60 halvings)."""
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < target else (lo, mid)
+    return (lo + hi) / 2
+
+
+def fit_a100_nvlink(catalog: Catalog) -> float:
+    """``gpus.a100-sxm.nvlink_busbw_gbps``: the achievable ring busbw that makes the model's
+    1 x 8 A100 all_reduce at 1 GiB come out at mscclpp's NDmv4 figure (MSCCLPP_A100_1NODE),
+    rounded to 0.1 GB/s. The gcm A100 tables stay held out."""
+    from dataclasses import replace
+
+    size, busbw = MSCCLPP_A100_1NODE
+
+    def model_busbw(nvl: float) -> float:
+        gpus = {**catalog.gpus, "a100-sxm": catalog.gpu("a100-sxm").model_copy(update={"nvlink_busbw_gbps": nvl})}
+        cat = replace(catalog, gpus=gpus)
+        p = predict_collective(
+            op="all_reduce", size_bytes=size, nodes=1, gpus_per_node=8, gpu="a100-sxm", fabric="ib-hdr", catalog=cat
+        )
+        return size / p.time_us / 1e3 * 2 * 7 / 8
+
+    return round(_bisect(model_busbw, 100.0, 300.0, busbw), 1)
+
+
+def fit_efa_p5(catalog: Catalog) -> dict[str, float]:
+    """``fabrics.efa-p5.nic_efficiency``: the value at which the median busbw error of the one
+    fit subset of crazyguitar's p5 runs (4 nodes, all_reduce, rows >= 256 MiB: TABLES' ``fit
+    ="big"``) is 0, rounded to 0.005. Every other row of those files stays held out."""
+    from dataclasses import replace
+
+    table = next(t for t in TABLES if t.fabric == "efa-p5" and t.fit)
+    rows = _fit_rows(table)
+
+    def median_ratio(eff: float) -> float:  # median measured / predicted busbw
+        fabs = {**catalog.fabrics, "efa-p5": catalog.fabric("efa-p5").model_copy(update={"nic_efficiency": eff})}
+        cat = replace(catalog, fabrics=fabs)
+        kw = {"nodes": table.nodes, "gpus_per_node": table.gpus_per_node, "gpu": table.gpu, "fabric": table.fabric}
+        pred = [
+            predict_collective(op=table.op, size_bytes=s, catalog=cat, nccl_version=table.nccl_version, **kw).time_us
+            for s, _ in rows
+        ]
+        return statistics.median(p / t for (_, t), p in zip(rows, pred, strict=True))
+
+    eff = round(_bisect(lambda e: -median_ratio(e), 0.5, 1.0, -1.0) / 0.005) * 0.005
+    return {"nic_efficiency": round(eff, 3), "median_pct": abs(median_ratio(eff) - 1) * 100, "rows": len(rows)}
+
+
 def render_fit(catalog: Catalog) -> str:
     f = fit_constants(catalog)
     k, algbw = fit_nvls_tree_sharpness(catalog)
     efa = fit_efa(catalog)
     b200 = fit_b200_launch(catalog)
+    nvl_a100 = fit_a100_nvlink(catalog)
+    p5 = fit_efa_p5(catalog)
     return (
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
@@ -693,7 +767,11 @@ def render_fit(catalog: Catalog) -> str:
         f"| `NVLS_TREE_SHARPNESS` (model/collectives.py) | {k:.1f} (16 GiB row, algbw {algbw:.1f} GB/s) | |\n"
         f"| `fabrics.efa-p4d.nic_efficiency` | {efa['nic_efficiency']:.3f} | {efa['median_pct']:.1f} |\n"
         f"| `fabrics.efa-p4d.proxy_us` (and efa-p5's) | {efa['proxy_us']:.0f} us once per op | |\n"
-        f"| `gpus.b200.eager_launch_us` | {b200['eager_launch_us']:.1f} us | {b200['median_pct']:.1f} |"
+        f"| `gpus.b200.eager_launch_us` | {b200['eager_launch_us']:.1f} us | {b200['median_pct']:.1f} |\n"
+        f"| `gpus.a100-sxm.nvlink_busbw_gbps` | {nvl_a100:.1f} GB/s (mscclpp NDmv4, 1 GiB: "
+        f"{MSCCLPP_A100_1NODE[1]} GB/s busbw) | |\n"
+        f"| `fabrics.efa-p5.nic_efficiency` | {p5['nic_efficiency']:.3f} ({p5['rows']:.0f} rows: p5 4-node "
+        f"all_reduce >= 256 MiB) | {p5['median_pct']:.1f} |"
     )
 
 

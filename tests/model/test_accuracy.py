@@ -80,6 +80,16 @@ def test_catalog_holds_the_nvls_tree_and_efa_fits():
     assert CAT.fabric("efa-p5").proxy_us == fab.proxy_us
     b200 = acc.fit_b200_launch(CAT)
     assert CAT.gpu("b200").eager_launch_us == pytest.approx(b200["eager_launch_us"], abs=0.1)
+    # A100's NVLink ring busbw is fitted on mscclpp's NDmv4 figure (one point, not a table of
+    # TABLES); efa-p5's NIC efficiency on the 4-node p5 all_reduce rows >= 256 MiB alone.
+    assert CAT.gpu("a100-sxm").nvlink_busbw_gbps == pytest.approx(acc.fit_a100_nvlink(CAT), abs=0.1)
+    p5 = acc.fit_efa_p5(CAT)
+    assert CAT.fabric("efa-p5").nic_efficiency == pytest.approx(p5["nic_efficiency"], abs=0.005)
+    p5_fit = [t for t in acc.TABLES if t.fabric == "efa-p5" and t.fit]
+    assert [(t.op, t.nodes, t.fit) for t in p5_fit] == [("all_reduce", 4, "big")]
+    p5_pts = [p for p in acc.table_points(CAT) if p.table.fabric == "efa-p5"]
+    assert {p.fitted for p in p5_pts if p.table is p5_fit[0] and p.size_bytes >= acc.BIG_MIN} == {True}
+    assert not any(p.fitted for p in p5_pts if p.table is not p5_fit[0] or p.size_bytes < acc.BIG_MIN)
     # The GKE B200 table fits its rows <= 64 KiB only; its bandwidth rows stay held out.
     gke = next(t for t in acc.TABLES if t.gpu == "b200")
     assert gke.fit == "small" and gke.op == "all_gather"
@@ -136,4 +146,29 @@ def test_csv_transcriptions_give_time_from_algbw():
     assert len(rows) == 9 and rows[0][0] == 32 * 2**20
     assert rows[0][1] == pytest.approx(32 * 2**20 / 49.23e3)
     efa = [t for t in acc.TABLES if "crazyguitar" in t.file]
-    assert {t.nodes for t in efa} == {2, 4, 8, 16, 32} and not any(t.fit for t in efa)
+    assert {t.nodes for t in efa} == {2, 4, 8, 16, 32}
+    # One subset fits efa-p5's NIC efficiency (the 4-node all_reduce rows >= 256 MiB).
+    assert [(t.op, t.nodes) for t in efa if t.fit] == [("all_reduce", 4)]
+
+
+def test_two_node_tree_carries_up_to_twice_the_nics():
+    """NCCL's tuner credits a 2-node tree with bwIntra, up to twice bwInter (tuning.cc,
+    search.cc): the OCI 2 x 8 A100 RoCE table's busbw jumps from 156 to 219-238 GB/s from
+    1 GiB (NCCL 2.19), above what a ring carries over 200 GB/s of NICs per node. The model's
+    tree there beats the ring's NIC bound, stays under the issue's bound (algbw <= the node's
+    NICs at N = 2), and at 4 nodes the tree is back to the ring's NIC bound."""
+    from gpufabric.model.collectives import predict_collective
+
+    kw = {"op": "all_reduce", "size_bytes": 8 * 2**30, "gpus_per_node": 8, "gpu": "a100-sxm", "fabric": "roce-200g"}
+    fab = CAT.fabric("roce-200g")
+    node_nic = fab.nic_line_gbps * fab.nic_efficiency * 8
+    two = predict_collective(nodes=2, catalog=CAT, nccl_version="2.19.3", **kw)
+    ring = predict_collective(nodes=2, catalog=CAT, nccl_version="2.19.3", algorithm="ring", **kw)
+    assert two.algorithm == "tree" and two.protocol == "Simple"
+    assert two.algbw_gbps > node_nic * 16 / 30 > ring.algbw_gbps * 0.99
+    assert two.algbw_gbps <= node_nic
+    table = next(t for t in acc.TABLES if t.file == "public_a100_oci_roce_2node_oke.txt")
+    big = [p for p in acc.table_points(CAT) if p.table is table and p.size_bytes >= 2**30]
+    assert big and all(abs(p.error_pct) < 10 for p in big)
+    four = predict_collective(nodes=4, catalog=CAT, nccl_version="2.19.3", algorithm="tree", **kw)
+    assert four.algbw_gbps <= node_nic * 4 / 6 * 1.001

@@ -476,8 +476,22 @@ def _add_tree_and_hierarchical(c: _Setup, cands: _Candidates, pi: int, pf: Any) 
     S, N, g, p = c.S, c.N, c.g, c.p
     tpf = (1 / 3.8, np.where(c.multi, 0.915, 7 / 9), 1.0)[pi] * 0.9
     lat_t = BASE_LAT_US["tree"][pi] + 2 * ((g - 1) * c.intra("tree", pi) + c.log2n * c.inter("tree", pi, c.cross_tree))
-    busbw_t = _ll_capped(c, pi, c.b_ring * tpf) * tree_correction(pi, S)
-    cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1)
+    # On 2 nodes the tuner credits the tree with the graph's bwIntra (tuning.cc ``nNodes <= 2
+    # ? bwIntra : bwInter``, v2.8.3 to v2.30.4), which the tree search raises up to twice its
+    # bwInter (search.cc "increase bwIntra for trees (2 nodes or collnet)"): the two trees run
+    # opposite ways, so a node's NICs carry each byte once per direction (a ring: 2(p-1)/p).
+    # Bound there: twice the node's NICs, and the intra-node chain's NVLink share as a ring's.
+    # Simple only: LL stays under llMaxBws, and LL128 is bound per channel (perChMaxTreeLL128Bws);
+    # doubling LL128 too made the fit table's (#309, 2 nodes) tree LL128 rows 8-16 MiB 6-8
+    # points worse (docs/accuracy.md).
+    two = c.multi & (N <= 2) & (pi == 2)
+    chain = np.where(g > 1, c.nvl * g / np.maximum(g - 1, 1), np.inf)  # one GPU a node: no chain
+    b_tree = np.where(two, np.minimum(chain, 2 * c.net_node), c.b_ring)
+    busbw_t = _ll_capped(c, pi, b_tree * tpf) * tree_correction(pi, S)
+    # The tuner's own estimate: bwIntra x nChannels is at most the GPU's NVLink bandwidth.
+    b_tuner = np.where(two, np.minimum(np.where(g > 1, c.nvl, np.inf), 2 * c.net_node), c.b_ring)
+    busbw_tuner = _ll_capped(c, pi, b_tuner * tpf) * tree_correction(pi, S)
+    cands.add("tree", pi, lat_t, 2 * S / busbw_t, 2 * c.log2n, p > 1, bw_tuner=2 * S / busbw_tuner)
     lat_h = BASE_LAT_US["ring"][pi] + 2 * (g - 1) * c.intra("ring", pi) + 2 * (N - 1) * c.inter("ring", pi)
     # Its stages are an NVLink ring and a ring across nodes: each under its own LL cap.
     ll_intra = _ll_capped(c, pi, c.nvl * pf, nodes=1)
