@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -109,6 +108,8 @@ def loads_json(text: str, *, source: str, what: str, limit: int = MAX_JSON_DEPTH
     """``json.loads`` for a document the user gave, nesting bounded (InputError, exit 2).
 
     ValueError (json.JSONDecodeError) passes through for the caller's own message."""
+    import json  # here, not at the top: only a command that reads JSON loads it (~1 ms, issue 32)
+
     if json_too_deep(text, limit):
         raise InputError(f"{source}: {what} nests deeper than {limit} levels; not a document gpufabric reads")
     try:

@@ -139,3 +139,23 @@ options:
     code, out, _ = cli("plan", spec)
     assert code == 0 and "aws-p5" in out and "rent od" in out and "ib-ndr+S" in out
     assert max(len(line) for line in out.splitlines()) <= 120
+
+
+def test_a_training_plan_loads_only_what_it_uses():
+    """Issue 32: a text plan of a training spec imports neither the serving kind
+    (app.workloads makes it on first use), nor another command's request record
+    (app.requests loads each on first use), nor json (only JSON output and input load it)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from gpufabric.cli.app import main; "
+        f"rc = main(['plan', {str(EXAMPLES / 'llama3-70b-1k.yaml')!r}]); "
+        "print(rc, sorted(m for m in sys.modules if m.startswith(('gpufabric.app.', 'json'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    rc, loaded = done.stdout.splitlines()[-1].split(" ", 1)
+    assert rc == "0"
+    assert "gpufabric.app.training" in loaded and "gpufabric.app.requests.plan" in loaded
+    for unused in ("gpufabric.app.inference", "gpufabric.app.requests.simulate", "'json'"):
+        assert unused not in loaded

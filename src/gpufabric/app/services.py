@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpufabric.app.requests import SYNTHETIC, PlanRequest, SimulateRequest
+from gpufabric.app.requests import SYNTHETIC
 from gpufabric.app.training import StepSimulation, checked
 from gpufabric.app.workloads import load_workload
 from gpufabric.errors import InputError
@@ -21,7 +21,7 @@ from gpufabric.exec.knobs import check_range
 if TYPE_CHECKING:
     from gpufabric.app.calibration import FabricCalibration, GpuCalibrationOutcome
     from gpufabric.app.collective import CollectiveOutcome
-    from gpufabric.app.requests import CalibrateRequest, PredictCollectiveRequest
+    from gpufabric.app.requests import CalibrateRequest, PlanRequest, PredictCollectiveRequest, SimulateRequest
     from gpufabric.app.workloads import PlanOutcome, SimulateOutcome, Workload
     from gpufabric.catalog import Catalog
     from gpufabric.sim import SimConfig

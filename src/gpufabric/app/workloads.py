@@ -8,12 +8,12 @@ and simulates one of its designs (``gpufabric simulate``). A third kind is a new
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpufabric.app.inference import InferenceKind
 from gpufabric.app.training import TrainingKind
 
 if TYPE_CHECKING:
@@ -105,8 +105,23 @@ class Workload:
     located: Located
 
 
-#: The registry, keyed by ``workload.kind`` (the first is the default when a spec names none).
-KINDS: dict[str, WorkloadKind] = {"training": TrainingKind(), "inference": InferenceKind()}
+def _inference() -> WorkloadKind:
+    # Imported with the first inference spec: a training plan does not build the serving
+    # kind's records (~1.5 ms of every start, issue 32).
+    from gpufabric.app.inference import InferenceKind
+
+    return InferenceKind()
+
+
+#: The registry, keyed by ``workload.kind`` (the first is the default when a spec names none):
+#: what makes each kind, called once (:func:`kind_named`).
+KINDS: dict[str, Callable[[], WorkloadKind]] = {"training": TrainingKind, "inference": _inference}
+
+
+@cache
+def kind_named(name: str) -> WorkloadKind:
+    """The registered kind ``name`` (a key of ``KINDS``), made on first use."""
+    return KINDS[name]()
 
 
 def kind_of(located: Located) -> WorkloadKind:
@@ -116,13 +131,13 @@ def kind_of(located: Located) -> WorkloadKind:
     name = workload.get("kind", "training") if isinstance(workload, dict) else "training"
     if not isinstance(name, str) or name not in KINDS:
         raise located.error(("workload", "kind"), f"unknown workload kind {name!r}", "choose " + " or ".join(KINDS))
-    return KINDS[name]
+    return kind_named(name)
 
 
 def kind_for(spec: object) -> WorkloadKind:
     """The registered kind whose spec type ``spec`` is."""
-    for kind in KINDS.values():
-        if kind.owns(spec):
+    for name in KINDS:
+        if (kind := kind_named(name)).owns(spec):
             return kind
     raise TypeError(f"not a spec of a registered workload kind: {type(spec).__name__}")
 

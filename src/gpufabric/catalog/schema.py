@@ -8,7 +8,9 @@ the entry's ``source``/``as_of``/``tag``, or a mapping ``{value, source, as_of, 
 After loading, the value sits in the field and its provenance in ``entry.provenance``.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` in a module of pydantic models: pydantic would
+# compile and evaluate each field's annotation string when it defines the class, ~10% of
+# defining them at every start (issue 32). A method returning its own class quotes the name.
 
 from typing import Any, Literal
 
@@ -74,7 +76,7 @@ class Entry(StrictModel):
         return out
 
     @model_validator(mode="after")
-    def _every_figure_has_provenance(self) -> Entry:
+    def _every_figure_has_provenance(self) -> "Entry":
         for key in type(self).model_fields:
             value = getattr(self, key)
             if key == "provenance" or isinstance(value, bool) or not isinstance(value, (int, float)):

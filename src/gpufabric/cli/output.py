@@ -8,8 +8,6 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from gpufabric.results import document
-
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -60,6 +58,8 @@ def stderr_console() -> Console:
 
 def print_json(payload: dict[str, Any]) -> None:
     """Write ``payload`` (enveloped: ``results.document``) as JSON on stdout."""
+    from gpufabric.results import document  # with json: only where a command writes JSON
+
     sys.stdout.write(document.dumps(payload))
     sys.stdout.flush()
 

@@ -7,7 +7,9 @@ separate replicas (DistServe, OSDI'24; Splitwise, ISCA'24; Mooncake, FAST'25).
 Field docstrings are the documentation; units are in the field names.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` in a module of pydantic models: pydantic would
+# compile and evaluate each field's annotation string when it defines the class, ~10% of
+# defining them at every start (issue 32). A method returning its own class quotes the name.
 
 from pathlib import Path
 from typing import Literal
@@ -47,7 +49,7 @@ class ServedModel(SpecModel):
     """Routed experts each token activates (top-k)."""
 
     @model_validator(mode="after")
-    def _heads_divide(self) -> ServedModel:
+    def _heads_divide(self) -> "ServedModel":
         if self.hidden % self.heads:
             raise ValueError(f"hidden = {self.hidden} is not a multiple of heads = {self.heads}")
         if self.heads % self.kv_heads:
@@ -87,7 +89,7 @@ class Traffic(SpecModel):
     """Tokens at the start of every prompt that all requests share (a system prompt or few-shot examples): each engine's prefix cache holds them once (vLLM automatic prefix caching, SGLang RadixAttention) and prefill computes only the rest of the prompt; 0: no shared prefix."""
 
     @model_validator(mode="after")
-    def _one_load(self) -> Traffic:
+    def _one_load(self) -> "Traffic":
         if (self.rate_rps is None) == (self.concurrency is None):
             raise ValueError("set exactly one of rate_rps (open loop) and concurrency (closed loop)")
         if self.prefix_tokens and self.prefix_tokens >= self.prompt_tokens.mean:
@@ -126,7 +128,7 @@ class Replica(SpecModel):
     """Data-parallel attention (SGLang --enable-dp-attention): each GPU keeps whole sequences' KV instead of replicating KV heads when tp exceeds kv_heads; auto searches it where tp > kv_heads."""
 
     @model_validator(mode="after")
-    def _positive(self) -> Replica:
+    def _positive(self) -> "Replica":
         for key in ("tp", "pp", "ep"):
             value = getattr(self, key)
             if isinstance(value, int) and not 0 < value <= 64:
@@ -232,7 +234,7 @@ class InferenceSpec(SpecModel):
         return self.cluster.nodes * self.cluster.gpus_per_node
 
     @model_validator(mode="after")
-    def _fits(self) -> InferenceSpec:
+    def _fits(self) -> "InferenceSpec":
         r = self.workload.replica
         gpn = self.cluster.gpus_per_node
         if isinstance(r.tp, int) and r.tp > gpn:

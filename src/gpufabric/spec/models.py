@@ -5,7 +5,9 @@ init`` and the docs. Units are in the field names. Every model forbids unknown k
 typo is an error with a did-you-mean, never a silently ignored setting.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` in a module of pydantic models: pydantic would
+# compile and evaluate each field's annotation string when it defines the class, ~10% of
+# defining them at every start (issue 32). A method returning its own class quotes the name.
 
 import math
 from typing import Annotated, Any, Literal, cast
@@ -97,7 +99,7 @@ class ModelShape(SpecModel):
     """The layers apply dropout (stores masks: Korthikanti et al.'s GPT count); current recipes train without."""
 
     @model_validator(mode="after")
-    def _moe_consistent(self) -> ModelShape:
+    def _moe_consistent(self) -> "ModelShape":
         if self.top_k > self.experts:
             raise ValueError(f"top_k = {self.top_k} exceeds experts = {self.experts}; route to at most every expert")
         if self.experts > 1 and self.expert_params is None and self.active_params is None:
@@ -255,7 +257,7 @@ class MeasuredAt(SpecModel):
     """Recomputation of the measurement; defaults to the spec's (when auto: full for megatron FLOPs, else none)."""
 
     @model_validator(mode="after")
-    def _product(self) -> MeasuredAt:
+    def _product(self) -> "MeasuredAt":
         if self.tp * self.cp * self.pp * self.dp != self.gpus:
             raise ValueError(
                 f"tp x cp x pp x dp = {self.tp * self.cp * self.pp * self.dp} but gpus = {self.gpus}; make them equal"
@@ -278,7 +280,7 @@ class Throughput(SpecModel):
     """Layout and fabric the figure was measured on; omitted: the spec's own layout on the first of options.fabrics."""
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> Throughput:
+    def _exactly_one(self) -> "Throughput":
         given = [k for k in ("mfu", "tflops_per_gpu", "compute_efficiency") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
@@ -444,7 +446,7 @@ class Options(SpecModel):
     """The work planned on the capacity over the horizon, in order (this run among it): each entry months and utilisation; hours outside it are idle. Overrides utilisation."""
 
     @model_validator(mode="after")
-    def _pipeline_fits(self) -> Options:
+    def _pipeline_fits(self) -> "Options":
         if self.pipeline is not None and self.horizon_months is not None:
             total = sum(w.months for w in self.pipeline)
             if total > self.horizon_months * (1 + 1e-9):
@@ -464,7 +466,7 @@ class Options(SpecModel):
         return horizon, busy / horizon
 
     @model_validator(mode="after")
-    def _oversubscription_at_least_one(self) -> Options:
+    def _oversubscription_at_least_one(self) -> "Options":
         for n, ratio in enumerate(self.oversubscription):
             if not 1 <= ratio <= 64:
                 raise FieldsError(
@@ -566,7 +568,7 @@ class Spec(SpecModel):
         return max(1, self.sequences_per_replica // cast(int, par.microbatch_size))
 
     @model_validator(mode="after")
-    def _parallelism_fits(self) -> Spec:
+    def _parallelism_fits(self) -> "Spec":
         par = self.workload.parallelism
         gpus = self.num_gpus
         if par.searched:

@@ -10,7 +10,9 @@ least-privilege layout for a training cluster. Ports come from
 reference/security-config.md section 6.3 (port inventory, each with its source).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` in a module of pydantic models: pydantic would
+# compile and evaluate each field's annotation string when it defines the class, ~10% of
+# defining them at every start (issue 32). A method returning its own class quotes the name.
 
 import ipaddress
 import re
@@ -58,7 +60,7 @@ class Plane(_Model):
     """Exact RDMA device:port list on this plane, for example [mlx5_0:1, mlx5_1:1]; empty: one per GPU. A compute-data plane's list becomes NCCL_IB_HCA: at most 32 entries."""
 
     @model_validator(mode="after")
-    def _nccl_hca_limit(self) -> Plane:
+    def _nccl_hca_limit(self) -> "Plane":
         if self.kind == "compute-data" and len(self.hcas) > NCCL_MAX_IB_DEVS:
             raise FieldsError(
                 f"plane {self.name!r} lists {len(self.hcas)} HCAs; NCCL_IB_HCA takes at most {NCCL_MAX_IB_DEVS}"
@@ -98,7 +100,7 @@ class Role(_Model):
     """InfiniBand port GUIDs of this role's HCAs (0x + 16 hex digits) for partitions.conf membership."""
 
     @model_validator(mode="after")
-    def _hosts_or_count(self) -> Role:
+    def _hosts_or_count(self) -> "Role":
         if self.hosts is None and self.count is None:
             raise FieldsError(f"role {self.name!r} needs hosts (a list of names) or count", fields=("hosts", "count"))
         if self.hosts is not None and self.count is not None and len(self.hosts) != self.count:
@@ -211,7 +213,7 @@ class SecurityPolicy(_Model):
         return value
 
     @model_validator(mode="after")
-    def _consistent(self) -> SecurityPolicy:
+    def _consistent(self) -> "SecurityPolicy":
         planes = {p.name: i for i, p in reversed(list(enumerate(self.planes)))}
         if len(planes) != len(self.planes):
             dup = next(i for i, p in enumerate(self.planes) if planes[p.name] != i)

@@ -1,20 +1,13 @@
-"""Typed requests of the application services: every knob of a command declared once.
-
-Each field is an ``exec.knobs.knob``: what the CLI needs to make it an option
-(``cli/request_options.py``): ``flag`` (None: the positional argument), ``help``, ``modes``
-(the modes that read it; an option given in another mode is refused, exit 2, rather than
-silently ignored) and ``cap`` (the largest value the command accepts, checked before anything runs).
-"""
+"""The request of ``gpufabric simulate``: one record for its three modes."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufabric.exec.knobs import DB_HELP, GPUS_PER_NODE_HELP, NODES_HELP, SIZE_SYNTAX, knob
+from gpufabric.app.requests import INFERENCE, SPEC, SYNTHETIC
+from gpufabric.exec.knobs import knob
 
-#: Modes of ``simulate``: a synthetic job from flags, a training spec's candidate, an inference spec's design.
-SYNTHETIC, SPEC, INFERENCE = "synthetic", "spec", "inference"
 _TRAINING = frozenset({SYNTHETIC, SPEC})
 _ALL = frozenset({SYNTHETIC, SPEC, INFERENCE})
 
@@ -23,15 +16,6 @@ _DIST_HELP = (
     "hiccup:PROB:DELAY | empirical:FILE[:UNIT]; bare numbers are ms."
 )
 _RANKS = 1 << 31
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PlanRequest:
-    """``gpufabric plan SPEC``: every candidate design of a spec, one recommended."""
-
-    spec_file: Path = knob(..., None, "Spec YAML (see `gpufabric init`).")
-    top: int | None = knob(None, "--top", "Show only the best N candidates (default: 12 in text, all in JSON).", min=1)
-    catalog_files: list[Path] = knob([], "--catalog", "Catalog override file (repeatable; later wins).")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -160,78 +144,4 @@ class SimulateRequest:
         "--requests",
         "Inference spec: requests to simulate (default 100,000).",
         modes=frozenset({INFERENCE}),
-    )
-
-
-_HARNESS_HELP = "per-gpu (one process per GPU, default), single-process"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PredictCollectiveRequest:
-    """``gpufabric predict collective``: what nccl-tests should report for one collective."""
-
-    op: str = knob("all_reduce", "--op", "all_reduce, all_gather, reduce_scatter, broadcast, all_to_all, send_recv.")
-    size: str = knob("1G", "--bytes", "Message size (nccl-tests S): " + SIZE_SYNTAX)
-    nodes: int = knob(1, "--nodes", NODES_HELP, min=1)
-    gpus_per_node: int = knob(8, "--gpus-per-node", GPUS_PER_NODE_HELP)
-    gpu: str = knob("h100-sxm", "--gpu", "GPU catalog id.")
-    fabric: str = knob("ib-ndr", "--fabric", "Scale-out fabric catalog id.")
-    algorithm: str | None = knob(
-        None,
-        "--algorithm",
-        "Force an algorithm (like NCCL_ALGO): ring, tree, hierarchical, collnet, nvls, nvls_tree.",
-    )
-    timing: str = knob(
-        "eager", "--timing", "eager: what nccl-tests prints without -G (default); graph: CUDA-graph capture."
-    )
-    protocol: str | None = knob(
-        None,
-        "--protocol",
-        "Force a protocol (like NCCL_PROTO): LL, LL128 or Simple. Default: NCCL's tuner picks per size.",
-    )
-    harness: str = knob(
-        "per-gpu",
-        "--harness",
-        "How the op is launched and timed: " + _HARNESS_HELP + " (one process drives every GPU of a node,"
-        " nccl-tests -g N), torch (torch.distributed, CUDA events).",
-    )
-    nccl_version: str | None = knob(
-        None,
-        "--nccl-version",
-        "NCCL release the job uses (e.g. 2.16.5): algorithms it does not have yet are not"
-        " considered (NVLS needs 2.17, NVLSTree 2.18), and its rule for the p2p channels a"
-        " network peer gets sets send_recv and all_to_all across nodes. Default: the newest"
-        " algorithms, and the 2.20-2.28 p2p rule (2.29 gives a peer pair more of its NIC).",
-    )
-    sharp: bool = knob(False, "--sharp", "Allow in-network reduction (InfiniBand SHARP) where the fabric has it.")
-    deterministic: bool = knob(False, "--deterministic", "Only algorithms with a fixed reduction order (bitwise runs).")
-    catalog_files: list[Path] = knob([], "--catalog", "Catalog override file (repeatable).")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CalibrateRequest:
-    """``gpufabric calibrate RUN``: fit a measured run, write a catalog override."""
-
-    run: str = knob(..., None, "Run id (or 'latest') with collective sweeps / fio results.", metavar="RUN")
-    fabric: str | None = knob(
-        None, "--fabric", "Catalog fabric id the multi-node sweeps ran over (needed when the run spans nodes)."
-    )
-    gpu: str | None = knob(None, "--gpu", "Catalog GPU id (default: read from the nccl-tests header of the run).")
-    storage: str | None = knob(None, "--storage", "Catalog storage id the run's fio results measured.")
-    harness: str | None = knob(
-        None,
-        "--harness",
-        "How the run launched its ops, for every point: per-gpu (one process per GPU), single-process"
-        " (nccl-tests -g N) or torch. Its launch cost is modelled, not fitted into the GPU's. Default:"
-        " what each result's nccl-tests header says (nGpus > 1: single-process), else per-gpu.",
-    )
-    catalog_files: list[Path] = knob([], "--catalog", "Base catalog override(s) to start from.")
-    out: Path = knob(Path("calibrated.yaml"), "--out", "Override file to write.")
-    db: str | None = knob(None, "--db", DB_HELP)
-    dry_run: bool = knob(False, "--dry-run", "Fit and report, but do not write --out.")
-    force: bool = knob(
-        False,
-        "--force",
-        "Write the fit even when it predicts the run's own points worse than the catalog did"
-        " (otherwise refused, exit 1).",
     )
