@@ -313,6 +313,7 @@ TABLES = (
         source="Red Hat Spectrum-X on OpenShift guide (2 x 8 H200, BlueField-3 400GbE, `-g 8`, NCCL 2.30.4)",
         harness="single-process",
         nccl_version="2.30.4",
+        fit="small",  # its rows <= 64 KiB set SINGLE_PROCESS_US with H100_G8 (fit_single_process)
     ),
     Table(
         file="public_a100_oci_roce_2node_oke.txt",
@@ -696,6 +697,44 @@ def fit_b200_launch(catalog: Catalog) -> dict[str, float]:
     }
 
 
+#: The public 2 x 8 H100 ``-g 8`` table (a 16-way test note; fabric not stated, taken as
+#: ib-ndr). A fit source of SINGLE_PROCESS_US only, not a row of TABLES: with its fabric
+#: unknown, its bandwidth rows would judge nothing.
+H100_G8 = Table(
+    file="public_h100_2node_mpirun_g8.txt",
+    nodes=2,
+    gpus_per_node=8,
+    gpu="h100-sxm",
+    fabric="ib-ndr",
+    source="public 2 x 8 H100 `-g 8` note (fabric not stated)",
+    fit="small",
+    harness="single-process",
+)
+
+
+def fit_single_process(catalog: Catalog) -> dict[str, float]:
+    """``SINGLE_PROCESS_US`` (model/collectives.py): for each public ``-g 8`` table (H100_G8
+    and the H200 Spectrum-X table of TABLES), the median over its rows <= 64 KiB of
+    (measured - the one-process-per-GPU model) / (g - 1); the constant is the mean of the
+    two tables' figures. They differ 2.5x (4.8 and ~1.9 us: one host thread's launch and
+    proxy posts, so host CPU and NCCL release both enter), so either alone would be one
+    host's figure."""
+    tables = (H100_G8, next(t for t in TABLES if t.harness == "single-process"))
+    per_table = []
+    for table in tables:
+        rows = [(s, t) for s, t in measured_rows(table) if s <= SMALL_MAX]
+        kw = {"nodes": table.nodes, "gpus_per_node": table.gpus_per_node, "gpu": table.gpu, "fabric": table.fabric}
+        model = [
+            predict_collective(
+                op=table.op, size_bytes=s, catalog=catalog, harness="per-gpu", nccl_version=table.nccl_version, **kw
+            ).time_us
+            for s, _ in rows
+        ]
+        extra = table.gpus_per_node - 1
+        per_table.append(statistics.median((t - m) / extra for (_, t), m in zip(rows, model, strict=True)))
+    return {"single_process_us": round(statistics.mean(per_table), 1), "h100": per_table[0], "h200": per_table[1]}
+
+
 #: microsoft/mscclpp docs/performance-ndmv4.md (commit 85e664c, 2023-06-05): NCCL 2.17.1
 #: all_reduce busbw on one Azure NDmv4 node (8 x A100-80GB, NVLink3 via NVSwitch), 1 GiB,
 #: in-place: 231.45 GB/s. A summary row, not an nccl-tests table; the A100 NVLink fit source.
@@ -759,6 +798,7 @@ def render_fit(catalog: Catalog) -> str:
     b200 = fit_b200_launch(catalog)
     nvl_a100 = fit_a100_nvlink(catalog)
     p5 = fit_efa_p5(catalog)
+    g8 = fit_single_process(catalog)
     return (
         "| constant | fitted value | fit-row median abs error % |\n|---|---|---|\n"
         f"| `LATENCY_GROWTH` (model/collectives.py) | {f.latency_growth:.3f} per doubling | {f.fit_median_pct:.1f} |\n"
@@ -771,7 +811,9 @@ def render_fit(catalog: Catalog) -> str:
         f"| `gpus.a100-sxm.nvlink_busbw_gbps` | {nvl_a100:.1f} GB/s (mscclpp NDmv4, 1 GiB: "
         f"{MSCCLPP_A100_1NODE[1]} GB/s busbw) | |\n"
         f"| `fabrics.efa-p5.nic_efficiency` | {p5['nic_efficiency']:.3f} ({p5['rows']:.0f} rows: p5 4-node "
-        f"all_reduce >= 256 MiB) | {p5['median_pct']:.1f} |"
+        f"all_reduce >= 256 MiB) | {p5['median_pct']:.1f} |\n"
+        f"| `SINGLE_PROCESS_US` (model/collectives.py) | {g8['single_process_us']:.1f} us per extra GPU of a `-g N` "
+        f"run (mean of H100 `-g 8` {g8['h100']:.1f} and H200 `-g 8` {g8['h200']:.1f}, rows <= 64 KiB) | |"
     )
 
 

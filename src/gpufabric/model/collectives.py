@@ -103,13 +103,14 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 
 #: Extra per-op launch cost of each additional GPU one thread drives (nccl-tests ``-g N``:
 #: ncclGroupStart, N kernel launches and N proxy posts serialised on one host thread).
-#: [D, fitted: the public 2 x 8 H100 ``-g 8`` table (tests/data/nccl-tests/
-#: public_h100_2node_mpirun_g8.txt, not held out) is flat at 60-62 us from 8 B to 8 KiB where
-#: the one-process-per-GPU model gives 25-32 us on ib-ndr: median (measured - model) / 7 extra
-#: GPUs over the rows <= 64 KiB = 4.8 us. Its fabric is not stated (taken as ib-ndr); the
-#: earlier 2.5 us was a cudaLaunchKernel estimate alone, without NCCL's per-comm enqueue.]
+#: [D, fitted by scripts/accuracy.py ``fit_single_process`` on the rows <= 64 KiB of the two
+#: public ``-g 8`` tables: a 2 x 8 H100 note (tests/data/nccl-tests/
+#: public_h100_2node_mpirun_g8.txt, fabric not stated, taken as ib-ndr), flat at 60-62 us from
+#: 8 B to 8 KiB, gives 4.7 us per extra GPU; Red Hat's 2 x 8 H200 Spectrum-X run (NCCL 2.30.4,
+#: public_h200_roce_2node_g8_spectrumx.txt) 1.9 us. The mean of the two, since the cost is the
+#: host thread's (CPU and release), and either table alone is one host's figure.]
 #: Eager timing only.
-SINGLE_PROCESS_US = 4.8
+SINGLE_PROCESS_US = 3.3
 #: Extra per-op cost of timing a collective from torch.distributed with CUDA events (the
 #: Python call, ProcessGroupNCCL work object, stream synchronisation between ops)
 #: [U, estimate: ~10 us, the order of torch's eager op dispatch plus c10d bookkeeping].
