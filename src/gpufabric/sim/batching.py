@@ -255,7 +255,7 @@ class _Engine:
         "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "counter", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
         "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
-        "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "sigmas", "stall", "state", "t", "todo", "waiting", "weights", "znext",
+        "prompt_l", "q", "rng", "s_cached", "s_ctx", "reserve", "s1", "h1", "max_batch", "token_budget", "shared", "sigmas", "stall", "state", "t", "todo", "waiting", "weights", "znext",
     )  # fmt: skip
 
     def __init__(self, cfg: EngineConfig, prompt_l: list[int], out_l: list[int], rng: np.random.Generator) -> None:
@@ -273,6 +273,11 @@ class _Engine:
         # Iteration time jitter: a factor exp(sigma z - sigma^2 / 2), (sigma, sigma^2 / 2) = sigmas[k].
         self.znext = _normals(rng, cfg.jitter_cv)
         self.sigmas = _Sigmas(cfg.jitter_cv)
+        self.s1, self.h1 = self.sigmas[1]  # an explicit iteration's
+        self.token_budget, self.max_batch = cfg.token_budget, cfg.max_batch
+        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
+        # blocks back), so new prompts do not evict running decodes at once.
+        self.reserve = KV_WATERMARK * self.cap
         self.arr = [0.0] * n
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
@@ -544,7 +549,7 @@ class _Engine:
         in order; a chunk of c tokens adds ``c (done + c / 2)`` to the summed attention, in chunk
         order. (One method, not a chunk list handed on: it runs once per request or more.)"""
         b, g = self.b, self.g
-        budget = self.cfg.token_budget - (b * self.q if run_decodes else 0)
+        budget = self.token_budget - (b * self.q if run_decodes else 0)
         room = self.cap - kv_used - (b * g if run_decodes else 0)
         todo, done, waiting, prefilling = self.todo, self.done, self.waiting, self.prefilling
         chunks: list[int] = []  # requests with a chunk this iteration, in order
@@ -565,10 +570,8 @@ class _Engine:
             attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        slots = self.cfg.max_batch - b
-        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
-        # blocks back), so new prompts do not evict running decodes at once.
-        reserve = KV_WATERMARK * self.cap
+        slots = self.max_batch - b
+        reserve = self.reserve
         while waiting and budget > 0 and len(prefilling) < slots:
             r = waiting[0]
             if room < todo[r] + reserve:
@@ -597,8 +600,7 @@ class _Engine:
                 return
         dec = b if run_decodes else 0
         ctx = self.s_ctx + b * g * self.it if run_decodes else 0.0
-        s1, h1 = self.sigmas[1]
-        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * math.exp(s1 * self.znext() - h1)
+        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * math.exp(self.s1 * self.znext() - self.h1)
         self.t += dt_iter
         self.busy += dt_iter
         self.iterations += 1
