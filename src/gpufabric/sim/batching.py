@@ -437,6 +437,10 @@ class _Engine:
         cfg, n, g, cap, slope = self.cfg, self.n, self.g, self.cap, self.ctx_slope
         prefilled, mixed, max_batch = cfg.prefilled, cfg.mixed, cfg.max_batch
         pending, waiting, prefilling, arr, heap = self.pending, self.waiting, self.prefilling, self.arr, self.heap
+        one_token = not prefilled and self.counter is None and max(self.out_l) == 1
+        if one_token and isinstance(pending, deque):
+            self.run_prefill_only()
+            return
         gaps, weights, decode_s, znext, sigmas = self.gaps, self.weights, self.decode_s, self.znext, self.sigmas
         ceil, sqrt, exp = math.ceil, math.sqrt, math.exp
         popnext = pending.popleft if isinstance(pending, deque) else functools.partial(heapq.heappop, pending)
@@ -514,6 +518,94 @@ class _Engine:
             if heap and heap[0][0] <= self.it:
                 self.finish_ready()
 
+    def run_prefill_only(self) -> None:
+        """:meth:`run` for requests that all end at their first token, arriving sorted (a
+        disaggregated design's prefill engine): no decode batch ever forms, so every pass is a
+        prefill iteration of :meth:`chunked_step` and each finished prompt completes. The same
+        arithmetic in the same order (with no decodes, kv_used() is kv_prefill + shared exactly);
+        about half the Python steps."""
+        n, cap, shared, budget0, reserve = self.n, self.cap, self.shared, self.token_budget, self.reserve
+        pending, waiting, prefilling, arr = self.pending, self.waiting, self.prefilling, self.arr
+        assert isinstance(pending, deque)
+        todo, done, cached, first, finish = self.todo, self.done, self.cached, self.first, self.finish
+        state, order, produced = self.state, self.order, self.produced
+        it_s, znext, s1, h1, exp = self.it_s, self.znext, self.s1, self.h1, math.exp
+        slots = self.max_batch - self.b  # b = 0 throughout
+        t, kv_prefill, finished = self.t, self.kv_prefill, self.finished
+        busy, area, iterations = self.busy, self.batch_area, self.iterations
+        while finished < n:
+            while pending and pending[0][0] <= t:
+                a, r = pending.popleft()
+                arr[r] = a
+                waiting.append(r)
+            if not prefilling and not waiting:
+                t = pending[0][0]  # idle until the next arrival
+                continue
+            budget = budget0
+            room = cap - (kv_prefill + shared)
+            chunks: list[int] = []
+            sizes: list[int] = []
+            tokens = 0
+            attn = 0.0
+            for r in prefilling:
+                c = todo[r]
+                if budget < c:
+                    c = budget
+                if room < c:
+                    c = int(room)
+                if c <= 0:
+                    break
+                chunks.append(r)
+                sizes.append(c)
+                tokens += c
+                attn += c * (done[r] + c / 2.0)
+                budget -= c
+                room -= c
+            while waiting and budget > 0 and len(prefilling) < slots:
+                r = waiting[0]
+                if room < todo[r] + reserve:
+                    break
+                waiting.popleft()
+                c = todo[r]
+                if budget < c:
+                    c = budget
+                if room < c:
+                    c = int(room)
+                state[r] = 1
+                prefilling.append(r)
+                order.append(r)
+                chunks.append(r)
+                sizes.append(c)
+                tokens += c
+                attn += c * (done[r] + c / 2.0)
+                budget -= c
+                room -= c
+            if not chunks:  # partial prompts fill the cache: chunked_step's preemption, b = 0
+                self.kv_prefill = kv_prefill
+                if not self.preempt():
+                    raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
+                kv_prefill = self.kv_prefill
+                continue
+            dt_iter = it_s(0, 0.0, float(tokens), attn) * exp(s1 * znext() - h1)
+            t += dt_iter
+            busy += dt_iter
+            iterations += 1
+            area += len(chunks) * dt_iter
+            for r, c in zip(chunks, sizes, strict=True):
+                todo[r] -= c
+                done[r] += c
+                kv_prefill += c
+                if todo[r] == 0:  # first token, which is the last: join() completes it at once
+                    prefilling.remove(r)
+                    kv_prefill -= done[r] - cached[r]
+                    done[r] = cached[r]
+                    first[r] = finish[r] = t
+                    produced[r] = 1.0
+                    state[r] = 3
+                    finished += 1
+        self.t, self.kv_prefill, self.finished = t, kv_prefill, finished
+        self.busy, self.batch_area, self.iterations = busy, area, iterations
+
     def decode_pool_step(self, kv_used: float) -> bool:
         """Decode pool: admission allocates the transferred KV (no prefill compute); True when
         this step ran an iteration (or found nothing to do)."""
@@ -531,16 +623,24 @@ class _Engine:
             raise InputError("the KV cache cannot admit a transferred request; raise tp or pp")
         if not admitted:
             return False
-        ctx = self.s_ctx + self.b * g * self.it
-        s1, h1 = self.sigmas[1]
-        self.record(self.decode_s(self.b, ctx) * math.exp(s1 * self.znext() - h1), 1)
+        b = self.b
+        dt = self.decode_s(b, self.s_ctx + b * g * self.it) * math.exp(self.s1 * self.znext() - self.h1)
+        self.gaps.append(dt + self.stall)  # record(dt, 1), inlined (dt / 1 is dt)
+        self.weights.append(float(b))
+        self.stall = 0.0
+        self.t += dt
+        self.busy += dt
+        self.batch_area += b * dt
+        self.iterations += 1
         self.it += 1
+        first, t = self.first, self.t
         for r in admitted:
-            if math.isnan(self.first[r]):
-                self.first[r] = self.t
+            if first[r] != first[r]:  # NaN: no token yet
+                first[r] = t
                 if self.counter is not None:
-                    self.counter.first_token(r, self.t)
-        self.finish_ready()
+                    self.counter.first_token(r, t)
+        if self.heap[0][0] <= self.it:
+            self.finish_ready()
         return True
 
     def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
