@@ -455,16 +455,20 @@ class _Engine:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
             it = self.it
-            kv_used = self.s_ctx + b * g * it + self.kv_prefill - self.s_cached + self.shared
+            # b g: the decode batch's tokens per iteration, once per pass (int x float is a slow
+            # Python multiply; b * g * it is (b * g) * it, the same float).
+            bg = b * g
+            kv_used = self.s_ctx + bg * it + self.kv_prefill - self.s_cached + self.shared
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
-            while b and kv_used + b * g > cap and self.preempt():
+            while b and kv_used + bg > cap and self.preempt():
                 kv_used = self.kv_used()
                 b = self.b
+                bg = b * g
             if waiting or prefilling or not b:  # (else: decodes only, the common case, tested once)
                 if prefilled and self.decode_pool_step(kv_used):
                     continue
                 running = b + len(prefilling)
-                room = cap - kv_used - b * g
+                room = cap - kv_used - bg
                 admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
                 prefill_pending = bool(prefilling) or admissible
                 run_decodes = b > 0 and (mixed or not prefill_pending)
@@ -482,14 +486,13 @@ class _Engine:
                 if k > MAX_JUMP:
                     k = MAX_JUMP
                 free = cap - kv_used
-                bg = b * g
                 if free < (k + 1) * bg:  # else the cache holds k more iterations (fit >= k; a float
                     fit = int(free // bg)  # division: not the last unit of margin), skip the division
                     if fit < k:
                         k = fit
                 if k < 1:
                     k = 1
-                t0 = decode_s(b, self.s_ctx + b * g * it)
+                t0 = decode_s(b, self.s_ctx + bg * it)
                 dt = slope * b * g
                 if pending and running < max_batch:
                     gap = pending[0][0] - t
