@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 
 from gpufabric.catalog import load_catalog  # noqa: E402
 from gpufabric.model import inference as m  # noqa: E402
+from gpufabric.sim import serving  # noqa: E402
 from gpufabric.sim.serving import ServingConfig, Tokens, simulate_serving  # noqa: E402
 
 
@@ -120,6 +121,7 @@ def main() -> int:
         spec = load_inference_spec(read_located(path))
         cpu = []
         for _ in range(args.repeats):
+            serving._PREFILL_MEMO.clear()  # each repeat a fresh plan, as one command is
             c0 = time.process_time()
             make_serving_plan(spec, cat, simulate=simulate_serving)
             cpu.append(time.process_time() - c0)

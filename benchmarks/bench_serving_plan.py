@@ -43,12 +43,14 @@ _CHILD = """
 import hashlib, json, sys, time
 from gpufabric.catalog import load_catalog
 from gpufabric.plan.inference import make_serving_plan
+from gpufabric.sim import serving
 from gpufabric.sim.serving import simulate_serving
 from gpufabric.spec.inference import load_inference_spec, read_located
 cat = load_catalog()
 spec = load_inference_spec(read_located(sys.argv[1]))
 times = []
 for _ in range(int(sys.argv[2])):
+    getattr(serving, "_PREFILL_MEMO", {}).clear()  # each repeat a fresh plan, as one command is
     t = time.process_time()
     plan = make_serving_plan(spec, cat, simulate=simulate_serving)
     times.append(time.process_time() - t)

@@ -11,7 +11,7 @@ import pytest
 
 from gpufabric.catalog import load_catalog
 from gpufabric.model import inference as m
-from gpufabric.sim.batching import EngineConfig, run_engine
+from gpufabric.sim.batching import EngineConfig, _normals, run_engine
 from tests.sim.shapes import LLAMA70_FP8, MOE
 
 CAT = load_catalog([])
@@ -57,8 +57,13 @@ def _digest(cfg: EngineConfig, **kw) -> str:
     n = 400
     prompt = np.maximum(1, rng.lognormal(np.log(1500), 0.6, n)).astype(int)
     output = np.maximum(1, rng.lognormal(np.log(200), 0.7, n)).astype(int)
+    if kw.pop("one_token", False):  # a disaggregated design's prefill engine
+        output = np.ones(n)
+    unsorted = kw.pop("unsorted", False)
     if "concurrency" not in kw:
         kw["arrival_s"] = np.cumsum(rng.exponential(1 / kw.pop("rate", 8.0), n))
+        if unsorted:  # neighbours swapped: the engine's heap path, not its sorted queue
+            kw["arrival_s"][1::2], kw["arrival_s"][::2] = kw["arrival_s"][::2].copy(), kw["arrival_s"][1::2].copy()
     r = run_engine(cfg, prompt=prompt, output=output, seed=3, **kw)
     h = hashlib.sha256()
     for a in (r.arrival_s, r.first_token_s, r.finish_s, r.output_tokens, r.gap_s, r.gap_weight):
@@ -82,6 +87,8 @@ CASES = {
     "moe": (lambda: _cfg("moe ep2", kv_capacity_tokens=200_000.0), {}),
     "decode pool (prefilled)": (lambda: _cfg(prefilled=True), {"rate": 20.0}),
     "closed loop": (lambda: _cfg(), {"concurrency": 32, "client_delay_s": 0.01, "stagger_s": 0.5}),
+    "open loop, unsorted arrivals": (lambda: _cfg(), {"unsorted": True}),
+    "prefill engine (one-token outputs)": (lambda: _cfg(max_batch=256, token_budget=8192), {"one_token": True}),
 }
 PINNED = {
     "closed loop": "63bc35ca8794556d",
@@ -93,6 +100,9 @@ PINNED = {
     "open loop, shared prefix": "95165dbb2ffcbc14",
     "open loop, small cache (preemptions)": "347b822f7f0dec58",
     "speculative": "80e2aebd26e0b390",
+    # Recorded from the engine before its pending queue and jitter stream were restructured (issue 32).
+    "open loop, unsorted arrivals": "19294485ca2e81a8",
+    "prefill engine (one-token outputs)": "b02da5528d121cf7",
 }
 
 
@@ -100,3 +110,14 @@ PINNED = {
 def test_engine_outputs_are_pinned_bit_for_bit(case):
     make, kw = CASES[case]
     assert _digest(make(), **dict(kw)) == PINNED[case]
+
+
+def test_normals_drawn_in_growing_blocks_are_one_draw():
+    """The engine's jitter draws its normals 256 at a time doubling to 4096, as a run needs
+    them; its figures are those of one draw of them all only if numpy's stream does not
+    depend on the block size (the pinned digests above rest on it)."""
+    draw = _normals(np.random.default_rng(11), 0.05)
+    got = [draw() for _ in range(20_000)]
+    assert got == np.random.default_rng(11).standard_normal(20_000).tolist()
+    no_jitter = _normals(np.random.default_rng(11), 0.0)
+    assert {no_jitter() for _ in range(10)} == {0.0}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -324,3 +326,25 @@ def test_prefix_caching_through_the_planner(tmp_path):
 
     with pytest.raises(SpecError, match="prefix_tokens = 1000 must be below"):
         load_inference_spec(read_located(path))
+
+
+def test_the_prefill_engine_memo_changes_no_figure(monkeypatch):
+    """A disaggregated run whose prefill engine comes from the memo (an earlier run with another
+    decode pool drew the same requests) equals one that runs it afresh, figure for figure."""
+    from gpufabric.sim import serving
+
+    cfg = _cfg(decode_replicas=1, kv=_kv(1.0), requests=600)
+    serving._PREFILL_MEMO.clear()
+    simulate_serving(replace(cfg, decode_replicas=2))  # fills the memo for this prefill engine
+    assert len(serving._PREFILL_MEMO) == 1
+    calls = []
+    real = serving.run_engine
+    monkeypatch.setattr(serving, "run_engine", lambda *a, **k: calls.append(k) or real(*a, **k))
+    memo = simulate_serving(cfg).summary()
+    assert [k["seed"] for k in calls] == [cfg.seed + 1]  # only the decode engine ran (the prefill one: + 2)
+    serving._PREFILL_MEMO.clear()
+    fresh = simulate_serving(cfg).summary()
+    assert len(calls) == 3
+    assert memo == fresh
+    (sojourn,) = serving._PREFILL_MEMO.values()
+    assert not sojourn.flags.writeable

@@ -290,7 +290,8 @@ class ReplicaPerf:
             tokens = b * q + prefill_tokens
             touched = 1.0 - (1.0 - frac) ** tokens if expert else 0.0
             weights_s = (dense + expert * touched) / hbm
-            linear = max(weights_s, tokens * fpt / flops)
+            compute_s = tokens * fpt / flops
+            linear = compute_s if compute_s > weights_s else weights_s  # max(), without the call
             attn = (context_tokens * kv_read) / hbm + (prefill_attn * attn_flop) / flops
             comm = ar * (small0 + small1 * tokens) if tokens <= switch else ar * (large0 + large1 * tokens)
             if tokens > 0:

@@ -493,14 +493,17 @@ class _Sizer:
         return None if d is None else (p, d)
 
 
+#: Standard normal quantiles of the percentiles the screen reads: ``statistics.NormalDist().inv_cdf(q)``
+#: to the last bit (tests/plan/test_serving_search.py), without importing statistics in every plan.
+_NORMAL_QUANTILE = {0.5: 0.0, 0.99: 2.3263478740408408}
+
+
 def _quantile(mean: float, cv: float, q: float, cap: int | None) -> float:
-    """Quantile q of the lognormal token distribution (mean, cv), clipped like Tokens.draw."""
+    """Quantile q (0.5 or 0.99) of the lognormal token distribution (mean, cv), clipped like Tokens.draw."""
     if cv == 0:
         return float(mean)
-    from statistics import NormalDist
-
     sigma = float(np.sqrt(np.log1p(cv**2)))
-    x = float(np.exp(np.log(mean) - sigma**2 / 2 + sigma * NormalDist().inv_cdf(q)))
+    x = float(np.exp(np.log(mean) - sigma**2 / 2 + sigma * _NORMAL_QUANTILE[q]))
     return min(x, float(cap if cap is not None else 8 * mean))
 
 

@@ -32,10 +32,13 @@ length: independent per-iteration noise averaged over it).
 
 from __future__ import annotations
 
+import functools
 import heapq
+import itertools
 import math
+import operator
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,7 +106,7 @@ class _Counter:
 
     def __init__(self, rule: MissRule, out_l: list[int]) -> None:
         n = len(out_l)
-        multi = sum(1 for o in out_l if o > 1)  # requests with a TPOT (the caller drops the others)
+        multi = n - out_l.count(1)  # requests with a TPOT (out_l >= 1; the caller drops the others)
         self.origin = [float(x) for x in rule.ttft_origin_s.tolist()]
         self.extra = rule.ttft_extra_s
         # (key, limit, [values still allowed beyond it before the limit is missed])
@@ -147,30 +150,38 @@ class EngineResult:
     missed: str = ""
 
 
-def _jitter(rng: np.random.Generator, cv: float) -> Callable[[int], float]:
-    """Mean-one lognormal factors of coefficient of variation cv / sqrt(k), from pre-drawn normals
-    (a closure, not an object: the engine draws one per iteration)."""
-    cv2 = cv * cv
-    if cv2 <= 0:
-        return lambda k: 1.0
-    normals: list[float] = []
-    i = 0
-    sigma: dict[int, tuple[float, float]] = {}  # k -> (sigma, sigma^2 / 2), computed once per k
+class _Sigmas(dict[int, tuple[float, float]]):
+    """k -> (sigma, sigma^2 / 2) of the mean-one lognormal factor of coefficient of variation
+    cv / sqrt(k) (a jump of k iterations averages k independent ones), each computed once."""
 
-    def draw(k: int) -> float:
-        nonlocal normals, i
-        if i >= len(normals):
-            normals = rng.standard_normal(4096).tolist()
-            i = 0
-        z = normals[i]
-        i += 1
-        sig = sigma.get(k)
-        if sig is None:
-            s2 = math.log1p(cv2 / k)
-            sig = sigma[k] = (math.sqrt(s2), s2 / 2)
-        return math.exp(sig[0] * z - sig[1])
+    __slots__ = ("cv2",)
 
-    return draw
+    def __init__(self, cv: float) -> None:
+        super().__init__()
+        self.cv2 = cv * cv
+
+    def __missing__(self, k: int) -> tuple[float, float]:
+        s2 = math.log1p(self.cv2 / k)
+        v = self[k] = (math.sqrt(s2), s2 / 2)
+        return v
+
+
+def _normals(rng: np.random.Generator, cv: float) -> Callable[[], float]:
+    """The next standard normal of the jitter, drawn 4096 at a time as the run needs them (a
+    C-level iterator: the engine draws one per iteration); zeros without jitter, whose factor
+    exp(0 z - 0) is then exactly 1."""
+    if cv * cv <= 0:
+        return itertools.repeat(0.0).__next__
+
+    def blocks() -> Iterator[list[float]]:
+        # Blocks of 256 doubling to 4096: a short run draws few. The stream is the same at any
+        # block size (numpy draws normals one after another; tests/sim/test_batching_speed.py).
+        size = 256
+        while True:
+            yield rng.standard_normal(size).tolist()
+            size = min(2 * size, 4096)
+
+    return itertools.chain.from_iterable(blocks()).__next__
 
 
 def run_engine(
@@ -209,9 +220,11 @@ def run_engine(
     q = 1 + cfg.perf.draft_tokens  # query tokens per decoding sequence per iteration
     if cfg.token_budget < q:
         raise InputError(f"token budget {cfg.token_budget} is below one decode step's {q} tokens")
-    prompt_l = [int(x) for x in prompt.tolist()]
-    out_l = [max(1, int(x)) for x in output.tolist()]
-    longest = max(p + o for p, o in zip(prompt_l, out_l, strict=True))
+    prompt_l = list(map(int, prompt.tolist()))
+    out_l = list(map(int, output.tolist()))
+    if min(out_l) < 1:
+        out_l = [max(1, o) for o in out_l]
+    longest = max(map(operator.add, prompt_l, out_l))
     cap = float(cfg.kv_capacity_tokens)
     if cap * (1.0 - KV_WATERMARK) < longest:
         raise InputError(
@@ -240,9 +253,9 @@ class _Engine:
 
     __slots__ = (
         "arr", "b", "batch_area", "busy", "cached", "cap", "cfg", "counter", "ctx_slope", "decode_s", "delays", "done", "finish", "finished",
-        "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "jitter", "join_ctx",
+        "first", "fin_it", "g", "gaps", "heap", "issued", "it", "iterations", "it_s", "join_ctx",
         "join_it", "kv_prefill", "n", "order", "out_l", "pending", "preemptions", "prefilling", "produced",
-        "prompt_l", "q", "rng", "s_cached", "s_ctx", "shared", "stall", "state", "t", "todo", "waiting", "weights",
+        "prompt_l", "q", "rng", "s_cached", "s_ctx", "reserve", "s1", "h1", "max_batch", "token_budget", "shared", "sigmas", "stall", "state", "t", "todo", "waiting", "weights", "znext",
     )  # fmt: skip
 
     def __init__(self, cfg: EngineConfig, prompt_l: list[int], out_l: list[int], rng: np.random.Generator) -> None:
@@ -257,7 +270,14 @@ class _Engine:
         self.decode_s = perf.decode_scalar_fn()  # it_s(b, ctx, 0.0, 0.0), tabulated per batch size
         # d(iteration time)/d(context token): the KV read, the only term that grows within a jump.
         self.ctx_slope = perf.kv_read_bytes_per_token / perf.hbm_bytes_per_s * perf.straggler_factor
-        self.jitter = _jitter(rng, cfg.jitter_cv)
+        # Iteration time jitter: a factor exp(sigma z - sigma^2 / 2), (sigma, sigma^2 / 2) = sigmas[k].
+        self.znext = _normals(rng, cfg.jitter_cv)
+        self.sigmas = _Sigmas(cfg.jitter_cv)
+        self.s1, self.h1 = self.sigmas[1]  # an explicit iteration's
+        self.token_budget, self.max_batch = cfg.token_budget, cfg.max_batch
+        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
+        # blocks back), so new prompts do not evict running decodes at once.
+        self.reserve = KV_WATERMARK * self.cap
         self.arr = [0.0] * n
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
@@ -284,8 +304,9 @@ class _Engine:
         self.it = 0  # decode iterations so far
         self.t = 0.0
         self.issued = 0
-        self.pending: list[tuple[float, int]] = []  # requests not yet at the engine: (time, request)
-        self.delays = np.zeros(n)
+        # Requests not yet at the engine, (time, request): a heap, or a queue when they come sorted.
+        self.pending: list[tuple[float, int]] | deque[tuple[float, int]] = []
+        self.delays: list[float] = []  # each request's way to the engine (Python floats: read per request)
         self.finished = self.preemptions = self.iterations = 0
         self.busy = self.batch_area = 0.0
         self.gaps: list[float] = []
@@ -304,8 +325,12 @@ class _Engine:
         """The requests' way to the engine: arrival times, or the closed loop's first requests."""
         n = self.n
         if arrival_s is not None:
-            self.pending = [(float(x), i) for i, x in enumerate(arrival_s.tolist())]
-            heapq.heapify(self.pending)
+            self.pending = list(zip(arrival_s.tolist(), range(n), strict=True))
+            if n > 1 and bool(np.all(arrival_s[1:] >= arrival_s[:-1])):
+                # Sorted (the callers' case): the heap would pop them in this order, (time, index).
+                self.pending = deque(self.pending)
+            else:
+                heapq.heapify(self.pending)
             self.issued = n
         else:
             self.issued = min(int(concurrency or 1), n)
@@ -316,7 +341,7 @@ class _Engine:
             delays = delays + extra_delay_s
             if arrival_s is None:
                 self.pending = [(a + float(delays[i]), i) for a, i in self.pending]
-        self.delays = delays
+        self.delays = delays.tolist()
 
     # -- bookkeeping of one request -------------------------------------------------------
 
@@ -330,8 +355,9 @@ class _Engine:
                 self.counter.first_token(r, self.t)
             else:
                 self.counter.finished(first, self.t, self.out_l[r])
-        if self.issued < self.n:  # closed loop: the client sends its next request
-            heapq.heappush(self.pending, (self.t + float(self.delays[self.issued]), self.issued))
+        if self.issued < self.n:  # closed loop (its pending requests are a heap): the client's next request
+            assert isinstance(self.pending, list)
+            heapq.heappush(self.pending, (self.t + self.delays[self.issued], self.issued))
             self.issued += 1
 
     def join(self, r: int) -> None:
@@ -411,12 +437,17 @@ class _Engine:
         cfg, n, g, cap, slope = self.cfg, self.n, self.g, self.cap, self.ctx_slope
         prefilled, mixed, max_batch = cfg.prefilled, cfg.mixed, cfg.max_batch
         pending, waiting, prefilling, arr, heap = self.pending, self.waiting, self.prefilling, self.arr, self.heap
-        gaps, weights, decode_s, jitter = self.gaps, self.weights, self.decode_s, self.jitter
-        heappop, ceil, sqrt = heapq.heappop, math.ceil, math.sqrt
+        one_token = not prefilled and self.counter is None and max(self.out_l) == 1
+        if one_token and isinstance(pending, deque):
+            self.run_prefill_only()
+            return
+        gaps, weights, decode_s, znext, sigmas = self.gaps, self.weights, self.decode_s, self.znext, self.sigmas
+        ceil, sqrt, exp = math.ceil, math.sqrt, math.exp
+        popnext = pending.popleft if isinstance(pending, deque) else functools.partial(heapq.heappop, pending)
         while self.finished < n:
             t = self.t
             while pending and pending[0][0] <= t:
-                a, r = heappop(pending)
+                a, r = popnext()
                 arr[r] = a
                 waiting.append(r)
             b = self.b
@@ -424,16 +455,20 @@ class _Engine:
                 self.t = pending[0][0]  # idle until the next arrival
                 continue
             it = self.it
-            kv_used = self.s_ctx + b * g * it + self.kv_prefill - self.s_cached + self.shared
+            # b g: the decode batch's tokens per iteration, once per pass (int x float is a slow
+            # Python multiply; b * g * it is (b * g) * it, the same float).
+            bg = b * g
+            kv_used = self.s_ctx + bg * it + self.kv_prefill - self.s_cached + self.shared
             # Decodes need room for this iteration's tokens first (vLLM V1 allocates, else preempts).
-            while b and kv_used + b * g > cap and self.preempt():
+            while b and kv_used + bg > cap and self.preempt():
                 kv_used = self.kv_used()
                 b = self.b
+                bg = b * g
             if waiting or prefilling or not b:  # (else: decodes only, the common case, tested once)
                 if prefilled and self.decode_pool_step(kv_used):
                     continue
                 running = b + len(prefilling)
-                room = cap - kv_used - b * g
+                room = cap - kv_used - bg
                 admissible = not prefilled and bool(waiting) and running < max_batch and room >= 1
                 prefill_pending = bool(prefilling) or admissible
                 run_decodes = b > 0 and (mixed or not prefill_pending)
@@ -450,12 +485,14 @@ class _Engine:
                 k = heap[0][0] - it
                 if k > MAX_JUMP:
                     k = MAX_JUMP
-                fit = int((cap - kv_used) // (b * g))
-                if fit < k:
-                    k = fit
+                free = cap - kv_used
+                if free < (k + 1) * bg:  # else the cache holds k more iterations (fit >= k; a float
+                    fit = int(free // bg)  # division: not the last unit of margin), skip the division
+                    if fit < k:
+                        k = fit
                 if k < 1:
                     k = 1
-                t0 = decode_s(b, self.s_ctx + b * g * it)
+                t0 = decode_s(b, self.s_ctx + bg * it)
                 dt = slope * b * g
                 if pending and running < max_batch:
                     gap = pending[0][0] - t
@@ -468,7 +505,8 @@ class _Engine:
                         k_arr = ceil(gap / t0)
                     if k_arr < k:
                         k = k_arr if k_arr > 1 else 1
-                span = k * (t0 + (t0 + dt * (k - 1))) / 2 * jitter(k)
+                sig, half_s2 = sigmas[k]
+                span = k * (t0 + (t0 + dt * (k - 1))) / 2 * exp(sig * znext() - half_s2)
                 gaps.append(span / k + self.stall)
                 weights.append(float(b))
                 if k > 1:
@@ -482,6 +520,94 @@ class _Engine:
                 self.it = it + k
             if heap and heap[0][0] <= self.it:
                 self.finish_ready()
+
+    def run_prefill_only(self) -> None:
+        """:meth:`run` for requests that all end at their first token, arriving sorted (a
+        disaggregated design's prefill engine): no decode batch ever forms, so every pass is a
+        prefill iteration of :meth:`chunked_step` and each finished prompt completes. The same
+        arithmetic in the same order (with no decodes, kv_used() is kv_prefill + shared exactly);
+        about half the Python steps."""
+        n, cap, shared, budget0, reserve = self.n, self.cap, self.shared, self.token_budget, self.reserve
+        pending, waiting, prefilling, arr = self.pending, self.waiting, self.prefilling, self.arr
+        assert isinstance(pending, deque)
+        todo, done, cached, first, finish = self.todo, self.done, self.cached, self.first, self.finish
+        state, order, produced = self.state, self.order, self.produced
+        it_s, znext, s1, h1, exp = self.it_s, self.znext, self.s1, self.h1, math.exp
+        slots = self.max_batch - self.b  # b = 0 throughout
+        t, kv_prefill, finished = self.t, self.kv_prefill, self.finished
+        busy, area, iterations = self.busy, self.batch_area, self.iterations
+        while finished < n:
+            while pending and pending[0][0] <= t:
+                a, r = pending.popleft()
+                arr[r] = a
+                waiting.append(r)
+            if not prefilling and not waiting:
+                t = pending[0][0]  # idle until the next arrival
+                continue
+            budget = budget0
+            room = cap - (kv_prefill + shared)
+            chunks: list[int] = []
+            sizes: list[int] = []
+            tokens = 0
+            attn = 0.0
+            for r in prefilling:
+                c = todo[r]
+                if budget < c:
+                    c = budget
+                if room < c:
+                    c = int(room)
+                if c <= 0:
+                    break
+                chunks.append(r)
+                sizes.append(c)
+                tokens += c
+                attn += c * (done[r] + c / 2.0)
+                budget -= c
+                room -= c
+            while waiting and budget > 0 and len(prefilling) < slots:
+                r = waiting[0]
+                if room < todo[r] + reserve:
+                    break
+                waiting.popleft()
+                c = todo[r]
+                if budget < c:
+                    c = budget
+                if room < c:
+                    c = int(room)
+                state[r] = 1
+                prefilling.append(r)
+                order.append(r)
+                chunks.append(r)
+                sizes.append(c)
+                tokens += c
+                attn += c * (done[r] + c / 2.0)
+                budget -= c
+                room -= c
+            if not chunks:  # partial prompts fill the cache: chunked_step's preemption, b = 0
+                self.kv_prefill = kv_prefill
+                if not self.preempt():
+                    raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
+                kv_prefill = self.kv_prefill
+                continue
+            dt_iter = it_s(0, 0.0, float(tokens), attn) * exp(s1 * znext() - h1)
+            t += dt_iter
+            busy += dt_iter
+            iterations += 1
+            area += len(chunks) * dt_iter
+            for r, c in zip(chunks, sizes, strict=True):
+                todo[r] -= c
+                done[r] += c
+                kv_prefill += c
+                if todo[r] == 0:  # first token, which is the last: join() completes it at once
+                    prefilling.remove(r)
+                    kv_prefill -= done[r] - cached[r]
+                    done[r] = cached[r]
+                    first[r] = finish[r] = t
+                    produced[r] = 1.0
+                    state[r] = 3
+                    finished += 1
+        self.t, self.kv_prefill, self.finished = t, kv_prefill, finished
+        self.busy, self.batch_area, self.iterations = busy, area, iterations
 
     def decode_pool_step(self, kv_used: float) -> bool:
         """Decode pool: admission allocates the transferred KV (no prefill compute); True when
@@ -500,23 +626,37 @@ class _Engine:
             raise InputError("the KV cache cannot admit a transferred request; raise tp or pp")
         if not admitted:
             return False
-        ctx = self.s_ctx + self.b * g * self.it
-        self.record(self.decode_s(self.b, ctx) * self.jitter(1), 1)
+        b = self.b
+        dt = self.decode_s(b, self.s_ctx + b * g * self.it) * math.exp(self.s1 * self.znext() - self.h1)
+        self.gaps.append(dt + self.stall)  # record(dt, 1), inlined (dt / 1 is dt)
+        self.weights.append(float(b))
+        self.stall = 0.0
+        self.t += dt
+        self.busy += dt
+        self.batch_area += b * dt
+        self.iterations += 1
         self.it += 1
+        first, t = self.first, self.t
         for r in admitted:
-            if math.isnan(self.first[r]):
-                self.first[r] = self.t
+            if first[r] != first[r]:  # NaN: no token yet
+                first[r] = t
                 if self.counter is not None:
-                    self.counter.first_token(r, self.t)
-        self.finish_ready()
+                    self.counter.first_token(r, t)
+        if self.heap[0][0] <= self.it:
+            self.finish_ready()
         return True
 
-    def chunks(self, budget: int, room: float) -> tuple[list[tuple[int, int]], int, float]:
-        """Prefill chunks within the token budget and KV room: partly prefilled prompts first,
-        then waiting requests admitted in order; with their tokens and summed attention
-        (``c (done + c / 2)`` per chunk, added in chunk order)."""
+    def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
+        """One explicit iteration: the decodes (when they run) and prefill chunks within the
+        token budget and KV room: partly prefilled prompts first, then waiting requests admitted
+        in order; a chunk of c tokens adds ``c (done + c / 2)`` to the summed attention, in chunk
+        order. (One method, not a chunk list handed on: it runs once per request or more.)"""
+        b, g = self.b, self.g
+        budget = self.token_budget - (b * self.q if run_decodes else 0)
+        room = self.cap - kv_used - (b * g if run_decodes else 0)
         todo, done, waiting, prefilling = self.todo, self.done, self.waiting, self.prefilling
-        out: list[tuple[int, int]] = []
+        chunks: list[int] = []  # requests with a chunk this iteration, in order
+        sizes: list[int] = []
         tokens = 0
         attn = 0.0
         for r in prefilling:
@@ -527,15 +667,14 @@ class _Engine:
                 c = int(room)
             if c <= 0:
                 break
-            out.append((r, c))
+            chunks.append(r)
+            sizes.append(c)
             tokens += c
             attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        slots = self.cfg.max_batch - self.b
-        # Admit only with room for the whole prompt above a watermark (vLLM keeps 1% of the
-        # blocks back), so new prompts do not evict running decodes at once.
-        reserve = KV_WATERMARK * self.cap
+        slots = self.max_batch - b
+        reserve = self.reserve
         while waiting and budget > 0 and len(prefilling) < slots:
             r = waiting[0]
             if room < todo[r] + reserve:
@@ -549,19 +688,12 @@ class _Engine:
             self.state[r] = 1
             prefilling.append(r)
             self.order.append(r)
-            out.append((r, c))
+            chunks.append(r)
+            sizes.append(c)
             tokens += c
             attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        return out, tokens, attn
-
-    def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
-        """One explicit iteration: the decodes (when they run) and prefill chunks in the budget."""
-        b, g = self.b, self.g
-        budget = self.cfg.token_budget - (b * self.q if run_decodes else 0)
-        room = self.cap - kv_used - (b * g if run_decodes else 0)
-        chunks, tokens, attn = self.chunks(budget, room)
         if not chunks:
             if b:
                 run_decodes = True  # nothing fits the cache this iteration: decode on
@@ -569,35 +701,40 @@ class _Engine:
                 raise InputError("the KV cache cannot make progress; raise tp, pp or kv_memory_fraction")
             else:
                 return
-        done, todo, cached = self.done, self.todo, self.cached
         dec = b if run_decodes else 0
         ctx = self.s_ctx + b * g * self.it if run_decodes else 0.0
-        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * self.jitter(1)
-        if run_decodes:
-            self.record(dt_iter, 1)
+        dt_iter = self.it_s(dec, ctx, float(tokens), attn) * math.exp(self.s1 * self.znext() - self.h1)
+        self.t += dt_iter
+        self.busy += dt_iter
+        self.iterations += 1
+        if run_decodes:  # record(dt_iter, 1), inlined (dt / 1 is dt)
+            self.gaps.append(dt_iter + self.stall)
+            self.weights.append(float(b))
+            self.stall = 0.0
+            self.batch_area += b * dt_iter
             self.it += 1
         else:
-            self.t += dt_iter
-            self.busy += dt_iter
             self.batch_area += len(chunks) * dt_iter
-            self.iterations += 1
             if b:
                 self.stall += dt_iter
-        for r, c in chunks:
+        # KV held by partial prompts: integer token counts, exact in a float in any order.
+        kv = self.kv_prefill
+        first, cached = self.first, self.cached
+        for r, c in zip(chunks, sizes, strict=True):
             todo[r] -= c
             done[r] += c
-            self.kv_prefill += c
-        for r, _c in chunks:
-            if todo[r] == 0:
-                self.prefilling.remove(r)
-                self.kv_prefill -= done[r] - cached[r]
+            kv += c
+            if todo[r] == 0:  # its last chunk ran: this iteration samples its first token
+                prefilling.remove(r)
+                kv -= done[r] - cached[r]
                 done[r] = cached[r]
-                if math.isnan(self.first[r]):
-                    self.first[r] = self.t  # the last chunk's iteration samples the first token
+                if first[r] != first[r]:  # NaN: no token yet (a recomputed request has one)
+                    first[r] = self.t
                     self.produced[r] = 1.0
                     if self.counter is not None:
                         self.counter.first_token(r, self.t)
                 self.join(r)
+        self.kv_prefill = kv
 
     def result(self, missed: str = "") -> EngineResult:
         first_a = np.array(self.first)

@@ -301,14 +301,7 @@ def _open_loop_disaggregated(
     # request's prefill sojourn is taken from that engine's request nearest in time.
     p_eng = cfg.prefill_replicas * cfg.perf.pp
     idx0 = np.arange(0, n, p_eng)
-    r = run_engine(
-        _engine(cfg),
-        prompt=prompt[idx0],
-        output=np.ones(idx0.size),
-        arrival_s=arrival_all[idx0],
-        seed=cfg.seed + 2,
-    )
-    sojourn = r.first_token_s - r.arrival_s
+    sojourn = _prefill_sojourn(_engine(cfg), prompt[idx0], arrival_all[idx0], cfg.seed + 2)
     near = np.minimum(np.arange(n) // p_eng, idx0.size - 1)
     # The engine saw those prompts; scale each sojourn's prefill part to this request's prompt.
     own = cfg.perf.prefill_s(prompt, cfg.prefix_tokens) - cfg.perf.prefill_s(prompt[idx0][near], cfg.prefix_tokens)
@@ -328,6 +321,33 @@ def _open_loop_disaggregated(
         stop=_miss_rule(cfg, arrival_all[idx]),
     )
     return res, arrival_all[idx], kv_all[idx]
+
+
+#: Prefill sojourns of a disaggregated design's prefill engine, by that engine's whole input:
+#: a search step that changes only the decode pool (its size, or a fabric's KV transfer) draws
+#: the same requests and reruns the same prefill engine, with the same result. Runs of up to
+#: _MEMO_REQUESTS requests (the planner's sizing and final check), at most _MEMO_ENTRIES kept
+#: (a few MB); the cached arrays are read-only.
+_PREFILL_MEMO: dict[tuple[Any, ...], np.ndarray] = {}
+_MEMO_REQUESTS = 4096
+_MEMO_ENTRIES = 64
+
+
+def _prefill_sojourn(eng: EngineConfig, prompt: np.ndarray, arrival_s: np.ndarray, seed: int) -> np.ndarray:
+    """First token minus arrival of each request through one prefill engine (prompt only)."""
+    key = (eng, seed, prompt.dtype.str, prompt.tobytes(), arrival_s.dtype.str, arrival_s.tobytes())
+    memo = prompt.size <= _MEMO_REQUESTS
+    hit = _PREFILL_MEMO.get(key) if memo else None
+    if hit is not None:
+        return hit
+    r = run_engine(eng, prompt=prompt, output=np.ones(prompt.size), arrival_s=arrival_s, seed=seed)
+    sojourn = r.first_token_s - r.arrival_s
+    if memo:
+        sojourn.setflags(write=False)
+        if len(_PREFILL_MEMO) >= _MEMO_ENTRIES:
+            _PREFILL_MEMO.clear()
+        _PREFILL_MEMO[key] = sojourn
+    return sojourn
 
 
 def _result(cfg: ServingConfig, res: EngineResult, arrival: np.ndarray, kv: np.ndarray, engines: int) -> ServingResult:
