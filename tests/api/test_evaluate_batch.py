@@ -176,3 +176,61 @@ def test_a_batch_pauses_the_collector_and_gives_it_back_as_found() -> None:
         candidates._evaluate_batch = real
         gc.enable() if was else gc.disable()
     assert seen == [False, False, False]
+
+
+def _efficiency_specs():
+    """Specs whose efficiency-model inputs differ: dense and MoE, bf16 and fp8, with and without
+    FlashAttention and sequence parallelism, recomputation, another GPU, a measured point of its
+    own sequence length."""
+    moe = {"params": 400e9, "experts": 16, "top_k": 2, "active_params": 70e9}
+    specs = [api.load_spec(EXAMPLES / f"{n}.yaml", catalog=CAT) for n in TRAINING]
+    specs += [
+        _spec("llama3-70b-1k", **{f"workload__model__{k}": v for k, v in moe.items()}, workload__parallelism__ep=8),
+        _spec("llama3-70b-1k", **{f"workload__model__{k}": v for k, v in moe.items()}),
+        _spec("llama3-70b-1k", workload__precision="fp8", workload__flash_attention=False),
+        _spec("llama3-70b-1k", workload__parallelism__sequence_parallel=False, workload__recompute="selective"),
+        _spec("llama3-70b-1k", workload__recompute="full", workload__model__dropout=True),
+    ]
+    return specs
+
+
+def test_the_efficiency_model_read_from_a_table_is_the_specs_own_to_the_bit():
+    from gpufabric.plan.anchor import model_efficiency, table_efficiencies
+    from gpufabric.plan.layouts import spec_layout
+    from gpufabric.plan.table import Design, table_block
+
+    specs = [s for s in _efficiency_specs() if not s.searched]
+    assert len(specs) >= 8
+    blocks = []
+    for s in specs:
+        o = s.options
+        design = Design(fabric=o.fabrics[0], topology=o.topologies[0], oversubscription=1.0, storage=o.storage[0])
+        blocks.append(table_block(s, CAT, [design], [spec_layout(s)]))
+    got = table_efficiencies(specs, table_from_block(np.concatenate(blocks, axis=1)), CAT)
+    want = [float(model_efficiency(s, CAT, [spec_layout(s)])[0]) for s in specs]
+    assert got.tolist() == want
+    assert len(set(want)) >= 8  # the inputs differ where it matters
+
+
+def test_records_are_complete_and_equal_to_constructed_ones():
+    """``to_records`` builds records without their ``__init__`` (``frozen_maker``): every field is
+    set, and a copy through the constructor is equal, field by field."""
+    for spec, cands in zip(_varied(), api.evaluate(_varied(), CAT), strict=True):
+        for c in cands:
+            again = dataclasses.replace(c, breakdown=dataclasses.replace(c.breakdown))
+            _same(c, again, f"{spec.name}/{c.id}")
+            assert c == again and hash(c.layout) == hash(again.layout)
+
+
+def test_frozen_maker_wants_every_field_once():
+    from gpufabric.model.step import StepBreakdown
+    from gpufabric.plan.candidates import frozen_maker
+
+    names = [f.name for f in dataclasses.fields(StepBreakdown)]
+    with pytest.raises(TypeError, match="fields named once"):
+        frozen_maker(StepBreakdown, names[:-1])
+    with pytest.raises(TypeError, match="fields named once"):
+        frozen_maker(StepBreakdown, [*names, names[0]])
+    make = frozen_maker(StepBreakdown, names[::-1])
+    values = {n: float(i) for i, n in enumerate(names)}
+    assert make(values[n] for n in names[::-1]) == StepBreakdown(**values)

@@ -184,18 +184,14 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def _efficiency_inputs(
-    spec: Spec, catalog: Catalog, layouts: Sequence[Layout], *, activations: bool = True
-) -> dict[str, Any]:
-    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU.
-
-    ``activations=False``: instead of ``activation_bytes``, the inputs it needs that are not
-    arguments already (``_ACT_ONLY``), so a batch computes it once over its stacked columns."""
+def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU,
+    with the inputs ``activation_bytes`` needs that are not arguments already (``_ACT_ONLY``)
+    instead of it (``_layer_efficiency``)."""
     w = spec.workload
     m = w.model
     sc = model_scalars(spec)
-    gpu = catalog.gpu(spec.cluster.gpu)
-    gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
+    peak_bf16, hbm, gemm, attention, sms = _gpu_efficiency_inputs(catalog, spec.cluster.gpu, w.precision)
     # One conversion of a fields x layouts list (tp, cp, microbatch_size, ep, recompute code).
     tp, cp, mbs, ep, rc = np.array(
         [[getattr(lay, k) for lay in layouts] for k in ("tp", "cp", "microbatch_size", "ep")]
@@ -220,22 +216,19 @@ def _efficiency_inputs(
         cp=col["cp"],
         layer_params=per_layer,
         recompute=rc,
-        peak_tflops=_peak(gpu, w.precision),
-        peak_bf16_tflops=gpu.peak_bf16_tflops,
-        hbm_gbps=gpu.hbm_gbps,
-        gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
-        attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
+        peak_tflops=_peak(catalog.gpu(spec.cluster.gpu), w.precision),
+        peak_bf16_tflops=peak_bf16,
+        hbm_gbps=hbm,
+        gemm_efficiency=gemm,
+        attention_efficiency=attention,
         fp8=w.precision == "fp8",
-        sms=eff_model.SMS[gen],
+        sms=sms,
         heads=sc["heads"],
         flash_attention=w.flash_attention,
         expert_tokens=expert_tokens,
         local_experts=local_experts,
     )
-    more = {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
-    if not activations:
-        return base | more
-    return base | {"activation_bytes": _activation_bytes(base | more)}
+    return base | {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
 
 
 #: ``activation_bytes_per_layer``'s inputs that ``layer_efficiency`` does not take.
@@ -262,39 +255,86 @@ def _activation_bytes(cols: dict[str, Any]) -> np.ndarray:
     )
 
 
-def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
-    """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
-    (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
-    parts = [_efficiency_inputs(spec, catalog, layouts, activations=False) for spec, layouts in items]
-    sizes = [len(layouts) for _, layouts in items]
-    if not sum(sizes):
-        return [np.zeros(0) for _ in items]
-    stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
+def _layer_efficiency(stacked: dict[str, Any]) -> np.ndarray:
+    """``layer_efficiency`` of ``_efficiency_inputs`` (one spec's), or of the same inputs as a
+    table's columns (``table_efficiencies``)."""
+    stacked = dict(stacked)
     stacked["activation_bytes"] = _activation_bytes(stacked)
     for k in _ACT_ONLY:
         del stacked[k]
-    flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
-    return np.split(flat, np.cumsum(sizes)[:-1])
+    return np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
 
 
-_PY_SCALARS = frozenset((int, float, bool))
+def _gpu_efficiency_inputs(catalog: Catalog, gpu_id: str, precision: str) -> tuple[float, float, float, float, float]:
+    """The GPU's figures ``_efficiency_inputs`` reads besides the table's: bf16 peak, HBM GB/s,
+    GEMM and attention efficiency, SMs."""
+    gpu = catalog.gpu(gpu_id)
+    gen = eff_model.generation_of(gpu_id, gpu.generation)
+    return (
+        gpu.peak_bf16_tflops,
+        gpu.hbm_gbps,
+        eff_model.gemm_efficiency(gpu, gen, precision),
+        eff_model.ATTENTION_EFFICIENCY[gen],
+        eff_model.SMS[gen],
+    )
 
 
-def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
-    """One column from each item's value (a scalar repeated, or one value per layout)."""
-    if all(type(v) in _PY_SCALARS for v in values) or all(np.ndim(v) == 0 for v in values):  # the first: cheap
-        return np.repeat(np.array(values), sizes)
-    return np.concatenate(
-        [
-            v if type(v) is np.ndarray and v.shape == (n,) else np.broadcast_to(np.asarray(v), (n,))
-            for v, n in zip(values, sizes, strict=True)
-        ]
+def table_efficiencies(specs: Sequence[Spec], table: Table, catalog: Catalog) -> np.ndarray:
+    """``model_efficiency`` of each row of ``table``, row i a layout of ``specs[i]`` on its GPU.
+
+    The table's columns are the model's inputs (``table_block`` wrote them from the same spec
+    and layout: ``model_scalars``, the layout's fields), so only the GPU's figures and the
+    expert count are read per spec: a batch's measured points without ``_efficiency_inputs``
+    per spec (~10 us each). Every input is a float the model would convert to the same float,
+    and the few derived here are the same operations in the same order, so the numbers are
+    ``model_efficiency``'s to the bit (tests/api/test_evaluate_batch.py)."""
+    gpus: dict[tuple[str, str], tuple[float, ...]] = {}
+    rows = []
+    for spec in specs:
+        key = (spec.cluster.gpu, spec.workload.precision)
+        g = gpus.get(key)
+        if g is None:
+            g = gpus[key] = (*_gpu_efficiency_inputs(catalog, *key), key[1] == "fp8")
+        rows.append((*g, spec.workload.model.experts))
+    bf16, hbm, gemm, attn, sms, fp8, experts = np.array(rows, dtype=float).reshape(len(specs), 7).T
+    t = table
+    moe = experts > 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # ep > 0 and experts >= 1 (spec); the guard
+        expert_tokens = np.where(moe, t.top_k * t.ep / experts, 1.0)
+        local_experts = np.where(moe, experts / t.ep, 1.0)
+    return _layer_efficiency(
+        dict(
+            hidden=t.hidden,
+            ffn_hidden=t.ffn_hidden,
+            kv_ratio=t.kv_ratio,
+            gated=t.gated_mlp,
+            seq_len=t.seq_len,
+            microbatch_size=t.microbatch_size,
+            tp=t.tp,
+            cp=t.cp,
+            # model.flops.layer_params, as _efficiency_inputs takes it.
+            layer_params=np.maximum(t.params_active - 2.0 * t.vocab * t.hidden, 0.0) / t.layers,
+            recompute=t.recompute,
+            peak_tflops=t.peak_tflops,
+            peak_bf16_tflops=bf16,
+            hbm_gbps=hbm,
+            gemm_efficiency=gemm,
+            attention_efficiency=attn,
+            fp8=fp8.astype(bool),
+            sms=sms,
+            heads=t.heads,
+            flash_attention=t.flash_attention,
+            expert_tokens=expert_tokens,
+            local_experts=local_experts,
+            sequence_parallel=t.sequence_parallel,
+            dropout=t.dropout,
+        )
     )
 
 
 def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
     """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
-    return np.asarray(eff_model.layer_efficiency(**_efficiency_inputs(spec, catalog, layouts)), dtype=float)
+    return _layer_efficiency(_efficiency_inputs(spec, catalog, layouts))
 
 
 def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
@@ -562,13 +602,12 @@ def _search(
     return k, j, np.array([[known[p][j[p] - 1], known[p][j[p]]] for p in range(P)])
 
 
-def _solve(problems: Sequence[_Problem]) -> list[float]:
-    """The compute efficiency of each problem whose mean step time at the measured point equals
-    its target: the full grid's root (the fine neighbours of the first point at or below the
+def _solve(problems: Sequence[_Problem], table: Table) -> list[float]:
+    """The compute efficiency of each problem (``table``: their stacked blocks) whose mean step
+    time at the measured point equals its target: the full grid's root (the fine neighbours of the first point at or below the
     target, interpolated), its bracket guessed (``_predict``, ``_probe_cell``, once more ``_retry``) or else searched (``_search``)."""
     if not problems:
         return []
-    table = table_from_block(np.concatenate([p.block for p in problems], axis=1))
     target = np.array([p.target_s for p in problems])
     k, j, s, ok = _probe_cell(table, target, _predict(table, target))
     miss = np.flatnonzero(~ok & np.isfinite(s[:, 0]))
@@ -621,15 +660,16 @@ def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] 
     memo = {} if memo is None else memo
     staged = [_stage(spec, catalog, memo) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
-    at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
-    solved = iter(zip(problems, _solve(problems), at_models, strict=True))
+    table = table_from_block(np.concatenate([p.block for p in problems], axis=1)) if problems else None
+    # The efficiency model at each measured point: one pass over the problems' own table.
+    at_models = table_efficiencies([p.at for p in problems], table, catalog).tolist() if table is not None else []
+    solved = iter(zip(problems, _solve(problems, table) if table is not None else [], at_models, strict=True))
     out = []
     for item in staged:
         if isinstance(item, Anchor):
             out.append(item)
             continue
-        prob, eff, at_arr = next(solved)
-        at_model = float(at_arr[0])
+        prob, eff, at_model = next(solved)
         out.append(_solved(prob.anchor, eff, float(prob.target_s), at_model))
     return out
 
