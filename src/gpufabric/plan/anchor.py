@@ -64,8 +64,12 @@ class Anchor:
 
     def figure_flops_per_token(self, layouts: Sequence[Layout]) -> np.ndarray:
         """Model FLOPs per token under the figure's convention, for each layout (megatron counts its recomputation)."""
+        return np.array(self.figure_flops_floats(layouts), dtype=float)
+
+    def figure_flops_floats(self, layouts: Sequence[Layout]) -> tuple[float, ...]:
+        """``figure_flops_per_token`` as Python floats (without the array: a record reads one)."""
         codes = tuple(RECOMPUTE.index(lay.recompute) for lay in layouts)
-        return np.array(_figure_flops(self.params_active, self.model_shape, codes, self.flops), dtype=float)
+        return _figure_flops(self.params_active, self.model_shape, codes, self.flops)
 
     @property
     def text(self) -> str:
@@ -397,17 +401,18 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
     (``memo``: the batch's, ``table_block``)."""
     w = spec.workload
     th = w.throughput
+    kind = th.kind  # a property that searches the fields: read once
     scal = model_scalars(spec)
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
-    figure = th.value
+    figure = float(getattr(th, kind))  # th.value
 
     def anchor(
         *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, **more: Any
     ) -> Anchor:
         return Anchor(
             **more,
-            kind=th.kind,
+            kind=kind,
             figure=figure,
             flops=th.flops,
             measured_gpus=gpus,
@@ -422,7 +427,7 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
             notes=w.notes,
         )
 
-    if th.kind == "compute_efficiency":
+    if kind == "compute_efficiency":
         return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure)
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
@@ -466,9 +471,10 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
-    at_seq = base if float(seq) == shape[2] else replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3]))
-    f_fig = float(at_seq.figure_flops_per_token([layout])[0])
-    tflops = figure * peak if th.kind == "mfu" else figure
+    # base.figure_flops_per_token([layout]) at the measured sequence length, as a Python float.
+    at_seq = (shape[0], shape[1], float(seq), shape[3])
+    f_fig = _figure_flops(base.params_active, at_seq, (RECOMPUTE.index(layout.recompute),), th.flops)[0]
+    tflops = figure * peak if kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
     return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
 

@@ -180,16 +180,11 @@ class RecordColumns:
 
 def record_columns(out: Evaluation) -> RecordColumns:
     """``out``'s columns for ``to_records`` (one conversion per column, not one per cell)."""
-    lists = {f: getattr(out, f).tolist() for f in set(_READ) | {s for s, _, _ in ROW_FIELDS.values()}}
-    lists |= {f: getattr(out, f).tolist() for f in _BREAKDOWN_FLOATS.values() if f not in lists}
+    lists = {f: getattr(out, f).tolist() for f in _READ}
     copied: dict[str, list[Any]] = {}
     for name, (source, per, kind) in ROW_FIELDS.items():
-        col = lists[source]
-        if kind is float:
-            copied[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
-        else:
-            copied[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
-    bd = {"bd:" + name: [float(v) for v in lists[source]] for name, source in _BREAKDOWN_FLOATS.items()}
+        copied[name] = _converted(getattr(out, source), per, kind)
+    bd = {"bd:" + name: _converted(getattr(out, source), 1, float) for name, source in _BREAKDOWN_FLOATS.items()}
     raw = {f: lists[f] for f in _READ}
     return RecordColumns(
         raw=raw,
@@ -198,6 +193,15 @@ def record_columns(out: Evaluation) -> RecordColumns:
         row_rows=list(zip(*(copied[name] for name in ROW_FIELDS), strict=True)),
         breakdown_rows=list(zip(*(bd["bd:" + name] for name in _BREAKDOWN_FLOATS), strict=True)),
     )
+
+
+def _converted(col: np.ndarray, per: float, kind: type) -> list[Any]:
+    """``[kind(v) / per for v in col]`` (``kind(v)`` for ``per`` 1). A float column's ``tolist``
+    is its values as Python floats already, and numpy divides each the way Python does."""
+    if kind is float and col.dtype == np.float64:
+        return (col if per == 1 else col / per).tolist()
+    values = col.tolist()
+    return [kind(v) / per for v in values] if per != 1 else [kind(v) for v in values]
 
 
 def frozen_maker(cls: type[_R], names: Sequence[str]) -> Callable[[Iterable[Any]], _R]:
@@ -287,7 +291,11 @@ def to_records(
         ce = compute_efficiency.tolist()  # the batch's case, without broadcast_to's ~5 us
     else:
         ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (k,)).tolist()
-    ffpt = np.asarray(figure_flops_per_token, dtype=float).tolist()
+    ffpt = (
+        figure_flops_per_token
+        if type(figure_flops_per_token) is tuple  # Anchor.figure_flops_floats
+        else np.asarray(figure_flops_per_token, dtype=float).tolist()
+    )
     columns = record_columns(out) if columns is None else columns
     raw_names = tuple(columns.raw)
     raw_rows, row_rows, bd_rows = columns.raw_rows, columns.row_rows, columns.breakdown_rows
@@ -305,14 +313,15 @@ def to_records(
                 ckpt_async,
             )
         )
-        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, row)
+        did = d.id
+        v = _output_violation(invalid.get(i, ()), did) + violations_of(spec, row)
         mfu, tflops = end_to_end(row["step_time_s"], spec, peak_tflops, ffpt[j])
         records.append(
             _candidate(
                 (
                     *row_rows[i],
                     # In the order of _OWN.
-                    d.id,
+                    did,
                     d.fabric,
                     d.topology,
                     d.oversubscription,
@@ -381,22 +390,33 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False) -> Prepared:
+def prepare(
+    spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False, layout: Layout | None = None
+) -> Prepared:
     """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan).
 
-    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve)."""
-    from gpufabric.plan.capacity import check_options
-
+    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve);
+    ``layout``: the spec's own layout (``spec_layout``) of a fixed spec, when the caller has it."""
     if not checked:
+        from gpufabric.plan.capacity import check_options
+
         check_options(spec, catalog)  # also tp against the NVLink domain
-    anchor = anchor or solve_anchor(spec, catalog)
+    if anchor is None:
+        anchor = solve_anchor(spec, catalog)
+        layout = _own_layout(anchor) or layout
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
         anchor=anchor,
         designs=designs,
         notes=tuple(notes),
-        choice=search_layouts(spec, catalog, designs, anchor),
+        choice=search_layouts(spec, catalog, designs, anchor, layout=layout),
     )
+
+
+def _own_layout(anchor: Anchor) -> Layout | None:
+    """``spec_layout(spec)`` where ``anchor`` was solved from ``spec`` and assumed its measured
+    point (no measured_at: the spec's own fixed layout, plan.anchor), else None."""
+    return anchor.measured_layout if anchor.assumed else None
 
 
 def _chosen(
@@ -406,7 +426,7 @@ def _chosen(
     (``memo``: the batch's, ``table_block``)."""
     k = len(p.designs)
     effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
-    pairs = (np.arange(k), np.arange(k))
+    pairs = (np.arange(k), np.arange(k)) if k != 1 else None  # one: the same row as no pairs
     block = table_block(spec, catalog, p.designs, p.choice.layouts, pairs=pairs, compute_efficiency=effs, memo=memo)
     return block, effs
 
@@ -427,7 +447,7 @@ def _records(
         p.choice.layouts,
         out,
         peak_tflops=p.anchor.peak_tflops,
-        figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
+        figure_flops_per_token=p.anchor.figure_flops_floats(p.choice.layouts),
         compute_efficiency=effs,
         runner_ups=p.choice.runner_ups,
         notes=p.choice.notes,
@@ -503,7 +523,7 @@ def _evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candid
         check_options(spec, catalog)  # before the solve, as prepare does
     memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
     anchors = solve_anchors(specs, catalog, memo)
-    preps = [prepare(s, catalog, a, checked=True) for s, a in zip(specs, anchors, strict=True)]
+    preps = [prepare(s, catalog, a, checked=True, layout=_own_layout(a)) for s, a in zip(specs, anchors, strict=True)]
     chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []
