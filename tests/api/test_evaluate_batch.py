@@ -124,8 +124,8 @@ def test_the_search_behind_a_missed_guess_finds_the_same_root(monkeypatch):
     specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
     guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
 
-    def miss(table, target, eff):
-        k, j, s, _ = real(table, target, eff)
+    def miss(table, target, eff, fixed):
+        k, j, s, _ = real(table, target, eff, fixed)
         return k, j, np.full_like(s, np.nan), np.zeros(len(target), dtype=bool)
 
     real = anchor._probe_cell
@@ -140,7 +140,7 @@ def test_a_retried_guess_finds_the_same_root(monkeypatch):
     guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
     real = anchor._predict
     # A first guess 0.3% low: its cell misses, the secant through the probed points retries.
-    monkeypatch.setattr(anchor, "_predict", lambda table, target: real(table, target) * 0.997)
+    monkeypatch.setattr(anchor, "_predict", lambda table, target, fixed: real(table, target, fixed) * 0.997)
     assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
 
 
@@ -234,3 +234,28 @@ def test_frozen_maker_wants_every_field_once():
     make = frozen_maker(StepBreakdown, names[::-1])
     values = {n: float(i) for i, n in enumerate(names)}
     assert make(values[n] for n in names[::-1]) == StepBreakdown(**values)
+
+
+def test_the_solves_fixed_communication_gives_the_step_time_to_the_bit():
+    """``comm_fixed`` once for a table, then rows of it at other compute efficiencies: the step
+    times of a pass that computes everything (the solve's passes rely on it)."""
+    from gpufabric.plan.evaluate import comm_fixed, step_and_compute_s, step_time_s
+
+    more = [
+        _spec("llama3-70b-1k", workload__parallelism={"tp": 8, "cp": 2, "pp": 1, "dp": 64, "zero_stage": 3}),
+        _spec("llama3-70b-1k", workload__parallelism={"tp": 4, "cp": 4, "pp": 4, "dp": 16, "virtual_stages": 2}),
+    ]
+    probs = [p for p in (_stage(s, CAT) for s in _varied() + _efficiency_specs() + more) if isinstance(p, _Problem)]
+    assert len(probs) >= 12
+    table = table_from_block(np.concatenate([p.block for p in probs], axis=1))
+    fixed = comm_fixed(table.replace(compute_eff=0.3))
+    rng = np.random.default_rng(32)
+    for _ in range(3):
+        effs = rng.uniform(0.05, 0.9, len(probs))
+        at = table.replace(compute_eff=effs)
+        assert step_time_s(at, fixed=fixed).tolist() == step_time_s(at).tolist()
+        got = step_and_compute_s(at, quantise_tail=True, fixed=fixed)
+        assert [g.tolist() for g in got] == [w.tolist() for w in step_and_compute_s(at, quantise_tail=True)]
+        rows = rng.choice(len(probs), 5)
+        sub = at.take(rows)
+        assert step_time_s(sub, fixed=fixed.take(rows)).tolist() == step_time_s(sub).tolist()

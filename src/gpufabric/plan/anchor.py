@@ -34,7 +34,7 @@ from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token
 from gpufabric.model.memory import activation_bytes_per_layer
-from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
+from gpufabric.plan.evaluate import CommFixed, comm_fixed, step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
 from gpufabric.plan.table import Design, Table, _peak, model_scalars, nvlink_domain, table_block, table_from_block
 from gpufabric.spec.models import AUTO, Spec
@@ -479,7 +479,9 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
     return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
 
 
-def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
+def _bracket(
+    table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]], fixed: CommFixed
+) -> np.ndarray:
     """Per problem (row p of ``table`` and ``effs``), the first index of ``effs[p]`` whose step
     time is at or below ``target[p]`` (``np.searchsorted(-steps, -target)`` over the whole
     grid, the step time being decreasing in the efficiency), evaluating only the points it
@@ -488,7 +490,7 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
     Every round probes the two neighbours of the root of ``a / eff + b`` through the
     bracket's ends (the step is nearly that: compute and bubble scale as 1 / eff), from the
     third round on the bracket's midpoint too, so a poor fit still halves it. Every round
-    is one vectorised pass over the problems still open.
+    is one vectorised pass over the problems still open (``fixed``: ``comm_fixed(table)``).
     """
     P, M = effs.shape
     lo = np.zeros(P, dtype=int)  # step > target there
@@ -508,7 +510,7 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
                 rows.append(p)
                 cols.append(k)
         r, c = np.asarray(rows), np.asarray(cols)
-        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]))
+        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]), fixed=fixed.take(r))
         for p, k, s in zip(r.tolist(), c.tolist(), steps.tolist(), strict=True):
             known[p][k] = s
             if s <= target[p]:
@@ -524,7 +526,7 @@ def _fine(k: np.ndarray) -> np.ndarray:
     return np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
 
 
-def _predict(table: Table, target: np.ndarray) -> np.ndarray:
+def _predict(table: Table, target: np.ndarray, fixed: CommFixed) -> np.ndarray:
     """Each problem's root, approximately (nan: none in the grid's range): a probe at
     ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff (compute and
     bubble) and the rest; a second probe at that model's root does the same, and its root
@@ -532,7 +534,7 @@ def _predict(table: Table, target: np.ndarray) -> np.ndarray:
     eff = np.full(len(target), GUESS_EFFICIENCY)
     for _ in range(2):
         at = np.clip(eff, GRID[0], GRID[-1])
-        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True)
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True, fixed=fixed)
         rest = target - (s0 - cb0)
         with np.errstate(divide="ignore", invalid="ignore"):
             eff = np.where(rest > 0, cb0 * at / rest, np.nan)
@@ -540,7 +542,7 @@ def _predict(table: Table, target: np.ndarray) -> np.ndarray:
 
 
 def _probe_cell(
-    table: Table, target: np.ndarray, eff: np.ndarray
+    table: Table, target: np.ndarray, eff: np.ndarray, fixed: CommFixed
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fine cell holding each guess ``eff``, checked: (k, j, the step times at fine points
     j - 1 and j (nan: not probed), whether they bracket the target).
@@ -560,16 +562,17 @@ def _probe_cell(
     rows = np.flatnonzero(inside)
     s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
     if len(rows):
-        # Two passes over the same rows (not one over each row twice): their collective inputs
-        # are the guess's, which plan.evaluate's memo already holds (a row's step time does
-        # not depend on the other rows, so the numbers are the same).
-        at = table if len(rows) == P else table.take(rows)
-        s_lo[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows] - 1]))
-        s_hi[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows]]))
+        # Two passes over the same rows (a row's step time does not depend on the other rows,
+        # so the numbers are the same), with the communication the efficiency does not change.
+        at, fx = (table, fixed) if len(rows) == P else (table.take(rows), fixed.take(rows))
+        s_lo[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows] - 1]), fixed=fx)
+        s_hi[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows]]), fixed=fx)
     return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
 
 
-def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
+def _retry(
+    table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray, fixed: CommFixed
+) -> tuple[np.ndarray, ...]:
     """``_probe_cell`` again at the secant (in 1 / eff) through the two fine points a missed guess probed."""
     fine = _fine(k)
     r = np.arange(len(k))
@@ -577,16 +580,17 @@ def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np
     with np.errstate(divide="ignore", invalid="ignore"):
         x = x0 + (target - s[:, 0]) * (x1 - x0) / (s[:, 1] - s[:, 0])
         eff = np.where(np.isfinite(x) & (x > 0), 1 / x, np.nan)
-    return _probe_cell(table, target, eff)
+    return _probe_cell(table, target, eff, fixed)
 
 
 def _search(
-    problems: Sequence[_Problem], table: Table, target: np.ndarray
+    problems: Sequence[_Problem], table: Table, target: np.ndarray, fixed: CommFixed
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(k, j, step times at fine points j - 1 and j) by bracketing, from the grid's ends
     (which also check the figure can be reached)."""
     P = len(problems)
-    ends = step_time_s(table.take(np.repeat(np.arange(P), 2)).replace(compute_eff=np.tile(GRID[[0, -1]], P)))
+    twice = np.repeat(np.arange(P), 2)
+    ends = step_time_s(table.take(twice).replace(compute_eff=np.tile(GRID[[0, -1]], P)), fixed=fixed.take(twice))
     for p, prob in enumerate(problems):
         lay, a = prob.anchor.measured_layout, prob.anchor
         assert lay is not None  # a problem has a measured point
@@ -602,9 +606,9 @@ def _search(
                 "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
             )
     coarse = [{0: ends[2 * p], len(GRID) - 1: ends[2 * p + 1]} for p in range(P)]
-    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse)
+    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse, fixed)
     known = [{0: coarse[p][k[p] - 1], FINE_POINTS - 1: coarse[p][k[p]]} for p in range(P)]
-    j = _bracket(table, _fine(k), target, known)
+    j = _bracket(table, _fine(k), target, known, fixed)
     return k, j, np.array([[known[p][j[p] - 1], known[p][j[p]]] for p in range(P)])
 
 
@@ -615,15 +619,19 @@ def _solve(problems: Sequence[_Problem], table: Table) -> list[float]:
     if not problems:
         return []
     target = np.array([p.target_s for p in problems])
-    k, j, s, ok = _probe_cell(table, target, _predict(table, target))
+    # The communication no compute efficiency changes, once for every pass of the solve.
+    fixed = comm_fixed(table)
+    k, j, s, ok = _probe_cell(table, target, _predict(table, target, fixed), fixed)
     miss = np.flatnonzero(~ok & np.isfinite(s[:, 0]))
     if len(miss):
-        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss])
+        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss], fixed.take(miss))
         hit = miss[ok2]
         k[hit], j[hit], s[hit], ok[hit] = k2[ok2], j2[ok2], s2[ok2], True
     miss = np.flatnonzero(~ok)
     if len(miss):
-        k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
+        k[miss], j[miss], s[miss] = _search(
+            [problems[int(p)] for p in miss], table.take(miss), target[miss], fixed.take(miss)
+        )
     fine = _fine(k)
     rows = np.arange(len(problems))
     # Python floats, as this loop always took them (numpy scalars cost ~1 us an operation).
