@@ -622,6 +622,9 @@ _INDEX = {f: i for i, f in enumerate(FIELDS)}
 _BOOL_INDEX = tuple(_INDEX[f] for f in sorted(BOOL_FIELDS))
 _WORKLOAD_ROWS = np.array([_INDEX[k] for k in WORKLOAD_FIELDS], dtype=np.intp)
 _LAYOUT_ROWS = np.array([_INDEX[k] for k in (*_NUMERIC_LAYOUT_FIELDS, "recompute")], dtype=np.intp)
+_DESIGN_ROWS = np.array([_INDEX[k] for k in _DESIGN_FIELDS], dtype=np.intp)
+#: Where each field is in workload, design and layout values end to end (``table_block``'s one row).
+_ONE_ROW_ORDER = np.argsort(np.concatenate((_WORKLOAD_ROWS, _DESIGN_ROWS, _LAYOUT_ROWS)))
 
 
 def table_block(
@@ -653,8 +656,14 @@ def table_block(
     one = len(designs) == 1 and len(layouts) == 1
     if one and pairs is not None:  # the pair (0, 0), or none: the same row as no pairs
         one = len(pairs[0]) == 1 and int(pairs[0][0]) == 0 and int(pairs[1][0]) == 0
+    if one and parts[0][1] is not None and parts[0][0] is _DESIGN_ROWS:
+        # One row (an anchor's measured point, a single-design spec): the three parts end to
+        # end, put in field order by one take.
+        column = np.concatenate((scalar_values, parts[0][1][:, 0], parts[1][1][:, 0]))[_ONE_ROW_ORDER]
+        if compute_efficiency is not None:
+            column[_INDEX["compute_eff"]] = np.asarray(compute_efficiency, dtype=float).ravel()[0]
+        return column[:, None]
     if one:
-        # One row (an anchor's measured point, a single-design spec): one vector, one scatter.
         column = np.empty(len(FIELDS))
         column[scalar_rows] = scalar_values
         for rows, values in parts:
@@ -685,7 +694,9 @@ def _columns(memo: dict[Any, Any], key: tuple[Any, ...], build: Any) -> tuple[np
     if hit is None:
         cols = build()
         values = np.array(list(cols.values()), dtype=float) if all(len(v) for v in cols.values()) else None
-        hit = memo[key] = (np.array([_INDEX[k] for k in cols], dtype=np.intp), values)
+        rows = tuple(cols)
+        index = _DESIGN_ROWS if rows == _DESIGN_FIELDS else np.array([_INDEX[k] for k in rows], dtype=np.intp)
+        hit = memo[key] = (index, values)
     return hit
 
 
