@@ -656,10 +656,11 @@ def table_block(
     one = len(designs) == 1 and len(layouts) == 1
     if one and pairs is not None:  # the pair (0, 0), or none: the same row as no pairs
         one = len(pairs[0]) == 1 and int(pairs[0][0]) == 0 and int(pairs[1][0]) == 0
-    if one and parts[0][1] is not None and parts[0][0] is _DESIGN_ROWS:
+    (design_rows, design_values), layout_values = parts[0], parts[1][1]
+    if one and design_rows is _DESIGN_ROWS and design_values is not None and layout_values is not None:
         # One row (an anchor's measured point, a single-design spec): the three parts end to
         # end, put in field order by one take.
-        column = np.concatenate((scalar_values, parts[0][1][:, 0], parts[1][1][:, 0]))[_ONE_ROW_ORDER]
+        column = np.concatenate((scalar_values, design_values[:, 0], layout_values[:, 0]))[_ONE_ROW_ORDER]
         if compute_efficiency is not None:
             column[_INDEX["compute_eff"]] = np.asarray(compute_efficiency, dtype=float).ravel()[0]
         return column[:, None]
