@@ -215,11 +215,24 @@ def test_the_efficiency_model_read_from_a_table_is_the_specs_own_to_the_bit():
 def test_records_are_complete_and_equal_to_constructed_ones():
     """``to_records`` builds records without their ``__init__`` (``frozen_maker``): every field is
     set, and a copy through the constructor is equal, field by field."""
-    for spec, cands in zip(_varied(), api.evaluate(_varied(), CAT), strict=True):
+    from gpufabric.model.collectives import ALGORITHMS
+    from gpufabric.plan.layouts import Layout
+
+    specs = _varied()
+    for spec, cands in zip(specs, api.evaluate(specs, CAT), strict=True):
         for c in cands:
             again = dataclasses.replace(c, breakdown=dataclasses.replace(c.breakdown))
             _same(c, again, f"{spec.name}/{c.id}")
             assert c == again and hash(c.layout) == hash(again.layout)
+            # Each value in its own field (the builder takes them by position).
+            assert c.id.startswith(f"{c.fabric}/{c.topology}/" if c.capacity == "build" else "rent/")
+            assert c.id.split("/")[-2 if c.in_network_reduction else -1] == c.storage
+            assert c.dp_algorithm in (*ALGORITHMS, "none") and c.meets_requirements == (not c.violations)
+            assert isinstance(c.layout, Layout) and isinstance(c.layout_note, str)
+            assert c.rental is None if c.capacity == "build" else c.rental in c.id
+            assert (c.breakdown.num_ranks, c.breakdown.num_nodes) == (spec.num_gpus, spec.cluster.nodes)
+            assert c.storage_read_gbps_per_node == c.storage_read_gbps / spec.cluster.nodes
+            assert 0 < c.compute_efficiency <= 1 and c.break_even_months is None
 
 
 def test_frozen_maker_wants_every_field_once():

@@ -253,6 +253,10 @@ _OWN = (
 #: The rest keep their defaults (a rented design's break-even fields, set by plan.recommend).
 _DEFAULTED = tuple(f for f in dataclasses.fields(Candidate) if f.name not in ROW_FIELDS and f.name not in _OWN)
 _DEFAULTS = tuple(f.default for f in _DEFAULTED)
+if dataclasses.MISSING in _DEFAULTS:  # a new field without a plain default: to_records must set it
+    raise TypeError(
+        "to_records sets no value for " + ", ".join(f.name for f in _DEFAULTED if f.default is dataclasses.MISSING)
+    )
 _candidate = frozen_maker(Candidate, (*ROW_FIELDS, *_OWN, *(f.name for f in _DEFAULTED)))
 #: StepBreakdown fields after ``_BREAKDOWN_FLOATS``, in the order ``to_records`` gives them.
 _BD_OWN = ("dependent_latency_steps", "num_ranks", "num_nodes", "nodes_per_leaf", "checkpoint_async")
