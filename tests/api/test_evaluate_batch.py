@@ -124,8 +124,8 @@ def test_the_search_behind_a_missed_guess_finds_the_same_root(monkeypatch):
     specs = [s for s in _varied() if isinstance(_stage(s, CAT), _Problem)]
     guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
 
-    def miss(table, target, eff):
-        k, j, s, _ = real(table, target, eff)
+    def miss(table, target, eff, fixed):
+        k, j, s, _ = real(table, target, eff, fixed)
         return k, j, np.full_like(s, np.nan), np.zeros(len(target), dtype=bool)
 
     real = anchor._probe_cell
@@ -140,7 +140,7 @@ def test_a_retried_guess_finds_the_same_root(monkeypatch):
     guessed = [a.compute_efficiency for a in solve_anchors(specs, CAT)]
     real = anchor._predict
     # A first guess 0.3% low: its cell misses, the secant through the probed points retries.
-    monkeypatch.setattr(anchor, "_predict", lambda table, target: real(table, target) * 0.997)
+    monkeypatch.setattr(anchor, "_predict", lambda table, target, fixed: real(table, target, fixed) * 0.997)
     assert [a.compute_efficiency for a in solve_anchors(specs, CAT)] == guessed
 
 
@@ -176,3 +176,99 @@ def test_a_batch_pauses_the_collector_and_gives_it_back_as_found() -> None:
         candidates._evaluate_batch = real
         gc.enable() if was else gc.disable()
     assert seen == [False, False, False]
+
+
+def _efficiency_specs():
+    """Specs whose efficiency-model inputs differ: dense and MoE, bf16 and fp8, with and without
+    FlashAttention and sequence parallelism, recomputation, another GPU, a measured point of its
+    own sequence length."""
+    moe = {"params": 400e9, "experts": 16, "top_k": 2, "active_params": 70e9}
+    specs = [api.load_spec(EXAMPLES / f"{n}.yaml", catalog=CAT) for n in TRAINING]
+    specs += [
+        _spec("llama3-70b-1k", **{f"workload__model__{k}": v for k, v in moe.items()}, workload__parallelism__ep=8),
+        _spec("llama3-70b-1k", **{f"workload__model__{k}": v for k, v in moe.items()}),
+        _spec("llama3-70b-1k", workload__precision="fp8", workload__flash_attention=False),
+        _spec("llama3-70b-1k", workload__parallelism__sequence_parallel=False, workload__recompute="selective"),
+        _spec("llama3-70b-1k", workload__recompute="full", workload__model__dropout=True),
+    ]
+    return specs
+
+
+def test_the_efficiency_model_read_from_a_table_is_the_specs_own_to_the_bit():
+    from gpufabric.plan.anchor import model_efficiency, table_efficiencies
+    from gpufabric.plan.layouts import spec_layout
+    from gpufabric.plan.table import Design, table_block
+
+    specs = [s for s in _efficiency_specs() if not s.searched]
+    assert len(specs) >= 8
+    blocks = []
+    for s in specs:
+        o = s.options
+        design = Design(fabric=o.fabrics[0], topology=o.topologies[0], oversubscription=1.0, storage=o.storage[0])
+        blocks.append(table_block(s, CAT, [design], [spec_layout(s)]))
+    got = table_efficiencies(specs, table_from_block(np.concatenate(blocks, axis=1)), CAT)
+    want = [float(model_efficiency(s, CAT, [spec_layout(s)])[0]) for s in specs]
+    assert got.tolist() == want
+    assert len(set(want)) >= 8  # the inputs differ where it matters
+
+
+def test_records_are_complete_and_equal_to_constructed_ones():
+    """``to_records`` builds records without their ``__init__`` (``frozen_maker``): every field is
+    set, and a copy through the constructor is equal, field by field."""
+    from gpufabric.model.collectives import ALGORITHMS
+    from gpufabric.plan.layouts import Layout
+
+    specs = _varied()
+    for spec, cands in zip(specs, api.evaluate(specs, CAT), strict=True):
+        for c in cands:
+            again = dataclasses.replace(c, breakdown=dataclasses.replace(c.breakdown))
+            _same(c, again, f"{spec.name}/{c.id}")
+            assert c == again and hash(c.layout) == hash(again.layout)
+            # Each value in its own field (the builder takes them by position).
+            assert c.id.startswith(f"{c.fabric}/{c.topology}/" if c.capacity == "build" else "rent/")
+            assert c.id.split("/")[-2 if c.in_network_reduction else -1] == c.storage
+            assert c.dp_algorithm in (*ALGORITHMS, "none") and c.meets_requirements == (not c.violations)
+            assert isinstance(c.layout, Layout) and isinstance(c.layout_note, str)
+            assert c.rental is None if c.capacity == "build" else c.rental in c.id
+            assert (c.breakdown.num_ranks, c.breakdown.num_nodes) == (spec.num_gpus, spec.cluster.nodes)
+            assert c.storage_read_gbps_per_node == c.storage_read_gbps / spec.cluster.nodes
+            assert 0 < c.compute_efficiency <= 1 and c.break_even_months is None
+
+
+def test_frozen_maker_wants_every_field_once():
+    from gpufabric.model.step import StepBreakdown
+    from gpufabric.plan.candidates import frozen_maker
+
+    names = [f.name for f in dataclasses.fields(StepBreakdown)]
+    with pytest.raises(TypeError, match="fields named once"):
+        frozen_maker(StepBreakdown, names[:-1])
+    with pytest.raises(TypeError, match="fields named once"):
+        frozen_maker(StepBreakdown, [*names, names[0]])
+    make = frozen_maker(StepBreakdown, names[::-1])
+    values = {n: float(i) for i, n in enumerate(names)}
+    assert make(values[n] for n in names[::-1]) == StepBreakdown(**values)
+
+
+def test_the_solves_fixed_communication_gives_the_step_time_to_the_bit():
+    """``comm_fixed`` once for a table, then rows of it at other compute efficiencies: the step
+    times of a pass that computes everything (the solve's passes rely on it)."""
+    from gpufabric.plan.evaluate import comm_fixed, step_and_compute_s, step_time_s
+
+    more = [
+        _spec("llama3-70b-1k", workload__parallelism={"tp": 8, "cp": 2, "pp": 1, "dp": 64, "zero_stage": 3}),
+        _spec("llama3-70b-1k", workload__parallelism={"tp": 4, "cp": 4, "pp": 4, "dp": 16, "virtual_stages": 2}),
+    ]
+    probs = [p for p in (_stage(s, CAT) for s in _varied() + _efficiency_specs() + more) if isinstance(p, _Problem)]
+    assert len(probs) >= 12
+    table = table_from_block(np.concatenate([p.block for p in probs], axis=1))
+    fixed = comm_fixed(table.replace(compute_eff=0.3))
+    rng = np.random.default_rng(32)
+    for _ in range(3):
+        effs = rng.uniform(0.05, 0.9, len(probs))
+        at = table.replace(compute_eff=effs)
+        assert step_time_s(at, fixed=fixed).tolist() == step_time_s(at).tolist()
+        got = step_and_compute_s(at, quantise_tail=True, fixed=fixed)
+        assert [g.tolist() for g in got] == [w.tolist() for w in step_and_compute_s(at, quantise_tail=True)]
+        rows = rng.choice(len(probs), 5)
+        sub = at.take(rows)
+        assert step_time_s(sub, fixed=fixed.take(rows)).tolist() == step_time_s(sub).tolist()

@@ -25,11 +25,17 @@ def _spec(name: str = "llama3-70b-1k"):
     return api.load_spec(EXAMPLES / f"{name}.yaml", catalog=CAT)
 
 
-def test_a_solved_anchor_keeps_every_other_field() -> None:
-    a = solve_anchor(_spec(), CAT)
-    got = anchor_mod._solved(a, 0.6, 3.0, 0.5)
-    want = dataclasses.replace(a, compute_efficiency=0.6, anchor_step_s=3.0, scale=0.6 / 0.5, model_at_anchor=0.5)
-    assert got == want  # a field added to Anchor and not copied would differ here
+@pytest.mark.parametrize("name", ["llama3-70b-1k", "llama3-405b-16k", "roce-256gpu-8b"])
+def test_a_problem_sets_every_anchor_field_but_the_solves(name: str) -> None:
+    prob = anchor_mod._stage(_spec(name), CAT)
+    assert isinstance(prob, anchor_mod._Problem)
+    solved = {"compute_efficiency", "anchor_step_s", "scale", "model_at_anchor"}
+    # A field added to Anchor and not set by the stage would take its default here.
+    assert set(prob.fields) | solved == {f.name for f in dataclasses.fields(anchor_mod.Anchor)}
+    assert not set(prob.fields) & solved
+    got = anchor_mod._solved(prob.fields, 0.6, 3.0, 0.5)
+    assert (got.compute_efficiency, got.anchor_step_s, got.scale, got.model_at_anchor) == (0.6, 3.0, 0.6 / 0.5, 0.5)
+    assert all(getattr(got, k) == v for k, v in prob.fields.items())
 
 
 @pytest.mark.parametrize(

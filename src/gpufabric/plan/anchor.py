@@ -34,7 +34,7 @@ from gpufabric.errors import InputError
 from gpufabric.model import efficiency as eff_model
 from gpufabric.model.flops import RECOMPUTE, flops_per_token
 from gpufabric.model.memory import activation_bytes_per_layer
-from gpufabric.plan.evaluate import step_and_compute_s, step_time_s
+from gpufabric.plan.evaluate import CommFixed, comm_fixed, step_and_compute_s, step_time_s
 from gpufabric.plan.layouts import Layout, enumerate_layouts, spec_layout
 from gpufabric.plan.table import Design, Table, _peak, model_scalars, nvlink_domain, table_block, table_from_block
 from gpufabric.spec.models import AUTO, Spec
@@ -64,8 +64,12 @@ class Anchor:
 
     def figure_flops_per_token(self, layouts: Sequence[Layout]) -> np.ndarray:
         """Model FLOPs per token under the figure's convention, for each layout (megatron counts its recomputation)."""
+        return np.array(self.figure_flops_floats(layouts), dtype=float)
+
+    def figure_flops_floats(self, layouts: Sequence[Layout]) -> tuple[float, ...]:
+        """``figure_flops_per_token`` as Python floats (without the array: a record reads one)."""
         codes = tuple(RECOMPUTE.index(lay.recompute) for lay in layouts)
-        return np.array(_figure_flops(self.params_active, self.model_shape, codes, self.flops), dtype=float)
+        return _figure_flops(self.params_active, self.model_shape, codes, self.flops)
 
     @property
     def text(self) -> str:
@@ -184,18 +188,14 @@ def _measured(spec: Spec) -> tuple[Layout, int, str, bool, int, int]:
     return lay, ma.gpus, ma.fabric or spec.options.fabrics[0], False, batch, seq
 
 
-def _efficiency_inputs(
-    spec: Spec, catalog: Catalog, layouts: Sequence[Layout], *, activations: bool = True
-) -> dict[str, Any]:
-    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU.
-
-    ``activations=False``: instead of ``activation_bytes``, the inputs it needs that are not
-    arguments already (``_ACT_ONLY``), so a batch computes it once over its stacked columns."""
+def _efficiency_inputs(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> dict[str, Any]:
+    """``model.efficiency.layer_efficiency``'s arguments for each layout of ``spec`` on its GPU,
+    with the inputs ``activation_bytes`` needs that are not arguments already (``_ACT_ONLY``)
+    instead of it (``_layer_efficiency``)."""
     w = spec.workload
     m = w.model
     sc = model_scalars(spec)
-    gpu = catalog.gpu(spec.cluster.gpu)
-    gen = eff_model.generation_of(spec.cluster.gpu, gpu.generation)
+    peak_bf16, hbm, gemm, attention, sms = _gpu_efficiency_inputs(catalog, spec.cluster.gpu, w.precision)
     # One conversion of a fields x layouts list (tp, cp, microbatch_size, ep, recompute code).
     tp, cp, mbs, ep, rc = np.array(
         [[getattr(lay, k) for lay in layouts] for k in ("tp", "cp", "microbatch_size", "ep")]
@@ -220,22 +220,19 @@ def _efficiency_inputs(
         cp=col["cp"],
         layer_params=per_layer,
         recompute=rc,
-        peak_tflops=_peak(gpu, w.precision),
-        peak_bf16_tflops=gpu.peak_bf16_tflops,
-        hbm_gbps=gpu.hbm_gbps,
-        gemm_efficiency=eff_model.gemm_efficiency(gpu, gen, w.precision),
-        attention_efficiency=eff_model.ATTENTION_EFFICIENCY[gen],
+        peak_tflops=_peak(catalog.gpu(spec.cluster.gpu), w.precision),
+        peak_bf16_tflops=peak_bf16,
+        hbm_gbps=hbm,
+        gemm_efficiency=gemm,
+        attention_efficiency=attention,
         fp8=w.precision == "fp8",
-        sms=eff_model.SMS[gen],
+        sms=sms,
         heads=sc["heads"],
         flash_attention=w.flash_attention,
         expert_tokens=expert_tokens,
         local_experts=local_experts,
     )
-    more = {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
-    if not activations:
-        return base | more
-    return base | {"activation_bytes": _activation_bytes(base | more)}
+    return base | {"sequence_parallel": w.parallelism.sequence_parallel, "dropout": m.dropout}
 
 
 #: ``activation_bytes_per_layer``'s inputs that ``layer_efficiency`` does not take.
@@ -262,39 +259,86 @@ def _activation_bytes(cols: dict[str, Any]) -> np.ndarray:
     )
 
 
-def model_efficiencies(items: Sequence[tuple[Spec, Sequence[Layout]]], catalog: Catalog) -> list[np.ndarray]:
-    """``model_efficiency`` of each (spec, layouts), in one call of the model over all of them
-    (its inputs stacked as columns; it is elementwise, so each value is the one alone)."""
-    parts = [_efficiency_inputs(spec, catalog, layouts, activations=False) for spec, layouts in items]
-    sizes = [len(layouts) for _, layouts in items]
-    if not sum(sizes):
-        return [np.zeros(0) for _ in items]
-    stacked = {k: _stack([p[k] for p in parts], sizes) for k in parts[0]}
+def _layer_efficiency(stacked: dict[str, Any]) -> np.ndarray:
+    """``layer_efficiency`` of ``_efficiency_inputs`` (one spec's), or of the same inputs as a
+    table's columns (``table_efficiencies``)."""
+    stacked = dict(stacked)
     stacked["activation_bytes"] = _activation_bytes(stacked)
     for k in _ACT_ONLY:
         del stacked[k]
-    flat = np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
-    return np.split(flat, np.cumsum(sizes)[:-1])
+    return np.asarray(eff_model.layer_efficiency(**stacked), dtype=float)
 
 
-_PY_SCALARS = frozenset((int, float, bool))
+def _gpu_efficiency_inputs(catalog: Catalog, gpu_id: str, precision: str) -> tuple[float, float, float, float, float]:
+    """The GPU's figures ``_efficiency_inputs`` reads besides the table's: bf16 peak, HBM GB/s,
+    GEMM and attention efficiency, SMs."""
+    gpu = catalog.gpu(gpu_id)
+    gen = eff_model.generation_of(gpu_id, gpu.generation)
+    return (
+        gpu.peak_bf16_tflops,
+        gpu.hbm_gbps,
+        eff_model.gemm_efficiency(gpu, gen, precision),
+        eff_model.ATTENTION_EFFICIENCY[gen],
+        eff_model.SMS[gen],
+    )
 
 
-def _stack(values: list[Any], sizes: list[int]) -> np.ndarray:
-    """One column from each item's value (a scalar repeated, or one value per layout)."""
-    if all(type(v) in _PY_SCALARS for v in values) or all(np.ndim(v) == 0 for v in values):  # the first: cheap
-        return np.repeat(np.array(values), sizes)
-    return np.concatenate(
-        [
-            v if type(v) is np.ndarray and v.shape == (n,) else np.broadcast_to(np.asarray(v), (n,))
-            for v, n in zip(values, sizes, strict=True)
-        ]
+def table_efficiencies(specs: Sequence[Spec], table: Table, catalog: Catalog) -> np.ndarray:
+    """``model_efficiency`` of each row of ``table``, row i a layout of ``specs[i]`` on its GPU.
+
+    The table's columns are the model's inputs (``table_block`` wrote them from the same spec
+    and layout: ``model_scalars``, the layout's fields), so only the GPU's figures and the
+    expert count are read per spec: a batch's measured points without ``_efficiency_inputs``
+    per spec (~10 us each). Every input is a float the model would convert to the same float,
+    and the few derived here are the same operations in the same order, so the numbers are
+    ``model_efficiency``'s to the bit (tests/api/test_evaluate_batch.py)."""
+    gpus: dict[tuple[str, str], tuple[float, ...]] = {}
+    rows = []
+    for spec in specs:
+        key = (spec.cluster.gpu, spec.workload.precision)
+        g = gpus.get(key)
+        if g is None:
+            g = gpus[key] = (*_gpu_efficiency_inputs(catalog, *key), key[1] == "fp8")
+        rows.append((*g, spec.workload.model.experts))
+    bf16, hbm, gemm, attn, sms, fp8, experts = np.array(rows, dtype=float).reshape(len(specs), 7).T
+    t = table
+    moe = experts > 1
+    with np.errstate(divide="ignore", invalid="ignore"):  # ep > 0 and experts >= 1 (spec); the guard
+        expert_tokens = np.where(moe, t.top_k * t.ep / experts, 1.0)
+        local_experts = np.where(moe, experts / t.ep, 1.0)
+    return _layer_efficiency(
+        dict(
+            hidden=t.hidden,
+            ffn_hidden=t.ffn_hidden,
+            kv_ratio=t.kv_ratio,
+            gated=t.gated_mlp,
+            seq_len=t.seq_len,
+            microbatch_size=t.microbatch_size,
+            tp=t.tp,
+            cp=t.cp,
+            # model.flops.layer_params, as _efficiency_inputs takes it.
+            layer_params=np.maximum(t.params_active - 2.0 * t.vocab * t.hidden, 0.0) / t.layers,
+            recompute=t.recompute,
+            peak_tflops=t.peak_tflops,
+            peak_bf16_tflops=bf16,
+            hbm_gbps=hbm,
+            gemm_efficiency=gemm,
+            attention_efficiency=attn,
+            fp8=fp8.astype(bool),
+            sms=sms,
+            heads=t.heads,
+            flash_attention=t.flash_attention,
+            expert_tokens=expert_tokens,
+            local_experts=local_experts,
+            sequence_parallel=t.sequence_parallel,
+            dropout=t.dropout,
+        )
     )
 
 
 def model_efficiency(spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
     """The compute-efficiency model (model.efficiency) for each layout of ``spec`` on its GPU."""
-    return np.asarray(eff_model.layer_efficiency(**_efficiency_inputs(spec, catalog, layouts)), dtype=float)
+    return _layer_efficiency(_efficiency_inputs(spec, catalog, layouts))
 
 
 def layout_efficiencies(anchor: Anchor, spec: Spec, catalog: Catalog, layouts: Sequence[Layout]) -> np.ndarray:
@@ -346,7 +390,9 @@ GUESS_EFFICIENCY = 0.5
 class _Problem:
     """One spec's measured point, ready to solve: its one-row table and the step time to reach."""
 
-    anchor: Anchor  # compute_efficiency and step time not yet set
+    #: The Anchor's fields but the solve's (compute_efficiency, anchor_step_s, scale,
+    #: model_at_anchor): the record is built once, solved (``solve_anchors``).
+    fields: dict[str, Any]
     at: Spec  # the spec at the measured point's size and work per step
     block: np.ndarray  # its one-row table (plan.table.table_block)
     target_s: float
@@ -357,17 +403,18 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
     (``memo``: the batch's, ``table_block``)."""
     w = spec.workload
     th = w.throughput
+    kind = th.kind  # a property that searches the fields: read once
     scal = model_scalars(spec)
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
-    figure = th.value
+    figure = float(getattr(th, kind))  # th.value
 
     def anchor(
         *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, **more: Any
     ) -> Anchor:
         return Anchor(
             **more,
-            kind=th.kind,
+            kind=kind,
             figure=figure,
             flops=th.flops,
             measured_gpus=gpus,
@@ -382,7 +429,7 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
             notes=w.notes,
         )
 
-    if th.kind == "compute_efficiency":
+    if kind == "compute_efficiency":
         return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure)
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
@@ -417,23 +464,35 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
             }
         )
     )
-    base = anchor(
-        gpus=gpus,
-        layout=layout,
-        fabric=fabric,
+    params_active = float(scal["params_active"])
+    fields = dict(
+        kind=kind,
+        figure=figure,
+        flops=th.flops,
+        measured_gpus=gpus,
+        measured_layout=layout,
+        measured_fabric=fabric,
         assumed=assumed,
-        efficiency=0.0,
+        peak_tflops=peak,
+        params_active=params_active,
+        model_shape=shape,
+        notes=w.notes,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
-    at_seq = base if float(seq) == shape[2] else replace(base, model_shape=(shape[0], shape[1], float(seq), shape[3]))
-    f_fig = float(at_seq.figure_flops_per_token([layout])[0])
-    tflops = figure * peak if th.kind == "mfu" else figure
+    # Anchor.figure_flops_per_token([layout]) at the measured sequence length, as a Python float.
+    at_seq = (shape[0], shape[1], float(seq), shape[3])
+    f_fig = _figure_flops(params_active, at_seq, (RECOMPUTE.index(layout.recompute),), th.flops)[0]
+    tflops = figure * peak if kind == "mfu" else figure
     target = f_fig * batch / (gpus * tflops * 1e12)
-    return _Problem(anchor=base, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target)
+    return _Problem(
+        fields=fields, at=at, block=table_block(at, catalog, [design], [layout], memo=memo), target_s=target
+    )
 
 
-def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]]) -> np.ndarray:
+def _bracket(
+    table: Table, effs: np.ndarray, target: np.ndarray, known: list[dict[int, float]], fixed: CommFixed
+) -> np.ndarray:
     """Per problem (row p of ``table`` and ``effs``), the first index of ``effs[p]`` whose step
     time is at or below ``target[p]`` (``np.searchsorted(-steps, -target)`` over the whole
     grid, the step time being decreasing in the efficiency), evaluating only the points it
@@ -442,7 +501,7 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
     Every round probes the two neighbours of the root of ``a / eff + b`` through the
     bracket's ends (the step is nearly that: compute and bubble scale as 1 / eff), from the
     third round on the bracket's midpoint too, so a poor fit still halves it. Every round
-    is one vectorised pass over the problems still open.
+    is one vectorised pass over the problems still open (``fixed``: ``comm_fixed(table)``).
     """
     P, M = effs.shape
     lo = np.zeros(P, dtype=int)  # step > target there
@@ -462,7 +521,7 @@ def _bracket(table: Table, effs: np.ndarray, target: np.ndarray, known: list[dic
                 rows.append(p)
                 cols.append(k)
         r, c = np.asarray(rows), np.asarray(cols)
-        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]))
+        steps = step_time_s(table.take(r).replace(compute_eff=effs[r, c]), fixed=fixed.take(r))
         for p, k, s in zip(r.tolist(), c.tolist(), steps.tolist(), strict=True):
             known[p][k] = s
             if s <= target[p]:
@@ -478,7 +537,7 @@ def _fine(k: np.ndarray) -> np.ndarray:
     return np.linspace(GRID[k - 1], GRID[k], FINE_POINTS, axis=1)
 
 
-def _predict(table: Table, target: np.ndarray) -> np.ndarray:
+def _predict(table: Table, target: np.ndarray, fixed: CommFixed) -> np.ndarray:
     """Each problem's root, approximately (nan: none in the grid's range): a probe at
     ``GUESS_EFFICIENCY`` splits its step into the part that scales as 1 / eff (compute and
     bubble) and the rest; a second probe at that model's root does the same, and its root
@@ -486,7 +545,7 @@ def _predict(table: Table, target: np.ndarray) -> np.ndarray:
     eff = np.full(len(target), GUESS_EFFICIENCY)
     for _ in range(2):
         at = np.clip(eff, GRID[0], GRID[-1])
-        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True)
+        s0, cb0 = step_and_compute_s(table.replace(compute_eff=at), quantise_tail=True, fixed=fixed)
         rest = target - (s0 - cb0)
         with np.errstate(divide="ignore", invalid="ignore"):
             eff = np.where(rest > 0, cb0 * at / rest, np.nan)
@@ -494,7 +553,7 @@ def _predict(table: Table, target: np.ndarray) -> np.ndarray:
 
 
 def _probe_cell(
-    table: Table, target: np.ndarray, eff: np.ndarray
+    table: Table, target: np.ndarray, eff: np.ndarray, fixed: CommFixed
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The fine cell holding each guess ``eff``, checked: (k, j, the step times at fine points
     j - 1 and j (nan: not probed), whether they bracket the target).
@@ -514,16 +573,17 @@ def _probe_cell(
     rows = np.flatnonzero(inside)
     s_lo, s_hi = np.full(P, np.nan), np.full(P, np.nan)
     if len(rows):
-        # Two passes over the same rows (not one over each row twice): their collective inputs
-        # are the guess's, which plan.evaluate's memo already holds (a row's step time does
-        # not depend on the other rows, so the numbers are the same).
-        at = table if len(rows) == P else table.take(rows)
-        s_lo[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows] - 1]))
-        s_hi[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows]]))
+        # Two passes over the same rows (a row's step time does not depend on the other rows,
+        # so the numbers are the same), with the communication the efficiency does not change.
+        at, fx = (table, fixed) if len(rows) == P else (table.take(rows), fixed.take(rows))
+        s_lo[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows] - 1]), fixed=fx)
+        s_hi[rows] = step_time_s(at.replace(compute_eff=fine[rows, j[rows]]), fixed=fx)
     return k, j, np.stack([s_lo, s_hi], axis=1), inside & (s_lo > target) & (s_hi <= target)
 
 
-def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
+def _retry(
+    table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np.ndarray, fixed: CommFixed
+) -> tuple[np.ndarray, ...]:
     """``_probe_cell`` again at the secant (in 1 / eff) through the two fine points a missed guess probed."""
     fine = _fine(k)
     r = np.arange(len(k))
@@ -531,23 +591,24 @@ def _retry(table: Table, target: np.ndarray, k: np.ndarray, j: np.ndarray, s: np
     with np.errstate(divide="ignore", invalid="ignore"):
         x = x0 + (target - s[:, 0]) * (x1 - x0) / (s[:, 1] - s[:, 0])
         eff = np.where(np.isfinite(x) & (x > 0), 1 / x, np.nan)
-    return _probe_cell(table, target, eff)
+    return _probe_cell(table, target, eff, fixed)
 
 
 def _search(
-    problems: Sequence[_Problem], table: Table, target: np.ndarray
+    problems: Sequence[_Problem], table: Table, target: np.ndarray, fixed: CommFixed
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(k, j, step times at fine points j - 1 and j) by bracketing, from the grid's ends
     (which also check the figure can be reached)."""
     P = len(problems)
-    ends = step_time_s(table.take(np.repeat(np.arange(P), 2)).replace(compute_eff=np.tile(GRID[[0, -1]], P)))
+    twice = np.repeat(np.arange(P), 2)
+    ends = step_time_s(table.take(twice).replace(compute_eff=np.tile(GRID[[0, -1]], P)), fixed=fixed.take(twice))
     for p, prob in enumerate(problems):
-        lay, a = prob.anchor.measured_layout, prob.anchor
-        assert lay is not None  # a problem has a measured point
+        a = prob.fields
+        lay = a["measured_layout"]
         if target[p] < ends[2 * p + 1]:
             raise InputError(
-                f"workload.throughput.{a.kind} = {a.figure:g} implies a {target[p]:.3g} s"
-                f" step at {a.measured_gpus:,} GPUs ({lay.text}) on {a.measured_fabric}, but even a compute"
+                f"workload.throughput.{a['kind']} = {a['figure']:g} implies a {target[p]:.3g} s"
+                f" step at {a['measured_gpus']:,} GPUs ({lay.text}) on {a['measured_fabric']}, but even a compute"
                 f" efficiency of 1 gives {ends[2 * p + 1]:.3g} s there (bubble and communication); check the"
                 " figure, its flops convention and measured_at"
             )
@@ -556,29 +617,32 @@ def _search(
                 "workload.throughput implies a compute efficiency below 0.001 at its measured point; check the figure"
             )
     coarse = [{0: ends[2 * p], len(GRID) - 1: ends[2 * p + 1]} for p in range(P)]
-    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse)
+    k = _bracket(table, np.broadcast_to(GRID, (P, len(GRID))), target, coarse, fixed)
     known = [{0: coarse[p][k[p] - 1], FINE_POINTS - 1: coarse[p][k[p]]} for p in range(P)]
-    j = _bracket(table, _fine(k), target, known)
+    j = _bracket(table, _fine(k), target, known, fixed)
     return k, j, np.array([[known[p][j[p] - 1], known[p][j[p]]] for p in range(P)])
 
 
-def _solve(problems: Sequence[_Problem]) -> list[float]:
-    """The compute efficiency of each problem whose mean step time at the measured point equals
-    its target: the full grid's root (the fine neighbours of the first point at or below the
+def _solve(problems: Sequence[_Problem], table: Table) -> list[float]:
+    """The compute efficiency of each problem (``table``: their stacked blocks) whose mean step
+    time at the measured point equals its target: the full grid's root (the fine neighbours of the first point at or below the
     target, interpolated), its bracket guessed (``_predict``, ``_probe_cell``, once more ``_retry``) or else searched (``_search``)."""
     if not problems:
         return []
-    table = table_from_block(np.concatenate([p.block for p in problems], axis=1))
     target = np.array([p.target_s for p in problems])
-    k, j, s, ok = _probe_cell(table, target, _predict(table, target))
+    # The communication no compute efficiency changes, once for every pass of the solve.
+    fixed = comm_fixed(table)
+    k, j, s, ok = _probe_cell(table, target, _predict(table, target, fixed), fixed)
     miss = np.flatnonzero(~ok & np.isfinite(s[:, 0]))
     if len(miss):
-        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss])
+        k2, j2, s2, ok2 = _retry(table.take(miss), target[miss], k[miss], j[miss], s[miss], fixed.take(miss))
         hit = miss[ok2]
         k[hit], j[hit], s[hit], ok[hit] = k2[ok2], j2[ok2], s2[ok2], True
     miss = np.flatnonzero(~ok)
     if len(miss):
-        k[miss], j[miss], s[miss] = _search([problems[int(p)] for p in miss], table.take(miss), target[miss])
+        k[miss], j[miss], s[miss] = _search(
+            [problems[int(p)] for p in miss], table.take(miss), target[miss], fixed.take(miss)
+        )
     fine = _fine(k)
     rows = np.arange(len(problems))
     # Python floats, as this loop always took them (numpy scalars cost ~1 us an operation).
@@ -592,26 +656,10 @@ def _solve(problems: Sequence[_Problem]) -> list[float]:
     return out
 
 
-def _solved(a: Anchor, eff: float, step_s: float, at_model: float) -> Anchor:
-    """``a`` with its solve's results (``dataclasses.replace``, field by field: ~3x cheaper)."""
+def _solved(fields: dict[str, Any], eff: float, step_s: float, at_model: float) -> Anchor:
+    """The anchor of a problem's ``fields`` with its solve's results."""
     return Anchor(
-        kind=a.kind,
-        figure=a.figure,
-        flops=a.flops,
-        measured_gpus=a.measured_gpus,
-        measured_layout=a.measured_layout,
-        measured_fabric=a.measured_fabric,
-        assumed=a.assumed,
-        compute_efficiency=eff,
-        peak_tflops=a.peak_tflops,
-        anchor_step_s=step_s,
-        params_active=a.params_active,
-        model_shape=a.model_shape,
-        notes=a.notes,
-        scale=eff / at_model,
-        model_at_anchor=at_model,
-        measured_batch_tokens=a.measured_batch_tokens,
-        measured_seq_len=a.measured_seq_len,
+        **fields, compute_efficiency=eff, anchor_step_s=step_s, scale=eff / at_model, model_at_anchor=at_model
     )
 
 
@@ -621,16 +669,17 @@ def solve_anchors(specs: Sequence[Spec], catalog: Catalog, memo: dict[Any, Any] 
     memo = {} if memo is None else memo
     staged = [_stage(spec, catalog, memo) for spec in specs]
     problems = [p for p in staged if isinstance(p, _Problem)]
-    at_models = model_efficiencies([(p.at, [p.anchor.measured_layout]) for p in problems], catalog)  # type: ignore[list-item]
-    solved = iter(zip(problems, _solve(problems), at_models, strict=True))
+    table = table_from_block(np.concatenate([p.block for p in problems], axis=1)) if problems else None
+    # The efficiency model at each measured point: one pass over the problems' own table.
+    at_models = table_efficiencies([p.at for p in problems], table, catalog).tolist() if table is not None else []
+    solved = iter(zip(problems, _solve(problems, table) if table is not None else [], at_models, strict=True))
     out = []
     for item in staged:
         if isinstance(item, Anchor):
             out.append(item)
             continue
-        prob, eff, at_arr = next(solved)
-        at_model = float(at_arr[0])
-        out.append(_solved(prob.anchor, eff, float(prob.target_s), at_model))
+        prob, eff, at_model = next(solved)
+        out.append(_solved(prob.fields, eff, float(prob.target_s), at_model))
     return out
 
 

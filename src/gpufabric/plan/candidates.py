@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import gc
-from collections.abc import Iterator, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from itertools import repeat
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -31,6 +33,8 @@ from gpufabric.plan.table import (
     table_from_block,
 )
 from gpufabric.spec.models import Spec
+
+_R = TypeVar("_R")
 
 
 def memory_violation(row: Mapping[str, Any]) -> str | None:
@@ -176,16 +180,11 @@ class RecordColumns:
 
 def record_columns(out: Evaluation) -> RecordColumns:
     """``out``'s columns for ``to_records`` (one conversion per column, not one per cell)."""
-    lists = {f: getattr(out, f).tolist() for f in set(_READ) | {s for s, _, _ in ROW_FIELDS.values()}}
-    lists |= {f: getattr(out, f).tolist() for f in _BREAKDOWN_FLOATS.values() if f not in lists}
+    lists = {f: getattr(out, f).tolist() for f in _READ}
     copied: dict[str, list[Any]] = {}
     for name, (source, per, kind) in ROW_FIELDS.items():
-        col = lists[source]
-        if kind is float:
-            copied[name] = [float(v) / per for v in col] if per != 1 else [float(v) for v in col]
-        else:
-            copied[name] = [kind(v) / per for v in col] if per != 1 else [kind(v) for v in col]
-    bd = {"bd:" + name: [float(v) for v in lists[source]] for name, source in _BREAKDOWN_FLOATS.items()}
+        copied[name] = _converted(getattr(out, source), per, kind)
+    bd = {"bd:" + name: _converted(getattr(out, source), 1, float) for name, source in _BREAKDOWN_FLOATS.items()}
     raw = {f: lists[f] for f in _READ}
     return RecordColumns(
         raw=raw,
@@ -194,6 +193,74 @@ def record_columns(out: Evaluation) -> RecordColumns:
         row_rows=list(zip(*(copied[name] for name in ROW_FIELDS), strict=True)),
         breakdown_rows=list(zip(*(bd["bd:" + name] for name in _BREAKDOWN_FLOATS), strict=True)),
     )
+
+
+def _converted(col: np.ndarray, per: float, kind: type) -> list[Any]:
+    """``[kind(v) / per for v in col]`` (``kind(v)`` for ``per`` 1). A float column's ``tolist``
+    is its values as Python floats already, and numpy divides each the way Python does."""
+    if kind is float and col.dtype == np.float64:
+        return (col if per == 1 else col / per).tolist()
+    values = col.tolist()
+    return [kind(v) / per for v in values] if per != 1 else [kind(v) for v in values]
+
+
+def frozen_maker(cls: type[_R], names: Sequence[str]) -> Callable[[Iterable[Any]], _R]:
+    """A builder of ``cls`` (a frozen, slotted dataclass without ``__post_init__``) from its
+    field values in the order of ``names``, which must name every field once.
+
+    What the generated ``__init__`` of a frozen dataclass does (``object.__setattr__`` per
+    field), with the loop in C (``map``) instead of ~60 keyword arguments bound and stored one
+    by one: a Candidate costs ~4 us rather than ~8 (measured); a batch builds one per design.
+    """
+    fields = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    if sorted(names) != sorted(fields) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"frozen_maker: {cls.__name__} needs its {len(fields)} fields named once, no __post_init__")
+    names, new, store = tuple(names), object.__new__, object.__setattr__
+    flush: Callable[[Iterable[None]], None] = deque[None](maxlen=0).extend
+
+    def make(values: Iterable[Any]) -> _R:
+        obj = new(cls)
+        flush(map(store, repeat(obj), names, values))
+        return obj
+
+    return make
+
+
+#: Candidate fields ``to_records`` sets besides ``ROW_FIELDS``, in the order it gives them.
+_OWN = (
+    "id",
+    "fabric",
+    "topology",
+    "oversubscription",
+    "storage",
+    "dp_algorithm",
+    "meets_requirements",
+    "violations",
+    "layout",
+    "layout_runner_up",
+    "layout_note",
+    "mfu",
+    "tflops_per_gpu",
+    "compute_efficiency",
+    "breakdown",
+    "capacity",
+    "rental",
+    "term",
+    "in_network_reduction",
+    "storage_read_gbps_per_node",
+    "storage_write_gbps_per_node",
+)
+#: The rest keep their defaults (a rented design's break-even fields, set by plan.recommend).
+_DEFAULTED = tuple(f for f in dataclasses.fields(Candidate) if f.name not in ROW_FIELDS and f.name not in _OWN)
+_DEFAULTS = tuple(f.default for f in _DEFAULTED)
+if dataclasses.MISSING in _DEFAULTS:  # a new field without a plain default: to_records must set it
+    raise TypeError(
+        "to_records sets no value for " + ", ".join(f.name for f in _DEFAULTED if f.default is dataclasses.MISSING)
+    )
+_candidate = frozen_maker(Candidate, (*ROW_FIELDS, *_OWN, *(f.name for f in _DEFAULTED)))
+#: StepBreakdown fields after ``_BREAKDOWN_FLOATS``, in the order ``to_records`` gives them.
+_BD_OWN = ("dependent_latency_steps", "num_ranks", "num_nodes", "nodes_per_leaf", "checkpoint_async")
+_breakdown = frozen_maker(StepBreakdown, (*_BREAKDOWN_FLOATS, *_BD_OWN))
 
 
 def to_records(
@@ -228,48 +295,59 @@ def to_records(
         ce = compute_efficiency.tolist()  # the batch's case, without broadcast_to's ~5 us
     else:
         ce = np.broadcast_to(np.asarray(compute_efficiency, dtype=float), (k,)).tolist()
-    ffpt = np.asarray(figure_flops_per_token, dtype=float).tolist()
+    ffpt = (
+        figure_flops_per_token
+        if type(figure_flops_per_token) is tuple  # Anchor.figure_flops_floats
+        else np.asarray(figure_flops_per_token, dtype=float).tolist()
+    )
     columns = record_columns(out) if columns is None else columns
-    raw_names, row_names, bd_names = tuple(columns.raw), tuple(ROW_FIELDS), tuple(_BREAKDOWN_FLOATS)
+    raw_names = tuple(columns.raw)
     raw_rows, row_rows, bd_rows = columns.raw_rows, columns.row_rows, columns.breakdown_rows
     nodes, ranks, ckpt_async = spec.cluster.nodes, spec.num_gpus, spec.workload.checkpoint.mode == "async"
     for j, (d, lay) in enumerate(zip(designs, layouts, strict=True)):
         i = start + j
         row = dict(zip(raw_names, raw_rows[i], strict=True))
-        bd = StepBreakdown(
-            **dict(zip(bd_names, bd_rows[i], strict=True)),
-            dependent_latency_steps=round(float(row["dependent_steps"])),
-            num_ranks=ranks,
-            num_nodes=nodes,
-            nodes_per_leaf=int(row["nodes_per_leaf"]),
-            checkpoint_async=ckpt_async,
+        bd = _breakdown(
+            (
+                *bd_rows[i],
+                round(float(row["dependent_steps"])),
+                ranks,
+                nodes,
+                int(row["nodes_per_leaf"]),
+                ckpt_async,
+            )
         )
-        v = _output_violation(invalid.get(i, ()), d.id) + violations_of(spec, row)
+        did = d.id
+        v = _output_violation(invalid.get(i, ()), did) + violations_of(spec, row)
         mfu, tflops = end_to_end(row["step_time_s"], spec, peak_tflops, ffpt[j])
         records.append(
-            Candidate(
-                **dict(zip(row_names, row_rows[i], strict=True)),
-                id=d.id,
-                fabric=d.fabric,
-                topology=d.topology,
-                oversubscription=d.oversubscription,
-                storage=d.storage,
-                dp_algorithm=ALGORITHMS[int(row["dp_algorithm"])] if lay.dp > 1 else "none",
-                meets_requirements=not v,
-                violations=v,
-                layout=lay,
-                layout_runner_up=runner_ups[j] if runner_ups else None,
-                layout_note=notes[j] if notes else "",
-                mfu=mfu,
-                tflops_per_gpu=tflops,
-                compute_efficiency=ce[j],
-                breakdown=bd,
-                capacity=d.capacity,
-                rental=d.rental or None,
-                term=d.term or None,
-                in_network_reduction=d.sharp,
-                storage_read_gbps_per_node=float(row["storage_read_gbps"]) / nodes,
-                storage_write_gbps_per_node=float(row["storage_write_gbps"]) / nodes,
+            _candidate(
+                (
+                    *row_rows[i],
+                    # In the order of _OWN.
+                    did,
+                    d.fabric,
+                    d.topology,
+                    d.oversubscription,
+                    d.storage,
+                    ALGORITHMS[int(row["dp_algorithm"])] if lay.dp > 1 else "none",
+                    not v,
+                    v,
+                    lay,
+                    runner_ups[j] if runner_ups else None,
+                    notes[j] if notes else "",
+                    mfu,
+                    tflops,
+                    ce[j],
+                    bd,
+                    d.capacity,
+                    d.rental or None,
+                    d.term or None,
+                    d.sharp,
+                    float(row["storage_read_gbps"]) / nodes,
+                    float(row["storage_write_gbps"]) / nodes,
+                    *_DEFAULTS,
+                )
             )
         )
     return records
@@ -316,22 +394,33 @@ def host_feasible(spec: Spec, catalog: Catalog, designs: Sequence[Design]) -> tu
     return keep, notes
 
 
-def prepare(spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False) -> Prepared:
+def prepare(
+    spec: Spec, catalog: Catalog, anchor: Anchor | None = None, *, checked: bool = False, layout: Layout | None = None
+) -> Prepared:
     """Solve the throughput anchor (unless given), drop NICs the host cannot feed, search the layouts (once per plan).
 
-    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve)."""
-    from gpufabric.plan.capacity import check_options
-
+    ``checked``: the caller ran ``check_options`` on this spec already (a batch, before its solve);
+    ``layout``: the spec's own layout (``spec_layout``) of a fixed spec, when the caller has it."""
     if not checked:
+        from gpufabric.plan.capacity import check_options
+
         check_options(spec, catalog)  # also tp against the NVLink domain
-    anchor = anchor or solve_anchor(spec, catalog)
+    if anchor is None:
+        anchor = solve_anchor(spec, catalog)
+        layout = _own_layout(anchor) or layout
     designs, notes = host_feasible(spec, catalog, enumerate_designs(spec, catalog))
     return Prepared(
         anchor=anchor,
         designs=designs,
         notes=tuple(notes),
-        choice=search_layouts(spec, catalog, designs, anchor),
+        choice=search_layouts(spec, catalog, designs, anchor, layout=layout),
     )
+
+
+def _own_layout(anchor: Anchor) -> Layout | None:
+    """``spec_layout(spec)`` where ``anchor`` was solved from ``spec`` and assumed its measured
+    point (no measured_at: the spec's own fixed layout, plan.anchor), else None."""
+    return anchor.measured_layout if anchor.assumed else None
 
 
 def _chosen(
@@ -341,7 +430,7 @@ def _chosen(
     (``memo``: the batch's, ``table_block``)."""
     k = len(p.designs)
     effs = layout_efficiencies(p.anchor, spec, catalog, p.choice.layouts)
-    pairs = (np.arange(k), np.arange(k))
+    pairs = (np.arange(k), np.arange(k)) if k != 1 else None  # one: the same row as no pairs
     block = table_block(spec, catalog, p.designs, p.choice.layouts, pairs=pairs, compute_efficiency=effs, memo=memo)
     return block, effs
 
@@ -362,7 +451,7 @@ def _records(
         p.choice.layouts,
         out,
         peak_tflops=p.anchor.peak_tflops,
-        figure_flops_per_token=p.anchor.figure_flops_per_token(p.choice.layouts),
+        figure_flops_per_token=p.anchor.figure_flops_floats(p.choice.layouts),
         compute_efficiency=effs,
         runner_ups=p.choice.runner_ups,
         notes=p.choice.notes,
@@ -438,7 +527,7 @@ def _evaluate_batch(specs: Sequence[Spec], catalog: Catalog) -> list[list[Candid
         check_options(spec, catalog)  # before the solve, as prepare does
     memo: dict[Any, Any] = {}  # shared columns of the batch's table blocks (table_block)
     anchors = solve_anchors(specs, catalog, memo)
-    preps = [prepare(s, catalog, a, checked=True) for s, a in zip(specs, anchors, strict=True)]
+    preps = [prepare(s, catalog, a, checked=True, layout=_own_layout(a)) for s, a in zip(specs, anchors, strict=True)]
     chosen = [_chosen(s, catalog, p, memo) for s, p in zip(specs, preps, strict=True)]
     if not chosen:
         return []

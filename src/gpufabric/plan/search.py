@@ -98,9 +98,14 @@ def envelope_note(anchor: Anchor, spec: Spec, layout: Layout, efficiency: float,
     return f"; outside the anchor's envelope: {'; '.join(out)}" if out else ""
 
 
-def search_layouts(spec: Spec, catalog: Catalog, designs: Sequence[Design], anchor: Anchor) -> LayoutChoice:
-    """Best layout per design (module docstring)."""
-    if spec.searched:
+def search_layouts(
+    spec: Spec, catalog: Catalog, designs: Sequence[Design], anchor: Anchor, *, layout: Layout | None = None
+) -> LayoutChoice:
+    """Best layout per design (module docstring); ``layout``: ``spec_layout(spec)`` of a fixed
+    spec, when the caller has it already (the anchor's measured layout, assumed)."""
+    if layout is not None:
+        layouts = [layout]
+    elif spec.searched:
         layouts = enumerate_layouts(spec, nvlink_domain(spec, catalog.gpu(spec.cluster.gpu)))
     else:  # a fixed layout (enumerate_layouts' answer, without the NVLink domain it does not read)
         layouts = [spec_layout(spec)]

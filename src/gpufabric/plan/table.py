@@ -13,12 +13,14 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from gpufabric.catalog import Catalog
 from gpufabric.model.collectives import gpu_link_fields
+from gpufabric.model.congestion import FRAGMENT_NODES
 from gpufabric.model.cost import HOURS_PER_MONTH
 from gpufabric.model.flops import RECOMPUTE, active_params, expert_params_of
 from gpufabric.model.memory import reserve_gib, state_bytes
@@ -295,30 +297,6 @@ def _peak(gpu: Any, precision: str) -> float:
     }[precision]
 
 
-def _site_columns(spec: Spec, site: Any) -> dict[str, float]:
-    """Cost inputs: the spec's site section over the catalog's; TCO extras only with site.tco."""
-    ss = spec.site
-
-    def pick(name: str, catalog_name: str | None = None, tco_only: bool = False) -> float:
-        given = getattr(ss, name)
-        if given is not None:
-            return float(given)
-        if tco_only and not ss.tco:
-            return 0.0
-        return float(getattr(site, catalog_name or name))
-
-    return {
-        "usd_per_kwh": pick("usd_per_kwh"),
-        "pue": pick("pue"),
-        "years": pick("amortization_years"),
-        "facility_usd_per_mw": pick("facility_usd_per_mw", tco_only=True),
-        "facility_years": float(ss.facility_years or site.facility_years),
-        "staff_usd_per_gpu_year": pick("staff_usd_per_gpu_year", tco_only=True),
-        "other_networks_usd_per_node": pick("frontend_network_usd_per_node", tco_only=True)
-        + pick("storage_network_usd_per_node", tco_only=True),
-    }
-
-
 def nvlink_domain(spec: Spec, gpu: Any) -> int:
     """GPUs of the job in one NVLink domain: the catalog's domain (NVL72), else the spec's node."""
     return max(spec.cluster.gpus_per_node, min(gpu.nvlink_domain or 0, spec.num_gpus))
@@ -343,109 +321,197 @@ def model_scalars(spec: Spec) -> dict[str, Any]:
     }
 
 
+#: The columns ``workload_values`` gives, in its order.
+WORKLOAD_FIELDS = (
+    "nodes",
+    "gpn",
+    "sequence_parallel",
+    "tp_overlap",
+    "flash_attention",
+    "params",
+    "params_active",
+    "expert_params",
+    "top_k",
+    "capacity_factor",
+    "layers",
+    "hidden",
+    "heads",
+    "kv_ratio",
+    "ffn_hidden",
+    "gated_mlp",
+    "dropout",
+    "nvl_domain",
+    "seq_len",
+    "vocab",
+    "batch_tokens",
+    "total_tokens",
+    "compute_eff",
+    "peak_tflops",
+    "act_bytes",
+    "grad_bytes",
+    "w_bpp",
+    "g_bpp",
+    "o_bpp",
+    "hbm_gib",
+    "reserve_gib",
+    "ckpt_bpp",
+    "interval_auto",
+    "interval_s",
+    "sync",
+    "dataset_tb",
+    "bytes_per_token",
+    "random_read",
+    "mttf_h",
+    "restart_s",
+    "deterministic",
+    "nvl_busbw",
+    "intra_pci",
+    "nvls_busbw",
+    "nvls_lat",
+    "nvl_line",
+    "nvl_lat_scale",
+    "nic_host",
+    "host_copy",
+    "compute_cv",
+    "node_usd",
+    "node_kw",
+    "launch_us",
+    # The site's cost inputs: the spec's site section over the catalog's; TCO extras only with site.tco.
+    "usd_per_kwh",
+    "pue",
+    "years",
+    "facility_usd_per_mw",
+    "facility_years",
+    "staff_usd_per_gpu_year",
+    "other_networks_usd_per_node",
+    "kept",
+    "ckpt_target_s",
+    # Horizon, utilisation and resale (options.horizon_months, options.pipeline; docs/planner.md).
+    "util",
+    "horizon_h",
+    "residual",
+    "duty_max",
+    "restore_target_s",
+    "other_read_gbps",
+    "other_write_gbps",
+    "retention_s",
+    # Placement: fragment run and replaced share of options.placement (model.congestion).
+    "fragment_nodes",
+    "replaced",
+    "scattered",
+)
+
+
 def workload_scalars(spec: Spec, catalog: Catalog) -> dict[str, Any]:
     """Columns that are the same for every row of one spec (layout and design excluded)."""
+    return dict(zip(WORKLOAD_FIELDS, workload_values(spec, catalog), strict=True))
+
+
+def workload_values(spec: Spec, catalog: Catalog) -> list[Any]:
+    """``workload_scalars``' values in ``WORKLOAD_FIELDS`` order (a list: a batch converts one per
+    spec, without the dict)."""
     w = spec.workload
     m = w.model
     par = w.parallelism
-    gpu = catalog.gpu(spec.cluster.gpu)
+    cl = spec.cluster
+    gpu = catalog.gpu(cl.gpu)
     site = catalog.site
+    ss = spec.site
     ds = w.dataset
+    ck = w.checkpoint
+    o = spec.options
+    need = spec.storage
     wb, gb, ob = state_bytes(w.precision, w.main_grads)
     ms = model_scalars(spec)
     links = _gpu_links(gpu)
-    return {
-        "nodes": spec.cluster.nodes,
-        "gpn": spec.cluster.gpus_per_node,
-        "sequence_parallel": par.sequence_parallel,
-        "tp_overlap": par.tp_overlap,
-        "flash_attention": w.flash_attention,
-        "params": m.params,
-        "params_active": ms["params_active"],
-        "expert_params": ms["expert_params"],
-        "top_k": m.top_k,
-        "capacity_factor": m.capacity_factor,
-        "layers": m.layers,
-        "hidden": m.hidden,
-        "heads": ms["heads"],
-        "kv_ratio": ms["kv_ratio"],
-        "ffn_hidden": ms["ffn_hidden"],
-        "gated_mlp": m.gated_mlp,
-        "dropout": m.dropout,
-        "nvl_domain": nvlink_domain(spec, gpu),
-        "seq_len": m.seq_len,
-        "vocab": m.vocab,
-        "batch_tokens": w.global_batch_tokens,
-        "total_tokens": w.total_tokens,
-        "compute_eff": 0.5,
-        "peak_tflops": _peak(gpu, w.precision),
-        "act_bytes": ACT_BYTES[w.precision],
-        "grad_bytes": GRAD_BYTES[w.precision],
-        "w_bpp": wb,
-        "g_bpp": gb,
-        "o_bpp": ob,
-        "hbm_gib": gpu.hbm_gb,
-        "reserve_gib": w.memory_reserve_gb if w.memory_reserve_gb is not None else reserve_gib(gpu.hbm_gb),
-        "ckpt_bpp": w.checkpoint.bytes_per_param,
-        "interval_auto": w.checkpoint.interval_min == "auto",
-        "interval_s": 0.0 if w.checkpoint.interval_min == "auto" else w.checkpoint.interval_min * 60.0,
-        "sync": w.checkpoint.mode == "sync",
-        "dataset_tb": ds.size_tb if ds else 0.0,
-        "bytes_per_token": ds.bytes_per_token_for(m.seq_len) if ds else 0.0,
-        "random_read": bool(ds and ds.pattern == "random"),
-        "mttf_h": spec.reliability.gpu_mttf_hours,
-        "restart_s": spec.reliability.restart_min * 60.0,
-        "deterministic": spec.requirements.reproducibility == "bitwise",
-        "nvl_busbw": gpu.nvlink_busbw_gbps,
-        "intra_pci": gpu.intra_link == "pci",
-        "nvls_busbw": gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
-        "nvls_lat": gpu.nvls_latency_us,
-        "nvl_line": links["nvlink_line_gbps"],
-        "nvl_lat_scale": links["nvlink_latency_scale"],
-        "nic_host": links["nic_host_gbps"],
-        "host_copy": gpu.host_copy_gbps,
-        "compute_cv": gpu.compute_jitter_cv,
-        "node_usd": gpu.node_usd * spec.cluster.gpus_per_node / gpu.gpus_per_node,
-        "node_kw": gpu.node_power_kw * spec.cluster.gpus_per_node / gpu.gpus_per_node,
-        "launch_us": site.launch_us,
-        **_site_columns(spec, site),
-        "kept": site.checkpoints_kept,
-        "ckpt_target_s": site.checkpoint_write_target_s,
-        **_economics_columns(spec, site),
-        **_placement_columns(spec),
-        "scattered": spec.options.placement == "scattered",
-    }
-
-
-def _economics_columns(spec: Spec, site: Any) -> dict[str, float]:
-    """Horizon, utilisation and resale (options.horizon_months, options.pipeline; docs/planner.md)."""
-    years = float(spec.site.amortization_years or site.amortization_years)
-    months, util = spec.options.horizon_and_utilisation(years)
+    years = float(ss.amortization_years or site.amortization_years)
+    months, util = o.horizon_and_utilisation(years)
     left = max(0.0, 1.0 - months / (12.0 * years))  # book value left at the horizon (straight line)
-    nodes = spec.cluster.nodes
-    need = spec.storage
-    return {
-        "util": util,
-        "horizon_h": months * HOURS_PER_MONTH,
-        "residual": site.resale_fraction * left,
-        "duty_max": site.checkpoint_duty_max,
-        "restore_target_s": need.restore_min * 60.0 if need.restore_min is not None else site.restore_target_s,
-        "other_read_gbps": need.other_read_gbps_per_node * nodes,
-        "other_write_gbps": need.other_write_gbps_per_node * nodes,
-        "retention_s": (need.retention_hours or 0.0) * 3600.0,
-    }
+    fragmented = o.placement == "fragmented"
+    return [
+        cl.nodes,
+        cl.gpus_per_node,
+        par.sequence_parallel,
+        par.tp_overlap,
+        w.flash_attention,
+        m.params,
+        ms["params_active"],
+        ms["expert_params"],
+        m.top_k,
+        m.capacity_factor,
+        m.layers,
+        m.hidden,
+        ms["heads"],
+        ms["kv_ratio"],
+        ms["ffn_hidden"],
+        m.gated_mlp,
+        m.dropout,
+        nvlink_domain(spec, gpu),
+        m.seq_len,
+        m.vocab,
+        w.global_batch_tokens,
+        w.total_tokens,
+        0.5,  # compute_eff: plan.anchor solves it
+        _peak(gpu, w.precision),
+        ACT_BYTES[w.precision],
+        GRAD_BYTES[w.precision],
+        wb,
+        gb,
+        ob,
+        gpu.hbm_gb,
+        w.memory_reserve_gb if w.memory_reserve_gb is not None else reserve_gib(gpu.hbm_gb),
+        ck.bytes_per_param,
+        ck.interval_min == "auto",
+        0.0 if ck.interval_min == "auto" else ck.interval_min * 60.0,
+        ck.mode == "sync",
+        ds.size_tb if ds else 0.0,
+        ds.bytes_per_token_for(m.seq_len) if ds else 0.0,
+        bool(ds and ds.pattern == "random"),
+        spec.reliability.gpu_mttf_hours,
+        spec.reliability.restart_min * 60.0,
+        spec.requirements.reproducibility == "bitwise",
+        gpu.nvlink_busbw_gbps,
+        gpu.intra_link == "pci",
+        gpu.nvls_busbw_gbps if gpu.nvls else 0.0,
+        gpu.nvls_latency_us,
+        links["nvlink_line_gbps"],
+        links["nvlink_latency_scale"],
+        links["nic_host_gbps"],
+        gpu.host_copy_gbps,
+        gpu.compute_jitter_cv,
+        gpu.node_usd * cl.gpus_per_node / gpu.gpus_per_node,
+        gpu.node_power_kw * cl.gpus_per_node / gpu.gpus_per_node,
+        site.launch_us,
+        float(site.usd_per_kwh if ss.usd_per_kwh is None else ss.usd_per_kwh),
+        float(site.pue if ss.pue is None else ss.pue),
+        years,
+        _tco(ss, "facility_usd_per_mw", site.facility_usd_per_mw),
+        float(ss.facility_years or site.facility_years),
+        _tco(ss, "staff_usd_per_gpu_year", site.staff_usd_per_gpu_year),
+        _tco(ss, "frontend_network_usd_per_node", site.frontend_network_usd_per_node)
+        + _tco(ss, "storage_network_usd_per_node", site.storage_network_usd_per_node),
+        site.checkpoints_kept,
+        site.checkpoint_write_target_s,
+        util,
+        months * HOURS_PER_MONTH,
+        site.resale_fraction * left,
+        site.checkpoint_duty_max,
+        need.restore_min * 60.0 if need.restore_min is not None else site.restore_target_s,
+        need.other_read_gbps_per_node * cl.nodes,
+        need.other_write_gbps_per_node * cl.nodes,
+        (need.retention_hours or 0.0) * 3600.0,
+        FRAGMENT_NODES if fragmented else np.inf,
+        _replaced(float(cl.gpus_per_node), float(spec.reliability.gpu_mttf_hours)) if fragmented else 0.0,
+        o.placement == "scattered",
+    ]
 
 
-def _placement_columns(spec: Spec) -> dict[str, float]:
-    """Fragment run and replaced share of ``options.placement`` (model.congestion)."""
-    if spec.options.placement != "fragmented":
-        return {"fragment_nodes": np.inf, "replaced": 0.0}
-    from gpufabric.model.congestion import FRAGMENT_NODES
-
-    return {
-        "fragment_nodes": FRAGMENT_NODES,
-        "replaced": _replaced(float(spec.cluster.gpus_per_node), float(spec.reliability.gpu_mttf_hours)),
-    }
+def _tco(ss: Any, name: str, catalog_value: float) -> float:
+    """A TCO extra: the spec's site value, else the catalog's with site.tco, else 0."""
+    given = getattr(ss, name)
+    if given is not None:
+        return float(given)
+    return float(catalog_value) if ss.tco else 0.0
 
 
 @lru_cache(maxsize=256)
@@ -531,12 +597,18 @@ def design_columns(catalog: Catalog, designs: Sequence[Design]) -> dict[str, np.
     return {k: np.array(v, dtype=float) for k, v in cols.items()}
 
 
+_numeric_layout_fields = attrgetter(*_NUMERIC_LAYOUT_FIELDS)
+
+
+def _layout_values(lay: Layout) -> np.ndarray:
+    """One layout's columns (``layout_columns``' order), as a fields x 1 block."""
+    return np.array([*_numeric_layout_fields(lay), RECOMPUTE.index(lay.recompute)], dtype=float)[:, None]
+
+
 def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
     """Layout columns, one element per layout."""
     if len(layouts) == 1:  # a batch of specs meets a new layout per spec: one flat list
-        lay = layouts[0]
-        flat = [getattr(lay, k) for k in _NUMERIC_LAYOUT_FIELDS] + [RECOMPUTE.index(lay.recompute)]
-        return dict(zip((*_NUMERIC_LAYOUT_FIELDS, "recompute"), np.array(flat, dtype=float)[:, None], strict=True))
+        return dict(zip((*_NUMERIC_LAYOUT_FIELDS, "recompute"), _layout_values(layouts[0]), strict=True))
     # One conversion of a fields x layouts list.
     values = np.array(
         [[getattr(lay, k) for lay in layouts] for k in _NUMERIC_LAYOUT_FIELDS]
@@ -548,6 +620,11 @@ def layout_columns(layouts: Sequence[Layout]) -> dict[str, np.ndarray]:
 
 _INDEX = {f: i for i, f in enumerate(FIELDS)}
 _BOOL_INDEX = tuple(_INDEX[f] for f in sorted(BOOL_FIELDS))
+_WORKLOAD_ROWS = np.array([_INDEX[k] for k in WORKLOAD_FIELDS], dtype=np.intp)
+_LAYOUT_ROWS = np.array([_INDEX[k] for k in (*_NUMERIC_LAYOUT_FIELDS, "recompute")], dtype=np.intp)
+_DESIGN_ROWS = np.array([_INDEX[k] for k in _DESIGN_FIELDS], dtype=np.intp)
+#: Where each field is in workload, design and layout values end to end (``table_block``'s one row).
+_ONE_ROW_ORDER = np.argsort(np.concatenate((_WORKLOAD_ROWS, _DESIGN_ROWS, _LAYOUT_ROWS)))
 
 
 def table_block(
@@ -572,12 +649,22 @@ def table_block(
     memo = {} if memo is None else memo
     scalar_rows, scalar_values = _workload_scalars(spec, catalog, memo)
     parts = [_columns(memo, designs, lambda: design_columns(catalog, designs))]
-    parts.append(_columns(memo, layouts, lambda: layout_columns(layouts)))
+    if len(layouts) == 1:  # a batch of specs meets a new layout per spec: no memo entry (~5 us)
+        parts.append((_LAYOUT_ROWS, _layout_values(layouts[0])))
+    else:
+        parts.append(_columns(memo, layouts, lambda: layout_columns(layouts)))
     one = len(designs) == 1 and len(layouts) == 1
     if one and pairs is not None:  # the pair (0, 0), or none: the same row as no pairs
         one = len(pairs[0]) == 1 and int(pairs[0][0]) == 0 and int(pairs[1][0]) == 0
+    (design_rows, design_values), layout_values = parts[0], parts[1][1]
+    if one and design_rows is _DESIGN_ROWS and design_values is not None and layout_values is not None:
+        # One row (an anchor's measured point, a single-design spec): the three parts end to
+        # end, put in field order by one take.
+        column = np.concatenate((scalar_values, design_values[:, 0], layout_values[:, 0]))[_ONE_ROW_ORDER]
+        if compute_efficiency is not None:
+            column[_INDEX["compute_eff"]] = np.asarray(compute_efficiency, dtype=float).ravel()[0]
+        return column[:, None]
     if one:
-        # One row (an anchor's measured point, a single-design spec): one vector, one scatter.
         column = np.empty(len(FIELDS))
         column[scalar_rows] = scalar_values
         for rows, values in parts:
@@ -608,24 +695,21 @@ def _columns(memo: dict[Any, Any], key: tuple[Any, ...], build: Any) -> tuple[np
     if hit is None:
         cols = build()
         values = np.array(list(cols.values()), dtype=float) if all(len(v) for v in cols.values()) else None
-        hit = memo[key] = (np.array([_INDEX[k] for k in cols], dtype=np.intp), values)
+        rows = tuple(cols)
+        index = _DESIGN_ROWS if rows == _DESIGN_FIELDS else np.array([_INDEX[k] for k in rows], dtype=np.intp)
+        hit = memo[key] = (index, values)
     return hit
 
 
 def _workload_scalars(spec: Spec, catalog: Catalog, memo: dict[Any, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """``workload_scalars`` as (block rows, float values), once per spec object in a batch (the
+    """``workload_values`` as (block rows, float values), once per spec object in a batch (the
     anchor's stage and the chosen rows read the same spec). The entry holds the spec, so its
     id cannot be reused meanwhile."""
     key = ("workload", id(spec))
     hit = memo.get(key)
     if hit is None or hit[0] is not spec:
-        scalars = workload_scalars(spec, catalog)
-        names = tuple(scalars)
-        rows = memo.get(("scalars", names))
-        if rows is None:
-            rows = memo[("scalars", names)] = np.array([_INDEX[k] for k in names], dtype=np.intp)
-        hit = memo[key] = (spec, rows, np.array(list(scalars.values()), dtype=float))
-    return hit[1], hit[2]
+        hit = memo[key] = (spec, np.array(workload_values(spec, catalog), dtype=float))
+    return _WORKLOAD_ROWS, hit[1]
 
 
 def table_from_block(block: np.ndarray) -> Table:
