@@ -67,6 +67,37 @@ def test_row_and_device_regexes_match_the_multiline_forms(log):
     assert OLD_ROW.findall(prefixes.strip_all(log.read_text()))  # every corpus log has rows: some were compared
 
 
+#: The size-row regex before its character repeats became possessive (issue 32).
+BACKTRACKING_ROW = re.compile(
+    r"\n[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
+    + r"[ \t]+(\S+)" * 8
+    + r"[ \t]*(?=\n|\Z)"
+)
+
+
+def test_possessive_row_regex_finds_what_the_backtracking_one_finds():
+    """Hostile rows: cells that look like a redop or a root (N/A, sum, -1), missing and extra
+    cells, tabs, trailing blanks, signs, letters in numbers, non-ASCII digits and blanks."""
+    import random
+
+    rng = random.Random(32)
+    tokens = ["8", "1024", "0", "-1", "float", "sum", "N/A", "n/a", "nan", "-nan", "inf", "1.5e3", "12.3", "x7"]
+    tokens += ["-", "_", "\u0663", "1\u00a02", "#", "bf16", "0x10", "", "+4"]
+    blanks = [" ", "\t", "  ", " \t ", "\u00a0", ""]
+    lines = []
+    for _ in range(4000):
+        cells = [rng.choice(tokens) for _ in range(rng.randint(10, 14))]
+        if rng.random() < 0.5:  # a well-formed head: size count type [redop [root]]
+            cells[:3] = [str(rng.randint(0, 9999)), str(rng.randint(0, 9999)), rng.choice(["float", "half", "N"])]
+        odd = rng.random() < 0.3  # mostly plain separators, sometimes none or a non-ASCII blank
+        line = rng.choice(blanks) + "".join(cell + rng.choice(blanks if odd else blanks[:4]) for cell in cells)
+        lines.append(line)
+    text = "\n" + "\n".join(lines) + rng.choice(["", "\n"])
+    found = nccl_tests._ROW.findall(text)
+    assert found == BACKTRACKING_ROW.findall(text)
+    assert len(found) > 200  # some rows matched: the comparison saw matches, not only misses
+
+
 def test_parse_runs_with_the_collector_paused_and_restores_it(monkeypatch):
     import gc
 

@@ -186,11 +186,16 @@ def _wrong(tokens: list[str | float | None]) -> int | None:
 #: Matched from the newline before the row: a pattern that starts with a literal character
 #: lets the regex engine jump from newline to newline at C-loop speed, where a MULTILINE
 #: ``^`` made it try the pattern at every character (docs/performance.md). The text
-#: searched therefore starts with a newline (_runs).
+#: searched therefore starts with a newline (_runs). Every character repeat is possessive
+#: (``++``, ``*+``; Python 3.11): each is followed by a class it cannot overlap ([ \t] after
+#: \d, \w or \S, a digit, letter or \S after [ \t], \n after [ \t]), so giving characters
+#: back could never let the rest match and the matches are the same, without the engine
+#: saving a backtrack point per character (~10% of the findall over a 100 MB log). The
+#: optional redop and root groups still backtrack (an ``N/A`` cell starts like a redop).
 _ROW = re.compile(
-    r"\n[ \t]*(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)(?:[ \t]+([A-Za-z]\w*))?(?:[ \t]+(-?\d+))?"
-    + r"[ \t]+(\S+)" * 8
-    + r"[ \t]*(?=\n|\Z)"
+    r"\n[ \t]*+(\d++)[ \t]++(\d++)[ \t]++([A-Za-z]\w*+)(?:[ \t]++([A-Za-z]\w*+))?(?:[ \t]++(-?\d++))?"
+    + r"[ \t]++(\S++)" * 8
+    + r"[ \t]*+(?=\n|\Z)"
 )
 
 
@@ -298,10 +303,21 @@ def _segments(text: str) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
 
-def _rows(text: str, start: int, end: int, source: str) -> _Table | None:
+class _Ints(dict[str, int]):
+    """``int(token)`` of the size and count cells, converted once per distinct token: the runs
+    of a log sweep the same sizes (a 100 MB log: 680,000 cells, a few hundred distinct), and
+    a dict lookup of a short string costs half of int()'s parse."""
+
+    def __missing__(self, token: str) -> int:
+        value = self[token] = int(token)
+        return value
+
+
+def _rows(text: str, start: int, end: int, source: str, ints: _Ints | None = None) -> _Table | None:
     """The size rows between ``start`` (a newline) and ``end``, converted column by column (map
     over C-built tuples: no Python frame per cell, no tuple per row); rows with N/A,
-    non-numeric or non-zero #wrong cells go through _row one by one. None without rows."""
+    non-numeric or non-zero #wrong cells go through _row one by one. None without rows.
+    ``ints``: the parse's size and count conversions (a new one per call without it)."""
     found = _ROW.findall(text, start, end)
     if not found:
         return None
@@ -313,7 +329,8 @@ def _rows(text: str, start: int, end: int, source: str) -> _Table | None:
         types = cols[2]
         # one type per table (nearly always): one string shared by the rows, not one kept per row
         dtype = [types[0]] * len(types) if types.count(types[0]) == len(types) else list(types)
-        return _Table([list(map(int, cols[0])), list(map(int, cols[1])), dtype, *nums, [0] * len(found)])
+        as_int = (_Ints() if ints is None else ints).__getitem__
+        return _Table([list(map(as_int, cols[0])), list(map(as_int, cols[1])), dtype, *nums, [0] * len(found)])
     except ValueError:
         return _Table.of_rows([_row(m, source) for m in _ROW.finditer(text, start, end)])
 
@@ -339,6 +356,7 @@ def _runs_nl(text: str, source: str) -> list[_Run]:
     log has ~350,000 size rows (benchmarks/bench_ingest.py)."""
     runs: list[_Run] = []
     pending_op, version = "", ""
+    ints = _Ints()
     for start, end in _segments(text):
         first = _ROW.search(text, start - 1, end)  # start - 1: the newline ending the line before
         head_end = first.start() + 1 if first else end
@@ -347,7 +365,7 @@ def _runs_nl(text: str, source: str) -> list[_Run]:
             version = v
         if "Collective test starting" in head and (m := _START.search(head)):
             pending_op = m.group(1)
-        table = _rows(text, first.start(), end, source) if first else None
+        table = _rows(text, first.start(), end, source, ints) if first else None
         if table is None:
             if not pending_op:
                 pending_op = _binary(text, start, end)
