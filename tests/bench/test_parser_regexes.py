@@ -138,3 +138,34 @@ def test_prefixes_are_stripped_a_chunk_of_lines_at_a_time_as_by_one_sub(monkeypa
         monkeypatch.setattr(prefixes, "_CHUNK_CHARS", rng.randint(1, 20))
         for pattern in patterns:
             assert prefixes._sub_lines(pattern, text) == pattern.sub("\n", "\n" + text), (text, pattern.pattern)
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_metric_rows_columns_are_the_metrics_fields(log):
+    """issue 32: the store and the ingest JSON read a MetricRows' columns instead of its
+    metrics; on every corpus log they are the very objects."""
+    from operator import attrgetter
+
+    from gpufabric.results.records import MetricRows
+
+    seen = 0
+    for parsed in nccl_tests.parse_nccl_tests(log.read_text(), source=log.name):
+        metrics = parsed.metrics
+        if type(metrics) is not MetricRows:
+            continue
+        seen += 1
+        for field, column in zip(nccl_tests.METRIC_FIELDS, metrics.columns, strict=True):
+            cells = list(map(attrgetter(field), metrics))
+            assert len(column) == len(cells) and all(map(lambda a, b: a is b, column, cells)), field
+    assert seen  # every corpus table takes the column path
+
+
+def test_metric_rows_refuses_columns_that_are_not_its_metrics():
+    from gpufabric.results.records import Metric, MetricRows
+
+    m = Metric(name="x", value=1.0, unit="us")
+    assert MetricRows.of([m], (["x"], [1.0], ["us"], [m.direction], [()])) == (m,)
+    with pytest.raises(ValueError):
+        MetricRows.of([m], (["x"], [1.0], ["us"], [m.direction]))
+    with pytest.raises(ValueError):
+        MetricRows.of([m, m], (["x"], [1.0], ["us"], [m.direction], [()]))

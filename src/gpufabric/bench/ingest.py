@@ -26,7 +26,7 @@ from gpufabric.boundary import read_capped
 from gpufabric.errors import InputError, ParseError
 from gpufabric.jsonable import to_jsonable
 from gpufabric.results.recorder import run_info
-from gpufabric.results.records import RunStatus, TestResult, Verdict
+from gpufabric.results.records import MetricRows, RunStatus, TestResult, Verdict
 
 #: Largest file ingest reads (docs/security.md). A 1,000-rank nccl-tests sweep is ~100 MB
 #: (benchmarks/bench_ingest.py); 1 GiB leaves 10x room while /dev/zero or a disk image
@@ -93,6 +93,10 @@ _NAME, _VALUE = attrgetter("name"), attrgetter("value")
 def result_row(result: TestResult) -> dict[str, Any]:
     """A result's JSON entry (the keys and order of ``bench``'s rows, with host and file)."""
     metrics = result.metrics
+    if type(metrics) is MetricRows:  # the parser's columns: no attribute look-up per metric
+        names, values = metrics.columns[0], metrics.columns[1]
+    else:
+        names, values = list(map(_NAME, metrics)), list(map(_VALUE, metrics))
     return {
         "name": result.name,
         "host": result.host,
@@ -100,7 +104,7 @@ def result_row(result: TestResult) -> dict[str, Any]:
         "status": result.status.value,
         "reason": result.reason,
         "warnings": result.params.get("quality_warnings", ""),
-        "metrics": dict(zip(map(_NAME, metrics), map(_VALUE, metrics), strict=True)),
+        "metrics": dict(zip(names, values, strict=True)),
     }
 
 

@@ -44,6 +44,7 @@ from gpufabric.results import ranks
 from gpufabric.results.records import (
     Direction,
     Metric,
+    MetricRows,
     Outcome,
     RunInfo,
     RunRecord,
@@ -311,6 +312,14 @@ def _insert_results(cur: Any, run_id: int, batch: Sequence[TestResult]) -> list[
             continue
         metric_id += len(metrics)
         result_ids += repeat(result_id, len(metrics))
+        if type(metrics) is MetricRows:  # the parser's own columns: no attribute look-up per metric
+            cols = metrics.columns
+            names += cols[0]
+            values += cols[1]
+            units += cols[2]
+            directions += cols[3]
+            samples += cols[4]
+            continue
         names += map(_NAME, metrics)
         values += map(_VALUE, metrics)
         units += map(_UNIT, metrics)

@@ -52,7 +52,7 @@ from gpufabric.bench.parsers import common as shape  # the -J path's type check
 from gpufabric.bench.parsers.common import Parsed, collector_paused, finite, load_json, lower, strip_ansi
 from gpufabric.bench.parsers.prefixes import strip_all, strip_all_nl
 from gpufabric.errors import ParseError
-from gpufabric.results.records import Direction, Metric
+from gpufabric.results.records import Direction, Metric, MetricRows
 
 _OOB_M = re.compile(r"^[ \t]*#[ \t]*Out of bounds values[ \t]*:[ \t]*(\d+)[ \t]+(OK|FAILED)", re.MULTILINE)
 _AVG_M = re.compile(r"^[ \t]*#[ \t]*Avg bus bandwidth[ \t]*:[ \t]*(\S+)", re.MULTILINE)
@@ -551,7 +551,10 @@ class _Names(dict[int, tuple[str, str]]):
         return names
 
 
-def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = None) -> list[Metric]:
+def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = None) -> tuple[Metric, ...]:
+    """The run's metrics: the top size's, then busbw and time per smaller size. A MetricRows
+    (with its columns, for the store and the JSON) when the sizes below the top are built
+    column by column (nearly always), else a plain tuple."""
     sizes, _, _, times, algbws, busbws, ip_times, _, ip_busbws, wrongs = table.cols
     # the measured sizes (size > 0, an out-of-place time), smallest first (a stable sort, as
     # the rows are nearly always in order already)
@@ -562,7 +565,7 @@ def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = N
     else:
         measured = [i for i, (size, t) in enumerate(zip(sizes, times, strict=True)) if size > 0 and t is not None]
     if not measured:
-        return []
+        return ()
     in_order = sizes if whole else list(map(sizes.__getitem__, measured))
     if any(map(operator.gt, in_order, in_order[1:])):
         measured.sort(key=sizes.__getitem__)
@@ -602,7 +605,14 @@ def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = N
         values[0::2], values[1::2] = rest_busbw, rest_time
         samples: list[Any] = [()] * (2 * n)
         samples[1::2] = zip(rest_time, rest_ip, strict=True)
-        metrics += _metric_columns(names, values, ["GB/s", "us"] * n, [_HIGHER, _LOWER] * n, samples)
+        units, directions = ["GB/s", "us"] * n, [_HIGHER, _LOWER] * n
+        rest_metrics = _metric_columns(names, values, units, directions, samples)
+        # the top size's few metrics, then the columns: the columns of every metric, in order
+        head = [list(map(getter, metrics)) for getter in _FIELD_GETTERS]
+        columns = tuple(
+            first + col for first, col in zip(head, (names, values, units, directions, samples), strict=True)
+        )
+        return MetricRows.of(metrics + rest_metrics, columns)
     else:
         append = metrics.append
         for i in rest:
@@ -614,10 +624,12 @@ def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = N
                     f"time_us@{size}B", time_us, "us", _LOWER, (time_us, ip_time_us) if ip_time_us is not None else ()
                 )
             )
-    return metrics
+    return tuple(metrics)
 
 
 _FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
+#: Each Metric field's getter, in METRIC_FIELDS' order (the columns of a MetricRows).
+_FIELD_GETTERS = tuple(map(operator.attrgetter, METRIC_FIELDS))
 
 
 def _picked(indices: list[int], *cols: list[Any]) -> list[list[Any]]:
@@ -739,7 +751,7 @@ def parse_nccl_tests(text: str, *, source: str = "") -> list[Parsed]:
             Parsed(
                 tool="nccl-tests",
                 case=op,
-                metrics=tuple(_metrics(table, avg, names_of)),
+                metrics=_metrics(table, avg, names_of),
                 error="; ".join(errors),
                 invalid="; ".join(problems),
                 warnings=tuple(w for w in (warning, partial) if w),
@@ -861,9 +873,7 @@ def _parse_json(text: str, source: str) -> Parsed:
     return Parsed(
         tool="nccl-tests",
         case=op,
-        metrics=tuple(
-            _metrics(table, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None)
-        ),
+        metrics=_metrics(table, finite(avg, what="average bus bandwidth", source=source) if avg is not None else None),
         error="; ".join(errors),
         invalid="; ".join(problems),
         warnings=(warning,) if warning else (),
