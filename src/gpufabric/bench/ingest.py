@@ -108,12 +108,17 @@ def result_row(result: TestResult) -> dict[str, Any]:
     }
 
 
+#: What ``json.dumps(obj, allow_nan=False)`` encodes with (its defaults otherwise): one
+#: encoder for the 10,617 rows of a 100 MB log instead of one built per call.
+_STRICT_ENCODE = json.JSONEncoder(allow_nan=False).encode
+
+
 def _row_json(result: TestResult) -> str:
     """One result row, compact, by the C encoder: rows hold only str, float and None, and a
     non-finite value (marked invalid) goes through to_jsonable (None), as document.dumps does."""
     row = result_row(result)
     try:
-        return json.dumps(row, allow_nan=False)
+        return _STRICT_ENCODE(row)  # json.dumps(row, allow_nan=False), without a new encoder per row
     except ValueError:
         return json.dumps(to_jsonable(row))
 

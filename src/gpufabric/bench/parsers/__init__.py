@@ -35,7 +35,7 @@ from gpufabric.bench.parsers.common import (
     strip_ansi,
 )
 from gpufabric.errors import ParseError
-from gpufabric.results.records import Metric, Status, TestResult
+from gpufabric.results.records import Metric, MetricRows, Status, TestResult
 
 __all__ = [
     "ANSI_RE",
@@ -121,7 +121,8 @@ def detect_tool(text: str) -> str:
 def impossible(metrics: Sequence[Metric]) -> str:
     """Every metric gpufabric records is a non-negative quantity (times, rates, counts):
     a negative or non-finite value cannot be a measurement, whatever the tool."""
-    values = [m.value for m in metrics]
+    # a MetricRows' value column: the very floats its metrics hold (no attribute read per metric)
+    values = metrics.columns[1] if type(metrics) is MetricRows else [m.value for m in metrics]
     if not values or (math.isfinite(sum(values)) and min(values) >= 0):
         return ""  # all finite (NaN/inf propagate through the sum) and >= 0, checked at C speed
     bad = [f"{m.name}={m.value:g}" for m in metrics if not math.isfinite(m.value) or m.value < 0]
