@@ -609,9 +609,8 @@ def _metrics(table: _Table, avg_busbw: float | None, names_of: _Names | None = N
         rest_metrics = _metric_columns(names, values, units, directions, samples)
         # the top size's few metrics, then the columns: the columns of every metric, in order
         head = [list(map(getter, metrics)) for getter in _FIELD_GETTERS]
-        columns = tuple(
-            first + col for first, col in zip(head, (names, values, units, directions, samples), strict=True)
-        )
+        rest_columns: tuple[list[Any], ...] = (names, values, units, directions, samples)
+        columns = tuple(first + col for first, col in zip(head, rest_columns, strict=True))
         return MetricRows.of(metrics + rest_metrics, columns)
     else:
         append = metrics.append
