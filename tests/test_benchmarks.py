@@ -25,6 +25,7 @@ SMOKE = {
     "bench_config.py": ["--rounds", "1", "--spec", str(ROOT / "examples" / "lab-2node.yaml")],
     "bench_ingest.py": ["--mb", "0.5", "--repeats", "1"],
     "bench_orchestration.py": ["--rounds", "1", "--repeats", "1"],
+    "bench_peers.py": ["--runs", "1", "--configs", "3"],
     "bench_plan.py": [],
     "bench_predict.py": ["--repeats", "1"],
     "bench_probes.py": ["--rounds", "1", "--size", "64K", "--ckpt-size", "1M"],
