@@ -146,7 +146,8 @@ def main() -> int:
         print("llm-analysis and Calculon: skipped (no --peer-python)")
     elif not args.calculon:
         print("Calculon: skipped (no --calculon)")
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{args.calculon or ''}"}
+    paths = [str(ROOT / "src")] + ([str(args.calculon)] if args.calculon else [])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     tools = _tools(args.peer_python, args.calculon)
     for spec in tools.values():  # one unmeasured run each: bytecode and caches warm
         _child_cpu(spec["cli"], env)
