@@ -527,11 +527,11 @@ class _Engine:
         prefill iteration of :meth:`chunked_step` and each finished prompt completes. The same
         arithmetic in the same order (with no decodes, kv_used() is kv_prefill + shared exactly);
         about half the Python steps."""
-        n, cap, shared, budget0, reserve = self.n, self.cap, self.shared, self.token_budget, self.reserve
+        n, cap, shared, budget0 = self.n, self.cap, self.shared, self.token_budget
         pending, waiting, prefilling, arr = self.pending, self.waiting, self.prefilling, self.arr
         assert isinstance(pending, deque)
         todo, done, cached, first, finish = self.todo, self.done, self.cached, self.first, self.finish
-        state, order, produced = self.state, self.order, self.produced
+        state, produced = self.state, self.produced
         it_s, znext, s1, h1, exp = self.it_s, self.znext, self.s1, self.h1, math.exp
         slots = self.max_batch - self.b  # b = 0 throughout
         t, kv_prefill, finished = self.t, self.kv_prefill, self.finished
@@ -544,45 +544,7 @@ class _Engine:
             if not prefilling and not waiting:
                 t = pending[0][0]  # idle until the next arrival
                 continue
-            budget = budget0
-            room = cap - (kv_prefill + shared)
-            chunks: list[int] = []
-            sizes: list[int] = []
-            tokens = 0
-            attn = 0.0
-            for r in prefilling:
-                c = todo[r]
-                if budget < c:
-                    c = budget
-                if room < c:
-                    c = int(room)
-                if c <= 0:
-                    break
-                chunks.append(r)
-                sizes.append(c)
-                tokens += c
-                attn += c * (done[r] + c / 2.0)
-                budget -= c
-                room -= c
-            while waiting and budget > 0 and len(prefilling) < slots:
-                r = waiting[0]
-                if room < todo[r] + reserve:
-                    break
-                waiting.popleft()
-                c = todo[r]
-                if budget < c:
-                    c = budget
-                if room < c:
-                    c = int(room)
-                state[r] = 1
-                prefilling.append(r)
-                order.append(r)
-                chunks.append(r)
-                sizes.append(c)
-                tokens += c
-                attn += c * (done[r] + c / 2.0)
-                budget -= c
-                room -= c
+            chunks, sizes, tokens, attn = self.pick_chunks(budget0, cap - (kv_prefill + shared), slots)
             if not chunks:  # partial prompts fill the cache: chunked_step's preemption, b = 0
                 self.kv_prefill = kv_prefill
                 if not self.preempt():
@@ -646,14 +608,12 @@ class _Engine:
             self.finish_ready()
         return True
 
-    def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
-        """One explicit iteration: the decodes (when they run) and prefill chunks within the
-        token budget and KV room: partly prefilled prompts first, then waiting requests admitted
-        in order; a chunk of c tokens adds ``c (done + c / 2)`` to the summed attention, in chunk
-        order. (One method, not a chunk list handed on: it runs once per request or more.)"""
-        b, g = self.b, self.g
-        budget = self.token_budget - (b * self.q if run_decodes else 0)
-        room = self.cap - kv_used - (b * g if run_decodes else 0)
+    def pick_chunks(self, budget: int, room: float, slots: int) -> tuple[list[int], list[int], int, float]:
+        """This iteration's prefill chunks within ``budget`` tokens and ``room`` KV: partly
+        prefilled prompts first, then waiting requests admitted in order while fewer than
+        ``slots`` prefill; (requests, chunk sizes, tokens, summed attention), a chunk of c
+        tokens adding ``c (done + c / 2)`` in chunk order. Admission marks the request
+        prefilling."""
         todo, done, waiting, prefilling = self.todo, self.done, self.waiting, self.prefilling
         chunks: list[int] = []  # requests with a chunk this iteration, in order
         sizes: list[int] = []
@@ -673,7 +633,6 @@ class _Engine:
             attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
-        slots = self.max_batch - b
         reserve = self.reserve
         while waiting and budget > 0 and len(prefilling) < slots:
             r = waiting[0]
@@ -694,6 +653,16 @@ class _Engine:
             attn += c * (done[r] + c / 2.0)
             budget -= c
             room -= c
+        return chunks, sizes, tokens, attn
+
+    def chunked_step(self, kv_used: float, run_decodes: bool) -> None:
+        """One explicit iteration: the decodes (when they run) and the prefill chunks
+        :meth:`pick_chunks` fits in what the decodes leave of the token budget and KV room."""
+        b, g = self.b, self.g
+        budget = self.token_budget - (b * self.q if run_decodes else 0)
+        room = self.cap - kv_used - (b * g if run_decodes else 0)
+        todo, done, prefilling = self.todo, self.done, self.prefilling
+        chunks, sizes, tokens, attn = self.pick_chunks(budget, room, self.max_batch - b)
         if not chunks:
             if b:
                 run_decodes = True  # nothing fits the cache this iteration: decode on
