@@ -408,29 +408,32 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
     peak = _peak(catalog.gpu(spec.cluster.gpu), w.precision)
     shape = (float(w.model.layers), float(w.model.hidden), float(w.model.seq_len), float(w.model.vocab))
     figure = float(getattr(th, kind))  # th.value
+    params_active = float(scal["params_active"])
+    # The Anchor's fields every branch sets alike.
+    common: dict[str, Any] = dict(
+        kind=kind,
+        figure=figure,
+        flops=th.flops,
+        peak_tflops=peak,
+        params_active=params_active,
+        model_shape=shape,
+        notes=w.notes,
+    )
 
-    def anchor(
-        *, gpus: int, layout: Layout | None, fabric: str | None, assumed: bool, efficiency: float, **more: Any
-    ) -> Anchor:
+    def anchor(*, assumed: bool, efficiency: float) -> Anchor:
+        """No measured point: the anchor at the spec's own size."""
         return Anchor(
-            **more,
-            kind=kind,
-            figure=figure,
-            flops=th.flops,
-            measured_gpus=gpus,
-            measured_layout=layout,
-            measured_fabric=fabric,
+            **common,
+            measured_gpus=spec.num_gpus,
+            measured_layout=None,
+            measured_fabric=None,
             assumed=assumed,
             compute_efficiency=efficiency,
-            peak_tflops=peak,
             anchor_step_s=None,
-            params_active=float(scal["params_active"]),
-            model_shape=shape,
-            notes=w.notes,
         )
 
     if kind == "compute_efficiency":
-        return anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=False, efficiency=figure)
+        return anchor(assumed=False, efficiency=figure)
     if "throughput" not in w.model_fields_set:
         # No figure in the spec: the compute-efficiency model, at the spec's own layout for
         # the record (every layout gets its own value, layout_efficiencies).
@@ -440,7 +443,7 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
         else:
             at_spec = float(model_efficiency(spec, catalog, [spec_layout(spec)])[0])
         return replace(
-            anchor(gpus=spec.num_gpus, layout=None, fabric=None, assumed=True, efficiency=at_spec),
+            anchor(assumed=True, efficiency=at_spec),
             kind="model",
             figure=at_spec,
         )
@@ -464,19 +467,12 @@ def _stage(spec: Spec, catalog: Catalog, memo: dict[Any, Any] | None = None) -> 
             }
         )
     )
-    params_active = float(scal["params_active"])
     fields = dict(
-        kind=kind,
-        figure=figure,
-        flops=th.flops,
+        common,
         measured_gpus=gpus,
         measured_layout=layout,
         measured_fabric=fabric,
         assumed=assumed,
-        peak_tflops=peak,
-        params_active=params_active,
-        model_shape=shape,
-        notes=w.notes,
         measured_batch_tokens=batch if batch != w.global_batch_tokens or seq != w.model.seq_len else None,
         measured_seq_len=seq,
     )
