@@ -51,9 +51,12 @@ def test_the_public_gh200_sendrecv_figures_of_nccl_1272():
     sendrecv 512 MiB: NCCL 2.19.4 24.2, 2.20.5 18.3 (one channel), 2.20.5 on 4 nodes 24.2.
     The drop is where NCCL's rule puts it (8 nodes, not 4); its size is NCCL's per-channel
     figure, 14 GB/s, 23% under this host's."""
-    peer = lambda ranks, version: float(  # noqa: E731
-        p2p.net_peer_gbps(512 << 20, ranks, 24.2, nccl_version=version, p2p_channels=8)
-    )
+
+    def peer(ranks: int, version: str) -> float:  # this host's 8 p2p channels: its channels x 14 GB/s, at most its NIC
+        per_peer = p2p.net_channels_per_peer(ranks, 24.2, nccl_version=version, p2p_channels=8)
+        ch = p2p.op_channels(512 << 20, ranks, per_peer, p2p_channels=8)
+        return float(min(24.2, ch * p2p.P2P_NET_CHANNEL_GBPS))
+
     assert peer(32, "2.19.4") == pytest.approx(24.2)
     assert peer(16, "2.20.5") == pytest.approx(24.2)
     assert peer(32, "2.20.5") == pytest.approx(18.3, rel=0.25)
@@ -110,7 +113,7 @@ def test_all_to_all_carries_the_node_nics_per_gpu_and_few_peers_their_channels(c
         want = nic * p / (p - 8) * (p - 1) / p
         assert got == pytest.approx(want, rel=0.05)
     # two nodes of one GPU: the one remote peer has its channels, like a send/recv pair
-    got = p2p.all_to_all_net_gbps(GiB, 2, 1, nic, nccl_version="2.21.5")
+    got = p2p.all_to_all_terms(GiB, 2, 1, nic, nccl_version="2.21.5")[2]
     assert float(got) == pytest.approx(2 * p2p.P2P_NET_CHANNEL_GBPS)
 
 

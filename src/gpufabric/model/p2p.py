@@ -8,7 +8,7 @@ and the communicator's size (:func:`net_channels_per_peer`), how many of them on
 on its size (:func:`op_channels`: NCCL splits an op into 64-128 KiB parts, one per
 channel). An all-to-all sends to every peer at once over all of a GPU's p2p channels and,
 with PXN, through the NIC of whichever local GPU is on the destination's rail, so the
-node's NICs share the cross-node bytes evenly (:func:`all_to_all_net_gbps`). Each op runs
+node's NICs share the cross-node bytes evenly (:func:`all_to_all_terms`). Each op runs
 the protocol NCCL's p2p rule gives it (:func:`uses_ll`), and an all-to-all's ops run in
 NCCL's batches of 8 (:func:`all_to_all_schedule`); model.collectives times them.
 
@@ -218,22 +218,6 @@ def all_to_all_waves(ranks: Any, channels: Any, *, p2p_channels: Any = P2P_CHANN
     return np.maximum(np.ceil(groups * np.asarray(channels, dtype=float) / np.asarray(p2p_channels, dtype=float)), 1.0)
 
 
-def net_peer_gbps(
-    size_bytes: Any,
-    ranks: Any,
-    nic_gbps: Any,
-    *,
-    nccl_version: str | None = None,
-    p2p_channels: Any = P2P_CHANNELS,
-    channel_gbps: Any = P2P_NET_CHANNEL_GBPS,
-) -> Any:
-    """Bandwidth (GB/s) of one cross-node send/recv pair: its channels x what one carries,
-    at most the NIC's achievable ``nic_gbps``."""
-    per_peer = net_channels_per_peer(ranks, nic_gbps, nccl_version=nccl_version, p2p_channels=p2p_channels)
-    ch = op_channels(size_bytes, ranks, per_peer, p2p_channels=p2p_channels)
-    return np.minimum(np.asarray(nic_gbps, dtype=float), ch * np.asarray(channel_gbps, dtype=float))
-
-
 def pair_channels(
     size_bytes: Any,
     nodes: Any,
@@ -321,11 +305,3 @@ def all_to_all_terms(
     channels = np.minimum(ch * np.maximum(p - g, 1), P2P_CHANNELS)
     net = np.minimum(per_gpu_nic, channels * P2P_NET_CHANNEL_GBPS)
     return uses_ll(peer_bytes, ch, per_peer, nccl_version=nccl_version), all_to_all_waves(p, ch), net
-
-
-def all_to_all_net_gbps(
-    size_bytes: Any, nodes: Any, gpus_per_node: Any, node_net_gbps: Any, *, nccl_version: str | None = None
-) -> Any:
-    """Cross-node bandwidth (GB/s) of one GPU in an all-to-all of ``size_bytes`` per rank
-    (:func:`all_to_all_terms`)."""
-    return all_to_all_terms(size_bytes, nodes, gpus_per_node, node_net_gbps, nccl_version=nccl_version)[2]
