@@ -125,8 +125,13 @@ def test_a_nic_never_moves_more_than_its_pcie_slot():
     timing=st.sampled_from(("eager", "graph")),
     # each p2p channel rule (model.p2p): <= 2.19, 2.20-2.28, >= 2.29, and the unstated default
     nccl_version=st.sampled_from((None, "2.19.3", "2.21.5", "2.29.2")),
+    # forced as NCCL_ALGO / NCCL_PROTO too: a forced two-node tree keeps its doubling
+    algorithm=st.sampled_from((None, "ring", "tree", "nvls", "nvls_tree", "collnet", "hierarchical")),
+    protocol=st.sampled_from((None, "LL", "LL128", "Simple")),
 )
-def test_no_prediction_exceeds_its_physical_bound(gpu, fabric, nodes, g, op, size, sharp, timing, nccl_version):
+def test_no_prediction_exceeds_its_physical_bound(
+    gpu, fabric, nodes, g, op, size, sharp, timing, nccl_version, algorithm, protocol
+):
     try:
         p = predict_collective(
             op=op,
@@ -139,9 +144,12 @@ def test_no_prediction_exceeds_its_physical_bound(gpu, fabric, nodes, g, op, siz
             sharp=sharp,
             timing=timing,
             nccl_version=nccl_version,
+            algorithm=algorithm,
+            protocol=protocol,
         )
-    except Exception as exc:  # only "no algorithm applies" is acceptable
-        assert "does not apply" in str(exc) or "no algorithm" in str(exc)
+    except Exception as exc:  # only "no algorithm applies", or a forced protocol the op lacks
+        forced_lacking = protocol is not None and "have no" in str(exc)
+        assert "does not apply" in str(exc) or "no algorithm" in str(exc) or forced_lacking, exc
         return
     assert p.time_us > 0
     assert p.algbw_gbps <= line_bound_gbps(op, nodes, g, gpu, fabric, sharp=sharp) * (1 + 1e-9)

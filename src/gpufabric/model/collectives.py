@@ -92,6 +92,7 @@ from gpufabric.model.nccl_tuner import (
     algorithms_for_version,
     channel_cap_gbps,
     ll_max_busbw_gbps,
+    nccl_version_tuple,
     per_channel_simple_gbps,
     tree_correction,
 )
@@ -744,9 +745,11 @@ def predict_collective(
     if protocol is not None and protocol not in PROTOCOLS:
         raise InputError(f"unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
     available = algorithms_for_version(nccl_version)
-    if algorithm is not None and available is not None and algorithm not in available:
-        since = ".".join(map(str, ALGORITHM_SINCE[algorithm]))
-        raise InputError(f"algorithm {algorithm!r} needs NCCL >= {since}, not {nccl_version}")
+    # A forced algorithm is checked against its release only (FORCED_ONLY ones, absent from
+    # what the tuner chooses among, are still allowed when forced).
+    since = ALGORITHM_SINCE.get(algorithm or "", (0, 0))
+    if nccl_version is not None and nccl_version_tuple(nccl_version) < since:
+        raise InputError(f"algorithm {algorithm!r} needs NCCL >= {'.'.join(map(str, since))}, not {nccl_version}")
     g = catalog.gpu(gpu)
     f = catalog.fabric(fabric)
     sw = catalog.switches[f.switch]
