@@ -87,22 +87,16 @@ print(n / (time.process_time() - start))
 """
 
 
-def _child_cpu(cmd: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT) -> tuple[float, str]:
-    """``cmd``'s CPU time measured by a wrapper that waits on it (os.wait4 needs the pid unreaped)."""
-    code = (
-        "import os, subprocess, sys\n"
-        "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)\n"
-        "out = p.stdout.read()\n"
-        "_, status, ru = os.wait4(p.pid, 0)\n"
-        "sys.stdout.write(f'{ru.ru_utime + ru.ru_stime} {os.waitstatus_to_exitcode(status)}\\n')\n"
-        "sys.stdout.write(out.decode())\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code, *cmd], cwd=cwd, env=env, capture_output=True, text=True)
-    head, _, out = done.stdout.partition("\n")
-    cpu, rc = head.split()
-    if int(rc):
-        raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {rc}")
-    return float(cpu), out
+def _child_cpu(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
+    """(user + sys CPU seconds of ``cmd``'s own process, its stdout); raises if it fails."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    out = proc.stdout.read().decode()
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, before Popen reaps it
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(cmd[:4])} ... exited {proc.returncode}")
+    return usage.ru_utime + usage.ru_stime, out
 
 
 def _tools(peer_python: str | None, calculon: Path | None) -> dict[str, dict[str, list[str]]]:
@@ -148,6 +142,7 @@ def main() -> int:
         print("Calculon: skipped (no --calculon)")
     paths = [str(ROOT / "src")] + ([str(args.calculon)] if args.calculon else [])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # a user's install has its bytecode compiled
     tools = _tools(args.peer_python, args.calculon)
     for spec in tools.values():  # one unmeasured run each: bytecode and caches warm
         _child_cpu(spec["cli"], env)
